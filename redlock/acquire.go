@@ -1,0 +1,330 @@
+package redlock
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"math/bits"
+	mrand "math/rand/v2"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// keys are the Redis names used for one resource. The hash tag keeps them in
+// one slot should a node be a Redis Cluster.
+type keys struct {
+	resource string
+	key      string // the lock: token with a TTL
+	fenceKey string // the fencing counter
+	channel  string // release announcements
+}
+
+func (c *Client) keysFor(resource string) keys {
+	k := c.cfg.prefix + "{" + resource + "}"
+	return keys{resource: resource, key: k, fenceKey: k + ":fence", channel: k + ":released"}
+}
+
+func (k keys) lockKeys() []string { return []string{k.key} }
+func (k keys) bothKeys() []string { return []string{k.key, k.fenceKey} }
+
+func isNil(err error) bool { return err == redis.Nil }
+
+// minTTL is the smallest TTL that can leave a positive validity after an
+// attempt that used its whole node timeout.
+func (c *Client) minTTL() time.Duration {
+	return time.Duration(float64(c.cfg.nodeTimeout+driftFloor) / (1 - c.cfg.driftFactor))
+}
+
+// prepare validates a call's input and options.
+func (c *Client) prepare(ctx context.Context, resource string, ttl time.Duration, opts []LockOption) (time.Duration, *lockConfig, error) {
+	if ctx == nil {
+		return 0, nil, invalidf("nil context")
+	}
+	if c.isClosed() {
+		return 0, nil, ErrClosed
+	}
+	if resource == "" {
+		return 0, nil, invalidf("empty resource name")
+	}
+	if err := c.checkTTL(ttl); err != nil {
+		return 0, nil, err
+	}
+	lc := &lockConfig{}
+	for _, o := range opts {
+		if o == nil {
+			return 0, nil, invalidf("nil lock option")
+		}
+		o(lc)
+	}
+	if lc.maxHold < 0 {
+		return 0, nil, invalidf("max hold must not be negative, got %v", lc.maxHold)
+	}
+	return ttl.Truncate(time.Millisecond), lc, nil
+}
+
+// checkTTL rejects TTLs that cannot leave any validity.
+func (c *Client) checkTTL(ttl time.Duration) error {
+	if ttl <= 0 {
+		return invalidf("ttl must be positive, got %v", ttl)
+	}
+	if m := c.minTTL(); ttl.Truncate(time.Millisecond) <= m {
+		return invalidf("ttl %v is too small: with node timeout %v and drift factor %v it must exceed %v",
+			ttl, c.cfg.nodeTimeout, c.cfg.driftFactor, m.Round(time.Microsecond))
+	}
+	return nil
+}
+
+// TryAcquire makes one attempt to lock resource for ttl. It fails with an
+// error matching ErrLocked when another holder has it, ErrQuorum when too many
+// nodes failed, or the context's error.
+func (c *Client) TryAcquire(ctx context.Context, resource string, ttl time.Duration, opts ...LockOption) (*Lock, error) {
+	begin := time.Now()
+	ttl, lc, err := c.prepare(ctx, resource, ttl, opts)
+	if err != nil {
+		return nil, err
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	l, err := c.attempt(ctx, c.keysFor(resource), ttl, lc)
+	c.acquired(resource, begin, 1, err)
+	return l, err
+}
+
+// Acquire locks resource for ttl, waiting as long as ctx allows. Waiters are
+// woken by release announcements (pub/sub) and otherwise retry after a random
+// delay; waiters of the same Client queue in FIFO order. When ctx ends it
+// returns ctx's error wrapped together with the last attempt's cause, so both
+// errors.Is(err, context.DeadlineExceeded) and errors.Is(err, ErrLocked) hold.
+func (c *Client) Acquire(ctx context.Context, resource string, ttl time.Duration, opts ...LockOption) (*Lock, error) {
+	begin := time.Now()
+	ttl, lc, err := c.prepare(ctx, resource, ttl, opts)
+	if err != nil {
+		return nil, err
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	l, attempts, err := c.acquireLoop(ctx, c.keysFor(resource), ttl, lc)
+	c.acquired(resource, begin, attempts, err)
+	return l, err
+}
+
+func (c *Client) acquireLoop(ctx context.Context, k keys, ttl time.Duration, lc *lockConfig) (*Lock, int, error) {
+	var t *turn
+	if c.cfg.localQueue {
+		var err error
+		if t, err = c.gates.enter(ctx, k.key); err != nil {
+			return nil, 0, err
+		}
+	}
+	var w *watch
+	defer func() {
+		if w != nil {
+			w.close()
+		}
+	}()
+	var last error
+	var timer *time.Timer
+	for attempts := 1; ; attempts++ {
+		if w != nil {
+			w.reset()
+		}
+		l, err := c.attempt(ctx, k, ttl, lc)
+		if err == nil {
+			l.adoptTurn(t)
+			return l, attempts, nil
+		}
+		if ctx.Err() != nil || errors.Is(err, ErrClosed) {
+			t.leave()
+			return nil, attempts, waitError(ctx, err, last)
+		}
+		last = err
+		if w == nil && errors.Is(err, ErrLocked) {
+			// Subscribe to the release, then try once more at once: the
+			// holder may have released between the attempt and now.
+			w = c.notify.watch(k.channel)
+			continue
+		}
+		d := c.retryDelay()
+		if timer == nil {
+			timer = time.NewTimer(d)
+			defer timer.Stop()
+		} else {
+			timer.Reset(d)
+		}
+		var wake <-chan struct{}
+		if w != nil {
+			wake = w.C
+		}
+		select {
+		case <-ctx.Done():
+			t.leave()
+			return nil, attempts, waitError(ctx, nil, last)
+		case <-c.closed:
+			t.leave()
+			return nil, attempts, ErrClosed
+		case <-wake:
+		case <-timer.C:
+		}
+	}
+}
+
+// waitError reports a wait that ended with ctx: ctx's error, wrapping the
+// last attempt's cause.
+func waitError(ctx context.Context, err, last error) error {
+	cerr := ctx.Err()
+	if cerr == nil {
+		return err
+	}
+	if last == nil && err != nil && !errors.Is(err, cerr) {
+		last = err
+	}
+	if last == nil {
+		return cerr
+	}
+	return fmt.Errorf("%w (last attempt: %w)", cerr, last)
+}
+
+// retryDelay is a random delay in [retryMin, retryMax].
+func (c *Client) retryDelay() time.Duration {
+	span := c.cfg.retryMax - c.cfg.retryMin
+	if span <= 0 {
+		return c.cfg.retryMin
+	}
+	return c.cfg.retryMin + time.Duration(mrand.Int64N(int64(span)+1))
+}
+
+func (c *Client) acquired(resource string, begin time.Time, attempts int, err error) {
+	d := time.Since(begin)
+	if err != nil {
+		c.cfg.logger.Debug("redlock acquire failed", "resource", resource, "attempts", attempts, "wait", d, "err", err)
+	}
+	c.observe(Event{Kind: EventAcquire, Resource: resource, Duration: d, Attempts: attempts, Err: err})
+}
+
+// attempt is one Redlock round: SET NX PX (or the fencing script) on every
+// node at once, decided at quorum. A failed round is undone on every node
+// that may hold the token, stragglers included.
+func (c *Client) attempt(ctx context.Context, k keys, ttl time.Duration, lc *lockConfig) (*Lock, error) {
+	token := rand.Text()
+	ttlMs := ttl.Milliseconds()
+	var args []any
+	var s *script
+	if lc.fencing {
+		s = fenceAcquireScript
+		args = s.args(k.bothKeys(), token, ttlMs, c.cfg.fenceRetention.Milliseconds())
+	} else {
+		args = []any{"set", k.key, token, "nx", "px", ttlMs}
+	}
+	start := time.Now()
+	deadline := start.Add(c.cfg.nodeTimeout)
+	r := c.broadcast("acquire", k.resource, c.allNodes(), c.q, deadline, func(int) ([]any, *script) { return args, s })
+	err := r.collect(ctx, deadline, classifySet)
+	if err == nil && r.t.success() {
+		until := start.Add(ttl - driftAllowance(ttl, c.cfg.driftFactor))
+		var fence int64
+		if time.Now().Before(until) {
+			if lc.fencing {
+				fence, err = c.settleFence(ctx, r, k, token, until)
+			}
+			if err == nil {
+				l := c.newLock(k, token, fence, ttl, start, until, lc)
+				r.finish(func(rep reply) {
+					if classifySet(rep) != outRefused && !l.held() {
+						c.unlock(k, token, 1<<rep.node)
+					}
+				})
+				return l, nil
+			}
+		} else {
+			err = r.err([]error{ErrQuorum}, fmt.Sprintf("quorum reached after %v, past the validity of ttl %v", time.Since(start).Round(time.Microsecond), ttl))
+		}
+	}
+	c.undo(r, k, token)
+	if err != nil {
+		return nil, err
+	}
+	return nil, r.err(r.t.causes(), fmt.Sprintf("%d of %d nodes set (quorum %d), %d held by another, %d failed",
+		r.t.ok, r.t.total, c.q, r.t.refused, r.t.failed))
+}
+
+// undo releases a failed attempt's token on every node that may hold it:
+// nodes that answered OK or failed now, stragglers when they answer.
+func (c *Client) undo(r *round, k keys, token string) {
+	var m uint64
+	for i, o := range r.outs {
+		bit := uint64(1) << i
+		if r.pending&bit == 0 && (o == outOK || o == outFailed) {
+			m |= bit
+		}
+	}
+	c.unlock(k, token, m)
+	r.finish(func(rep reply) {
+		if classifySet(rep) != outRefused {
+			c.unlock(k, token, 1<<rep.node)
+		}
+	})
+}
+
+// unlock sends the compare-and-delete script, without announcement, to the
+// nodes in mask and does not wait for the answers.
+func (c *Client) unlock(k keys, token string, mask uint64) {
+	if mask == 0 || c.isClosed() {
+		return
+	}
+	args := releaseScript.args(k.lockKeys(), token, "")
+	c.broadcast("release", k.resource, mask, bits.OnesCount64(mask), time.Now().Add(c.cfg.nodeTimeout),
+		func(int) ([]any, *script) { return args, releaseScript })
+}
+
+// settleFence picks the fence of a won round, the highest counter among the
+// nodes that granted it, and makes sure a majority carries it: then any later
+// acquisition's majority overlaps one node whose counter is at least this
+// fence and so gets a larger one.
+func (c *Client) settleFence(ctx context.Context, r *round, k keys, token string, until time.Time) (int64, error) {
+	var fence int64
+	vals := make([]int64, len(r.vals))
+	for i, o := range r.outs {
+		if o != outOK {
+			continue
+		}
+		v, ok := r.vals[i].(int64)
+		if !ok || v <= 0 {
+			return 0, r.err([]error{ErrQuorum}, fmt.Sprintf("node %d returned a bad fencing counter %v", i, r.vals[i]))
+		}
+		vals[i] = v
+		fence = max(fence, v)
+	}
+	have := 0
+	var low uint64
+	for i, v := range vals {
+		if v == fence {
+			have++
+		} else if v > 0 {
+			low |= 1 << i
+		}
+	}
+	if have >= c.q {
+		return fence, nil
+	}
+	deadline := time.Now().Add(c.cfg.nodeTimeout)
+	if until.Before(deadline) {
+		deadline = until
+	}
+	args := fenceRaiseScript.args(k.bothKeys(), token, fence, c.cfg.fenceRetention.Milliseconds())
+	r2 := c.broadcast("fence", k.resource, low, c.q-have, deadline, func(int) ([]any, *script) { return args, fenceRaiseScript })
+	err := r2.collect(ctx, deadline, classifyOne)
+	r2.finish(nil)
+	switch {
+	case err != nil:
+		return 0, err
+	case !r2.t.success():
+		return 0, r2.err([]error{ErrQuorum}, "could not raise the fencing counter on a majority")
+	case !time.Now().Before(until):
+		return 0, r2.err([]error{ErrQuorum}, "fencing counter settled after the validity ended")
+	}
+	return fence, nil
+}

@@ -1,0 +1,237 @@
+package redlock
+
+import (
+	"errors"
+	"fmt"
+	"net/url"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Client acquires Redlock locks over a fixed set of independent Redis masters.
+// It is safe for concurrent use; create one per process and share it.
+type Client struct {
+	cfg    config
+	nodes  []*node
+	q      int
+	owned  []redis.UniversalClient // clients created by NewFromURLs, closed by Close
+	closed chan struct{}
+	once   sync.Once
+	bgMu   sync.Mutex     // orders spawn against Close
+	bg     sync.WaitGroup // stragglers, keep-alives and other background work
+	work   sync.WaitGroup // batching workers
+	gates  gates
+	notify *notifier
+}
+
+// New returns a Client over the given nodes: independent Redis masters (not
+// replicas of each other), usually 3 or 5. The clients stay owned by the
+// caller: Close does not close them. For the node timeout to bound calls, the
+// clients should have ContextTimeoutEnabled set and MaxRetries -1 (as
+// NewFromURLs does); otherwise a dead node still never delays a decided
+// answer, but its stragglers linger until the client's own timeouts.
+func New(nodes []redis.UniversalClient, opts ...Option) (*Client, error) {
+	return newClient(nodes, nil, opts)
+}
+
+func newClient(nodes []redis.UniversalClient, owned []redis.UniversalClient, opts []Option) (*Client, error) {
+	cfg := defaultConfig()
+	for _, o := range opts {
+		if o == nil {
+			return nil, invalidf("nil option")
+		}
+		o(&cfg)
+	}
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	if len(nodes) == 0 {
+		return nil, invalidf("no nodes given")
+	}
+	if len(nodes) > maxNodes {
+		return nil, invalidf("%d nodes given, at most %d supported", len(nodes), maxNodes)
+	}
+	seen := make(map[string]int, len(nodes))
+	list := make([]*node, 0, len(nodes))
+	for i, cl := range nodes {
+		if cl == nil {
+			return nil, invalidf("node %d is a nil client", i)
+		}
+		addr := nodeAddr(i, cl)
+		id := nodeIdentity(i, cl)
+		if j, dup := seen[id]; dup {
+			return nil, invalidf("node %d (%s) is the same node as node %d: Redlock needs independent nodes", i, addr, j)
+		}
+		seen[id] = i
+		list = append(list, newNode(i, addr, cl))
+	}
+	return start(cfg, list, owned), nil
+}
+
+// start builds a Client over ready nodes and starts their workers.
+func start(cfg config, nodes []*node, owned []redis.UniversalClient) *Client {
+	c := &Client{cfg: cfg, nodes: nodes, q: quorum(len(nodes)), owned: owned, closed: make(chan struct{})}
+	for _, n := range c.nodes {
+		for range cfg.batchWorkers {
+			c.work.Add(1)
+			go n.serve(c.closed, &c.work)
+		}
+	}
+	c.notify = newNotifier(c)
+	return c
+}
+
+// nodeIdentity tells two nodes apart: the same client value twice, or two
+// clients for the same address and database, are the same node.
+func nodeIdentity(i int, cl redis.UniversalClient) string {
+	if rc, ok := cl.(*redis.Client); ok {
+		o := rc.Options()
+		return fmt.Sprintf("%s/%d", strings.ToLower(o.Addr), o.DB)
+	}
+	if cc, ok := cl.(*redis.ClusterClient); ok {
+		return "cluster:" + strings.Join(cc.Options().Addrs, ",")
+	}
+	return fmt.Sprintf("%T:%p", cl, cl)
+}
+
+// NewFromURLs dials one node per URL: redis://[user:password@]host:port[/db]
+// or rediss:// for TLS, with go-redis URL parameters allowed. The clients it
+// creates are tuned for locking (short dial and I/O timeouts derived from the
+// node timeout, no command retries, context deadlines honoured) and closed by
+// Close. Errors name the URL by its position and redacted form, never with
+// its password.
+func NewFromURLs(urls []string, opts ...Option) (*Client, error) {
+	if len(urls) == 0 {
+		return nil, invalidf("no node URLs given")
+	}
+	cfg := defaultConfig()
+	for _, o := range opts {
+		if o != nil {
+			o(&cfg)
+		}
+	}
+	clients := make([]redis.UniversalClient, 0, len(urls))
+	closeAll := func() {
+		for _, cl := range clients {
+			_ = cl.Close()
+		}
+	}
+	for i, raw := range urls {
+		o, err := ParseNodeURL(raw)
+		if err != nil {
+			closeAll()
+			return nil, fmt.Errorf("node %d: %w", i, err)
+		}
+		tuneForLocking(o, cfg.nodeTimeout)
+		clients = append(clients, redis.NewClient(o))
+	}
+	c, err := newClient(clients, clients, opts)
+	if err != nil {
+		closeAll()
+		return nil, err
+	}
+	return c, nil
+}
+
+// ParseNodeURL parses a redis:// or rediss:// node URL. Its errors show the
+// URL redacted (password replaced by "xxxxx"), or not at all when it cannot be
+// parsed, so a secret never reaches a log.
+func ParseNodeURL(raw string) (*redis.Options, error) {
+	u, err := url.Parse(strings.TrimSpace(raw))
+	if err != nil {
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			err = ue.Err
+		}
+		return nil, invalidf("node URL cannot be parsed (%v)", err)
+	}
+	shown := u.Redacted()
+	if u.Scheme != "redis" && u.Scheme != "rediss" {
+		return nil, invalidf("node URL %q: scheme must be redis:// or rediss://, got %q", shown, u.Scheme)
+	}
+	if u.Host == "" {
+		return nil, invalidf("node URL %q has no host", shown)
+	}
+	o, err := redis.ParseURL(u.String())
+	if err != nil {
+		msg := err.Error()
+		if p, ok := u.User.Password(); ok && p != "" {
+			msg = strings.ReplaceAll(msg, p, "xxxxx")
+		}
+		return nil, invalidf("node URL %q: %s", shown, msg)
+	}
+	return o, nil
+}
+
+// tuneForLocking sets client options so that a dead or paused node costs a
+// caller at most about the node timeout.
+func tuneForLocking(o *redis.Options, nodeTimeout time.Duration) {
+	o.ContextTimeoutEnabled = true
+	o.MaxRetries = -1
+	io := max(4*nodeTimeout, 200*time.Millisecond)
+	if o.DialTimeout == 0 || o.DialTimeout > io {
+		o.DialTimeout = io
+	}
+	if o.ReadTimeout == 0 {
+		o.ReadTimeout = io
+	}
+	if o.WriteTimeout == 0 {
+		o.WriteTimeout = io
+	}
+	if o.PoolTimeout == 0 {
+		o.PoolTimeout = io
+	}
+}
+
+// Quorum returns the number of nodes that must agree (N/2+1).
+func (c *Client) Quorum() int { return c.q }
+
+// Nodes returns the number of nodes.
+func (c *Client) Nodes() int { return len(c.nodes) }
+
+// Close stops the client: pending waits end with ErrClosed, background work
+// finishes, and clients created by NewFromURLs are closed. Locks still held
+// expire at their TTL; release them first to hand them over at once.
+func (c *Client) Close() error {
+	var err error
+	c.once.Do(func() {
+		c.bgMu.Lock()
+		close(c.closed)
+		c.bgMu.Unlock()
+		c.notify.close()
+		c.work.Wait()
+		c.bg.Wait()
+		for _, cl := range c.owned {
+			err = errors.Join(err, cl.Close())
+		}
+	})
+	return err
+}
+
+func (c *Client) isClosed() bool {
+	select {
+	case <-c.closed:
+		return true
+	default:
+		return false
+	}
+}
+
+// spawn runs f in the background unless the client is closed; Close waits for
+// everything spawned.
+func (c *Client) spawn(f func()) bool {
+	c.bgMu.Lock()
+	defer c.bgMu.Unlock()
+	if c.isClosed() {
+		return false
+	}
+	c.bg.Add(1)
+	go func() {
+		defer c.bg.Done()
+		f()
+	}()
+	return true
+}

@@ -1,0 +1,88 @@
+package redlock
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+)
+
+// Sentinel errors. Test for them with errors.Is; an error may match several
+// (a failed Acquire matches the context error and the last attempt's cause).
+var (
+	// ErrLocked means another holder owns the resource on enough nodes that
+	// this attempt could not reach a quorum.
+	ErrLocked = errors.New("redlock: resource is locked by another holder")
+	// ErrQuorum means too many nodes failed to answer (errors or timeouts)
+	// for a quorum to be possible, or the answers came too late to leave any
+	// validity.
+	ErrQuorum = errors.New("redlock: quorum not reached")
+	// ErrLockLost means a lock could no longer be proven held within its
+	// validity: keep-alive failed, its keys vanished, or Until passed.
+	ErrLockLost = errors.New("redlock: lock lost")
+	// ErrMaxHold is the cause of a loss at the end of the maximum hold time set
+	// with WithMaxHold. It matches ErrLockLost too.
+	ErrMaxHold = fmt.Errorf("%w: maximum hold time reached", ErrLockLost)
+	// ErrNotHeld means the lock was already released.
+	ErrNotHeld = errors.New("redlock: lock not held")
+	// ErrInvalid marks bad input: an empty resource, a bad TTL, bad nodes or
+	// options. The message names what is wrong.
+	ErrInvalid = errors.New("redlock: invalid argument")
+	// ErrClosed means the Client was closed.
+	ErrClosed = errors.New("redlock: client closed")
+)
+
+// NodeError is the failure of one node during an operation. Reach it with
+// errors.As on any error returned by this package.
+type NodeError struct {
+	Node int    // index of the node in the list given to New
+	Addr string // the node's address, never its credentials
+	Op   string // "acquire", "extend", "release", "inspect", "fence"
+	Err  error  // the cause (a network error, a timeout, a Redis error)
+}
+
+// Error implements error.
+func (e *NodeError) Error() string {
+	return fmt.Sprintf("redlock: node %d (%s) %s: %v", e.Node, e.Addr, e.Op, e.Err)
+}
+
+// Unwrap returns the cause.
+func (e *NodeError) Unwrap() error { return e.Err }
+
+// opError is the error of an operation that did not reach its quorum: the
+// sentinel, a summary, and each node's failure.
+type opError struct {
+	kinds   []error // ErrLocked, ErrQuorum, ErrLockLost
+	summary string
+	nodes   []error // *NodeError values
+}
+
+func (e *opError) Error() string {
+	var b strings.Builder
+	for i, k := range e.kinds {
+		if i > 0 {
+			b.WriteString(" and ")
+			b.WriteString(strings.TrimPrefix(k.Error(), "redlock: "))
+			continue
+		}
+		b.WriteString(k.Error())
+	}
+	if e.summary != "" {
+		b.WriteString(": ")
+		b.WriteString(e.summary)
+	}
+	for _, n := range e.nodes {
+		b.WriteString("; ")
+		b.WriteString(n.Error())
+	}
+	return b.String()
+}
+
+func (e *opError) Unwrap() []error {
+	out := make([]error, 0, len(e.kinds)+len(e.nodes))
+	out = append(out, e.kinds...)
+	return append(out, e.nodes...)
+}
+
+func invalidf(format string, args ...any) error {
+	return fmt.Errorf("%w: "+format, append([]any{ErrInvalid}, args...)...)
+}

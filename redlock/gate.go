@@ -1,0 +1,95 @@
+package redlock
+
+import (
+	"context"
+	"sync"
+)
+
+// gates queues a process's own Acquire callers per resource, in FIFO order,
+// so that only the head contends on the nodes. It is an optimisation of who
+// asks, never a substitute for the quorum: the head still has to win it.
+type gates struct {
+	mu sync.Mutex
+	m  map[string]*gate
+}
+
+type gate struct {
+	queue []*waiter // callers waiting for their turn, oldest first
+}
+
+type waiter struct {
+	ready   chan struct{}
+	granted bool
+}
+
+// turn is a caller's place at the head of a resource's queue. Leaving passes
+// it to the next waiter.
+type turn struct {
+	gs   *gates
+	key  string
+	once sync.Once
+}
+
+// enter waits until the caller is at the head of key's queue or ctx ends.
+func (gs *gates) enter(ctx context.Context, key string) (*turn, error) {
+	gs.mu.Lock()
+	if gs.m == nil {
+		gs.m = make(map[string]*gate)
+	}
+	g, busy := gs.m[key]
+	if !busy {
+		gs.m[key] = &gate{}
+		gs.mu.Unlock()
+		return &turn{gs: gs, key: key}, nil
+	}
+	w := &waiter{ready: make(chan struct{})}
+	g.queue = append(g.queue, w)
+	gs.mu.Unlock()
+
+	select {
+	case <-w.ready:
+		return &turn{gs: gs, key: key}, nil
+	case <-ctx.Done():
+		gs.mu.Lock()
+		if w.granted {
+			// The turn arrived as we gave up: pass it on.
+			gs.mu.Unlock()
+			(&turn{gs: gs, key: key}).leave()
+			return nil, ctx.Err()
+		}
+		for i, q := range g.queue {
+			if q == w {
+				g.queue = append(g.queue[:i], g.queue[i+1:]...)
+				break
+			}
+		}
+		gs.mu.Unlock()
+		return nil, ctx.Err()
+	}
+}
+
+// leave hands the turn to the next waiter, or frees the resource's queue.
+// It is idempotent and safe on a nil turn.
+func (t *turn) leave() {
+	if t == nil {
+		return
+	}
+	t.once.Do(func() {
+		gs := t.gs
+		gs.mu.Lock()
+		defer gs.mu.Unlock()
+		g := gs.m[t.key]
+		if g == nil {
+			return
+		}
+		if len(g.queue) == 0 {
+			delete(gs.m, t.key)
+			return
+		}
+		w := g.queue[0]
+		g.queue[0] = nil
+		g.queue = g.queue[1:]
+		w.granted = true
+		close(w.ready)
+	})
+}

@@ -1,0 +1,74 @@
+package redlock
+
+import (
+	"context"
+	"strconv"
+	"time"
+)
+
+// NodeState is one node's view of a resource.
+type NodeState struct {
+	Node  int           // index in the node list
+	Addr  string        // the node's address (no credentials)
+	Token string        // the holder's token, "" when the node has no lock key
+	TTL   time.Duration // the lock key's remaining time to live, 0 when free
+	Fence int64         // the node's fencing counter, 0 when it has none
+	Err   error         // the node's failure, if it did not answer
+}
+
+// Held reports whether this node holds a lock key for the resource.
+func (s NodeState) Held() bool { return s.Token != "" }
+
+// Inspect asks every node who holds resource and for how long. A node that
+// fails or times out has Err set; the error is reserved for bad input and the
+// end of ctx.
+func (c *Client) Inspect(ctx context.Context, resource string) ([]NodeState, error) {
+	if ctx == nil {
+		return nil, invalidf("nil context")
+	}
+	if c.isClosed() {
+		return nil, ErrClosed
+	}
+	if resource == "" {
+		return nil, invalidf("empty resource name")
+	}
+	k := c.keysFor(resource)
+	deadline := time.Now().Add(c.cfg.nodeTimeout)
+	args := inspectScript.args(k.bothKeys())
+	mask := c.allNodes()
+	r := c.broadcast("inspect", resource, mask, len(c.nodes), deadline, func(int) ([]any, *script) { return args, inspectScript })
+	// need = every node: the round ends when all answered or at the deadline.
+	if err := r.collect(ctx, deadline, classifyAnswered); err != nil {
+		r.finish(nil)
+		return nil, err
+	}
+	r.finish(nil)
+	out := make([]NodeState, len(c.nodes))
+	for i, n := range c.nodes {
+		st := NodeState{Node: i, Addr: n.addr, Err: r.errs[i]}
+		if r.outs[i] == outOK {
+			st = parseInspect(st, r.vals[i])
+		}
+		out[i] = st
+	}
+	return out, nil
+}
+
+func parseInspect(st NodeState, v any) NodeState {
+	vals, ok := v.([]any)
+	if !ok || len(vals) < 2 {
+		return st
+	}
+	if tok, ok := vals[0].(string); ok {
+		st.Token = tok
+	}
+	if ms, ok := vals[1].(int64); ok && ms > 0 {
+		st.TTL = time.Duration(ms) * time.Millisecond
+	}
+	if len(vals) > 2 {
+		if f, ok := vals[2].(string); ok {
+			st.Fence, _ = strconv.ParseInt(f, 10, 64)
+		}
+	}
+	return st
+}

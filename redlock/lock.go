@@ -1,0 +1,201 @@
+package redlock
+
+import (
+	"context"
+	"sync"
+	"time"
+)
+
+type lockState uint8
+
+const (
+	stateHeld lockState = iota
+	stateReleased
+	stateLost
+)
+
+// Lock is a held Redlock lock. Its methods are safe for concurrent use.
+type Lock struct {
+	c        *Client
+	res      keys
+	token    string
+	fence    int64
+	ttl      time.Duration
+	acquired time.Time // start of the winning attempt
+	holdEnd  time.Time // acquired + max hold, zero if uncapped
+
+	extendMu sync.Mutex // one extension at a time
+
+	mu         sync.Mutex
+	until      time.Time // end of validity (monotonic)
+	lastStart  time.Time // start of the last successful acquire or extend
+	state      lockState
+	capped     bool // keep-alive stopped at the max hold
+	lost       chan struct{}
+	ended      chan struct{} // closed when the lock is released or lost
+	watchdog   *time.Timer
+	keepalives []context.CancelCauseFunc
+	turn       *turn
+}
+
+// Resource returns the locked resource's name.
+func (l *Lock) Resource() string { return l.res.resource }
+
+// Token returns the lock's random token (at least 128 bits), the value stored
+// on the nodes.
+func (l *Lock) Token() string { return l.token }
+
+// Fence returns the fencing token: a number that strictly increases with each
+// acquisition of the resource, as long as a majority of nodes keeps its data.
+// It is 0 unless the lock was acquired WithFencing(). Pass it to storage that
+// rejects writes carrying a smaller fence than one already seen.
+func (l *Lock) Fence() int64 { return l.fence }
+
+// Until returns the end of the lock's validity on the local monotonic clock.
+// Work protected by the lock must end before it.
+func (l *Lock) Until() time.Time {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.until
+}
+
+// Lost returns a channel closed when the lock is lost: its validity ended
+// without a successful extension, or an extension found its keys gone. It is
+// never closed by a release.
+func (l *Lock) Lost() <-chan struct{} { return l.lost }
+
+// lossGuard is how long before Until a loss is declared, so that the holder's
+// context is cancelled before validity ends despite timer and scheduling
+// delays.
+func lossGuard(ttl time.Duration) time.Duration {
+	return min(ttl/50, 20*time.Millisecond)
+}
+
+// newLock builds a held lock and arms its watchdog.
+func (c *Client) newLock(res keys, token string, fence int64, ttl time.Duration, start, until time.Time, lc *lockConfig) *Lock {
+	l := &Lock{
+		c: c, res: res, token: token, fence: fence, ttl: ttl,
+		acquired: start, until: until, lastStart: start,
+		lost: make(chan struct{}), ended: make(chan struct{}),
+	}
+	if lc.maxHold > 0 {
+		l.holdEnd = start.Add(lc.maxHold)
+	}
+	l.watchdog = time.AfterFunc(time.Until(until)-lossGuard(ttl), l.checkValidity)
+	return l
+}
+
+// checkValidity runs when the validity is about to end: unless an extension
+// moved Until meanwhile, the lock is lost.
+func (l *Lock) checkValidity() {
+	l.mu.Lock()
+	if l.state != stateHeld {
+		l.mu.Unlock()
+		return
+	}
+	if left := time.Until(l.until) - lossGuard(l.ttl); left > 0 {
+		l.watchdog.Reset(left)
+		l.mu.Unlock()
+		return
+	}
+	cause := ErrLockLost
+	if l.capped {
+		cause = ErrMaxHold
+	}
+	l.loseLocked(cause)
+	l.mu.Unlock()
+}
+
+// loseLocked marks the lock lost: Lost() closes, keep-alive contexts are
+// cancelled with cause, the local queue moves on. Called with l.mu held.
+func (l *Lock) loseLocked(cause error) {
+	if l.state != stateHeld {
+		return
+	}
+	l.state = stateLost
+	l.watchdog.Stop()
+	close(l.lost)
+	close(l.ended)
+	for _, cancel := range l.keepalives {
+		cancel(cause)
+	}
+	l.keepalives = nil
+	l.turn.leave()
+	l.c.cfg.logger.Warn("redlock lock lost", "resource", l.res.resource, "cause", cause)
+	l.c.observe(Event{Kind: EventLost, Resource: l.res.resource, Duration: time.Since(l.acquired), Err: cause})
+}
+
+// Release gives the lock up on every node and wakes waiters. It returns
+// ErrNotHeld if the lock was already released, and an error matching
+// ErrLockLost if it had been lost (its keys are still removed where they
+// remain). It returns once a majority confirmed; the other nodes finish in
+// the background. Pass a context that is not already cancelled: a cancelled
+// one still sends the release but does not wait for it.
+func (l *Lock) Release(ctx context.Context) error {
+	l.mu.Lock()
+	if l.state == stateReleased {
+		l.mu.Unlock()
+		return ErrNotHeld
+	}
+	wasLost := l.state == stateLost || !time.Now().Before(l.until)
+	if l.state == stateHeld {
+		l.watchdog.Stop()
+		close(l.ended)
+		for _, cancel := range l.keepalives {
+			cancel(nil)
+		}
+		l.keepalives = nil
+	}
+	l.state = stateReleased
+	l.mu.Unlock()
+
+	c := l.c
+	deadline := time.Now().Add(c.cfg.nodeTimeout)
+	args := releaseScript.args(l.res.lockKeys(), l.token, l.res.channel)
+	r := c.broadcast("release", l.res.resource, c.allNodes(), c.q, deadline, func(int) ([]any, *script) { return args, releaseScript })
+	err := r.collect(ctx, deadline, classifyAnswered)
+	r.finish(nil)
+	l.turn.leave()
+	c.observe(Event{Kind: EventRelease, Resource: l.res.resource, Duration: time.Since(l.acquired), Err: err})
+	switch {
+	case wasLost:
+		return &opError{kinds: []error{ErrLockLost}, summary: "released after its validity ended"}
+	case err != nil:
+		return err
+	case !r.t.success():
+		return r.err([]error{ErrQuorum}, "release not confirmed by a majority; the keys expire within the TTL")
+	}
+	return nil
+}
+
+// classifyAnswered counts any answer as OK: either the key was ours and is
+// gone, or it was not ours.
+func classifyAnswered(rep reply) outcome {
+	if rep.err != nil {
+		return outFailed
+	}
+	return outOK
+}
+
+// classifySet is for SET NX and the fencing acquire script: a value means
+// set, nil means held by another.
+func classifySet(rep reply) outcome {
+	switch {
+	case rep.err == nil:
+		return outOK
+	case isNil(rep.err):
+		return outRefused
+	}
+	return outFailed
+}
+
+// classifyOne is for scripts answering 1 (done) or 0 (not our key).
+func classifyOne(rep reply) outcome {
+	if rep.err != nil {
+		return outFailed
+	}
+	if n, ok := rep.val.(int64); ok && n == 1 {
+		return outOK
+	}
+	return outRefused
+}

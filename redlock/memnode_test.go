@@ -1,0 +1,236 @@
+package redlock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// memNode is an in-memory stand-in for one Redis master that understands the
+// commands and scripts this package sends. Time is the test's clock, so under
+// testing/synctest expiry and delays are virtual and exact.
+type memNode struct {
+	mu    sync.Mutex
+	data  map[string]memEntry
+	err   error         // when set, every call fails with it
+	hang  bool          // when set, calls block until their context ends
+	delay time.Duration // processing delay before a call takes effect
+	calls map[string]int
+}
+
+type memEntry struct {
+	val string
+	exp time.Time // zero: no expiry
+}
+
+var errMemDown = errors.New("connection refused")
+
+func newMemNode() *memNode {
+	return &memNode{data: make(map[string]memEntry), calls: make(map[string]int)}
+}
+
+func (m *memNode) set(f func(m *memNode)) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	f(m)
+}
+
+// get returns a live key's value.
+func (m *memNode) get(key string) (string, bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.getLocked(key)
+}
+
+func (m *memNode) getLocked(key string) (string, bool) {
+	e, ok := m.data[key]
+	if !ok {
+		return "", false
+	}
+	if !e.exp.IsZero() && !time.Now().Before(e.exp) {
+		delete(m.data, key)
+		return "", false
+	}
+	return e.val, true
+}
+
+func (m *memNode) count(op string) int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.calls[op]
+}
+
+func (m *memNode) do(ctx context.Context, cmds []*redis.Cmd) {
+	m.mu.Lock()
+	err, hang, delay := m.err, m.hang, m.delay
+	m.mu.Unlock()
+	if hang {
+		<-ctx.Done()
+		for _, c := range cmds {
+			c.SetErr(ctx.Err())
+		}
+		return
+	}
+	if delay > 0 {
+		time.Sleep(delay)
+	}
+	for _, c := range cmds {
+		if err != nil {
+			c.SetErr(err)
+			continue
+		}
+		m.exec(c)
+	}
+}
+
+func str(v any) string {
+	switch x := v.(type) {
+	case string:
+		return x
+	default:
+		return fmt.Sprint(x)
+	}
+}
+
+func num(v any) int64 {
+	n, err := strconv.ParseInt(str(v), 10, 64)
+	if err != nil {
+		panic(err)
+	}
+	return n
+}
+
+func (m *memNode) exec(c *redis.Cmd) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	a := c.Args()
+	op := strings.ToLower(str(a[0]))
+	if op == "set" {
+		m.calls["set"]++
+		key := str(a[1])
+		if _, ok := m.getLocked(key); ok {
+			c.SetErr(redis.Nil)
+			return
+		}
+		m.data[key] = memEntry{val: str(a[2]), exp: time.Now().Add(time.Duration(num(a[5])) * time.Millisecond)}
+		c.SetVal("OK")
+		return
+	}
+	// evalsha / eval
+	var s *script
+	for _, cand := range []*script{releaseScript, extendScript, fenceAcquireScript, fenceRaiseScript, inspectScript} {
+		if str(a[1]) == cand.sha || str(a[1]) == cand.src {
+			s = cand
+		}
+	}
+	nk := int(num(a[2]))
+	keys := make([]string, nk)
+	for i := range keys {
+		keys[i] = str(a[3+i])
+	}
+	argv := a[3+nk:]
+	now := time.Now()
+	switch s {
+	case releaseScript:
+		m.calls["release"]++
+		if v, ok := m.getLocked(keys[0]); ok && v == str(argv[0]) {
+			delete(m.data, keys[0])
+			c.SetVal(int64(1))
+			return
+		}
+		c.SetVal(int64(0))
+	case extendScript:
+		m.calls["extend"]++
+		if v, ok := m.getLocked(keys[0]); ok && v == str(argv[0]) {
+			m.data[keys[0]] = memEntry{val: v, exp: now.Add(time.Duration(num(argv[1])) * time.Millisecond)}
+			c.SetVal(int64(1))
+			return
+		}
+		c.SetVal(int64(0))
+	case fenceAcquireScript:
+		m.calls["set"]++
+		if _, ok := m.getLocked(keys[0]); ok {
+			c.SetErr(redis.Nil)
+			return
+		}
+		m.data[keys[0]] = memEntry{val: str(argv[0]), exp: now.Add(time.Duration(num(argv[1])) * time.Millisecond)}
+		var f int64
+		if v, ok := m.getLocked(keys[1]); ok {
+			f = num(v) + 1
+		} else {
+			f = now.UnixMicro()
+		}
+		m.data[keys[1]] = memEntry{val: strconv.FormatInt(f, 10), exp: now.Add(time.Duration(num(argv[2])) * time.Millisecond)}
+		c.SetVal(f)
+	case fenceRaiseScript:
+		m.calls["fence"]++
+		if v, ok := m.getLocked(keys[0]); !ok || v != str(argv[0]) {
+			c.SetVal(int64(0))
+			return
+		}
+		cur := int64(0)
+		if v, ok := m.getLocked(keys[1]); ok {
+			cur = num(v)
+		}
+		if cur < num(argv[1]) {
+			m.data[keys[1]] = memEntry{val: str(argv[1]), exp: now.Add(time.Duration(num(argv[2])) * time.Millisecond)}
+		}
+		c.SetVal(int64(1))
+	case inspectScript:
+		var tok, fence any
+		pttl := int64(-2)
+		if v, ok := m.getLocked(keys[0]); ok {
+			tok = v
+			pttl = m.data[keys[0]].exp.Sub(now).Milliseconds()
+		}
+		if v, ok := m.getLocked(keys[1]); ok {
+			fence = v
+		}
+		c.SetVal([]any{tok, pttl, fence})
+	default:
+		c.SetErr(errors.New("NOSCRIPT unknown script"))
+	}
+}
+
+// memClient builds a Client over n in-memory nodes. Call it inside the
+// synctest bubble when the test uses virtual time; the Client is closed at
+// the end of the test.
+func memClient(t testing.TB, n int, opts ...Option) (*Client, []*memNode) {
+	t.Helper()
+	cfg := defaultConfig()
+	for _, o := range opts {
+		o(&cfg)
+	}
+	if err := cfg.validate(); err != nil {
+		t.Fatal(err)
+	}
+	mems := make([]*memNode, n)
+	nodes := make([]*node, n)
+	for i := range mems {
+		mems[i] = newMemNode()
+		nodes[i] = newNode(i, fmt.Sprintf("mem%d", i), nil)
+		nodes[i].do = mems[i].do
+	}
+	c := start(cfg, nodes, nil)
+	t.Cleanup(func() { _ = c.Close() })
+	return c, mems
+}
+
+// holders counts the nodes whose lock key for resource holds token.
+func holders(c *Client, mems []*memNode, resource, token string) int {
+	k := c.keysFor(resource)
+	n := 0
+	for _, m := range mems {
+		if v, ok := m.get(k.key); ok && v == token {
+			n++
+		}
+	}
+	return n
+}

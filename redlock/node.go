@@ -1,0 +1,203 @@
+package redlock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+const (
+	// maxBatch bounds how many concurrent calls one pipeline carries.
+	maxBatch = 128
+	// queueLen bounds the calls waiting for a node; past it a call fails at
+	// once instead of blocking its caller (a stuck node must not stall anyone).
+	queueLen = 4096
+)
+
+// errNodeTimeout is a node's failure to answer within the node timeout. It
+// deliberately does not match context.DeadlineExceeded: that error belongs to
+// the caller's own context.
+var errNodeTimeout = errors.New("no answer within the node timeout")
+
+var errQueueFull = errors.New("too many calls waiting for this node")
+
+// node is one independent Redis master. Calls to it are batched: concurrent
+// callers' commands share one pipeline (one write, one read) instead of a
+// round trip each, which is where the lock's throughput comes from.
+type node struct {
+	idx    int
+	addr   string
+	client redis.UniversalClient
+	calls  chan *call
+	// do runs a batch on the node; it is the client's pipeline, replaced
+	// by an in-memory node in unit tests.
+	do func(ctx context.Context, cmds []*redis.Cmd)
+}
+
+func newNode(idx int, addr string, cl redis.UniversalClient) *node {
+	n := &node{idx: idx, addr: addr, client: cl, calls: make(chan *call, queueLen)}
+	n.do = n.run
+	return n
+}
+
+// call is one command for one node; its reply goes to out.
+type call struct {
+	node     int
+	args     []any
+	script   *script // set when args is an EVALSHA of this script
+	deadline time.Time
+	out      chan<- reply
+}
+
+// reply is a node's answer to a call.
+type reply struct {
+	node int
+	val  any
+	err  error // redis.Nil for a nil reply
+}
+
+// send queues a call without ever blocking; a full queue or a closed client
+// answers the call at once with an error.
+func (n *node) send(c *call, closed <-chan struct{}) {
+	select {
+	case <-closed:
+		c.out <- reply{node: c.node, err: ErrClosed}
+		return
+	default:
+	}
+	select {
+	case n.calls <- c:
+	default:
+		c.out <- reply{node: c.node, err: errQueueFull}
+	}
+}
+
+// serve runs one batching worker until closed; then it answers what is left.
+func (n *node) serve(closed <-chan struct{}, wg *sync.WaitGroup) {
+	defer wg.Done()
+	batch := make([]*call, 0, maxBatch)
+	for {
+		select {
+		case c := <-n.calls:
+			batch = append(batch, c)
+		case <-closed:
+			for {
+				select {
+				case c := <-n.calls:
+					c.out <- reply{node: c.node, err: ErrClosed}
+				default:
+					return
+				}
+			}
+		}
+	fill:
+		for len(batch) < maxBatch {
+			select {
+			case c := <-n.calls:
+				batch = append(batch, c)
+			default:
+				break fill
+			}
+		}
+		n.execBatch(batch)
+		clear(batch)
+		batch = batch[:0]
+	}
+}
+
+// execBatch sends a batch as one pipeline. Calls whose deadline already passed are
+// answered with a timeout without being sent: a command that arrives after
+// its caller gave up could only leave a stray key behind.
+func (n *node) execBatch(batch []*call) {
+	now := time.Now()
+	live := batch[:0]
+	var deadline time.Time
+	for _, c := range batch {
+		if !now.Before(c.deadline) {
+			c.out <- reply{node: c.node, err: errNodeTimeout}
+			continue
+		}
+		if c.deadline.After(deadline) {
+			deadline = c.deadline
+		}
+		live = append(live, c)
+	}
+	if len(live) == 0 {
+		return
+	}
+	ctx, cancel := context.WithDeadline(context.Background(), deadline)
+	defer cancel()
+	cmds := make([]*redis.Cmd, len(live))
+	for i, c := range live {
+		cmds[i] = redis.NewCmd(ctx, c.args...)
+	}
+	n.do(ctx, cmds)
+	var retry []*call
+	for i, c := range live {
+		err := cmds[i].Err()
+		if c.script != nil && err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
+			retry = append(retry, c)
+			continue
+		}
+		c.out <- reply{node: c.node, val: cmds[i].Val(), err: nodeErr(err)}
+	}
+	if len(retry) == 0 {
+		return
+	}
+	// The node lost its script cache (restart, SCRIPT FLUSH): send the
+	// scripts' source once, which also caches them again.
+	cmds = cmds[:len(retry)]
+	for i, c := range retry {
+		args := append([]any{"eval", c.script.src}, c.args[2:]...)
+		cmds[i] = redis.NewCmd(ctx, args...)
+	}
+	n.do(ctx, cmds)
+	for i, c := range retry {
+		c.out <- reply{node: c.node, val: cmds[i].Val(), err: nodeErr(cmds[i].Err())}
+	}
+}
+
+func (n *node) run(ctx context.Context, cmds []*redis.Cmd) {
+	if len(cmds) == 1 {
+		_ = n.client.Process(ctx, cmds[0])
+		return
+	}
+	pipe := n.client.Pipeline()
+	for _, cmd := range cmds {
+		_ = pipe.Process(ctx, cmd)
+	}
+	_, _ = pipe.Exec(ctx)
+}
+
+// nodeErr keeps per-node failures from posing as the caller's context errors.
+func nodeErr(err error) error {
+	if err == nil || err == redis.Nil {
+		return err
+	}
+	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
+		return fmt.Errorf("%w (%s)", errNodeTimeout, strings.TrimSpace(err.Error()))
+	}
+	return err
+}
+
+// nodeAddr names a node for errors and logs, never with credentials.
+func nodeAddr(i int, c redis.UniversalClient) string {
+	switch cl := c.(type) {
+	case *redis.Client:
+		return cl.Options().Addr
+	case *redis.ClusterClient:
+		return strings.Join(cl.Options().Addrs, ",")
+	case *redis.Ring:
+		addrs := make([]string, 0, len(cl.Options().Addrs))
+		for _, a := range cl.Options().Addrs {
+			addrs = append(addrs, a)
+		}
+		return strings.Join(addrs, ",")
+	}
+	return fmt.Sprintf("node%d", i)
+}

@@ -1,0 +1,201 @@
+package redlock
+
+import (
+	"context"
+	"math/bits"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// subscriptionLinger is how long a release channel stays subscribed after its
+// last waiter left, so that a hot resource is not subscribed and unsubscribed
+// at every hand-off.
+const subscriptionLinger = 2 * time.Second
+
+// notifier wakes Acquire waiters when a holder releases. Each node has one
+// pub/sub connection shared by all waiters of the client; a resource's
+// release channel is subscribed while someone waits for it.
+type notifier struct {
+	c      *Client
+	mu     sync.Mutex
+	subs   map[string]*subscription
+	ps     []*redis.PubSub // per node, created on first use
+	wg     sync.WaitGroup
+	closed bool
+}
+
+type subscription struct {
+	watches map[*watch]struct{}
+	linger  *time.Timer
+}
+
+// watch is one waiter's interest in a release channel. C receives a value
+// once a quorum of nodes has announced a release since the last reset.
+type watch struct {
+	n       *notifier
+	channel string
+	C       chan struct{}
+	seen    uint64 // nodes that announced a release since reset; under n.mu
+}
+
+func newNotifier(c *Client) *notifier {
+	return &notifier{c: c, subs: make(map[string]*subscription), ps: make([]*redis.PubSub, len(c.nodes))}
+}
+
+// watch registers interest in channel, subscribing on every node if this is
+// the channel's first watcher. It waits for the subscriptions to be sent, at
+// most one node timeout.
+func (n *notifier) watch(channel string) *watch {
+	w := &watch{n: n, channel: channel, C: make(chan struct{}, 1)}
+	n.mu.Lock()
+	if n.closed {
+		n.mu.Unlock()
+		return w // never fires; the caller falls back to retry delays
+	}
+	s := n.subs[channel]
+	fresh := s == nil
+	if fresh {
+		s = &subscription{watches: make(map[*watch]struct{})}
+		n.subs[channel] = s
+	} else if s.linger != nil {
+		s.linger.Stop()
+		s.linger = nil
+	}
+	s.watches[w] = struct{}{}
+	var ps []*redis.PubSub
+	if fresh {
+		for i := range n.ps {
+			if p := n.pubsub(i); p != nil {
+				ps = append(ps, p)
+			}
+		}
+	}
+	n.mu.Unlock()
+	if fresh {
+		n.each(ps, func(ctx context.Context, p *redis.PubSub) error { return p.Subscribe(ctx, channel) })
+	}
+	return w
+}
+
+// pubsub returns node i's shared pub/sub connection, starting its dispatcher
+// on first use. Called with n.mu held.
+func (n *notifier) pubsub(i int) *redis.PubSub {
+	if p := n.ps[i]; p != nil {
+		return p
+	}
+	if n.c.nodes[i].client == nil {
+		return nil // an in-memory test node: no pub/sub
+	}
+	p := n.c.nodes[i].client.Subscribe(context.Background())
+	n.ps[i] = p
+	msgs := p.Channel()
+	n.wg.Add(1)
+	go n.dispatch(i, msgs)
+	return p
+}
+
+// each runs f on every node's connection at once, bounded by the node timeout.
+func (n *notifier) each(ps []*redis.PubSub, f func(context.Context, *redis.PubSub) error) {
+	ctx, cancel := context.WithTimeout(context.Background(), n.c.cfg.nodeTimeout)
+	defer cancel()
+	var wg sync.WaitGroup
+	for _, p := range ps {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := f(ctx, p); err != nil {
+				n.c.cfg.logger.Debug("redlock pub/sub call failed", "err", err)
+			}
+		}()
+	}
+	wg.Wait()
+}
+
+// dispatch delivers node i's release announcements to the channel's waiters.
+func (n *notifier) dispatch(i int, msgs <-chan *redis.Message) {
+	defer n.wg.Done()
+	bit := uint64(1) << i
+	for m := range msgs {
+		n.mu.Lock()
+		if s := n.subs[m.Channel]; s != nil {
+			for w := range s.watches {
+				w.seen |= bit
+				if bits.OnesCount64(w.seen) >= n.c.q {
+					w.seen = 0
+					select {
+					case w.C <- struct{}{}:
+					default:
+					}
+				}
+			}
+		}
+		n.mu.Unlock()
+	}
+}
+
+// reset forgets announcements seen so far; call it before each attempt so
+// that only releases after the attempt wake the waiter.
+func (w *watch) reset() {
+	w.n.mu.Lock()
+	w.seen = 0
+	w.n.mu.Unlock()
+	select {
+	case <-w.C:
+	default:
+	}
+}
+
+// close ends the watch; the last watcher of a channel schedules its
+// unsubscription after a linger period.
+func (w *watch) close() {
+	n := w.n
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	s := n.subs[w.channel]
+	if s == nil {
+		return
+	}
+	delete(s.watches, w)
+	if len(s.watches) > 0 || n.closed {
+		return
+	}
+	s.linger = time.AfterFunc(subscriptionLinger, func() { n.unsubscribe(w.channel, s) })
+}
+
+func (n *notifier) unsubscribe(channel string, s *subscription) {
+	n.mu.Lock()
+	if n.closed || n.subs[channel] != s || len(s.watches) > 0 {
+		n.mu.Unlock()
+		return
+	}
+	delete(n.subs, channel)
+	ps := make([]*redis.PubSub, 0, len(n.ps))
+	for _, p := range n.ps {
+		if p != nil {
+			ps = append(ps, p)
+		}
+	}
+	n.mu.Unlock()
+	n.each(ps, func(ctx context.Context, p *redis.PubSub) error { return p.Unsubscribe(ctx, channel) })
+}
+
+// close shuts every pub/sub connection and waits for the dispatchers.
+func (n *notifier) close() {
+	n.mu.Lock()
+	n.closed = true
+	for _, s := range n.subs {
+		if s.linger != nil {
+			s.linger.Stop()
+		}
+	}
+	ps := n.ps
+	n.mu.Unlock()
+	for _, p := range ps {
+		if p != nil {
+			_ = p.Close()
+		}
+	}
+	n.wg.Wait()
+}

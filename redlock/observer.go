@@ -1,0 +1,68 @@
+package redlock
+
+import "time"
+
+// EventKind tells what an Event reports.
+type EventKind int
+
+// Event kinds.
+const (
+	// EventAcquire: an Acquire or TryAcquire call ended. Duration is the time
+	// from the call to its answer (waiting included), Attempts the number of
+	// quorum rounds, Err nil when the lock was granted.
+	EventAcquire EventKind = iota + 1
+	// EventExtend: an extension ended (Err nil on success).
+	EventExtend
+	// EventRelease: a release ended. Duration is how long the lock was held.
+	EventRelease
+	// EventLost: a held lock was lost; Err is the cause.
+	EventLost
+	// EventNodeError: one node failed a call; Node and Addr name it.
+	EventNodeError
+)
+
+// String returns the kind's name, suitable as a metric label.
+func (k EventKind) String() string {
+	switch k {
+	case EventAcquire:
+		return "acquire"
+	case EventExtend:
+		return "extend"
+	case EventRelease:
+		return "release"
+	case EventLost:
+		return "lost"
+	case EventNodeError:
+		return "node_error"
+	}
+	return "unknown"
+}
+
+// Event is what an Observer receives.
+type Event struct {
+	Kind     EventKind
+	Resource string
+	Duration time.Duration
+	Attempts int
+	Node     int    // for EventNodeError
+	Addr     string // for EventNodeError
+	Err      error
+}
+
+// Observer receives events from a Client. Observe is called synchronously on
+// the lock's hot path: it must be fast and must not block.
+type Observer interface {
+	Observe(Event)
+}
+
+// ObserverFunc adapts a function to Observer.
+type ObserverFunc func(Event)
+
+// Observe calls f(e).
+func (f ObserverFunc) Observe(e Event) { f(e) }
+
+func (c *Client) observe(e Event) {
+	if c.cfg.observer != nil {
+		c.cfg.observer.Observe(e)
+	}
+}

@@ -1,0 +1,125 @@
+package redlock
+
+import (
+	"log/slog"
+	"time"
+)
+
+// Defaults used when no option overrides them.
+const (
+	DefaultPrefix         = "asynqlock:"
+	DefaultNodeTimeout    = 50 * time.Millisecond
+	DefaultDriftFactor    = 0.01
+	DefaultRetryMin       = 25 * time.Millisecond
+	DefaultRetryMax       = 100 * time.Millisecond
+	DefaultFenceRetention = 7 * 24 * time.Hour
+	// driftFloor is the fixed part of the clock-drift allowance (2ms in the
+	// Redlock text).
+	driftFloor = 2 * time.Millisecond
+	// maxNodes bounds the node count so a round can track nodes in a bitmask.
+	maxNodes = 64
+)
+
+type config struct {
+	prefix         string
+	nodeTimeout    time.Duration
+	driftFactor    float64
+	retryMin       time.Duration
+	retryMax       time.Duration
+	fenceRetention time.Duration
+	localQueue     bool
+	logger         *slog.Logger
+	observer       Observer
+	batchWorkers   int
+}
+
+func defaultConfig() config {
+	return config{
+		prefix:         DefaultPrefix,
+		nodeTimeout:    DefaultNodeTimeout,
+		driftFactor:    DefaultDriftFactor,
+		retryMin:       DefaultRetryMin,
+		retryMax:       DefaultRetryMax,
+		fenceRetention: DefaultFenceRetention,
+		localQueue:     true,
+		logger:         slog.New(slog.DiscardHandler),
+		batchWorkers:   2,
+	}
+}
+
+func (c *config) validate() error {
+	switch {
+	case c.nodeTimeout <= 0:
+		return invalidf("node timeout must be positive, got %v", c.nodeTimeout)
+	case c.driftFactor < 0 || c.driftFactor >= 0.5:
+		return invalidf("drift factor must be in [0, 0.5), got %v", c.driftFactor)
+	case c.retryMin <= 0 || c.retryMax < c.retryMin:
+		return invalidf("retry delay range must satisfy 0 < min <= max, got [%v, %v]", c.retryMin, c.retryMax)
+	case c.fenceRetention < time.Minute:
+		return invalidf("fence retention must be at least a minute, got %v", c.fenceRetention)
+	case c.logger == nil:
+		return invalidf("logger is nil")
+	}
+	return nil
+}
+
+// Option configures a Client.
+type Option func(*config)
+
+// WithPrefix sets the prefix of every key and channel the client uses
+// (default "asynqlock:"). Clients that must exclude each other need the same prefix.
+func WithPrefix(prefix string) Option { return func(c *config) { c.prefix = prefix } }
+
+// WithNodeTimeout bounds each call to one node (default 50ms). It must be
+// small against the TTLs in use: a TTL must exceed it plus the drift allowance.
+func WithNodeTimeout(d time.Duration) Option { return func(c *config) { c.nodeTimeout = d } }
+
+// WithDriftFactor sets the clock-drift allowance as a fraction of the TTL
+// (default 0.01); 2ms are always added to it.
+func WithDriftFactor(f float64) Option { return func(c *config) { c.driftFactor = f } }
+
+// WithRetryDelay sets the range of the random delay between two attempts of
+// Acquire (default 25ms–100ms). Waiters are normally woken by a release
+// notification first; the delay is the fallback when a holder's key expires
+// or a notification is missed.
+func WithRetryDelay(min, max time.Duration) Option {
+	return func(c *config) { c.retryMin, c.retryMax = min, max }
+}
+
+// WithFenceRetention sets how long a resource's fencing counter is kept after
+// its last fenced acquisition (default 7 days). Past it the counter restarts
+// from the nodes' clock in microseconds, which stays above every earlier
+// fence as long as node clocks differ by less than the retention.
+func WithFenceRetention(d time.Duration) Option { return func(c *config) { c.fenceRetention = d } }
+
+// WithLocalQueue turns the in-process FIFO queue of Acquire waiters on or off
+// (default on). With it, only the head of each resource's queue contends on
+// the nodes, and a release hands the lock to the next local waiter at once.
+// Safety never depends on it: the quorum decides.
+func WithLocalQueue(on bool) Option { return func(c *config) { c.localQueue = on } }
+
+// WithLogger sets the structured logger (default: discard).
+func WithLogger(l *slog.Logger) Option { return func(c *config) { c.logger = l } }
+
+// WithObserver installs a hook called for acquisitions, extensions,
+// releases, losses and node errors, e.g. to feed metrics.
+func WithObserver(o Observer) Option { return func(c *config) { c.observer = o } }
+
+// lockConfig holds per-lock options.
+type lockConfig struct {
+	fencing bool
+	maxHold time.Duration
+}
+
+// LockOption configures one acquisition.
+type LockOption func(*lockConfig)
+
+// WithFencing makes the acquisition produce a fencing token (see Lock.Fence).
+// It costs a script instead of a plain SET and, when the nodes' counters
+// disagree, one more round trip.
+func WithFencing() LockOption { return func(c *lockConfig) { c.fencing = true } }
+
+// WithMaxHold caps the total time KeepAlive keeps the lock: after d from the
+// acquisition it stops extending, and the lock is lost (cause ErrMaxHold) when
+// its validity ends. Zero means no cap.
+func WithMaxHold(d time.Duration) LockOption { return func(c *lockConfig) { c.maxHold = d } }
