@@ -149,6 +149,12 @@ func (c *Client) acquireLoop(ctx context.Context, k keys, ttl time.Duration, lc 
 			continue
 		}
 		d := c.retryDelay()
+		var oe *opError
+		if errors.As(err, &oe) && oe.split {
+			// Contenders split the nodes and nobody won: no release will
+			// be announced, so retry after a short random delay instead.
+			d = c.splitDelay()
+		}
 		if timer == nil {
 			timer = time.NewTimer(d)
 			defer timer.Stop()
@@ -197,6 +203,12 @@ func (c *Client) retryDelay() time.Duration {
 	return c.cfg.retryMin + time.Duration(mrand.Int64N(int64(span)+1))
 }
 
+// splitDelay is the short random delay after a split vote: long enough
+// (several round trips) for one contender to go first.
+func (c *Client) splitDelay() time.Duration {
+	return time.Duration(mrand.Int64N(int64(min(c.cfg.retryMin, 5*time.Millisecond)) + 1))
+}
+
 func (c *Client) acquired(resource string, begin time.Time, attempts int, err error) {
 	d := time.Since(begin)
 	if err != nil {
@@ -221,7 +233,7 @@ func (c *Client) attempt(ctx context.Context, k keys, ttl time.Duration, lc *loc
 	}
 	start := time.Now()
 	deadline := start.Add(c.cfg.nodeTimeout)
-	r := c.broadcast("acquire", k.resource, c.allNodes(), c.q, deadline, func(int) ([]any, *script) { return args, s })
+	r := c.broadcast("acquire", k.resource, c.allNodes(), c.q, deadline, false, args, s)
 	err := r.collect(ctx, deadline, classifySet)
 	if err == nil && r.t.success() {
 		until := start.Add(ttl - driftAllowance(ttl, c.cfg.driftFactor))
@@ -231,13 +243,7 @@ func (c *Client) attempt(ctx context.Context, k keys, ttl time.Duration, lc *loc
 				fence, err = c.settleFence(ctx, r, k, token, until)
 			}
 			if err == nil {
-				l := c.newLock(k, token, fence, ttl, start, until, lc)
-				r.finish(func(rep reply) {
-					if classifySet(rep) != outRefused && !l.held() {
-						c.unlock(k, token, 1<<rep.node)
-					}
-				})
-				return l, nil
+				return c.newLock(k, token, fence, ttl, start, until, lc), nil
 			}
 		} else {
 			err = r.err([]error{ErrQuorum}, fmt.Sprintf("quorum reached after %v, past the validity of ttl %v", time.Since(start).Round(time.Microsecond), ttl))
@@ -247,26 +253,23 @@ func (c *Client) attempt(ctx context.Context, k keys, ttl time.Duration, lc *loc
 	if err != nil {
 		return nil, err
 	}
-	return nil, r.err(r.t.causes(), fmt.Sprintf("%d of %d nodes set (quorum %d), %d held by another, %d failed",
+	e := r.err(r.t.causes(), fmt.Sprintf("%d of %d nodes set (quorum %d), %d held by another, %d failed",
 		r.t.ok, r.t.total, c.q, r.t.refused, r.t.failed))
+	e.split = r.t.ok > 0 && r.t.refused > 0
+	return nil, e
 }
 
 // undo releases a failed attempt's token on every node that may hold it:
-// nodes that answered OK or failed now, stragglers when they answer.
+// all but those that answered that another holder has the key. Nodes run
+// calls in order, so the undo reaches a straggler after its SET.
 func (c *Client) undo(r *round, k keys, token string) {
-	var m uint64
-	for i, o := range r.outs {
-		bit := uint64(1) << i
-		if r.pending&bit == 0 && (o == outOK || o == outFailed) {
-			m |= bit
+	m := c.allNodes()
+	for i, sl := range r.slots {
+		if sl.out == outRefused && r.pending&(1<<i) == 0 {
+			m &^= 1 << i
 		}
 	}
 	c.unlock(k, token, m)
-	r.finish(func(rep reply) {
-		if classifySet(rep) != outRefused {
-			c.unlock(k, token, 1<<rep.node)
-		}
-	})
 }
 
 // unlock sends the compare-and-delete script, without announcement, to the
@@ -276,8 +279,7 @@ func (c *Client) unlock(k keys, token string, mask uint64) {
 		return
 	}
 	args := releaseScript.args(k.lockKeys(), token, "")
-	c.broadcast("release", k.resource, mask, bits.OnesCount64(mask), time.Now().Add(c.cfg.nodeTimeout),
-		func(int) ([]any, *script) { return args, releaseScript })
+	c.broadcast("release", k.resource, mask, bits.OnesCount64(mask), time.Now().Add(c.cfg.nodeTimeout), true, args, releaseScript)
 }
 
 // settleFence picks the fence of a won round, the highest counter among the
@@ -286,14 +288,14 @@ func (c *Client) unlock(k keys, token string, mask uint64) {
 // fence and so gets a larger one.
 func (c *Client) settleFence(ctx context.Context, r *round, k keys, token string, until time.Time) (int64, error) {
 	var fence int64
-	vals := make([]int64, len(r.vals))
-	for i, o := range r.outs {
-		if o != outOK {
+	vals := make([]int64, len(r.slots))
+	for i, sl := range r.slots {
+		if sl.out != outOK {
 			continue
 		}
-		v, ok := r.vals[i].(int64)
+		v, ok := sl.val.(int64)
 		if !ok || v <= 0 {
-			return 0, r.err([]error{ErrQuorum}, fmt.Sprintf("node %d returned a bad fencing counter %v", i, r.vals[i]))
+			return 0, r.err([]error{ErrQuorum}, fmt.Sprintf("node %d returned a bad fencing counter %v", i, sl.val))
 		}
 		vals[i] = v
 		fence = max(fence, v)
@@ -315,9 +317,8 @@ func (c *Client) settleFence(ctx context.Context, r *round, k keys, token string
 		deadline = until
 	}
 	args := fenceRaiseScript.args(k.bothKeys(), token, fence, c.cfg.fenceRetention.Milliseconds())
-	r2 := c.broadcast("fence", k.resource, low, c.q-have, deadline, func(int) ([]any, *script) { return args, fenceRaiseScript })
+	r2 := c.broadcast("fence", k.resource, low, c.q-have, deadline, false, args, fenceRaiseScript)
 	err := r2.collect(ctx, deadline, classifyOne)
-	r2.finish(nil)
 	switch {
 	case err != nil:
 		return 0, err

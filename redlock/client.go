@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/redis/go-redis/v9/maintnotifications"
 )
 
 // Client acquires Redlock locks over a fixed set of independent Redis masters.
@@ -66,7 +67,7 @@ func newClient(nodes []redis.UniversalClient, owned []redis.UniversalClient, opt
 			return nil, invalidf("node %d (%s) is the same node as node %d: Redlock needs independent nodes", i, addr, j)
 		}
 		seen[id] = i
-		list = append(list, newNode(i, addr, cl))
+		list = append(list, newNode(i, addr, cl, cfg.nodeTimeout))
 	}
 	return start(cfg, list, owned), nil
 }
@@ -171,6 +172,13 @@ func ParseNodeURL(raw string) (*redis.Options, error) {
 func tuneForLocking(o *redis.Options, nodeTimeout time.Duration) {
 	o.ContextTimeoutEnabled = true
 	o.MaxRetries = -1
+	if o.DialerRetries == 0 {
+		o.DialerRetries = 1 // go-redis would otherwise dial a dead node 5 times
+	}
+	if o.MaintNotificationsConfig == nil {
+		// Lock nodes are standalone masters; skip the handshake round trip.
+		o.MaintNotificationsConfig = &maintnotifications.Config{Mode: maintnotifications.ModeDisabled}
+	}
 	io := max(4*nodeTimeout, 200*time.Millisecond)
 	if o.DialTimeout == 0 || o.DialTimeout > io {
 		o.DialTimeout = io

@@ -54,6 +54,7 @@ type opError struct {
 	kinds   []error // ErrLocked, ErrQuorum, ErrLockLost
 	summary string
 	nodes   []error // *NodeError values
+	split   bool    // an acquire that won some nodes but no quorum
 }
 
 func (e *opError) Error() string {

@@ -36,18 +36,17 @@ func (c *Client) Inspect(ctx context.Context, resource string) ([]NodeState, err
 	deadline := time.Now().Add(c.cfg.nodeTimeout)
 	args := inspectScript.args(k.bothKeys())
 	mask := c.allNodes()
-	r := c.broadcast("inspect", resource, mask, len(c.nodes), deadline, func(int) ([]any, *script) { return args, inspectScript })
 	// need = every node: the round ends when all answered or at the deadline.
+	r := c.broadcast("inspect", resource, mask, len(c.nodes), deadline, false, args, inspectScript)
 	if err := r.collect(ctx, deadline, classifyAnswered); err != nil {
-		r.finish(nil)
 		return nil, err
 	}
-	r.finish(nil)
 	out := make([]NodeState, len(c.nodes))
 	for i, n := range c.nodes {
-		st := NodeState{Node: i, Addr: n.addr, Err: r.errs[i]}
-		if r.outs[i] == outOK {
-			st = parseInspect(st, r.vals[i])
+		sl := r.slots[i]
+		st := NodeState{Node: i, Addr: n.addr, Err: sl.err}
+		if sl.out == outOK {
+			st = parseInspect(st, sl.val)
 		}
 		out[i] = st
 	}

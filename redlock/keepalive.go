@@ -6,13 +6,6 @@ import (
 	"time"
 )
 
-// held reports whether the lock is still held (not released, not lost).
-func (l *Lock) held() bool {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.state == stateHeld
-}
-
 // adoptTurn attaches the caller's place in the local queue: it passes to the
 // next local waiter when the lock is released or lost.
 func (l *Lock) adoptTurn(t *turn) {
@@ -73,9 +66,8 @@ func (l *Lock) extend(ctx context.Context, ttl time.Duration) error {
 		deadline = until
 	}
 	args := extendScript.args(l.res.lockKeys(), l.token, ttl.Milliseconds())
-	r := c.broadcast("extend", l.res.resource, c.allNodes(), c.q, deadline, func(int) ([]any, *script) { return args, extendScript })
+	r := c.broadcast("extend", l.res.resource, c.allNodes(), c.q, deadline, false, args, extendScript)
 	err := r.collect(ctx, deadline, classifyOne)
-	r.finish(nil)
 	if err != nil {
 		return err
 	}

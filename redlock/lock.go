@@ -152,9 +152,8 @@ func (l *Lock) Release(ctx context.Context) error {
 	c := l.c
 	deadline := time.Now().Add(c.cfg.nodeTimeout)
 	args := releaseScript.args(l.res.lockKeys(), l.token, l.res.channel)
-	r := c.broadcast("release", l.res.resource, c.allNodes(), c.q, deadline, func(int) ([]any, *script) { return args, releaseScript })
+	r := c.broadcast("release", l.res.resource, c.allNodes(), c.q, deadline, true, args, releaseScript)
 	err := r.collect(ctx, deadline, classifyAnswered)
-	r.finish(nil)
 	l.turn.leave()
 	c.observe(Event{Kind: EventRelease, Resource: l.res.resource, Duration: time.Since(l.acquired), Err: err})
 	switch {

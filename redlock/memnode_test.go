@@ -215,7 +215,7 @@ func memClient(t testing.TB, n int, opts ...Option) (*Client, []*memNode) {
 	nodes := make([]*node, n)
 	for i := range mems {
 		mems[i] = newMemNode()
-		nodes[i] = newNode(i, fmt.Sprintf("mem%d", i), nil)
+		nodes[i] = newNode(i, fmt.Sprintf("mem%d", i), nil, cfg.nodeTimeout)
 		nodes[i].do = mems[i].do
 	}
 	c := start(cfg, nodes, nil)

@@ -29,18 +29,23 @@ var errQueueFull = errors.New("too many calls waiting for this node")
 // node is one independent Redis master. Calls to it are batched: concurrent
 // callers' commands share one pipeline (one write, one read) instead of a
 // round trip each, which is where the lock's throughput comes from.
+//
+// Each node has one worker that runs its calls strictly in order, one
+// pipeline at a time: a release or undo queued after an acquire reaches the
+// node after it, so no straggler ever needs chasing.
 type node struct {
-	idx    int
-	addr   string
-	client redis.UniversalClient
-	calls  chan *call
+	idx     int
+	addr    string
+	timeout time.Duration // the node timeout, for cleanup calls sent late
+	client  redis.UniversalClient
+	calls   chan *call
 	// do runs a batch on the node; it is the client's pipeline, replaced
 	// by an in-memory node in unit tests.
 	do func(ctx context.Context, cmds []*redis.Cmd)
 }
 
-func newNode(idx int, addr string, cl redis.UniversalClient) *node {
-	n := &node{idx: idx, addr: addr, client: cl, calls: make(chan *call, queueLen)}
+func newNode(idx int, addr string, cl redis.UniversalClient, timeout time.Duration) *node {
+	n := &node{idx: idx, addr: addr, timeout: timeout, client: cl, calls: make(chan *call, queueLen)}
 	n.do = n.run
 	return n
 }
@@ -51,6 +56,7 @@ type call struct {
 	args     []any
 	script   *script // set when args is an EVALSHA of this script
 	deadline time.Time
+	cleanup  bool // send even past the deadline: it only removes our keys
 	out      chan<- reply
 }
 
@@ -110,20 +116,25 @@ func (n *node) serve(closed <-chan struct{}, wg *sync.WaitGroup) {
 	}
 }
 
-// execBatch sends a batch as one pipeline. Calls whose deadline already passed are
-// answered with a timeout without being sent: a command that arrives after
-// its caller gave up could only leave a stray key behind.
+// execBatch sends a batch as one pipeline. Calls whose deadline already
+// passed are answered with a timeout without being sent (an acquire that
+// arrives after its caller gave up could only leave a stray key behind),
+// except cleanup calls, which get a fresh node timeout.
 func (n *node) execBatch(batch []*call) {
 	now := time.Now()
 	live := batch[:0]
 	var deadline time.Time
 	for _, c := range batch {
-		if !now.Before(c.deadline) {
-			c.out <- reply{node: c.node, err: errNodeTimeout}
-			continue
+		d := c.deadline
+		if !now.Before(d) {
+			if !c.cleanup {
+				c.out <- reply{node: c.node, err: errNodeTimeout}
+				continue
+			}
+			d = now.Add(n.timeout)
 		}
-		if c.deadline.After(deadline) {
-			deadline = c.deadline
+		if d.After(deadline) {
+			deadline = d
 		}
 		live = append(live, c)
 	}

@@ -43,7 +43,7 @@ func defaultConfig() config {
 		fenceRetention: DefaultFenceRetention,
 		localQueue:     true,
 		logger:         slog.New(slog.DiscardHandler),
-		batchWorkers:   2,
+		batchWorkers:   1,
 	}
 }
 

@@ -2,50 +2,58 @@ package redlock
 
 import (
 	"context"
+	"math/bits"
 	"time"
 )
 
-// drainBound bounds how long a round's stragglers are waited for after the
-// round was decided. Workers always answer (at the latest when the client's
-// own timeouts fire), so this only guards against a misconfigured client.
-const drainBound = time.Minute
-
 // round is one operation sent to several nodes at once.
+//
+// Replies that arrive after the round was decided stay in its buffered
+// channel and are dropped with it: nothing needs them, because every node
+// runs its calls in order (see node), so a release or undo sent after this
+// round reaches each node after this round's command.
 type round struct {
 	c        *Client
 	op       string
 	resource string
 	replies  chan reply
-	sent     uint64 // nodes the round was sent to
 	pending  uint64 // nodes whose reply has not been read yet
 	answered uint64 // nodes counted in the tally (reply read, or timed out)
-	vals     []any
-	outs     []outcome
-	errs     []error
+	slots    []slot
 	t        tally
 }
 
-// broadcast sends args (or a per-node variant) to the nodes in mask, each call
-// bounded by deadline, and returns the round to collect. need is the number of
-// OK answers that decides success.
-func (c *Client) broadcast(op, resource string, mask uint64, need int, deadline time.Time, args func(i int) ([]any, *script)) *round {
+// slot is what one node answered in a round.
+type slot struct {
+	val any
+	out outcome
+	err error
+}
+
+// broadcast sends the same command to the nodes in mask, each call bounded by
+// deadline, and returns the round to collect. need is the number of OK
+// answers that decides success. A cleanup round (releases) is sent even if a
+// node's queue only reaches it after the deadline.
+func (c *Client) broadcast(op, resource string, mask uint64, need int, deadline time.Time, cleanup bool, args []any, s *script) *round {
 	n := len(c.nodes)
 	r := &round{
 		c: c, op: op, resource: resource,
 		replies: make(chan reply, n),
-		sent:    mask, pending: mask,
-		vals: make([]any, n),
-		outs: make([]outcome, n),
-		errs: make([]error, n),
-		t:    tally{need: need},
+		pending: mask,
+		slots:   make([]slot, n),
+		t:       tally{need: need},
 	}
+	calls := make([]call, bits.OnesCount64(mask))
+	j := 0
 	for i := range c.nodes {
 		if mask&(1<<i) == 0 {
 			continue
 		}
 		r.t.total++
-		a, s := args(i)
-		c.nodes[i].send(&call{node: i, args: a, script: s, deadline: deadline, out: r.replies}, c.closed)
+		cl := &calls[j]
+		j++
+		*cl = call{node: i, args: args, script: s, deadline: deadline, cleanup: cleanup, out: r.replies}
+		c.nodes[i].send(cl, c.closed)
 	}
 	return r
 }
@@ -88,10 +96,9 @@ func (r *round) record(rep reply, o outcome) {
 		return // already counted as timed out
 	}
 	r.answered |= bit
-	r.vals[rep.node] = rep.val
-	r.outs[rep.node] = o
+	r.slots[rep.node] = slot{val: rep.val, out: o}
 	if o == outFailed && rep.err != nil {
-		r.errs[rep.node] = rep.err
+		r.slots[rep.node].err = rep.err
 		r.c.nodeFailed(r.op, r.resource, rep.node, rep.err)
 	}
 	r.t.add(o)
@@ -105,58 +112,21 @@ func (r *round) timeoutPending() {
 			continue
 		}
 		r.answered |= bit
-		r.outs[i] = outFailed
-		r.errs[i] = errNodeTimeout
+		r.slots[i] = slot{out: outFailed, err: errNodeTimeout}
 		r.c.nodeFailed(r.op, r.resource, i, errNodeTimeout)
 		r.t.add(outFailed)
 	}
 }
 
-// okMask is the set of nodes that answered OK.
-func (r *round) okMask() uint64 {
-	var m uint64
-	for i, o := range r.outs {
-		if o == outOK {
-			m |= 1 << i
-		}
-	}
-	return m
-}
-
 // err builds the error of a round that did not succeed.
-func (r *round) err(kinds []error, summary string) error {
+func (r *round) err(kinds []error, summary string) *opError {
 	e := &opError{kinds: kinds, summary: summary}
-	for i, err := range r.errs {
-		if err != nil {
-			e.nodes = append(e.nodes, &NodeError{Node: i, Addr: r.c.nodes[i].addr, Op: r.op, Err: err})
+	for i, sl := range r.slots {
+		if sl.err != nil {
+			e.nodes = append(e.nodes, &NodeError{Node: i, Addr: r.c.nodes[i].addr, Op: r.op, Err: sl.err})
 		}
 	}
 	return e
-}
-
-// finish hands the replies not read yet to late, in the background; late is
-// called once per straggler, in no particular order.
-func (r *round) finish(late func(rep reply)) {
-	if r.pending == 0 {
-		return
-	}
-	r.c.spawn(func() {
-		timer := time.NewTimer(drainBound)
-		defer timer.Stop()
-		for r.pending != 0 {
-			select {
-			case rep := <-r.replies:
-				r.pending &^= 1 << rep.node
-				if late != nil {
-					late(rep)
-				}
-			case <-timer.C:
-				return
-			case <-r.c.closed:
-				return
-			}
-		}
-	})
 }
 
 func (c *Client) nodeFailed(op, resource string, i int, err error) {

@@ -30,7 +30,7 @@ func (s *script) args(keys []string, argv ...any) []any {
 // releaseScript deletes the lock key only if it holds our token and then
 // announces the release to waiters (unless the channel is empty: undoing a
 // failed attempt wakes nobody, or contenders would retry in lockstep).
-// KEYS[1] lock key; ARGV[1] token, ARGV[2] release channel or ''.
+// KEYS[1] lock key; ARGV[1] token, ARGV[2] release channel (may be empty).
 // Returns 1 if deleted, 0 if the key was not ours.
 var releaseScript = newScript(`
 if redis.call('GET', KEYS[1]) == ARGV[1] then

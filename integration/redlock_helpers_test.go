@@ -1,0 +1,30 @@
+package integration
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/asynqlock/asynqlock/internal/redistest"
+	"github.com/asynqlock/asynqlock/redlock"
+)
+
+// lockClient returns a redlock Client over the cluster's nodes, closed at
+// the end of the test. Each call gives an independent client (its own
+// connections and local queue), like a separate process.
+func lockClient(t testing.TB, c *redistest.Cluster, opts ...redlock.Option) *redlock.Client {
+	t.Helper()
+	cl, err := redlock.New(c.Clients(t), opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cl.Close() })
+	return cl
+}
+
+// within returns a context bounded by d, cancelled at the end of the test.
+func within(t testing.TB, d time.Duration) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	t.Cleanup(cancel)
+	return ctx
+}

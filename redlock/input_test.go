@@ -1,0 +1,139 @@
+package redlock
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+func TestNewRejectsBadNodes(t *testing.T) {
+	a := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"})
+	b := redis.NewClient(&redis.Options{Addr: "127.0.0.1:2"})
+	sameAsA := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"})
+	otherDB := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", DB: 1})
+	t.Cleanup(func() { a.Close(); b.Close(); sameAsA.Close(); otherDB.Close() })
+	cases := []struct {
+		name  string
+		nodes []redis.UniversalClient
+		opts  []Option
+		want  string
+	}{
+		{"no nodes", nil, nil, "no nodes"},
+		{"nil client", []redis.UniversalClient{a, nil}, nil, "node 1 is a nil client"},
+		{"same client twice", []redis.UniversalClient{a, b, a}, nil, "node 2 (127.0.0.1:1) is the same node as node 0"},
+		{"same address twice", []redis.UniversalClient{a, sameAsA}, nil, "node 1 (127.0.0.1:1) is the same node as node 0"},
+		{"zero node timeout", []redis.UniversalClient{a}, []Option{WithNodeTimeout(0)}, "node timeout must be positive"},
+		{"drift too large", []redis.UniversalClient{a}, []Option{WithDriftFactor(0.7)}, "drift factor must be in [0, 0.5)"},
+		{"retry range", []redis.UniversalClient{a}, []Option{WithRetryDelay(time.Second, time.Millisecond)}, "retry delay range"},
+		{"nil logger", []redis.UniversalClient{a}, []Option{WithLogger(nil)}, "logger is nil"},
+		{"nil option", []redis.UniversalClient{a}, []Option{nil}, "nil option"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			c, err := New(tc.nodes, tc.opts...)
+			if err == nil {
+				c.Close()
+				t.Fatal("accepted")
+			}
+			if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("error %q, want ErrInvalid naming %q", err, tc.want)
+			}
+		})
+	}
+	c, err := New([]redis.UniversalClient{a, otherDB})
+	if err != nil {
+		t.Fatalf("two databases of one server are distinct keyspaces: %v", err)
+	}
+	c.Close()
+}
+
+func TestCallsRejectBadInput(t *testing.T) {
+	c, _ := memClient(t, 3, WithNodeTimeout(50*time.Millisecond))
+	ctx := context.Background()
+	cases := []struct {
+		name string
+		call func() error
+		want string
+	}{
+		{"empty resource", func() error { _, err := c.TryAcquire(ctx, "", time.Second); return err }, "empty resource"},
+		{"empty resource acquire", func() error { _, err := c.Acquire(ctx, "", time.Second); return err }, "empty resource"},
+		{"zero ttl", func() error { _, err := c.TryAcquire(ctx, "r", 0); return err }, "ttl must be positive"},
+		{"negative ttl", func() error { _, err := c.Acquire(ctx, "r", -time.Second); return err }, "ttl must be positive"},
+		{"ttl below timeout", func() error { _, err := c.TryAcquire(ctx, "r", 40*time.Millisecond); return err }, "ttl 40ms is too small"},
+		{"negative max hold", func() error { _, err := c.TryAcquire(ctx, "r", time.Second, WithMaxHold(-1)); return err }, "max hold"},
+		{"nil run func", func() error { return c.Run(ctx, "r", time.Second, nil) }, "nil function"},
+		{"inspect empty", func() error { _, err := c.Inspect(ctx, ""); return err }, "empty resource"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			err := tc.call()
+			if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("error %v, want ErrInvalid naming %q", err, tc.want)
+			}
+		})
+	}
+	l, err := c.TryAcquire(ctx, "r", time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Extend(ctx, time.Millisecond); !errors.Is(err, ErrInvalid) {
+		t.Fatalf("Extend with a tiny ttl: %v", err)
+	}
+	_ = l.Release(ctx)
+}
+
+func TestNewFromURLsRejectsBadURLsWithoutLeakingPasswords(t *testing.T) {
+	const secret = "s3cr3t-pw"
+	cases := []struct {
+		name string
+		urls []string
+		want string
+	}{
+		{"none", nil, "no node URLs"},
+		{"bad scheme", []string{"http://u:" + secret + "@127.0.0.1:6379"}, "scheme must be redis:// or rediss://"},
+		{"unparseable", []string{"redis://u:" + secret + "@127.0.0.1:port"}, "node 0: redlock: invalid argument: node URL cannot be parsed"},
+		{"no host", []string{"redis://"}, "has no host"},
+		{"bad db", []string{"redis://127.0.0.1:1/x", "redis://:" + secret + "@127.0.0.1:2/db"}, "node 0"},
+		{"duplicate", []string{"redis://127.0.0.1:1", "redis://:" + secret + "@127.0.0.1:1"}, "node 1 (127.0.0.1:1) is the same node as node 0"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			c, err := NewFromURLs(tc.urls)
+			if err == nil {
+				c.Close()
+				t.Fatal("accepted")
+			}
+			if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("error %q, want ErrInvalid naming %q", err, tc.want)
+			}
+			if strings.Contains(err.Error(), secret) {
+				t.Fatalf("error leaks the password: %q", err)
+			}
+		})
+	}
+	// TLS and credentials are accepted and kept.
+	o, err := ParseNodeURL("rediss://worker:" + secret + "@redis.example:6380/2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o.TLSConfig == nil || o.Username != "worker" || o.Password != secret || o.DB != 2 || o.Addr != "redis.example:6380" {
+		t.Fatalf("parsed %+v", o)
+	}
+}
+
+func TestClosedClientRefusesCalls(t *testing.T) {
+	c, _ := memClient(t, 3)
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.TryAcquire(context.Background(), "r", time.Second); !errors.Is(err, ErrClosed) {
+		t.Fatalf("got %v, want ErrClosed", err)
+	}
+	if err := c.Close(); err != nil {
+		t.Fatalf("second Close: %v", err)
+	}
+}
