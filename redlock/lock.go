@@ -81,7 +81,9 @@ func (c *Client) newLock(res keys, token string, fence int64, ttl time.Duration,
 	if lc.maxHold > 0 {
 		l.holdEnd = start.Add(lc.maxHold)
 	}
+	l.mu.Lock() // the watchdog may fire at once and reads l.watchdog
 	l.watchdog = time.AfterFunc(time.Until(until)-lossGuard(ttl), l.checkValidity)
+	l.mu.Unlock()
 	return l
 }
 

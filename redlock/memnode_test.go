@@ -112,6 +112,16 @@ func (m *memNode) exec(c *redis.Cmd) {
 	defer m.mu.Unlock()
 	a := c.Args()
 	op := strings.ToLower(str(a[0]))
+	if op == "script" {
+		for _, s := range allScripts {
+			if str(a[2]) == s.src {
+				c.SetVal(s.sha)
+				return
+			}
+		}
+		c.SetErr(errors.New("ERR unknown script"))
+		return
+	}
 	if op == "set" {
 		m.calls["set"]++
 		key := str(a[1])

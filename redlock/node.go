@@ -39,6 +39,7 @@ type node struct {
 	timeout time.Duration // the node timeout, for cleanup calls sent late
 	client  redis.UniversalClient
 	calls   chan *call
+	loaded  bool // the node's script cache holds our scripts; worker-owned
 	// do runs a batch on the node; it is the client's pipeline, replaced
 	// by an in-memory node in unit tests.
 	do func(ctx context.Context, cmds []*redis.Cmd)
@@ -143,25 +144,47 @@ func (n *node) execBatch(batch []*call) {
 	}
 	ctx, cancel := context.WithDeadline(context.Background(), deadline)
 	defer cancel()
-	cmds := make([]*redis.Cmd, len(live))
+	// Scripts are loaded ahead of the first EVALSHA, in the same pipeline: a
+	// NOSCRIPT answer is retried after the rest of its batch, which would
+	// reorder a node's calls.
+	load := !n.loaded && hasScript(live)
+	pre := 0
+	if load {
+		pre = len(allScripts)
+	}
+	cmds := make([]*redis.Cmd, pre+len(live))
+	for i, s := range allScripts[:pre] {
+		cmds[i] = redis.NewCmd(ctx, "script", "load", s.src)
+	}
 	for i, c := range live {
-		cmds[i] = redis.NewCmd(ctx, c.args...)
+		cmds[pre+i] = redis.NewCmd(ctx, c.args...)
 	}
 	n.do(ctx, cmds)
+	if load {
+		n.loaded = true
+		for _, cmd := range cmds[:pre] {
+			if cmd.Err() != nil {
+				n.loaded = false
+			}
+		}
+	}
 	var retry []*call
 	for i, c := range live {
-		err := cmds[i].Err()
+		cmd := cmds[pre+i]
+		err := cmd.Err()
 		if c.script != nil && err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
 			retry = append(retry, c)
 			continue
 		}
-		c.out <- reply{node: c.node, val: cmds[i].Val(), err: nodeErr(err)}
+		c.out <- reply{node: c.node, val: cmd.Val(), err: nodeErr(err)}
 	}
 	if len(retry) == 0 {
 		return
 	}
 	// The node lost its script cache (restart, SCRIPT FLUSH): send the
-	// scripts' source once, which also caches them again.
+	// scripts' source, which also caches them again, and load them all
+	// ahead of the next batch.
+	n.loaded = false
 	cmds = cmds[:len(retry)]
 	for i, c := range retry {
 		args := append([]any{"eval", c.script.src}, c.args[2:]...)
@@ -171,6 +194,15 @@ func (n *node) execBatch(batch []*call) {
 	for i, c := range retry {
 		c.out <- reply{node: c.node, val: cmds[i].Val(), err: nodeErr(cmds[i].Err())}
 	}
+}
+
+func hasScript(calls []*call) bool {
+	for _, c := range calls {
+		if c.script != nil {
+			return true
+		}
+	}
+	return false
 }
 
 func (n *node) run(ctx context.Context, cmds []*redis.Cmd) {

@@ -90,3 +90,6 @@ return 1`)
 // remaining TTL in ms (-2 if absent), fencing counter (or nil).
 var inspectScript = newScript(`
 return {redis.call('GET', KEYS[1]), redis.call('PTTL', KEYS[1]), redis.call('GET', KEYS[2])}`)
+
+// allScripts are loaded on a node before its first script call.
+var allScripts = []*script{releaseScript, extendScript, fenceAcquireScript, fenceRaiseScript, inspectScript}

@@ -2,9 +2,9 @@ package redistest
 
 import (
 	"bufio"
-	"bytes"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"os/exec"
@@ -84,19 +84,23 @@ func startProcess(bin, dir string, port int) (*process, error) {
 	}()
 
 	addr := net.JoinHostPort(loopback, strconv.Itoa(port))
-	if err := p.waitReady(addr); err != nil {
+	if err := p.waitReady(addr, cmd.Process.Pid); err != nil {
 		_ = p.kill()
 		return nil, fmt.Errorf("redis-server on %s: %w; log: %s", addr, err, p.logTail())
 	}
 	return p, nil
 }
 
-// waitReady polls addr with PING until it answers, the process exits or
-// readyTimeout passes.
-func (p *process) waitReady(addr string) error {
+// waitReady polls addr until the server answering there is this process (a
+// server of another test may hold the port if this one failed to bind), the
+// process exits or readyTimeout passes.
+func (p *process) waitReady(addr string, pid int) error {
 	deadline := time.Now().Add(readyTimeout)
 	for {
-		err := ping(addr, 200*time.Millisecond)
+		got, err := serverPID(addr, 200*time.Millisecond)
+		if err == nil && got != pid {
+			err = fmt.Errorf("port answered by another redis-server (pid %d, ours %d)", got, pid)
+		}
 		if err == nil {
 			return nil
 		}
@@ -156,26 +160,40 @@ func (p *process) logTail() string {
 	return "(empty)"
 }
 
-// ping sends an inline PING to addr over a fresh connection and checks the
-// reply, all within timeout.
-func ping(addr string, timeout time.Duration) error {
+// serverPID asks the server at addr for its process id (INFO server) over a
+// fresh connection, all within timeout.
+func serverPID(addr string, timeout time.Duration) (int, error) {
 	conn, err := net.DialTimeout("tcp", addr, timeout)
 	if err != nil {
-		return err
+		return 0, err
 	}
 	defer conn.Close()
 	if err := conn.SetDeadline(time.Now().Add(timeout)); err != nil {
-		return err
+		return 0, err
 	}
-	if _, err := conn.Write([]byte("PING\r\n")); err != nil {
-		return err
+	if _, err := conn.Write([]byte("INFO server\r\n")); err != nil {
+		return 0, err
 	}
-	line, err := bufio.NewReader(conn).ReadBytes('\n')
+	r := bufio.NewReader(conn)
+	head, err := r.ReadString('\n')
 	if err != nil {
-		return err
+		return 0, err
 	}
-	if !bytes.Equal(line, []byte("+PONG\r\n")) {
-		return fmt.Errorf("PING answered %q", bytes.TrimSpace(line))
+	if !strings.HasPrefix(head, "$") {
+		return 0, fmt.Errorf("INFO answered %q", strings.TrimSpace(head))
 	}
-	return nil
+	size, err := strconv.Atoi(strings.TrimSpace(head[1:]))
+	if err != nil {
+		return 0, fmt.Errorf("INFO answered %q", strings.TrimSpace(head))
+	}
+	body := make([]byte, size)
+	if _, err := io.ReadFull(r, body); err != nil {
+		return 0, err
+	}
+	for _, line := range strings.Split(string(body), "\r\n") {
+		if v, ok := strings.CutPrefix(line, "process_id:"); ok {
+			return strconv.Atoi(v)
+		}
+	}
+	return 0, errors.New("INFO server has no process_id")
 }
