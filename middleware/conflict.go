@@ -1,0 +1,94 @@
+package middleware
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/asynqlock/asynqlock/redlock"
+	"github.com/hibiken/asynq"
+)
+
+// resubmitMark separates a task ID from its resubmission count.
+const resubmitMark = "~r"
+
+// conflict applies the policy to a task whose resource is busy (or whose
+// lock nodes are unreachable). It returns a lock only when it ended up
+// waiting for, and getting, the lock.
+func (m *mw) conflict(ctx context.Context, t *asynq.Task, meta taskMeta, res string, cause error, start time.Time, log *slog.Logger) (*redlock.Lock, error) {
+	ev := Event{Kind: EventConflict, TaskType: t.Type(), TaskID: meta.id, Resource: res, Policy: m.cfg.policy.String(), Err: cause}
+	switch m.cfg.policy.action {
+	case actSkip:
+		ev.Action, ev.Wait = "skip", time.Since(start)
+		m.observe(ev)
+		log.Info("task skipped: resource busy", "cause", cause)
+		return nil, nil
+	case actFail:
+		ev.Action, ev.Wait = "fail", time.Since(start)
+		m.observe(ev)
+		log.Warn("task archived: resource busy", "cause", cause)
+		return nil, fmt.Errorf("task %s (id %s): %w: %w", t.Type(), meta.id, &conflictError{resource: res, cause: cause}, asynq.SkipRetry)
+	}
+	if !meta.budgetSpent() {
+		ev.Action, ev.Wait = "requeue", time.Since(start)
+		m.observe(ev)
+		log.Debug("task requeued: resource busy", "cause", cause)
+		return nil, &conflictError{resource: res, cause: cause}
+	}
+	// Last retry: asynq archives on any error, and a conflict must not.
+	if m.cfg.enqueuer != nil {
+		ev.Action = "resubmit"
+		err := m.resubmit(ctx, t, meta)
+		ev.Wait, ev.Err = time.Since(start), errors.Join(cause, err)
+		m.observe(ev)
+		if err != nil {
+			log.Error("could not resubmit a busy task on its last retry", "err", err)
+			return nil, fmt.Errorf("task %s (id %s): resubmitting after %w: %w", t.Type(), meta.id, &conflictError{resource: res, cause: cause}, err)
+		}
+		log.Info("busy task resubmitted on its last retry")
+		return nil, fmt.Errorf("task %s (id %s) resubmitted: %w: %w", t.Type(), meta.id, &conflictError{resource: res, cause: cause}, asynq.RevokeTask)
+	}
+	// No enqueuer: wait for the lock as long as the task may run.
+	ev.Action = "wait-exhausted-budget"
+	lock, err := m.client.Acquire(ctx, res, m.cfg.ttl, m.lockOpts()...)
+	ev.Wait, ev.Err = time.Since(start), err
+	m.observe(ev)
+	if err != nil {
+		log.Error("busy task on its last retry could not get its lock before its deadline; configure WithEnqueuer", "err", err)
+		return nil, fmt.Errorf("task %s (id %s) on its last retry: %w", t.Type(), meta.id, &conflictError{resource: res, cause: err})
+	}
+	return lock, nil
+}
+
+// resubmit enqueues a copy of the task under a derived ID (so that a crash
+// between resubmitting and revoking cannot make two copies), in the same
+// queue with the same retry budget, after a conflict delay.
+func (m *mw) resubmit(ctx context.Context, t *asynq.Task, meta taskMeta) error {
+	d, _ := conflictDelay(ErrConflict)
+	opts := []asynq.Option{asynq.TaskID(nextID(meta.id)), asynq.MaxRetry(meta.maxRetry), asynq.ProcessIn(d)}
+	if meta.queue != "" {
+		opts = append(opts, asynq.Queue(meta.queue))
+	}
+	ectx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
+	defer cancel()
+	_, err := m.cfg.enqueuer.EnqueueContext(ectx, asynq.NewTaskWithHeaders(t.Type(), t.Payload(), t.Headers()), opts...)
+	if errors.Is(err, asynq.ErrTaskIDConflict) {
+		return nil // resubmitted already by an earlier run of this task
+	}
+	return err
+}
+
+// nextID derives the ID of a resubmitted task: "id~r1", then "id~r2"...
+func nextID(id string) string {
+	base, n := id, 0
+	if i := strings.LastIndex(id, resubmitMark); i >= 0 {
+		if k, err := strconv.Atoi(id[i+len(resubmitMark):]); err == nil {
+			base, n = id[:i], k
+		}
+	}
+	return base + resubmitMark + strconv.Itoa(n+1)
+}

@@ -1,0 +1,60 @@
+package middleware
+
+import (
+	"context"
+	"sync/atomic"
+	"time"
+
+	"github.com/hibiken/asynq"
+)
+
+// LockInfo describes the lock a handler runs under.
+type LockInfo struct {
+	Resource string    // the locked resource's name
+	Token    string    // the lock's random token
+	Fence    int64     // fencing token, 0 unless WithFencing
+	Until    time.Time // end of validity when the handler started (kept alive since)
+}
+
+type infoKey struct{}
+
+type progressKey struct{}
+
+// LockFromContext returns the lock the handler runs under; false when the
+// task runs without a lock (empty key, or not under this middleware).
+func LockFromContext(ctx context.Context) (LockInfo, bool) {
+	li, ok := ctx.Value(infoKey{}).(LockInfo)
+	return li, ok
+}
+
+// Progress reports that the handler is making progress. In progress mode
+// (WithProgress) the lock is only extended while progress is reported; in the
+// default mode it is a no-op.
+func Progress(ctx context.Context) {
+	if p, ok := ctx.Value(progressKey{}).(*atomic.Int64); ok {
+		p.Store(time.Now().UnixNano())
+	}
+}
+
+// taskMeta is what asynq tells a handler about its task.
+type taskMeta struct {
+	id       string
+	queue    string
+	retried  int
+	maxRetry int
+	known    bool // run by an asynq server (the fields are set)
+}
+
+// budgetSpent reports whether asynq would archive this run on any error.
+func (m taskMeta) budgetSpent() bool { return m.known && m.retried >= m.maxRetry }
+
+// metaOf reads the task's metadata from its context. Tests replace it to run
+// handlers outside an asynq server.
+var metaOf = func(ctx context.Context) taskMeta {
+	var m taskMeta
+	m.id, m.known = asynq.GetTaskID(ctx)
+	m.queue, _ = asynq.GetQueueName(ctx)
+	m.retried, _ = asynq.GetRetryCount(ctx)
+	m.maxRetry, _ = asynq.GetMaxRetry(ctx)
+	return m
+}

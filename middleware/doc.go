@@ -1,0 +1,48 @@
+// Package middleware makes asynq task handlers hold a Redlock lock per
+// resource while they run.
+//
+//	mux := asynq.NewServeMux()
+//	mux.Use(middleware.Lock(locks, middleware.ByField("sku")))
+//
+// Around each task the middleware derives a key from the task ([KeyFunc]; an
+// empty key runs the handler without a lock), acquires the lock on
+// "<prefix><task type>:<key>", keeps it alive while the handler runs (the
+// handler's context is cancelled with cause [redlock.ErrLockLost] the moment
+// the lock is lost), and releases it when the handler returns — with a
+// context of its own, so a task whose asynq deadline passed still releases,
+// and never before the handler has returned, even if asynq stopped waiting
+// for it.
+//
+// # Conflicts
+//
+// When another task holds the resource, a [Policy] decides: [Wait] blocks up
+// to a bound (woken as soon as the holder releases) and then requeues;
+// [Requeue] returns an error that asynq retries after a short jittered delay
+// without consuming the task's retry budget, provided the server is
+// configured with [IsFailure] and [RetryDelay]; [Skip] completes the task
+// without running it; [Fail] archives it with asynq.SkipRetry. The default
+// is Wait(2s). At most one task per resource per process waits (see
+// [WithMaxWaiters]), so workers never all sit blocked on one hot resource
+// while other resources' tasks wait in the queue.
+//
+// asynq archives a task that fails on its last retry (or with MaxRetry(0))
+// whatever the error. A conflict must never archive a task, so on the last
+// retry the middleware resubmits the task under a derived ID through the
+// enqueuer given with [WithEnqueuer] (an *asynq.Client) and revokes the
+// current run; without an enqueuer it waits for the lock as long as the
+// task's deadline allows.
+//
+// # Rollback, progress, lock details
+//
+// [WithRollback] installs a hook that runs when the handler fails or the lock
+// is lost, always while the lock is held: a lost lock is re-acquired first,
+// and if that fails the task fails with an error matching
+// redlock.ErrLockLost so that it is retried rather than left half done.
+// [WithProgress] extends the lock only while the handler reports progress
+// with [Progress], so a hung handler stops holding the resource.
+// [LockFromContext] gives the handler its resource, token and fencing token.
+//
+// A key that cannot be derived (malformed payload, missing field) fails the
+// task with asynq.SkipRetry and a message naming the task type, ID and field:
+// it is archived with its reason, never retried forever.
+package middleware

@@ -1,0 +1,134 @@
+package middleware
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/asynqlock/asynqlock/internal/embedded"
+	"github.com/asynqlock/asynqlock/redlock"
+	"github.com/hibiken/asynq"
+	"github.com/redis/go-redis/v9"
+)
+
+// env is one embedded lock node, two independent lock clients (ours and a
+// competitor's) and a raw client to the node.
+type env struct {
+	locks, other *redlock.Client
+	raw          *redis.Client
+}
+
+func newEnv(t *testing.T) *env {
+	t.Helper()
+	srv := embedded.StartT(t)
+	mk := func() *redlock.Client {
+		c, err := redlock.NewFromURLs([]string{srv.URL()}, redlock.WithRetryDelay(5*time.Millisecond, 10*time.Millisecond))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = c.Close() })
+		return c
+	}
+	raw := redis.NewClient(&redis.Options{Addr: srv.Addr()})
+	t.Cleanup(func() { _ = raw.Close() })
+	return &env{locks: mk(), other: mk(), raw: raw}
+}
+
+// withMeta makes handlers see asynq metadata as if run by a server.
+func withMeta(t *testing.T, m taskMeta) {
+	t.Helper()
+	old := metaOf
+	metaOf = func(context.Context) taskMeta { return m }
+	t.Cleanup(func() { metaOf = old })
+}
+
+// holder returns who holds res on the single node ("" when free).
+func (e *env) holder(t *testing.T, res string) string {
+	t.Helper()
+	st, err := e.locks.Inspect(context.Background(), res)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st[0].Token
+}
+
+// recorder is a fake handler that records its runs.
+type recorder struct {
+	mu    sync.Mutex
+	runs  int
+	infos []LockInfo
+	fn    func(ctx context.Context) error
+}
+
+func (r *recorder) ProcessTask(ctx context.Context, _ *asynq.Task) error {
+	r.mu.Lock()
+	r.runs++
+	if li, ok := LockFromContext(ctx); ok {
+		r.infos = append(r.infos, li)
+	}
+	fn := r.fn
+	r.mu.Unlock()
+	if fn != nil {
+		return fn(ctx)
+	}
+	return nil
+}
+
+func (r *recorder) count() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.runs
+}
+
+// fakeEnqueuer records resubmitted tasks and rejects a repeated ID as asynq
+// does.
+type fakeEnqueuer struct {
+	mu   sync.Mutex
+	ids  []string
+	opts [][]asynq.Option
+}
+
+func (f *fakeEnqueuer) EnqueueContext(_ context.Context, task *asynq.Task, opts ...asynq.Option) (*asynq.TaskInfo, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	id := ""
+	for _, o := range opts {
+		if o.Type() == asynq.TaskIDOpt {
+			id = o.Value().(string)
+		}
+	}
+	for _, seen := range f.ids {
+		if seen == id {
+			return nil, asynq.ErrTaskIDConflict
+		}
+	}
+	f.ids = append(f.ids, id)
+	f.opts = append(f.opts, opts)
+	return &asynq.TaskInfo{ID: id, Type: task.Type()}, nil
+}
+
+// events collects observer events.
+type events struct {
+	mu sync.Mutex
+	ev []Event
+}
+
+func (e *events) add(ev Event) {
+	e.mu.Lock()
+	e.ev = append(e.ev, ev)
+	e.mu.Unlock()
+}
+
+func (e *events) find(kind EventKind, action string) (Event, bool) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for _, ev := range e.ev {
+		if ev.Kind == kind && (action == "" || ev.Action == action) {
+			return ev, true
+		}
+	}
+	return Event{}, false
+}
+
+func task(typ, payload string) *asynq.Task { return asynq.NewTask(typ, []byte(payload)) }

@@ -1,0 +1,71 @@
+package middleware
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/asynqlock/asynqlock/redlock"
+)
+
+// holding keeps a lock while a handler runs. ctx is cancelled with cause
+// redlock.ErrLockLost when the lock is lost; stop ends the extensions.
+type holding struct {
+	ctx      context.Context
+	stop     func()
+	progress *atomic.Int64 // last progress report (unix ns), in progress mode
+}
+
+// hold keeps lock alive for as long as the handler runs. The extensions do
+// not follow the task's context: asynq may stop waiting for a handler at its
+// deadline, but the lock must outlive the handler itself.
+func (m *mw) hold(ctx context.Context, lock *redlock.Lock) holding {
+	base := context.WithoutCancel(ctx)
+	if m.cfg.progress <= 0 {
+		kctx, stop := lock.KeepAlive(base)
+		return holding{ctx: kctx, stop: stop}
+	}
+	return m.holdOnProgress(base, lock)
+}
+
+// holdOnProgress extends the lock about every TTL/3 only if the handler
+// reported progress within the stall bound; otherwise the lock runs out and
+// is lost, which cancels the handler.
+func (m *mw) holdOnProgress(base context.Context, lock *redlock.Lock) holding {
+	kctx, cancel := context.WithCancelCause(base)
+	last := new(atomic.Int64)
+	last.Store(time.Now().UnixNano())
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		tick := time.NewTicker(max(m.cfg.ttl/3, time.Millisecond))
+		defer tick.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-lock.Lost():
+				cancel(redlock.ErrLockLost)
+				return
+			case <-tick.C:
+				if time.Since(time.Unix(0, last.Load())) > m.cfg.progress {
+					continue // stalled: let the lock run out
+				}
+				ectx, ecancel := context.WithDeadline(kctx, lock.Until())
+				_ = lock.Extend(ectx, m.cfg.ttl) // a failure shows as a loss at Until
+				ecancel()
+			}
+		}
+	}()
+	var once sync.Once
+	return holding{ctx: kctx, progress: last, stop: func() {
+		once.Do(func() {
+			close(done)
+			wg.Wait()
+			cancel(nil)
+		})
+	}}
+}

@@ -1,0 +1,133 @@
+package middleware
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/asynqlock/asynqlock/redlock"
+)
+
+// TestProgressModeStall: a handler that reports progress keeps its lock
+// beyond the TTL; once it stops reporting, it loses the lock within the
+// stall bound plus the TTL and its context is cancelled with ErrLockLost.
+func TestProgressModeStall(t *testing.T) {
+	e := newEnv(t)
+	withMeta(t, taskMeta{id: "t1", maxRetry: 3, known: true})
+	const ttl = 300 * time.Millisecond
+	const stall = 200 * time.Millisecond
+	var heldAfterProgress string
+	var stalledFor time.Duration
+	var cause error
+	rec := &recorder{fn: func(ctx context.Context) error {
+		li, _ := LockFromContext(ctx)
+		for range 10 { // 1s of progress: more than three TTLs
+			Progress(ctx)
+			time.Sleep(100 * time.Millisecond)
+		}
+		heldAfterProgress = e.holder(t, res)
+		if heldAfterProgress != li.Token {
+			return errors.New("lock not kept while progressing")
+		}
+		start := time.Now()
+		select { // hang, as a stuck handler would
+		case <-ctx.Done():
+		case <-time.After(10 * time.Second):
+		}
+		stalledFor = time.Since(start)
+		cause = context.Cause(ctx)
+		return ctx.Err()
+	}}
+	h := Lock(e.locks, ByField("sku"), WithTTL(ttl), WithProgress(stall))(rec)
+	err := h.ProcessTask(context.Background(), adjust())
+	if heldAfterProgress == "" {
+		t.Fatal("lock lost while the handler reported progress")
+	}
+	if !errors.Is(cause, redlock.ErrLockLost) || !errors.Is(err, redlock.ErrLockLost) {
+		t.Fatalf("cause %v, task error %v; want ErrLockLost", cause, err)
+	}
+	if stalledFor > stall+ttl+ttl {
+		t.Fatalf("stalled handler held the lock %v (stall %v, ttl %v)", stalledFor, stall, ttl)
+	}
+}
+
+// TestDefaultModeOutlivesTaskContext: asynq may cancel the task's context
+// (deadline, shutdown) while the handler keeps running; the lock stays held
+// until the handler returns, then it is released.
+func TestDefaultModeOutlivesTaskContext(t *testing.T) {
+	e := newEnv(t)
+	withMeta(t, taskMeta{id: "t1", maxRetry: 3, known: true})
+	ctx, cancel := context.WithCancel(context.Background())
+	var heldAfterCancel string
+	var token string
+	rec := &recorder{fn: func(hctx context.Context) error {
+		li, _ := LockFromContext(hctx)
+		token = li.Token
+		cancel() // asynq gives up on the task
+		time.Sleep(time.Second)
+		heldAfterCancel = e.holder(t, res) // the handler is still running
+		return nil
+	}}
+	h := Lock(e.locks, ByField("sku"), WithTTL(300*time.Millisecond))(rec)
+	if err := h.ProcessTask(ctx, adjust()); err != nil {
+		t.Fatal(err)
+	}
+	if heldAfterCancel != token {
+		t.Fatalf("lock held by %q while the handler still ran after its context ended; want %q", heldAfterCancel, token)
+	}
+	if e.holder(t, res) != "" {
+		t.Fatal("lock not released when the handler returned")
+	}
+}
+
+// TestHandlerPanicReleasesLock: asynq turns a panic into an error; the lock
+// must be released on the way.
+func TestHandlerPanicReleasesLock(t *testing.T) {
+	e := newEnv(t)
+	withMeta(t, taskMeta{id: "t1", maxRetry: 3, known: true})
+	rec := &recorder{fn: func(context.Context) error { panic("handler bug") }}
+	h := Lock(e.locks, ByField("sku"))(rec)
+	func() {
+		defer func() {
+			if recover() == nil {
+				t.Fatal("panic swallowed")
+			}
+		}()
+		_ = h.ProcessTask(context.Background(), adjust())
+	}()
+	if e.holder(t, res) != "" {
+		t.Fatal("lock left held after a panic")
+	}
+}
+
+// TestFencingAndMaxHold: WithFencing exposes a growing fence; WithMaxHold
+// cuts a long handler off.
+func TestFencingAndMaxHold(t *testing.T) {
+	e := newEnv(t)
+	withMeta(t, taskMeta{id: "t1", maxRetry: 3, known: true})
+	rec := &recorder{}
+	h := Lock(e.locks, ByField("sku"), WithFencing())(rec)
+	for range 2 {
+		if err := h.ProcessTask(context.Background(), adjust()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if len(rec.infos) != 2 || rec.infos[0].Fence <= 0 || rec.infos[1].Fence <= rec.infos[0].Fence {
+		t.Fatalf("fences %+v", rec.infos)
+	}
+	var cause error
+	long := &recorder{fn: func(ctx context.Context) error {
+		<-ctx.Done()
+		cause = context.Cause(ctx)
+		return ctx.Err()
+	}}
+	start := time.Now()
+	_ = Lock(e.locks, ByField("sku"), WithTTL(200*time.Millisecond), WithMaxHold(500*time.Millisecond))(long).ProcessTask(context.Background(), adjust())
+	if !errors.Is(cause, redlock.ErrMaxHold) {
+		t.Fatalf("cause %v, want ErrMaxHold", cause)
+	}
+	if held := time.Since(start); held > 2*time.Second {
+		t.Fatalf("handler kept the lock %v with a 500ms cap", held)
+	}
+}

@@ -1,0 +1,226 @@
+package middleware
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/asynqlock/asynqlock/redlock"
+	"github.com/hibiken/asynq"
+)
+
+// mw is one configured middleware.
+type mw struct {
+	client *redlock.Client
+	key    KeyFunc
+	cfg    config
+
+	mu      sync.Mutex
+	waiters map[string]int // tasks of this process waiting per resource
+}
+
+// New returns the middleware, or an error naming a bad argument.
+func New(client *redlock.Client, key KeyFunc, opts ...Option) (asynq.MiddlewareFunc, error) {
+	if client == nil {
+		return nil, errors.New("middleware: nil redlock client")
+	}
+	if key == nil {
+		return nil, errors.New("middleware: nil KeyFunc")
+	}
+	cfg := defaultConfig()
+	for _, o := range opts {
+		if o == nil {
+			return nil, errors.New("middleware: nil option")
+		}
+		o(&cfg)
+	}
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	m := &mw{client: client, key: key, cfg: cfg, waiters: make(map[string]int)}
+	return func(next asynq.Handler) asynq.Handler {
+		return asynq.HandlerFunc(func(ctx context.Context, t *asynq.Task) error {
+			return m.process(ctx, t, next)
+		})
+	}, nil
+}
+
+// Lock returns the middleware: use it with mux.Use or around one handler.
+// It panics on a bad argument (a nil client or KeyFunc, an invalid option),
+// like regexp.MustCompile; use New to get the error instead.
+func Lock(client *redlock.Client, key KeyFunc, opts ...Option) asynq.MiddlewareFunc {
+	f, err := New(client, key, opts...)
+	if err != nil {
+		panic(err)
+	}
+	return f
+}
+
+// resource names the lock of a task with key.
+func (m *mw) resource(t *asynq.Task, key string) string {
+	if m.cfg.shared {
+		return m.cfg.prefix + key
+	}
+	return m.cfg.prefix + t.Type() + ":" + key
+}
+
+func (m *mw) process(ctx context.Context, t *asynq.Task, next asynq.Handler) error {
+	meta := metaOf(ctx)
+	key, err := m.key(ctx, t)
+	if err != nil {
+		return m.badKey(t, meta, err)
+	}
+	if key == "" {
+		return next.ProcessTask(ctx, t)
+	}
+	res := m.resource(t, key)
+	log := m.cfg.logger.With("task_id", meta.id, "task_type", t.Type(), "resource", res)
+	start := time.Now()
+	lock, err := m.acquire(ctx, res)
+	if err != nil {
+		if ctx.Err() != nil {
+			// asynq ended the run (deadline, shutdown): it requeues or
+			// retries the task itself.
+			return fmt.Errorf("acquiring %s: %w", res, err)
+		}
+		lock, err = m.conflict(ctx, t, meta, res, err, start, log)
+		if lock == nil {
+			return err
+		}
+	}
+	m.observe(Event{Kind: EventAcquired, TaskType: t.Type(), TaskID: meta.id, Resource: res, Policy: m.cfg.policy.String(), Wait: time.Since(start)})
+	return m.run(ctx, t, next, lock, meta, log)
+}
+
+func (m *mw) lockOpts() []redlock.LockOption {
+	var o []redlock.LockOption
+	if m.cfg.fencing {
+		o = append(o, redlock.WithFencing())
+	}
+	if m.cfg.maxHold > 0 {
+		o = append(o, redlock.WithMaxHold(m.cfg.maxHold))
+	}
+	return o
+}
+
+// acquire tries once, then under the Wait policy waits (bounded, and only if
+// fewer than maxWaiters tasks of this process already wait for res).
+func (m *mw) acquire(ctx context.Context, res string) (*redlock.Lock, error) {
+	lock, err := m.client.TryAcquire(ctx, res, m.cfg.ttl, m.lockOpts()...)
+	if err == nil || m.cfg.policy.wait <= 0 || !errors.Is(err, redlock.ErrLocked) {
+		return lock, err
+	}
+	if !m.enterWait(res) {
+		return nil, err
+	}
+	defer m.leaveWait(res)
+	wctx, cancel := context.WithTimeout(ctx, m.cfg.policy.wait)
+	defer cancel()
+	lock, err = m.client.Acquire(wctx, res, m.cfg.ttl, m.lockOpts()...)
+	if err != nil && ctx.Err() == nil {
+		// Our wait bound ended, not the task: report the lock's cause
+		// alone, not a deadline that asynq could take for the task's.
+		cause := redlock.ErrLocked
+		if errors.Is(err, redlock.ErrQuorum) && !errors.Is(err, redlock.ErrLocked) {
+			cause = redlock.ErrQuorum
+		}
+		return nil, fmt.Errorf("%w (after waiting %v)", cause, m.cfg.policy.wait)
+	}
+	return lock, err
+}
+
+func (m *mw) enterWait(res string) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.waiters[res] >= m.cfg.maxWaiters {
+		return false
+	}
+	m.waiters[res]++
+	return true
+}
+
+func (m *mw) leaveWait(res string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.waiters[res]--; m.waiters[res] <= 0 {
+		delete(m.waiters, res)
+	}
+}
+
+// badKey archives a task whose key cannot be derived, saying why.
+func (m *mw) badKey(t *asynq.Task, meta taskMeta, err error) error {
+	if !errors.Is(err, ErrBadKey) {
+		err = fmt.Errorf("%w: %w", ErrBadKey, err)
+	}
+	m.cfg.logger.Warn("task archived: bad lock key", "task_id", meta.id, "task_type", t.Type(), "err", err)
+	m.observe(Event{Kind: EventBadKey, TaskType: t.Type(), TaskID: meta.id, Err: err})
+	return fmt.Errorf("task %s (id %s): %w: %w", t.Type(), meta.id, err, asynq.SkipRetry)
+}
+
+// run executes the handler under the lock and cleans up after it.
+func (m *mw) run(ctx context.Context, t *asynq.Task, next asynq.Handler, lock *redlock.Lock, meta taskMeta, log *slog.Logger) (err error) {
+	hold := m.hold(ctx, lock)
+	hctx, cancel := context.WithCancelCause(ctx)
+	stopLoss := context.AfterFunc(hold.ctx, func() {
+		if cause := context.Cause(hold.ctx); errors.Is(cause, redlock.ErrLockLost) {
+			cancel(cause)
+		}
+	})
+	hctx = context.WithValue(hctx, infoKey{}, LockInfo{Resource: lock.Resource(), Token: lock.Token(), Fence: lock.Fence(), Until: lock.Until()})
+	if hold.progress != nil {
+		hctx = context.WithValue(hctx, progressKey{}, hold.progress)
+	}
+	finished := false
+	defer func() {
+		if !finished { // the handler panicked: release, then let asynq see the panic
+			stopLoss()
+			hold.stop()
+			cancel(nil)
+			m.release(ctx, lock, log)
+		}
+	}()
+	herr := next.ProcessTask(hctx, t)
+	finished = true
+	lost := context.Cause(hold.ctx)
+	if !errors.Is(lost, redlock.ErrLockLost) {
+		lost = nil
+	}
+	stopLoss()
+	hold.stop()
+	cancel(nil)
+
+	if lost != nil {
+		log.Warn("lock lost while the task ran", "cause", lost)
+		m.observe(Event{Kind: EventLost, TaskType: t.Type(), TaskID: meta.id, Resource: lock.Resource(), Err: lost})
+	}
+	if m.cfg.rollback != nil && (herr != nil || lost != nil) {
+		cause := herr
+		if cause == nil {
+			cause = lost
+		}
+		var rerr error
+		lock, rerr = m.rollback(ctx, t, meta, lock, lost != nil, cause, log)
+		herr = errors.Join(herr, rerr)
+	}
+	if lock != nil {
+		m.release(ctx, lock, log)
+	}
+	if lost != nil && !errors.Is(herr, redlock.ErrLockLost) {
+		// The work was not protected to its end: retry it.
+		herr = errors.Join(herr, fmt.Errorf("task %s (id %s): %w", t.Type(), meta.id, lost))
+	}
+	return herr
+}
+
+// release gives the lock up with a context of its own: the task's may be
+// cancelled already (deadline, shutdown).
+func (m *mw) release(ctx context.Context, lock *redlock.Lock, log *slog.Logger) {
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
+	defer cancel()
+	if err := lock.Release(rctx); err != nil && !errors.Is(err, redlock.ErrLockLost) {
+		log.Warn("lock release failed; it expires at its TTL", "err", err)
+	}
+}

@@ -1,0 +1,176 @@
+package middleware
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/hibiken/asynq"
+)
+
+// Defaults used when no option overrides them.
+const (
+	DefaultTTL             = 30 * time.Second
+	DefaultPrefix          = "task:"
+	DefaultWait            = 2 * time.Second
+	DefaultRollbackTimeout = 30 * time.Second
+	releaseTimeout         = 5 * time.Second
+)
+
+// Policy decides what happens to a task whose resource is held by another.
+type Policy struct {
+	action action
+	wait   time.Duration
+}
+
+type action int
+
+const (
+	actRequeue action = iota + 1
+	actSkip
+	actFail
+)
+
+// Wait blocks up to max for the lock (woken as soon as the holder releases,
+// and never past the task's own deadline), then requeues the task.
+func Wait(max time.Duration) Policy { return Policy{action: actRequeue, wait: max} }
+
+// Requeue returns the task to asynq at once, to be retried after a short
+// jittered delay without consuming its retry budget (see IsFailure and
+// RetryDelay).
+func Requeue() Policy { return Policy{action: actRequeue} }
+
+// Skip completes the task without running it (logged and observed).
+func Skip() Policy { return Policy{action: actSkip} }
+
+// Fail archives the task with asynq.SkipRetry.
+func Fail() Policy { return Policy{action: actFail} }
+
+// String names the policy, for logs and metric labels.
+func (p Policy) String() string {
+	switch p.action {
+	case actRequeue:
+		if p.wait > 0 {
+			return "wait"
+		}
+		return "requeue"
+	case actSkip:
+		return "skip"
+	case actFail:
+		return "fail"
+	}
+	return "invalid"
+}
+
+// RollbackFunc undoes a task's partial work after its handler failed or its
+// lock was lost. It runs while the lock is held; cause is the handler's error
+// or the loss.
+type RollbackFunc func(ctx context.Context, t *asynq.Task, cause error) error
+
+// Enqueuer submits tasks; *asynq.Client satisfies it.
+type Enqueuer interface {
+	EnqueueContext(ctx context.Context, task *asynq.Task, opts ...asynq.Option) (*asynq.TaskInfo, error)
+}
+
+type config struct {
+	ttl             time.Duration
+	prefix          string
+	shared          bool
+	policy          Policy
+	maxWaiters      int
+	fencing         bool
+	maxHold         time.Duration
+	progress        time.Duration
+	rollback        RollbackFunc
+	rollbackTimeout time.Duration
+	enqueuer        Enqueuer
+	logger          *slog.Logger
+	observer        func(Event)
+}
+
+func defaultConfig() config {
+	return config{
+		ttl:             DefaultTTL,
+		prefix:          DefaultPrefix,
+		policy:          Wait(DefaultWait),
+		maxWaiters:      1,
+		rollbackTimeout: DefaultRollbackTimeout,
+		logger:          slog.New(slog.DiscardHandler),
+	}
+}
+
+func (c *config) validate() error {
+	switch {
+	case c.ttl <= 0:
+		return fmt.Errorf("middleware: lock TTL must be positive, got %v", c.ttl)
+	case c.policy.action == 0:
+		return fmt.Errorf("middleware: conflict policy is not set (use Wait, Requeue, Skip or Fail)")
+	case c.policy.wait < 0:
+		return fmt.Errorf("middleware: wait bound must not be negative, got %v", c.policy.wait)
+	case c.maxWaiters < 0:
+		return fmt.Errorf("middleware: max waiters must not be negative, got %d", c.maxWaiters)
+	case c.maxHold < 0:
+		return fmt.Errorf("middleware: max hold must not be negative, got %v", c.maxHold)
+	case c.progress < 0:
+		return fmt.Errorf("middleware: progress stall bound must not be negative, got %v", c.progress)
+	case c.rollbackTimeout <= 0:
+		return fmt.Errorf("middleware: rollback timeout must be positive, got %v", c.rollbackTimeout)
+	case c.logger == nil:
+		return fmt.Errorf("middleware: logger is nil")
+	}
+	return nil
+}
+
+// Option configures the middleware.
+type Option func(*config)
+
+// WithTTL sets the lock's TTL (default 30s). The lock is extended about every
+// TTL/3 while the handler runs, so the TTL bounds how long a crashed worker
+// keeps the resource.
+func WithTTL(d time.Duration) Option { return func(c *config) { c.ttl = d } }
+
+// WithPrefix sets the prefix of lock resource names (default "task:").
+func WithPrefix(p string) Option { return func(c *config) { c.prefix = p } }
+
+// WithSharedKeys drops the task type from resource names, so that tasks of
+// different types with the same key exclude each other.
+func WithSharedKeys() Option { return func(c *config) { c.shared = true } }
+
+// WithPolicy sets what happens on conflict (default Wait(2s)).
+func WithPolicy(p Policy) Option { return func(c *config) { c.policy = p } }
+
+// WithMaxWaiters bounds how many tasks of this process wait at once for one
+// resource under the Wait policy (default 1); others are requeued at once, so
+// a hot resource never ties up every worker. 0 means no task waits.
+func WithMaxWaiters(n int) Option { return func(c *config) { c.maxWaiters = n } }
+
+// WithFencing acquires locks with fencing tokens (see LockFromContext).
+func WithFencing() Option { return func(c *config) { c.fencing = true } }
+
+// WithMaxHold caps how long one task keeps its lock (0: no cap); past it the
+// lock is lost and the handler's context cancelled.
+func WithMaxHold(d time.Duration) Option { return func(c *config) { c.maxHold = d } }
+
+// WithProgress switches to progress mode: the lock is extended only while
+// the handler calls Progress(ctx) at least once per stall; a handler that
+// stops reporting loses the lock within stall + TTL.
+func WithProgress(stall time.Duration) Option { return func(c *config) { c.progress = stall } }
+
+// WithRollback installs the rollback hook.
+func WithRollback(f RollbackFunc) Option { return func(c *config) { c.rollback = f } }
+
+// WithRollbackTimeout bounds re-acquiring a lost lock and running the
+// rollback (default 30s).
+func WithRollbackTimeout(d time.Duration) Option { return func(c *config) { c.rollbackTimeout = d } }
+
+// WithEnqueuer lets the middleware resubmit a task that meets a conflict on
+// its last retry (asynq would archive it on any error).
+func WithEnqueuer(e Enqueuer) Option { return func(c *config) { c.enqueuer = e } }
+
+// WithLogger sets the structured logger (default: discard).
+func WithLogger(l *slog.Logger) Option { return func(c *config) { c.logger = l } }
+
+// WithObserver installs a hook for metrics: acquisitions, conflicts by
+// policy, losses, rollbacks, bad keys. It must be fast and not block.
+func WithObserver(f func(Event)) Option { return func(c *config) { c.observer = f } }

@@ -1,0 +1,207 @@
+package middleware
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/asynqlock/asynqlock/redlock"
+	"github.com/hibiken/asynq"
+)
+
+const res = "task:stock:adjust:SKU-1"
+
+func adjust() *asynq.Task { return task("stock:adjust", `{"sku":"SKU-1","delta":3}`) }
+
+func TestHandlerRunsUnderItsLock(t *testing.T) {
+	e := newEnv(t)
+	withMeta(t, taskMeta{id: "t1", queue: "default", maxRetry: 3, known: true})
+	var during string
+	rec := &recorder{}
+	rec.fn = func(ctx context.Context) error {
+		during = e.holder(t, res)
+		return nil
+	}
+	h := Lock(e.locks, ByField("sku"))(rec)
+	if err := h.ProcessTask(context.Background(), adjust()); err != nil {
+		t.Fatal(err)
+	}
+	if rec.count() != 1 || len(rec.infos) != 1 {
+		t.Fatalf("runs %d, lock infos %v", rec.count(), rec.infos)
+	}
+	li := rec.infos[0]
+	if li.Resource != res || li.Token == "" || li.Token != during || li.Fence != 0 {
+		t.Fatalf("lock info %+v, holder during the run %q", li, during)
+	}
+	if got := e.holder(t, res); got != "" {
+		t.Fatalf("lock still held by %q after the handler returned", got)
+	}
+}
+
+func TestPolicies(t *testing.T) {
+	ctx := context.Background()
+	cases := []struct {
+		name    string
+		policy  Policy
+		check   func(t *testing.T, err error, runs int, ev *events)
+		release time.Duration // when the competitor releases (0: never)
+	}{
+		{"wait woken by release", Wait(5 * time.Second), func(t *testing.T, err error, runs int, ev *events) {
+			if err != nil || runs != 1 {
+				t.Fatalf("err %v, runs %d; want the task run once after the release", err, runs)
+			}
+			if e, ok := ev.find(EventAcquired, ""); !ok || e.Wait < 150*time.Millisecond {
+				t.Fatalf("acquired event %+v: the task did not wait for the holder", e)
+			}
+		}, 200 * time.Millisecond},
+		{"wait then requeue", Wait(200 * time.Millisecond), func(t *testing.T, err error, runs int, ev *events) {
+			if !errors.Is(err, ErrConflict) || !errors.Is(err, redlock.ErrLocked) || runs != 0 {
+				t.Fatalf("err %v, runs %d; want a requeue", err, runs)
+			}
+			if errors.Is(err, context.DeadlineExceeded) {
+				t.Fatalf("requeue error poses as the task's deadline: %v", err)
+			}
+			if IsFailure(err) {
+				t.Fatal("a conflict counts as a failure")
+			}
+			if d := RetryDelay(0, err, adjust()); d < conflictDelayMin || d > conflictDelayMax {
+				t.Fatalf("retry delay %v for a conflict", d)
+			}
+		}, 0},
+		{"requeue", Requeue(), func(t *testing.T, err error, runs int, ev *events) {
+			if !errors.Is(err, ErrConflict) || errors.Is(err, asynq.SkipRetry) || runs != 0 {
+				t.Fatalf("err %v, runs %d", err, runs)
+			}
+			if e, ok := ev.find(EventConflict, "requeue"); !ok || e.Policy != "requeue" {
+				t.Fatalf("no requeue conflict event: %+v", e)
+			}
+		}, 0},
+		{"skip", Skip(), func(t *testing.T, err error, runs int, ev *events) {
+			if err != nil || runs != 0 {
+				t.Fatalf("err %v, runs %d; want completed without running", err, runs)
+			}
+			if _, ok := ev.find(EventConflict, "skip"); !ok {
+				t.Fatal("no skip event")
+			}
+		}, 0},
+		{"fail", Fail(), func(t *testing.T, err error, runs int, ev *events) {
+			if !errors.Is(err, asynq.SkipRetry) || !errors.Is(err, ErrConflict) || runs != 0 {
+				t.Fatalf("err %v, runs %d; want archived", err, runs)
+			}
+			if !strings.Contains(err.Error(), "stock:adjust") || !strings.Contains(err.Error(), "t1") {
+				t.Fatalf("error %q does not name the task", err)
+			}
+		}, 0},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newEnv(t)
+			withMeta(t, taskMeta{id: "t1", queue: "default", maxRetry: 3, known: true})
+			held, err := e.other.TryAcquire(ctx, res, 10*time.Second)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tc.release > 0 {
+				time.AfterFunc(tc.release, func() { _ = held.Release(ctx) })
+			} else {
+				defer held.Release(ctx)
+			}
+			ev := &events{}
+			rec := &recorder{}
+			h := Lock(e.locks, ByField("sku"), WithPolicy(tc.policy), WithObserver(ev.add))(rec)
+			err = h.ProcessTask(ctx, adjust())
+			tc.check(t, err, rec.count(), ev)
+		})
+	}
+}
+
+// TestOnlyOneWaiterPerResource: with the Wait policy, a second task for a
+// busy resource is requeued at once instead of tying up another worker.
+func TestOnlyOneWaiterPerResource(t *testing.T) {
+	ctx := context.Background()
+	e := newEnv(t)
+	withMeta(t, taskMeta{id: "t1", maxRetry: 3, known: true})
+	held, err := e.other.TryAcquire(ctx, res, 10*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer held.Release(ctx)
+	h := Lock(e.locks, ByField("sku"), WithPolicy(Wait(2*time.Second)))(&recorder{})
+	first := make(chan error, 1)
+	go func() { first <- h.ProcessTask(ctx, adjust()) }()
+	time.Sleep(100 * time.Millisecond) // the first task is waiting
+	start := time.Now()
+	err = h.ProcessTask(ctx, adjust())
+	if !errors.Is(err, ErrConflict) {
+		t.Fatalf("second waiter: %v, want an immediate requeue", err)
+	}
+	if waited := time.Since(start); waited > time.Second {
+		t.Fatalf("second task waited %v", waited)
+	}
+	if err := <-first; !errors.Is(err, ErrConflict) {
+		t.Fatalf("first waiter: %v", err)
+	}
+}
+
+// TestConflictOnLastRetryIsNeverArchived: with MaxRetry(0) (or on the last
+// retry) asynq archives on any error, so the task is resubmitted under a
+// derived ID and the current run revoked; without an enqueuer the task
+// waits for the lock instead.
+func TestConflictOnLastRetryIsNeverArchived(t *testing.T) {
+	ctx := context.Background()
+	t.Run("resubmitted", func(t *testing.T) {
+		e := newEnv(t)
+		withMeta(t, taskMeta{id: "abc", queue: "critical", retried: 0, maxRetry: 0, known: true})
+		held, err := e.other.TryAcquire(ctx, res, 10*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer held.Release(ctx)
+		enq := &fakeEnqueuer{}
+		rec := &recorder{}
+		h := Lock(e.locks, ByField("sku"), WithPolicy(Requeue()), WithEnqueuer(enq))(rec)
+		err = h.ProcessTask(ctx, adjust())
+		if !errors.Is(err, asynq.RevokeTask) || errors.Is(err, asynq.SkipRetry) {
+			t.Fatalf("err %v, want RevokeTask after resubmitting", err)
+		}
+		if len(enq.ids) != 1 || enq.ids[0] != "abc~r1" || rec.count() != 0 {
+			t.Fatalf("resubmitted %v, runs %d", enq.ids, rec.count())
+		}
+		var queue string
+		var maxRetry = -1
+		for _, o := range enq.opts[0] {
+			switch o.Type() {
+			case asynq.QueueOpt:
+				queue = o.Value().(string)
+			case asynq.MaxRetryOpt:
+				maxRetry = o.Value().(int)
+			}
+		}
+		if queue != "critical" || maxRetry != 0 {
+			t.Fatalf("resubmitted to queue %q with MaxRetry %d", queue, maxRetry)
+		}
+		// A crash before the revoke redelivers the task: no second copy.
+		if err := h.ProcessTask(ctx, adjust()); !errors.Is(err, asynq.RevokeTask) || len(enq.ids) != 1 {
+			t.Fatalf("second run: %v, copies %v", err, enq.ids)
+		}
+		if nextID("abc~r1") != "abc~r2" || nextID("x~ry") != "x~ry~r1" {
+			t.Fatal("nextID")
+		}
+	})
+	t.Run("waits without an enqueuer", func(t *testing.T) {
+		e := newEnv(t)
+		withMeta(t, taskMeta{id: "abc", retried: 3, maxRetry: 3, known: true})
+		held, err := e.other.TryAcquire(ctx, res, 10*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		time.AfterFunc(300*time.Millisecond, func() { _ = held.Release(ctx) })
+		rec := &recorder{}
+		h := Lock(e.locks, ByField("sku"), WithPolicy(Requeue()))(rec)
+		if err := h.ProcessTask(ctx, adjust()); err != nil || rec.count() != 1 {
+			t.Fatalf("err %v, runs %d; want the task run once the lock was free", err, rec.count())
+		}
+	})
+}

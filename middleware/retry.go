@@ -1,0 +1,84 @@
+package middleware
+
+import (
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"time"
+
+	"github.com/asynqlock/asynqlock/redlock"
+	"github.com/hibiken/asynq"
+)
+
+// ErrConflict marks a task returned to the queue because its resource was
+// held by another task (it also matches the lock's cause: redlock.ErrLocked,
+// or redlock.ErrQuorum when too many lock nodes were unreachable).
+var ErrConflict = errors.New("asynqlock: resource busy, task requeued")
+
+// conflictError is the requeue error: not a failure of the task.
+type conflictError struct {
+	resource string
+	cause    error
+}
+
+func (e *conflictError) Error() string {
+	return fmt.Sprintf("%v: %s: %v", ErrConflict, e.resource, e.cause)
+}
+
+func (e *conflictError) Unwrap() []error { return []error{ErrConflict, e.cause} }
+
+// IsFailure is for asynq.Config.IsFailure: a conflict is not a failure, so
+// it neither counts in failure metrics nor consumes the task's retry budget.
+func IsFailure(err error) bool { return !errors.Is(err, ErrConflict) }
+
+// IsFailureFunc composes with an existing IsFailure.
+func IsFailureFunc(next func(error) bool) func(error) bool {
+	return func(err error) bool {
+		if errors.Is(err, ErrConflict) {
+			return false
+		}
+		if next == nil {
+			return true
+		}
+		return next(err)
+	}
+}
+
+// Requeue delays: a busy resource is retried soon; unreachable lock nodes a
+// little later.
+const (
+	conflictDelayMin = 200 * time.Millisecond
+	conflictDelayMax = time.Second
+	quorumDelayMin   = time.Second
+	quorumDelayMax   = 5 * time.Second
+)
+
+// RetryDelay is for asynq.Config.RetryDelayFunc: a short jittered delay for
+// conflicts, asynq's default backoff otherwise.
+func RetryDelay(n int, err error, t *asynq.Task) time.Duration {
+	return RetryDelayFunc(asynq.DefaultRetryDelayFunc)(n, err, t)
+}
+
+// RetryDelayFunc composes with an existing RetryDelayFunc.
+func RetryDelayFunc(next asynq.RetryDelayFunc) asynq.RetryDelayFunc {
+	return func(n int, err error, t *asynq.Task) time.Duration {
+		if d, ok := conflictDelay(err); ok {
+			return d
+		}
+		if next == nil {
+			return asynq.DefaultRetryDelayFunc(n, err, t)
+		}
+		return next(n, err, t)
+	}
+}
+
+func conflictDelay(err error) (time.Duration, bool) {
+	if !errors.Is(err, ErrConflict) {
+		return 0, false
+	}
+	lo, hi := conflictDelayMin, conflictDelayMax
+	if errors.Is(err, redlock.ErrQuorum) && !errors.Is(err, redlock.ErrLocked) {
+		lo, hi = quorumDelayMin, quorumDelayMax
+	}
+	return lo + time.Duration(rand.Int64N(int64(hi-lo))), true
+}
