@@ -21,6 +21,10 @@ const resubmitMark = "~r"
 // waiting for, and getting, the lock.
 func (m *mw) conflict(ctx context.Context, t *asynq.Task, meta taskMeta, res string, cause error, start time.Time, log *slog.Logger) (*redlock.Lock, error) {
 	ev := Event{Kind: EventConflict, TaskType: t.Type(), TaskID: meta.id, Resource: res, Policy: m.cfg.policy.String(), Err: cause}
+	busy := &conflictError{resource: res, cause: cause}
+	if errors.Is(cause, redlock.ErrLocked) {
+		busy.delay = m.pace.delay(res)
+	}
 	switch m.cfg.policy.action {
 	case actSkip:
 		ev.Action, ev.Wait = "skip", time.Since(start)
@@ -31,26 +35,26 @@ func (m *mw) conflict(ctx context.Context, t *asynq.Task, meta taskMeta, res str
 		ev.Action, ev.Wait = "fail", time.Since(start)
 		m.observe(ev)
 		log.Warn("task archived: resource busy", "cause", cause)
-		return nil, fmt.Errorf("task %s (id %s): %w: %w", t.Type(), meta.id, &conflictError{resource: res, cause: cause}, asynq.SkipRetry)
+		return nil, fmt.Errorf("task %s (id %s): %w: %w", t.Type(), meta.id, busy, asynq.SkipRetry)
 	}
 	if !meta.budgetSpent() {
 		ev.Action, ev.Wait = "requeue", time.Since(start)
 		m.observe(ev)
 		log.Debug("task requeued: resource busy", "cause", cause)
-		return nil, &conflictError{resource: res, cause: cause}
+		return nil, busy
 	}
 	// Last retry: asynq archives on any error, and a conflict must not.
 	if m.cfg.enqueuer != nil {
 		ev.Action = "resubmit"
-		err := m.resubmit(ctx, t, meta)
+		err := m.resubmit(ctx, t, meta, busy)
 		ev.Wait, ev.Err = time.Since(start), errors.Join(cause, err)
 		m.observe(ev)
 		if err != nil {
 			log.Error("could not resubmit a busy task on its last retry", "err", err)
-			return nil, fmt.Errorf("task %s (id %s): resubmitting after %w: %w", t.Type(), meta.id, &conflictError{resource: res, cause: cause}, err)
+			return nil, fmt.Errorf("task %s (id %s): resubmitting after %w: %w", t.Type(), meta.id, busy, err)
 		}
 		log.Info("busy task resubmitted on its last retry")
-		return nil, fmt.Errorf("task %s (id %s) resubmitted: %w: %w", t.Type(), meta.id, &conflictError{resource: res, cause: cause}, asynq.RevokeTask)
+		return nil, fmt.Errorf("task %s (id %s) resubmitted: %w: %w", t.Type(), meta.id, busy, asynq.RevokeTask)
 	}
 	// No enqueuer: wait for the lock as long as the task may run.
 	ev.Action = "wait-exhausted-budget"
@@ -67,8 +71,8 @@ func (m *mw) conflict(ctx context.Context, t *asynq.Task, meta taskMeta, res str
 // resubmit enqueues a copy of the task under a derived ID (so that a crash
 // between resubmitting and revoking cannot make two copies), in the same
 // queue with the same retry budget, after a conflict delay.
-func (m *mw) resubmit(ctx context.Context, t *asynq.Task, meta taskMeta) error {
-	d, _ := conflictDelay(ErrConflict)
+func (m *mw) resubmit(ctx context.Context, t *asynq.Task, meta taskMeta, busy *conflictError) error {
+	d, _ := conflictDelay(busy)
 	opts := []asynq.Option{asynq.TaskID(nextID(meta.id)), asynq.MaxRetry(meta.maxRetry), asynq.ProcessIn(d)}
 	if meta.queue != "" {
 		opts = append(opts, asynq.Queue(meta.queue))

@@ -21,7 +21,7 @@
 // without consuming the task's retry budget, provided the server is
 // configured with [IsFailure] and [RetryDelay]; [Skip] completes the task
 // without running it; [Fail] archives it with asynq.SkipRetry. The default
-// is Wait(2s). At most one task per resource per process waits (see
+// is Wait(2s). At most two tasks per resource per process wait (see
 // [WithMaxWaiters]), so workers never all sit blocked on one hot resource
 // while other resources' tasks wait in the queue.
 //

@@ -20,6 +20,7 @@ type mw struct {
 
 	mu      sync.Mutex
 	waiters map[string]int // tasks of this process waiting per resource
+	pace    pacer
 }
 
 // New returns the middleware, or an error naming a bad argument.
@@ -162,6 +163,8 @@ func (m *mw) badKey(t *asynq.Task, meta taskMeta, err error) error {
 
 // run executes the handler under the lock and cleans up after it.
 func (m *mw) run(ctx context.Context, t *asynq.Task, next asynq.Handler, lock *redlock.Lock, meta taskMeta, log *slog.Logger) (err error) {
+	acquired := time.Now()
+	res := lock.Resource()
 	hold := m.hold(ctx, lock)
 	hctx, cancel := context.WithCancelCause(ctx)
 	stopLoss := context.AfterFunc(hold.ctx, func() {
@@ -208,6 +211,7 @@ func (m *mw) run(ctx context.Context, t *asynq.Task, next asynq.Handler, lock *r
 	if lock != nil {
 		m.release(ctx, lock, log)
 	}
+	m.pace.held(res, time.Since(acquired))
 	if lost != nil && !errors.Is(herr, redlock.ErrLockLost) {
 		// The work was not protected to its end: retry it.
 		herr = errors.Join(herr, fmt.Errorf("task %s (id %s): %w", t.Type(), meta.id, lost))

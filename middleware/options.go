@@ -94,7 +94,7 @@ func defaultConfig() config {
 		ttl:             DefaultTTL,
 		prefix:          DefaultPrefix,
 		policy:          Wait(DefaultWait),
-		maxWaiters:      1,
+		maxWaiters:      2,
 		rollbackTimeout: DefaultRollbackTimeout,
 		logger:          slog.New(slog.DiscardHandler),
 	}
@@ -141,7 +141,7 @@ func WithSharedKeys() Option { return func(c *config) { c.shared = true } }
 func WithPolicy(p Policy) Option { return func(c *config) { c.policy = p } }
 
 // WithMaxWaiters bounds how many tasks of this process wait at once for one
-// resource under the Wait policy (default 1); others are requeued at once, so
+// resource under the Wait policy (default 2); others are requeued at once, so
 // a hot resource never ties up every worker. 0 means no task waits.
 func WithMaxWaiters(n int) Option { return func(c *config) { c.maxWaiters = n } }
 

@@ -66,7 +66,7 @@ func TestPolicies(t *testing.T) {
 			if IsFailure(err) {
 				t.Fatal("a conflict counts as a failure")
 			}
-			if d := RetryDelay(0, err, adjust()); d < conflictDelayMin || d > conflictDelayMax {
+			if d := RetryDelay(0, err, adjust()); d < paceMinDelay || d > paceMaxDelay {
 				t.Fatalf("retry delay %v for a conflict", d)
 			}
 		}, 0},
@@ -117,9 +117,10 @@ func TestPolicies(t *testing.T) {
 	}
 }
 
-// TestOnlyOneWaiterPerResource: with the Wait policy, a second task for a
-// busy resource is requeued at once instead of tying up another worker.
-func TestOnlyOneWaiterPerResource(t *testing.T) {
+// TestWaitersPerResourceAreBounded: with the Wait policy, once the default
+// two tasks wait for a busy resource, a third is requeued at once instead of
+// tying up another worker.
+func TestWaitersPerResourceAreBounded(t *testing.T) {
 	ctx := context.Background()
 	e := newEnv(t)
 	withMeta(t, taskMeta{id: "t1", maxRetry: 3, known: true})
@@ -129,19 +130,23 @@ func TestOnlyOneWaiterPerResource(t *testing.T) {
 	}
 	defer held.Release(ctx)
 	h := Lock(e.locks, ByField("sku"), WithPolicy(Wait(2*time.Second)))(&recorder{})
-	first := make(chan error, 1)
-	go func() { first <- h.ProcessTask(ctx, adjust()) }()
-	time.Sleep(100 * time.Millisecond) // the first task is waiting
+	waiting := make(chan error, 2)
+	for range 2 {
+		go func() { waiting <- h.ProcessTask(ctx, adjust()) }()
+	}
+	time.Sleep(200 * time.Millisecond) // both tasks are waiting
 	start := time.Now()
 	err = h.ProcessTask(ctx, adjust())
 	if !errors.Is(err, ErrConflict) {
-		t.Fatalf("second waiter: %v, want an immediate requeue", err)
+		t.Fatalf("third task: %v, want an immediate requeue", err)
 	}
 	if waited := time.Since(start); waited > time.Second {
-		t.Fatalf("second task waited %v", waited)
+		t.Fatalf("third task waited %v", waited)
 	}
-	if err := <-first; !errors.Is(err, ErrConflict) {
-		t.Fatalf("first waiter: %v", err)
+	for range 2 {
+		if err := <-waiting; !errors.Is(err, ErrConflict) {
+			t.Fatalf("waiter: %v", err)
+		}
 	}
 }
 

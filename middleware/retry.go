@@ -19,6 +19,7 @@ var ErrConflict = errors.New("asynqlock: resource busy, task requeued")
 type conflictError struct {
 	resource string
 	cause    error
+	delay    time.Duration // when to come back, from the resource's pacer (0: default range)
 }
 
 func (e *conflictError) Error() string {
@@ -77,8 +78,12 @@ func conflictDelay(err error) (time.Duration, bool) {
 		return 0, false
 	}
 	lo, hi := conflictDelayMin, conflictDelayMax
-	if errors.Is(err, redlock.ErrQuorum) && !errors.Is(err, redlock.ErrLocked) {
+	var ce *conflictError
+	switch {
+	case errors.Is(err, redlock.ErrQuorum) && !errors.Is(err, redlock.ErrLocked):
 		lo, hi = quorumDelayMin, quorumDelayMax
+	case errors.As(err, &ce) && ce.delay > 0:
+		return ce.delay, true
 	}
 	return lo + time.Duration(rand.Int64N(int64(hi-lo))), true
 }

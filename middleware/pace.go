@@ -1,0 +1,92 @@
+package middleware
+
+import (
+	"math/rand/v2"
+	"sync"
+	"time"
+)
+
+// pacer spaces out the return of requeued tasks per resource. Each conflict
+// takes the next slot of a virtual queue whose slots are one typical hold
+// time apart (measured from this process's own runs on the resource), so
+// that requeued tasks come back about as fast as the resource can serve them
+// instead of all at once: the lock stays busy and the workers are not
+// flooded with tasks that can only be requeued again.
+type pacer struct {
+	mu sync.Mutex
+	m  map[string]*pace
+}
+
+type pace struct {
+	hold time.Duration // moving average of how long a task holds the resource
+	next time.Time     // the last slot handed out
+}
+
+const (
+	paceMinHold    = 2 * time.Millisecond
+	paceFirstHold  = 50 * time.Millisecond // before any run was measured
+	paceMinDelay   = 50 * time.Millisecond
+	paceMaxDelay   = 30 * time.Second
+	paceForgetting = time.Minute // entries idle this long are dropped
+	paceSweepAt    = 1024        // map size that triggers a sweep
+)
+
+// held records that a task held res for d.
+func (p *pacer) held(res string, d time.Duration) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	e := p.entry(res)
+	if e.hold == 0 {
+		e.hold = d
+	} else {
+		e.hold = (e.hold*7 + d) / 8
+	}
+}
+
+// delay returns how long a task that met a conflict on res should stay away.
+func (p *pacer) delay(res string) time.Duration {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	now := time.Now()
+	e := p.entry(res)
+	step := max(e.hold, paceMinHold)
+	if e.hold == 0 {
+		step = paceFirstHold
+	}
+	e.next = max64(e.next, now).Add(step)
+	d := e.next.Sub(now)
+	d += time.Duration(rand.Int64N(int64(step))) // jitter within one slot
+	return min(max(d, paceMinDelay), paceMaxDelay)
+}
+
+func (p *pacer) entry(res string) *pace {
+	if p.m == nil {
+		p.m = make(map[string]*pace)
+	}
+	e, ok := p.m[res]
+	if !ok {
+		if len(p.m) >= paceSweepAt {
+			p.sweep()
+		}
+		e = &pace{}
+		p.m[res] = e
+	}
+	return e
+}
+
+// sweep drops resources with no slot in the recent past.
+func (p *pacer) sweep() {
+	cutoff := time.Now().Add(-paceForgetting)
+	for k, e := range p.m {
+		if e.next.Before(cutoff) {
+			delete(p.m, k)
+		}
+	}
+}
+
+func max64(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
+}
