@@ -49,7 +49,7 @@ func TestPacerForgetsIdleResources(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var p pacer
 		for i := range paceSweepAt {
-			p.delay(string(rune('a' + i%26)) + time.Duration(i).String())
+			p.delay(string(rune('a'+i%26)) + time.Duration(i).String())
 		}
 		time.Sleep(2 * paceForgetting)
 		p.delay("new")

@@ -128,4 +128,3 @@ func TestRollbackPanicIsAnError(t *testing.T) {
 		t.Fatal("lock not released")
 	}
 }
-
