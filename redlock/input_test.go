@@ -137,3 +137,21 @@ func TestClosedClientRefusesCalls(t *testing.T) {
 		t.Fatalf("second Close: %v", err)
 	}
 }
+
+func TestPing(t *testing.T) {
+	c, mems := memClient(t, 5, WithNodeTimeout(20*time.Millisecond))
+	if err := c.Ping(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	mems[0].set(func(m *memNode) { m.err = errMemDown })
+	mems[1].set(func(m *memNode) { m.err = errMemDown })
+	if err := c.Ping(context.Background()); err != nil {
+		t.Fatalf("2 of 5 down: %v", err)
+	}
+	mems[2].set(func(m *memNode) { m.hang = true })
+	err := c.Ping(context.Background())
+	var ne *NodeError
+	if !errors.Is(err, ErrQuorum) || !errors.As(err, &ne) || ne.Op != "ping" {
+		t.Fatalf("3 of 5 down: %v, want ErrQuorum with node errors", err)
+	}
+}

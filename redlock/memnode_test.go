@@ -122,6 +122,10 @@ func (m *memNode) exec(c *redis.Cmd) {
 		c.SetErr(errors.New("ERR unknown script"))
 		return
 	}
+	if op == "ping" {
+		c.SetVal("PONG")
+		return
+	}
 	if op == "set" {
 		m.calls["set"]++
 		key := str(a[1])

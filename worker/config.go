@@ -1,0 +1,221 @@
+package worker
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"reflect"
+	"strings"
+	"time"
+
+	"github.com/asynqlock/asynqlock/redlock"
+	"github.com/caarlos0/env/v11"
+)
+
+// Config is the worker's configuration, read from the environment by
+// LoadConfig. The env tags name the variables.
+type Config struct {
+	// AsynqRedisURL is asynq's broker: redis://[user:password@]host:port[/db],
+	// rediss:// (TLS), redis-sentinel://[:password@]host:port[,host:port...]?master=name[&db=N],
+	// or redis-cluster://[user:password@]host:port[,host:port...].
+	AsynqRedisURL string `env:"ASYNQ_REDIS_URL,required,notEmpty"`
+	// RedlockNodes are the lock nodes: independent masters, as
+	// redis:// or rediss:// URLs, comma-separated.
+	RedlockNodes []string `env:"REDLOCK_NODES,required,notEmpty" envSeparator:","`
+	// LockTTL is the TTL of task locks; they are extended while tasks run.
+	LockTTL time.Duration `env:"REDLOCK_TTL" envDefault:"30s"`
+	// NodeTimeout bounds each call to one lock node.
+	NodeTimeout time.Duration `env:"REDLOCK_NODE_TIMEOUT" envDefault:"50ms"`
+	// DriftFactor is the clock-drift allowance as a fraction of the TTL.
+	DriftFactor float64 `env:"REDLOCK_DRIFT_FACTOR" envDefault:"0.01"`
+	// LockPrefix prefixes every lock key.
+	LockPrefix string `env:"REDLOCK_PREFIX" envDefault:"asynqlock:"`
+	// Concurrency is the number of tasks processed at once.
+	Concurrency int `env:"WORKER_CONCURRENCY" envDefault:"10"`
+	// Queues maps queue names to priorities: "critical:6,default:3,low:1".
+	Queues map[string]int `env:"WORKER_QUEUES" envDefault:"default:1" envSeparator:"," envKeyValSeparator:":"`
+	// StrictPriority processes higher-priority queues strictly first.
+	StrictPriority bool `env:"WORKER_STRICT_PRIORITY" envDefault:"false"`
+	// ShutdownTimeout bounds how long in-flight tasks may finish on shutdown.
+	ShutdownTimeout time.Duration `env:"WORKER_SHUTDOWN_TIMEOUT" envDefault:"30s"`
+	// ConflictPolicy is what happens to a task whose resource is busy:
+	// wait, requeue, skip or fail.
+	ConflictPolicy string `env:"WORKER_CONFLICT_POLICY" envDefault:"wait"`
+	// ConflictWait bounds the wait of the "wait" policy.
+	ConflictWait time.Duration `env:"WORKER_CONFLICT_WAIT" envDefault:"2s"`
+	// MetricsAddr is the listen address of /metrics, /healthz and /readyz;
+	// empty disables the endpoint.
+	MetricsAddr string `env:"METRICS_ADDR" envDefault:":9090"`
+	// LogLevel is debug, info, warn or error.
+	LogLevel string `env:"LOG_LEVEL" envDefault:"info"`
+	// LogFormat is text or json.
+	LogFormat string `env:"LOG_FORMAT" envDefault:"text"`
+}
+
+// ErrConfig marks a configuration error; the message lists every problem.
+var ErrConfig = errors.New("worker: invalid configuration")
+
+// ConfigError lists every problem found in the environment, one per
+// variable, each with what is expected. Values of secret-bearing variables
+// (URLs) are never shown.
+type ConfigError struct {
+	Problems []Problem
+}
+
+// Problem is one bad or missing variable.
+type Problem struct {
+	Var     string // the environment variable
+	Message string // what is wrong and what is expected
+}
+
+// Error lists the problems, one per line.
+func (e *ConfigError) Error() string {
+	var b strings.Builder
+	b.WriteString(ErrConfig.Error())
+	b.WriteString(":")
+	for _, p := range e.Problems {
+		fmt.Fprintf(&b, "\n  %s: %s", p.Var, p.Message)
+	}
+	return b.String()
+}
+
+// Is makes errors.Is(err, ErrConfig) true.
+func (e *ConfigError) Is(target error) bool { return target == ErrConfig }
+
+// LoadConfig reads the configuration from the process environment.
+func LoadConfig() (Config, error) {
+	return LoadConfigFrom(environ())
+}
+
+func environ() map[string]string {
+	m := make(map[string]string)
+	for _, kv := range os.Environ() {
+		if k, v, ok := strings.Cut(kv, "="); ok {
+			m[k] = v
+		}
+	}
+	return m
+}
+
+// LoadConfigFrom reads the configuration from the given variables, reporting
+// every bad or missing one at once.
+func LoadConfigFrom(vars map[string]string) (Config, error) {
+	var cfg Config
+	ce := &ConfigError{}
+	if err := env.ParseWithOptions(&cfg, env.Options{Environment: vars}); err != nil {
+		var agg env.AggregateError
+		if !errors.As(err, &agg) {
+			agg.Errors = []error{err}
+		}
+		for _, e := range agg.Errors {
+			ce.Problems = append(ce.Problems, problemOf(e))
+		}
+	}
+	ce.Problems = append(ce.Problems, cfg.check()...)
+	if len(ce.Problems) > 0 {
+		return cfg, ce
+	}
+	return cfg, nil
+}
+
+// secretVars are never quoted in messages: their values carry passwords.
+var secretVars = map[string]bool{"ASYNQ_REDIS_URL": true, "REDLOCK_NODES": true}
+
+// expectations say what each variable must hold.
+var expectations = map[string]string{
+	"REDLOCK_TTL":             "a duration such as 30s",
+	"REDLOCK_NODE_TIMEOUT":    "a duration such as 50ms",
+	"REDLOCK_DRIFT_FACTOR":    "a number in [0, 0.5), e.g. 0.01",
+	"WORKER_CONCURRENCY":      "a positive integer",
+	"WORKER_QUEUES":           `queue:priority pairs such as "critical:6,default:3"`,
+	"WORKER_STRICT_PRIORITY":  "true or false",
+	"WORKER_SHUTDOWN_TIMEOUT": "a duration such as 30s",
+	"WORKER_CONFLICT_WAIT":    "a duration such as 2s",
+	"ASYNQ_REDIS_URL":         "a redis://, rediss://, redis-sentinel:// or redis-cluster:// URL",
+	"REDLOCK_NODES":           "a comma-separated list of redis:// or rediss:// URLs",
+}
+
+// problemOf turns an env error into a Problem naming the variable.
+func problemOf(err error) Problem {
+	var notSet env.VarIsNotSetError
+	var empty env.EmptyVarError
+	var parse env.ParseError
+	switch {
+	case errors.As(err, &notSet):
+		return Problem{notSet.Key, "is required and not set; expected " + expectations[notSet.Key]}
+	case errors.As(err, &empty):
+		return Problem{empty.Key, "is empty; expected " + expectations[empty.Key]}
+	case errors.As(err, &parse):
+		key := envKey(parse.Name)
+		msg := "cannot be parsed; expected " + expectations[key]
+		if !secretVars[key] {
+			msg += fmt.Sprintf(" (%v)", parse.Err)
+		}
+		return Problem{key, msg}
+	}
+	return Problem{"environment", err.Error()}
+}
+
+// envKey returns the variable of a Config field.
+func envKey(field string) string {
+	f, ok := reflect.TypeFor[Config]().FieldByName(field)
+	if !ok {
+		return field
+	}
+	key, _, _ := strings.Cut(f.Tag.Get("env"), ",")
+	return key
+}
+
+// check validates values that parsed.
+func (c *Config) check() []Problem {
+	var ps []Problem
+	add := func(v, format string, args ...any) { ps = append(ps, Problem{v, fmt.Sprintf(format, args...)}) }
+	if c.AsynqRedisURL != "" {
+		if _, err := parseBroker(c.AsynqRedisURL); err != nil {
+			add("ASYNQ_REDIS_URL", "%v", err)
+		}
+	}
+	for i, u := range c.RedlockNodes {
+		if _, err := redlock.ParseNodeURL(u); err != nil {
+			add("REDLOCK_NODES", "node %d: %v", i, err)
+		}
+	}
+	if c.LockTTL <= 0 {
+		add("REDLOCK_TTL", "must be positive, got %v", c.LockTTL)
+	}
+	if c.NodeTimeout <= 0 {
+		add("REDLOCK_NODE_TIMEOUT", "must be positive, got %v", c.NodeTimeout)
+	} else if c.LockTTL > 0 && c.NodeTimeout*3 > c.LockTTL {
+		add("REDLOCK_NODE_TIMEOUT", "%v is not small against REDLOCK_TTL %v; expected at most a third of it", c.NodeTimeout, c.LockTTL)
+	}
+	if c.DriftFactor < 0 || c.DriftFactor >= 0.5 {
+		add("REDLOCK_DRIFT_FACTOR", "must be in [0, 0.5), got %v", c.DriftFactor)
+	}
+	if c.Concurrency <= 0 {
+		add("WORKER_CONCURRENCY", "must be a positive integer, got %d", c.Concurrency)
+	}
+	if len(c.Queues) == 0 {
+		add("WORKER_QUEUES", "names no queue; expected %s", expectations["WORKER_QUEUES"])
+	}
+	for q, p := range c.Queues {
+		if q == "" || p <= 0 {
+			add("WORKER_QUEUES", "queue %q has priority %d; expected a name and a positive priority", q, p)
+		}
+	}
+	if c.ShutdownTimeout <= 0 {
+		add("WORKER_SHUTDOWN_TIMEOUT", "must be positive, got %v", c.ShutdownTimeout)
+	}
+	if _, err := c.policy(); err != nil {
+		add("WORKER_CONFLICT_POLICY", "%v", err)
+	}
+	if c.ConflictWait < 0 {
+		add("WORKER_CONFLICT_WAIT", "must not be negative, got %v", c.ConflictWait)
+	}
+	if _, err := parseLevel(c.LogLevel); err != nil {
+		add("LOG_LEVEL", "%v", err)
+	}
+	if c.LogFormat != "text" && c.LogFormat != "json" {
+		add("LOG_FORMAT", "must be text or json, got %q", c.LogFormat)
+	}
+	return ps
+}

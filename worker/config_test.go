@@ -1,0 +1,133 @@
+package worker
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hibiken/asynq"
+)
+
+func goodEnv() map[string]string {
+	return map[string]string{
+		"ASYNQ_REDIS_URL": "redis://:brokerpw@broker:6379/2",
+		"REDLOCK_NODES":   "redis://a:6379,rediss://user:lockpw@b:6380/1,redis://c:6379",
+	}
+}
+
+func TestLoadConfigDefaults(t *testing.T) {
+	cfg, err := LoadConfigFrom(goodEnv())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(cfg.RedlockNodes) != 3 || cfg.LockTTL != 30*time.Second || cfg.NodeTimeout != 50*time.Millisecond ||
+		cfg.Concurrency != 10 || cfg.Queues["default"] != 1 || cfg.ShutdownTimeout != 30*time.Second ||
+		cfg.ConflictPolicy != "wait" || cfg.MetricsAddr != ":9090" || cfg.LogLevel != "info" || cfg.LogFormat != "text" {
+		t.Fatalf("defaults: %+v", cfg)
+	}
+	vars := goodEnv()
+	vars["WORKER_QUEUES"] = "critical:6,default:3,low:1"
+	vars["REDLOCK_TTL"] = "10s"
+	vars["WORKER_CONCURRENCY"] = "32"
+	vars["LOG_FORMAT"] = "json"
+	cfg, err = LoadConfigFrom(vars)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Queues["critical"] != 6 || cfg.Queues["low"] != 1 || cfg.LockTTL != 10*time.Second || cfg.Concurrency != 32 {
+		t.Fatalf("parsed %+v", cfg)
+	}
+}
+
+// TestLoadConfigReportsEveryProblemAtOnce: each bad or missing variable is
+// named with what is expected, in one error, and no password is shown.
+func TestLoadConfigReportsEveryProblemAtOnce(t *testing.T) {
+	cases := []struct {
+		name string
+		vars map[string]string
+		want []string // variables that must be named
+	}{
+		{"nothing set", map[string]string{}, []string{"ASYNQ_REDIS_URL: is required", "REDLOCK_NODES: is required"}},
+		{"everything wrong", map[string]string{
+			"ASYNQ_REDIS_URL":         "http://:secretpw@broker",
+			"REDLOCK_NODES":           "redis://a:1,ftp://:secretpw@b:2",
+			"REDLOCK_TTL":             "soon",
+			"REDLOCK_NODE_TIMEOUT":    "-1s",
+			"REDLOCK_DRIFT_FACTOR":    "0.9",
+			"WORKER_CONCURRENCY":      "many",
+			"WORKER_QUEUES":           "default:x",
+			"WORKER_SHUTDOWN_TIMEOUT": "0s",
+			"WORKER_CONFLICT_POLICY":  "pray",
+			"LOG_LEVEL":               "loud",
+			"LOG_FORMAT":              "xml",
+		}, []string{"ASYNQ_REDIS_URL", "REDLOCK_NODES: node 1", "REDLOCK_TTL", "REDLOCK_NODE_TIMEOUT", "REDLOCK_DRIFT_FACTOR",
+			"WORKER_CONCURRENCY", "WORKER_QUEUES", "WORKER_SHUTDOWN_TIMEOUT", "WORKER_CONFLICT_POLICY", "LOG_LEVEL", "LOG_FORMAT"}},
+		{"empty values", map[string]string{"ASYNQ_REDIS_URL": "", "REDLOCK_NODES": ""}, []string{"ASYNQ_REDIS_URL: is empty", "REDLOCK_NODES: is empty"}},
+		{"node timeout too large for ttl", map[string]string{
+			"ASYNQ_REDIS_URL": "redis://broker:6379", "REDLOCK_NODES": "redis://a:1",
+			"REDLOCK_TTL": "100ms", "REDLOCK_NODE_TIMEOUT": "50ms",
+		}, []string{"REDLOCK_NODE_TIMEOUT: 50ms is not small against REDLOCK_TTL"}},
+		{"sentinel without master", map[string]string{
+			"ASYNQ_REDIS_URL": "redis-sentinel://:secretpw@s1:26379,s2:26379", "REDLOCK_NODES": "redis://a:1",
+		}, []string{"ASYNQ_REDIS_URL", "master"}},
+		{"bad cluster address", map[string]string{
+			"ASYNQ_REDIS_URL": "redis-cluster://:secretpw@c1:7000,c2", "REDLOCK_NODES": "redis://a:1",
+		}, []string{"ASYNQ_REDIS_URL: cannot be parsed"}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := LoadConfigFrom(tc.vars)
+			if !errors.Is(err, ErrConfig) {
+				t.Fatalf("got %v, want ErrConfig", err)
+			}
+			var ce *ConfigError
+			if !errors.As(err, &ce) {
+				t.Fatalf("not a *ConfigError: %T", err)
+			}
+			msg := err.Error()
+			for _, w := range tc.want {
+				if !strings.Contains(msg, w) {
+					t.Errorf("error does not mention %q:\n%s", w, msg)
+				}
+			}
+			if strings.Contains(msg, "secretpw") {
+				t.Fatalf("error leaks a password:\n%s", msg)
+			}
+			if tc.name == "everything wrong" && len(ce.Problems) < len(tc.want) {
+				t.Fatalf("%d problems reported, want at least %d:\n%s", len(ce.Problems), len(tc.want), msg)
+			}
+		})
+	}
+}
+
+func TestBrokerForms(t *testing.T) {
+	cases := map[string]func(asynq.RedisConnOpt) bool{
+		"redis://:pw@h:6379/3": func(o asynq.RedisConnOpt) bool {
+			c, ok := o.(asynq.RedisClientOpt)
+			return ok && c.Addr == "h:6379" && c.DB == 3 && c.Password == "pw"
+		},
+		"rediss://h:6380": func(o asynq.RedisConnOpt) bool {
+			c, ok := o.(asynq.RedisClientOpt)
+			return ok && c.TLSConfig != nil
+		},
+		"redis-sentinel://:pw@s1:26379,s2:26379?master=mymaster": func(o asynq.RedisConnOpt) bool {
+			c, ok := o.(asynq.RedisFailoverClientOpt)
+			return ok && c.MasterName == "mymaster" && len(c.SentinelAddrs) == 2
+		},
+		"redis-cluster://u:pw@c1:7000,c2:7001,c3:7002": func(o asynq.RedisConnOpt) bool {
+			c, ok := o.(asynq.RedisClusterClientOpt)
+			return ok && len(c.Addrs) == 3 && c.Username == "u" && c.Password == "pw" && c.TLSConfig == nil
+		},
+		"rediss-cluster://c1:7000": func(o asynq.RedisConnOpt) bool {
+			c, ok := o.(asynq.RedisClusterClientOpt)
+			return ok && c.TLSConfig != nil
+		},
+	}
+	for url, check := range cases {
+		o, err := parseBroker(url)
+		if err != nil || !check(o) {
+			t.Errorf("%s: %#v, %v", url, o, err)
+		}
+	}
+}

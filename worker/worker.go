@@ -1,0 +1,310 @@
+package worker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/asynqlock/asynqlock/middleware"
+	"github.com/asynqlock/asynqlock/redlock"
+	"github.com/hibiken/asynq"
+	queuemetrics "github.com/hibiken/asynq/x/metrics"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/redis/go-redis/v9"
+)
+
+// Worker is an asynq server whose handlers hold per-resource locks.
+type Worker struct {
+	cfg       Config
+	log       *slog.Logger
+	locks     *redlock.Client
+	broker    asynq.RedisConnOpt
+	client    *asynq.Client
+	inspector *asynq.Inspector
+	ping      redis.UniversalClient // broker readiness probe
+	mux       *asynq.ServeMux
+	reg       *prometheus.Registry
+	metrics   *metrics
+	mwOpts    []middleware.Option
+	probe     time.Duration
+
+	ready     atomic.Bool
+	inflight  sync.WaitGroup
+	closeOnce sync.Once
+	addr      atomic.Value // string: the HTTP endpoint's address once listening
+	running   atomic.Bool
+}
+
+// Option configures a Worker beyond its Config.
+type Option func(*Worker)
+
+// WithLogger replaces the logger built from LOG_LEVEL and LOG_FORMAT.
+func WithLogger(l *slog.Logger) Option { return func(w *Worker) { w.log = l } }
+
+// WithMiddlewareOptions adds options to every locked handler's middleware
+// (e.g. middleware.WithFencing()); options given to Handle come after them.
+func WithMiddlewareOptions(opts ...middleware.Option) Option {
+	return func(w *Worker) { w.mwOpts = append(w.mwOpts, opts...) }
+}
+
+// WithReadinessInterval sets how often readiness is probed (default 1s).
+func WithReadinessInterval(d time.Duration) Option { return func(w *Worker) { w.probe = d } }
+
+// policy turns the configured conflict policy into the middleware's.
+func (c *Config) policy() (middleware.Policy, error) {
+	switch c.ConflictPolicy {
+	case "wait":
+		return middleware.Wait(c.ConflictWait), nil
+	case "requeue":
+		return middleware.Requeue(), nil
+	case "skip":
+		return middleware.Skip(), nil
+	case "fail":
+		return middleware.Fail(), nil
+	}
+	return middleware.Policy{}, fmt.Errorf("must be wait, requeue, skip or fail, got %q", c.ConflictPolicy)
+}
+
+// New builds a worker from cfg: it connects nothing yet beyond creating
+// clients; Run starts serving. Register handlers with Handle before Run.
+func New(cfg Config, opts ...Option) (*Worker, error) {
+	if ps := cfg.check(); len(ps) > 0 {
+		return nil, &ConfigError{Problems: ps}
+	}
+	broker, _ := parseBroker(cfg.AsynqRedisURL)
+	w := &Worker{cfg: cfg, broker: broker, mux: asynq.NewServeMux(), reg: prometheus.NewRegistry(), probe: time.Second}
+	for _, o := range opts {
+		o(w)
+	}
+	if w.log == nil {
+		w.log = newLogger(cfg, os.Stderr)
+	}
+	w.metrics = newMetrics(w.reg)
+	w.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	locks, err := redlock.NewFromURLs(cfg.RedlockNodes,
+		redlock.WithNodeTimeout(cfg.NodeTimeout),
+		redlock.WithDriftFactor(cfg.DriftFactor),
+		redlock.WithPrefix(cfg.LockPrefix),
+		redlock.WithLogger(w.log),
+		redlock.WithObserver(redlock.ObserverFunc(w.metrics.observeLock)),
+	)
+	if err != nil {
+		return nil, &ConfigError{Problems: []Problem{{"REDLOCK_NODES", err.Error()}}}
+	}
+	w.locks = locks
+	w.client = asynq.NewClient(broker)
+	w.inspector = asynq.NewInspector(broker)
+	w.ping = broker.MakeRedisClient().(redis.UniversalClient)
+	w.reg.MustRegister(queuemetrics.NewQueueMetricsCollector(w.inspector))
+	return w, nil
+}
+
+// Handle registers h for taskType, each task locked on the resource named by
+// key (see the middleware package). A nil key runs the handler unlocked.
+func (w *Worker) Handle(taskType string, h asynq.Handler, key middleware.KeyFunc, opts ...middleware.Option) error {
+	if taskType == "" || h == nil {
+		return fmt.Errorf("worker: Handle needs a task type and a handler (got %q, %v)", taskType, h)
+	}
+	if w.running.Load() {
+		return errors.New("worker: Handle called after Run")
+	}
+	if key != nil {
+		policy, _ := w.cfg.policy()
+		all := append([]middleware.Option{
+			middleware.WithTTL(w.cfg.LockTTL),
+			middleware.WithPolicy(policy),
+			middleware.WithEnqueuer(w.client),
+			middleware.WithLogger(w.log),
+			middleware.WithObserver(w.metrics.observeTask),
+		}, w.mwOpts...)
+		mw, err := middleware.New(w.locks, key, append(all, opts...)...)
+		if err != nil {
+			return fmt.Errorf("worker: %s: %w", taskType, err)
+		}
+		h = mw(h)
+	}
+	w.mux.Handle(taskType, w.track(h))
+	return nil
+}
+
+// HandleFunc is Handle for a function.
+func (w *Worker) HandleFunc(taskType string, f func(context.Context, *asynq.Task) error, key middleware.KeyFunc, opts ...middleware.Option) error {
+	return w.Handle(taskType, asynq.HandlerFunc(f), key, opts...)
+}
+
+// track counts handlers that have not returned, so that shutdown can wait
+// for their locks to be released even after asynq stopped waiting.
+func (w *Worker) track(h asynq.Handler) asynq.Handler {
+	return asynq.HandlerFunc(func(ctx context.Context, t *asynq.Task) error {
+		w.inflight.Add(1)
+		defer w.inflight.Done()
+		return h.ProcessTask(ctx, t)
+	})
+}
+
+// Locks returns the worker's lock client, e.g. for jobs outside asynq.
+func (w *Worker) Locks() *redlock.Client { return w.locks }
+
+// Client returns an asynq client to the worker's broker, for enqueuing.
+func (w *Worker) Client() *asynq.Client { return w.client }
+
+// Registry returns the Prometheus registry served on /metrics.
+func (w *Worker) Registry() *prometheus.Registry { return w.reg }
+
+// Ready reports whether the broker and a quorum of lock nodes answered the
+// last probe.
+func (w *Worker) Ready() bool { return w.ready.Load() }
+
+// Addr returns the HTTP endpoint's address once Run listens ("" before, or
+// when METRICS_ADDR is empty).
+func (w *Worker) Addr() string {
+	a, _ := w.addr.Load().(string)
+	return a
+}
+
+// Run serves until ctx ends or the process gets SIGINT or SIGTERM, then
+// shuts down gracefully and closes the worker's connections. It returns nil
+// after a clean shutdown.
+func (w *Worker) Run(ctx context.Context) error {
+	if !w.running.CompareAndSwap(false, true) {
+		return errors.New("worker: Run called twice")
+	}
+	defer w.Close()
+	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+	defer stop()
+
+	var httpSrv *http.Server
+	if w.cfg.MetricsAddr != "" {
+		ln, err := net.Listen("tcp", w.cfg.MetricsAddr)
+		if err != nil {
+			return fmt.Errorf("worker: METRICS_ADDR %s: %w", w.cfg.MetricsAddr, err)
+		}
+		w.addr.Store(ln.Addr().String())
+		httpSrv = &http.Server{Handler: w.httpHandler(), ReadHeaderTimeout: 5 * time.Second}
+		go func() {
+			if err := httpSrv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				w.log.Error("metrics endpoint stopped", "err", err)
+			}
+		}()
+	}
+
+	lvl, _ := parseLevel(w.cfg.LogLevel)
+	srv := asynq.NewServer(w.broker, asynq.Config{
+		Concurrency:     w.cfg.Concurrency,
+		Queues:          w.cfg.Queues,
+		StrictPriority:  w.cfg.StrictPriority,
+		ShutdownTimeout: w.cfg.ShutdownTimeout,
+		IsFailure:       middleware.IsFailure,
+		RetryDelayFunc:  middleware.RetryDelay,
+		Logger:          asynqLogger{w.log},
+		LogLevel:        asynqLevel(lvl),
+	})
+	w.checkReady(ctx)
+	if err := srv.Start(w.mux); err != nil {
+		if httpSrv != nil {
+			_ = httpSrv.Close()
+		}
+		return fmt.Errorf("worker: start asynq server: %w", err)
+	}
+	w.log.Info("worker started", "concurrency", w.cfg.Concurrency, "queues", w.cfg.Queues, "lock_nodes", w.locks.Nodes(), "metrics", w.Addr())
+
+	probeDone := make(chan struct{})
+	go func() {
+		defer close(probeDone)
+		t := time.NewTicker(w.probe)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+				w.checkReady(ctx)
+			}
+		}
+	}()
+
+	<-ctx.Done()
+	w.log.Info("worker shutting down", "timeout", w.cfg.ShutdownTimeout)
+	w.ready.Store(false)
+	boolGauge(w.metrics.ready, false)
+	<-probeDone
+	srv.Shutdown() // stops taking tasks; unfinished ones go back to the queue
+	w.waitHandlers(w.cfg.ShutdownTimeout)
+	if httpSrv != nil {
+		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = httpSrv.Shutdown(sctx)
+	}
+	w.log.Info("worker stopped")
+	return nil
+}
+
+// waitHandlers waits, at most d, for handlers asynq stopped waiting for:
+// their locks are released when they return.
+func (w *Worker) waitHandlers(d time.Duration) {
+	done := make(chan struct{})
+	go func() { w.inflight.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(d):
+		w.log.Warn("handlers still running after the shutdown timeout; their locks expire at their TTL")
+	}
+}
+
+// checkReady probes the broker and the lock quorum.
+func (w *Worker) checkReady(ctx context.Context) {
+	pctx, cancel := context.WithTimeout(ctx, max(w.probe, time.Second))
+	defer cancel()
+	lockErr := w.locks.Ping(pctx)
+	brokerErr := w.ping.Ping(pctx).Err()
+	boolGauge(w.metrics.quorumUp, lockErr == nil)
+	ready := lockErr == nil && brokerErr == nil
+	if was := w.ready.Swap(ready); was != ready {
+		if ready {
+			w.log.Info("worker ready")
+		} else {
+			w.log.Warn("worker not ready", "lock_quorum_err", lockErr, "broker_err", brokerErr)
+		}
+	}
+	boolGauge(w.metrics.ready, ready)
+}
+
+func (w *Worker) httpHandler() http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", promhttp.HandlerFor(w.reg, promhttp.HandlerOpts{}))
+	mux.HandleFunc("/healthz", func(rw http.ResponseWriter, _ *http.Request) {
+		rw.WriteHeader(http.StatusOK)
+		_, _ = rw.Write([]byte("ok\n"))
+	})
+	mux.HandleFunc("/readyz", func(rw http.ResponseWriter, _ *http.Request) {
+		if !w.ready.Load() {
+			rw.WriteHeader(http.StatusServiceUnavailable)
+			_, _ = rw.Write([]byte("not ready: broker or lock quorum unreachable\n"))
+			return
+		}
+		rw.WriteHeader(http.StatusOK)
+		_, _ = rw.Write([]byte("ready\n"))
+	})
+	return mux
+}
+
+// Close releases the worker's connections; Run does it on return. Call it
+// for a worker that is never run.
+func (w *Worker) Close() error {
+	var err error
+	w.closeOnce.Do(func() {
+		err = errors.Join(w.client.Close(), w.inspector.Close(), w.ping.Close(), w.locks.Close())
+	})
+	return err
+}
