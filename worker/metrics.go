@@ -118,4 +118,3 @@ func boolGauge(g prometheus.Gauge, v bool) {
 		g.Set(0)
 	}
 }
-
