@@ -38,6 +38,12 @@ type Config struct {
 	StrictPriority bool `env:"WORKER_STRICT_PRIORITY" envDefault:"false"`
 	// ShutdownTimeout bounds how long in-flight tasks may finish on shutdown.
 	ShutdownTimeout time.Duration `env:"WORKER_SHUTDOWN_TIMEOUT" envDefault:"30s"`
+	// TaskCheckInterval is how often an idle worker looks for new tasks.
+	TaskCheckInterval time.Duration `env:"WORKER_TASK_CHECK_INTERVAL" envDefault:"250ms"`
+	// DelayedTaskCheckInterval is how often scheduled and retried tasks
+	// (requeued conflicts among them) are moved back to their queue; asynq's
+	// own default of 5s would make a busy resource's tasks wait that long.
+	DelayedTaskCheckInterval time.Duration `env:"WORKER_DELAYED_TASK_CHECK_INTERVAL" envDefault:"250ms"`
 	// ConflictPolicy is what happens to a task whose resource is busy:
 	// wait, requeue, skip or fail.
 	ConflictPolicy string `env:"WORKER_CONFLICT_POLICY" envDefault:"wait"`
@@ -123,16 +129,18 @@ var secretVars = map[string]bool{"ASYNQ_REDIS_URL": true, "REDLOCK_NODES": true}
 
 // expectations say what each variable must hold.
 var expectations = map[string]string{
-	"REDLOCK_TTL":             "a duration such as 30s",
-	"REDLOCK_NODE_TIMEOUT":    "a duration such as 50ms",
-	"REDLOCK_DRIFT_FACTOR":    "a number in [0, 0.5), e.g. 0.01",
-	"WORKER_CONCURRENCY":      "a positive integer",
-	"WORKER_QUEUES":           `queue:priority pairs such as "critical:6,default:3"`,
-	"WORKER_STRICT_PRIORITY":  "true or false",
-	"WORKER_SHUTDOWN_TIMEOUT": "a duration such as 30s",
-	"WORKER_CONFLICT_WAIT":    "a duration such as 2s",
-	"ASYNQ_REDIS_URL":         "a redis://, rediss://, redis-sentinel:// or redis-cluster:// URL",
-	"REDLOCK_NODES":           "a comma-separated list of redis:// or rediss:// URLs",
+	"REDLOCK_TTL":                        "a duration such as 30s",
+	"REDLOCK_NODE_TIMEOUT":               "a duration such as 50ms",
+	"REDLOCK_DRIFT_FACTOR":               "a number in [0, 0.5), e.g. 0.01",
+	"WORKER_CONCURRENCY":                 "a positive integer",
+	"WORKER_QUEUES":                      `queue:priority pairs such as "critical:6,default:3"`,
+	"WORKER_STRICT_PRIORITY":             "true or false",
+	"WORKER_SHUTDOWN_TIMEOUT":            "a duration such as 30s",
+	"WORKER_CONFLICT_WAIT":               "a duration such as 2s",
+	"WORKER_TASK_CHECK_INTERVAL":         "a duration such as 250ms",
+	"WORKER_DELAYED_TASK_CHECK_INTERVAL": "a duration such as 250ms",
+	"ASYNQ_REDIS_URL":                    "a redis://, rediss://, redis-sentinel:// or redis-cluster:// URL",
+	"REDLOCK_NODES":                      "a comma-separated list of redis:// or rediss:// URLs",
 }
 
 // problemOf turns an env error into a Problem naming the variable.
@@ -204,6 +212,12 @@ func (c *Config) check() []Problem {
 	}
 	if c.ShutdownTimeout <= 0 {
 		add("WORKER_SHUTDOWN_TIMEOUT", "must be positive, got %v", c.ShutdownTimeout)
+	}
+	if c.TaskCheckInterval <= 0 {
+		add("WORKER_TASK_CHECK_INTERVAL", "must be positive, got %v", c.TaskCheckInterval)
+	}
+	if c.DelayedTaskCheckInterval <= 0 {
+		add("WORKER_DELAYED_TASK_CHECK_INTERVAL", "must be positive, got %v", c.DelayedTaskCheckInterval)
 	}
 	if _, err := c.policy(); err != nil {
 		add("WORKER_CONFLICT_POLICY", "%v", err)

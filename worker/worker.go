@@ -201,14 +201,16 @@ func (w *Worker) Run(ctx context.Context) error {
 
 	lvl, _ := parseLevel(w.cfg.LogLevel)
 	srv := asynq.NewServer(w.broker, asynq.Config{
-		Concurrency:     w.cfg.Concurrency,
-		Queues:          w.cfg.Queues,
-		StrictPriority:  w.cfg.StrictPriority,
-		ShutdownTimeout: w.cfg.ShutdownTimeout,
-		IsFailure:       middleware.IsFailure,
-		RetryDelayFunc:  middleware.RetryDelay,
-		Logger:          asynqLogger{w.log},
-		LogLevel:        asynqLevel(lvl),
+		Concurrency:              w.cfg.Concurrency,
+		Queues:                   w.cfg.Queues,
+		StrictPriority:           w.cfg.StrictPriority,
+		ShutdownTimeout:          w.cfg.ShutdownTimeout,
+		TaskCheckInterval:        w.cfg.TaskCheckInterval,
+		DelayedTaskCheckInterval: w.cfg.DelayedTaskCheckInterval,
+		IsFailure:                middleware.IsFailure,
+		RetryDelayFunc:           middleware.RetryDelay,
+		Logger:                   asynqLogger{w.log},
+		LogLevel:                 asynqLevel(lvl),
 	})
 	w.checkReady(ctx)
 	if err := srv.Start(w.mux); err != nil {
