@@ -1,0 +1,180 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/alicebob/miniredis/v2"
+	"github.com/asynqlock/asynqlock/middleware"
+	"github.com/asynqlock/asynqlock/redlock"
+	"github.com/hibiken/asynq"
+)
+
+// journal collects what the handlers and the middleware did.
+type journal struct {
+	mu    sync.Mutex
+	lines []string
+}
+
+func (j *journal) add(format string, args ...any) {
+	j.mu.Lock()
+	j.lines = append(j.lines, fmt.Sprintf(format, args...))
+	j.mu.Unlock()
+}
+
+func (j *journal) count(prefix string) int {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	n := 0
+	for _, l := range j.lines {
+		if strings.HasPrefix(l, prefix) {
+			n++
+		}
+	}
+	return n
+}
+
+func embedded(n int) ([]string, func(), error) {
+	var urls []string
+	var servers []*miniredis.Miniredis
+	stop := func() {
+		for _, s := range servers {
+			s.Close()
+		}
+	}
+	for range n {
+		s := miniredis.NewMiniRedis()
+		s.ClockTTL(true)
+		if err := s.StartAddr("127.0.0.1:0"); err != nil {
+			stop()
+			return nil, nil, err
+		}
+		servers = append(servers, s)
+		urls = append(urls, "redis://"+s.Addr())
+	}
+	return urls, stop, nil
+}
+
+func run(ctx context.Context, out io.Writer) error {
+	urls, stop, err := embedded(4) // 3 lock nodes and a broker
+	if err != nil {
+		return err
+	}
+	defer stop()
+	locks, err := redlock.NewFromURLs(urls[:3])
+	if err != nil {
+		return err
+	}
+	defer locks.Close()
+	broker := asynq.RedisClientOpt{Addr: strings.TrimPrefix(urls[3], "redis://")}
+	client := asynq.NewClient(broker)
+	defer client.Close()
+
+	j := &journal{}
+	observe := func(e middleware.Event) {
+		switch e.Kind {
+		case middleware.EventConflict:
+			j.add("conflict %s: %s -> %s", e.TaskType, e.Resource, e.Action)
+		case middleware.EventRollback:
+			j.add("rollback %s: %s (err: %v)", e.TaskType, e.Resource, e.Err)
+		}
+	}
+	mux := asynq.NewServeMux()
+	mux.Handle("stock:adjust", middleware.Lock(locks, middleware.ByField("sku"),
+		middleware.WithPolicy(middleware.Wait(5*time.Second)),
+		middleware.WithObserver(observe),
+		middleware.WithRollback(func(ctx context.Context, t *asynq.Task, cause error) error {
+			li, _ := middleware.LockFromContext(ctx)
+			j.add("released reservation under %s because: %v", li.Resource, cause)
+			return nil
+		}),
+	)(asynq.HandlerFunc(func(ctx context.Context, t *asynq.Task) error {
+		var p struct {
+			SKU   string `json:"sku"`
+			Delta int    `json:"delta"`
+		}
+		if err := json.Unmarshal(t.Payload(), &p); err != nil {
+			return fmt.Errorf("%w: %v", asynq.SkipRetry, err)
+		}
+		li, _ := middleware.LockFromContext(ctx)
+		time.Sleep(50 * time.Millisecond)
+		if p.Delta < -100 {
+			return fmt.Errorf("%w: stock of %s cannot go down by %d", asynq.SkipRetry, p.SKU, -p.Delta)
+		}
+		j.add("adjusted %s by %d under %s", p.SKU, p.Delta, li.Resource)
+		return nil
+	})))
+	mux.Handle("email:send", middleware.Lock(locks, middleware.ByPayloadHash(),
+		middleware.WithPolicy(middleware.Skip()), middleware.WithObserver(observe),
+	)(asynq.HandlerFunc(func(ctx context.Context, t *asynq.Task) error {
+		time.Sleep(200 * time.Millisecond)
+		j.add("sent e-mail %s", t.Payload())
+		return nil
+	})))
+	mux.Handle("report:build", middleware.Lock(locks, middleware.ByType(),
+		middleware.WithPolicy(middleware.Requeue()), middleware.WithObserver(observe),
+	)(asynq.HandlerFunc(func(ctx context.Context, t *asynq.Task) error {
+		time.Sleep(100 * time.Millisecond)
+		j.add("built report %s", t.Payload())
+		return nil
+	})))
+
+	srv := asynq.NewServer(broker, asynq.Config{
+		Concurrency:              8,
+		IsFailure:                middleware.IsFailure,
+		RetryDelayFunc:           middleware.RetryDelay,
+		TaskCheckInterval:        50 * time.Millisecond,
+		DelayedTaskCheckInterval: 50 * time.Millisecond,
+		LogLevel:                 asynq.FatalLevel,
+	})
+	if err := srv.Start(mux); err != nil {
+		return err
+	}
+	defer srv.Shutdown()
+
+	tasks := []*asynq.Task{
+		asynq.NewTask("stock:adjust", []byte(`{"sku":"A-1","delta":5}`)),
+		asynq.NewTask("stock:adjust", []byte(`{"sku":"A-1","delta":-2}`)),
+		asynq.NewTask("stock:adjust", []byte(`{"sku":"B-7","delta":-500}`)),
+		asynq.NewTask("email:send", []byte(`welcome:ada@example.com`)),
+		asynq.NewTask("email:send", []byte(`welcome:ada@example.com`)),
+		asynq.NewTask("report:build", []byte(`daily`)),
+		asynq.NewTask("report:build", []byte(`weekly`)),
+	}
+	for _, t := range tasks {
+		if _, err := client.EnqueueContext(ctx, t, asynq.Retention(time.Minute)); err != nil {
+			return err
+		}
+	}
+	insp := asynq.NewInspector(broker)
+	defer insp.Close()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		qi, err := insp.GetQueueInfo("default")
+		if err != nil {
+			return err
+		}
+		if qi.Pending+qi.Active+qi.Scheduled+qi.Retry == 0 && qi.Processed >= len(tasks) {
+			break
+		}
+		if time.Now().After(deadline) {
+			return errors.New("tasks not done after 30s")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	j.mu.Lock()
+	lines := append([]string(nil), j.lines...)
+	j.mu.Unlock()
+	sort.Strings(lines)
+	for _, l := range lines {
+		fmt.Fprintln(out, l)
+	}
+	return nil
+}
