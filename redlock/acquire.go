@@ -117,7 +117,9 @@ func (c *Client) acquireLoop(ctx context.Context, k keys, ttl time.Duration, lc 
 	if c.cfg.localQueue {
 		var err error
 		if t, err = c.gates.enter(ctx, k.key); err != nil {
-			return nil, 0, err
+			// The context ended while another caller of this client held
+			// or was acquiring the resource: it was locked all along.
+			return nil, 0, waitError(ctx, nil, &opError{kinds: []error{ErrLocked}, summary: "waited behind another caller of this client"})
 		}
 	}
 	var w *watch

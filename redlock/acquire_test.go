@@ -204,3 +204,32 @@ func TestObserverSeesEvents(t *testing.T) {
 		}
 	})
 }
+
+// TestAcquireQueuedLocallyReportsLocked: a caller that times out while
+// queued behind another caller of the same client learns the resource was
+// locked, not only that its context ended.
+func TestAcquireQueuedLocallyReportsLocked(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c, _ := memClient(t, 3, WithNodeTimeout(10*time.Millisecond))
+		held, err := c.Acquire(context.Background(), "r", time.Minute)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer held.Release(context.Background())
+		waiting := make(chan struct{})
+		go func() { // the head of the local queue, waiting on the nodes
+			defer close(waiting)
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+			defer cancel()
+			_, _ = c.Acquire(ctx, "r", time.Minute)
+		}()
+		synctest.Wait()
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		_, err = c.Acquire(ctx, "r", time.Minute)
+		if !errors.Is(err, context.DeadlineExceeded) || !errors.Is(err, ErrLocked) {
+			t.Fatalf("got %v, want DeadlineExceeded wrapping ErrLocked", err)
+		}
+		<-waiting
+	})
+}

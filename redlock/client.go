@@ -200,6 +200,10 @@ func (c *Client) Quorum() int { return c.q }
 // Nodes returns the number of nodes.
 func (c *Client) Nodes() int { return len(c.nodes) }
 
+// NodeTimeout returns the bound of each call to one node; TTLs must exceed
+// it plus the drift allowance.
+func (c *Client) NodeTimeout() time.Duration { return c.cfg.nodeTimeout }
+
 // Close stops the client: pending waits end with ErrClosed, background work
 // finishes, and clients created by NewFromURLs are closed. Locks still held
 // expire at their TTL; release them first to hand them over at once.

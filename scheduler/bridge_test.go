@@ -1,0 +1,148 @@
+package scheduler
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/hibiken/asynq"
+	"github.com/robfig/cron/v3"
+)
+
+// fakeQueue mimics asynq's enqueue by task ID: an ID is refused while its
+// task exists (pending, or completed within its retention). Tasks complete
+// at once.
+type fakeQueue struct {
+	mu        sync.Mutex
+	until     map[string]time.Time // task ID → end of retention
+	enqueued  map[string]int
+	conflicts int
+	retention time.Duration
+}
+
+func (q *fakeQueue) EnqueueContext(ctx context.Context, task *asynq.Task, opts ...asynq.Option) (*asynq.TaskInfo, error) {
+	var id string
+	var retention time.Duration
+	for _, o := range opts {
+		switch o.Type() {
+		case asynq.TaskIDOpt:
+			id = o.Value().(string)
+		case asynq.RetentionOpt:
+			retention = o.Value().(time.Duration)
+		}
+	}
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.until == nil {
+		q.until, q.enqueued = map[string]time.Time{}, map[string]int{}
+	}
+	if id == "" {
+		return nil, errors.New("fakeQueue: no task ID")
+	}
+	if time.Now().Before(q.until[id]) {
+		q.conflicts++
+		return nil, fmt.Errorf("%w", asynq.ErrTaskIDConflict)
+	}
+	q.until[id] = time.Now().Add(retention)
+	q.enqueued[id]++
+	q.retention = retention
+	return &asynq.TaskInfo{ID: id}, nil
+}
+
+// Three Scheduler replicas enqueue each tick once; a fourth replica, 300ms
+// late and with no lock in common with them, is stopped by the task ID.
+func TestBridgeEnqueuesEachTickOnce(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		t0 := time.Now()
+		locks := newMemLocks()
+		q := &fakeQueue{}
+		rec := &recorder{}
+		task := asynq.NewTask("report:daily", []byte(`{}`))
+		var scheds []*Scheduler
+		for range 3 {
+			s, err := newScheduler(locks.client(), []Option{quiet, WithSkew(400 * time.Millisecond), WithObserver(rec.observe)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := s.RegisterTask("report", "* * * * * *", q, task); err != nil {
+				t.Fatal(err)
+			}
+			s.Start()
+			scheds = append(scheds, s)
+		}
+		// The late replica uses its own lock service: only asynq stands
+		// between it and a second enqueue. (It also sees tick 0, which the
+		// others, started at 0, do not.)
+		lateRec := &recorder{}
+		late := startReplica(t, newMemLocks().client(), "report", Every(time.Second), EnqueueJob(q, task), 300*time.Millisecond,
+			WithSkew(400*time.Millisecond), WithObserver(lateRec.observe))
+		time.Sleep(10*time.Second + 500*time.Millisecond)
+		for _, s := range scheds {
+			if err := s.Stop(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+		}
+		stopCrons(late)
+
+		for _, tick := range ticks(t0, 10) {
+			id := TaskID("report", tick)
+			if n := q.enqueued[id]; n != 1 {
+				t.Errorf("task %s enqueued %d times, want 1", id, n)
+			}
+		}
+		for id, n := range q.enqueued {
+			if n != 1 {
+				t.Errorf("task %s enqueued %d times", id, n)
+			}
+		}
+		if n := rec.count(OutcomeEnqueued); n != 10 {
+			t.Errorf("%d enqueued events from the 3 replicas, want 10", n)
+		}
+		if n := lateRec.count(OutcomeAlreadyEnqueued); n != 10 {
+			t.Errorf("late replica: %d already_enqueued events, want 10 (events %+v)", n, lateRec.events)
+		}
+		// The window is 400ms+400ms; asynq keeps whole seconds, at least DefaultRetention.
+		if q.retention != DefaultRetention {
+			t.Errorf("retention %v, want %v", q.retention, DefaultRetention)
+		}
+		time.Sleep(2 * time.Second)
+	})
+}
+
+func TestBridgeRetentionOptionAndErrors(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		failing := enqueueFunc(func(context.Context, *asynq.Task, ...asynq.Option) (*asynq.TaskInfo, error) {
+			return nil, errors.New("redis down")
+		})
+		rec := &recorder{}
+		c := startReplica(t, newMemLocks().client(), "t", Every(time.Second), EnqueueJob(failing, asynq.NewTask("x", nil)), 0,
+			WithSkew(300*time.Millisecond), WithObserver(rec.observe))
+		q := &fakeQueue{}
+		c2 := startReplica(t, newMemLocks().client(), "t2", Every(time.Second), EnqueueJob(q, asynq.NewTask("x", nil)), 0,
+			WithSkew(300*time.Millisecond), WithRetention(1500*time.Millisecond))
+		time.Sleep(1100 * time.Millisecond)
+		stopCrons(c, c2)
+		if f := rec.eventsOf(OutcomeFailed); len(f) != 1 || f[0].Err.Error() != "redis down" || f[0].TaskID == "" {
+			t.Fatalf("want a failed event with the task ID, got %+v", rec.events)
+		}
+		if q.retention != 2*time.Second {
+			t.Fatalf("retention %v, want 1.5s rounded up to 2s", q.retention)
+		}
+		if err := EnqueueJob(q, asynq.NewTask("x", nil)).(ContextJob).RunContext(context.Background()); !errors.Is(err, ErrNoTick) {
+			t.Fatalf("EnqueueJob outside Singleton: %v, want ErrNoTick", err)
+		}
+		time.Sleep(time.Second)
+	})
+}
+
+type enqueueFunc func(context.Context, *asynq.Task, ...asynq.Option) (*asynq.TaskInfo, error)
+
+func (f enqueueFunc) EnqueueContext(ctx context.Context, t *asynq.Task, opts ...asynq.Option) (*asynq.TaskInfo, error) {
+	return f(ctx, t, opts...)
+}
+
+var _ cron.Job = EnqueueJob(nil, nil)

@@ -1,0 +1,175 @@
+package scheduler_test
+
+import (
+	"context"
+	"fmt"
+	"log"
+	"log/slog"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/alicebob/miniredis/v2"
+	"github.com/asynqlock/asynqlock/redlock"
+	"github.com/asynqlock/asynqlock/scheduler"
+	"github.com/hibiken/asynq"
+	"github.com/robfig/cron/v3"
+)
+
+// nodes starts n in-process Redis servers for the examples; in production
+// these are independent redis-server masters.
+func nodes(n int) (urls []string, stop func()) {
+	var servers []*miniredis.Miniredis
+	for range n {
+		s, err := miniredis.Run()
+		if err != nil {
+			log.Fatal(err)
+		}
+		servers = append(servers, s)
+		urls = append(urls, "redis://"+s.Addr())
+	}
+	return urls, func() {
+		for _, s := range servers {
+			s.Close()
+		}
+	}
+}
+
+var quiet = scheduler.WithLogger(slog.New(slog.DiscardHandler))
+
+// Two replicas run the same cron table, each with its own cron and its own
+// lock client: each tick runs on one of them, the other skips it.
+func ExampleSingleton() {
+	urls, stop := nodes(3)
+	defer stop()
+
+	var mu sync.Mutex
+	outcomes := map[time.Time][]string{} // tick → outcome on each replica
+	both := make(chan []string, 1)
+	observe := func(e scheduler.Event) {
+		mu.Lock()
+		defer mu.Unlock()
+		outcomes[e.Tick] = append(outcomes[e.Tick], e.Outcome.String())
+		if len(outcomes[e.Tick]) == 2 {
+			select {
+			case both <- outcomes[e.Tick]:
+			default:
+			}
+		}
+	}
+
+	var crons []*cron.Cron
+	for range 2 { // in production: one per process
+		locks, err := redlock.NewFromURLs(urls)
+		if err != nil {
+			log.Fatal(err)
+		}
+		defer locks.Close()
+		c := cron.New(cron.WithSeconds())
+		job := cron.NewChain(scheduler.Singleton(locks, "report",
+			scheduler.WithSpec("* * * * * *"), // the spec given to the cron
+			scheduler.WithSkew(300*time.Millisecond),
+			scheduler.WithObserver(observe), quiet,
+		)).Then(scheduler.Func(func(ctx context.Context) error {
+			return nil // send the report; ctx is cancelled if the lock is lost
+		}))
+		if _, err := c.AddJob("* * * * * *", job); err != nil {
+			log.Fatal(err)
+		}
+		c.Start()
+		crons = append(crons, c)
+	}
+
+	tick := <-both
+	for _, c := range crons {
+		<-c.Stop().Done()
+	}
+	slices.Sort(tick)
+	fmt.Println(tick)
+	// Output: [ran skipped_other_replica]
+}
+
+// A Scheduler runs named func(ctx) error jobs; every replica registers the
+// same jobs and each tick runs once in the fleet.
+func ExampleScheduler() {
+	urls, stop := nodes(3)
+	defer stop()
+	locks, err := redlock.NewFromURLs(urls)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer locks.Close()
+
+	// A per-second schedule needs a skew under its 1s interval.
+	s, err := scheduler.New(locks, scheduler.WithSkew(300*time.Millisecond), quiet)
+	if err != nil {
+		log.Fatal(err)
+	}
+	ticks := make(chan time.Time, 10)
+	err = s.Register("cleanup", "* * * * * *", func(ctx context.Context) error {
+		info, _ := scheduler.FromContext(ctx)
+		ticks <- info.Tick
+		return nil
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+	s.Start()
+	tick := <-ticks
+
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := s.Stop(ctx); err != nil { // waits for running jobs
+		log.Fatal(err)
+	}
+	fmt.Println("cleanup ran for a whole-second tick:", tick.Nanosecond() == 0)
+	// Output: cleanup ran for a whole-second tick: true
+}
+
+// printer stands for an *asynq.Client.
+type printer struct{ once sync.Once }
+
+func (p *printer) EnqueueContext(ctx context.Context, t *asynq.Task, opts ...asynq.Option) (*asynq.TaskInfo, error) {
+	p.once.Do(func() {
+		for _, o := range opts {
+			if o.Type() == asynq.TaskIDOpt {
+				fmt.Println("enqueue", t.Type(), "as", strings.HasPrefix(o.Value().(string), "cron:report:"))
+			}
+		}
+	})
+	return &asynq.TaskInfo{}, nil
+}
+
+// RegisterTask bridges cron to asynq: each tick's task is enqueued once
+// across replicas, with a task ID made of the job name and the tick.
+func ExampleScheduler_RegisterTask() {
+	urls, stop := nodes(3)
+	defer stop()
+	locks, err := redlock.NewFromURLs(urls)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer locks.Close()
+
+	s, err := scheduler.New(locks, scheduler.WithSkew(300*time.Millisecond), quiet)
+	if err != nil {
+		log.Fatal(err)
+	}
+	enqueued := make(chan struct{}, 10)
+	err = s.RegisterTask("report", "* * * * * *", &printer{}, asynq.NewTask("report:generate", nil),
+		scheduler.WithObserver(func(e scheduler.Event) {
+			if e.Outcome == scheduler.OutcomeEnqueued {
+				enqueued <- struct{}{}
+			}
+		}))
+	if err != nil {
+		log.Fatal(err)
+	}
+	s.Start()
+	<-enqueued
+	if err := s.Stop(context.Background()); err != nil {
+		log.Fatal(err)
+	}
+	// Output: enqueue report:generate as true
+}

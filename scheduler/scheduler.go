@@ -1,0 +1,180 @@
+package scheduler
+
+import (
+	"context"
+	"fmt"
+	"sync"
+
+	"github.com/asynqlock/asynqlock/redlock"
+	"github.com/hibiken/asynq"
+	"github.com/robfig/cron/v3"
+)
+
+// Scheduler runs named jobs on cron schedules, each tick at most once across
+// the replicas that register the same jobs with locks from the same Redlock
+// nodes. It wraps a robfig/cron Cron with seconds-level specs. Its methods
+// are safe for concurrent use.
+type Scheduler struct {
+	locks locker
+	cfg   config // defaults for every job
+	cron  *cron.Cron
+	host  *host
+
+	stopBegin context.CancelFunc
+	kill      context.CancelCauseFunc
+
+	mu      sync.Mutex
+	jobs    map[string]cron.EntryID
+	started bool
+	stopped bool
+}
+
+// New returns a Scheduler taking its locks from client. The options are
+// defaults for every job (Register may override them per job); WithLocation
+// sets the time zone of specs without a CRON_TZ= prefix. WithSchedule and
+// WithSpec are not accepted: each job gets its spec from Register.
+func New(client *redlock.Client, opts ...Option) (*Scheduler, error) {
+	locks, err := lockerFor(client)
+	if err != nil {
+		return nil, err
+	}
+	return newScheduler(locks, opts)
+}
+
+func newScheduler(locks locker, opts []Option) (*Scheduler, error) {
+	cfg := defaultConfig()
+	if err := cfg.apply(opts); err != nil {
+		return nil, err
+	}
+	if cfg.schedule != nil || cfg.hasSpec {
+		return nil, invalidf("WithSchedule and WithSpec are for Singleton; a Scheduler job's spec is given to Register")
+	}
+	stopping, stopBegin := context.WithCancel(context.Background())
+	running, kill := context.WithCancelCause(context.Background())
+	return &Scheduler{
+		locks:     locks,
+		cfg:       cfg,
+		cron:      cron.New(cron.WithLocation(cfg.loc), cron.WithParser(specParser), cron.WithLogger(cron.DiscardLogger)),
+		host:      &host{stopping: stopping, running: running},
+		stopBegin: stopBegin,
+		kill:      kill,
+		jobs:      map[string]cron.EntryID{},
+	}, nil
+}
+
+// Register adds a job that calls fn on each tick of spec: 6 fields with
+// seconds first ("*/10 * * * * *"), 5 fields with minutes first, a
+// descriptor (@hourly, @every 30s, aligned as Parse says), with an optional
+// CRON_TZ=Zone prefix. fn's context is cancelled with cause
+// redlock.ErrLockLost if the job's lock is lost, and with cause ErrStopped
+// when Stop's context ends; a panic in fn is recovered and reported. The
+// options override the Scheduler's defaults for this job.
+//
+// Register fails with ErrInvalidName, ErrDuplicateName, ErrInvalidSpec,
+// ErrSkewTooLarge, ErrInvalid or ErrStopped. Jobs may be registered before
+// or after Start.
+func (s *Scheduler) Register(name, spec string, fn func(ctx context.Context) error, opts ...Option) error {
+	if fn == nil {
+		return invalidf("job %q: nil function", name)
+	}
+	return s.add(name, spec, Func(fn), opts)
+}
+
+// RegisterTask adds a job that enqueues task with enq on each tick of spec,
+// exactly once across replicas, as EnqueueJob describes. The options
+// override the Scheduler's defaults for this job (WithRetention is the one
+// that matters most). It fails as Register does, and with ErrInvalid for a
+// nil enqueuer or task.
+func (s *Scheduler) RegisterTask(name, spec string, enq Enqueuer, task *asynq.Task, opts ...Option) error {
+	return s.add(name, spec, &taskJob{enq: enq, task: task}, opts)
+}
+
+func (s *Scheduler) add(name, spec string, job cron.Job, opts []Option) error {
+	if err := checkName(name); err != nil {
+		return err
+	}
+	cfg := s.cfg
+	if err := cfg.apply(opts); err != nil {
+		return fmt.Errorf("job %q: %w", name, err)
+	}
+	if cfg.schedule != nil || cfg.hasSpec {
+		return invalidf("job %q: WithSchedule and WithSpec are for Singleton; pass the spec to Register", name)
+	}
+	sched, err := Parse(spec, cfg.loc)
+	if err != nil {
+		return fmt.Errorf("job %q: %w", name, err)
+	}
+	r, err := newRunner(s.locks, name, sched, job, cfg, s.host)
+	if err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.stopped {
+		return fmt.Errorf("%w: cannot register job %q", ErrStopped, name)
+	}
+	if _, dup := s.jobs[name]; dup {
+		return fmt.Errorf("%w: %q", ErrDuplicateName, name)
+	}
+	s.jobs[name] = s.cron.Schedule(sched, r)
+	return nil
+}
+
+// Remove unregisters a job: it runs no more ticks (a run in progress goes
+// on). It reports whether the job was registered.
+func (s *Scheduler) Remove(name string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	id, ok := s.jobs[name]
+	if ok {
+		delete(s.jobs, name)
+		s.cron.Remove(id)
+	}
+	return ok
+}
+
+// Jobs returns the names of the registered jobs, in no particular order.
+func (s *Scheduler) Jobs() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	names := make([]string, 0, len(s.jobs))
+	for n := range s.jobs {
+		names = append(names, n)
+	}
+	return names
+}
+
+// Start starts running the jobs in the background. It does nothing if the
+// Scheduler is already started or stopped: a stopped Scheduler cannot be
+// restarted.
+func (s *Scheduler) Start() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.started || s.stopped {
+		return
+	}
+	s.started = true
+	s.cron.Start()
+}
+
+// Stop stops starting ticks and waits for the jobs that are running. Runs
+// that have not started their job yet (waiting under DelayIfRunning, or
+// still deciding who wins the tick) give up at once. When ctx ends first,
+// the running jobs' contexts are cancelled with cause ErrStopped and Stop
+// returns ctx's error without waiting further. The locks of ticks already
+// run are kept until their window ends (in the background), or expire if
+// the process exits first. Stop may be called more than once.
+func (s *Scheduler) Stop(ctx context.Context) error {
+	s.mu.Lock()
+	s.stopped = true
+	s.mu.Unlock()
+	s.stopBegin()
+	done := s.cron.Stop() // waits for nothing if the cron never started
+	select {
+	case <-done.Done():
+		return nil
+	case <-ctx.Done():
+		s.kill(ErrStopped)
+		return ctx.Err()
+	}
+}
