@@ -29,18 +29,6 @@ func (j *journal) add(format string, args ...any) {
 	j.mu.Unlock()
 }
 
-func (j *journal) count(prefix string) int {
-	j.mu.Lock()
-	defer j.mu.Unlock()
-	n := 0
-	for _, l := range j.lines {
-		if strings.HasPrefix(l, prefix) {
-			n++
-		}
-	}
-	return n
-}
-
 func embedded(n int) ([]string, func(), error) {
 	var urls []string
 	var servers []*miniredis.Miniredis
