@@ -116,7 +116,10 @@ func (c *Client) acquireLoop(ctx context.Context, k keys, ttl time.Duration, lc 
 	var t *turn
 	if c.cfg.localQueue {
 		var err error
-		if t, err = c.gates.enter(ctx, k.key); err != nil {
+		if t, err = c.gates.enter(ctx, k.key, c.closed); err != nil {
+			if errors.Is(err, ErrClosed) {
+				return nil, 0, err
+			}
 			// The context ended while another caller of this client held
 			// or was acquiring the resource: it was locked all along.
 			return nil, 0, waitError(ctx, nil, &opError{kinds: []error{ErrLocked}, summary: "waited behind another caller of this client"})
@@ -251,27 +254,25 @@ func (c *Client) attempt(ctx context.Context, k keys, ttl time.Duration, lc *loc
 			err = r.err([]error{ErrQuorum}, fmt.Sprintf("quorum reached after %v, past the validity of ttl %v", time.Since(start).Round(time.Microsecond), ttl))
 		}
 	}
-	c.undo(r, k, token)
+	c.undo(k, token)
 	if err != nil {
 		return nil, err
 	}
 	e := r.err(r.t.causes(), fmt.Sprintf("%d of %d nodes set (quorum %d), %d held by another, %d failed",
 		r.t.ok, r.t.total, c.q, r.t.refused, r.t.failed))
-	e.split = r.t.ok > 0 && r.t.refused > 0
+	// A split: some nodes ours, some another's, and nobody can hold a
+	// majority. A holder with a majority is not a split (refused >= q).
+	e.split = r.t.ok > 0 && r.t.refused > 0 && r.t.refused < c.q
 	return nil, e
 }
 
-// undo releases a failed attempt's token on every node that may hold it:
-// all but those that answered that another holder has the key. Nodes run
-// calls in order, so the undo reaches a straggler after its SET.
-func (c *Client) undo(r *round, k keys, token string) {
-	m := c.allNodes()
-	for i, sl := range r.slots {
-		if sl.out == outRefused && r.pending&(1<<i) == 0 {
-			m &^= 1 << i
-		}
-	}
-	c.unlock(k, token, m)
+// undo releases a failed attempt's token on every node. Even a node that
+// answered that another holder has the key gets it: a client that retries
+// commands may have set our key and then seen its own retry refused, and
+// compare-and-delete is harmless where the key is not ours. Nodes run calls
+// in order, so the undo reaches a straggler after its SET.
+func (c *Client) undo(k keys, token string) {
+	c.unlock(k, token, c.allNodes())
 }
 
 // unlock sends the compare-and-delete script, without announcement, to the

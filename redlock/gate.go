@@ -30,8 +30,9 @@ type turn struct {
 	once sync.Once
 }
 
-// enter waits until the caller is at the head of key's queue or ctx ends.
-func (gs *gates) enter(ctx context.Context, key string) (*turn, error) {
+// enter waits until the caller is at the head of key's queue, ctx ends or
+// closed is closed (then it returns ErrClosed).
+func (gs *gates) enter(ctx context.Context, key string, closed <-chan struct{}) (*turn, error) {
 	gs.mu.Lock()
 	if gs.m == nil {
 		gs.m = make(map[string]*gate)
@@ -46,26 +47,30 @@ func (gs *gates) enter(ctx context.Context, key string) (*turn, error) {
 	g.queue = append(g.queue, w)
 	gs.mu.Unlock()
 
+	var err error
 	select {
 	case <-w.ready:
 		return &turn{gs: gs, key: key}, nil
 	case <-ctx.Done():
-		gs.mu.Lock()
-		if w.granted {
-			// The turn arrived as we gave up: pass it on.
-			gs.mu.Unlock()
-			(&turn{gs: gs, key: key}).leave()
-			return nil, ctx.Err()
-		}
-		for i, q := range g.queue {
-			if q == w {
-				g.queue = append(g.queue[:i], g.queue[i+1:]...)
-				break
-			}
-		}
-		gs.mu.Unlock()
-		return nil, ctx.Err()
+		err = ctx.Err()
+	case <-closed:
+		err = ErrClosed
 	}
+	gs.mu.Lock()
+	if w.granted {
+		// The turn arrived as we gave up: pass it on.
+		gs.mu.Unlock()
+		(&turn{gs: gs, key: key}).leave()
+		return nil, err
+	}
+	for i, q := range g.queue {
+		if q == w {
+			g.queue = append(g.queue[:i], g.queue[i+1:]...)
+			break
+		}
+	}
+	gs.mu.Unlock()
+	return nil, err
 }
 
 // leave hands the turn to the next waiter, or frees the resource's queue.

@@ -36,9 +36,8 @@ func (c *Client) Inspect(ctx context.Context, resource string) ([]NodeState, err
 	deadline := time.Now().Add(c.cfg.nodeTimeout)
 	args := inspectScript.args(k.bothKeys())
 	mask := c.allNodes()
-	// need = every node: the round ends when all answered or at the deadline.
 	r := c.broadcast("inspect", resource, mask, len(c.nodes), deadline, false, args, inspectScript)
-	if err := r.collect(ctx, deadline, classifyAnswered); err != nil {
+	if err := r.collectAll(ctx, deadline, classifyAnswered); err != nil {
 		return nil, err
 	}
 	out := make([]NodeState, len(c.nodes))

@@ -55,8 +55,9 @@ func (l *Lock) extend(ctx context.Context, ttl time.Duration) error {
 	}
 	until := l.until
 	if !start.Before(until) {
-		l.loseLocked(ErrLockLost)
+		report := l.loseLocked(ErrLockLost)
 		l.mu.Unlock()
+		report()
 		return ErrLockLost
 	}
 	l.mu.Unlock()
@@ -73,32 +74,49 @@ func (l *Lock) extend(ctx context.Context, ttl time.Duration) error {
 	}
 	now := time.Now()
 	l.mu.Lock()
-	defer l.mu.Unlock()
+	report, err := l.settleExtension(r, start, now, ttl)
+	l.mu.Unlock()
+	report()
+	return err
+}
+
+// settleExtension applies an extension round's outcome. Called with l.mu
+// held; the returned function reports a loss once l.mu is released.
+func (l *Lock) settleExtension(r *round, start, now time.Time, ttl time.Duration) (report func(), err error) {
+	c := l.c
+	none := func() {}
 	if l.state != stateHeld {
 		if l.state == stateReleased {
-			return ErrNotHeld
+			return none, ErrNotHeld
 		}
-		return ErrLockLost
+		return none, ErrLockLost
 	}
 	if r.t.success() && now.Before(l.until) {
-		l.until = start.Add(ttl - driftAllowance(ttl, c.cfg.driftFactor))
+		// The script never shortens a key, so the keys live at least until
+		// start+ttl; Until never moves back on a shorter TTL either.
+		l.until = maxTime(l.until, start.Add(ttl-driftAllowance(ttl, c.cfg.driftFactor)))
 		l.lastStart = start
 		l.ttl = ttl
 		l.watchdog.Reset(time.Until(l.until) - lossGuard(ttl))
-		return nil
+		return none, nil
 	}
 	if r.t.total-r.t.refused < c.q {
 		// Our keys are gone from so many nodes that no majority can be
 		// proven again: the lock is lost now, whatever Until says.
-		err := r.err([]error{ErrLockLost}, fmt.Sprintf("keys gone on %d of %d nodes", r.t.refused, r.t.total))
-		l.loseLocked(err)
-		return err
+		err = r.err([]error{ErrLockLost}, fmt.Sprintf("keys gone on %d of %d nodes", r.t.refused, r.t.total))
+		return l.loseLocked(err), err
 	}
 	if !now.Before(l.until) {
-		l.loseLocked(ErrLockLost)
-		return r.err([]error{ErrLockLost}, "no majority confirmed the extension within the validity")
+		return l.loseLocked(ErrLockLost), r.err([]error{ErrLockLost}, "no majority confirmed the extension within the validity")
 	}
-	return r.err([]error{ErrQuorum}, fmt.Sprintf("extension confirmed by %d of %d nodes (quorum %d)", r.t.ok, r.t.total, c.q))
+	return none, r.err([]error{ErrQuorum}, fmt.Sprintf("extension confirmed by %d of %d nodes (quorum %d)", r.t.ok, r.t.total, c.q))
+}
+
+func maxTime(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
 }
 
 // KeepAlive extends the lock in the background about every ttl/3 for as long
@@ -111,15 +129,24 @@ func (l *Lock) KeepAlive(ctx context.Context) (context.Context, context.CancelFu
 	l.mu.Lock()
 	switch l.state {
 	case stateLost:
+		cause := l.cause
 		l.mu.Unlock()
-		cancel(ErrLockLost)
+		cancel(cause)
 		return kctx, func() { cancel(context.Canceled) }
 	case stateReleased:
 		l.mu.Unlock()
 		cancel(nil)
 		return kctx, func() { cancel(context.Canceled) }
 	}
-	l.keepalives = append(l.keepalives, cancel)
+	// Forget keep-alives their owners already cancelled, so that calling
+	// KeepAlive repeatedly does not grow the list.
+	live := l.keepalives[:0]
+	for _, ka := range l.keepalives {
+		if ka.ctx.Err() == nil {
+			live = append(live, ka)
+		}
+	}
+	l.keepalives = append(live, keepalive{ctx: kctx, cancel: cancel})
 	l.mu.Unlock()
 	if !l.c.spawn(func() { l.keepAlive(kctx) }) {
 		cancel(ErrClosed)

@@ -34,8 +34,15 @@ type Lock struct {
 	lost       chan struct{}
 	ended      chan struct{} // closed when the lock is released or lost
 	watchdog   *time.Timer
-	keepalives []context.CancelCauseFunc
+	keepalives []keepalive
+	cause      error // why the lock was lost
 	turn       *turn
+}
+
+// keepalive is one KeepAlive context of a lock.
+type keepalive struct {
+	ctx    context.Context
+	cancel context.CancelCauseFunc
 }
 
 // Resource returns the locked resource's name.
@@ -104,27 +111,34 @@ func (l *Lock) checkValidity() {
 	if l.capped {
 		cause = ErrMaxHold
 	}
-	l.loseLocked(cause)
+	report := l.loseLocked(cause)
 	l.mu.Unlock()
+	report()
 }
 
 // loseLocked marks the lock lost: Lost() closes, keep-alive contexts are
-// cancelled with cause, the local queue moves on. Called with l.mu held.
-func (l *Lock) loseLocked(cause error) {
+// cancelled with cause, the local queue moves on. Called with l.mu held; the
+// returned function logs and observes the loss and must be called after
+// l.mu is released (an observer may call back into the lock).
+func (l *Lock) loseLocked(cause error) (report func()) {
 	if l.state != stateHeld {
-		return
+		return func() {}
 	}
 	l.state = stateLost
+	l.cause = cause
 	l.watchdog.Stop()
 	close(l.lost)
 	close(l.ended)
-	for _, cancel := range l.keepalives {
-		cancel(cause)
+	for _, ka := range l.keepalives {
+		ka.cancel(cause)
 	}
 	l.keepalives = nil
 	l.turn.leave()
-	l.c.cfg.logger.Warn("redlock lock lost", "resource", l.res.resource, "cause", cause)
-	l.c.observe(Event{Kind: EventLost, Resource: l.res.resource, Duration: time.Since(l.acquired), Err: cause})
+	held := time.Since(l.acquired)
+	return func() {
+		l.c.cfg.logger.Warn("redlock lock lost", "resource", l.res.resource, "cause", cause)
+		l.c.observe(Event{Kind: EventLost, Resource: l.res.resource, Duration: held, Err: cause})
+	}
 }
 
 // Release gives the lock up on every node and wakes waiters. It returns
@@ -143,8 +157,8 @@ func (l *Lock) Release(ctx context.Context) error {
 	if l.state == stateHeld {
 		l.watchdog.Stop()
 		close(l.ended)
-		for _, cancel := range l.keepalives {
-			cancel(nil)
+		for _, ka := range l.keepalives {
+			ka.cancel(nil)
 		}
 		l.keepalives = nil
 	}

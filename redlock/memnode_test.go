@@ -163,7 +163,11 @@ func (m *memNode) exec(c *redis.Cmd) {
 	case extendScript:
 		m.calls["extend"]++
 		if v, ok := m.getLocked(keys[0]); ok && v == str(argv[0]) {
-			m.data[keys[0]] = memEntry{val: v, exp: now.Add(time.Duration(num(argv[1])) * time.Millisecond)}
+			exp := now.Add(time.Duration(num(argv[1])) * time.Millisecond)
+			if cur := m.data[keys[0]].exp; cur.After(exp) {
+				exp = cur // never shortened
+			}
+			m.data[keys[0]] = memEntry{val: v, exp: exp}
 			c.SetVal(int64(1))
 			return
 		}

@@ -127,12 +127,11 @@ func (n *node) execBatch(batch []*call) {
 	var deadline time.Time
 	for _, c := range batch {
 		d := c.deadline
-		if !now.Before(d) {
-			if !c.cleanup {
-				c.out <- reply{node: c.node, err: errNodeTimeout}
-				continue
-			}
-			d = now.Add(n.timeout)
+		if c.cleanup {
+			d = maxTime(d, now.Add(n.timeout)) // a cleanup always gets a full timeout
+		} else if !now.Before(d) {
+			c.out <- reply{node: c.node, err: errNodeTimeout}
+			continue
 		}
 		if d.After(deadline) {
 			deadline = d

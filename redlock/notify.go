@@ -29,6 +29,7 @@ type notifier struct {
 type subscription struct {
 	watches map[*watch]struct{}
 	linger  *time.Timer
+	closing bool // an unsubscription is being sent
 }
 
 // watch is one waiter's interest in a release channel. C receives a value
@@ -96,10 +97,12 @@ func (n *notifier) pubsub(i int) *redis.PubSub {
 	return p
 }
 
-// each runs f on every node's connection at once, bounded by the node timeout.
+// each runs f on every node's connection at once and waits at most the node
+// timeout: go-redis's PubSub takes a lock that a dial to a stopped node can
+// hold for the client's whole dial timeout, so a straggler finishes in the
+// background instead of delaying the waiter.
 func (n *notifier) each(ps []*redis.PubSub, f func(context.Context, *redis.PubSub) error) {
 	ctx, cancel := context.WithTimeout(context.Background(), n.c.cfg.nodeTimeout)
-	defer cancel()
 	var wg sync.WaitGroup
 	for _, p := range ps {
 		wg.Add(1)
@@ -110,7 +113,12 @@ func (n *notifier) each(ps []*redis.PubSub, f func(context.Context, *redis.PubSu
 			}
 		}()
 	}
-	wg.Wait()
+	done := make(chan struct{})
+	go func() { wg.Wait(); cancel(); close(done) }()
+	select {
+	case <-done:
+	case <-ctx.Done():
+	}
 }
 
 // dispatch delivers node i's release announcements to the channel's waiters.
@@ -164,24 +172,47 @@ func (w *watch) close() {
 	s.linger = time.AfterFunc(subscriptionLinger, func() { n.unsubscribe(w.channel, s) })
 }
 
+// unsubscribe drops a channel nobody waits for. The subscription stays in
+// the map while UNSUBSCRIBE is sent, so that a watcher arriving meanwhile
+// joins it, and is then subscribed again here, in order: a SUBSCRIBE can
+// never be overtaken by an older UNSUBSCRIBE.
 func (n *notifier) unsubscribe(channel string, s *subscription) {
 	n.mu.Lock()
-	if n.closed || n.subs[channel] != s || len(s.watches) > 0 {
+	if n.closed || n.subs[channel] != s || len(s.watches) > 0 || s.closing {
 		n.mu.Unlock()
 		return
 	}
-	delete(n.subs, channel)
+	s.closing = true
+	ps := n.open()
+	n.mu.Unlock()
+	n.each(ps, func(ctx context.Context, p *redis.PubSub) error { return p.Unsubscribe(ctx, channel) })
+
+	n.mu.Lock()
+	s.closing = false
+	if len(s.watches) == 0 || n.closed {
+		delete(n.subs, channel)
+		n.mu.Unlock()
+		return
+	}
+	ps = n.open()
+	n.mu.Unlock()
+	n.each(ps, func(ctx context.Context, p *redis.PubSub) error { return p.Subscribe(ctx, channel) })
+}
+
+// open lists the pub/sub connections created so far. Called with n.mu held.
+func (n *notifier) open() []*redis.PubSub {
 	ps := make([]*redis.PubSub, 0, len(n.ps))
 	for _, p := range n.ps {
 		if p != nil {
 			ps = append(ps, p)
 		}
 	}
-	n.mu.Unlock()
-	n.each(ps, func(ctx context.Context, p *redis.PubSub) error { return p.Unsubscribe(ctx, channel) })
+	return ps
 }
 
-// close shuts every pub/sub connection and waits for the dispatchers.
+// close shuts every pub/sub connection and waits for the dispatchers, at
+// most a bounded time (a connection stuck dialing a stopped node is left to
+// finish on its own).
 func (n *notifier) close() {
 	n.mu.Lock()
 	n.closed = true
@@ -190,12 +221,22 @@ func (n *notifier) close() {
 			s.linger.Stop()
 		}
 	}
-	ps := n.ps
+	ps := n.open()
 	n.mu.Unlock()
-	for _, p := range ps {
-		if p != nil {
-			_ = p.Close()
+	done := make(chan struct{})
+	go func() {
+		var wg sync.WaitGroup
+		for _, p := range ps {
+			wg.Add(1)
+			go func() { defer wg.Done(); _ = p.Close() }()
 		}
+		wg.Wait()
+		n.wg.Wait()
+		close(done)
+	}()
+	select {
+	case <-done:
+	case <-time.After(max(time.Second, 4*n.c.cfg.nodeTimeout)):
+		n.c.cfg.logger.Warn("redlock: pub/sub connections still closing; left to finish in the background")
 	}
-	n.wg.Wait()
 }

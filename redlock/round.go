@@ -89,6 +89,25 @@ func (r *round) collect(ctx context.Context, deadline time.Time, classify func(r
 	return nil
 }
 
+// collectAll reads replies until every node answered or the deadline
+// passed (pending nodes then count as failed), or ctx ended.
+func (r *round) collectAll(ctx context.Context, deadline time.Time, classify func(reply) outcome) error {
+	timer := time.NewTimer(time.Until(deadline))
+	defer timer.Stop()
+	for r.pending&^r.answered != 0 {
+		select {
+		case rep := <-r.replies:
+			r.record(rep, classify(rep))
+		case <-timer.C:
+			r.timeoutPending()
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	return nil
+}
+
 func (r *round) record(rep reply, o outcome) {
 	bit := uint64(1) << rep.node
 	r.pending &^= bit

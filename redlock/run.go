@@ -24,23 +24,27 @@ func (c *Client) Run(ctx context.Context, resource string, ttl time.Duration, fn
 		return err
 	}
 	kctx, cancel := l.KeepAlive(ctx)
+	release := func() error {
+		cancel()
+		rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
+		defer rcancel()
+		return l.Release(rctx)
+	}
+	done := false
+	defer func() {
+		if !done { // fn panicked: give the lock up before the panic goes on
+			_ = release()
+		}
+	}()
 	ferr := fn(kctx)
+	done = true
 	lost := context.Cause(kctx)
-	cancel()
-	rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
-	defer rcancel()
-	rerr := l.Release(rctx)
+	rerr := release()
 	if errors.Is(lost, ErrLockLost) {
 		if errors.Is(ferr, ErrLockLost) {
 			return ferr
 		}
 		return errors.Join(ferr, lost)
 	}
-	if errors.Is(rerr, ErrLockLost) {
-		return errors.Join(ferr, rerr)
-	}
-	if rerr != nil {
-		return errors.Join(ferr, rerr)
-	}
-	return ferr
+	return errors.Join(ferr, rerr)
 }

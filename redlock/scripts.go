@@ -42,14 +42,19 @@ if redis.call('GET', KEYS[1]) == ARGV[1] then
 end
 return 0`)
 
-// extendScript resets the TTL only if the key still holds our token: an
-// expired or stolen lock is never re-created by an extension.
+// extendScript sets the TTL to at least the new one, only if the key still
+// holds our token: an expired or stolen lock is never re-created, and a key
+// is never shortened (a shorter extension that fails to reach a quorum must
+// not cut the keys under the validity the holder still counts on).
 // KEYS[1] lock key; ARGV[1] token, ARGV[2] ttl in ms. Returns 1 or 0.
 var extendScript = newScript(`
-if redis.call('GET', KEYS[1]) == ARGV[1] then
-	return redis.call('PEXPIRE', KEYS[1], ARGV[2])
+if redis.call('GET', KEYS[1]) ~= ARGV[1] then
+	return 0
 end
-return 0`)
+if redis.call('PTTL', KEYS[1]) < tonumber(ARGV[2]) then
+	redis.call('PEXPIRE', KEYS[1], ARGV[2])
+end
+return 1`)
 
 // fenceAcquireScript is SET NX PX plus a fencing counter. On success it bumps
 // the resource's counter (seeding a missing one from the node's clock in
