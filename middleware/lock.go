@@ -224,7 +224,10 @@ func (m *mw) run(ctx context.Context, t *asynq.Task, next asynq.Handler, lock *r
 func (m *mw) release(ctx context.Context, lock *redlock.Lock, log *slog.Logger) {
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
 	defer cancel()
-	if err := lock.Release(rctx); err != nil && !errors.Is(err, redlock.ErrLockLost) {
+	switch err := lock.Release(rctx); {
+	case errors.Is(err, redlock.ErrLockLost):
+		log.Warn("lock found lost at release: exclusivity was not guaranteed to the end", "err", err)
+	case err != nil:
 		log.Warn("lock release failed; it expires at its TTL", "err", err)
 	}
 }

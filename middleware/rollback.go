@@ -18,7 +18,10 @@ func (m *mw) rollback(ctx context.Context, t *asynq.Task, meta taskMeta, lock *r
 	defer cancel()
 	res := lock.Resource()
 	if lost {
-		m.release(ctx, lock, log) // clean what may remain of the lost lock
+		// Clean what may remain of the lost lock (its loss is already known).
+		cctx, ccancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
+		_ = lock.Release(cctx)
+		ccancel()
 		var err error
 		lock, err = m.client.Acquire(rctx, res, m.cfg.ttl, m.lockOpts()...)
 		if err != nil {

@@ -157,8 +157,10 @@ func (c *Client) acquireLoop(ctx context.Context, k keys, ttl time.Duration, lc 
 		var oe *opError
 		if errors.As(err, &oe) && oe.split {
 			// Contenders split the nodes and nobody won: no release will
-			// be announced, so retry after a short random delay instead.
-			d = c.splitDelay()
+			// be announced, so retry after a short random delay instead,
+			// spread over the attempt's length (a silent node makes a split
+			// last a whole node timeout; retrying inside it collides again).
+			d = c.splitDelay(oe.took)
 		}
 		if timer == nil {
 			timer = time.NewTimer(d)
@@ -209,9 +211,11 @@ func (c *Client) retryDelay() time.Duration {
 }
 
 // splitDelay is the short random delay after a split vote: long enough
-// (several round trips) for one contender to go first.
-func (c *Client) splitDelay() time.Duration {
-	return time.Duration(mrand.Int64N(int64(min(c.cfg.retryMin, 5*time.Millisecond)) + 1))
+// (several round trips, or the length of the failed attempt) for one
+// contender to go first.
+func (c *Client) splitDelay(took time.Duration) time.Duration {
+	span := max(min(c.cfg.retryMin, 5*time.Millisecond), 2*took)
+	return time.Duration(mrand.Int64N(int64(span) + 1))
 }
 
 func (c *Client) acquired(resource string, begin time.Time, attempts int, err error) {
@@ -263,6 +267,7 @@ func (c *Client) attempt(ctx context.Context, k keys, ttl time.Duration, lc *loc
 	// A split: some nodes ours, some another's, and nobody can hold a
 	// majority. A holder with a majority is not a split (refused >= q).
 	e.split = r.t.ok > 0 && r.t.refused > 0 && r.t.refused < c.q
+	e.took = time.Since(start)
 	return nil, e
 }
 

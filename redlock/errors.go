@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 )
 
 // Sentinel errors. Test for them with errors.Is; an error may match several
@@ -54,7 +55,8 @@ type opError struct {
 	kinds   []error // ErrLocked, ErrQuorum, ErrLockLost
 	summary string
 	nodes   []error // *NodeError values
-	split   bool    // an acquire that won some nodes but no quorum
+	split   bool          // an acquire that won some nodes but no quorum
+	took    time.Duration // how long the attempt took
 }
 
 func (e *opError) Error() string {

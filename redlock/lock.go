@@ -2,6 +2,7 @@ package redlock
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"time"
 )
@@ -143,9 +144,10 @@ func (l *Lock) loseLocked(cause error) (report func()) {
 
 // Release gives the lock up on every node and wakes waiters. It returns
 // ErrNotHeld if the lock was already released, and an error matching
-// ErrLockLost if it had been lost (its keys are still removed where they
-// remain). It returns once a majority confirmed; the other nodes finish in
-// the background. Pass a context that is not already cancelled: a cancelled
+// ErrLockLost if it had been lost: its validity had ended, or fewer than a
+// majority of nodes still held its token (its keys are still removed where
+// they remain). It returns once a majority confirmed; the other nodes finish
+// in the background. Pass a context that is not already cancelled: a cancelled
 // one still sends the release but does not wait for it.
 func (l *Lock) Release(ctx context.Context) error {
 	l.mu.Lock()
@@ -169,22 +171,25 @@ func (l *Lock) Release(ctx context.Context) error {
 	deadline := time.Now().Add(c.cfg.nodeTimeout)
 	args := releaseScript.args(l.res.lockKeys(), l.token, l.res.channel)
 	r := c.broadcast("release", l.res.resource, c.allNodes(), c.q, deadline, true, args, releaseScript)
-	err := r.collect(ctx, deadline, classifyAnswered)
+	err := r.collect(ctx, deadline, classifyOne)
 	l.turn.leave()
-	c.observe(Event{Kind: EventRelease, Resource: l.res.resource, Duration: time.Since(l.acquired), Err: err})
 	switch {
 	case wasLost:
-		return &opError{kinds: []error{ErrLockLost}, summary: "released after its validity ended"}
+		err = &opError{kinds: []error{ErrLockLost}, summary: "released after its validity ended"}
 	case err != nil:
-		return err
-	case !r.t.success():
-		return r.err([]error{ErrQuorum}, "release not confirmed by a majority; the keys expire within the TTL")
+	case r.t.success():
+	case r.t.total-r.t.refused < c.q:
+		// Too few nodes still held our token: someone else may have held
+		// the resource before this release (a node lost its data).
+		err = r.err([]error{ErrLockLost}, fmt.Sprintf("only %d of %d nodes still held the lock at release", r.t.ok, r.t.total))
+	default:
+		err = r.err([]error{ErrQuorum}, "release not confirmed by a majority; the keys expire within the TTL")
 	}
-	return nil
+	c.observe(Event{Kind: EventRelease, Resource: l.res.resource, Duration: time.Since(l.acquired), Err: err})
+	return err
 }
 
-// classifyAnswered counts any answer as OK: either the key was ours and is
-// gone, or it was not ours.
+// classifyAnswered counts any answer as OK.
 func classifyAnswered(rep reply) outcome {
 	if rep.err != nil {
 		return outFailed

@@ -139,3 +139,44 @@ func TestInspectWaitsForEveryNode(t *testing.T) {
 		}
 	})
 }
+
+// TestReleaseReportsLockTakenOver: when fewer than a majority of nodes still
+// hold the token at release (their data was lost), Release says the lock
+// was lost instead of reporting a clean release.
+func TestReleaseReportsLockTakenOver(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c, mems := memClient(t, 3, WithNodeTimeout(20*time.Millisecond))
+		l, err := c.TryAcquire(context.Background(), "r", time.Minute)
+		if err != nil {
+			t.Fatal(err)
+		}
+		synctest.Wait()
+		k := c.keysFor("r")
+		for _, m := range mems[:2] {
+			m.set(func(m *memNode) { delete(m.data, k.key) })
+		}
+		if err := l.Release(context.Background()); !errors.Is(err, ErrLockLost) {
+			t.Fatalf("Release: %v, want ErrLockLost", err)
+		}
+	})
+}
+
+// TestSplitDelaySpreadsOverTheAttempt: after a split vote that lasted a
+// node timeout, the retry is spread over about that long.
+func TestSplitDelaySpreadsOverTheAttempt(t *testing.T) {
+	c, _ := memClient(t, 3)
+	var longest time.Duration
+	for range 200 {
+		d := c.splitDelay(50 * time.Millisecond)
+		if d > 100*time.Millisecond {
+			t.Fatalf("split delay %v beyond twice the attempt", d)
+		}
+		longest = max(longest, d)
+	}
+	if longest < 50*time.Millisecond {
+		t.Fatalf("split delays never exceeded %v after a 50ms attempt", longest)
+	}
+	if d := c.splitDelay(0); d > 5*time.Millisecond {
+		t.Fatalf("split delay %v after an instant attempt", d)
+	}
+}
