@@ -2,7 +2,9 @@ package integration
 
 import (
 	"context"
+	"fmt"
 	"os"
+	"path/filepath"
 	"testing"
 
 	"github.com/redis/go-redis/v9"
@@ -14,7 +16,30 @@ type quietRedis struct{}
 
 func (quietRedis) Printf(context.Context, string, ...any) {}
 
+// TestMain silences go-redis, then either runs a proof worker (when the
+// test binary was re-executed as one, see proof_worker_test.go) or runs the
+// tests and, when ASYNQLOCK_RELIABILITY_REPORT names a file, writes the
+// reliability report from the rows they recorded (see report_test.go).
 func TestMain(m *testing.M) {
 	redis.SetLogger(quietRedis{})
-	os.Exit(m.Run())
+	if cfg := os.Getenv(proofWorkerEnv); cfg != "" {
+		os.Exit(proofWorkerMain(cfg))
+	}
+	status := m.Run()
+	if path := os.Getenv(reportEnv); path != "" {
+		wrote, err := writeReport(path, report.Rows(), status)
+		abs, _ := filepath.Abs(path)
+		switch {
+		case err != nil:
+			fmt.Fprintf(os.Stderr, "reliability report %s: %v\n", abs, err)
+			if status == 0 {
+				status = 1
+			}
+		case wrote:
+			fmt.Printf("reliability report written to %s\n", abs)
+		default:
+			fmt.Printf("reliability report %s not written: no test recorded a row\n", abs)
+		}
+	}
+	os.Exit(status)
 }
