@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"strconv"
 	"strings"
 	"time"
@@ -19,7 +18,7 @@ const resubmitMark = "~r"
 // conflict applies the policy to a task whose resource is busy (or whose
 // lock nodes are unreachable). It returns a lock only when it ended up
 // waiting for, and getting, the lock.
-func (m *mw) conflict(ctx context.Context, t *asynq.Task, meta taskMeta, res string, cause error, start time.Time, log *slog.Logger) (*redlock.Lock, error) {
+func (m *mw) conflict(ctx context.Context, t *asynq.Task, meta taskMeta, res string, cause error, start time.Time, log taskLog) (*redlock.Lock, error) {
 	ev := Event{Kind: EventConflict, TaskType: t.Type(), TaskID: meta.id, Resource: res, Policy: m.cfg.policy.String(), Err: cause}
 	busy := &conflictError{resource: res, cause: cause}
 	if errors.Is(cause, redlock.ErrLocked) {

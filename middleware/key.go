@@ -8,7 +8,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strconv"
 	"strings"
 
 	"github.com/hibiken/asynq"
@@ -37,37 +36,60 @@ func ByField(path string) KeyFunc {
 		if path == "" {
 			return "", fmt.Errorf("%w: empty field path", ErrBadKey)
 		}
-		dec := json.NewDecoder(bytes.NewReader(t.Payload()))
-		dec.UseNumber()
-		var doc any
-		if err := dec.Decode(&doc); err != nil {
-			return "", fmt.Errorf("%w: field %q: payload is not valid JSON: %v", ErrBadKey, path, err)
-		}
-		cur := doc
+		// Walk down the path decoding one object level at a time into raw
+		// messages: only the fields on the path are ever decoded.
+		raw := json.RawMessage(t.Payload())
 		for i, p := range parts {
-			obj, ok := cur.(map[string]any)
-			if !ok {
-				return "", fmt.Errorf("%w: field %q: %q is not a JSON object", ErrBadKey, path, strings.Join(parts[:i], "."))
+			var obj map[string]json.RawMessage
+			if err := json.Unmarshal(raw, &obj); err != nil || obj == nil {
+				if i == 0 && !json.Valid(raw) {
+					return "", fmt.Errorf("%w: field %q: payload is not valid JSON: %v", ErrBadKey, path, err)
+				}
+				where := strings.Join(parts[:i], ".")
+				if i == 0 {
+					where = "the payload"
+				}
+				return "", fmt.Errorf("%w: field %q: %q is not a JSON object", ErrBadKey, path, where)
 			}
-			if cur, ok = obj[p]; !ok {
+			v, ok := obj[p]
+			if !ok {
 				return "", fmt.Errorf("%w: field %q is missing from the payload", ErrBadKey, path)
 			}
+			raw = v
 		}
-		switch v := cur.(type) {
-		case string:
-			if v == "" {
-				return "", fmt.Errorf("%w: field %q is an empty string", ErrBadKey, path)
-			}
-			return v, nil
-		case json.Number:
-			return v.String(), nil
-		case bool:
-			return strconv.FormatBool(v), nil
-		case nil:
-			return "", fmt.Errorf("%w: field %q is null", ErrBadKey, path)
-		}
-		return "", fmt.Errorf("%w: field %q is a JSON %T, not a string, number or boolean", ErrBadKey, path, cur)
+		return scalarKey(path, raw)
 	}
+}
+
+// scalarKey turns a JSON string, number or boolean into a key.
+func scalarKey(path string, raw json.RawMessage) (string, error) {
+	raw = bytes.TrimSpace(raw)
+	switch {
+	case len(raw) == 0:
+		return "", fmt.Errorf("%w: field %q is empty", ErrBadKey, path)
+	case raw[0] == '"':
+		var s string
+		if err := json.Unmarshal(raw, &s); err != nil {
+			return "", fmt.Errorf("%w: field %q: %v", ErrBadKey, path, err)
+		}
+		if s == "" {
+			return "", fmt.Errorf("%w: field %q is an empty string", ErrBadKey, path)
+		}
+		return s, nil
+	case string(raw) == "null":
+		return "", fmt.Errorf("%w: field %q is null", ErrBadKey, path)
+	case string(raw) == "true", string(raw) == "false":
+		return string(raw), nil
+	case raw[0] == '{':
+		return "", fmt.Errorf("%w: field %q is a JSON object, not a string, number or boolean", ErrBadKey, path)
+	case raw[0] == '[':
+		return "", fmt.Errorf("%w: field %q is a JSON array, not a string, number or boolean", ErrBadKey, path)
+	}
+	var n json.Number
+	if err := json.Unmarshal(raw, &n); err != nil {
+		return "", fmt.Errorf("%w: field %q: %v", ErrBadKey, path, err)
+	}
+	return n.String(), nil
 }
 
 // ByPayloadHash locks on a hash of the payload: identical tasks exclude each

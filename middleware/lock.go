@@ -78,7 +78,7 @@ func (m *mw) process(ctx context.Context, t *asynq.Task, next asynq.Handler) err
 		return next.ProcessTask(ctx, t)
 	}
 	res := m.resource(t, key)
-	log := m.cfg.logger.With("task_id", meta.id, "task_type", t.Type(), "resource", res)
+	log := taskLog{l: m.cfg.logger, id: meta.id, typ: t.Type(), res: res}
 	start := time.Now()
 	lock, err := m.acquire(ctx, res)
 	if err != nil {
@@ -162,7 +162,7 @@ func (m *mw) badKey(t *asynq.Task, meta taskMeta, err error) error {
 }
 
 // run executes the handler under the lock and cleans up after it.
-func (m *mw) run(ctx context.Context, t *asynq.Task, next asynq.Handler, lock *redlock.Lock, meta taskMeta, log *slog.Logger) (err error) {
+func (m *mw) run(ctx context.Context, t *asynq.Task, next asynq.Handler, lock *redlock.Lock, meta taskMeta, log taskLog) (err error) {
 	acquired := time.Now()
 	res := lock.Resource()
 	hold := m.hold(ctx, lock)
@@ -219,9 +219,28 @@ func (m *mw) run(ctx context.Context, t *asynq.Task, next asynq.Handler, lock *r
 	return herr
 }
 
+// taskLog logs with the task's ID, type and resource; it builds the
+// attributes only when a line is actually written (not once per task).
+type taskLog struct {
+	l            *slog.Logger
+	id, typ, res string
+}
+
+func (t taskLog) log(level slog.Level, msg string, args ...any) {
+	if !t.l.Enabled(context.Background(), level) {
+		return
+	}
+	t.l.Log(context.Background(), level, msg, append([]any{"task_id", t.id, "task_type", t.typ, "resource", t.res}, args...)...)
+}
+
+func (t taskLog) Debug(msg string, args ...any) { t.log(slog.LevelDebug, msg, args...) }
+func (t taskLog) Info(msg string, args ...any)  { t.log(slog.LevelInfo, msg, args...) }
+func (t taskLog) Warn(msg string, args ...any)  { t.log(slog.LevelWarn, msg, args...) }
+func (t taskLog) Error(msg string, args ...any) { t.log(slog.LevelError, msg, args...) }
+
 // release gives the lock up with a context of its own: the task's may be
 // cancelled already (deadline, shutdown).
-func (m *mw) release(ctx context.Context, lock *redlock.Lock, log *slog.Logger) {
+func (m *mw) release(ctx context.Context, lock *redlock.Lock, log taskLog) {
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
 	defer cancel()
 	switch err := lock.Release(rctx); {

@@ -3,7 +3,6 @@ package middleware
 import (
 	"context"
 	"fmt"
-	"log/slog"
 
 	"github.com/asynqlock/asynqlock/redlock"
 	"github.com/hibiken/asynq"
@@ -13,7 +12,7 @@ import (
 // re-acquired first (bounded by the rollback timeout); if that fails the
 // rollback does not run and the returned error matches redlock.ErrLockLost,
 // so that the task is retried. It returns the lock to release (nil if none).
-func (m *mw) rollback(ctx context.Context, t *asynq.Task, meta taskMeta, lock *redlock.Lock, lost bool, cause error, log *slog.Logger) (*redlock.Lock, error) {
+func (m *mw) rollback(ctx context.Context, t *asynq.Task, meta taskMeta, lock *redlock.Lock, lost bool, cause error, log taskLog) (*redlock.Lock, error) {
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), m.cfg.rollbackTimeout)
 	defer cancel()
 	res := lock.Resource()

@@ -30,10 +30,11 @@ type Client struct {
 
 // New returns a Client over the given nodes: independent Redis masters (not
 // replicas of each other), usually 3 or 5. The clients stay owned by the
-// caller: Close does not close them. For the node timeout to bound calls, the
-// clients should have ContextTimeoutEnabled set and MaxRetries -1 (as
-// NewFromURLs does); otherwise a dead node still never delays a decided
-// answer, but its stragglers linger until the client's own timeouts.
+// caller: Close does not close them. A dead or paused node never delays a
+// decided answer, but each node's calls run one batch at a time, so give the
+// clients short dial, read and write timeouts (a few node timeouts) and
+// MaxRetries -1, as NewFromURLs does: a stuck node then holds its own queue
+// only that long.
 func New(nodes []redis.UniversalClient, opts ...Option) (*Client, error) {
 	return newClient(nodes, nil, opts)
 }
@@ -67,7 +68,7 @@ func newClient(nodes []redis.UniversalClient, owned []redis.UniversalClient, opt
 			return nil, invalidf("node %d (%s) is the same node as node %d: Redlock needs independent nodes", i, addr, j)
 		}
 		seen[id] = i
-		list = append(list, newNode(i, addr, cl, cfg.nodeTimeout))
+		list = append(list, newNode(i, addr, cl))
 	}
 	return start(cfg, list, owned), nil
 }
@@ -76,6 +77,7 @@ func newClient(nodes []redis.UniversalClient, owned []redis.UniversalClient, opt
 func start(cfg config, nodes []*node, owned []redis.UniversalClient) *Client {
 	c := &Client{cfg: cfg, nodes: nodes, q: quorum(len(nodes)), owned: owned, closed: make(chan struct{})}
 	for _, n := range c.nodes {
+		n.failed = c.nodeFailed
 		for range cfg.batchWorkers {
 			c.work.Add(1)
 			go n.serve(c.closed, &c.work)

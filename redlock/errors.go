@@ -54,7 +54,7 @@ func (e *NodeError) Unwrap() error { return e.Err }
 type opError struct {
 	kinds   []error // ErrLocked, ErrQuorum, ErrLockLost
 	summary string
-	nodes   []error // *NodeError values
+	nodes   []error       // *NodeError values
 	split   bool          // an acquire that won some nodes but no quorum
 	took    time.Duration // how long the attempt took
 }

@@ -20,7 +20,7 @@ type memNode struct {
 	mu    sync.Mutex
 	data  map[string]memEntry
 	err   error         // when set, every call fails with it
-	hang  bool          // when set, calls block until their context ends
+	hang  bool          // when set, calls fail after memReadTimeout
 	delay time.Duration // processing delay before a call takes effect
 	calls map[string]int
 }
@@ -31,6 +31,12 @@ type memEntry struct {
 }
 
 var errMemDown = errors.New("connection refused")
+
+// memReadTimeout is how long a hung in-memory node keeps a call, like a
+// client's read timeout.
+const memReadTimeout = 200 * time.Millisecond
+
+var errMemTimeout = errors.New("i/o timeout")
 
 func newMemNode() *memNode {
 	return &memNode{data: make(map[string]memEntry), calls: make(map[string]int)}
@@ -72,9 +78,10 @@ func (m *memNode) do(ctx context.Context, cmds []*redis.Cmd) {
 	err, hang, delay := m.err, m.hang, m.delay
 	m.mu.Unlock()
 	if hang {
-		<-ctx.Done()
+		// A stuck node: the client's read timeout ends the call.
+		time.Sleep(memReadTimeout)
 		for _, c := range cmds {
-			c.SetErr(ctx.Err())
+			c.SetErr(errMemTimeout)
 		}
 		return
 	}
@@ -233,7 +240,7 @@ func memClient(t testing.TB, n int, opts ...Option) (*Client, []*memNode) {
 	nodes := make([]*node, n)
 	for i := range mems {
 		mems[i] = newMemNode()
-		nodes[i] = newNode(i, fmt.Sprintf("mem%d", i), nil, cfg.nodeTimeout)
+		nodes[i] = newNode(i, fmt.Sprintf("mem%d", i), nil)
 		nodes[i].do = mems[i].do
 	}
 	c := start(cfg, nodes, nil)

@@ -34,19 +34,22 @@ var errQueueFull = errors.New("too many calls waiting for this node")
 // pipeline at a time: a release or undo queued after an acquire reaches the
 // node after it, so no straggler ever needs chasing.
 type node struct {
-	idx     int
-	addr    string
-	timeout time.Duration // the node timeout, for cleanup calls sent late
-	client  redis.UniversalClient
-	calls   chan *call
-	loaded  bool // the node's script cache holds our scripts; worker-owned
+	idx    int
+	addr   string
+	client redis.UniversalClient
+	calls  chan *call
+	loaded bool        // the node's script cache holds our scripts; worker-owned
+	conn   *redis.Conn // the worker's own connection, for a *redis.Client; worker-owned
+	// failed reports a call's failure (logs, observer), also when nobody
+	// waits for the answer any more.
+	failed func(op, resource string, node int, err error)
 	// do runs a batch on the node; it is the client's pipeline, replaced
 	// by an in-memory node in unit tests.
 	do func(ctx context.Context, cmds []*redis.Cmd)
 }
 
-func newNode(idx int, addr string, cl redis.UniversalClient, timeout time.Duration) *node {
-	n := &node{idx: idx, addr: addr, timeout: timeout, client: cl, calls: make(chan *call, queueLen)}
+func newNode(idx int, addr string, cl redis.UniversalClient) *node {
+	n := &node{idx: idx, addr: addr, client: cl, calls: make(chan *call, queueLen)}
 	n.do = n.run
 	return n
 }
@@ -59,6 +62,8 @@ type call struct {
 	deadline time.Time
 	cleanup  bool // send even past the deadline: it only removes our keys
 	out      chan<- reply
+	op       string // for error reports
+	resource string
 }
 
 // reply is a node's answer to a call.
@@ -87,6 +92,7 @@ func (n *node) send(c *call, closed <-chan struct{}) {
 // serve runs one batching worker until closed; then it answers what is left.
 func (n *node) serve(closed <-chan struct{}, wg *sync.WaitGroup) {
 	defer wg.Done()
+	defer n.closeConn()
 	batch := make([]*call, 0, maxBatch)
 	for {
 		select {
@@ -120,29 +126,26 @@ func (n *node) serve(closed <-chan struct{}, wg *sync.WaitGroup) {
 // execBatch sends a batch as one pipeline. Calls whose deadline already
 // passed are answered with a timeout without being sent (an acquire that
 // arrives after its caller gave up could only leave a stray key behind),
-// except cleanup calls, which get a fresh node timeout.
+// except cleanup calls, which only remove our keys and are always sent.
 func (n *node) execBatch(batch []*call) {
 	now := time.Now()
 	live := batch[:0]
-	var deadline time.Time
 	for _, c := range batch {
-		d := c.deadline
-		if c.cleanup {
-			d = maxTime(d, now.Add(n.timeout)) // a cleanup always gets a full timeout
-		} else if !now.Before(d) {
+		if !c.cleanup && !now.Before(c.deadline) {
 			c.out <- reply{node: c.node, err: errNodeTimeout}
 			continue
-		}
-		if d.After(deadline) {
-			deadline = d
 		}
 		live = append(live, c)
 	}
 	if len(live) == 0 {
 		return
 	}
-	ctx, cancel := context.WithDeadline(context.Background(), deadline)
-	defer cancel()
+	// No per-batch deadline: the client's own read and write timeouts bound
+	// a stuck node (NewFromURLs derives them from the node timeout), and
+	// callers stop waiting at their own deadline whatever the node does. A
+	// context with a deadline and its timer for every batch was a quarter
+	// of the lock's allocations.
+	ctx := context.Background()
 	// Scripts are loaded ahead of the first EVALSHA, in the same pipeline: a
 	// NOSCRIPT answer is retried after the rest of its batch, which would
 	// reorder a node's calls.
@@ -175,7 +178,7 @@ func (n *node) execBatch(batch []*call) {
 			retry = append(retry, c)
 			continue
 		}
-		c.out <- reply{node: c.node, val: cmd.Val(), err: nodeErr(err)}
+		n.answer(c, cmd.Val(), nodeErr(err))
 	}
 	if len(retry) == 0 {
 		return
@@ -191,8 +194,16 @@ func (n *node) execBatch(batch []*call) {
 	}
 	n.do(ctx, cmds)
 	for i, c := range retry {
-		c.out <- reply{node: c.node, val: cmds[i].Val(), err: nodeErr(cmds[i].Err())}
+		n.answer(c, cmds[i].Val(), nodeErr(cmds[i].Err()))
 	}
+}
+
+// answer delivers a call's reply and reports its failure.
+func (n *node) answer(c *call, val any, err error) {
+	if err != nil && err != redis.Nil && n.failed != nil {
+		n.failed(c.op, c.resource, c.node, err)
+	}
+	c.out <- reply{node: c.node, val: val, err: err}
 }
 
 func hasScript(calls []*call) bool {
@@ -205,15 +216,55 @@ func hasScript(calls []*call) bool {
 }
 
 func (n *node) run(ctx context.Context, cmds []*redis.Cmd) {
+	var p interface {
+		Process(context.Context, redis.Cmder) error
+		Pipeline() redis.Pipeliner
+	} = n.client
+	if rc, ok := n.client.(*redis.Client); ok {
+		// The worker runs one batch at a time, so it keeps a connection
+		// of its own: no pool round trip and no per-call health check.
+		if n.conn == nil {
+			n.conn = rc.Conn()
+		}
+		p = n.conn
+	}
 	if len(cmds) == 1 {
-		_ = n.client.Process(ctx, cmds[0])
-		return
+		_ = p.Process(ctx, cmds[0])
+	} else {
+		pipe := p.Pipeline()
+		for _, cmd := range cmds {
+			_ = pipe.Process(ctx, cmd)
+		}
+		_, _ = pipe.Exec(ctx)
 	}
-	pipe := n.client.Pipeline()
+	if n.conn != nil && connBroken(cmds) {
+		_ = n.conn.Close() // the next batch gets a fresh connection
+		n.conn = nil
+	}
+}
+
+// connBroken reports whether a batch failed on the connection rather than
+// with Redis errors: the connection is not reused.
+func connBroken(cmds []*redis.Cmd) bool {
 	for _, cmd := range cmds {
-		_ = pipe.Process(ctx, cmd)
+		err := cmd.Err()
+		if err == nil || err == redis.Nil {
+			continue
+		}
+		var re redis.Error
+		if !errors.As(err, &re) {
+			return true
+		}
 	}
-	_, _ = pipe.Exec(ctx)
+	return false
+}
+
+// closeConn drops the worker's connection; the worker calls it on exit.
+func (n *node) closeConn() {
+	if n.conn != nil {
+		_ = n.conn.Close()
+		n.conn = nil
+	}
 }
 
 // nodeErr keeps per-node failures from posing as the caller's context errors.

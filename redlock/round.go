@@ -52,7 +52,7 @@ func (c *Client) broadcast(op, resource string, mask uint64, need int, deadline 
 		r.t.total++
 		cl := &calls[j]
 		j++
-		*cl = call{node: i, args: args, script: s, deadline: deadline, cleanup: cleanup, out: r.replies}
+		*cl = call{node: i, args: args, script: s, deadline: deadline, cleanup: cleanup, out: r.replies, op: op, resource: resource}
 		c.nodes[i].send(cl, c.closed)
 	}
 	return r
@@ -117,8 +117,7 @@ func (r *round) record(rep reply, o outcome) {
 	r.answered |= bit
 	r.slots[rep.node] = slot{val: rep.val, out: o}
 	if o == outFailed && rep.err != nil {
-		r.slots[rep.node].err = rep.err
-		r.c.nodeFailed(r.op, r.resource, rep.node, rep.err)
+		r.slots[rep.node].err = rep.err // reported by the node's worker
 	}
 	r.t.add(o)
 }
