@@ -1,0 +1,387 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"runtime"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/asynqlock/asynqlock/internal/redistest"
+	"github.com/asynqlock/asynqlock/middleware"
+	"github.com/hibiken/asynq"
+	"github.com/redis/go-redis/v9"
+)
+
+var (
+	mwWorkers = flag.Int("bench.mwworkers", 16,
+		"asynq Concurrency of the one server of BenchmarkMiddlewareThroughput")
+	mwWork = flag.Duration("bench.mwwork", 0,
+		"extra work (a sleep) of the BenchmarkMiddlewareThroughput handler before its INCRBY")
+	hotMixServers = flag.Int("bench.hotmixservers", 3,
+		"asynq servers (each with its own lock client, Concurrency 8) of BenchmarkMiddlewareHotMix")
+)
+
+const (
+	// mwLimit bounds every wait of the middleware benchmarks: enqueueing,
+	// processing, draining.
+	mwLimit = 2 * time.Minute
+	// hotMixConcurrency is the Concurrency of each hot-mix server.
+	hotMixConcurrency = 8
+	// hotMixWork is the handler's work between its read and its write.
+	hotMixWork = 2 * time.Millisecond
+	// hotMixCold cold tasks over hotMixColdSKUs SKUs (10 each), and as many
+	// hot tasks on one SKU in with-hot.
+	hotMixCold     = 500
+	hotMixColdSKUs = 50
+	hotSKU         = "HOT"
+)
+
+// tally counts a run's completed tasks and closes done when the last one of
+// total completes. A task that completes twice (asynq delivers at least
+// once) counts once more in dups.
+type tally struct {
+	total int
+	mu    sync.Mutex
+	seen  []int       // completions per task id
+	at    []time.Time // first completion per task id
+	n     int         // distinct tasks completed
+	dups  int
+	done  chan struct{}
+	fails atomic.Int64
+	first atomic.Pointer[string] // first handler error
+}
+
+func newTally(total int) *tally {
+	return &tally{total: total, seen: make([]int, total), at: make([]time.Time, total), done: make(chan struct{})}
+}
+
+func (t *tally) complete(id int, at time.Time) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if id < 0 || id >= t.total {
+		return
+	}
+	t.seen[id]++
+	if t.seen[id] > 1 {
+		t.dups++
+		return
+	}
+	t.at[id] = at
+	if t.n++; t.n == t.total {
+		close(t.done)
+	}
+}
+
+func (t *tally) fail(err error) {
+	t.fails.Add(1)
+	msg := err.Error()
+	t.first.CompareAndSwap(nil, &msg)
+}
+
+func (t *tally) firstErr() string {
+	if p := t.first.Load(); p != nil {
+		return *p
+	}
+	return ""
+}
+
+func (t *tally) distinct() (n, dups int) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.n, t.dups
+}
+
+// wait waits for every task, at most limit.
+func (t *tally) wait(limit time.Duration) error {
+	timer := time.NewTimer(limit)
+	defer timer.Stop()
+	select {
+	case <-t.done:
+		return nil
+	case <-timer.C:
+		n, _ := t.distinct()
+		return fmt.Errorf("only %d of %d tasks done after %v (%d handler errors, first: %q)", n, t.total, limit, t.fails.Load(), t.firstErr())
+	}
+}
+
+// enqueue submits tasks[i] for every i in order, stamping each one's time
+// just before its Enqueue call in at (if not nil).
+func enqueue(b *testing.B, c *asynq.Client, queue string, tasks []adjustment, at []time.Time) {
+	b.Helper()
+	ctx, cancel := context.WithTimeout(b.Context(), mwLimit)
+	defer cancel()
+	for i, a := range tasks {
+		if at != nil {
+			at[i] = time.Now()
+		}
+		if _, err := c.EnqueueContext(ctx, a.task(), asynq.Queue(queue)); err != nil {
+			b.Fatalf("enqueue task %d of %d: %v", i, len(tasks), err)
+		}
+	}
+}
+
+// BenchmarkMiddlewareThroughput measures tasks per second through one asynq
+// server (Concurrency -bench.mwworkers, 16) with and without the lock
+// middleware, on the same broker, store and 5 lock nodes. Every task has its
+// own SKU, so the lock never conflicts: the difference is the cost of one
+// TryAcquire, one KeepAlive and one Release per task, plus the middleware's
+// own work (ByField decodes the payload again). The handler decodes the
+// payload and INCRBYs the SKU's stock on the store: one round trip, the
+// smallest realistic task (-bench.mwwork adds a sleep before it). b.N tasks
+// are enqueued first, outside the timer; the timer covers starting the
+// server and processing all of them. Run with -benchtime=3000x. Besides
+// tasks/s it reports the CPU time per task of this process (go-cpu-µs/task:
+// asynq, the handler, the middleware and lock client) and of the 7
+// redis-servers (redis-cpu-µs/task), to show where the lock's cost goes.
+func BenchmarkMiddlewareThroughput(b *testing.B) {
+	cluster := redistest.StartCluster(b, nodes)
+	broker, store := redistest.StartNode(b), redistest.StartNode(b)
+	for _, locked := range []bool{false, true} {
+		name := "plain"
+		if locked {
+			name = "locked"
+		}
+		b.Run(name, func(b *testing.B) { runThroughput(b, cluster, broker, store, name, locked) })
+	}
+}
+
+func runThroughput(b *testing.B, cluster *redistest.Cluster, broker, store *redistest.Node, name string, locked bool) {
+	flush(b, broker, store)
+	queue := freshQueue(name)
+	lockPrefix := "mw:" + queue + ":"
+	// The same setup for both variants: a warm lock client exists in both,
+	// only locked uses it.
+	rc := newRedlock(b, cluster)
+	warmLocks(b, rc, lockPrefix)
+	st := nodeClient(b, store)
+	if err := st.Ping(b.Context()).Err(); err != nil {
+		b.Fatalf("store: %v", err)
+	}
+	enq := asynqClient(b, broker)
+
+	var h asynq.Handler = asynq.HandlerFunc(func(ctx context.Context, t *asynq.Task) error {
+		a, err := decode(t)
+		if err != nil {
+			return err
+		}
+		if *mwWork > 0 {
+			time.Sleep(*mwWork)
+		}
+		return st.IncrBy(ctx, "stock:"+a.SKU, a.Delta).Err()
+	})
+	var conflicts counter
+	if locked {
+		h = middleware.Lock(rc, middleware.ByField("sku"), middleware.WithPrefix(lockPrefix),
+			middleware.WithEnqueuer(enq), middleware.WithObserver(conflicts.observe))(h)
+	}
+	// Outermost in both variants, so that a task counts once its lock is
+	// released; it decodes the payload once more, in both.
+	ty := newTally(b.N)
+	counted := asynq.HandlerFunc(func(ctx context.Context, t *asynq.Task) error {
+		err := h.ProcessTask(ctx, t) // lock released, if any, when it returns
+		if err != nil {
+			ty.fail(err)
+			return err
+		}
+		if a, err := decode(t); err == nil {
+			ty.complete(a.ID, time.Now())
+		}
+		return nil
+	})
+
+	tasks := make([]adjustment, b.N)
+	for i := range tasks {
+		tasks[i] = adjustment{ID: i, SKU: "SKU-" + strconv.Itoa(i), Delta: 1}
+	}
+	enqueue(b, enq, queue, tasks, nil)
+	srv := newServer(b, broker, serverConfig(queue, *mwWorkers))
+	servers := append([]*redistest.Node{broker, store}, cluster.Nodes...)
+	runtime.GC()
+	srvCPU0, cpu0 := serversCPU(b, servers...), processCPU()
+
+	b.ReportAllocs()
+	b.ResetTimer()
+	start := time.Now()
+	if err := srv.Start(counted); err != nil {
+		b.Fatalf("start server: %v", err)
+	}
+	err := ty.wait(mwLimit)
+	elapsed := time.Since(start)
+	b.StopTimer()
+	cpu1, srvCPU1 := processCPU(), serversCPU(b, servers...)
+	if err != nil {
+		b.Fatal(err)
+	}
+	srv.Shutdown()
+
+	qi := drained(b, broker, queue, mwLimit)
+	if f := ty.fails.Load(); f != 0 {
+		b.Fatalf("%d handler errors, first: %s", f, ty.firstErr())
+	}
+	if c := conflicts.total(); c != 0 {
+		b.Fatalf("%d conflicts on distinct keys", c)
+	}
+	if _, dups := ty.distinct(); dups != 0 || qi.Archived != 0 {
+		b.Fatalf("%d tasks completed twice, %d archived", dups, qi.Archived)
+	}
+	if n, err := st.DBSize(b.Context()).Result(); err != nil || n != int64(b.N) {
+		b.Fatalf("store holds %d keys (err %v), want %d", n, err, b.N)
+	}
+	b.ReportMetric(float64(b.N)/elapsed.Seconds(), "tasks/s")
+	b.ReportMetric(micros(cpu1-cpu0)/float64(b.N), "go-cpu-µs/task")
+	b.ReportMetric(micros(srvCPU1-srvCPU0)/float64(b.N), "redis-cpu-µs/task")
+}
+
+// inventory is the hot-mix handler: it reads the SKU's stock, works
+// hotMixWork (a sleep), and writes the stock back. Two runs on one SKU at
+// once would lose an update; the lock prevents it.
+type inventory struct {
+	store *redis.Client
+	ty    *tally
+}
+
+func (inv *inventory) ProcessTask(ctx context.Context, t *asynq.Task) error {
+	a, err := decode(t)
+	if err != nil {
+		return err
+	}
+	key := "stock:" + a.SKU
+	v, err := inv.store.Get(ctx, key).Int64()
+	if err != nil && !errors.Is(err, redis.Nil) {
+		return err
+	}
+	time.Sleep(hotMixWork)
+	if err := inv.store.Set(ctx, key, v+a.Delta, 0).Err(); err != nil {
+		return err
+	}
+	inv.ty.complete(a.ID, time.Now())
+	return nil
+}
+
+// BenchmarkMiddlewareHotMix measures how a hot SKU delays cold ones. The
+// same 500 cold tasks (10 on each of 50 SKUs) run alone (cold-only) and
+// interleaved with 500 tasks on one hot SKU (with-hot), always locked with
+// the default policy (Wait 2s, 2 waiters per resource and process, then
+// requeue), through -bench.hotmixservers (3) asynq servers of Concurrency 8,
+// each with its own lock client and enqueuer, as separate processes would
+// have. The servers run before the first task is enqueued. The handler reads
+// the stock, works 2ms, writes it back. A cold task's latency runs from just
+// before its Enqueue call to the end of its handler. Every SKU's stock is
+// checked at the end (no lost update). The workload is fixed, whatever b.N
+// is: run with -benchtime=1x.
+func BenchmarkMiddlewareHotMix(b *testing.B) {
+	cluster := redistest.StartCluster(b, nodes)
+	broker, store := redistest.StartNode(b), redistest.StartNode(b)
+	for _, withHot := range []bool{false, true} {
+		name := "cold-only"
+		if withHot {
+			name = "with-hot"
+		}
+		b.Run(name, func(b *testing.B) { runHotMix(b, cluster, broker, store, name, withHot) })
+	}
+}
+
+func runHotMix(b *testing.B, cluster *redistest.Cluster, broker, store *redistest.Node, name string, withHot bool) {
+	flush(b, broker, store)
+	queue := freshQueue(name)
+	lockPrefix := "mw:" + queue + ":"
+
+	// Task i: with-hot interleaves hot (even i) and cold (odd i); cold-only
+	// keeps the odd ones, the same cold tasks in the same order.
+	var tasks []adjustment
+	expected := map[string]int64{}
+	for i := range 2 * hotMixCold {
+		if i%2 == 0 && !withHot {
+			continue
+		}
+		sku := hotSKU
+		if i%2 == 1 {
+			sku = fmt.Sprintf("COLD-%02d", i%(2*hotMixColdSKUs)/2)
+		}
+		tasks = append(tasks, adjustment{ID: len(tasks), SKU: sku, Delta: 1})
+		expected[sku]++
+	}
+	ty := newTally(len(tasks))
+	inv := &inventory{store: nodeClient(b, store), ty: ty}
+	if err := inv.store.Ping(b.Context()).Err(); err != nil {
+		b.Fatalf("store: %v", err)
+	}
+
+	var conflicts counter
+	for i := range *hotMixServers {
+		rc := newRedlock(b, cluster)
+		warmLocks(b, rc, lockPrefix+strconv.Itoa(i)+":")
+		h := middleware.Lock(rc, middleware.ByField("sku"), middleware.WithPrefix(lockPrefix),
+			middleware.WithEnqueuer(asynqClient(b, broker)), middleware.WithObserver(conflicts.observe))(inv)
+		failing := asynq.HandlerFunc(func(ctx context.Context, t *asynq.Task) error {
+			err := h.ProcessTask(ctx, t)
+			if err != nil && middleware.IsFailure(err) {
+				ty.fail(err)
+			}
+			return err
+		})
+		srv := newServer(b, broker, serverConfig(queue, hotMixConcurrency))
+		if err := srv.Start(failing); err != nil {
+			b.Fatalf("start server %d: %v", i, err)
+		}
+	}
+	enq := asynqClient(b, broker)
+	enqAt := make([]time.Time, len(tasks))
+
+	b.ResetTimer()
+	start := time.Now()
+	enqueue(b, enq, queue, tasks, enqAt)
+	enqueued := time.Since(start)
+	err := ty.wait(mwLimit)
+	b.StopTimer()
+	if err != nil {
+		b.Fatal(err)
+	}
+	qi := drained(b, broker, queue, mwLimit)
+	if qi.Archived != 0 {
+		b.Fatalf("%d tasks archived", qi.Archived)
+	}
+	var off int64
+	for sku, want := range expected {
+		got, err := inv.store.Get(b.Context(), "stock:"+sku).Int64()
+		if err != nil {
+			b.Fatalf("stock of %s: %v", sku, err)
+		}
+		off += max(got-want, want-got)
+	}
+	_, dups := ty.distinct()
+	if off != 0 || dups != 0 {
+		b.Fatalf("stock off by %d units in all; %d tasks completed twice", off, dups)
+	}
+
+	var cold []time.Duration
+	var coldDone, hotDone time.Duration
+	for i, a := range tasks {
+		if a.SKU == hotSKU {
+			hotDone = max(hotDone, ty.at[i].Sub(start))
+			continue
+		}
+		cold = append(cold, ty.at[i].Sub(enqAt[i]))
+		coldDone = max(coldDone, ty.at[i].Sub(start))
+	}
+	s := sortedCopy(cold)
+	b.ReportMetric(millis(percentile(s, 0.50)), "cold-p50-ms")
+	b.ReportMetric(millis(percentile(s, 0.99)), "cold-p99-ms")
+	b.ReportMetric(millis(s[len(s)-1]), "cold-max-ms")
+	b.ReportMetric(coldDone.Seconds(), "cold-done-s")
+	b.ReportMetric(millis(enqueued), "enqueue-ms")
+	if withHot {
+		b.ReportMetric(hotDone.Seconds(), "hot-done-s")
+	}
+	b.ReportMetric(float64(conflicts.get("requeue")), "requeues")
+	b.ReportMetric(float64(conflicts.get("resubmit")), "resubmits")
+	if f := ty.fails.Load(); f != 0 {
+		b.Logf("%d handler failures (retried by asynq), first: %s", f, ty.firstErr())
+	}
+}
