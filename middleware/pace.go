@@ -12,6 +12,11 @@ import (
 // that requeued tasks come back about as fast as the resource can serve them
 // instead of all at once: the lock stays busy and the workers are not
 // flooded with tasks that can only be requeued again.
+//
+// asynq keeps retry times in whole seconds, so slots closer together than a
+// second come back together at the next second; the pacing then works at
+// that granularity, and the waiters (WithMaxWaiters) carry the hand-offs
+// within a second.
 type pacer struct {
 	mu sync.Mutex
 	m  map[string]*pace
