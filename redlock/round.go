@@ -70,31 +70,22 @@ func (c *Client) allNodes() uint64 {
 // (pending nodes then count as failed) or ctx ends. classify turns a reply
 // into an outcome. It reports ctx's error if ctx ended first.
 func (r *round) collect(ctx context.Context, deadline time.Time, classify func(reply) outcome) error {
-	if r.t.decided() {
+	return r.wait(ctx, deadline, classify, r.t.decided)
+}
+
+// collectAll is collect waiting for every node's answer, not only for the
+// decision.
+func (r *round) collectAll(ctx context.Context, deadline time.Time, classify func(reply) outcome) error {
+	return r.wait(ctx, deadline, classify, func() bool { return r.pending&^r.answered == 0 })
+}
+
+func (r *round) wait(ctx context.Context, deadline time.Time, classify func(reply) outcome, done func() bool) error {
+	if done() {
 		return nil
 	}
 	timer := time.NewTimer(time.Until(deadline))
 	defer timer.Stop()
-	for !r.t.decided() {
-		select {
-		case rep := <-r.replies:
-			r.record(rep, classify(rep))
-		case <-timer.C:
-			r.timeoutPending()
-			return nil
-		case <-ctx.Done():
-			return ctx.Err()
-		}
-	}
-	return nil
-}
-
-// collectAll reads replies until every node answered or the deadline
-// passed (pending nodes then count as failed), or ctx ended.
-func (r *round) collectAll(ctx context.Context, deadline time.Time, classify func(reply) outcome) error {
-	timer := time.NewTimer(time.Until(deadline))
-	defer timer.Stop()
-	for r.pending&^r.answered != 0 {
+	for !done() {
 		select {
 		case rep := <-r.replies:
 			r.record(rep, classify(rep))
