@@ -50,7 +50,7 @@ type Config struct {
 	// ConflictWait bounds the wait of the "wait" policy.
 	ConflictWait time.Duration `env:"WORKER_CONFLICT_WAIT" envDefault:"2s"`
 	// MetricsAddr is the listen address of /metrics, /healthz and /readyz;
-	// empty disables the endpoint.
+	// set but empty, or "off", disables the endpoint.
 	MetricsAddr string `env:"METRICS_ADDR" envDefault:":9090"`
 	// LogLevel is debug, info, warn or error.
 	LogLevel string `env:"LOG_LEVEL" envDefault:"info"`
@@ -116,6 +116,11 @@ func LoadConfigFrom(vars map[string]string) (Config, error) {
 		for _, e := range agg.Errors {
 			ce.Problems = append(ce.Problems, problemOf(e))
 		}
+	}
+	// env applies a default to an empty value too; an empty (or "off")
+	// METRICS_ADDR is documented to turn the endpoint off.
+	if v, ok := vars["METRICS_ADDR"]; ok && (strings.TrimSpace(v) == "" || strings.EqualFold(strings.TrimSpace(v), "off")) {
+		cfg.MetricsAddr = ""
 	}
 	ce.Problems = append(ce.Problems, cfg.check()...)
 	if len(ce.Problems) > 0 {

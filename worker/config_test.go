@@ -131,3 +131,18 @@ func TestBrokerForms(t *testing.T) {
 		}
 	}
 }
+
+func TestMetricsEndpointCanBeTurnedOff(t *testing.T) {
+	for _, v := range []string{"", " ", "off", "OFF"} {
+		vars := goodEnv()
+		vars["METRICS_ADDR"] = v
+		cfg, err := LoadConfigFrom(vars)
+		if err != nil || cfg.MetricsAddr != "" {
+			t.Fatalf("METRICS_ADDR=%q: %q, %v; want the endpoint off", v, cfg.MetricsAddr, err)
+		}
+	}
+	cfg, err := LoadConfigFrom(goodEnv())
+	if err != nil || cfg.MetricsAddr != ":9090" {
+		t.Fatalf("unset METRICS_ADDR: %q, %v; want the default", cfg.MetricsAddr, err)
+	}
+}

@@ -58,13 +58,20 @@ func run(ctx context.Context, cfg config, out io.Writer) (result, error) {
 	defer stopWorkers()
 	var replicas []*worker.Worker
 	finished := make(chan error, cfg.replicas)
-	for range cfg.replicas {
+	failed := make(chan error, cfg.replicas) // a replica that stopped on its own
+	for r := range cfg.replicas {
 		w, err := newReplica(cfg, srv, store)
 		if err != nil {
 			return result{}, err
 		}
 		replicas = append(replicas, w)
-		go func() { finished <- w.Run(wctx) }()
+		go func() {
+			err := w.Run(wctx)
+			if err != nil && wctx.Err() == nil {
+				failed <- fmt.Errorf("replica %d stopped: %w", r+1, err)
+			}
+			finished <- err
+		}()
 	}
 	defer func() {
 		stopWorkers()
@@ -100,7 +107,7 @@ func run(ctx context.Context, cfg config, out io.Writer) (result, error) {
 	}
 
 	start := time.Now()
-	if err := waitDrained(ctx, srv.broker, cfg.updates, start, out); err != nil {
+	if err := waitDrained(ctx, srv.broker, cfg.updates, start, failed, out); err != nil {
 		return result{}, err
 	}
 	return report(ctx, store, skus, expected, cfg, mode, time.Since(start), out)
@@ -149,7 +156,7 @@ func newReplica(cfg config, srv *servers, store *redis.Client) (*worker.Worker, 
 
 // waitDrained shows progress until n tasks were processed and the queue is
 // empty.
-func waitDrained(ctx context.Context, broker string, n int, start time.Time, out io.Writer) error {
+func waitDrained(ctx context.Context, broker string, n int, start time.Time, failed <-chan error, out io.Writer) error {
 	opt, err := asynq.ParseRedisURI(broker)
 	if err != nil {
 		return err
@@ -163,6 +170,8 @@ func waitDrained(ctx context.Context, broker string, n int, start time.Time, out
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
+		case err := <-failed:
+			return err
 		case <-tick.C:
 		}
 		qi, err := insp.GetQueueInfo("default")
