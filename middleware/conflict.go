@@ -24,7 +24,14 @@ func (m *mw) conflict(ctx context.Context, t *asynq.Task, meta taskMeta, res str
 	if errors.Is(cause, redlock.ErrLocked) {
 		busy.delay = m.pace.delay(res)
 	}
-	switch m.cfg.policy.action {
+	action := m.cfg.policy.action
+	if errors.Is(cause, redlock.ErrQuorum) && !errors.Is(cause, redlock.ErrLocked) {
+		// The lock nodes are unreachable and nobody is known to hold the
+		// resource: skipping or failing would drop the task for an outage.
+		// Whatever the policy, it is requeued.
+		action = actRequeue
+	}
+	switch action {
 	case actSkip:
 		ev.Action, ev.Wait = "skip", time.Since(start)
 		m.observe(ev)
@@ -72,7 +79,10 @@ func (m *mw) conflict(ctx context.Context, t *asynq.Task, meta taskMeta, res str
 // queue with the same retry budget, after a conflict delay.
 func (m *mw) resubmit(ctx context.Context, t *asynq.Task, meta taskMeta, busy *conflictError) error {
 	d, _ := conflictDelay(busy)
-	opts := []asynq.Option{asynq.TaskID(nextID(meta.id)), asynq.MaxRetry(meta.maxRetry), asynq.ProcessIn(d)}
+	// The copy keeps what is left of the retry budget (nothing, on a last
+	// retry): conflicts never consume it, and a resubmission must not
+	// refill it.
+	opts := []asynq.Option{asynq.TaskID(nextID(meta.id)), asynq.MaxRetry(max(meta.maxRetry-meta.retried, 0)), asynq.ProcessIn(d)}
 	if meta.queue != "" {
 		opts = append(opts, asynq.Queue(meta.queue))
 	}

@@ -34,6 +34,7 @@ func (m *mw) hold(ctx context.Context, lock *redlock.Lock) holding {
 // is lost, which cancels the handler.
 func (m *mw) holdOnProgress(base context.Context, lock *redlock.Lock) holding {
 	kctx, cancel := context.WithCancelCause(base)
+	start := time.Now()
 	last := new(atomic.Int64)
 	last.Store(time.Now().UnixNano())
 	done := make(chan struct{})
@@ -53,6 +54,9 @@ func (m *mw) holdOnProgress(base context.Context, lock *redlock.Lock) holding {
 			case <-tick.C:
 				if time.Since(time.Unix(0, last.Load())) > m.cfg.progress {
 					continue // stalled: let the lock run out
+				}
+				if m.cfg.maxHold > 0 && time.Since(start) >= m.cfg.maxHold {
+					continue // held as long as allowed: let the lock run out
 				}
 				ectx, ecancel := context.WithDeadline(kctx, lock.Until())
 				_ = lock.Extend(ectx, m.cfg.ttl) // a failure shows as a loss at Until

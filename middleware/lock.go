@@ -82,10 +82,11 @@ func (m *mw) process(ctx context.Context, t *asynq.Task, next asynq.Handler) err
 	start := time.Now()
 	lock, err := m.acquire(ctx, res)
 	if err != nil {
-		if ctx.Err() != nil {
-			// asynq ended the run (deadline, shutdown): it requeues or
-			// retries the task itself.
-			return fmt.Errorf("acquiring %s: %w", res, err)
+		if ctx.Err() != nil || !errors.Is(err, redlock.ErrLocked) && !errors.Is(err, redlock.ErrQuorum) {
+			// asynq ended the run (deadline, shutdown), or the lock client
+			// failed for another reason (closed, bad input): an ordinary
+			// failure, retried and counted as such; never a conflict.
+			return fmt.Errorf("task %s (id %s): acquiring %s: %w", t.Type(), meta.id, res, err)
 		}
 		lock, err = m.conflict(ctx, t, meta, res, err, start, log)
 		if lock == nil {
@@ -178,12 +179,25 @@ func (m *mw) run(ctx context.Context, t *asynq.Task, next asynq.Handler, lock *r
 	}
 	finished := false
 	defer func() {
-		if !finished { // the handler panicked: release, then let asynq see the panic
-			stopLoss()
-			hold.stop()
-			cancel(nil)
+		if finished {
+			return
+		}
+		// The handler panicked: roll back under the lock, release it, then
+		// let asynq see the panic (it turns it into a failed run).
+		p := recover()
+		stopLoss()
+		hold.stop()
+		cancel(nil)
+		if m.cfg.rollback != nil {
+			var rerr error
+			lost := errors.Is(context.Cause(hold.ctx), redlock.ErrLockLost)
+			lock, rerr = m.rollback(ctx, t, meta, lock, lost, fmt.Errorf("handler panicked: %v", p), log)
+			_ = rerr // logged and observed by rollback
+		}
+		if lock != nil {
 			m.release(ctx, lock, log)
 		}
+		panic(p)
 	}()
 	herr := next.ProcessTask(hctx, t)
 	finished = true

@@ -174,6 +174,9 @@ func TestConflictOnLastRetryIsNeverArchived(t *testing.T) {
 		if len(enq.ids) != 1 || enq.ids[0] != "abc~r1" || rec.count() != 0 {
 			t.Fatalf("resubmitted %v, runs %d", enq.ids, rec.count())
 		}
+		if len(enq.ids) != 1 || rec.count() != 0 {
+			t.Fatalf("resubmitted %v, runs %d", enq.ids, rec.count())
+		}
 		var queue string
 		var maxRetry = -1
 		for _, o := range enq.opts[0] {
@@ -209,4 +212,35 @@ func TestConflictOnLastRetryIsNeverArchived(t *testing.T) {
 			t.Fatalf("err %v, runs %d; want the task run once the lock was free", err, rec.count())
 		}
 	})
+}
+
+// TestQuorumLossNeverSkipsOrFails: with the lock nodes unreachable, Skip
+// and Fail must not drop or archive the task: it is requeued, and it is not
+// a failure.
+func TestQuorumLossNeverSkipsOrFails(t *testing.T) {
+	withMeta(t, taskMeta{id: "t1", maxRetry: 3, known: true})
+	dead, err := redlock.NewFromURLs([]string{"redis://127.0.0.1:1"}, redlock.WithNodeTimeout(20*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dead.Close()
+	for _, p := range []Policy{Skip(), Fail(), Requeue(), Wait(50 * time.Millisecond)} {
+		rec := &recorder{}
+		err := Lock(dead, ByField("sku"), WithPolicy(p))(rec).ProcessTask(context.Background(), adjust())
+		if !errors.Is(err, ErrConflict) || !errors.Is(err, redlock.ErrQuorum) || errors.Is(err, asynq.SkipRetry) || IsFailure(err) || rec.count() != 0 {
+			t.Fatalf("%v with the quorum lost: %v (runs %d); want a requeue", p, err, rec.count())
+		}
+	}
+}
+
+// TestLockClientErrorsAreFailures: an error that is neither a conflict nor a
+// lost quorum (a closed client) is an ordinary failure, not a conflict.
+func TestLockClientErrorsAreFailures(t *testing.T) {
+	e := newEnv(t)
+	withMeta(t, taskMeta{id: "t1", maxRetry: 3, known: true})
+	_ = e.locks.Close()
+	err := Lock(e.locks, ByField("sku"))(&recorder{}).ProcessTask(context.Background(), adjust())
+	if !errors.Is(err, redlock.ErrClosed) || errors.Is(err, ErrConflict) || !IsFailure(err) {
+		t.Fatalf("closed client: %v; want a failure, not a conflict", err)
+	}
 }

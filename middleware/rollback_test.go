@@ -128,3 +128,31 @@ func TestRollbackPanicIsAnError(t *testing.T) {
 		t.Fatal("lock not released")
 	}
 }
+
+// TestRollbackRunsOnHandlerPanic: a panicking handler's partial work is
+// rolled back under the lock before the panic goes on to asynq.
+func TestRollbackRunsOnHandlerPanic(t *testing.T) {
+	e := newEnv(t)
+	withMeta(t, taskMeta{id: "t1", maxRetry: 3, known: true})
+	var cause error
+	var held string
+	rec := &recorder{fn: func(context.Context) error { panic("half done") }}
+	h := Lock(e.locks, ByField("sku"), WithRollback(func(ctx context.Context, _ *asynq.Task, c error) error {
+		cause, held = c, e.holder(t, res)
+		return nil
+	}))(rec)
+	func() {
+		defer func() {
+			if recover() == nil {
+				t.Fatal("panic swallowed")
+			}
+		}()
+		_ = h.ProcessTask(context.Background(), adjust())
+	}()
+	if cause == nil || !strings.Contains(cause.Error(), "half done") || held == "" {
+		t.Fatalf("rollback cause %v, holder during rollback %q", cause, held)
+	}
+	if e.holder(t, res) != "" {
+		t.Fatal("lock not released")
+	}
+}

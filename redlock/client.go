@@ -145,11 +145,9 @@ func NewFromURLs(urls []string, opts ...Option) (*Client, error) {
 func ParseNodeURL(raw string) (*redis.Options, error) {
 	u, err := url.Parse(strings.TrimSpace(raw))
 	if err != nil {
-		var ue *url.Error
-		if errors.As(err, &ue) {
-			err = ue.Err
-		}
-		return nil, invalidf("node URL cannot be parsed (%v)", err)
+		// The parser's message may quote part of the password (an
+		// unescaped '/', '?' or '#' in it): say nothing of the text.
+		return nil, invalidf("node URL cannot be parsed (percent-encode special characters in the user and password)")
 	}
 	shown := u.Redacted()
 	if u.Scheme != "redis" && u.Scheme != "rediss" {

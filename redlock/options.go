@@ -2,6 +2,7 @@ package redlock
 
 import (
 	"log/slog"
+	"math"
 	"time"
 )
 
@@ -51,7 +52,7 @@ func (c *config) validate() error {
 	switch {
 	case c.nodeTimeout <= 0:
 		return invalidf("node timeout must be positive, got %v", c.nodeTimeout)
-	case c.driftFactor < 0 || c.driftFactor >= 0.5:
+	case math.IsNaN(c.driftFactor) || c.driftFactor < 0 || c.driftFactor >= 0.5:
 		return invalidf("drift factor must be in [0, 0.5), got %v", c.driftFactor)
 	case c.retryMin <= 0 || c.retryMax < c.retryMin:
 		return invalidf("retry delay range must satisfy 0 < min <= max, got [%v, %v]", c.retryMin, c.retryMax)

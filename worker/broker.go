@@ -16,11 +16,8 @@ import (
 func parseBroker(raw string) (asynq.RedisConnOpt, error) {
 	u, err := url.Parse(strings.TrimSpace(raw))
 	if err != nil {
-		var ue *url.Error
-		if errors.As(err, &ue) {
-			err = ue.Err
-		}
-		return nil, fmt.Errorf("cannot be parsed (%v)", err)
+		// The parser's message may quote part of the password.
+		return nil, errors.New("cannot be parsed (percent-encode special characters in the user and password)")
 	}
 	shown := u.Redacted()
 	if u.Host == "" {

@@ -3,6 +3,7 @@ package worker
 import (
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"reflect"
 	"strings"
@@ -201,7 +202,7 @@ func (c *Config) check() []Problem {
 	} else if c.LockTTL > 0 && c.NodeTimeout*3 > c.LockTTL {
 		add("REDLOCK_NODE_TIMEOUT", "%v is not small against REDLOCK_TTL %v; expected at most a third of it", c.NodeTimeout, c.LockTTL)
 	}
-	if c.DriftFactor < 0 || c.DriftFactor >= 0.5 {
+	if math.IsNaN(c.DriftFactor) || c.DriftFactor < 0 || c.DriftFactor >= 0.5 {
 		add("REDLOCK_DRIFT_FACTOR", "must be in [0, 0.5), got %v", c.DriftFactor)
 	}
 	if c.Concurrency <= 0 {
@@ -227,8 +228,8 @@ func (c *Config) check() []Problem {
 	if _, err := c.policy(); err != nil {
 		add("WORKER_CONFLICT_POLICY", "%v", err)
 	}
-	if c.ConflictWait < 0 {
-		add("WORKER_CONFLICT_WAIT", "must not be negative, got %v", c.ConflictWait)
+	if c.ConflictWait < 0 || c.ConflictPolicy == "wait" && c.ConflictWait == 0 {
+		add("WORKER_CONFLICT_WAIT", "must be positive with the wait policy (use requeue for no wait), got %v", c.ConflictWait)
 	}
 	if _, err := parseLevel(c.LogLevel); err != nil {
 		add("LOG_LEVEL", "%v", err)

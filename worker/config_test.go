@@ -71,6 +71,13 @@ func TestLoadConfigReportsEveryProblemAtOnce(t *testing.T) {
 		{"sentinel without master", map[string]string{
 			"ASYNQ_REDIS_URL": "redis-sentinel://:secretpw@s1:26379,s2:26379", "REDLOCK_NODES": "redis://a:1",
 		}, []string{"ASYNQ_REDIS_URL", "master"}},
+		{"unescaped password characters", map[string]string{
+			"ASYNQ_REDIS_URL": "redis://user:secretpw/x@broker:6379", "REDLOCK_NODES": "redis://:secretpw?y@a:1",
+		}, []string{"ASYNQ_REDIS_URL: cannot be parsed", "REDLOCK_NODES: node 0"}},
+		{"NaN drift and zero wait", map[string]string{
+			"ASYNQ_REDIS_URL": "redis://broker:6379", "REDLOCK_NODES": "redis://a:1",
+			"REDLOCK_DRIFT_FACTOR": "NaN", "WORKER_CONFLICT_WAIT": "0s",
+		}, []string{"REDLOCK_DRIFT_FACTOR", "WORKER_CONFLICT_WAIT"}},
 		{"bad cluster address", map[string]string{
 			"ASYNQ_REDIS_URL": "redis-cluster://:secretpw@c1:7000,c2", "REDLOCK_NODES": "redis://a:1",
 		}, []string{"ASYNQ_REDIS_URL: cannot be parsed"}},

@@ -237,12 +237,16 @@ func (w *Worker) Run(ctx context.Context) error {
 	}()
 
 	<-ctx.Done()
+	stop() // a second SIGINT/SIGTERM now ends the process at once
 	w.log.Info("worker shutting down", "timeout", w.cfg.ShutdownTimeout)
+	<-probeDone // no probe may flip readiness back on
 	w.ready.Store(false)
 	boolGauge(w.metrics.ready, false)
-	<-probeDone
+	shutdownStart := time.Now()
 	srv.Shutdown() // stops taking tasks; unfinished ones go back to the queue
-	w.waitHandlers(w.cfg.ShutdownTimeout)
+	// Handlers asynq stopped waiting for get what is left of the timeout
+	// (at least a second), so the whole shutdown stays near it.
+	w.waitHandlers(max(w.cfg.ShutdownTimeout-time.Since(shutdownStart), time.Second))
 	if httpSrv != nil {
 		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
