@@ -1,12 +1,10 @@
 package integration
 
 import (
-	"context"
-	"errors"
+	"github.com/asynqlock/asynqlock/internal/workertest"
 	"log/slog"
 	"net/http"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -56,45 +54,8 @@ func newWorker(t *testing.T, vars map[string]string, opts ...worker.Option) *wor
 	return w
 }
 
-// runWorker runs w until the test ends, and waits until its HTTP endpoint
-// listens. The test fails if Run fails or does not return within 30s of
-// being stopped.
-func runWorker(t *testing.T, w *worker.Worker) {
-	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- w.Run(ctx) }()
-	var once sync.Once
-	var err error
-	stop := func() error {
-		once.Do(func() {
-			cancel()
-			select {
-			case err = <-done:
-			case <-time.After(30 * time.Second):
-				err = errors.New("worker: Run did not return within 30s of cancellation")
-			}
-		})
-		return err
-	}
-	t.Cleanup(func() {
-		if err := stop(); err != nil {
-			t.Error(err)
-		}
-	})
-	deadline := time.Now().Add(10 * time.Second)
-	for w.Addr() == "" {
-		select {
-		case err := <-done:
-			t.Fatalf("worker: Run returned before listening: %v", err)
-		default:
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("worker never listened")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
+// runWorker runs w until the test ends and returns once it listens.
+func runWorker(t *testing.T, w *worker.Worker) { workertest.Run(t, w) }
 
 // readyz returns the status code of w's /readyz (0 if it did not answer).
 func readyz(w *worker.Worker) int {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"github.com/asynqlock/asynqlock/internal/workertest"
 	"io"
 	"log/slog"
 	"net/http"
@@ -45,34 +46,7 @@ func newFixture(t *testing.T) *fixture {
 
 // start runs w until the test ends (or stop is called) and waits until its
 // HTTP endpoint listens.
-func start(t *testing.T, w *Worker) (stop func() error) {
-	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- w.Run(ctx) }()
-	var once sync.Once
-	var err error
-	stop = func() error {
-		once.Do(func() {
-			cancel()
-			select {
-			case err = <-done:
-			case <-time.After(30 * time.Second):
-				err = errors.New("Run did not return within 30s of cancellation")
-			}
-		})
-		return err
-	}
-	t.Cleanup(func() { _ = stop() })
-	deadline := time.Now().Add(10 * time.Second)
-	for w.Addr() == "" {
-		if time.Now().After(deadline) {
-			t.Fatal("worker never listened")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	return stop
-}
+func start(t *testing.T, w *Worker) (stop func() error) { return workertest.Run(t, w) }
 
 func get(t *testing.T, w *Worker, path string) (int, string) {
 	t.Helper()
