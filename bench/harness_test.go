@@ -57,6 +57,7 @@ func nodeClients(tb testing.TB, c *redistest.Cluster) []redis.UniversalClient {
 		}
 		o := redistest.ClientOptions(addr)
 		o.PoolSize = *poolSize
+		o.Protocol = 2 // as NewFromURLs does for lock nodes
 		cl := redis.NewClient(o)
 		tb.Cleanup(func() { _ = cl.Close() })
 		out[i] = cl

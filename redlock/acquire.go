@@ -287,7 +287,8 @@ func (c *Client) unlock(k keys, token string, mask uint64) {
 		return
 	}
 	args := releaseScript.args(k.lockKeys(), token, "")
-	c.broadcast("release", k.resource, mask, bits.OnesCount64(mask), time.Now().Add(c.cfg.nodeTimeout), true, args, releaseScript)
+	// Nobody waits for an undo: it leaves the busy count at once.
+	c.broadcast("release", k.resource, mask, bits.OnesCount64(mask), time.Now().Add(c.cfg.nodeTimeout), true, args, releaseScript).idle()
 }
 
 // settleFence picks the fence of a won round, the highest counter among the

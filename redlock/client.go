@@ -6,6 +6,7 @@ import (
 	"net/url"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -26,6 +27,10 @@ type Client struct {
 	work   sync.WaitGroup // batching workers
 	gates  gates
 	notify *notifier
+	// busy counts the locks held (acquired, neither released nor lost) and
+	// the callers waiting on a round: each will send calls soon, so a node's
+	// worker may wait for them while busy exceeds its batch (node.gather).
+	busy atomic.Int64
 }
 
 // New returns a Client over the given nodes: independent Redis masters (not
@@ -78,6 +83,7 @@ func start(cfg config, nodes []*node, owned []redis.UniversalClient) *Client {
 	c := &Client{cfg: cfg, nodes: nodes, q: quorum(len(nodes)), owned: owned, closed: make(chan struct{})}
 	for _, n := range c.nodes {
 		n.failed = c.nodeFailed
+		n.window, n.busy = cfg.batchWindow, &c.busy
 		for range cfg.batchWorkers {
 			c.work.Add(1)
 			go n.serve(c.closed, &c.work)
@@ -191,6 +197,12 @@ func tuneForLocking(o *redis.Options, nodeTimeout time.Duration) {
 	}
 	if o.PoolTimeout == 0 {
 		o.PoolTimeout = io
+	}
+	if o.Protocol == 0 {
+		// RESP2 unless the URL asks otherwise: lock nodes have no use for
+		// RESP3 push notifications, and go-redis checks for them with a
+		// socket peek (one more syscall) around every command on RESP3.
+		o.Protocol = 2
 	}
 }
 

@@ -29,6 +29,8 @@ func TestNewRejectsBadNodes(t *testing.T) {
 		{"zero node timeout", []redis.UniversalClient{a}, []Option{WithNodeTimeout(0)}, "node timeout must be positive"},
 		{"drift too large", []redis.UniversalClient{a}, []Option{WithDriftFactor(0.7)}, "drift factor must be in [0, 0.5)"},
 		{"retry range", []redis.UniversalClient{a}, []Option{WithRetryDelay(time.Second, time.Millisecond)}, "retry delay range"},
+		{"negative batch window", []redis.UniversalClient{a}, []Option{WithBatchWindow(-time.Microsecond)}, "batch window must be in [0, node timeout/4 = 12.5ms], got -1µs"},
+		{"batch window past the node timeout", []redis.UniversalClient{a}, []Option{WithNodeTimeout(20 * time.Millisecond), WithBatchWindow(6 * time.Millisecond)}, "batch window must be in [0, node timeout/4 = 5ms], got 6ms"},
 		{"nil logger", []redis.UniversalClient{a}, []Option{WithLogger(nil)}, "logger is nil"},
 		{"nil option", []redis.UniversalClient{a}, []Option{nil}, "nil option"},
 	}
@@ -153,5 +155,22 @@ func TestPing(t *testing.T) {
 	var ne *NodeError
 	if !errors.Is(err, ErrQuorum) || !errors.As(err, &ne) || ne.Op != "ping" {
 		t.Fatalf("3 of 5 down: %v, want ErrQuorum with node errors", err)
+	}
+}
+
+func TestNewFromURLsTunesClientsForLocking(t *testing.T) {
+	c, err := NewFromURLs([]string{"redis://127.0.0.1:1", "redis://127.0.0.1:2?protocol=3&read_timeout=1s"},
+		WithNodeTimeout(20*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	tuned, asked := c.owned[0].(*redis.Client).Options(), c.owned[1].(*redis.Client).Options()
+	if tuned.Protocol != 2 || tuned.MaxRetries != 0 || tuned.ReadTimeout != 200*time.Millisecond || !tuned.ContextTimeoutEnabled {
+		t.Fatalf("tuned options: protocol %d, max retries %d, read timeout %v, context timeouts %v; want 2, 0 (no retries), 200ms, true",
+			tuned.Protocol, tuned.MaxRetries, tuned.ReadTimeout, tuned.ContextTimeoutEnabled)
+	}
+	if asked.Protocol != 3 || asked.ReadTimeout != time.Second {
+		t.Fatalf("the URL's own protocol=3 and read_timeout=1s became %d and %v", asked.Protocol, asked.ReadTimeout)
 	}
 }

@@ -89,6 +89,7 @@ func (c *Client) newLock(res keys, token string, fence int64, ttl time.Duration,
 	if lc.maxHold > 0 {
 		l.holdEnd = start.Add(lc.maxHold)
 	}
+	c.busy.Add(1)
 	l.mu.Lock() // the watchdog may fire at once and reads l.watchdog
 	l.watchdog = time.AfterFunc(time.Until(until)-lossGuard(ttl), l.checkValidity)
 	l.mu.Unlock()
@@ -130,6 +131,7 @@ func (l *Lock) loseLocked(cause error) (report func()) {
 	l.watchdog.Stop()
 	close(l.lost)
 	close(l.ended)
+	l.c.busy.Add(-1)
 	for _, ka := range l.keepalives {
 		ka.cancel(cause)
 	}
@@ -159,6 +161,7 @@ func (l *Lock) Release(ctx context.Context) error {
 	if l.state == stateHeld {
 		l.watchdog.Stop()
 		close(l.ended)
+		l.c.busy.Add(-1)
 		for _, ka := range l.keepalives {
 			ka.cancel(nil)
 		}

@@ -23,6 +23,8 @@ type memNode struct {
 	hang  bool          // when set, calls fail after memReadTimeout
 	delay time.Duration // processing delay before a call takes effect
 	calls map[string]int
+	// batches counts the pipelines run (do calls).
+	batches int
 }
 
 type memEntry struct {
@@ -75,6 +77,7 @@ func (m *memNode) count(op string) int {
 
 func (m *memNode) do(ctx context.Context, cmds []*redis.Cmd) {
 	m.mu.Lock()
+	m.batches++
 	err, hang, delay := m.err, m.hang, m.delay
 	m.mu.Unlock()
 	if hang {

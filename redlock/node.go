@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -43,6 +44,11 @@ type node struct {
 	// failed reports a call's failure (logs, observer), also when nobody
 	// waits for the answer any more.
 	failed func(op, resource string, node int, err error)
+	// window is how long the worker may wait for more calls while busy
+	// exceeds the batch (WithBatchWindow); busy is the client's count of
+	// held locks and waiting callers.
+	window time.Duration
+	busy   *atomic.Int64
 	// do runs a batch on the node; it is the client's pipeline, replaced
 	// by an in-memory node in unit tests.
 	do func(ctx context.Context, cmds []*redis.Cmd)
@@ -94,6 +100,9 @@ func (n *node) serve(closed <-chan struct{}, wg *sync.WaitGroup) {
 	defer wg.Done()
 	defer n.closeConn()
 	batch := make([]*call, 0, maxBatch)
+	linger := time.NewTimer(time.Hour)
+	linger.Stop()
+	defer linger.Stop()
 	for {
 		select {
 		case c := <-n.calls:
@@ -117,10 +126,35 @@ func (n *node) serve(closed <-chan struct{}, wg *sync.WaitGroup) {
 				break fill
 			}
 		}
+		batch = n.gather(batch, linger, closed)
 		n.execBatch(batch)
 		clear(batch)
 		batch = batch[:0]
 	}
+}
+
+// gather waits up to the batch window for more calls while the client has
+// more holders and waiting callers than the batch carries calls: their
+// releases and next rounds are about to come, and sharing one pipeline saves
+// a write, a read and a wake-up on both ends per call. A lone caller never
+// waits: it is the one call of its batch.
+func (n *node) gather(batch []*call, t *time.Timer, closed <-chan struct{}) []*call {
+	if n.window <= 0 || n.busy == nil || n.busy.Load() <= int64(len(batch)) {
+		return batch
+	}
+	t.Reset(n.window)
+	defer t.Stop()
+	for len(batch) < maxBatch && n.busy.Load() > int64(len(batch)) {
+		select {
+		case c := <-n.calls:
+			batch = append(batch, c)
+		case <-t.C:
+			return batch
+		case <-closed:
+			return batch
+		}
+	}
+	return batch
 }
 
 // execBatch sends a batch as one pipeline. Calls whose deadline already

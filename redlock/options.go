@@ -14,6 +14,7 @@ const (
 	DefaultRetryMin       = 25 * time.Millisecond
 	DefaultRetryMax       = 100 * time.Millisecond
 	DefaultFenceRetention = 7 * 24 * time.Hour
+	DefaultBatchWindow    = 100 * time.Microsecond
 	// driftFloor is the fixed part of the clock-drift allowance (2ms in the
 	// Redlock text).
 	driftFloor = 2 * time.Millisecond
@@ -32,6 +33,7 @@ type config struct {
 	logger         *slog.Logger
 	observer       Observer
 	batchWorkers   int
+	batchWindow    time.Duration
 }
 
 func defaultConfig() config {
@@ -45,6 +47,7 @@ func defaultConfig() config {
 		localQueue:     true,
 		logger:         slog.New(slog.DiscardHandler),
 		batchWorkers:   1,
+		batchWindow:    DefaultBatchWindow,
 	}
 }
 
@@ -58,6 +61,8 @@ func (c *config) validate() error {
 		return invalidf("retry delay range must satisfy 0 < min <= max, got [%v, %v]", c.retryMin, c.retryMax)
 	case c.fenceRetention < time.Minute:
 		return invalidf("fence retention must be at least a minute, got %v", c.fenceRetention)
+	case c.batchWindow < 0 || c.batchWindow > c.nodeTimeout/4:
+		return invalidf("batch window must be in [0, node timeout/4 = %v], got %v", c.nodeTimeout/4, c.batchWindow)
 	case c.logger == nil:
 		return invalidf("logger is nil")
 	}
@@ -98,6 +103,18 @@ func WithFenceRetention(d time.Duration) Option { return func(c *config) { c.fen
 // the nodes, and a release hands the lock to the next local waiter at once.
 // Safety never depends on it: the quorum decides.
 func WithLocalQueue(on bool) Option { return func(c *config) { c.localQueue = on } }
+
+// WithBatchWindow sets how long a node's worker may hold a call back to
+// send it together with others (default 100µs; 0 sends every call at once).
+// Calls to one node always share a pipeline when they queue up behind one in
+// flight; the window adds to that only under concurrency: a worker waits
+// only while this client holds more locks than the batch carries calls, and
+// never longer than d, so a lone caller never waits. Each batch costs a
+// write, a read and a wake-up on both ends whatever its size, so with many
+// concurrent holders (asynq workers, say) the window cuts the CPU the lock
+// costs the client and the nodes, at the price of up to d of latency per round.
+// It must not exceed a quarter of the node timeout.
+func WithBatchWindow(d time.Duration) Option { return func(c *config) { c.batchWindow = d } }
 
 // WithLogger sets the structured logger (default: discard).
 func WithLogger(l *slog.Logger) Option { return func(c *config) { c.logger = l } }

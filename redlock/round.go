@@ -21,6 +21,7 @@ type round struct {
 	answered uint64 // nodes counted in the tally (reply read, or timed out)
 	slots    []slot
 	t        tally
+	busy     bool // counted in the client's busy until its caller stops waiting
 }
 
 // slot is what one node answered in a round.
@@ -42,7 +43,11 @@ func (c *Client) broadcast(op, resource string, mask uint64, need int, deadline 
 		pending: mask,
 		slots:   make([]slot, n),
 		t:       tally{need: need},
+		busy:    true,
 	}
+	// Counted before its calls are queued: a node's worker never sees a
+	// call whose caller is not yet counted (node.gather).
+	c.busy.Add(1)
 	calls := make([]call, bits.OnesCount64(mask))
 	j := 0
 	for i := range c.nodes {
@@ -56,6 +61,15 @@ func (c *Client) broadcast(op, resource string, mask uint64, need int, deadline 
 		c.nodes[i].send(cl, c.closed)
 	}
 	return r
+}
+
+// idle ends the round's count in the client's busy callers: its caller no
+// longer waits for it (and sends nothing more because of it).
+func (r *round) idle() {
+	if r.busy {
+		r.busy = false
+		r.c.busy.Add(-1)
+	}
 }
 
 // allNodes is the mask of every node.
@@ -80,6 +94,7 @@ func (r *round) collectAll(ctx context.Context, deadline time.Time, classify fun
 }
 
 func (r *round) wait(ctx context.Context, deadline time.Time, classify func(reply) outcome, done func() bool) error {
+	defer r.idle()
 	if done() {
 		return nil
 	}
