@@ -25,6 +25,8 @@ var (
 		"go-redis PoolSize of every node client (the harness default is 8, too few for 32 goroutines)")
 	nodeTimeout = flag.Duration("bench.nodetimeout", 0,
 		"asynqlock per-node timeout (0: the library default, 50ms); redsync's is ttl*0.05 = 400ms")
+	batchWindow = flag.Duration("bench.batchwindow", -1,
+		"asynqlock WithBatchWindow (negative: the library default, 100µs; 0 turns it off)")
 	hotFor = flag.Duration("bench.hotfor", 3*time.Second,
 		"how long each BenchmarkHotKey sub-benchmark runs, whatever b.N is")
 )
@@ -107,6 +109,9 @@ func newRedlock(tb testing.TB, c *redistest.Cluster) *redlock.Client {
 	var opts []redlock.Option
 	if *nodeTimeout > 0 {
 		opts = append(opts, redlock.WithNodeTimeout(*nodeTimeout))
+	}
+	if *batchWindow >= 0 {
+		opts = append(opts, redlock.WithBatchWindow(*batchWindow))
 	}
 	rc, err := redlock.New(nodeClients(tb, c), opts...)
 	if err != nil {
