@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"sort"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -122,7 +123,7 @@ func TestHotSKUDoesNotStarveColdOnes(t *testing.T) {
 
 // TestConflictWithMaxRetryZeroIsNotArchived: tasks enqueued with
 // MaxRetry(0) that meet a busy resource are resubmitted, never archived,
-// and all complete.
+// and all complete; the copies keep the originals' timeout and retention.
 func TestConflictWithMaxRetryZeroIsNotArchived(t *testing.T) {
 	nodes := redistest.StartCluster(t, 3)
 	broker, store := redistest.StartNode(t), redistest.StartNode(t)
@@ -133,8 +134,9 @@ func TestConflictWithMaxRetryZeroIsNotArchived(t *testing.T) {
 			resubmitted.Add(1)
 		}
 	}
-	h := middleware.Lock(lockClient(t, nodes), middleware.ByField("sku"),
-		middleware.WithObserver(obs), middleware.WithEnqueuer(asynqClient(t, broker)))(inv)
+	insp := inspector(t, broker)
+	h := middleware.Lock(lockClient(t, nodes), middleware.ByField("sku"), middleware.WithObserver(obs),
+		middleware.WithEnqueuer(asynqClient(t, broker)), middleware.WithInspector(insp))(inv)
 	startServer(t, broker, serverConfig(8), h)
 	adj := make([]adjustment, 24)
 	expected := map[string]int64{}
@@ -142,9 +144,10 @@ func TestConflictWithMaxRetryZeroIsNotArchived(t *testing.T) {
 		adj[i] = adjustment{ID: i, SKU: "ONE", Delta: 1}
 		expected["ONE"]++
 	}
-	enqueueAdjustments(t, asynqClient(t, broker), adj, asynq.MaxRetry(0))
+	const timeout, retention = 45 * time.Second, time.Hour
+	enqueueAdjustments(t, asynqClient(t, broker), adj, asynq.MaxRetry(0), asynq.Timeout(timeout), asynq.Retention(retention))
 	inv.waitDone(t, len(adj), 2*time.Minute)
-	qi := waitQueueEmpty(t, inspector(t, broker), time.Minute)
+	qi := waitQueueEmpty(t, insp, time.Minute)
 	if qi.Archived != 0 {
 		t.Fatalf("%d tasks archived", qi.Archived)
 	}
@@ -153,6 +156,24 @@ func TestConflictWithMaxRetryZeroIsNotArchived(t *testing.T) {
 	}
 	if resubmitted.Load() == 0 {
 		t.Fatal("no conflict on a last retry happened: the test did not exercise the resubmission")
+	}
+	done, err := insp.ListCompletedTasks("default", asynq.PageSize(1000))
+	if err != nil {
+		t.Fatal(err)
+	}
+	copies := 0
+	for _, ti := range done {
+		if !strings.Contains(ti.ID, "~r") {
+			continue
+		}
+		copies++
+		if ti.Timeout != timeout || ti.Retention != retention || ti.MaxRetry != 0 {
+			t.Fatalf("resubmitted %s with timeout %v, retention %v, max retry %d; want %v, %v, 0",
+				ti.ID, ti.Timeout, ti.Retention, ti.MaxRetry, timeout, retention)
+		}
+	}
+	if copies == 0 {
+		t.Fatalf("no resubmitted copy among %d completed tasks", len(done))
 	}
 }
 

@@ -29,8 +29,10 @@
 // whatever the error. A conflict must never archive a task, so on the last
 // retry the middleware resubmits the task under a derived ID through the
 // enqueuer given with [WithEnqueuer] (an *asynq.Client) and revokes the
-// current run; without an enqueuer it waits for the lock as long as the
-// task's deadline allows.
+// current run; with [WithInspector] (an *asynq.Inspector) the copy keeps the
+// original's timeout, deadline and retention. Without an enqueuer, or if
+// resubmitting fails, it waits for the lock as long as the task's deadline
+// allows.
 //
 // # Rollback, progress, lock details
 //

@@ -87,11 +87,15 @@ type fakeEnqueuer struct {
 	mu   sync.Mutex
 	ids  []string
 	opts [][]asynq.Option
+	err  error // when set, every enqueue fails with it
 }
 
 func (f *fakeEnqueuer) EnqueueContext(_ context.Context, task *asynq.Task, opts ...asynq.Option) (*asynq.TaskInfo, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	if f.err != nil {
+		return nil, f.err
+	}
 	id := ""
 	for _, o := range opts {
 		if o.Type() == asynq.TaskIDOpt {
@@ -106,6 +110,31 @@ func (f *fakeEnqueuer) EnqueueContext(_ context.Context, task *asynq.Task, opts 
 	f.ids = append(f.ids, id)
 	f.opts = append(f.opts, opts)
 	return &asynq.TaskInfo{ID: id, Type: task.Type()}, nil
+}
+
+// fakeInspector answers task lookups with info, or err.
+type fakeInspector struct {
+	info  asynq.TaskInfo
+	err   error
+	asked []string // "queue/id" of each lookup
+}
+
+func (f *fakeInspector) GetTaskInfo(queue, id string) (*asynq.TaskInfo, error) {
+	f.asked = append(f.asked, queue+"/"+id)
+	if f.err != nil {
+		return nil, f.err
+	}
+	info := f.info
+	return &info, nil
+}
+
+// optionValues maps each option's type to its value.
+func optionValues(opts []asynq.Option) map[asynq.OptionType]any {
+	out := make(map[asynq.OptionType]any, len(opts))
+	for _, o := range opts {
+		out[o.Type()] = o.Value()
+	}
+	return out
 }
 
 // events collects observer events.

@@ -73,6 +73,13 @@ type Enqueuer interface {
 	EnqueueContext(ctx context.Context, task *asynq.Task, opts ...asynq.Option) (*asynq.TaskInfo, error)
 }
 
+// TaskInspector looks a task up; *asynq.Inspector satisfies it. The
+// middleware uses it to resubmit a task with the options asynq does not pass
+// to handlers (timeout, deadline, retention).
+type TaskInspector interface {
+	GetTaskInfo(queue, id string) (*asynq.TaskInfo, error)
+}
+
 type config struct {
 	ttl             time.Duration
 	prefix          string
@@ -85,6 +92,7 @@ type config struct {
 	rollback        RollbackFunc
 	rollbackTimeout time.Duration
 	enqueuer        Enqueuer
+	inspector       TaskInspector
 	logger          *slog.Logger
 	observer        func(Event)
 }
@@ -165,8 +173,18 @@ func WithRollback(f RollbackFunc) Option { return func(c *config) { c.rollback =
 func WithRollbackTimeout(d time.Duration) Option { return func(c *config) { c.rollbackTimeout = d } }
 
 // WithEnqueuer lets the middleware resubmit a task that meets a conflict on
-// its last retry (asynq would archive it on any error).
+// its last retry (asynq would archive it on any error). The copy keeps the
+// type, payload, headers, queue and what is left of the retry budget; with
+// WithInspector also the timeout, deadline and retention. If resubmitting
+// fails, the task waits for its lock instead, as long as it may run.
 func WithEnqueuer(e Enqueuer) Option { return func(c *config) { c.enqueuer = e } }
+
+// WithInspector lets a resubmitted task keep the original's timeout,
+// deadline and retention, which asynq does not pass to handlers: the
+// middleware looks the task up first (one broker round trip, only on a
+// conflict on a last retry). Without it, or if the lookup fails, the copy
+// gets the queue's defaults for them.
+func WithInspector(i TaskInspector) Option { return func(c *config) { c.inspector = i } }
 
 // WithLogger sets the structured logger (default: discard).
 func WithLogger(l *slog.Logger) Option { return func(c *config) { c.logger = l } }

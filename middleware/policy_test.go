@@ -198,6 +198,61 @@ func TestConflictOnLastRetryIsNeverArchived(t *testing.T) {
 			t.Fatal("nextID")
 		}
 	})
+	t.Run("keeps the original's timeout, deadline and retention", func(t *testing.T) {
+		e := newEnv(t)
+		withMeta(t, taskMeta{id: "abc", queue: "critical", retried: 2, maxRetry: 2, known: true})
+		held, err := e.other.TryAcquire(ctx, res, 10*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer held.Release(ctx)
+		deadline := time.Now().Add(time.Hour).Truncate(time.Second)
+		insp := &fakeInspector{info: asynq.TaskInfo{Timeout: 90 * time.Second, Deadline: deadline, Retention: 24 * time.Hour}}
+		enq := &fakeEnqueuer{}
+		h := Lock(e.locks, ByField("sku"), WithPolicy(Requeue()), WithEnqueuer(enq), WithInspector(insp))(&recorder{})
+		if err := h.ProcessTask(ctx, adjust()); !errors.Is(err, asynq.RevokeTask) {
+			t.Fatalf("err %v, want RevokeTask after resubmitting", err)
+		}
+		if len(insp.asked) != 1 || insp.asked[0] != "critical/abc" {
+			t.Fatalf("looked up %v, want [critical/abc]", insp.asked)
+		}
+		got := optionValues(enq.opts[0])
+		if got[asynq.TimeoutOpt] != 90*time.Second || got[asynq.DeadlineOpt] != deadline ||
+			got[asynq.RetentionOpt] != 24*time.Hour || got[asynq.MaxRetryOpt] != 0 || got[asynq.QueueOpt] != "critical" {
+			t.Fatalf("resubmitted with %v", got)
+		}
+
+		// A failed lookup still resubmits, with the queue's defaults.
+		withMeta(t, taskMeta{id: "def", queue: "critical", retried: 2, maxRetry: 2, known: true})
+		insp.err = errors.New("broker down")
+		if err := h.ProcessTask(ctx, adjust()); !errors.Is(err, asynq.RevokeTask) {
+			t.Fatalf("err %v after a failed lookup, want RevokeTask", err)
+		}
+		got = optionValues(enq.opts[1])
+		if _, ok := got[asynq.TimeoutOpt]; ok || enq.ids[1] != "def~r1" {
+			t.Fatalf("after a failed lookup resubmitted %s with %v", enq.ids[1], got)
+		}
+	})
+	t.Run("waits when resubmitting fails", func(t *testing.T) {
+		e := newEnv(t)
+		withMeta(t, taskMeta{id: "abc", retried: 0, maxRetry: 0, known: true})
+		held, err := e.other.TryAcquire(ctx, res, 10*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		time.AfterFunc(300*time.Millisecond, func() { _ = held.Release(ctx) })
+		var evs events
+		rec := &recorder{}
+		enq := &fakeEnqueuer{err: errors.New("broker down")}
+		h := Lock(e.locks, ByField("sku"), WithPolicy(Requeue()), WithEnqueuer(enq), WithObserver(evs.add))(rec)
+		if err := h.ProcessTask(ctx, adjust()); err != nil || rec.count() != 1 {
+			t.Fatalf("err %v, runs %d; want the task run once the lock was free, not archived", err, rec.count())
+		}
+		ev, ok := evs.find(EventConflict, "wait-exhausted-budget")
+		if !ok || ev.Err == nil || !strings.Contains(ev.Err.Error(), "broker down") {
+			t.Fatalf("conflict event %+v (found %v), want the wait with the enqueue error", ev, ok)
+		}
+	})
 	t.Run("waits without an enqueuer", func(t *testing.T) {
 		e := newEnv(t)
 		withMeta(t, taskMeta{id: "abc", retried: 3, maxRetry: 3, known: true})

@@ -125,6 +125,7 @@ func (w *Worker) Handle(taskType string, h asynq.Handler, key middleware.KeyFunc
 			middleware.WithTTL(w.cfg.LockTTL),
 			middleware.WithPolicy(policy),
 			middleware.WithEnqueuer(w.client),
+			middleware.WithInspector(w.inspector),
 			middleware.WithLogger(w.log),
 			middleware.WithObserver(w.metrics.observeTask),
 		}, w.mwOpts...)
