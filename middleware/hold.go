@@ -31,7 +31,8 @@ func (m *mw) hold(ctx context.Context, lock *redlock.Lock) holding {
 
 // holdOnProgress extends the lock about every TTL/3 only if the handler
 // reported progress within the stall bound; otherwise the lock runs out and
-// is lost, which cancels the handler.
+// is lost, which cancels the handler. A failed extension is retried soon
+// (as KeepAlive does), not a whole period later.
 func (m *mw) holdOnProgress(base context.Context, lock *redlock.Lock) holding {
 	kctx, cancel := context.WithCancelCause(base)
 	start := time.Now()
@@ -42,8 +43,10 @@ func (m *mw) holdOnProgress(base context.Context, lock *redlock.Lock) holding {
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		tick := time.NewTicker(max(m.cfg.ttl/3, time.Millisecond))
-		defer tick.Stop()
+		period := max(m.cfg.ttl/3, time.Millisecond)
+		retry := max(min(m.cfg.ttl/20, 100*time.Millisecond), time.Millisecond)
+		timer := time.NewTimer(period)
+		defer timer.Stop()
 		for {
 			select {
 			case <-done:
@@ -51,17 +54,22 @@ func (m *mw) holdOnProgress(base context.Context, lock *redlock.Lock) holding {
 			case <-lock.Lost():
 				cancel(redlock.ErrLockLost)
 				return
-			case <-tick.C:
-				if time.Since(time.Unix(0, last.Load())) > m.cfg.progress {
-					continue // stalled: let the lock run out
-				}
-				if m.cfg.maxHold > 0 && time.Since(start) >= m.cfg.maxHold {
-					continue // held as long as allowed: let the lock run out
-				}
-				ectx, ecancel := context.WithDeadline(kctx, lock.Until())
-				_ = lock.Extend(ectx, m.cfg.ttl) // a failure shows as a loss at Until
-				ecancel()
+			case <-timer.C:
 			}
+			timer.Reset(period)
+			if time.Since(time.Unix(0, last.Load())) > m.cfg.progress {
+				continue // stalled: let the lock run out
+			}
+			if m.cfg.maxHold > 0 && time.Since(start) >= m.cfg.maxHold {
+				continue // held as long as allowed: let the lock run out
+			}
+			ectx, ecancel := context.WithDeadline(kctx, lock.Until())
+			if lock.Extend(ectx, m.cfg.ttl) != nil {
+				// Retried soon while the lock is valid; if it never
+				// succeeds, the loss at Until cancels the handler.
+				timer.Reset(retry)
+			}
+			ecancel()
 		}
 	}()
 	var once sync.Once

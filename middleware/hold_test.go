@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/asynqlock/asynqlock/internal/embedded"
 	"github.com/asynqlock/asynqlock/redlock"
 )
 
@@ -129,5 +130,42 @@ func TestFencingAndMaxHold(t *testing.T) {
 	}
 	if held := time.Since(start); held > 2*time.Second {
 		t.Fatalf("handler kept the lock %v with a 500ms cap", held)
+	}
+}
+
+// TestProgressModeRetriesFailedExtension: in progress mode an extension that
+// fails is retried soon, not a whole period later. The node refuses every
+// command across two extension ticks (200ms and 400ms); a handler that keeps reporting
+// progress must keep its lock through it.
+func TestProgressModeRetriesFailedExtension(t *testing.T) {
+	srv := embedded.StartT(t)
+	locks, err := redlock.NewFromURLs([]string{srv.URL()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = locks.Close() })
+	withMeta(t, taskMeta{id: "t1", maxRetry: 3, known: true})
+	const ttl = 600 * time.Millisecond // extensions every 200ms, retries every 30ms
+	outage := time.AfterFunc(150*time.Millisecond, func() {
+		srv.Miniredis().SetError("LOADING injected outage")
+		time.AfterFunc(300*time.Millisecond, func() { srv.Miniredis().SetError("") })
+	})
+	defer outage.Stop()
+	var cause error
+	rec := &recorder{fn: func(ctx context.Context) error {
+		for range 20 { // 1s of progress, the outage (150ms-450ms) inside
+			Progress(ctx)
+			select {
+			case <-ctx.Done():
+				cause = context.Cause(ctx)
+				return ctx.Err()
+			case <-time.After(50 * time.Millisecond):
+			}
+		}
+		return nil
+	}}
+	h := Lock(locks, ByField("sku"), WithTTL(ttl), WithProgress(time.Second))(rec)
+	if err := h.ProcessTask(context.Background(), adjust()); err != nil || cause != nil {
+		t.Fatalf("task error %v, handler cause %v: the lock was lost though extensions were retried after the outage", err, cause)
 	}
 }
