@@ -195,6 +195,8 @@ func TestObserverSeesEvents(t *testing.T) {
 		}
 		<-l.Lost()
 		_ = l.Release(context.Background())
+		// The loss is reported after Lost() closes, from the watchdog.
+		synctest.Wait()
 		mu.Lock()
 		defer mu.Unlock()
 		for _, k := range []EventKind{EventAcquire, EventExtend, EventLost, EventRelease, EventNodeError} {
