@@ -40,6 +40,49 @@ func TestBatchWindowNeverDelaysALoneCaller(t *testing.T) {
 	})
 }
 
+// TestBatchWindowIgnoresIdleHolders: locks held by handlers that do nothing
+// on the nodes do not make a lone caller wait, nor a lone lock's extension.
+func TestBatchWindowIgnoresIdleHolders(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c, mems := memClient(t, 5, WithBatchWindow(10*time.Millisecond))
+		ctx := context.Background()
+		held := acquireTogether(t, c, mems, 3) // calls overlapped once, long ago below
+		time.Sleep(time.Second)
+		start := time.Now()
+		if err := held[0].Extend(ctx, time.Minute); err != nil {
+			t.Fatal(err)
+		}
+		l, err := c.TryAcquire(ctx, "other", time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := l.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if d := time.Since(start); d != 0 {
+			t.Fatalf("an extension and an acquire+release beside 3 idle holders took %v, want 0", d)
+		}
+	})
+}
+
+// TestBatchWindowKeepsDeadlines: no call is held back closer than one
+// window to its deadline.
+func TestBatchWindowKeepsDeadlines(t *testing.T) {
+	const window = 10 * time.Millisecond
+	n := &node{window: window}
+	now := time.Now()
+	end := now.Add(window)
+	if got := n.lingerEnd(end, &call{deadline: now.Add(50 * time.Millisecond)}); !got.Equal(end) {
+		t.Fatalf("a far deadline moved the end to %v", got.Sub(now))
+	}
+	if got := n.lingerEnd(end, &call{deadline: now.Add(15 * time.Millisecond)}); !got.Equal(now.Add(5 * time.Millisecond)) {
+		t.Fatalf("a deadline 15ms away: end %v after now, want 5ms", got.Sub(now))
+	}
+	if got := n.lingerEnd(end, &call{deadline: now, cleanup: true}); !got.Equal(end) {
+		t.Fatalf("a cleanup call moved the end to %v", got.Sub(now))
+	}
+}
+
 func TestBatchWindowGathersCallsOfConcurrentHolders(t *testing.T) {
 	const window = 10 * time.Millisecond
 	for _, w := range []time.Duration{window, 0} {
@@ -49,6 +92,40 @@ func TestBatchWindowGathersCallsOfConcurrentHolders(t *testing.T) {
 	}
 }
 
+// acquireTogether acquires n locks so that calls overlap on the nodes, as
+// they do under load: while every node takes a millisecond over the first
+// acquisition, the n-1 others queue up and share the next batch.
+func acquireTogether(t *testing.T, c *Client, mems []*memNode, n int) []*Lock {
+	t.Helper()
+	for _, m := range mems {
+		m.set(func(m *memNode) { m.delay = time.Millisecond })
+	}
+	held := make([]*Lock, n)
+	var wg sync.WaitGroup
+	acquire := func(i int) {
+		wg.Go(func() {
+			l, err := c.TryAcquire(context.Background(), "held-"+strconv.Itoa(i), time.Minute)
+			if err != nil {
+				t.Error(err)
+			}
+			held[i] = l
+		})
+	}
+	acquire(0)
+	synctest.Wait() // the first batch is on the nodes
+	for i := 1; i < n; i++ {
+		acquire(i)
+	}
+	wg.Wait()
+	for _, m := range mems {
+		m.set(func(m *memNode) { m.delay = 0 })
+	}
+	if t.Failed() {
+		t.FailNow()
+	}
+	return held
+}
+
 // gatherBesideHolders acquires one lock while four holders release theirs
 // half a window later. With a window the acquire waits for them and shares
 // their pipeline; without one it is sent at once.
@@ -56,14 +133,7 @@ func gatherBesideHolders(t *testing.T, window time.Duration) {
 	const later = 5 * time.Millisecond
 	c, mems := memClient(t, 5, WithBatchWindow(window))
 	ctx := context.Background()
-	var held []*Lock
-	for i := range 4 {
-		l, err := c.TryAcquire(ctx, "held-"+strconv.Itoa(i), time.Minute)
-		if err != nil {
-			t.Fatal(err)
-		}
-		held = append(held, l)
-	}
+	held := acquireTogether(t, c, mems, 4)
 	before := batchCounts(mems)
 	start := time.Now()
 	var wg sync.WaitGroup

@@ -49,6 +49,11 @@ type node struct {
 	// held locks and waiting callers.
 	window time.Duration
 	busy   *atomic.Int64
+	// recent is whether calls overlapped lately: the previous batch carried
+	// more than one call and was sent less than lingerMemory windows ago
+	// (its send time is sent). Worker-owned.
+	recent bool
+	sent   time.Time
 	// do runs a batch on the node; it is the client's pipeline, replaced
 	// by an in-memory node in unit tests.
 	do func(ctx context.Context, cmds []*redis.Cmd)
@@ -127,27 +132,54 @@ func (n *node) serve(closed <-chan struct{}, wg *sync.WaitGroup) {
 			}
 		}
 		batch = n.gather(batch, linger, closed)
+		n.recent, n.sent = len(batch) > 1, time.Now()
 		n.execBatch(batch)
 		clear(batch)
 		batch = batch[:0]
 	}
 }
 
-// gather waits up to the batch window for more calls while the client has
-// more holders and waiting callers than the batch carries calls: their
-// releases and next rounds are about to come, and sharing one pipeline saves
-// a write, a read and a wake-up on both ends per call. A lone caller never
-// waits: it is the one call of its batch.
+// lingerMemory is how many windows after a batch of several calls the
+// worker still expects calls to overlap.
+const lingerMemory = 10
+
+// gather waits up to the batch window for more calls, but only when calls
+// have been overlapping on this node (its previous batch, sent within
+// lingerMemory windows, carried several) and the client has more holders and
+// waiting callers than the batch carries calls: their releases and next
+// rounds are about to come, and sharing one pipeline saves a write, a read
+// and a wake-up on both ends per call. A lone caller does not wait, even
+// beside idle holders, and no call is held back closer than one window to its
+// deadline.
 func (n *node) gather(batch []*call, t *time.Timer, closed <-chan struct{}) []*call {
-	if n.window <= 0 || n.busy == nil || n.busy.Load() <= int64(len(batch)) {
+	if n.window <= 0 || n.busy == nil || !n.recent || n.busy.Load() <= int64(len(batch)) {
 		return batch
 	}
-	t.Reset(n.window)
+	now := time.Now()
+	if now.Sub(n.sent) > lingerMemory*n.window {
+		return batch
+	}
+	end := now.Add(n.window)
+	for _, c := range batch {
+		end = n.lingerEnd(end, c)
+	}
+	if !end.After(now) {
+		return batch
+	}
+	t.Reset(end.Sub(now))
 	defer t.Stop()
 	for len(batch) < maxBatch && n.busy.Load() > int64(len(batch)) {
 		select {
 		case c := <-n.calls:
 			batch = append(batch, c)
+			if e := n.lingerEnd(end, c); e.Before(end) {
+				end = e
+				left := time.Until(end)
+				if left <= 0 {
+					return batch
+				}
+				t.Reset(left)
+			}
 		case <-t.C:
 			return batch
 		case <-closed:
@@ -155,6 +187,18 @@ func (n *node) gather(batch []*call, t *time.Timer, closed <-chan struct{}) []*c
 		}
 	}
 	return batch
+}
+
+// lingerEnd moves end before c's deadline, leaving one window for the round
+// trip; cleanup calls have no deadline to keep.
+func (n *node) lingerEnd(end time.Time, c *call) time.Time {
+	if c.cleanup {
+		return end
+	}
+	if lim := c.deadline.Add(-n.window); lim.Before(end) {
+		return lim
+	}
+	return end
 }
 
 // execBatch sends a batch as one pipeline. Calls whose deadline already

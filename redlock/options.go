@@ -108,12 +108,14 @@ func WithLocalQueue(on bool) Option { return func(c *config) { c.localQueue = on
 // send it together with others (default 100µs; 0 sends every call at once).
 // Calls to one node always share a pipeline when they queue up behind one in
 // flight; the window adds to that only under concurrency: a worker waits
-// only while this client holds more locks than the batch carries calls, and
-// never longer than d, so a lone caller never waits. Each batch costs a
+// only while calls have been overlapping on the node (its previous batch
+// carried several) and this client has more held locks and waiting callers
+// than the batch carries calls, never longer than d and never closer than d
+// to a call's deadline. A lone caller does not wait. Each batch costs a
 // write, a read and a wake-up on both ends whatever its size, so with many
 // concurrent holders (asynq workers, say) the window cuts the CPU the lock
-// costs the client and the nodes, at the price of up to d of latency per round.
-// It must not exceed a quarter of the node timeout.
+// costs the client and the nodes, at the price of up to d of latency per
+// round. It must not exceed a quarter of the node timeout.
 func WithBatchWindow(d time.Duration) Option { return func(c *config) { c.batchWindow = d } }
 
 // WithLogger sets the structured logger (default: discard).
