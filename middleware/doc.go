@@ -30,9 +30,12 @@
 // retry the middleware resubmits the task under a derived ID through the
 // enqueuer given with [WithEnqueuer] (an *asynq.Client) and revokes the
 // current run; with [WithInspector] (an *asynq.Inspector) the copy keeps the
-// original's timeout, deadline and retention. Without an enqueuer, or if
-// resubmitting fails, it waits for the lock as long as the task's deadline
-// allows.
+// original's timeout, deadline and retention. Without an enqueuer it waits
+// for the lock as long as the task's deadline allows. A resubmission that
+// fails twice may still have stored its copy (a lost reply): the task then
+// waits for its lock only if the inspector confirms there is no copy (and a
+// copy that lands late is deleted before the task runs); otherwise it is
+// archived rather than risk running twice.
 //
 // # Rollback, progress, lock details
 //

@@ -2,6 +2,8 @@ package middleware
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -82,17 +84,22 @@ func (r *recorder) count() int {
 }
 
 // fakeEnqueuer records resubmitted tasks and rejects a repeated ID as asynq
-// does.
+// does. With err set, every enqueue fails with it; with lostReplies n, the
+// first n enqueues store the task but report errLostReply (a reply lost on
+// the way).
 type fakeEnqueuer struct {
-	mu   sync.Mutex
-	ids  []string
-	opts [][]asynq.Option
-	err  error // when set, every enqueue fails with it
+	mu          sync.Mutex
+	ids         []string
+	opts        [][]asynq.Option
+	err         error
+	lostReplies int
+	calls       int
 }
 
 func (f *fakeEnqueuer) EnqueueContext(_ context.Context, task *asynq.Task, opts ...asynq.Option) (*asynq.TaskInfo, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	f.calls++
 	if f.err != nil {
 		return nil, f.err
 	}
@@ -109,23 +116,63 @@ func (f *fakeEnqueuer) EnqueueContext(_ context.Context, task *asynq.Task, opts 
 	}
 	f.ids = append(f.ids, id)
 	f.opts = append(f.opts, opts)
+	if f.lostReplies > 0 {
+		f.lostReplies--
+		return nil, errLostReply
+	}
 	return &asynq.TaskInfo{ID: id, Type: task.Type()}, nil
 }
 
-// fakeInspector answers task lookups with info, or err.
+var errLostReply = errors.New("read tcp: i/o timeout")
+
+func (f *fakeEnqueuer) stored() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]string(nil), f.ids...)
+}
+
+// fakeInspector is a broker's view of tasks for WithInspector: tasks by
+// "queue/id", lookups and deletions answered from it unless err is set;
+// undeletable marks tasks that are running.
 type fakeInspector struct {
-	info  asynq.TaskInfo
-	err   error
-	asked []string // "queue/id" of each lookup
+	mu          sync.Mutex
+	tasks       map[string]asynq.TaskInfo
+	undeletable map[string]bool
+	err         error
+	asked       []string // "queue/id" of each lookup
+	deleted     []string
 }
 
 func (f *fakeInspector) GetTaskInfo(queue, id string) (*asynq.TaskInfo, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
 	f.asked = append(f.asked, queue+"/"+id)
 	if f.err != nil {
 		return nil, f.err
 	}
-	info := f.info
+	info, ok := f.tasks[queue+"/"+id]
+	if !ok {
+		return nil, fmt.Errorf("asynq: %w", asynq.ErrTaskNotFound)
+	}
 	return &info, nil
+}
+
+func (f *fakeInspector) DeleteTask(queue, id string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	k := queue + "/" + id
+	switch {
+	case f.err != nil:
+		return f.err
+	case f.undeletable[k]:
+		return errors.New("asynq: cannot delete task in active state")
+	}
+	if _, ok := f.tasks[k]; !ok {
+		return fmt.Errorf("asynq: %w", asynq.ErrTaskNotFound)
+	}
+	delete(f.tasks, k)
+	f.deleted = append(f.deleted, k)
+	return nil
 }
 
 // optionValues maps each option's type to its value.

@@ -73,11 +73,13 @@ type Enqueuer interface {
 	EnqueueContext(ctx context.Context, task *asynq.Task, opts ...asynq.Option) (*asynq.TaskInfo, error)
 }
 
-// TaskInspector looks a task up; *asynq.Inspector satisfies it. The
-// middleware uses it to resubmit a task with the options asynq does not pass
-// to handlers (timeout, deadline, retention).
+// TaskInspector looks tasks up and deletes them; *asynq.Inspector satisfies
+// it. The middleware uses it to resubmit a task with the options asynq does
+// not pass to handlers (timeout, deadline, retention), and to make sure a
+// task whose resubmission failed does not run twice.
 type TaskInspector interface {
 	GetTaskInfo(queue, id string) (*asynq.TaskInfo, error)
+	DeleteTask(queue, id string) error
 }
 
 type config struct {
@@ -176,14 +178,19 @@ func WithRollbackTimeout(d time.Duration) Option { return func(c *config) { c.ro
 // its last retry (asynq would archive it on any error). The copy keeps the
 // type, payload, headers, queue and what is left of the retry budget; with
 // WithInspector also the timeout, deadline and retention. If resubmitting
-// fails, the task waits for its lock instead, as long as it may run.
+// fails twice, the copy may still have been stored (a lost reply): with
+// WithInspector, a copy the broker confirms absent makes the task wait for
+// its lock instead (a copy stored late is deleted before it runs); otherwise
+// the task is archived rather than risk running it twice.
 func WithEnqueuer(e Enqueuer) Option { return func(c *config) { c.enqueuer = e } }
 
 // WithInspector lets a resubmitted task keep the original's timeout,
 // deadline and retention, which asynq does not pass to handlers: the
 // middleware looks the task up first (one broker round trip, only on a
 // conflict on a last retry). Without it, or if the lookup fails, the copy
-// gets the queue's defaults for them.
+// gets the queue's defaults for them. It also lets a task whose
+// resubmission failed run in place instead of being archived (see
+// WithEnqueuer). Each lookup is bounded by 5s.
 func WithInspector(i TaskInspector) Option { return func(c *config) { c.inspector = i } }
 
 // WithLogger sets the structured logger (default: discard).

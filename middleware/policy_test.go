@@ -207,7 +207,9 @@ func TestConflictOnLastRetryIsNeverArchived(t *testing.T) {
 		}
 		defer held.Release(ctx)
 		deadline := time.Now().Add(time.Hour).Truncate(time.Second)
-		insp := &fakeInspector{info: asynq.TaskInfo{Timeout: 90 * time.Second, Deadline: deadline, Retention: 24 * time.Hour}}
+		insp := &fakeInspector{tasks: map[string]asynq.TaskInfo{
+			"critical/abc": {Timeout: 90 * time.Second, Deadline: deadline, Retention: 24 * time.Hour},
+		}}
 		enq := &fakeEnqueuer{}
 		h := Lock(e.locks, ByField("sku"), WithPolicy(Requeue()), WithEnqueuer(enq), WithInspector(insp))(&recorder{})
 		if err := h.ProcessTask(ctx, adjust()); !errors.Is(err, asynq.RevokeTask) {
@@ -233,24 +235,81 @@ func TestConflictOnLastRetryIsNeverArchived(t *testing.T) {
 			t.Fatalf("after a failed lookup resubmitted %s with %v", enq.ids[1], got)
 		}
 	})
-	t.Run("waits when resubmitting fails", func(t *testing.T) {
+	t.Run("a lost reply does not make two copies", func(t *testing.T) {
 		e := newEnv(t)
-		withMeta(t, taskMeta{id: "abc", retried: 0, maxRetry: 0, known: true})
+		withMeta(t, taskMeta{id: "abc", queue: "default", retried: 0, maxRetry: 0, known: true})
 		held, err := e.other.TryAcquire(ctx, res, 10*time.Second)
 		if err != nil {
 			t.Fatal(err)
 		}
-		time.AfterFunc(300*time.Millisecond, func() { _ = held.Release(ctx) })
-		var evs events
+		defer held.Release(ctx)
 		rec := &recorder{}
-		enq := &fakeEnqueuer{err: errors.New("broker down")}
-		h := Lock(e.locks, ByField("sku"), WithPolicy(Requeue()), WithEnqueuer(enq), WithObserver(evs.add))(rec)
-		if err := h.ProcessTask(ctx, adjust()); err != nil || rec.count() != 1 {
-			t.Fatalf("err %v, runs %d; want the task run once the lock was free, not archived", err, rec.count())
+		enq := &fakeEnqueuer{lostReplies: 1}
+		h := Lock(e.locks, ByField("sku"), WithPolicy(Requeue()), WithEnqueuer(enq))(rec)
+		if err := h.ProcessTask(ctx, adjust()); !errors.Is(err, asynq.RevokeTask) || rec.count() != 0 {
+			t.Fatalf("err %v, runs %d; want the run revoked: its copy was stored", err, rec.count())
 		}
-		ev, ok := evs.find(EventConflict, "wait-exhausted-budget")
-		if !ok || ev.Err == nil || !strings.Contains(ev.Err.Error(), "broker down") {
-			t.Fatalf("conflict event %+v (found %v), want the wait with the enqueue error", ev, ok)
+		if ids := enq.stored(); len(ids) != 1 || ids[0] != "abc~r1" {
+			t.Fatalf("copies %v, want [abc~r1]", ids)
+		}
+	})
+	t.Run("failed resubmission", func(t *testing.T) {
+		cases := []struct {
+			name        string
+			insp        *fakeInspector
+			lateCopy    bool // the copy lands after the check: it must be deleted
+			runningCopy bool // the copy landed and runs: this run is revoked
+			wantRun     bool
+			wantErr     func(error) bool
+		}{
+			// Without an inspector nobody can tell whether the copy
+			// exists: archived, not run twice.
+			{name: "no inspector", wantErr: func(err error) bool {
+				return err != nil && !errors.Is(err, asynq.RevokeTask) && strings.Contains(err.Error(), "broker down")
+			}},
+			{name: "inspector cannot tell", insp: &fakeInspector{err: errors.New("broker down")}, wantErr: func(err error) bool {
+				return err != nil && !errors.Is(err, asynq.RevokeTask)
+			}},
+			{name: "copy confirmed absent", insp: &fakeInspector{}, wantRun: true, wantErr: func(err error) bool { return err == nil }},
+			{name: "copy landed late", insp: &fakeInspector{}, lateCopy: true, wantRun: true, wantErr: func(err error) bool { return err == nil }},
+			{name: "copy landed late and runs", insp: &fakeInspector{}, lateCopy: true, runningCopy: true, wantErr: func(err error) bool {
+				return errors.Is(err, asynq.RevokeTask)
+			}},
+		}
+		for _, tc := range cases {
+			t.Run(tc.name, func(t *testing.T) {
+				e := newEnv(t)
+				withMeta(t, taskMeta{id: "abc", queue: "default", retried: 0, maxRetry: 0, known: true})
+				held, err := e.other.TryAcquire(ctx, res, 10*time.Second)
+				if err != nil {
+					t.Fatal(err)
+				}
+				time.AfterFunc(200*time.Millisecond, func() {
+					if tc.lateCopy {
+						tc.insp.mu.Lock()
+						tc.insp.tasks = map[string]asynq.TaskInfo{"default/abc~r1": {ID: "abc~r1"}}
+						tc.insp.undeletable = map[string]bool{"default/abc~r1": tc.runningCopy}
+						tc.insp.mu.Unlock()
+					}
+					_ = held.Release(ctx)
+				})
+				rec := &recorder{}
+				opts := []Option{WithPolicy(Requeue()), WithEnqueuer(&fakeEnqueuer{err: errors.New("broker down")})}
+				if tc.insp != nil {
+					opts = append(opts, WithInspector(tc.insp))
+				}
+				err = Lock(e.locks, ByField("sku"), opts...)(rec).ProcessTask(ctx, adjust())
+				if !tc.wantErr(err) || (rec.count() == 1) != tc.wantRun {
+					t.Fatalf("err %v, runs %d (want a run: %v)", err, rec.count(), tc.wantRun)
+				}
+				if tc.lateCopy && !tc.runningCopy && len(tc.insp.deleted) != 1 {
+					t.Fatalf("the late copy was not deleted before the run (deleted %v)", tc.insp.deleted)
+				}
+				time.Sleep(300 * time.Millisecond) // past the other holder's release
+				if tok := e.holder(t, res); tok != "" {
+					t.Fatalf("lock left held by %q", tok)
+				}
+			})
 		}
 	})
 	t.Run("waits without an enqueuer", func(t *testing.T) {
