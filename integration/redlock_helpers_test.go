@@ -22,6 +22,28 @@ func lockClient(t testing.TB, c *redistest.Cluster, opts ...redlock.Option) *red
 	return cl
 }
 
+// urlLockClient is a lock client as production code builds it:
+// NewFromURLs, whose clients are tuned for locking and speak RESP2.
+func urlLockClient(t testing.TB, c *redistest.Cluster, opts ...redlock.Option) *redlock.Client {
+	t.Helper()
+	cl, err := redlock.NewFromURLs(c.URLs(), opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cl.Close() })
+	return cl
+}
+
+// clientKinds are the two ways to build a lock client: over the caller's
+// go-redis clients (RESP3, go-redis's default) and from URLs (RESP2).
+var clientKinds = []struct {
+	name string
+	make func(testing.TB, *redistest.Cluster, ...redlock.Option) *redlock.Client
+}{
+	{"New-RESP3", lockClient},
+	{"NewFromURLs-RESP2", urlLockClient},
+}
+
 // within returns a context bounded by d, cancelled at the end of the test.
 func within(t testing.TB, d time.Duration) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), d)

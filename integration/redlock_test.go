@@ -386,12 +386,21 @@ func TestFencingMonotonicAcrossShiftingQuorums(t *testing.T) {
 }
 
 // TestWakeOnRelease: a waiter on another client is woken by the release
-// announcement, long before its retry delay would have let it try again.
+// announcement, long before its retry delay would have let it try again;
+// with clients of both protocols.
 func TestWakeOnRelease(t *testing.T) {
+	for _, kind := range clientKinds {
+		t.Run(kind.name, func(t *testing.T) {
+			testWakeOnRelease(t, kind.make)
+		})
+	}
+}
+
+func testWakeOnRelease(t *testing.T, newClient func(testing.TB, *redistest.Cluster, ...redlock.Option) *redlock.Client) {
 	c := redistest.StartCluster(t, 5)
-	holder := lockClient(t, c)
+	holder := newClient(t, c)
 	const retry = 10 * time.Second
-	waiter := lockClient(t, c, redlock.WithRetryDelay(retry, retry))
+	waiter := newClient(t, c, redlock.WithRetryDelay(retry, retry))
 	l, err := holder.TryAcquire(context.Background(), "hot", time.Minute)
 	if err != nil {
 		t.Fatal(err)
@@ -432,10 +441,19 @@ func TestWakeOnRelease(t *testing.T) {
 	}
 }
 
-// TestInspect shows the holder and TTL on every node, and a dead node's error.
+// TestInspect shows the holder and TTL on every node, and a dead node's
+// error; with clients of both protocols.
 func TestInspect(t *testing.T) {
+	for _, kind := range clientKinds {
+		t.Run(kind.name, func(t *testing.T) {
+			testInspect(t, kind.make)
+		})
+	}
+}
+
+func testInspect(t *testing.T, newClient func(testing.TB, *redistest.Cluster, ...redlock.Option) *redlock.Client) {
 	c := redistest.StartCluster(t, 3)
-	cl := lockClient(t, c, redlock.WithNodeTimeout(200*time.Millisecond))
+	cl := newClient(t, c, redlock.WithNodeTimeout(200*time.Millisecond))
 	l, err := cl.TryAcquire(context.Background(), "inv", 10*time.Second, redlock.WithFencing())
 	if err != nil {
 		t.Fatal(err)
