@@ -19,6 +19,7 @@ import (
 type env struct {
 	locks, other *redlock.Client
 	raw          *redis.Client
+	srv          *embedded.Server
 }
 
 func newEnv(t *testing.T) *env {
@@ -34,7 +35,21 @@ func newEnv(t *testing.T) *env {
 	}
 	raw := redis.NewClient(&redis.Options{Addr: srv.Addr()})
 	t.Cleanup(func() { _ = raw.Close() })
-	return &env{locks: mk(), other: mk(), raw: raw}
+	return &env{locks: mk(), other: mk(), raw: raw, srv: srv}
+}
+
+// busyEnv is newEnv with the task metadata m and res held by the other
+// client (released at the end of the test if still held).
+func busyEnv(t *testing.T, m taskMeta) (*env, *redlock.Lock) {
+	t.Helper()
+	e := newEnv(t)
+	withMeta(t, m)
+	held, err := e.other.TryAcquire(context.Background(), res, 10*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = held.Release(context.Background()) })
+	return e, held
 }
 
 // withMeta makes handlers see asynq metadata as if run by a server.

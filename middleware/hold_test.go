@@ -6,7 +6,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/asynqlock/asynqlock/internal/embedded"
 	"github.com/asynqlock/asynqlock/redlock"
 )
 
@@ -138,12 +137,8 @@ func TestFencingAndMaxHold(t *testing.T) {
 // command across two extension ticks (200ms and 400ms); a handler that keeps reporting
 // progress must keep its lock through it.
 func TestProgressModeRetriesFailedExtension(t *testing.T) {
-	srv := embedded.StartT(t)
-	locks, err := redlock.NewFromURLs([]string{srv.URL()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = locks.Close() })
+	e := newEnv(t)
+	srv, locks := e.srv, e.locks
 	withMeta(t, taskMeta{id: "t1", maxRetry: 3, known: true})
 	const ttl = 600 * time.Millisecond // extensions every 200ms, retries every 30ms
 	outage := time.AfterFunc(150*time.Millisecond, func() {

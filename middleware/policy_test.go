@@ -97,12 +97,7 @@ func TestPolicies(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			e := newEnv(t)
-			withMeta(t, taskMeta{id: "t1", queue: "default", maxRetry: 3, known: true})
-			held, err := e.other.TryAcquire(ctx, res, 10*time.Second)
-			if err != nil {
-				t.Fatal(err)
-			}
+			e, held := busyEnv(t, taskMeta{id: "t1", queue: "default", maxRetry: 3, known: true})
 			if tc.release > 0 {
 				time.AfterFunc(tc.release, func() { _ = held.Release(ctx) })
 			} else {
@@ -111,7 +106,7 @@ func TestPolicies(t *testing.T) {
 			ev := &events{}
 			rec := &recorder{}
 			h := Lock(e.locks, ByField("sku"), WithPolicy(tc.policy), WithObserver(ev.add))(rec)
-			err = h.ProcessTask(ctx, adjust())
+			err := h.ProcessTask(ctx, adjust())
 			tc.check(t, err, rec.count(), ev)
 		})
 	}
@@ -122,13 +117,7 @@ func TestPolicies(t *testing.T) {
 // tying up another worker.
 func TestWaitersPerResourceAreBounded(t *testing.T) {
 	ctx := context.Background()
-	e := newEnv(t)
-	withMeta(t, taskMeta{id: "t1", maxRetry: 3, known: true})
-	held, err := e.other.TryAcquire(ctx, res, 10*time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer held.Release(ctx)
+	e, _ := busyEnv(t, taskMeta{id: "t1", maxRetry: 3, known: true})
 	h := Lock(e.locks, ByField("sku"), WithPolicy(Wait(2*time.Second)))(&recorder{})
 	waiting := make(chan error, 2)
 	for range 2 {
@@ -136,7 +125,7 @@ func TestWaitersPerResourceAreBounded(t *testing.T) {
 	}
 	time.Sleep(200 * time.Millisecond) // both tasks are waiting
 	start := time.Now()
-	err = h.ProcessTask(ctx, adjust())
+	err := h.ProcessTask(ctx, adjust())
 	if !errors.Is(err, ErrConflict) {
 		t.Fatalf("third task: %v, want an immediate requeue", err)
 	}
@@ -157,17 +146,11 @@ func TestWaitersPerResourceAreBounded(t *testing.T) {
 func TestConflictOnLastRetryIsNeverArchived(t *testing.T) {
 	ctx := context.Background()
 	t.Run("resubmitted", func(t *testing.T) {
-		e := newEnv(t)
-		withMeta(t, taskMeta{id: "abc", queue: "critical", retried: 0, maxRetry: 0, known: true})
-		held, err := e.other.TryAcquire(ctx, res, 10*time.Second)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer held.Release(ctx)
+		e, _ := busyEnv(t, taskMeta{id: "abc", queue: "critical", retried: 0, maxRetry: 0, known: true})
 		enq := &fakeEnqueuer{}
 		rec := &recorder{}
 		h := Lock(e.locks, ByField("sku"), WithPolicy(Requeue()), WithEnqueuer(enq))(rec)
-		err = h.ProcessTask(ctx, adjust())
+		err := h.ProcessTask(ctx, adjust())
 		if !errors.Is(err, asynq.RevokeTask) || errors.Is(err, asynq.SkipRetry) {
 			t.Fatalf("err %v, want RevokeTask after resubmitting", err)
 		}
@@ -199,13 +182,7 @@ func TestConflictOnLastRetryIsNeverArchived(t *testing.T) {
 		}
 	})
 	t.Run("keeps the original's timeout, deadline and retention", func(t *testing.T) {
-		e := newEnv(t)
-		withMeta(t, taskMeta{id: "abc", queue: "critical", retried: 2, maxRetry: 2, known: true})
-		held, err := e.other.TryAcquire(ctx, res, 10*time.Second)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer held.Release(ctx)
+		e, _ := busyEnv(t, taskMeta{id: "abc", queue: "critical", retried: 2, maxRetry: 2, known: true})
 		deadline := time.Now().Add(time.Hour).Truncate(time.Second)
 		insp := &fakeInspector{tasks: map[string]asynq.TaskInfo{
 			"critical/abc": {Timeout: 90 * time.Second, Deadline: deadline, Retention: 24 * time.Hour},
@@ -236,13 +213,7 @@ func TestConflictOnLastRetryIsNeverArchived(t *testing.T) {
 		}
 	})
 	t.Run("a lost reply does not make two copies", func(t *testing.T) {
-		e := newEnv(t)
-		withMeta(t, taskMeta{id: "abc", queue: "default", retried: 0, maxRetry: 0, known: true})
-		held, err := e.other.TryAcquire(ctx, res, 10*time.Second)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer held.Release(ctx)
+		e, _ := busyEnv(t, taskMeta{id: "abc", queue: "default", retried: 0, maxRetry: 0, known: true})
 		rec := &recorder{}
 		enq := &fakeEnqueuer{lostReplies: 1}
 		h := Lock(e.locks, ByField("sku"), WithPolicy(Requeue()), WithEnqueuer(enq))(rec)
@@ -278,12 +249,7 @@ func TestConflictOnLastRetryIsNeverArchived(t *testing.T) {
 		}
 		for _, tc := range cases {
 			t.Run(tc.name, func(t *testing.T) {
-				e := newEnv(t)
-				withMeta(t, taskMeta{id: "abc", queue: "default", retried: 0, maxRetry: 0, known: true})
-				held, err := e.other.TryAcquire(ctx, res, 10*time.Second)
-				if err != nil {
-					t.Fatal(err)
-				}
+				e, held := busyEnv(t, taskMeta{id: "abc", queue: "default", retried: 0, maxRetry: 0, known: true})
 				time.AfterFunc(200*time.Millisecond, func() {
 					if tc.lateCopy {
 						tc.insp.mu.Lock()
@@ -298,7 +264,7 @@ func TestConflictOnLastRetryIsNeverArchived(t *testing.T) {
 				if tc.insp != nil {
 					opts = append(opts, WithInspector(tc.insp))
 				}
-				err = Lock(e.locks, ByField("sku"), opts...)(rec).ProcessTask(ctx, adjust())
+				err := Lock(e.locks, ByField("sku"), opts...)(rec).ProcessTask(ctx, adjust())
 				if !tc.wantErr(err) || (rec.count() == 1) != tc.wantRun {
 					t.Fatalf("err %v, runs %d (want a run: %v)", err, rec.count(), tc.wantRun)
 				}
@@ -313,12 +279,7 @@ func TestConflictOnLastRetryIsNeverArchived(t *testing.T) {
 		}
 	})
 	t.Run("waits without an enqueuer", func(t *testing.T) {
-		e := newEnv(t)
-		withMeta(t, taskMeta{id: "abc", retried: 3, maxRetry: 3, known: true})
-		held, err := e.other.TryAcquire(ctx, res, 10*time.Second)
-		if err != nil {
-			t.Fatal(err)
-		}
+		e, held := busyEnv(t, taskMeta{id: "abc", retried: 3, maxRetry: 3, known: true})
 		time.AfterFunc(300*time.Millisecond, func() { _ = held.Release(ctx) })
 		rec := &recorder{}
 		h := Lock(e.locks, ByField("sku"), WithPolicy(Requeue()))(rec)
