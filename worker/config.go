@@ -124,10 +124,29 @@ func LoadConfigFrom(vars map[string]string) (Config, error) {
 		cfg.MetricsAddr = ""
 	}
 	ce.Problems = append(ce.Problems, cfg.check()...)
+	ce.Problems = append(ce.Problems, repeatedQueues(vars["WORKER_QUEUES"])...)
 	if len(ce.Problems) > 0 {
 		return cfg, ce
 	}
 	return cfg, nil
+}
+
+// repeatedQueues reports a queue named twice in WORKER_QUEUES: the map it
+// is parsed into would keep only the last priority, silently.
+func repeatedQueues(raw string) []Problem {
+	seen := map[string]bool{}
+	var ps []Problem
+	for pair := range strings.SplitSeq(raw, ",") {
+		name, _, _ := strings.Cut(pair, ":")
+		if name = strings.TrimSpace(name); name == "" {
+			continue
+		}
+		if seen[name] {
+			ps = append(ps, Problem{"WORKER_QUEUES", fmt.Sprintf("queue %q is named more than once; give each queue one priority", name)})
+		}
+		seen[name] = true
+	}
+	return ps
 }
 
 // secretVars are never quoted in messages: their values carry passwords.

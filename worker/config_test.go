@@ -78,6 +78,10 @@ func TestLoadConfigReportsEveryProblemAtOnce(t *testing.T) {
 			"ASYNQ_REDIS_URL": "redis://broker:6379", "REDLOCK_NODES": "redis://a:1",
 			"REDLOCK_DRIFT_FACTOR": "NaN", "WORKER_CONFLICT_WAIT": "0s",
 		}, []string{"REDLOCK_DRIFT_FACTOR", "WORKER_CONFLICT_WAIT"}},
+		{"queue named twice", map[string]string{
+			"ASYNQ_REDIS_URL": "redis://broker:6379", "REDLOCK_NODES": "redis://a:1",
+			"WORKER_QUEUES": "critical:6,default:3,critical:1",
+		}, []string{`WORKER_QUEUES: queue "critical" is named more than once`}},
 		{"bad cluster address", map[string]string{
 			"ASYNQ_REDIS_URL": "redis-cluster://:secretpw@c1:7000,c2", "REDLOCK_NODES": "redis://a:1",
 		}, []string{"ASYNQ_REDIS_URL: cannot be parsed"}},
