@@ -3,10 +3,10 @@ package middleware_test
 import (
 	"context"
 	"fmt"
+	"github.com/asynqlock/asynqlock/internal/embedded"
 	"log"
 	"time"
 
-	"github.com/alicebob/miniredis/v2"
 	"github.com/asynqlock/asynqlock/middleware"
 	"github.com/asynqlock/asynqlock/redlock"
 	"github.com/hibiken/asynq"
@@ -15,15 +15,9 @@ import (
 // lockNodes starts three in-process Redis servers for the example; in
 // production these are independent redis-server masters.
 func lockNodes() (*redlock.Client, func()) {
-	var urls []string
-	var servers []*miniredis.Miniredis
-	for range 3 {
-		s, err := miniredis.Run()
-		if err != nil {
-			log.Fatal(err)
-		}
-		servers = append(servers, s)
-		urls = append(urls, "redis://"+s.Addr())
+	urls, stop, err := embedded.StartN(3)
+	if err != nil {
+		log.Fatal(err)
 	}
 	locks, err := redlock.NewFromURLs(urls)
 	if err != nil {
@@ -31,9 +25,7 @@ func lockNodes() (*redlock.Client, func()) {
 	}
 	return locks, func() {
 		locks.Close()
-		for _, s := range servers {
-			s.Close()
-		}
+		stop()
 	}
 }
 

@@ -4,30 +4,21 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/asynqlock/asynqlock/internal/embedded"
 	"log"
 	"time"
 
-	"github.com/alicebob/miniredis/v2"
 	"github.com/asynqlock/asynqlock/redlock"
 )
 
 // nodes starts n in-process Redis servers for the examples; in production
 // these are independent redis-server masters.
 func nodes(n int) (urls []string, stop func()) {
-	var servers []*miniredis.Miniredis
-	for range n {
-		s, err := miniredis.Run()
-		if err != nil {
-			log.Fatal(err)
-		}
-		servers = append(servers, s)
-		urls = append(urls, "redis://"+s.Addr())
+	urls, stop, err := embedded.StartN(n)
+	if err != nil {
+		log.Fatal(err)
 	}
-	return urls, func() {
-		for _, s := range servers {
-			s.Close()
-		}
-	}
+	return urls, stop
 }
 
 // Run holds a lock on a resource for the duration of a function, keeping it

@@ -3,6 +3,7 @@ package scheduler_test
 import (
 	"context"
 	"fmt"
+	"github.com/asynqlock/asynqlock/internal/embedded"
 	"log"
 	"log/slog"
 	"slices"
@@ -10,7 +11,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/alicebob/miniredis/v2"
 	"github.com/asynqlock/asynqlock/redlock"
 	"github.com/asynqlock/asynqlock/scheduler"
 	"github.com/hibiken/asynq"
@@ -20,20 +20,11 @@ import (
 // nodes starts n in-process Redis servers for the examples; in production
 // these are independent redis-server masters.
 func nodes(n int) (urls []string, stop func()) {
-	var servers []*miniredis.Miniredis
-	for range n {
-		s, err := miniredis.Run()
-		if err != nil {
-			log.Fatal(err)
-		}
-		servers = append(servers, s)
-		urls = append(urls, "redis://"+s.Addr())
+	urls, stop, err := embedded.StartN(n)
+	if err != nil {
+		log.Fatal(err)
 	}
-	return urls, func() {
-		for _, s := range servers {
-			s.Close()
-		}
-	}
+	return urls, stop
 }
 
 var quiet = scheduler.WithLogger(slog.New(slog.DiscardHandler))

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"github.com/asynqlock/asynqlock/internal/embedded"
 	"io"
 	"log/slog"
 	"os"
@@ -11,7 +12,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/alicebob/miniredis/v2"
 	"github.com/asynqlock/asynqlock/redlock"
 	"github.com/asynqlock/asynqlock/scheduler"
 )
@@ -23,22 +23,9 @@ func lockNodes(out io.Writer) ([]string, func(), error) {
 	if env := os.Getenv("REDLOCK_NODES"); env != "" {
 		return strings.Split(env, ","), func() {}, nil
 	}
-	var urls []string
-	var servers []*miniredis.Miniredis
-	stop := func() {
-		for _, s := range servers {
-			s.Close()
-		}
-	}
-	for range 5 {
-		s := miniredis.NewMiniRedis()
-		s.ClockTTL(true)
-		if err := s.StartAddr("127.0.0.1:0"); err != nil {
-			stop()
-			return nil, nil, err
-		}
-		servers = append(servers, s)
-		urls = append(urls, "redis://"+s.Addr())
+	urls, stop, err := embedded.StartN(5)
+	if err != nil {
+		return nil, nil, err
 	}
 	fmt.Fprintln(out, "REDLOCK_NODES not set: 5 embedded in-process lock nodes (real-time expiry)")
 	return urls, stop, nil

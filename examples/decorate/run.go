@@ -5,13 +5,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/asynqlock/asynqlock/internal/embedded"
 	"io"
 	"sort"
 	"strings"
 	"sync"
 	"time"
 
-	"github.com/alicebob/miniredis/v2"
 	"github.com/asynqlock/asynqlock/middleware"
 	"github.com/asynqlock/asynqlock/redlock"
 	"github.com/hibiken/asynq"
@@ -29,29 +29,8 @@ func (j *journal) add(format string, args ...any) {
 	j.mu.Unlock()
 }
 
-func embedded(n int) ([]string, func(), error) {
-	var urls []string
-	var servers []*miniredis.Miniredis
-	stop := func() {
-		for _, s := range servers {
-			s.Close()
-		}
-	}
-	for range n {
-		s := miniredis.NewMiniRedis()
-		s.ClockTTL(true)
-		if err := s.StartAddr("127.0.0.1:0"); err != nil {
-			stop()
-			return nil, nil, err
-		}
-		servers = append(servers, s)
-		urls = append(urls, "redis://"+s.Addr())
-	}
-	return urls, stop, nil
-}
-
 func run(ctx context.Context, out io.Writer) error {
-	urls, stop, err := embedded(4) // 3 lock nodes and a broker
+	urls, stop, err := embedded.StartN(4) // 3 lock nodes and a broker
 	if err != nil {
 		return err
 	}

@@ -6,7 +6,7 @@ import (
 	"os"
 	"strings"
 
-	"github.com/alicebob/miniredis/v2"
+	"github.com/asynqlock/asynqlock/internal/embedded"
 )
 
 // servers are the Redis servers of a run: from the environment, or embedded.
@@ -20,20 +20,19 @@ type servers struct {
 // startServers starts embedded servers for whatever the environment does not
 // name, and says so.
 func startServers(out io.Writer) (*servers, error) {
-	var started []*miniredis.Miniredis
+	var started []*embedded.Server
 	s := &servers{stop: func() {
 		for _, m := range started {
 			m.Close()
 		}
 	}}
-	embedded := func() (string, error) {
-		m := miniredis.NewMiniRedis()
-		m.ClockTTL(true) // keys expire in real time, as on redis-server
-		if err := m.StartAddr("127.0.0.1:0"); err != nil {
+	start := func() (string, error) {
+		m, err := embedded.Start() // keys expire in real time, as on redis-server
+		if err != nil {
 			return "", err
 		}
 		started = append(started, m)
-		return "redis://" + m.Addr(), nil
+		return m.URL(), nil
 	}
 	fail := func(err error) (*servers, error) {
 		s.stop()
@@ -46,7 +45,7 @@ func startServers(out io.Writer) (*servers, error) {
 		}
 	} else {
 		for range 5 {
-			u, err := embedded()
+			u, err := start()
 			if err != nil {
 				return fail(err)
 			}
@@ -55,13 +54,13 @@ func startServers(out io.Writer) (*servers, error) {
 		fmt.Fprintln(out, "REDLOCK_NODES not set: 5 embedded in-process lock nodes (real-time expiry)")
 	}
 	if s.broker = os.Getenv("ASYNQ_REDIS_URL"); s.broker == "" {
-		if s.broker, err = embedded(); err != nil {
+		if s.broker, err = start(); err != nil {
 			return fail(err)
 		}
 		fmt.Fprintln(out, "ASYNQ_REDIS_URL not set: an embedded in-process asynq broker")
 	}
 	if s.store = os.Getenv("INVENTORY_STORE_URL"); s.store == "" {
-		if s.store, err = embedded(); err != nil {
+		if s.store, err = start(); err != nil {
 			return fail(err)
 		}
 		fmt.Fprintln(out, "INVENTORY_STORE_URL not set: an embedded in-process inventory store")

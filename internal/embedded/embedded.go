@@ -39,3 +39,24 @@ func (s *Server) Miniredis() *miniredis.Miniredis { return s.mr }
 // Close stops the server and closes its client connections. It is safe to
 // call more than once.
 func (s *Server) Close() { s.mr.Close() }
+
+// StartN starts n servers (see Start) and returns their "redis://" URLs and
+// a function that closes them all. On error none is left running.
+func StartN(n int) (urls []string, stop func(), err error) {
+	var servers []*Server
+	stop = func() {
+		for _, s := range servers {
+			s.Close()
+		}
+	}
+	for range n {
+		s, err := Start()
+		if err != nil {
+			stop()
+			return nil, nil, err
+		}
+		servers = append(servers, s)
+		urls = append(urls, s.URL())
+	}
+	return urls, stop, nil
+}

@@ -176,3 +176,35 @@ func TestCloseStopsServingAndIsIdempotent(t *testing.T) {
 		t.Error("PING succeeded after Close")
 	}
 }
+
+func TestStartNServesDistinctNodesUntilStopped(t *testing.T) {
+	urls, stop, err := StartN(3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]bool{}
+	var clients []*redis.Client
+	for _, u := range urls {
+		o, err := redis.ParseURL(u)
+		if err != nil {
+			t.Fatal(err)
+		}
+		o.MaxRetries, o.DialerRetries, o.DialTimeout = -1, 1, time.Second
+		c := redis.NewClient(o)
+		t.Cleanup(func() { _ = c.Close() })
+		if err := c.Ping(context.Background()).Err(); err != nil {
+			t.Fatalf("%s: %v", u, err)
+		}
+		seen[u] = true
+		clients = append(clients, c)
+	}
+	if len(seen) != 3 {
+		t.Fatalf("URLs %v, want 3 distinct servers", urls)
+	}
+	stop()
+	for i, c := range clients {
+		if err := c.Ping(context.Background()).Err(); err == nil {
+			t.Fatalf("server %d still answers after stop", i)
+		}
+	}
+}
