@@ -34,6 +34,7 @@ func lockNodes(out io.Writer) ([]string, func(), error) {
 // run starts the replicas for ticks seconds and returns how many times each
 // tick ran across them.
 func run(ctx context.Context, ticks int, out io.Writer) (map[time.Time]int, error) {
+	out = &lockedWriter{w: out} // jobs print from cron's goroutines
 	urls, stop, err := lockNodes(out)
 	if err != nil {
 		return nil, err
@@ -104,4 +105,16 @@ func run(ctx context.Context, ticks int, out io.Writer) (map[time.Time]int, erro
 	}
 	fmt.Fprintf(out, "%d ticks, %d ran exactly once across %d replicas\n", len(keys), once, replicas)
 	return runs, nil
+}
+
+// lockedWriter serializes writes from concurrent goroutines.
+type lockedWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (l *lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
 }
