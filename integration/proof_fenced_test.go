@@ -34,16 +34,26 @@ func (w *proofWorker) fencedWrite(ctx context.Context, resource string, fence in
 	return n == 1, err
 }
 
-// hold is modeHold: the holder that the parent pauses past its validity.
-func (w *proofWorker) hold(ctx context.Context) error {
+// acquireFenced takes the worker's first resource with a fencing token,
+// waiting at most 10s, and opens the section it protects.
+func (w *proofWorker) acquireFenced(ctx context.Context) (*redlock.Lock, checker.Section, error) {
 	res := w.cfg.Resources[0]
 	actx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
 	l, err := w.locks.Acquire(actx, res, w.cfg.TTL, redlock.WithFencing())
-	cancel()
 	if err != nil {
-		return fmt.Errorf("acquire: %w", err)
+		return nil, checker.Section{}, fmt.Errorf("acquire: %w", err)
 	}
-	s := checker.Section{Resource: res, Holder: w.cfg.ID, Fence: l.Fence(), Start: stamp()}
+	return l, checker.Section{Resource: res, Holder: w.cfg.ID, Fence: l.Fence(), Start: stamp()}, nil
+}
+
+// hold is modeHold: the holder that the parent pauses past its validity.
+func (w *proofWorker) hold(ctx context.Context) error {
+	l, s, err := w.acquireFenced(ctx)
+	if err != nil {
+		return err
+	}
+	res := s.Resource
 	work, stop := l.KeepAlive(ctx)
 	defer stop()
 	if s.Read, err = w.store.Get(ctx, w.register(res)).Result(); err != nil && err != redis.Nil {
@@ -90,14 +100,11 @@ func (w *proofWorker) hold(ctx context.Context) error {
 
 // write is modeWrite: one fenced update of the register.
 func (w *proofWorker) write(ctx context.Context) error {
-	res := w.cfg.Resources[0]
-	actx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	l, err := w.locks.Acquire(actx, res, w.cfg.TTL, redlock.WithFencing())
-	cancel()
+	l, s, err := w.acquireFenced(ctx)
 	if err != nil {
-		return fmt.Errorf("acquire: %w", err)
+		return err
 	}
-	s := checker.Section{Resource: res, Holder: w.cfg.ID, Fence: l.Fence(), Start: stamp()}
+	res := s.Resource
 	if s.Read, err = w.store.Get(ctx, w.register(res)).Result(); err != nil && err != redis.Nil {
 		return err
 	}
