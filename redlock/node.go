@@ -132,8 +132,9 @@ func (n *node) serve(closed <-chan struct{}, wg *sync.WaitGroup) {
 			}
 		}
 		batch = n.gather(batch, linger, closed)
-		n.recent, n.sent = len(batch) > 1, time.Now()
-		n.execBatch(batch)
+		now := time.Now()
+		n.recent, n.sent = len(batch) > 1, now
+		n.execBatch(batch, now)
 		clear(batch)
 		batch = batch[:0]
 	}
@@ -205,8 +206,7 @@ func (n *node) lingerEnd(end time.Time, c *call) time.Time {
 // passed are answered with a timeout without being sent (an acquire that
 // arrives after its caller gave up could only leave a stray key behind),
 // except cleanup calls, which only remove our keys and are always sent.
-func (n *node) execBatch(batch []*call) {
-	now := time.Now()
+func (n *node) execBatch(batch []*call, now time.Time) {
 	live := batch[:0]
 	for _, c := range batch {
 		if !c.cleanup && !now.Before(c.deadline) {
