@@ -249,7 +249,7 @@ func (c *Client) attempt(ctx context.Context, k keys, ttl time.Duration, lc *loc
 		var fence int64
 		if time.Now().Before(until) {
 			if lc.fencing {
-				fence, err = c.settleFence(ctx, r, k, token, until)
+				fence, err = c.settleFence(ctx, r, k, until)
 			}
 			if err == nil {
 				return c.newLock(k, token, fence, ttl, start, until, lc), nil
@@ -289,52 +289,4 @@ func (c *Client) unlock(k keys, token string, mask uint64) {
 	args := releaseScript.args(k.lockKeys(), token, "")
 	// Nobody waits for an undo: it leaves the busy count at once.
 	c.broadcast("release", k.resource, mask, bits.OnesCount64(mask), time.Now().Add(c.cfg.nodeTimeout), true, args, releaseScript).idle()
-}
-
-// settleFence picks the fence of a won round, the highest counter among the
-// nodes that granted it, and makes sure a majority carries it: then any later
-// acquisition's majority overlaps one node whose counter is at least this
-// fence and so gets a larger one.
-func (c *Client) settleFence(ctx context.Context, r *round, k keys, token string, until time.Time) (int64, error) {
-	var fence int64
-	vals := make([]int64, len(r.slots))
-	for i, sl := range r.slots {
-		if sl.out != outOK {
-			continue
-		}
-		v, ok := sl.val.(int64)
-		if !ok || v <= 0 {
-			return 0, r.err([]error{ErrQuorum}, fmt.Sprintf("node %d returned a bad fencing counter %v", i, sl.val))
-		}
-		vals[i] = v
-		fence = max(fence, v)
-	}
-	have := 0
-	var low uint64
-	for i, v := range vals {
-		if v == fence {
-			have++
-		} else if v > 0 {
-			low |= 1 << i
-		}
-	}
-	if have >= c.q {
-		return fence, nil
-	}
-	deadline := time.Now().Add(c.cfg.nodeTimeout)
-	if until.Before(deadline) {
-		deadline = until
-	}
-	args := fenceRaiseScript.args(k.bothKeys(), token, fence, c.cfg.fenceRetention.Milliseconds())
-	r2 := c.broadcast("fence", k.resource, low, c.q-have, deadline, false, args, fenceRaiseScript)
-	err := r2.collect(ctx, deadline, classifyOne)
-	switch {
-	case err != nil:
-		return 0, err
-	case !r2.t.success():
-		return 0, r2.err([]error{ErrQuorum}, "could not raise the fencing counter on a majority")
-	case !time.Now().Before(until):
-		return 0, r2.err([]error{ErrQuorum}, "fencing counter settled after the validity ended")
-	}
-	return fence, nil
 }

@@ -2,42 +2,55 @@ package redlock
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"math/rand/v2"
+	"strings"
 	"testing"
 	"testing/synctest"
 	"time"
 )
 
 // TestFenceGrowsAcrossShiftingQuorums acquires a resource many times with a
-// different pair of the five nodes down each time, so successive quorums are
-// different subsets: every fence must be larger than the one before.
+// different node down each time, so successive quorums are different
+// subsets, while node 0 seeds counters from a clock 10s ahead and now and
+// then a node loses its data: every fence must be larger than the one before.
 func TestFenceGrowsAcrossShiftingQuorums(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		c, mems := memClient(t, 5, WithNodeTimeout(20*time.Millisecond))
+		mems[0].set(func(m *memNode) { m.clock = 10 * time.Second })
 		rng := rand.New(rand.NewPCG(1, 2))
 		var last int64
-		raised := 0
-		for i := range 200 {
-			down := rng.Perm(5)[:2]
-			for j, m := range mems {
-				isDown := j == down[0] || j == down[1]
-				m.set(func(m *memNode) { m.hang = isDown })
+		raised, losses := 0, 0
+		fences := func() (n int) {
+			for _, m := range mems {
+				n += m.count("fence")
 			}
-			before := mems[0].count("fence") + mems[1].count("fence") + mems[2].count("fence") + mems[3].count("fence") + mems[4].count("fence")
+			return n
+		}
+		for i := range 200 {
+			down := rng.IntN(5)
+			for j, m := range mems {
+				m.set(func(m *memNode) { m.hang = j == down })
+			}
+			if i%7 == 6 {
+				losses++
+				mems[rng.IntN(5)].set(func(m *memNode) { clear(m.data) })
+			}
+			before := fences()
 			l, err := c.TryAcquire(context.Background(), "sku-1", time.Second, WithFencing())
 			if err != nil {
-				t.Fatalf("round %d (nodes %v down): %v", i, down, err)
+				t.Fatalf("round %d (node %d down): %v", i, down, err)
 			}
-			after := mems[0].count("fence") + mems[1].count("fence") + mems[2].count("fence") + mems[3].count("fence") + mems[4].count("fence")
-			raised += after - before
+			raised += fences() - before
 			if l.Fence() <= last {
-				t.Fatalf("round %d: fence %d after %d", i, l.Fence(), last)
+				t.Fatalf("round %d (node %d down, %d data losses so far): fence %d after %d", i, down, losses, l.Fence(), last)
 			}
 			last = l.Fence()
 			if err := l.Release(context.Background()); err != nil {
 				t.Fatal(err)
 			}
-			time.Sleep(3 * memReadTimeout) // the hung nodes work off their acquire and release
+			time.Sleep(3 * memReadTimeout) // the hung node works off its acquire and release
 		}
 		if raised == 0 {
 			t.Fatal("counters never diverged: the test did not exercise the raise path")
@@ -45,8 +58,54 @@ func TestFenceGrowsAcrossShiftingQuorums(t *testing.T) {
 	})
 }
 
-// TestFenceRestartsAboveAfterDataLoss: a node that lost its data seeds its
-// counter from its clock, above every fence handed out before.
+// TestFencedAcquisitionNeedsCopies: a fence is issued only once N−q+2 nodes
+// carry it (all 3 of 3, 3 of 4, 4 of 5). With one node fewer reachable a
+// fenced acquisition is refused with ErrQuorum and undone, while an unfenced
+// lock is still available.
+func TestFencedAcquisitionNeedsCopies(t *testing.T) {
+	for _, tc := range []struct{ n, copies int }{{3, 3}, {4, 3}, {5, 4}} {
+		t.Run(fmt.Sprint(tc.n), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				c, mems := memClient(t, tc.n, WithNodeTimeout(20*time.Millisecond))
+				ctx := context.Background()
+				if got := fenceCopies(tc.n, c.Quorum()); got != tc.copies {
+					t.Fatalf("fenceCopies(%d) = %d, want %d", tc.n, got, tc.copies)
+				}
+				for _, m := range mems[tc.copies:] {
+					m.set(func(m *memNode) { m.err = errMemDown })
+				}
+				l, err := c.TryAcquire(ctx, "ok", time.Second, WithFencing())
+				if err != nil {
+					t.Fatalf("%d of %d nodes up: %v", tc.copies, tc.n, err)
+				}
+				_ = l.Release(ctx)
+				mems[0].set(func(m *memNode) { m.err = errMemDown })
+				_, err = c.TryAcquire(ctx, "r", time.Second, WithFencing())
+				// Below a quorum the round itself fails; above, the fence.
+				named := tc.copies-1 < c.Quorum() || strings.Contains(err.Error(), "data loss")
+				if !errors.Is(err, ErrQuorum) || !named {
+					t.Fatalf("%d of %d nodes up: %v, want ErrQuorum naming the fence's copies", tc.copies-1, tc.n, err)
+				}
+				synctest.Wait()
+				for i, m := range mems {
+					if v, ok := m.get(c.keysFor("r").key); ok {
+						t.Fatalf("node %d kept the refused attempt's key %q", i, v)
+					}
+				}
+				if tc.copies-1 >= c.Quorum() {
+					l, err := c.TryAcquire(ctx, "r", time.Second)
+					if err != nil {
+						t.Fatalf("unfenced lock with %d of %d nodes up: %v", tc.copies-1, tc.n, err)
+					}
+					_ = l.Release(ctx)
+				}
+			})
+		})
+	}
+}
+
+// TestFenceRestartsAboveAfterDataLoss: nodes that lost their data seed their
+// counters from their clocks, above every fence handed out before.
 func TestFenceRestartsAboveAfterDataLoss(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		c, mems := memClient(t, 3, WithNodeTimeout(20*time.Millisecond))

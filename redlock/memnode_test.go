@@ -22,6 +22,7 @@ type memNode struct {
 	err   error         // when set, every call fails with it
 	hang  bool          // when set, calls fail after memReadTimeout
 	delay time.Duration // processing delay before a call takes effect
+	clock time.Duration // the node's wall clock minus the test's (fence seeds)
 	calls map[string]int
 	// batches counts the pipelines run (do calls).
 	batches int
@@ -193,22 +194,18 @@ func (m *memNode) exec(c *redis.Cmd) {
 		if v, ok := m.getLocked(keys[1]); ok {
 			f = num(v) + 1
 		} else {
-			f = now.UnixMicro()
+			f = now.Add(m.clock).UnixMicro()
 		}
 		m.data[keys[1]] = memEntry{val: strconv.FormatInt(f, 10), exp: now.Add(time.Duration(num(argv[2])) * time.Millisecond)}
 		c.SetVal(f)
 	case fenceRaiseScript:
 		m.calls["fence"]++
-		if v, ok := m.getLocked(keys[0]); !ok || v != str(argv[0]) {
-			c.SetVal(int64(0))
-			return
-		}
 		cur := int64(0)
-		if v, ok := m.getLocked(keys[1]); ok {
+		if v, ok := m.getLocked(keys[0]); ok {
 			cur = num(v)
 		}
-		if cur < num(argv[1]) {
-			m.data[keys[1]] = memEntry{val: str(argv[1]), exp: now.Add(time.Duration(num(argv[2])) * time.Millisecond)}
+		if cur < num(argv[0]) {
+			m.data[keys[0]] = memEntry{val: str(argv[0]), exp: now.Add(time.Duration(num(argv[1])) * time.Millisecond)}
 		}
 		c.SetVal(int64(1))
 	case inspectScript:

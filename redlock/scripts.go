@@ -77,17 +77,14 @@ else
 end
 return tonumber(c)`)
 
-// fenceRaiseScript raises the counter to the chosen fence while the lock is
-// still ours, so that a majority of nodes carries it.
-// KEYS[1] lock key, KEYS[2] counter key; ARGV[1] token, ARGV[2] fence,
-// ARGV[3] retention ms. Returns 1, or 0 when the lock is no longer ours.
+// fenceRaiseScript raises the counter to the chosen fence, so that enough
+// nodes carry it (see fenceCopies). It needs no lock: a counter only ever
+// grows, and a higher counter only makes later fences larger.
+// KEYS[1] counter key; ARGV[1] fence, ARGV[2] retention ms. Returns 1.
 var fenceRaiseScript = newScript(`
-if redis.call('GET', KEYS[1]) ~= ARGV[1] then
-	return 0
-end
-local cur = tonumber(redis.call('GET', KEYS[2]) or '0')
-if cur < tonumber(ARGV[2]) then
-	redis.call('SET', KEYS[2], ARGV[2], 'PX', ARGV[3])
+local cur = tonumber(redis.call('GET', KEYS[1]) or '0')
+if cur < tonumber(ARGV[1]) then
+	redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
 end
 return 1`)
 

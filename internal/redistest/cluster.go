@@ -27,7 +27,13 @@ func StartCluster(tb testing.TB, n int) *Cluster {
 		tb.Fatalf("redistest: StartCluster needs at least one node, got %d", n)
 		return nil
 	}
-	bin := RequireServer(tb)
+	return startCluster(tb, RequireServer(tb), n, nil)
+}
+
+// startCluster starts n nodes of bin concurrently; clock, when not nil,
+// gives node i's clock control (see StartClockCluster).
+func startCluster(tb testing.TB, bin string, n int, clock func(i int, dir string) (*fakeClock, error)) *Cluster {
+	tb.Helper()
 	base := tb.TempDir()
 
 	nodes := make([]*Node, n)
@@ -35,7 +41,14 @@ func StartCluster(tb testing.TB, n int) *Cluster {
 	var wg sync.WaitGroup
 	for i := range nodes {
 		wg.Go(func() {
-			nodes[i], errs[i] = startNode(bin, filepath.Join(base, "node-"+strconv.Itoa(i)))
+			dir := filepath.Join(base, "node-"+strconv.Itoa(i))
+			var fc *fakeClock
+			if clock != nil {
+				if fc, errs[i] = clock(i, dir); errs[i] != nil {
+					return
+				}
+			}
+			nodes[i], errs[i] = startNode(bin, dir, fc)
 		})
 	}
 	wg.Wait()

@@ -32,6 +32,7 @@ type Node struct {
 	dir   string // parent of one data directory per run
 	port  int    // the server's port, the same for every run
 	proxy *proxy
+	clock *fakeClock // nil unless the node runs under libfaketime
 
 	mu     sync.Mutex
 	proc   *process // the current run; nil before the first start and after Kill
@@ -44,7 +45,7 @@ type Node struct {
 func StartNode(tb testing.TB) *Node {
 	tb.Helper()
 	bin := RequireServer(tb)
-	n, err := startNode(bin, tb.TempDir())
+	n, err := startNode(bin, tb.TempDir(), nil)
 	if err != nil {
 		tb.Fatalf("redistest: start node: %v", err)
 		return nil
@@ -64,8 +65,8 @@ func registerCleanup(tb testing.TB, n *Node) {
 
 // startNode starts a server on a free port, retrying with another port a few
 // times, then puts a proxy in front of it.
-func startNode(bin, dir string) (*Node, error) {
-	n := &Node{bin: bin, dir: dir}
+func startNode(bin, dir string, clock *fakeClock) (*Node, error) {
+	n := &Node{bin: bin, dir: dir, clock: clock}
 	var errs []error
 	for range portAttempts {
 		port, err := freePort()
@@ -97,7 +98,7 @@ func startNode(bin, dir string) (*Node, error) {
 func (n *Node) startLocked() error {
 	n.runs++
 	dir := filepath.Join(n.dir, "run-"+strconv.Itoa(n.runs))
-	p, err := startProcess(n.bin, dir, n.port)
+	p, err := startProcess(n.bin, dir, n.port, n.clock.env())
 	if err != nil {
 		return err
 	}

@@ -54,7 +54,7 @@ func serverArgs(port int, dir string) []string {
 // startProcess starts redis-server on port with dir (created if needed) as
 // its working and data directory, and waits until it answers PING. On error
 // no process is left behind.
-func startProcess(bin, dir string, port int) (*process, error) {
+func startProcess(bin, dir string, port int, env []string) (*process, error) {
 	dir, err := filepath.Abs(dir)
 	if err != nil {
 		return nil, err
@@ -69,6 +69,9 @@ func startProcess(bin, dir string, port int) (*process, error) {
 	}
 	cmd := exec.Command(bin, serverArgs(port, dir)...)
 	cmd.Dir = dir
+	if env != nil {
+		cmd.Env = append(os.Environ(), env...)
+	}
 	cmd.Stdout = logFile
 	cmd.Stderr = logFile
 	cmd.SysProcAttr = sysProcAttr()

@@ -1,0 +1,83 @@
+package redlock
+
+import (
+	"context"
+	"fmt"
+	"math/bits"
+	"time"
+)
+
+// fenceCopies is how many nodes must carry a fence before it is issued:
+// enough that, once any one node has lost its data, every quorum still
+// overlaps a node that carries it (copies − 1 + quorum > N). That is N−q+2
+// nodes: one more than a quorum for an odd N (all 3 of 3, 4 of 5), a quorum
+// for an even one. See WithFencing for what it costs.
+func fenceCopies(n, q int) int { return min(n, n-q+2) }
+
+// settleFence picks the fence of a won round, the highest counter among the
+// nodes that granted it, and makes sure fenceCopies nodes carry it before
+// the validity ends: then any later acquisition's quorum overlaps a node
+// whose counter is at least this fence, even after one node lost its
+// counters, and so gets a larger one. A fence that cannot be stored that
+// widely is refused (ErrQuorum): handing it out could let a later fence go
+// backwards.
+func (c *Client) settleFence(ctx context.Context, r *round, k keys, until time.Time) (int64, error) {
+	copies := fenceCopies(len(c.nodes), c.q)
+	deadline := time.Now().Add(c.cfg.nodeTimeout)
+	if until.Before(deadline) {
+		deadline = until
+	}
+	if r.t.ok < copies {
+		// The round was decided at quorum: hear the nodes still answering
+		// before paying a round trip for copies they may already hold.
+		err := r.wait(ctx, deadline, classifySet, func() bool { return r.t.ok >= copies || r.pending&^r.answered == 0 })
+		if err != nil {
+			return 0, err
+		}
+	}
+	fence, carry, err := highestCounter(r)
+	if err != nil {
+		return 0, err
+	}
+	have := bits.OnesCount64(carry)
+	if have >= copies {
+		return fence, nil
+	}
+	args := fenceRaiseScript.args([]string{k.fenceKey}, fence, c.cfg.fenceRetention.Milliseconds())
+	r2 := c.broadcast("fence", k.resource, c.allNodes()&^carry, copies-have, deadline, false, args, fenceRaiseScript)
+	err = r2.collect(ctx, deadline, classifyOne)
+	switch {
+	case err != nil:
+		return 0, err
+	case !r2.t.success():
+		return 0, r2.err([]error{ErrQuorum}, fmt.Sprintf(
+			"fencing token stored on %d of %d nodes; a fence is issued only once %d carry it, so that it survives one node's data loss",
+			have+r2.t.ok, len(c.nodes), copies))
+	case !time.Now().Before(until):
+		return 0, r2.err([]error{ErrQuorum}, "fencing counter settled after the validity ended")
+	}
+	return fence, nil
+}
+
+// highestCounter returns the highest counter among the nodes that granted a
+// fenced round, and the mask of those that returned it.
+func highestCounter(r *round) (int64, uint64, error) {
+	var fence int64
+	for i, sl := range r.slots {
+		if sl.out != outOK {
+			continue
+		}
+		v, ok := sl.val.(int64)
+		if !ok || v <= 0 {
+			return 0, 0, r.err([]error{ErrQuorum}, fmt.Sprintf("node %d returned a bad fencing counter %v", i, sl.val))
+		}
+		fence = max(fence, v)
+	}
+	var carry uint64
+	for i, sl := range r.slots {
+		if v, ok := sl.val.(int64); ok && sl.out == outOK && v == fence {
+			carry |= 1 << i
+		}
+	}
+	return fence, carry, nil
+}
