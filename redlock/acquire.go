@@ -258,7 +258,7 @@ func (c *Client) attempt(ctx context.Context, k keys, ttl time.Duration, lc *loc
 			err = r.err([]error{ErrQuorum}, fmt.Sprintf("quorum reached after %v, past the validity of ttl %v", time.Since(start).Round(time.Microsecond), ttl))
 		}
 	}
-	c.undo(k, token)
+	c.undo(k, token, r.unsent)
 	if err != nil {
 		return nil, err
 	}
@@ -271,13 +271,14 @@ func (c *Client) attempt(ctx context.Context, k keys, ttl time.Duration, lc *loc
 	return nil, e
 }
 
-// undo releases a failed attempt's token on every node. Even a node that
-// answered that another holder has the key gets it: a client that retries
-// commands may have set our key and then seen its own retry refused, and
-// compare-and-delete is harmless where the key is not ours. Nodes run calls
-// in order, so the undo reaches a straggler after its SET.
-func (c *Client) undo(k keys, token string) {
-	c.unlock(k, token, c.allNodes())
+// undo releases a failed attempt's token on every node its SET was queued
+// for (not those in unsent). Even a node that answered that another holder
+// has the key gets it: a client that retries commands may have set our key
+// and then seen its own retry refused, and compare-and-delete is harmless
+// where the key is not ours. Nodes run calls in order, so the undo reaches
+// a straggler after its SET.
+func (c *Client) undo(k keys, token string, unsent uint64) {
+	c.unlock(k, token, c.allNodes()&^unsent)
 }
 
 // unlock sends the compare-and-delete script, without announcement, to the

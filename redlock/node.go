@@ -16,7 +16,8 @@ const (
 	// maxBatch bounds how many concurrent calls one pipeline carries.
 	maxBatch = 128
 	// queueLen bounds the calls waiting for a node; past it a call fails at
-	// once instead of blocking its caller (a stuck node must not stall anyone).
+	// once instead of blocking its caller (a stuck node must not stall
+	// anyone), except a cleanup call, which waits in the node's spill list.
 	queueLen = 4096
 )
 
@@ -39,6 +40,13 @@ type node struct {
 	addr   string
 	client redis.UniversalClient
 	calls  chan *call
+	// spill holds, in order, the cleanup calls that found calls full; once
+	// it is non-empty every cleanup call joins it (and any other call is
+	// refused) until the worker, having emptied calls, takes it. spilled
+	// mirrors len(spill) > 0 for the senders' fast path.
+	spillMu sync.Mutex
+	spill   []*call
+	spilled atomic.Bool
 	loaded bool        // the node's script cache holds our scripts; worker-owned
 	conn   *redis.Conn // the worker's own connection, for a *redis.Client; worker-owned
 	// failed reports a call's failure (logs, observer), also when nobody
@@ -84,20 +92,65 @@ type reply struct {
 	err  error // redis.Nil for a nil reply
 }
 
-// send queues a call without ever blocking; a full queue or a closed client
-// answers the call at once with an error.
-func (n *node) send(c *call, closed <-chan struct{}) {
+// send queues a call without ever blocking and reports whether it did; a
+// closed client, or a full queue, answers it at once with an error. A
+// cleanup call is never refused for a full queue: an acquire already on the
+// wire would leave its key on the node for a whole TTL under a token nobody
+// holds. It waits in the spill list, behind every call queued before it; a
+// cleanup follows the call it cleans up, so the list only grows with calls
+// that were queued or locks that were held.
+func (n *node) send(c *call, closed <-chan struct{}) bool {
 	select {
 	case <-closed:
 		c.out <- reply{node: c.node, err: ErrClosed}
-		return
+		return false
 	default:
 	}
-	select {
-	case n.calls <- c:
-	default:
+	if !n.spilled.Load() {
+		select {
+		case n.calls <- c:
+			return true
+		default:
+		}
+	}
+	n.spillMu.Lock()
+	defer n.spillMu.Unlock()
+	if len(n.spill) == 0 {
+		select {
+		case n.calls <- c:
+			return true
+		default:
+		}
+	}
+	if !c.cleanup {
 		c.out <- reply{node: c.node, err: errQueueFull}
+		return false
 	}
+	n.spill = append(n.spill, c)
+	n.spilled.Store(true)
+	return true
+}
+
+// takeSpill adds spilled cleanup calls to batch once the queue is empty:
+// every call still queued is older than them.
+func (n *node) takeSpill(batch []*call) []*call {
+	if !n.spilled.Load() {
+		return batch
+	}
+	n.spillMu.Lock()
+	defer n.spillMu.Unlock()
+	if len(n.calls) > 0 {
+		return batch
+	}
+	k := min(len(n.spill), maxBatch-len(batch))
+	batch = append(batch, n.spill[:k]...)
+	clear(n.spill[:k])
+	n.spill = n.spill[k:]
+	if len(n.spill) == 0 {
+		n.spill = nil
+		n.spilled.Store(false)
+	}
+	return batch
 }
 
 // serve runs one batching worker until closed; then it answers what is left.
@@ -109,17 +162,13 @@ func (n *node) serve(closed <-chan struct{}, wg *sync.WaitGroup) {
 	linger.Stop()
 	defer linger.Stop()
 	for {
-		select {
-		case c := <-n.calls:
-			batch = append(batch, c)
-		case <-closed:
-			for {
-				select {
-				case c := <-n.calls:
-					c.out <- reply{node: c.node, err: ErrClosed}
-				default:
-					return
-				}
+		if batch = n.takeSpill(batch); len(batch) == 0 {
+			select {
+			case c := <-n.calls:
+				batch = append(batch, c)
+			case <-closed:
+				n.refuseAll()
+				return
 			}
 		}
 	fill:
@@ -128,6 +177,7 @@ func (n *node) serve(closed <-chan struct{}, wg *sync.WaitGroup) {
 			case c := <-n.calls:
 				batch = append(batch, c)
 			default:
+				batch = n.takeSpill(batch)
 				break fill
 			}
 		}
@@ -137,6 +187,25 @@ func (n *node) serve(closed <-chan struct{}, wg *sync.WaitGroup) {
 		n.execBatch(batch, now)
 		clear(batch)
 		batch = batch[:0]
+	}
+}
+
+// refuseAll answers every call still waiting with ErrClosed.
+func (n *node) refuseAll() {
+	for {
+		select {
+		case c := <-n.calls:
+			c.out <- reply{node: c.node, err: ErrClosed}
+		default:
+			n.spillMu.Lock()
+			spill := n.spill
+			n.spill = nil
+			n.spillMu.Unlock()
+			for _, c := range spill {
+				c.out <- reply{node: c.node, err: ErrClosed}
+			}
+			return
+		}
 	}
 }
 

@@ -19,6 +19,7 @@ type round struct {
 	replies  chan reply
 	pending  uint64 // nodes whose reply has not been read yet
 	answered uint64 // nodes counted in the tally (reply read, or timed out)
+	unsent   uint64 // nodes whose call was refused before it was queued
 	slots    []slot
 	t        tally
 	busy     bool // counted in the client's busy until its caller stops waiting
@@ -58,7 +59,9 @@ func (c *Client) broadcast(op, resource string, mask uint64, need int, deadline 
 		cl := &calls[j]
 		j++
 		*cl = call{node: i, args: args, script: s, deadline: deadline, cleanup: cleanup, out: r.replies, op: op, resource: resource}
-		c.nodes[i].send(cl, c.closed)
+		if !c.nodes[i].send(cl, c.closed) {
+			r.unsent |= 1 << i
+		}
 	}
 	return r
 }
