@@ -47,8 +47,8 @@ type node struct {
 	spillMu sync.Mutex
 	spill   []*call
 	spilled atomic.Bool
-	loaded bool        // the node's script cache holds our scripts; worker-owned
-	conn   *redis.Conn // the worker's own connection, for a *redis.Client; worker-owned
+	loaded  bool        // the node's script cache holds our scripts; worker-owned
+	conn    *redis.Conn // the worker's own connection, for a *redis.Client; worker-owned
 	// failed reports a call's failure (logs, observer), also when nobody
 	// waits for the answer any more.
 	failed func(op, resource string, node int, err error)
