@@ -124,7 +124,14 @@ func maxTime(a, b time.Time) time.Time {
 // with cause ErrLockLost (see context.Cause) when the lock can no longer be
 // proven held, before Until; with context.Canceled when the lock is
 // released or the returned CancelFunc is called. Lost() closes at the loss.
+// A nil ctx is refused: the returned context is already cancelled with a
+// cause matching ErrInvalid, and the lock is not kept alive.
 func (l *Lock) KeepAlive(ctx context.Context) (context.Context, context.CancelFunc) {
+	if ctx == nil {
+		kctx, cancel := context.WithCancelCause(context.Background())
+		cancel(invalidf("nil context given to KeepAlive"))
+		return kctx, func() { cancel(context.Canceled) }
+	}
 	kctx, cancel := context.WithCancelCause(ctx)
 	l.mu.Lock()
 	switch l.state {

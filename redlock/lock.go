@@ -150,8 +150,12 @@ func (l *Lock) loseLocked(cause error) (report func()) {
 // majority of nodes still held its token (its keys are still removed where
 // they remain). It returns once a majority confirmed; the other nodes finish
 // in the background. Pass a context that is not already cancelled: a cancelled
-// one still sends the release but does not wait for it.
+// one still sends the release but does not wait for it. A nil ctx is refused
+// with ErrInvalid and leaves the lock held.
 func (l *Lock) Release(ctx context.Context) error {
+	if ctx == nil {
+		return invalidf("nil context: the lock is still held; release it with a live context")
+	}
 	l.mu.Lock()
 	if l.state == stateReleased {
 		l.mu.Unlock()
@@ -169,13 +173,14 @@ func (l *Lock) Release(ctx context.Context) error {
 	}
 	l.state = stateReleased
 	l.mu.Unlock()
+	// Whatever happens below, the next local waiter gets its turn.
+	defer l.turn.leave()
 
 	c := l.c
 	deadline := time.Now().Add(c.cfg.nodeTimeout)
 	args := releaseScript.args(l.res.lockKeys(), l.token, l.res.channel)
 	r := c.broadcast("release", l.res.resource, c.allNodes(), c.q, deadline, true, args, releaseScript)
 	err := r.collect(ctx, deadline, classifyOne)
-	l.turn.leave()
 	switch {
 	case wasLost:
 		err = &opError{kinds: []error{ErrLockLost}, summary: "released after its validity ended"}
