@@ -334,8 +334,8 @@ func TestKeepAliveCancelsBeforeUntilOnMajorityLoss(t *testing.T) {
 }
 
 // TestFencingMonotonicAcrossShiftingQuorums: successive fenced acquisitions
-// through changing subsets of nodes (two refused or black-holed each time,
-// one node wiped once) always get a larger fence. A black hole delivers what
+// through changing subsets of nodes (one refused or black-holed each time:
+// a fence needs 4 of 5 nodes; one node wiped once) always get a larger fence. A black hole delivers what
 // it held when healed, so a SET can land after its sender gave up: the short
 // TTL bounds how long such a stray key blocks the next round.
 func TestFencingMonotonicAcrossShiftingQuorums(t *testing.T) {
@@ -344,7 +344,7 @@ func TestFencingMonotonicAcrossShiftingQuorums(t *testing.T) {
 	rng := rand.New(rand.NewPCG(3, 4))
 	var last int64
 	for i := range 30 {
-		down := rng.Perm(5)[:2]
+		down := rng.Perm(5)[:1]
 		for j, d := range down {
 			if (i+j)%3 == 0 {
 				c.Nodes[d].BlackHole()
@@ -357,7 +357,7 @@ func TestFencingMonotonicAcrossShiftingQuorums(t *testing.T) {
 			// otherwise): the other nodes still carry the counter.
 			up := rng.Perm(5)
 			for _, u := range up {
-				if u != down[0] && u != down[1] {
+				if u != down[0] {
 					if err := c.Nodes[u].Kill(); err != nil {
 						t.Fatal(err)
 					}

@@ -150,7 +150,7 @@ func (c *Client) acquireLoop(ctx context.Context, k keys, ttl time.Duration, lc 
 		if w == nil && errors.Is(err, ErrLocked) {
 			// Subscribe to the release, then try once more at once: the
 			// holder may have released between the attempt and now.
-			w = c.notify.watch(k.channel)
+			w = c.notify.watch(ctx, k.channel)
 			continue
 		}
 		d := c.retryDelay()

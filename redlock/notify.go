@@ -47,8 +47,9 @@ func newNotifier(c *Client) *notifier {
 
 // watch registers interest in channel, subscribing on every node if this is
 // the channel's first watcher. It waits for the subscriptions to be sent, at
-// most one node timeout.
-func (n *notifier) watch(channel string) *watch {
+// most one node timeout and never past the end of ctx (they go on in the
+// background).
+func (n *notifier) watch(ctx context.Context, channel string) *watch {
 	w := &watch{n: n, channel: channel, C: make(chan struct{}, 1)}
 	n.mu.Lock()
 	if n.closed {
@@ -75,7 +76,7 @@ func (n *notifier) watch(channel string) *watch {
 	}
 	n.mu.Unlock()
 	if fresh {
-		n.each(ps, func(ctx context.Context, p *redis.PubSub) error { return p.Subscribe(ctx, channel) })
+		n.each(ctx.Done(), ps, func(ctx context.Context, p *redis.PubSub) error { return p.Subscribe(ctx, channel) })
 	}
 	return w
 }
@@ -98,10 +99,10 @@ func (n *notifier) pubsub(i int) *redis.PubSub {
 }
 
 // each runs f on every node's connection at once and waits at most the node
-// timeout: go-redis's PubSub takes a lock that a dial to a stopped node can
-// hold for the client's whole dial timeout, so a straggler finishes in the
-// background instead of delaying the waiter.
-func (n *notifier) each(ps []*redis.PubSub, f func(context.Context, *redis.PubSub) error) {
+// timeout, or until stop is closed: go-redis's PubSub takes a lock that a
+// dial to a stopped node can hold for the client's whole dial timeout, so a
+// straggler finishes in the background instead of delaying the waiter.
+func (n *notifier) each(stop <-chan struct{}, ps []*redis.PubSub, f func(context.Context, *redis.PubSub) error) {
 	ctx, cancel := context.WithTimeout(context.Background(), n.c.cfg.nodeTimeout)
 	var wg sync.WaitGroup
 	for _, p := range ps {
@@ -118,6 +119,7 @@ func (n *notifier) each(ps []*redis.PubSub, f func(context.Context, *redis.PubSu
 	select {
 	case <-done:
 	case <-ctx.Done():
+	case <-stop:
 	}
 }
 
@@ -185,7 +187,7 @@ func (n *notifier) unsubscribe(channel string, s *subscription) {
 	s.closing = true
 	ps := n.open()
 	n.mu.Unlock()
-	n.each(ps, func(ctx context.Context, p *redis.PubSub) error { return p.Unsubscribe(ctx, channel) })
+	n.each(nil, ps, func(ctx context.Context, p *redis.PubSub) error { return p.Unsubscribe(ctx, channel) })
 
 	n.mu.Lock()
 	s.closing = false
@@ -196,7 +198,7 @@ func (n *notifier) unsubscribe(channel string, s *subscription) {
 	}
 	ps = n.open()
 	n.mu.Unlock()
-	n.each(ps, func(ctx context.Context, p *redis.PubSub) error { return p.Subscribe(ctx, channel) })
+	n.each(nil, ps, func(ctx context.Context, p *redis.PubSub) error { return p.Subscribe(ctx, channel) })
 }
 
 // open lists the pub/sub connections created so far. Called with n.mu held.
