@@ -36,11 +36,18 @@ type Client struct {
 // New returns a Client over the given nodes: independent Redis masters (not
 // replicas of each other), usually 3 or 5. The clients stay owned by the
 // caller: Close does not close them. A dead or paused node never delays a
-// decided answer, but each node's calls run one batch at a time, so give the
-// clients short dial, read and write timeouts (a few node timeouts) and
-// MaxRetries -1, as NewFromURLs does: a stuck node then holds its own queue
-// only that long.
+// decided answer, but each node's calls run one batch at a time, so a call
+// to a dead node holds every call queued behind it. New therefore refuses
+// (ErrInvalid, naming each setting) a *redis.Client with command retries
+// (set MaxRetries: -1), more than one dial attempt (set DialerRetries: 1) or
+// no read or write timeout. Give the clients short dial, read and write
+// timeouts too (a few node timeouts; go-redis's defaults are 5s), and
+// ContextTimeoutEnabled: true, as NewFromURLs does. Clients of other kinds
+// are not checked.
 func New(nodes []redis.UniversalClient, opts ...Option) (*Client, error) {
+	if err := checkClients(nodes); err != nil {
+		return nil, err
+	}
 	return newClient(nodes, nil, opts)
 }
 

@@ -10,11 +10,16 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
+// lockNodeClient is a client to addr with the settings New requires.
+func lockNodeClient(addr string, db int) *redis.Client {
+	return redis.NewClient(&redis.Options{Addr: addr, DB: db, MaxRetries: -1, DialerRetries: 1})
+}
+
 func TestNewRejectsBadNodes(t *testing.T) {
-	a := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"})
-	b := redis.NewClient(&redis.Options{Addr: "127.0.0.1:2"})
-	sameAsA := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"})
-	otherDB := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", DB: 1})
+	a := lockNodeClient("127.0.0.1:1", 0)
+	b := lockNodeClient("127.0.0.1:2", 0)
+	sameAsA := lockNodeClient("127.0.0.1:1", 0)
+	otherDB := lockNodeClient("127.0.0.1:1", 1)
 	t.Cleanup(func() { a.Close(); b.Close(); sameAsA.Close(); otherDB.Close() })
 	cases := []struct {
 		name  string
@@ -173,4 +178,35 @@ func TestNewFromURLsTunesClientsForLocking(t *testing.T) {
 	if asked.Protocol != 3 || asked.ReadTimeout != time.Second {
 		t.Fatalf("the URL's own protocol=3 and read_timeout=1s became %d and %v", asked.Protocol, asked.ReadTimeout)
 	}
+}
+
+// TestNewRefusesClientSettingsThatStallANode: go-redis's defaults (3 command
+// retries, 5 dial attempts) and disabled timeouts let one dead node hold its
+// whole queue; New names each setting of each node and what to set.
+func TestNewRefusesClientSettingsThatStallANode(t *testing.T) {
+	def := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"})
+	noTimeout := redis.NewClient(&redis.Options{Addr: "127.0.0.1:2", MaxRetries: -1, DialerRetries: 1, ReadTimeout: -1})
+	good := lockNodeClient("127.0.0.1:3", 0)
+	t.Cleanup(func() { def.Close(); noTimeout.Close(); good.Close() })
+	_, err := New([]redis.UniversalClient{def, noTimeout, good})
+	if !errors.Is(err, ErrInvalid) {
+		t.Fatalf("New with go-redis's default settings: %v, want ErrInvalid", err)
+	}
+	for _, want := range []string{
+		"node 0 (127.0.0.1:1): MaxRetries is 3", "set MaxRetries: -1",
+		"node 0 (127.0.0.1:1): DialerRetries is 5", "set DialerRetries: 1",
+		"node 1 (127.0.0.1:2): ReadTimeout or WriteTimeout is disabled",
+	} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q does not say %q", err, want)
+		}
+	}
+	if strings.Contains(err.Error(), "node 2") {
+		t.Errorf("error %q blames the well-configured node", err)
+	}
+	c, err := New([]redis.UniversalClient{good})
+	if err != nil {
+		t.Fatalf("New with MaxRetries -1 and DialerRetries 1: %v", err)
+	}
+	c.Close()
 }
