@@ -11,13 +11,16 @@ import (
 )
 
 // embeddedClient returns a Client over one embedded Redis (miniredis with
-// real-time expiry) and a raw go-redis client to the same server.
+// real-time expiry) and a raw go-redis client to the same server. Its node
+// timeout is a generous second (opts may override it): these tests are not
+// about timing, and a loaded machine under -race can take longer than the
+// default 50ms to answer.
 func embeddedClient(t *testing.T, opts ...Option) (*Client, *redis.Client) {
 	t.Helper()
 	srv := embedded.StartT(t)
 	raw := redis.NewClient(&redis.Options{Addr: srv.Addr()})
 	t.Cleanup(func() { _ = raw.Close() })
-	c, err := NewFromURLs([]string{srv.URL()}, opts...)
+	c, err := NewFromURLs([]string{srv.URL()}, append([]Option{WithNodeTimeout(time.Second)}, opts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -82,19 +85,19 @@ func TestScriptsRequireTheRightToken(t *testing.T) {
 func TestExpiryInRealTime(t *testing.T) {
 	ctx := context.Background()
 	c, _ := embeddedClient(t, WithRetryDelay(10*time.Millisecond, 20*time.Millisecond))
-	l, err := c.TryAcquire(ctx, "r", 300*time.Millisecond)
+	l, err := c.TryAcquire(ctx, "r", 1500*time.Millisecond)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := c.TryAcquire(ctx, "r", time.Second); !errors.Is(err, ErrLocked) {
+	if _, err := c.TryAcquire(ctx, "r", 2*time.Second); !errors.Is(err, ErrLocked) {
 		t.Fatalf("second TryAcquire: %v, want ErrLocked", err)
 	}
 	start := time.Now()
-	l2, err := c.Acquire(within(t, 5*time.Second), "r", time.Second)
+	l2, err := c.Acquire(within(t, 10*time.Second), "r", 2*time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if waited := time.Since(start); waited < 200*time.Millisecond {
+	if waited := time.Since(start); waited < time.Second {
 		t.Fatalf("got the lock after %v, before the first one expired", waited)
 	}
 	if l2.Fence() != 0 || l2.Token() == l.Token() {
@@ -140,7 +143,7 @@ func TestRunReleasesAndReportsLoss(t *testing.T) {
 	ctx := context.Background()
 	c, raw := embeddedClient(t)
 	var token string
-	err := c.Run(ctx, "job", time.Second, func(ctx context.Context) error {
+	err := c.Run(ctx, "job", 2*time.Second, func(ctx context.Context) error {
 		states, err := c.Inspect(ctx, "job")
 		if err != nil {
 			return err
@@ -155,10 +158,10 @@ func TestRunReleasesAndReportsLoss(t *testing.T) {
 		t.Fatal("Run did not release")
 	}
 	sentinel := errors.New("handler failed")
-	if err := c.Run(ctx, "job", time.Second, func(context.Context) error { return sentinel }); !errors.Is(err, sentinel) {
+	if err := c.Run(ctx, "job", 2*time.Second, func(context.Context) error { return sentinel }); !errors.Is(err, sentinel) {
 		t.Fatalf("Run returned %v, want the function's error", err)
 	}
-	err = c.Run(ctx, "job", 500*time.Millisecond, func(ctx context.Context) error {
+	err = c.Run(ctx, "job", 2*time.Second, func(ctx context.Context) error {
 		raw.Del(ctx, c.keysFor("job").key) // the data is wiped under the holder
 		<-ctx.Done()
 		return nil

@@ -27,7 +27,10 @@ func Example() {
 	urls, stop := nodes(3)
 	defer stop()
 
-	client, err := redlock.NewFromURLs(urls) // e.g. redis://:password@redis-a:6379/0, rediss:// for TLS
+	// e.g. redis://:password@redis-a:6379/0, rediss:// for TLS. The node
+	// timeout (default 50ms) is generous here: examples run as tests on
+	// loaded machines.
+	client, err := redlock.NewFromURLs(urls, redlock.WithNodeTimeout(time.Second))
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -49,7 +52,7 @@ func Example() {
 func ExampleClient_TryAcquire() {
 	urls, stop := nodes(3)
 	defer stop()
-	client, err := redlock.NewFromURLs(urls)
+	client, err := redlock.NewFromURLs(urls, redlock.WithNodeTimeout(time.Second))
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -77,7 +80,7 @@ func ExampleClient_TryAcquire() {
 func ExampleClient_Acquire() {
 	urls, stop := nodes(3)
 	defer stop()
-	client, err := redlock.NewFromURLs(urls)
+	client, err := redlock.NewFromURLs(urls, redlock.WithNodeTimeout(time.Second))
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -109,7 +112,7 @@ func ExampleClient_Acquire() {
 func ExampleWithFencing() {
 	urls, stop := nodes(3)
 	defer stop()
-	client, err := redlock.NewFromURLs(urls)
+	client, err := redlock.NewFromURLs(urls, redlock.WithNodeTimeout(time.Second))
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -122,7 +122,10 @@ func maxTime(a, b time.Time) time.Time {
 // KeepAlive extends the lock in the background about every ttl/3 for as long
 // as ctx lives (and within WithMaxHold). The returned context is cancelled
 // with cause ErrLockLost (see context.Cause) when the lock can no longer be
-// proven held, before Until; with context.Canceled when the lock is
+// proven held: a guard before Until (ttl/10 within [50ms, 500ms], at most
+// ttl/4), so a holder that watches it stops before Until unless its process
+// is starved of CPU for longer than the guard (such a pause is what fencing
+// tokens are for). It is cancelled with context.Canceled when the lock is
 // released or the returned CancelFunc is called. Lost() closes at the loss.
 // A nil ctx is refused: the returned context is already cancelled with a
 // cause matching ErrInvalid, and the lock is not kept alive.

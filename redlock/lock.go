@@ -60,7 +60,9 @@ func (l *Lock) Token() string { return l.token }
 func (l *Lock) Fence() int64 { return l.fence }
 
 // Until returns the end of the lock's validity on the local monotonic clock.
-// Work protected by the lock must end before it.
+// Work protected by the lock must end before it. A loss is declared, and
+// KeepAlive's context cancelled, a guard before Until: a tenth of the TTL
+// within [50ms, 500ms], and at most a quarter of the TTL.
 func (l *Lock) Until() time.Time {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -72,11 +74,21 @@ func (l *Lock) Until() time.Time {
 // never closed by a release.
 func (l *Lock) Lost() <-chan struct{} { return l.lost }
 
+// Bounds of the loss guard (see lossGuard).
+const (
+	lossGuardMin = 50 * time.Millisecond
+	lossGuardMax = 500 * time.Millisecond
+)
+
 // lossGuard is how long before Until a loss is declared, so that the holder's
 // context is cancelled before validity ends despite timer and scheduling
-// delays.
+// delays: ttl/10 within [50ms, 500ms], and never more than a quarter of the
+// TTL. On a loaded machine each hop of the signal (timer, watchdog
+// goroutine, holder) can wait for a busy goroutine's preemption, 10-20ms
+// each, longer under -race; 2ms (the guard of a 100ms TTL at ttl/50) was
+// seen overrun by 10ms.
 func lossGuard(ttl time.Duration) time.Duration {
-	return min(ttl/50, 20*time.Millisecond)
+	return min(max(ttl/10, lossGuardMin), lossGuardMax, ttl/4)
 }
 
 // newLock builds a held lock and arms its watchdog.
