@@ -71,8 +71,9 @@ func restartWithoutDelay(t *testing.T, env *proofEnv) (checker.History, string) 
 	const res, ttl = "r", 10 * time.Second
 	ctx := context.Background()
 	c := env.cluster
-	a := lockClient(t, c, redlock.WithNodeTimeout(100*time.Millisecond))
-	b := lockClient(t, c, redlock.WithNodeTimeout(100*time.Millisecond))
+	// Not a timing test: generous node timeouts (the TTL is 10s).
+	a := lockClient(t, c, redlock.WithNodeTimeout(time.Second))
+	b := lockClient(t, c, redlock.WithNodeTimeout(time.Second))
 	reg := env.register(res)
 	get := func() string {
 		v, err := env.client.Get(ctx, reg).Result()

@@ -205,7 +205,7 @@ func TestStoppedNodeDoesNotSlowAcquisition(t *testing.T) {
 func TestDelayedRestartKeepsSafety(t *testing.T) {
 	const ttl = time.Second
 	c := redistest.StartCluster(t, 5)
-	opts := []redlock.Option{redlock.WithNodeTimeout(150 * time.Millisecond)}
+	opts := []redlock.Option{redlock.WithNodeTimeout(300 * time.Millisecond)}
 	a, b := lockClient(t, c, opts...), lockClient(t, c, opts...)
 	l, err := a.TryAcquire(context.Background(), "res", ttl)
 	if err != nil {

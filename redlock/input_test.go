@@ -5,6 +5,7 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -59,7 +60,8 @@ func TestNewRejectsBadNodes(t *testing.T) {
 }
 
 func TestCallsRejectBadInput(t *testing.T) {
-	c, _ := memClient(t, 3, WithNodeTimeout(50*time.Millisecond))
+	// Real time: a generous node timeout for the calls that do reach the nodes.
+	c, _ := memClient(t, 3, WithNodeTimeout(500*time.Millisecond))
 	ctx := context.Background()
 	cases := []struct {
 		name string
@@ -146,21 +148,23 @@ func TestClosedClientRefusesCalls(t *testing.T) {
 }
 
 func TestPing(t *testing.T) {
-	c, mems := memClient(t, 5, WithNodeTimeout(20*time.Millisecond))
-	if err := c.Ping(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	mems[0].set(func(m *memNode) { m.err = errMemDown })
-	mems[1].set(func(m *memNode) { m.err = errMemDown })
-	if err := c.Ping(context.Background()); err != nil {
-		t.Fatalf("2 of 5 down: %v", err)
-	}
-	mems[2].set(func(m *memNode) { m.hang = true })
-	err := c.Ping(context.Background())
-	var ne *NodeError
-	if !errors.Is(err, ErrQuorum) || !errors.As(err, &ne) || ne.Op != "ping" {
-		t.Fatalf("3 of 5 down: %v, want ErrQuorum with node errors", err)
-	}
+	synctest.Test(t, func(t *testing.T) { // virtual time: a 20ms node timeout cannot flake
+		c, mems := memClient(t, 5, WithNodeTimeout(20*time.Millisecond))
+		if err := c.Ping(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		mems[0].set(func(m *memNode) { m.err = errMemDown })
+		mems[1].set(func(m *memNode) { m.err = errMemDown })
+		if err := c.Ping(context.Background()); err != nil {
+			t.Fatalf("2 of 5 down: %v", err)
+		}
+		mems[2].set(func(m *memNode) { m.hang = true })
+		err := c.Ping(context.Background())
+		var ne *NodeError
+		if !errors.Is(err, ErrQuorum) || !errors.As(err, &ne) || ne.Op != "ping" {
+			t.Fatalf("3 of 5 down: %v, want ErrQuorum with node errors", err)
+		}
+	})
 }
 
 func TestNewFromURLsTunesClientsForLocking(t *testing.T) {
