@@ -1,0 +1,123 @@
+package integration
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/asynqlock/asynqlock/internal/checker"
+	"github.com/asynqlock/asynqlock/internal/redistest"
+	"github.com/asynqlock/asynqlock/redlock"
+	"github.com/redis/go-redis/v9"
+)
+
+// TestProofNodeClockStep: Redis expires keys by its wall clock, so a node
+// whose clock steps forward drops a lock key early. A holds a lock (TTL 10s)
+// on all 5 nodes and reads a register; the wall clocks of k nodes then step
+// 20s forward (libfaketime), and B tries to lock the resource for 3s. With a
+// minority stepped (k = 2) A's keys survive on a majority and B is kept out;
+// with a majority stepped (k = 3, a control that breaks the bounded-drift
+// assumption) B gets the lock while A still holds it, and the checker finds
+// the overlap and the lost update.
+func TestProofNodeClockStep(t *testing.T) {
+	for _, k := range []int{2, 3} {
+		name := "minority"
+		if k == 3 {
+			name = "majority-control"
+		}
+		t.Run(name, func(t *testing.T) { clockStep(t, k) })
+	}
+}
+
+// clockStep runs the scenario with k of 5 node clocks stepped and records its
+// row.
+func clockStep(t *testing.T, k int) {
+	const res, ttl, step = "r", 10 * time.Second, 20 * time.Second
+	c := redistest.StartClockCluster(t, 5)
+	store := redistest.StartNode(t).Client(t)
+	// Not a timing test: generous node timeouts.
+	a := lockClient(t, c, redlock.WithNodeTimeout(time.Second))
+	b := lockClient(t, c, redlock.WithNodeTimeout(time.Second))
+	ctx := within(t, time.Minute)
+	reg := "register:" + res
+	get := func() string {
+		v, err := store.Get(ctx, reg).Result()
+		if err != nil && !errors.Is(err, redis.Nil) {
+			t.Fatal(err)
+		}
+		return v
+	}
+	var h checker.History
+	la, err := a.TryAcquire(ctx, res, ttl)
+	if err != nil {
+		t.Fatalf("A: %v", err)
+	}
+	secA := checker.Section{Resource: res, Holder: "A", Start: stamp(), Read: get()}
+	for _, n := range c.Nodes[:k] {
+		if err := n.SetClockOffset(step); err != nil {
+			t.Fatal(err)
+		}
+	}
+	h.Events = append(h.Events, checker.Event{At: stamp(), What: fmt.Sprintf("clocks of nodes 1-%d stepped %v forward", k, step)})
+	states, err := a.Inspect(ctx, res)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kept := 0
+	for _, s := range states {
+		if s.Token == la.Token() {
+			kept++
+		}
+	}
+	if kept != 5-k {
+		t.Fatalf("after the step %d of 5 nodes hold A's key, want %d: the step did not expire it", kept, 5-k)
+	}
+
+	bctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	defer cancel()
+	lb, berr := b.Acquire(bctx, res, ttl)
+	if berr == nil {
+		secB := checker.Section{Resource: res, Holder: "B", Start: stamp(), Read: get()}
+		if err := store.Set(ctx, reg, "B/1", 0).Err(); err != nil {
+			t.Fatal(err)
+		}
+		secB.Wrote, secB.End = "B/1", stamp()
+		_ = lb.Release(ctx)
+		h.Sections = append(h.Sections, secB)
+	}
+	if err := store.Set(ctx, reg, "A/1", 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	secA.Wrote, secA.End = "A/1", stamp()
+	aerr := la.Release(ctx)
+	h.Sections = append(h.Sections, secA)
+	h.Final = map[string]string{res: get()}
+	r := checker.Check(h)
+	notes := fmt.Sprintf("%s; A's key left on %d of 5 nodes after the step; B's attempt for 3s: %v; A's release: %v", r, kept, errText(berr), errText(aerr))
+	report.Add(Row{
+		Scenario: "clock step: 2 clients, 1 resource, ttl 10s, 5 nodes",
+		Fault:    fmt.Sprintf("wall clocks of %d of 5 nodes stepped %v forward while A holds", k, step),
+		Ops:      r.Writes, Violations: r.Safety(), Lost: r.Lost, Duplicated: r.Duplicated,
+		Control: k >= 3,
+		Notes:   notes,
+	})
+	switch {
+	case k < 3 && (berr == nil || !r.OK()):
+		t.Fatalf("a minority clock step let B in: %s; evidence in %s", notes, keepEvidence(t, h, r))
+	case k < 3 && !errors.Is(berr, redlock.ErrLocked):
+		t.Fatalf("B: %v, want its deadline wrapping ErrLocked", berr)
+	case k >= 3 && (r.Overlaps == 0 || r.Lost == 0):
+		t.Fatalf("checker missed the violation of a majority clock step: %s; evidence in %s", notes, keepEvidence(t, h, r))
+	}
+	t.Log(notes)
+}
+
+// errText is err's message, or "ok".
+func errText(err error) string {
+	if err == nil {
+		return "ok"
+	}
+	return err.Error()
+}
