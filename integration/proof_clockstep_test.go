@@ -61,6 +61,7 @@ func clockStep(t *testing.T, k int) {
 		}
 	}
 	h.Events = append(h.Events, checker.Event{At: stamp(), What: fmt.Sprintf("clocks of nodes 1-%d stepped %v forward", k, step)})
+	checkOffsets(t, ctx, a, k, step)
 	states, err := a.Inspect(ctx, res)
 	if err != nil {
 		t.Fatal(err)
@@ -120,4 +121,23 @@ func errText(err error) string {
 		return "ok"
 	}
 	return err.Error()
+}
+
+// checkOffsets asserts that Client.Check sees the first k nodes' clocks
+// step ahead and the others' not.
+func checkOffsets(t *testing.T, ctx context.Context, cl *redlock.Client, k int, step time.Duration) {
+	t.Helper()
+	reports, err := cl.Check(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, r := range reports {
+		want := time.Duration(0)
+		if i < k {
+			want = step
+		}
+		if r.Err != nil || (r.ClockOffset-want).Abs() > time.Second {
+			t.Fatalf("Check: node %d's clock offset %v (err %v), want about %v", i, r.ClockOffset, r.Err, want)
+		}
+	}
 }
