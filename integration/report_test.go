@@ -226,11 +226,22 @@ break one on purpose and show that the checks then do find violations.
    can prevent that. Locks taken ` + "`WithFencing()`" + ` carry a token that grows with every acquisition;
    storage that rejects tokens smaller than the largest it has seen turns the paused holder's
    late write into a rejected one. Keep-alive (` + "`Lock.KeepAlive`, `Client.Run`" + `) keeps a long
-   section's lock valid and cancels the holder's context with ` + "`ErrLockLost`" + ` before its validity
-   ends when it cannot.
+   section's lock valid and cancels the holder's context with ` + "`ErrLockLost`" + ` a guard before its
+   validity ends (ttl/10 within 50ms–500ms, at most ttl/4) when it cannot.
 4. **A majority of independent nodes.** 5 masters tolerate 2 failed, paused or partitioned
    nodes; with 3 of 5 unreachable no lock can be taken (` + "`ErrQuorum`" + `), which is unavailability,
    not unsafety.
+5. **Fences: at most one node's data lost between two fenced acquisitions.** A fence is issued only
+   once N−q+2 nodes carry it (3 of 3, 4 of 5), so that every later quorum still meets one of them
+   after any one node lost its counters; node clocks (which seed new counters) may differ by any
+   amount. The cost is availability: a fenced acquisition needs one node more than a quorum (with
+   5 nodes it survives 1 failed node, not 2) and fails with ` + "`ErrQuorum`" + ` otherwise. The
+   *fenced, node A's clock 10s ahead* rows show both sides.
+6. **No wall-clock step on a majority of nodes, no eviction.** Redis expires keys by its wall
+   clock: a forward step on a minority of nodes is harmless, on a majority it expires a held lock
+   (the *clock step* control). A ` + "`maxmemory-policy`" + ` other than ` + "`noeviction`" + ` (with a ` + "`maxmemory`" + `
+   limit) may evict lock keys, ` + "`volatile-*`" + ` included since every lock key has a TTL.
+   ` + "`Client.Check`" + ` reports each node's clock offset and settings.
 
 The measurements also assume the test machine's clock: every worker process stamps its
 critical sections with its wall clock at start plus its monotonic clock since (all
@@ -257,7 +268,9 @@ const reportMethod = `## How it is measured
   (*duplicated*). A failed check keeps the history, an account of each violation and an SVG
   timeline under ` + "`$TEST_ARTIFACTS`" + ` (default ` + "`integration/testdata/artifacts/`" + `).
 - **Faults** are injected on a schedule while the workers run: SIGKILL, SIGSTOP/SIGCONT,
-  a black-holed proxy (partition), proxy latency, and restart without data.
+  a black-holed proxy (partition), proxy latency, and restart without data. The fence and
+  clock-step runs step node wall clocks with libfaketime (` + "`apt-get install faketime`" + `; glibc's
+  ` + "`libc_malloc_debug.so`" + ` is preloaded as the malloc shim jemalloc needs under it).
 - **Recovery** is how long the fault kept work from proceeding: in contention runs, the longest
   time a hot resource went without a critical section, from the first fault event to the end of
   the run (the notes give the same measure before the fault, for comparison); in the

@@ -21,7 +21,9 @@
 //     [ErrLockLost] no later than [Lock.Until] when it can no longer prove a
 //     quorum.
 //   - Fencing tokens ([WithFencing]): a number that strictly increases with
-//     every acquisition of a resource, for storage to reject stale writers.
+//     every acquisition of a resource, for storage to reject stale writers;
+//     it survives one node's data loss, at the price of needing one node more
+//     than a quorum (N−q+2) to answer.
 //   - Distinguishable errors: [ErrLocked], [ErrQuorum], [ErrLockLost],
 //     [ErrNotHeld], [ErrInvalid], [ErrClosed]; per-node causes are [*NodeError]
 //     values reachable with errors.As; context errors stay context errors.
@@ -34,5 +36,10 @@
 // stays unavailable for at least the largest TTL in use before rejoining (the
 // delayed-restart rule) or runs with AOF fsync=always, and (3) the holder
 // finishes its work within the validity window: a process pause longer than
-// the validity breaks the lock, which is what fencing tokens are for.
+// the validity breaks the lock, which is what fencing tokens are for. Redis
+// expires keys by its wall clock, so (4) no majority of nodes may have its
+// wall clock stepped forward while a lock is held (slew it, as NTP does by
+// default; a step on a minority is safe), and (5) no node may evict keys:
+// maxmemory-policy noeviction, or no maxmemory limit. [Client.Check] reports
+// each node's clock offset and settings.
 package redlock

@@ -54,9 +54,10 @@ func (l *Lock) Resource() string { return l.res.resource }
 func (l *Lock) Token() string { return l.token }
 
 // Fence returns the fencing token: a number that strictly increases with each
-// acquisition of the resource, as long as a majority of nodes keeps its data.
-// It is 0 unless the lock was acquired WithFencing(). Pass it to storage that
-// rejects writes carrying a smaller fence than one already seen.
+// fenced acquisition of the resource, even after one node lost its data (see
+// WithFencing for the exact guarantee and its cost). It is 0 unless the lock
+// was acquired WithFencing(). Pass it to storage that rejects writes
+// carrying a smaller fence than one already seen.
 func (l *Lock) Fence() int64 { return l.fence }
 
 // Until returns the end of the lock's validity on the local monotonic clock.

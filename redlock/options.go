@@ -136,7 +136,24 @@ type LockOption func(*lockConfig)
 
 // WithFencing makes the acquisition produce a fencing token (see Lock.Fence).
 // It costs a script instead of a plain SET and, when the nodes' counters
-// disagree, one more round trip.
+// disagree or have not all answered, one more round trip.
+//
+// The guarantee: each fence handed out for a resource is larger than every
+// fence handed out for it before, as long as (1) at most one node loses its
+// data (a restart without persistence) between two fenced acquisitions of the
+// resource, and (2) the resource is acquired with a fence at least once per
+// fence retention (WithFenceRetention; past it, counters restart from the
+// nodes' wall clocks, which must then differ by less than the retention).
+// Node clocks may otherwise differ by any amount.
+//
+// To survive one node's data loss, a fence is issued only once N−q+2 nodes
+// carry it, q being the quorum: all 3 of 3, 3 of 4, 4 of 5, 5 of 7. Then
+// every later quorum includes a node that still carries it. The cost is
+// availability: a fenced acquisition needs that many nodes to answer, one
+// more than a quorum when N is odd (with 5 nodes it survives one failed node,
+// not two; with 3, none). Short of it, the attempt is undone and fails with
+// ErrQuorum, and Acquire retries until its context ends. Locks taken
+// without WithFencing are not affected.
 func WithFencing() LockOption { return func(c *lockConfig) { c.fencing = true } }
 
 // WithMaxHold caps the total time KeepAlive keeps the lock: after d from the
