@@ -131,6 +131,8 @@ func TestProofUnderFaults(t *testing.T) {
 		},
 		{
 			name: "partition", fault: "nodes 1-2 black-holed (minority partition) at +1s, healed at +2.5s",
+			note: "every section here is fenced, and a fence needs 4 of 5 nodes (assumption 5): " +
+				"with 2 black-holed no fence is issued, so the hot resources wait out the partition (unfenced locks would not)",
 			steps: []faultStep{
 				{At: time.Second, What: "black hole nodes 1,2", Do: func(c *redistest.Cluster) error {
 					c.Nodes[0].BlackHole()
