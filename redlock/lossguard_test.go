@@ -27,7 +27,7 @@ func TestLossGuardHasAFloor(t *testing.T) {
 				kctx, stop := l.KeepAlive(context.Background())
 				defer stop()
 				<-kctx.Done()
-				ahead := l.Until().Sub(time.Now())
+				ahead := time.Until(l.Until())
 				if want := min(50*time.Millisecond, ttl/4); ahead < want {
 					t.Fatalf("loss signalled %v before Until, want at least %v", ahead, want)
 				}
