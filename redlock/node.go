@@ -43,10 +43,13 @@ type node struct {
 	// spill holds, in order, the cleanup calls that found calls full; once
 	// it is non-empty every cleanup call joins it (and any other call is
 	// refused) until the worker, having emptied calls, takes it. spilled
-	// mirrors len(spill) > 0 for the senders' fast path.
+	// mirrors len(spill) > 0 for the senders' fast path; wake tells an idle
+	// worker that the queue drained before a spill (a sender paused between
+	// finding it full and spilling).
 	spillMu sync.Mutex
 	spill   []*call
 	spilled atomic.Bool
+	wake    chan struct{}
 	loaded  bool        // the node's script cache holds our scripts; worker-owned
 	conn    *redis.Conn // the worker's own connection, for a *redis.Client; worker-owned
 	// failed reports a call's failure (logs, observer), also when nobody
@@ -68,7 +71,7 @@ type node struct {
 }
 
 func newNode(idx int, addr string, cl redis.UniversalClient) *node {
-	n := &node{idx: idx, addr: addr, client: cl, calls: make(chan *call, queueLen)}
+	n := &node{idx: idx, addr: addr, client: cl, calls: make(chan *call, queueLen), wake: make(chan struct{}, 1)}
 	n.do = n.run
 	return n
 }
@@ -128,6 +131,10 @@ func (n *node) send(c *call, closed <-chan struct{}) bool {
 	}
 	n.spill = append(n.spill, c)
 	n.spilled.Store(true)
+	select {
+	case n.wake <- struct{}{}:
+	default:
+	}
 	return true
 }
 
@@ -166,6 +173,8 @@ func (n *node) serve(closed <-chan struct{}, wg *sync.WaitGroup) {
 			select {
 			case c := <-n.calls:
 				batch = append(batch, c)
+			case <-n.wake:
+				continue
 			case <-closed:
 				n.refuseAll()
 				return
