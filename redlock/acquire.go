@@ -252,7 +252,9 @@ func (c *Client) attempt(ctx context.Context, k keys, ttl time.Duration, lc *loc
 				fence, err = c.settleFence(ctx, r, k, until)
 			}
 			if err == nil {
-				return c.newLock(k, token, fence, ttl, start, until, lc), nil
+				l := c.newLock(k, token, fence, ttl, start, until, lc)
+				l.unsent = r.unsent
+				return l, nil
 			}
 		} else {
 			err = r.err([]error{ErrQuorum}, fmt.Sprintf("quorum reached after %v, past the validity of ttl %v", time.Since(start).Round(time.Microsecond), ttl))

@@ -75,3 +75,36 @@ func TestAcquireRefusedByAFullQueueSendsNoUndo(t *testing.T) {
 		}
 	})
 }
+
+// TestReleaseSkipsNodesThatNeverGotTheSet: a lock won while one node's queue
+// was full never set its key there, so its release does not queue (or
+// spill) a call for that node: a dead node's spill list does not grow with
+// every release.
+func TestReleaseSkipsNodesThatNeverGotTheSet(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c, mems := memClient(t, 3, WithNodeTimeout(20*time.Millisecond))
+		mems[0].set(func(m *memNode) { m.delay = time.Second })
+		sink := make(chan reply, queueLen+1)
+		far := time.Now().Add(time.Hour)
+		for range queueLen + 1 {
+			c.nodes[0].send(&call{node: 0, args: []any{"ping"}, deadline: far, out: sink, op: "ping"}, c.closed)
+			synctest.Wait()
+		}
+		ctx := context.Background()
+		for i := range 10 {
+			l, err := c.TryAcquire(ctx, "r", time.Second)
+			if err != nil {
+				t.Fatalf("lock %d with node 0's queue full: %v", i, err)
+			}
+			if err := l.Release(ctx); err != nil {
+				t.Fatalf("release %d: %v", i, err)
+			}
+		}
+		c.nodes[0].spillMu.Lock()
+		spilled := len(c.nodes[0].spill)
+		c.nodes[0].spillMu.Unlock()
+		if spilled != 0 {
+			t.Fatalf("%d releases spilled for a node that never got their SET", spilled)
+		}
+	})
+}

@@ -23,7 +23,11 @@ type Lock struct {
 	fence    int64
 	ttl      time.Duration
 	acquired time.Time // start of the winning attempt
-	holdEnd  time.Time // acquired + max hold, zero if uncapped
+	// unsent are the nodes whose SET was refused before it was queued: they
+	// never held the key, so the release skips them (a dead node's spill
+	// list must not grow with releases it never needs).
+	unsent  uint64
+	holdEnd time.Time // acquired + max hold, zero if uncapped
 
 	extendMu sync.Mutex // one extension at a time
 
@@ -192,7 +196,7 @@ func (l *Lock) Release(ctx context.Context) error {
 	c := l.c
 	deadline := time.Now().Add(c.cfg.nodeTimeout)
 	args := releaseScript.args(l.res.lockKeys(), l.token, l.res.channel)
-	r := c.broadcast("release", l.res.resource, c.allNodes(), c.q, deadline, true, args, releaseScript)
+	r := c.broadcast("release", l.res.resource, c.allNodes()&^l.unsent, c.q, deadline, true, args, releaseScript)
 	err := r.collect(ctx, deadline, classifyOne)
 	switch {
 	case wasLost:
