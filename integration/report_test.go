@@ -233,8 +233,9 @@ break one on purpose and show that the checks then do find violations.
    not unsafety.
 5. **Fences: at most one node's data lost between two fenced acquisitions.** A fence is issued only
    once N−q+2 nodes carry it (3 of 3, 4 of 5), so that every later quorum still meets one of them
-   after any one node lost its counters; node clocks (which seed new counters) may differ by any
-   amount. The cost is availability: a fenced acquisition needs one node more than a quorum (with
+   after any one node lost its counters; node clocks (which seed new counters) may then differ by
+   any amount, as long as the resource is fenced at least once per fence retention (7 days by
+   default). The cost is availability: a fenced acquisition needs one node more than a quorum (with
    5 nodes it survives 1 failed node, not 2) and fails with ` + "`ErrQuorum`" + ` otherwise. The
    *fenced, node A's clock 10s ahead* rows show both sides.
 6. **No wall-clock step on a majority of nodes, no eviction.** Redis expires keys by its wall
