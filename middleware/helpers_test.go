@@ -26,7 +26,11 @@ func newEnv(t *testing.T) *env {
 	t.Helper()
 	srv := embedded.StartT(t)
 	mk := func() *redlock.Client {
-		c, err := redlock.NewFromURLs([]string{srv.URL()}, redlock.WithRetryDelay(5*time.Millisecond, 10*time.Millisecond))
+		// A node timeout twice the default: the embedded node answers a
+		// loaded machine under -race slower than 50ms; the TTLs used here
+		// (200ms and up) leave room for it.
+		c, err := redlock.NewFromURLs([]string{srv.URL()}, redlock.WithRetryDelay(5*time.Millisecond, 10*time.Millisecond),
+			redlock.WithNodeTimeout(100*time.Millisecond))
 		if err != nil {
 			t.Fatal(err)
 		}
