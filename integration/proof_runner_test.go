@@ -73,6 +73,7 @@ type proofLoad struct {
 	Slow                  string // resource of one long-section goroutine per process, if any
 	SlowHold              [2]time.Duration
 	TTL                   time.Duration
+	NodeTimeout           time.Duration // 0: the workers' default (50ms)
 	KeepAlive, Fencing    bool
 	Duration              time.Duration
 	MaxOps                int // per process
@@ -111,6 +112,9 @@ func runContention(t *testing.T, env *proofEnv, c proofLoad) runOutcome {
 		cfg.Resources, cfg.Goroutines, cfg.Hold = c.Resources, c.Goroutines, c.Hold
 		cfg.Slow, cfg.SlowHold = c.Slow, c.SlowHold
 		cfg.TTL, cfg.KeepAlive, cfg.Fencing = c.TTL, c.KeepAlive, c.Fencing
+		if c.NodeTimeout > 0 {
+			cfg.NodeTimeout = c.NodeTimeout
+		}
 		cfg.Duration, cfg.MaxOps = c.Duration, c.MaxOps
 		// Workers start concurrently: each pays for the binary's start-up.
 		wg.Go(func() { workers[i], errs[i] = launchWorker(t, cfg) })

@@ -21,6 +21,11 @@ import (
 // which a node restarted without data must wait out.
 const proofTTL = time.Second
 
+// proofNodeTimeout is the node timeout of the contention proofs: three times
+// the default, so that a loaded CI machine does not turn healthy nodes into
+// failing ones (a fenced section needs 4 of 5 nodes to answer in time).
+const proofNodeTimeout = 150 * time.Millisecond
+
 // proofContention is the workload of the contention proofs: 4 processes, each
 // with 2 goroutines on 3 hot resources (short sections) and one on a slow
 // resource whose sections outlast a third of the TTL, so keep-alive extends
@@ -32,7 +37,7 @@ func proofContention(d time.Duration, faults ...faultStep) proofLoad {
 		Hold:      [2]time.Duration{0, 2 * time.Millisecond},
 		Slow:      "ledger",
 		SlowHold:  [2]time.Duration{400 * time.Millisecond, 700 * time.Millisecond},
-		TTL:       proofTTL, KeepAlive: true, Fencing: true,
+		TTL:       proofTTL, NodeTimeout: proofNodeTimeout, KeepAlive: true, Fencing: true,
 		Duration: d, MaxOps: 20000,
 		Faults: faults,
 	}
@@ -143,11 +148,11 @@ func TestProofUnderFaults(t *testing.T) {
 			},
 		},
 		{
-			name: "latency", fault: "20ms latency each way on node 3 from +1s to +3s",
-			note: "the proxy delays each chunk it forwards, so a round trip to node 3 takes 40-80ms: " +
-				"often past the 50ms node timeout, which makes node 3 a slow node at the edge of failing",
+			name: "latency", fault: "60ms latency each way on node 3 from +1s to +3s",
+			note: "the proxy delays each chunk it forwards, so a round trip to node 3 takes 120-240ms: " +
+				"often past the 150ms node timeout, which makes node 3 a slow node at the edge of failing",
 			steps: []faultStep{
-				{At: time.Second, What: "latency 20ms node 3", Do: func(c *redistest.Cluster) error { c.Nodes[2].SetLatency(20 * time.Millisecond); return nil }},
+				{At: time.Second, What: "latency 60ms node 3", Do: func(c *redistest.Cluster) error { c.Nodes[2].SetLatency(60 * time.Millisecond); return nil }},
 				{At: 3 * time.Second, What: "no latency node 3", Do: heal(2)},
 			},
 		},

@@ -260,8 +260,9 @@ const reportMethod = `## How it is measured
   acquire returned) and end (before the release was called), the value read and the value
   written are recorded. The contention runs use 4 processes, each with 2 goroutines locking 3
   hot resources at random (sections of 0–2ms) and 1 goroutine on a slow resource (sections of
-  400–700ms, long enough for keep-alive to extend them), TTL 1s, the default node timeout
-  (50ms), fencing on; 3s without faults, 4s with one, the fault starting 1s in.
+  400–700ms, long enough for keep-alive to extend them), TTL 1s, a node timeout of 150ms
+  (three times the default, for loaded CI machines), fencing on; 3s without faults, 4s with one,
+  the fault starting 1s in.
 - **The checker** (` + "`internal/checker`" + `) merges the histories and proves, per resource: no section
   began before an earlier one ended (*violations*: overlaps; also reads that missed the
   previous write, fence tokens that did not grow); every written value was read by the next
