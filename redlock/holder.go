@@ -15,9 +15,9 @@ import (
 // travels inside the lock's value, after the random part of the token, so an
 // operator reads it with Inspect and the lock costs no extra round trip.
 type Holder struct {
-	Host string // the holder process's host name
-	PID  int    // the holder process's id
-	Name string // what holds the lock, e.g. a task type and id or a job name; may be empty
+	Host string `json:"host"`           // the holder process's host name
+	PID  int    `json:"pid"`            // the holder process's id
+	Name string `json:"name,omitempty"` // what holds the lock, e.g. a task type and id or a job name
 }
 
 // String renders the holder for people: "name (host pid 123)".

@@ -135,7 +135,7 @@ func (w *Worker) Handle(taskType string, h asynq.Handler, key middleware.KeyFunc
 		}
 		h = mw(h)
 	}
-	w.mux.Handle(taskType, w.track(h))
+	w.mux.Handle(taskType, w.track(nameHolder(h)))
 	return nil
 }
 
