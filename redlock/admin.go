@@ -193,3 +193,38 @@ func (c *Client) ForceRelease(ctx context.Context, resource, token string) (int,
 	}
 	return r.t.ok, nil
 }
+
+// Claim is one token's hold on a resource: the nodes whose lock key carries
+// it. A resource normally has one claim; several while contenders split the
+// nodes, or when leftovers of an earlier holder remain on a minority.
+type Claim struct {
+	Token  string
+	Holder Holder        // from the token; zero when it carries none
+	Nodes  []int         // node indexes, ascending
+	TTL    time.Duration // the shortest remaining TTL among those nodes
+	Fence  int64         // the highest fencing counter among those nodes
+}
+
+// Claims groups a resource's node states (Inspect, List) by token, in node
+// order. A claim with at least Client.Quorum() nodes is the lock's holder.
+func Claims(states []NodeState) []Claim {
+	var out []Claim
+	at := map[string]int{}
+	for _, s := range states {
+		if !s.Held() {
+			continue
+		}
+		i, ok := at[s.Token]
+		if !ok {
+			h, _ := ParseHolder(s.Token)
+			i = len(out)
+			at[s.Token] = i
+			out = append(out, Claim{Token: s.Token, Holder: h, TTL: s.TTL})
+		}
+		c := &out[i]
+		c.Nodes = append(c.Nodes, s.Node)
+		c.TTL = min(c.TTL, s.TTL)
+		c.Fence = max(c.Fence, s.Fence)
+	}
+	return out
+}

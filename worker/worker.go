@@ -44,6 +44,10 @@ type Worker struct {
 	closeOnce sync.Once
 	addr      atomic.Value // string: the HTTP endpoint's address once listening
 	running   atomic.Bool
+
+	nodes          nodeCheck     // lock nodes' identity and settings (nodecheck.go)
+	nodeCheckEvery time.Duration // WithNodeCheckInterval
+	parked         ParkedReader  // WithParkedReader, for the /locks page
 }
 
 // Option configures a Worker beyond its Config.
@@ -213,6 +217,13 @@ func (w *Worker) Run(ctx context.Context) error {
 		Logger:                   asynqLogger{w.log},
 		LogLevel:                 asynqLevel(lvl),
 	})
+	nodeCheckDone, err := w.startNodeCheck(ctx)
+	if err != nil {
+		if httpSrv != nil {
+			_ = httpSrv.Close()
+		}
+		return err
+	}
 	w.checkReady(ctx)
 	if err := srv.Start(w.mux); err != nil {
 		if httpSrv != nil {
@@ -241,6 +252,7 @@ func (w *Worker) Run(ctx context.Context) error {
 	stop() // a second SIGINT/SIGTERM now ends the process at once
 	w.log.Info("worker shutting down", "timeout", w.cfg.ShutdownTimeout)
 	<-probeDone // no probe may flip readiness back on
+	<-nodeCheckDone
 	w.ready.Store(false)
 	boolGauge(w.metrics.ready, false)
 	shutdownStart := time.Now()
@@ -276,7 +288,7 @@ func (w *Worker) checkReady(ctx context.Context) {
 	lockErr := w.locks.Ping(pctx)
 	brokerErr := w.ping.Ping(pctx).Err()
 	boolGauge(w.metrics.quorumUp, lockErr == nil)
-	ready := lockErr == nil && brokerErr == nil
+	ready := lockErr == nil && brokerErr == nil && w.nodes.independent()
 	if was := w.ready.Swap(ready); was != ready {
 		if ready {
 			w.log.Info("worker ready")
@@ -303,7 +315,7 @@ func (w *Worker) httpHandler() http.Handler {
 		rw.WriteHeader(http.StatusOK)
 		_, _ = rw.Write([]byte("ready\n"))
 	})
-	return mux
+	return w.lockRoutes(mux)
 }
 
 // Close releases the worker's connections; Run does it on return. Call it

@@ -49,8 +49,8 @@ func runList(ctx context.Context, a *app, flags any, args []string) error {
 	} else {
 		t := newTable(a.out, "RESOURCE", "HOLDER", "NODES", "TTL", "FENCE")
 		for _, h := range l.Locks {
-			for _, g := range groupByToken(h.Nodes) {
-				t.row(h.Resource, g.holder, nodeList(g.nodes, len(h.Nodes)), ttlText(g.minTTL), fenceText(g.maxFence))
+			for _, g := range redlock.Claims(h.Nodes) {
+				t.row(h.Resource, claimHolder(g), nodeList(g.Nodes, len(h.Nodes)), ttlText(g.TTL), fenceText(g.Fence))
 			}
 		}
 		if err := t.flush(); err != nil {
@@ -79,7 +79,7 @@ func runShow(ctx context.Context, a *app, _ any, args []string) error {
 	for _, s := range states {
 		holder, tok, errText := "-", "-", ""
 		if s.Held() {
-			holder, tok = holderText(s), shortToken(s.Token)
+			holder, tok = holderOf(s.Token), shortToken(s.Token)
 		}
 		if s.Err != nil {
 			holder, errText = "?", s.Err.Error()
@@ -95,13 +95,13 @@ func runShow(ctx context.Context, a *app, _ any, args []string) error {
 
 // summary says in one line who holds the resource.
 func summary(resource string, states []redlock.NodeState, quorum int) string {
-	groups := groupByToken(states)
+	groups := redlock.Claims(states)
 	if len(groups) == 0 {
 		return fmt.Sprintf("%s: not held", resource)
 	}
 	for _, g := range groups {
-		if len(g.nodes) >= quorum {
-			return fmt.Sprintf("%s: held by %s on %s, quorum %d", resource, g.holder, nodeList(g.nodes, len(states)), quorum)
+		if len(g.Nodes) >= quorum {
+			return fmt.Sprintf("%s: held by %s on %s, quorum %d", resource, claimHolder(g), nodeList(g.Nodes, len(states)), quorum)
 		}
 	}
 	return fmt.Sprintf("%s: keys on %d node(s) but no holder has the quorum of %d (leftovers that expire at their TTL, or an acquisition in progress)",

@@ -65,44 +65,15 @@ func (t *table) row(cells ...string) { fmt.Fprintln(t.tw, strings.Join(cells, "\
 
 func (t *table) flush() error { return t.tw.Flush() }
 
-// holderGroup is the nodes of a resource that hold one token.
-type holderGroup struct {
-	token    string
-	holder   string
-	nodes    []int
-	minTTL   time.Duration
-	maxFence int64
-}
+// claimHolder is a claim's holder for people.
+func claimHolder(c redlock.Claim) string { return holderOf(c.Token) }
 
-// groupByToken groups a resource's holding nodes by token, in node order:
-// normally one group; several when holders split the nodes.
-func groupByToken(states []redlock.NodeState) []*holderGroup {
-	var groups []*holderGroup
-	byTok := map[string]*holderGroup{}
-	for _, s := range states {
-		if !s.Held() {
-			continue
-		}
-		g := byTok[s.Token]
-		if g == nil {
-			g = &holderGroup{token: s.Token, holder: holderText(s), minTTL: s.TTL}
-			byTok[s.Token] = g
-			groups = append(groups, g)
-		}
-		g.nodes = append(g.nodes, s.Node)
-		g.minTTL = min(g.minTTL, s.TTL)
-		g.maxFence = max(g.maxFence, s.Fence)
-	}
-	return groups
-}
-
-// holderText is the holder for people, or a short token when the value
-// carries none.
-func holderText(s redlock.NodeState) string {
-	if h, ok := s.Holder(); ok {
+// holderOf is the holder a token names, or a short token when it names none.
+func holderOf(token string) string {
+	if h, _ := redlock.ParseHolder(token); h.String() != "" {
 		return h.String()
 	}
-	return "token " + shortToken(s.Token)
+	return "token " + shortToken(token)
 }
 
 // shortToken is the first characters of the random part: enough to tell

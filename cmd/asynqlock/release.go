@@ -9,6 +9,8 @@ import (
 	"os"
 	"os/user"
 	"strings"
+
+	"github.com/asynqlock/asynqlock/redlock"
 )
 
 func releaseFlags(fs *flag.FlagSet) any {
@@ -27,13 +29,13 @@ func runRelease(ctx context.Context, a *app, flags any, args []string) error {
 	if err != nil {
 		return err
 	}
-	groups := groupByToken(states)
+	groups := redlock.Claims(states)
 	if len(groups) == 0 {
 		fmt.Fprintf(a.out, "%s: not held on any node that answered; nothing to release\n", res)
 		return nil
 	}
 	for _, g := range groups {
-		fmt.Fprintf(a.out, "%s: held by %s on %s, TTL %s\n", res, g.holder, nodeList(g.nodes, len(states)), ttlText(g.minTTL))
+		fmt.Fprintf(a.out, "%s: held by %s on %s, TTL %s\n", res, claimHolder(g), nodeList(g.Nodes, len(states)), ttlText(g.TTL))
 	}
 	if !*flags.(*bool) {
 		fmt.Fprintf(a.out, "Force-release %s? The holder keeps running until its next extension fails. [y/N] ", res)
@@ -45,10 +47,10 @@ func runRelease(ctx context.Context, a *app, flags any, args []string) error {
 	}
 	var errs []error
 	for _, g := range groups {
-		n, err := a.locks.ForceRelease(ctx, res, g.token)
-		a.log.Warn("lock force-released", "resource", res, "holder", g.holder, "token", shortToken(g.token),
+		n, err := a.locks.ForceRelease(ctx, res, g.Token)
+		a.log.Warn("lock force-released", "resource", res, "holder", claimHolder(g), "token", shortToken(g.Token),
 			"nodes_released", n, "operator", operator(), "err", err)
-		fmt.Fprintf(a.out, "%s: released %s on %d node(s)\n", res, g.holder, n)
+		fmt.Fprintf(a.out, "%s: released %s on %d node(s)\n", res, claimHolder(g), n)
 		if err != nil {
 			errs = append(errs, err)
 		}
