@@ -108,7 +108,7 @@ func TestLocksPageInABrowser(t *testing.T) {
 		"stock:adjust " + taskID + " (" + host + fmt.Sprintf(" pid %d)", os.Getpid()),
 		"task:stock:adjust:sku-7", "5/5 (0,1,2,3,4)",
 		"<td>2 <code>task-b</code> <code>task-c</code></td>", // parked behind the holder
-		"task:stock:adjust:sku-9", "(not held)", "task-d", // parked for a free resource
+		"task:stock:adjust:sku-9", "(not held)", "task-d",    // parked for a free resource
 		f.nodes.Nodes[3].Addr(), `<td class="up">up</td>`, "7.0",
 	} {
 		if !strings.Contains(dom, want) {
