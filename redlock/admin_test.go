@@ -148,3 +148,30 @@ func TestForceReleaseRemovesOnlyTheTokenSeen(t *testing.T) {
 		t.Fatalf("empty token: %v, want ErrInvalid", err)
 	}
 }
+
+// TestClaimsGroupNodesByToken: a split resource has one claim per token, in
+// node order, with the shortest TTL and the highest fence of its nodes.
+func TestClaimsGroupNodesByToken(t *testing.T) {
+	a, b := "AAAA|h=w1&p=1&n=job+x", "BBBB"
+	states := []NodeState{
+		{Node: 0, Token: b, TTL: 5 * time.Second, Fence: 7},
+		{Node: 1, Token: a, TTL: 3 * time.Second, Fence: 4},
+		{Node: 2},
+		{Node: 3, Token: a, TTL: 2 * time.Second, Fence: 9},
+		{Node: 4, Err: errors.New("down")},
+	}
+	got := Claims(states)
+	if len(got) != 2 {
+		t.Fatalf("claims %+v, want 2", got)
+	}
+	if c := got[0]; c.Token != b || !slices.Equal(c.Nodes, []int{0}) || c.Holder != (Holder{}) {
+		t.Fatalf("first claim %+v", c)
+	}
+	want := Claim{Token: a, Holder: Holder{Host: "w1", PID: 1, Name: "job x"}, Nodes: []int{1, 3}, TTL: 2 * time.Second, Fence: 9}
+	if c := got[1]; c.Token != want.Token || c.Holder != want.Holder || !slices.Equal(c.Nodes, want.Nodes) || c.TTL != want.TTL || c.Fence != want.Fence {
+		t.Fatalf("second claim %+v, want %+v", c, want)
+	}
+	if Claims(states[2:3]) != nil {
+		t.Fatal("a free resource has claims")
+	}
+}

@@ -104,7 +104,8 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	}
 	a.log = newLogger(cfg, stderr)
 	a.names = worker.NodeNames(cfg)
-	a.locks, err = worker.NewLockClient(cfg, redlock.WithLogger(a.log))
+	// An operator's reads are not latency-bound: give remote nodes time.
+	a.locks, err = worker.NewLockClient(cfg, redlock.WithLogger(a.log), redlock.WithNodeTimeout(max(cfg.NodeTimeout, time.Second)))
 	if err != nil {
 		fmt.Fprintf(stderr, "asynqlock: %v\n", err)
 		return exitUsage

@@ -149,6 +149,17 @@ func TestListAndShowNameTheHolder(t *testing.T) {
 	r = cli(t, urls, "", "show", "sku-1")
 	r.want(t, 0, "NODE", nodes.Nodes[2].Addr(), holder, "sku-1: held by "+holder+" on 3/3 (0,1,2), quorum 2")
 	cli(t, urls, "", "show", "free-one").want(t, 0, "free-one: not held")
+
+	// A node down: what the others hold is listed, the failure is said.
+	if err := nodes.Nodes[1].Kill(); err != nil {
+		t.Fatal(err)
+	}
+	r = cli(t, urls, "", "list", "sku-1")
+	r.want(t, 1, "sku-1", holder, "2/3 (0,2)")
+	if !strings.Contains(r.errOut, "1 of 3 nodes could not be scanned") || !strings.Contains(r.errOut, nodes.Nodes[1].Addr()) {
+		t.Fatal("list does not say which node could not be scanned")
+	}
+	cli(t, urls, "", "show", "sku-1").want(t, 0, "sku-1: held by "+holder+" on 2/3 (0,2), quorum 2", nodes.Nodes[1].Addr())
 }
 
 // TestReleaseAsksAndLogs: release shows the holder and asks; anything but
