@@ -14,21 +14,28 @@ import (
 	"github.com/hibiken/asynq"
 )
 
-// requireChromium returns the path of a headless-capable Chromium. Missing,
-// it skips the test loudly, or fails it when CI=true.
-func requireChromium(t *testing.T) string {
+// requireTool returns the path of the first of names found in PATH.
+// Missing, it skips the test loudly, or fails it when CI=true, saying which
+// Debian package to install and what for.
+func requireTool(t *testing.T, pkg, purpose string, names ...string) string {
 	t.Helper()
-	for _, name := range []string{"chromium", "chromium-browser", "google-chrome"} {
+	for _, name := range names {
 		if p, err := exec.LookPath(name); err == nil {
 			return p
 		}
 	}
-	msg := "chromium not found: install it with `apt-get install chromium` to test the /locks page in a browser"
+	msg := fmt.Sprintf("%s not found: install it with `apt-get install %s` to %s", names[0], pkg, purpose)
 	if os.Getenv("CI") == "true" {
 		t.Fatal(msg + " (required when CI=true)")
 	}
-	t.Skip("*** BROWSER TEST SKIPPED ***: " + msg)
+	t.Skip("*** TEST SKIPPED ***: " + msg)
 	return ""
+}
+
+// requireChromium returns the path of a headless-capable Chromium.
+func requireChromium(t *testing.T) string {
+	t.Helper()
+	return requireTool(t, "chromium", "test the /locks page in a browser", "chromium", "chromium-browser", "google-chrome")
 }
 
 // chromium runs headless Chromium with a throw-away profile on url, with

@@ -2,7 +2,6 @@ package worker
 
 import (
 	"context"
-	"os"
 	"os/exec"
 	"strings"
 	"testing"
@@ -12,25 +11,10 @@ import (
 	"github.com/hibiken/asynq"
 )
 
-// requirePromtool returns promtool's path. Missing, it skips the test
-// loudly, or fails it when CI=true.
-func requirePromtool(t *testing.T) string {
-	t.Helper()
-	if p, err := exec.LookPath("promtool"); err == nil {
-		return p
-	}
-	msg := "promtool not found: install it with `apt-get install prometheus` to lint /metrics"
-	if os.Getenv("CI") == "true" {
-		t.Fatal(msg + " (required when CI=true)")
-	}
-	t.Skip("*** METRICS LINT SKIPPED ***: " + msg)
-	return ""
-}
-
 // TestMetricsPassPromtool: the worker's /metrics, after it ran locked
 // tasks (so every labelled series exists), passes `promtool check metrics`.
 func TestMetricsPassPromtool(t *testing.T) {
-	promtool := requirePromtool(t)
+	promtool := requireTool(t, "prometheus", "lint /metrics", "promtool")
 	f := newFixture(t)
 	w, err := New(f.cfg, quiet(), WithReadinessInterval(100*time.Millisecond))
 	if err != nil {
