@@ -17,8 +17,9 @@ import (
 const DefaultNodeCheckInterval = 10 * time.Second
 
 // WithNodeCheckInterval sets how often the lock nodes' identity (run_id),
-// settings and clocks are checked while the worker runs (default 10s); a
-// node that restarted or came back is compared again at the next check.
+// settings and clocks are checked while the worker runs (default 10s).
+// While a node is down it is checked at every readiness probe instead, so
+// a node that comes back is compared at once.
 func WithNodeCheckInterval(d time.Duration) Option { return func(w *Worker) { w.nodeCheckEvery = d } }
 
 // nodeCheck is what the last check of the lock nodes found, and what was
@@ -123,6 +124,13 @@ func (nc *nodeCheck) sameServer() error {
 // server (true before the first check).
 func (nc *nodeCheck) independent() bool { return nc.sameServer() == nil }
 
+// anyDown reports whether a node failed the last check.
+func (nc *nodeCheck) anyDown() bool {
+	nc.mu.Lock()
+	defer nc.mu.Unlock()
+	return slices.ContainsFunc(nc.reports, func(r redlock.NodeReport) bool { return r.Err != nil })
+}
+
 // snapshot returns the last check's reports and when it ran.
 func (nc *nodeCheck) snapshot() ([]redlock.NodeReport, time.Time, error) {
 	nc.mu.Lock()
@@ -143,14 +151,19 @@ func (w *Worker) startNodeCheck(ctx context.Context) (<-chan struct{}, error) {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		t := time.NewTicker(w.nodeCheckEvery)
+		// Tick at the readiness interval, check every nodeCheckEvery, or
+		// at once while a node is down: one that comes back is compared
+		// within a tick of its return.
+		t := time.NewTicker(min(w.probe, w.nodeCheckEvery))
 		defer t.Stop()
 		for {
 			select {
 			case <-ctx.Done():
 				return
 			case <-t.C:
-				_ = w.checkNodes(ctx)
+				if _, at, _ := w.nodes.snapshot(); time.Since(at) >= w.nodeCheckEvery || w.nodes.anyDown() {
+					_ = w.checkNodes(ctx)
+				}
 			}
 		}
 	}()

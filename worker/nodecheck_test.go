@@ -182,6 +182,26 @@ func TestWorkerNotReadyWhileTwoNodesAreOneServer(t *testing.T) {
 	}
 }
 
+// TestWorkerComparesANodeThatComesBack: a node down at start is compared
+// as soon as it answers, not at the next periodic check (an hour here): it
+// turns out to reach node 0's server, and the worker becomes not ready.
+func TestWorkerComparesANodeThatComesBack(t *testing.T) {
+	f := newFixture(t)
+	sp := newSwitchProxy(t, "127.0.0.1:1") // nothing listens: the node is down
+	f.cfg.RedlockNodes[4] = "redis://" + sp.ln.Addr().String()
+	w, err := New(f.cfg, quiet(), WithReadinessInterval(100*time.Millisecond), WithNodeCheckInterval(time.Hour))
+	if err != nil {
+		t.Fatal(err)
+	}
+	start(t, w)
+	waitStatus(t, w, "/readyz", 200, 10*time.Second) // 4 of 5 nodes: a quorum
+	sp.set(f.nodes.Nodes[0].Addr())
+	waitStatus(t, w, "/readyz", 503, 20*time.Second)
+	if _, body := get(t, w, "/readyz"); !strings.Contains(body, "node 4 ("+f.cfg.RedlockNodes[4]+")") {
+		t.Fatalf("/readyz body %q does not name the node that came back", body)
+	}
+}
+
 // TestWorkerWarnsAboutNodeSettingsOnce: an evicting node is warned about at
 // Warn, naming the node and what to change, once however many checks run;
 // fixed and broken again, it is warned about again (the control that the
