@@ -26,6 +26,10 @@ import (
 
 // Worker is an asynq server whose handlers hold per-resource locks.
 type Worker struct {
+	nodes          nodeCheck     // lock nodes' identity and settings (nodecheck.go)
+	nodeCheckEvery time.Duration // WithNodeCheckInterval
+	parked         ParkedReader  // WithParkedReader, for the /locks page
+
 	cfg       Config
 	log       *slog.Logger
 	locks     *redlock.Client
@@ -44,10 +48,6 @@ type Worker struct {
 	closeOnce sync.Once
 	addr      atomic.Value // string: the HTTP endpoint's address once listening
 	running   atomic.Bool
-
-	nodes          nodeCheck     // lock nodes' identity and settings (nodecheck.go)
-	nodeCheckEvery time.Duration // WithNodeCheckInterval
-	parked         ParkedReader  // WithParkedReader, for the /locks page
 }
 
 // Option configures a Worker beyond its Config.
@@ -249,10 +249,10 @@ func (w *Worker) Run(ctx context.Context) error {
 	}()
 
 	<-ctx.Done()
-	stop() // a second SIGINT/SIGTERM now ends the process at once
+	<-nodeCheckDone // it ends with ctx
+	stop()          // a second SIGINT/SIGTERM now ends the process at once
 	w.log.Info("worker shutting down", "timeout", w.cfg.ShutdownTimeout)
 	<-probeDone // no probe may flip readiness back on
-	<-nodeCheckDone
 	w.ready.Store(false)
 	boolGauge(w.metrics.ready, false)
 	shutdownStart := time.Now()
