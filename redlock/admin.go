@@ -15,7 +15,7 @@ import (
 // limit is not positive.
 const DefaultListLimit = 1000
 
-// HeldLock is a resource with a lock key on at least one node.
+// HeldLock is a resource List found with a lock key on some node.
 type HeldLock struct {
 	Resource string
 	Nodes    []NodeState // one per node, as Inspect returns them
@@ -33,10 +33,12 @@ type Listing struct {
 
 // List finds the resources locked on any node whose name starts with
 // resourcePrefix ("" for all) under the client's key prefix, at most limit of
-// them (DefaultListLimit when limit <= 0), and inspects each. It is an
-// operator's tool: it scans every node's keyspace (SCAN, never KEYS), so
-// keep it off hot paths. Nodes that fail are reported in ScanErrs and in
-// each lock's NodeState; the error is reserved for bad input and ctx's end.
+// them (DefaultListLimit when limit <= 0), and inspects each, waiting at
+// least 500ms for each node. It is an operator's tool: it scans every node's
+// keyspace (SCAN, never KEYS), so keep it off hot paths. Nodes that fail are
+// reported in ScanErrs and in each lock's NodeState (a resource a node
+// failed to describe stays listed even if no node that answered holds it);
+// the error is reserved for bad input and ctx's end.
 func (c *Client) List(ctx context.Context, resourcePrefix string, limit int) (*Listing, error) {
 	if ctx == nil {
 		return nil, invalidf("nil context")
@@ -75,12 +77,18 @@ func (c *Client) List(ctx context.Context, resourcePrefix string, limit int) (*L
 		return nil, err
 	}
 	for _, l := range locks {
-		if slices.ContainsFunc(l.Nodes, NodeState.Held) {
+		// Gone since the scan only if every node answered that it is free.
+		if slices.ContainsFunc(l.Nodes, func(s NodeState) bool { return s.Held() || s.Err != nil }) {
 			out.Locks = append(out.Locks, l)
 		}
 	}
 	return out, nil
 }
+
+// listNodeTimeout is the least time List waits for each node's answer
+// about a resource: an operator's read is not latency-bound, and a loaded
+// node must not make a held lock look free.
+const listNodeTimeout = 500 * time.Millisecond
 
 // inspectAll inspects resources a few at a time: the nodes' workers batch
 // the concurrent calls.
@@ -93,7 +101,7 @@ func (c *Client) inspectAll(ctx context.Context, names []string) ([]HeldLock, er
 		sem <- struct{}{}
 		wg.Go(func() {
 			defer func() { <-sem }()
-			st, err := c.Inspect(ctx, r)
+			st, err := c.inspect(ctx, r, max(c.cfg.nodeTimeout, listNodeTimeout))
 			locks[i], errs[i] = HeldLock{Resource: r, Nodes: st}, err
 		})
 	}

@@ -168,7 +168,11 @@ func lockRows(locks []redlock.HeldLock, parked map[string][]string, quorum int) 
 	seen := map[string]bool{}
 	for _, l := range locks {
 		seen[l.Resource] = true
-		for i, c := range redlock.Claims(l.Nodes) {
+		claims := redlock.Claims(l.Nodes)
+		if len(claims) == 0 { // found by the scan; the nodes that hold it did not answer
+			rows = append(rows, lockRow{Resource: l.Resource, Holder: "unknown: " + unanswered(l.Nodes), Minority: true, Parked: parked[l.Resource]})
+		}
+		for i, c := range claims {
 			row := lockRow{Resource: l.Resource, Holder: c.Holder.String(), Token: shortID(c.Token, 8),
 				Nodes: nodesText(c.Nodes, len(l.Nodes)), TTL: c.TTL.Round(time.Millisecond).String(), Minority: len(c.Nodes) < quorum}
 			if c.Fence > 0 {
@@ -191,6 +195,17 @@ func lockRows(locks []redlock.HeldLock, parked map[string][]string, quorum int) 
 		rows = append(rows, lockRow{Resource: r, Holder: "(not held)", Parked: parked[r]})
 	}
 	return rows
+}
+
+// unanswered says which nodes failed to describe a resource.
+func unanswered(states []redlock.NodeState) string {
+	var parts []string
+	for _, s := range states {
+		if s.Err != nil {
+			parts = append(parts, fmt.Sprintf("node %d (%s): %v", s.Node, s.Addr, s.Err))
+		}
+	}
+	return strings.Join(parts, "; ")
 }
 
 // shortID is the first n characters of an ID or of a token's random part.

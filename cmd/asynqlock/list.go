@@ -49,8 +49,12 @@ func runList(ctx context.Context, a *app, flags any, args []string) error {
 	} else {
 		t := newTable(a.out, "RESOURCE", "HOLDER", "NODES", "TTL", "FENCE")
 		for _, h := range l.Locks {
-			for _, g := range redlock.Claims(h.Nodes) {
+			claims := redlock.Claims(h.Nodes)
+			for _, g := range claims {
 				t.row(h.Resource, claimHolder(g), nodeList(g.Nodes, len(h.Nodes)), ttlText(g.TTL), fenceText(g.Fence))
+			}
+			if len(claims) == 0 { // found by the scan, then no node that answered held it
+				t.row(h.Resource, "? (nodes did not answer)", fmt.Sprintf("%d/%d failed", failed(h.Nodes), len(h.Nodes)), "-", "-")
 			}
 		}
 		if err := t.flush(); err != nil {
@@ -106,6 +110,16 @@ func summary(resource string, states []redlock.NodeState, quorum int) string {
 	}
 	return fmt.Sprintf("%s: keys on %d node(s) but no holder has the quorum of %d (leftovers that expire at their TTL, or an acquisition in progress)",
 		resource, len(states)-countFree(states), quorum)
+}
+
+func failed(states []redlock.NodeState) int {
+	n := 0
+	for _, s := range states {
+		if s.Err != nil {
+			n++
+		}
+	}
+	return n
 }
 
 func countFree(states []redlock.NodeState) int {
