@@ -2,7 +2,6 @@ package redlock
 
 import (
 	"context"
-	"crypto/rand"
 	"errors"
 	"fmt"
 	"math/bits"
@@ -61,6 +60,7 @@ func (c *Client) prepare(ctx context.Context, resource string, ttl time.Duration
 	if lc.maxHold < 0 {
 		return 0, nil, invalidf("max hold must not be negative, got %v", lc.maxHold)
 	}
+	lc.suffix = c.holderSuffix(ctx, lc)
 	return ttl.Truncate(time.Millisecond), lc, nil
 }
 
@@ -230,7 +230,7 @@ func (c *Client) acquired(resource string, begin time.Time, attempts int, err er
 // node at once, decided at quorum. A failed round is undone on every node
 // that may hold the token, stragglers included.
 func (c *Client) attempt(ctx context.Context, k keys, ttl time.Duration, lc *lockConfig) (*Lock, error) {
-	token := rand.Text()
+	token := newToken(lc.suffix)
 	ttlMs := ttl.Milliseconds()
 	var args []any
 	var s *script

@@ -31,6 +31,8 @@ type Client struct {
 	// the callers waiting on a round: each will send calls soon, so a node's
 	// worker may wait for them while busy exceeds its batch (node.gather).
 	busy atomic.Int64
+	// procHolder names this process in every token (see holder.go).
+	procHolder string
 }
 
 // New returns a Client over the given nodes: independent Redis masters (not
@@ -87,7 +89,7 @@ func newClient(nodes []redis.UniversalClient, owned []redis.UniversalClient, opt
 
 // start builds a Client over ready nodes and starts their workers.
 func start(cfg config, nodes []*node, owned []redis.UniversalClient) *Client {
-	c := &Client{cfg: cfg, nodes: nodes, q: quorum(len(nodes)), owned: owned, closed: make(chan struct{})}
+	c := &Client{cfg: cfg, nodes: nodes, q: quorum(len(nodes)), owned: owned, closed: make(chan struct{}), procHolder: processHolder()}
 	for _, n := range c.nodes {
 		n.failed = c.nodeFailed
 		n.window, n.busy = cfg.batchWindow, &c.busy

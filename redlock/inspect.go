@@ -23,6 +23,11 @@ func (s NodeState) Held() bool { return s.Token != "" }
 // fails or times out has Err set; the error is reserved for bad input and the
 // end of ctx.
 func (c *Client) Inspect(ctx context.Context, resource string) ([]NodeState, error) {
+	return c.inspect(ctx, resource, c.cfg.nodeTimeout)
+}
+
+// inspect is Inspect with every node's answer awaited for at most timeout.
+func (c *Client) inspect(ctx context.Context, resource string, timeout time.Duration) ([]NodeState, error) {
 	if ctx == nil {
 		return nil, invalidf("nil context")
 	}
@@ -33,7 +38,7 @@ func (c *Client) Inspect(ctx context.Context, resource string) ([]NodeState, err
 		return nil, invalidf("empty resource name")
 	}
 	k := c.keysFor(resource)
-	deadline := time.Now().Add(c.cfg.nodeTimeout)
+	deadline := time.Now().Add(timeout)
 	args := inspectScript.args(k.bothKeys())
 	mask := c.allNodes()
 	r := c.broadcast("inspect", resource, mask, len(c.nodes), deadline, false, args, inspectScript)

@@ -34,6 +34,7 @@ type config struct {
 	observer       Observer
 	batchWorkers   int
 	batchWindow    time.Duration
+	holderInfo     bool
 }
 
 func defaultConfig() config {
@@ -48,6 +49,7 @@ func defaultConfig() config {
 		logger:         slog.New(slog.DiscardHandler),
 		batchWorkers:   1,
 		batchWindow:    DefaultBatchWindow,
+		holderInfo:     true,
 	}
 }
 
@@ -129,6 +131,8 @@ func WithObserver(o Observer) Option { return func(c *config) { c.observer = o }
 type lockConfig struct {
 	fencing bool
 	maxHold time.Duration
+	holder  string // WithHolder's name
+	suffix  string // the holder part of this acquisition's tokens
 }
 
 // LockOption configures one acquisition.

@@ -53,6 +53,9 @@ type Config struct {
 	// MetricsAddr is the listen address of /metrics, /healthz and /readyz;
 	// set but empty, or "off", disables the endpoint.
 	MetricsAddr string `env:"METRICS_ADDR" envDefault:":9090"`
+	// LocksPage serves the read-only /locks page (held locks, holders,
+	// node health) on the METRICS_ADDR endpoint; false turns it off.
+	LocksPage bool `env:"WORKER_LOCKS_PAGE" envDefault:"true"`
 	// LogLevel is debug, info, warn or error.
 	LogLevel string `env:"LOG_LEVEL" envDefault:"info"`
 	// LogFormat is text or json.
@@ -160,6 +163,7 @@ var expectations = map[string]string{
 	"WORKER_CONCURRENCY":                 "a positive integer",
 	"WORKER_QUEUES":                      `queue:priority pairs such as "critical:6,default:3"`,
 	"WORKER_STRICT_PRIORITY":             "true or false",
+	"WORKER_LOCKS_PAGE":                  "true or false",
 	"WORKER_SHUTDOWN_TIMEOUT":            "a duration such as 30s",
 	"WORKER_CONFLICT_WAIT":               "a duration such as 2s",
 	"WORKER_TASK_CHECK_INTERVAL":         "a duration such as 250ms",

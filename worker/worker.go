@@ -26,6 +26,10 @@ import (
 
 // Worker is an asynq server whose handlers hold per-resource locks.
 type Worker struct {
+	nodes          nodeCheck     // lock nodes' identity and settings (nodecheck.go)
+	nodeCheckEvery time.Duration // WithNodeCheckInterval
+	parked         ParkedReader  // WithParkedReader, for the /locks page
+
 	cfg       Config
 	log       *slog.Logger
 	locks     *redlock.Client
@@ -135,7 +139,7 @@ func (w *Worker) Handle(taskType string, h asynq.Handler, key middleware.KeyFunc
 		}
 		h = mw(h)
 	}
-	w.mux.Handle(taskType, w.track(h))
+	w.mux.Handle(taskType, w.track(nameHolder(h)))
 	return nil
 }
 
@@ -213,6 +217,13 @@ func (w *Worker) Run(ctx context.Context) error {
 		Logger:                   asynqLogger{w.log},
 		LogLevel:                 asynqLevel(lvl),
 	})
+	nodeCheckDone, err := w.startNodeCheck(ctx)
+	if err != nil {
+		if httpSrv != nil {
+			_ = httpSrv.Close()
+		}
+		return err
+	}
 	w.checkReady(ctx)
 	if err := srv.Start(w.mux); err != nil {
 		if httpSrv != nil {
@@ -238,7 +249,8 @@ func (w *Worker) Run(ctx context.Context) error {
 	}()
 
 	<-ctx.Done()
-	stop() // a second SIGINT/SIGTERM now ends the process at once
+	<-nodeCheckDone // it ends with ctx
+	stop()          // a second SIGINT/SIGTERM now ends the process at once
 	w.log.Info("worker shutting down", "timeout", w.cfg.ShutdownTimeout)
 	<-probeDone // no probe may flip readiness back on
 	w.ready.Store(false)
@@ -276,7 +288,7 @@ func (w *Worker) checkReady(ctx context.Context) {
 	lockErr := w.locks.Ping(pctx)
 	brokerErr := w.ping.Ping(pctx).Err()
 	boolGauge(w.metrics.quorumUp, lockErr == nil)
-	ready := lockErr == nil && brokerErr == nil
+	ready := lockErr == nil && brokerErr == nil && w.nodes.independent()
 	if was := w.ready.Swap(ready); was != ready {
 		if ready {
 			w.log.Info("worker ready")
@@ -303,7 +315,7 @@ func (w *Worker) httpHandler() http.Handler {
 		rw.WriteHeader(http.StatusOK)
 		_, _ = rw.Write([]byte("ready\n"))
 	})
-	return mux
+	return w.lockRoutes(mux)
 }
 
 // Close releases the worker's connections; Run does it on return. Call it

@@ -1,0 +1,132 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/asynqlock/asynqlock/redlock"
+)
+
+// checkJSON is one node in `check --json` output.
+type checkJSON struct {
+	Node            int      `json:"node"`
+	Addr            string   `json:"addr"`
+	Reachable       bool     `json:"reachable"`
+	Error           string   `json:"error,omitempty"`
+	RunID           string   `json:"run_id,omitempty"`
+	Version         string   `json:"version,omitempty"`
+	RTTMs           float64  `json:"rtt_ms"`
+	ClockOffsetMs   float64  `json:"clock_offset_ms"`
+	MaxmemoryPolicy string   `json:"maxmemory_policy,omitempty"`
+	Maxmemory       int64    `json:"maxmemory"`
+	AppendOnly      bool     `json:"appendonly"`
+	AppendFsync     string   `json:"appendfsync,omitempty"`
+	Warnings        []string `json:"warnings,omitempty"`
+}
+
+// errCheckFailed is a check that found a node down or two nodes that are
+// one server.
+var errCheckFailed = errors.New("check failed")
+
+// runCheck reports every node's reachability, identity, settings and clock,
+// then the problems across nodes. It fails when a node is unreachable or two
+// nodes are one server; settings and clocks are warnings.
+func runCheck(ctx context.Context, a *app, _ any, _ []string) error {
+	reports, err := a.locks.Check(ctx)
+	if err != nil {
+		return err
+	}
+	same := redlock.SameServer(reports)
+	var se *redlock.SameServerError
+	if errors.As(same, &se) {
+		se.Addrs = a.names // the URLs tell two databases of one server apart
+	}
+	clocks := redlock.ClockWarnings(reports, redlock.DefaultClockSkew)
+	down := 0
+	for _, r := range reports {
+		if r.Err != nil {
+			down++
+		}
+	}
+	if a.json {
+		if err := writeCheckJSON(a, reports, same, clocks); err != nil {
+			return err
+		}
+	} else if err := writeCheckTable(a, reports, same, clocks); err != nil {
+		return err
+	}
+	switch {
+	case same != nil && down > 0:
+		return fmt.Errorf("%w: %d of %d nodes unreachable; %v", errCheckFailed, down, len(reports), same)
+	case same != nil:
+		return fmt.Errorf("%w: %v", errCheckFailed, same)
+	case down > 0:
+		return fmt.Errorf("%w: %d of %d nodes unreachable (quorum %d)", errCheckFailed, down, len(reports), a.locks.Quorum())
+	}
+	return nil
+}
+
+func writeCheckJSON(a *app, reports []redlock.NodeReport, same error, clocks []string) error {
+	out := struct {
+		Nodes      []checkJSON `json:"nodes"`
+		Quorum     int         `json:"quorum"`
+		SameServer [][]int     `json:"same_server,omitempty"`
+		Clock      []string    `json:"clock_warnings,omitempty"`
+	}{Quorum: a.locks.Quorum(), Clock: clocks}
+	var se *redlock.SameServerError
+	if errors.As(same, &se) {
+		out.SameServer = se.Groups
+	}
+	for _, r := range reports {
+		n := checkJSON{Node: r.Node, Addr: r.Addr, Reachable: r.Err == nil, RunID: r.RunID, Version: r.Version,
+			RTTMs: ms(r.RTT), ClockOffsetMs: ms(r.ClockOffset), MaxmemoryPolicy: r.MaxmemoryPolicy, Maxmemory: r.Maxmemory,
+			AppendOnly: r.AppendOnly, AppendFsync: r.AppendFsync, Warnings: r.Warnings()}
+		if r.Err != nil {
+			n.Error = r.Err.Error()
+		}
+		out.Nodes = append(out.Nodes, n)
+	}
+	return writeJSON(a.out, out)
+}
+
+func writeCheckTable(a *app, reports []redlock.NodeReport, same error, clocks []string) error {
+	t := newTable(a.out, "NODE", "ADDR", "STATUS", "RUN_ID", "VERSION", "RTT", "CLOCK", "MAXMEMORY-POLICY", "APPENDONLY/FSYNC")
+	for _, r := range reports {
+		if r.Err != nil {
+			t.row(fmt.Sprint(r.Node), r.Addr, "DOWN: "+r.Err.Error(), "-", "-", "-", "-", "-", "-")
+			continue
+		}
+		id := r.RunID
+		if len(id) > 12 {
+			id = id[:12]
+		}
+		t.row(fmt.Sprint(r.Node), r.Addr, "ok", id, r.Version, fmt.Sprintf("%.1fms", ms(r.RTT)),
+			fmt.Sprintf("%+.1fms", ms(r.ClockOffset)), r.MaxmemoryPolicy, yesNo(r.AppendOnly)+"/"+r.AppendFsync)
+	}
+	if err := t.flush(); err != nil {
+		return err
+	}
+	for _, r := range reports {
+		for _, w := range r.Warnings() {
+			fmt.Fprintf(a.out, "warning: node %d (%s): %s\n", r.Node, r.Addr, w)
+		}
+	}
+	for _, w := range clocks {
+		fmt.Fprintf(a.out, "warning: %s\n", w)
+	}
+	if same != nil {
+		fmt.Fprintf(a.out, "error: %v\n", same)
+	}
+	return nil
+}
+
+func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+
+func yesNo(b bool) string {
+	if b {
+		return "yes"
+	}
+	return "no"
+}

@@ -1,0 +1,133 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+
+	"github.com/asynqlock/asynqlock/redlock"
+)
+
+func listFlags(fs *flag.FlagSet) any {
+	return fs.Int("limit", redlock.DefaultListLimit, "list at most this many resources")
+}
+
+// runList prints the held locks under a resource prefix.
+func runList(ctx context.Context, a *app, flags any, args []string) error {
+	prefix := ""
+	if len(args) == 1 {
+		prefix = args[0]
+	}
+	limit := *flags.(*int)
+	if limit <= 0 {
+		return fmt.Errorf("%w: --limit must be positive, got %d", errUsage, limit)
+	}
+	l, err := a.locks.List(ctx, prefix, limit)
+	if err != nil {
+		return err
+	}
+	var scanErrs []string
+	for _, e := range l.ScanErrs {
+		if e != nil {
+			scanErrs = append(scanErrs, e.Error())
+			a.log.Warn("lock node not scanned: locks held only there are missing", "err", e)
+		}
+	}
+	if a.json {
+		out := struct {
+			Locks      []lockJSON `json:"locks"`
+			ScanErrors []string   `json:"scan_errors,omitempty"`
+			Truncated  bool       `json:"truncated"`
+		}{Locks: []lockJSON{}, ScanErrors: scanErrs, Truncated: l.Truncated}
+		for _, h := range l.Locks {
+			out.Locks = append(out.Locks, toLockJSON(h.Resource, h.Nodes))
+		}
+		return writeJSON(a.out, out)
+	}
+	if len(l.Locks) == 0 {
+		fmt.Fprintf(a.out, "no locks held under %q\n", prefix)
+	} else {
+		t := newTable(a.out, "RESOURCE", "HOLDER", "NODES", "TTL", "FENCE")
+		for _, h := range l.Locks {
+			claims := redlock.Claims(h.Nodes)
+			for _, g := range claims {
+				t.row(h.Resource, claimHolder(g), nodeList(g.Nodes, len(h.Nodes)), ttlText(g.TTL), fenceText(g.Fence))
+			}
+			if len(claims) == 0 { // found by the scan, then no node that answered held it
+				t.row(h.Resource, "? (nodes did not answer)", fmt.Sprintf("%d/%d failed", failed(h.Nodes), len(h.Nodes)), "-", "-")
+			}
+		}
+		if err := t.flush(); err != nil {
+			return err
+		}
+	}
+	if l.Truncated {
+		fmt.Fprintf(a.err, "asynqlock list: more than %d resources; showing the first %d (use --limit or a prefix)\n", limit, limit)
+	}
+	if len(scanErrs) > 0 {
+		return fmt.Errorf("%d of %d nodes could not be scanned", len(scanErrs), a.locks.Nodes())
+	}
+	return nil
+}
+
+// runShow prints one resource's state on every node.
+func runShow(ctx context.Context, a *app, _ any, args []string) error {
+	states, err := a.locks.Inspect(ctx, args[0])
+	if err != nil {
+		return err
+	}
+	if a.json {
+		return writeJSON(a.out, toLockJSON(args[0], states))
+	}
+	t := newTable(a.out, "NODE", "ADDR", "HOLDER", "TOKEN", "TTL", "FENCE", "ERROR")
+	for _, s := range states {
+		holder, tok, errText := "-", "-", ""
+		if s.Held() {
+			holder, tok = holderOf(s.Token), shortToken(s.Token)
+		}
+		if s.Err != nil {
+			holder, errText = "?", s.Err.Error()
+		}
+		t.row(fmt.Sprint(s.Node), s.Addr, holder, tok, ttlText(s.TTL), fenceText(s.Fence), errText)
+	}
+	if err := t.flush(); err != nil {
+		return err
+	}
+	fmt.Fprintln(a.out, summary(args[0], states, a.locks.Quorum()))
+	return nil
+}
+
+// summary says in one line who holds the resource.
+func summary(resource string, states []redlock.NodeState, quorum int) string {
+	groups := redlock.Claims(states)
+	if len(groups) == 0 {
+		return fmt.Sprintf("%s: not held", resource)
+	}
+	for _, g := range groups {
+		if len(g.Nodes) >= quorum {
+			return fmt.Sprintf("%s: held by %s on %s, quorum %d", resource, claimHolder(g), nodeList(g.Nodes, len(states)), quorum)
+		}
+	}
+	return fmt.Sprintf("%s: keys on %d node(s) but no holder has the quorum of %d (leftovers that expire at their TTL, or an acquisition in progress)",
+		resource, len(states)-countFree(states), quorum)
+}
+
+func failed(states []redlock.NodeState) int {
+	n := 0
+	for _, s := range states {
+		if s.Err != nil {
+			n++
+		}
+	}
+	return n
+}
+
+func countFree(states []redlock.NodeState) int {
+	n := 0
+	for _, s := range states {
+		if !s.Held() {
+			n++
+		}
+	}
+	return n
+}

@@ -1,0 +1,178 @@
+// Command asynqlock is the operator's tool for the lock nodes of asynqlock
+// workers: it lists held locks with their holders, shows one resource, force
+// releases a stuck lock and checks the nodes (reachability, identity,
+// settings, clocks).
+//
+// It reads the same environment variables as the worker (REDLOCK_NODES,
+// REDLOCK_PREFIX, REDLOCK_NODE_TIMEOUT, LOG_LEVEL, ...); the broker's are not
+// needed.
+//
+//	asynqlock list [--json] [resource-prefix]
+//	asynqlock show [--json] <resource>
+//	asynqlock release [--yes] <resource>
+//	asynqlock check [--json]
+//
+// Exit status: 0 on success, 1 when the command failed or found a problem
+// (a check that failed, a release refused or not confirmed), 2 for bad usage
+// or configuration.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"time"
+
+	"github.com/asynqlock/asynqlock/redlock"
+	"github.com/asynqlock/asynqlock/worker"
+)
+
+// Exit statuses.
+const (
+	exitOK      = 0
+	exitFailed  = 1
+	exitUsage   = 2
+	usageString = `usage: asynqlock <command> [flags] [args]
+
+commands:
+  list [--json] [--limit N] [resource-prefix]  held locks, their holders, TTL and fence per node
+  show [--json] <resource>                       one resource on every node
+  release [--yes] <resource>                     force-release a lock (asks first unless --yes)
+  check [--json]                                 reachability, identity, settings and clocks of the nodes
+
+common flags:
+  --timeout d   bound of the whole command (default 30s)
+
+The lock nodes and key prefix come from the worker's environment variables
+(REDLOCK_NODES, REDLOCK_PREFIX, REDLOCK_NODE_TIMEOUT, LOG_LEVEL, LOG_FORMAT).
+`
+)
+
+// errUsage marks bad command-line usage.
+var errUsage = errors.New("bad usage")
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
+}
+
+// app is one invocation: its streams, logger and lock client.
+type app struct {
+	in       io.Reader
+	out, err io.Writer
+	log      *slog.Logger
+	locks    *redlock.Client
+	names    []string // node URLs, passwords masked
+	json     bool
+}
+
+// run executes one command and returns the exit status.
+func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
+		fmt.Fprint(stdout, usageString)
+		if len(args) == 0 {
+			return exitUsage
+		}
+		return exitOK
+	}
+	cmd, ok := commands[args[0]]
+	if !ok {
+		fmt.Fprintf(stderr, "asynqlock: unknown command %q\n\n%s", args[0], usageString)
+		return exitUsage
+	}
+	fs := flag.NewFlagSet("asynqlock "+args[0], flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	timeout := fs.Duration("timeout", 30*time.Second, "bound of the whole command")
+	a := &app{in: stdin, out: stdout, err: stderr}
+	fs.BoolVar(&a.json, "json", false, "print JSON instead of a table")
+	flags := cmd.flags(fs)
+	pos, err := parseInterleaved(fs, args[1:])
+	if err != nil {
+		return exitUsage
+	}
+	if len(pos) < cmd.minArgs || len(pos) > cmd.maxArgs {
+		fmt.Fprintf(stderr, "asynqlock %s: want %s\n", args[0], cmd.args)
+		return exitUsage
+	}
+	cfg, err := worker.LoadLockConfig()
+	if err != nil {
+		fmt.Fprintf(stderr, "asynqlock: %v\n", err)
+		return exitUsage
+	}
+	a.log = newLogger(cfg, stderr)
+	a.names = worker.NodeNames(cfg)
+	// An operator's reads are not latency-bound: give remote nodes time.
+	a.locks, err = worker.NewLockClient(cfg, redlock.WithLogger(a.log), redlock.WithNodeTimeout(max(cfg.NodeTimeout, time.Second)))
+	if err != nil {
+		fmt.Fprintf(stderr, "asynqlock: %v\n", err)
+		return exitUsage
+	}
+	defer a.locks.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
+	defer cancel()
+	if err := cmd.run(ctx, a, flags, pos); err != nil {
+		fmt.Fprintf(stderr, "asynqlock %s: %v\n", args[0], err)
+		if errors.Is(err, errUsage) {
+			return exitUsage
+		}
+		return exitFailed
+	}
+	return exitOK
+}
+
+// command is one subcommand.
+type command struct {
+	args             string // positional arguments, for the usage message
+	minArgs, maxArgs int
+	// flags defines the command's own flags and returns what run receives.
+	flags func(fs *flag.FlagSet) any
+	run   func(ctx context.Context, a *app, flags any, args []string) error
+}
+
+var commands = map[string]command{
+	"list":    {args: "at most one resource prefix", maxArgs: 1, flags: listFlags, run: runList},
+	"show":    {args: "one resource", minArgs: 1, maxArgs: 1, flags: noFlags, run: runShow},
+	"release": {args: "one resource", minArgs: 1, maxArgs: 1, flags: releaseFlags, run: runRelease},
+	"check":   {args: "no arguments", flags: noFlags, run: runCheck},
+}
+
+func noFlags(*flag.FlagSet) any { return nil }
+
+// parseInterleaved parses flags wherever they appear among the positional
+// arguments ("show sku-1 --json" as well as "show --json sku-1"); "--" ends
+// the flags.
+func parseInterleaved(fs *flag.FlagSet, args []string) ([]string, error) {
+	var pos []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			return nil, err
+		}
+		rest := fs.Args()
+		if len(rest) == 0 {
+			return pos, nil
+		}
+		if len(args) > len(rest) && args[len(args)-len(rest)-1] == "--" {
+			return append(pos, rest...), nil
+		}
+		pos = append(pos, rest[0])
+		args = rest[1:]
+	}
+}
+
+// newLogger logs as the worker does (LOG_LEVEL, LOG_FORMAT) but to w, at
+// Warn unless LOG_LEVEL says otherwise: the output is for the command's
+// results.
+func newLogger(cfg worker.Config, w io.Writer) *slog.Logger {
+	lvl := slog.LevelWarn
+	if os.Getenv("LOG_LEVEL") != "" {
+		_ = lvl.UnmarshalText([]byte(cfg.LogLevel))
+	}
+	opts := &slog.HandlerOptions{Level: lvl}
+	if cfg.LogFormat == "json" {
+		return slog.New(slog.NewJSONHandler(w, opts))
+	}
+	return slog.New(slog.NewTextHandler(w, opts))
+}

@@ -1,0 +1,140 @@
+package redlock
+
+import (
+	"context"
+	"crypto/rand"
+	"net/url"
+	"os"
+	"strconv"
+	"strings"
+	"unicode/utf8"
+)
+
+// Holder says who holds a lock: the process (host name and process id) and
+// what in it holds the lock (a task, a job), never anything secret. It
+// travels inside the lock's value, after the random part of the token, so an
+// operator reads it with Inspect and the lock costs no extra round trip.
+type Holder struct {
+	Host string `json:"host"`           // the holder process's host name
+	PID  int    `json:"pid"`            // the holder process's id
+	Name string `json:"name,omitempty"` // what holds the lock, e.g. a task type and id or a job name
+}
+
+// String renders the holder for people: "name (host pid 123)".
+func (h Holder) String() string {
+	if h == (Holder{}) {
+		return ""
+	}
+	proc := h.Host
+	if h.PID > 0 {
+		proc += " pid " + strconv.Itoa(h.PID)
+	}
+	proc = strings.TrimSpace(proc)
+	if h.Name == "" {
+		return proc
+	}
+	if proc == "" {
+		return h.Name
+	}
+	return h.Name + " (" + proc + ")"
+}
+
+// holderSep separates a token's random part (base32, see rand.Text) from the
+// holder description; it is not in the base32 alphabet.
+const holderSep = "|"
+
+// maxHolderName bounds the bytes of a holder name kept in the lock value: it
+// is sent with every acquire, extend and release.
+const maxHolderName = 100
+
+// ParseHolder reads the holder carried by a lock token (Lock.Token,
+// NodeState.Token). It reports false for a token without one: taken by a
+// client with WithHolderInfo(false) or by another Redlock implementation.
+func ParseHolder(token string) (Holder, bool) {
+	_, desc, ok := strings.Cut(token, holderSep)
+	if !ok {
+		return Holder{}, false
+	}
+	v, err := url.ParseQuery(desc)
+	if err != nil {
+		return Holder{}, false
+	}
+	h := Holder{Host: v.Get("h"), Name: v.Get("n")}
+	h.PID, _ = strconv.Atoi(v.Get("p"))
+	return h, h != (Holder{})
+}
+
+// Holder returns who the lock says holds it: this process, and the name
+// given by WithHolder or ContextWithHolder.
+func (l *Lock) Holder() Holder {
+	h, _ := ParseHolder(l.token)
+	return h
+}
+
+// processHolder is the part of every token naming this process, computed once
+// per client: "|h=host&p=pid".
+func processHolder() string {
+	host, err := os.Hostname()
+	if err != nil {
+		host = ""
+	}
+	return holderSep + "h=" + url.QueryEscape(host) + "&p=" + strconv.Itoa(os.Getpid())
+}
+
+// holderSuffix is what follows the random part of this acquisition's tokens.
+func (c *Client) holderSuffix(ctx context.Context, lc *lockConfig) string {
+	if !c.cfg.holderInfo {
+		return ""
+	}
+	name := lc.holder
+	if name == "" {
+		name, _ = ctx.Value(holderKey{}).(string)
+	}
+	if name == "" {
+		return c.procHolder
+	}
+	return c.procHolder + "&n=" + url.QueryEscape(truncateName(name))
+}
+
+// newToken is a fresh token: at least 128 random bits, then the holder.
+func newToken(suffix string) string {
+	return rand.Text() + suffix
+}
+
+// truncateName cuts name to maxHolderName bytes on a rune boundary.
+func truncateName(name string) string {
+	if len(name) <= maxHolderName {
+		return name
+	}
+	cut := maxHolderName
+	for cut > 0 && !utf8.RuneStart(name[cut]) {
+		cut--
+	}
+	return name[:cut]
+}
+
+type holderKey struct{}
+
+// ContextWithHolder returns a context whose acquisitions name their holder
+// name (see Holder.Name) unless WithHolder says otherwise. It lets code that
+// runs a handler (an asynq server, a cron runner) name what holds the lock
+// without reaching into the code that takes it.
+func ContextWithHolder(ctx context.Context, name string) context.Context {
+	return context.WithValue(ctx, holderKey{}, name)
+}
+
+// WithHolder names what holds the lock, e.g. a task type and id or a job
+// name (default: the name from ContextWithHolder, else none; the host and
+// process id are always recorded unless the client has
+// WithHolderInfo(false)). Names longer than 100 bytes are cut; never put a
+// secret in it: anyone who can read the lock nodes can read it.
+func WithHolder(name string) LockOption { return func(c *lockConfig) { c.holder = name } }
+
+// WithHolderInfo turns the holder description in lock values on or off
+// (default on). Off, a lock's value is its random token alone and operators
+// see no holder.
+func WithHolderInfo(on bool) Option { return func(c *config) { c.holderInfo = on } }
+
+// Holder returns the holder carried by the node's token, and false when the
+// node has no lock key or its token carries none.
+func (s NodeState) Holder() (Holder, bool) { return ParseHolder(s.Token) }

@@ -1,0 +1,125 @@
+package redlock
+
+import (
+	"os"
+	"strings"
+	"testing"
+	"time"
+	"unicode/utf8"
+)
+
+// TestHolderTravelsInTheLockValue: the value stored on the node names the
+// holder's host, pid and name, Inspect reads it back, and the compare-token
+// scripts still release the lock.
+func TestHolderTravelsInTheLockValue(t *testing.T) {
+	ctx := within(t, 10*time.Second)
+	c, raw := embeddedClient(t)
+	host, _ := os.Hostname()
+	name := "inventory:update a|b&c=d é" // separators and non-ASCII survive
+	l, err := c.TryAcquire(ctx, "sku-1", 5*time.Second, WithHolder(name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := Holder{Host: host, PID: os.Getpid(), Name: name}
+	stored := raw.Get(ctx, c.keysFor("sku-1").key).Val()
+	if stored != l.Token() {
+		t.Fatalf("node holds %q, lock token %q", stored, l.Token())
+	}
+	if got, ok := ParseHolder(stored); !ok || got != want {
+		t.Fatalf("ParseHolder(stored) = %+v, %v; want %+v", got, ok, want)
+	}
+	if l.Holder() != want {
+		t.Fatalf("Lock.Holder() = %+v, want %+v", l.Holder(), want)
+	}
+	st, err := c.Inspect(ctx, "sku-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, ok := st[0].Holder(); !ok || got != want {
+		t.Fatalf("Inspect holder = %+v, %v; want %+v", got, ok, want)
+	}
+	if random, _, _ := strings.Cut(l.Token(), holderSep); len(random) < 26 {
+		t.Fatalf("random part %q is shorter than 128 bits of base32", random)
+	}
+	if err := l.Release(ctx); err != nil {
+		t.Fatalf("release with a holder in the token: %v", err)
+	}
+	if n := raw.Exists(ctx, c.keysFor("sku-1").key).Val(); n != 0 {
+		t.Fatal("release left the key")
+	}
+}
+
+// TestHolderFromContextAndOff: ContextWithHolder names the holder when no
+// WithHolder does; WithHolderInfo(false) stores the random token alone.
+func TestHolderFromContextAndOff(t *testing.T) {
+	ctx := within(t, 10*time.Second)
+	c, _ := embeddedClient(t)
+	l, err := c.TryAcquire(ContextWithHolder(ctx, "job nightly"), "a", 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := l.Holder().Name; got != "job nightly" {
+		t.Fatalf("holder name %q from the context, want %q", got, "job nightly")
+	}
+	l2, err := c.TryAcquire(ContextWithHolder(ctx, "job nightly"), "b", 5*time.Second, WithHolder("explicit"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := l2.Holder().Name; got != "explicit" {
+		t.Fatalf("holder name %q, want WithHolder's %q", got, "explicit")
+	}
+
+	off, _ := embeddedClient(t, WithHolderInfo(false))
+	l3, err := off.TryAcquire(ContextWithHolder(ctx, "job nightly"), "c", 5*time.Second, WithHolder("x"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(l3.Token(), holderSep) {
+		t.Fatalf("token %q carries a holder with WithHolderInfo(false)", l3.Token())
+	}
+	if h, ok := ParseHolder(l3.Token()); ok {
+		t.Fatalf("ParseHolder found %+v in a bare token", h)
+	}
+}
+
+// TestHolderNameIsCut: a long name is cut to maxHolderName bytes on a rune
+// boundary, so the value sent with every call stays small.
+func TestHolderNameIsCut(t *testing.T) {
+	ctx := within(t, 10*time.Second)
+	c, _ := embeddedClient(t)
+	long := strings.Repeat("é", 200) // 400 bytes
+	l, err := c.TryAcquire(ctx, "r", 5*time.Second, WithHolder(long))
+	if err != nil {
+		t.Fatal(err)
+	}
+	name := l.Holder().Name
+	if len(name) > maxHolderName || len(name) < maxHolderName-1 || !utf8.ValidString(name) {
+		t.Fatalf("cut name has %d bytes (valid UTF-8: %v), want %d or %d", len(name), utf8.ValidString(name), maxHolderName-1, maxHolderName)
+	}
+}
+
+func TestHolderString(t *testing.T) {
+	for _, tc := range []struct {
+		h    Holder
+		want string
+	}{
+		{Holder{}, ""},
+		{Holder{Host: "w1", PID: 7}, "w1 pid 7"},
+		{Holder{Host: "w1", PID: 7, Name: "job x"}, "job x (w1 pid 7)"},
+		{Holder{Name: "job x"}, "job x"},
+	} {
+		if got := tc.h.String(); got != tc.want {
+			t.Errorf("%+v.String() = %q, want %q", tc.h, got, tc.want)
+		}
+	}
+}
+
+// TestParseHolderRejectsForeignTokens: values written by other clients are
+// not mistaken for a holder.
+func TestParseHolderRejectsForeignTokens(t *testing.T) {
+	for _, tok := range []string{"", "ABCDEF", "ABC|", "ABC|%zz", "ABC|x=1"} {
+		if h, ok := ParseHolder(tok); ok {
+			t.Errorf("ParseHolder(%q) = %+v, true", tok, h)
+		}
+	}
+}
