@@ -33,6 +33,11 @@ func ParseRedisURL(raw string) (*url.URL, error) {
 		return nil, errors.New("URL has no scheme; expected e.g. redis://host:6379")
 	}
 	u, err := url.Parse(raw)
+	if err == nil && strings.Contains(u.Host, "@") || strings.ContainsAny(rest, "#") {
+		err = errUserInfo // '@' or '#' unescaped in the password
+	} else if err == nil && strings.Contains(u.EscapedPath()+u.RawQuery, "@") {
+		err = errUserInfo // a '/' or '?' in the password cut the authority
+	}
 	if err == nil {
 		if u.Host == "" {
 			return nil, fmt.Errorf("URL %q has no host", RedactURL(u))
@@ -55,8 +60,10 @@ func ParseRedisURL(raw string) (*url.URL, error) {
 	if perr := checkPorts(hosts); perr != nil {
 		return nil, fmt.Errorf("URL %s://…%s: %w", scheme, hosts, perr)
 	}
-	return nil, errors.New("URL cannot be parsed: percent-encode the characters / ? # @ % : in the user and password")
+	return nil, errUserInfo
 }
+
+var errUserInfo = errors.New("URL cannot be parsed: percent-encode the characters / ? # @ % : in the user and password")
 
 // RedactURL is u.Redacted with the password query parameter (go-redis's
 // form for a Sentinel-managed master's password) masked as well.
@@ -72,14 +79,16 @@ func RedactURL(u *url.URL) string {
 }
 
 // checkPorts checks each comma-separated host:port of an authority.
+// A single host may omit its port (the default applies), not one of several.
 func checkPorts(hosts string) error {
+	several := strings.Contains(hosts, ",")
 	for h := range strings.SplitSeq(hosts, ",") {
 		_, port, err := net.SplitHostPort(h)
 		if err != nil {
-			if !strings.Contains(h, ":") {
-				continue // no port: the default applies
+			if !several && !strings.Contains(h, ":") {
+				continue
 			}
-			return fmt.Errorf("address %q is not host:port", h)
+			return fmt.Errorf("address %q must be host:port", h)
 		}
 		if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
 			return fmt.Errorf("port %q of %q is not a number in 1..65535", port, h)
@@ -92,11 +101,11 @@ func checkPorts(hosts string) error {
 func parseNodeURL(raw string) (*redis.Options, error) {
 	u, err := ParseRedisURL(raw)
 	if err != nil {
-		return nil, invalidf("node %v", err)
+		return nil, invalidf("%v", err)
 	}
 	shown := RedactURL(u)
 	if u.Scheme != "redis" && u.Scheme != "rediss" {
-		return nil, invalidf("node URL %q: scheme must be redis:// or rediss://, got %q", shown, u.Scheme)
+		return nil, invalidf("URL %q: scheme must be redis:// or rediss:// for a single server, got %q", shown, u.Scheme)
 	}
 	q := u.Query()
 	files := [3]string{q.Get(ParamTLSCAFile), q.Get(ParamTLSCertFile), q.Get(ParamTLSKeyFile)}
@@ -110,14 +119,14 @@ func parseNodeURL(raw string) (*redis.Options, error) {
 		if p, ok := u.User.Password(); ok && p != "" {
 			msg = strings.ReplaceAll(msg, p, "xxxxx")
 		}
-		return nil, invalidf("node URL %q: %s", shown, msg)
+		return nil, invalidf("URL %q: %s", shown, msg)
 	}
 	if files != [3]string{} {
 		if o.TLSConfig == nil {
-			return nil, invalidf("node URL %q: TLS parameters need the rediss:// scheme", shown)
+			return nil, invalidf("URL %q: TLS parameters need the rediss:// scheme", shown)
 		}
 		if err := AddTLSFiles(o.TLSConfig, files[0], files[1], files[2]); err != nil {
-			return nil, invalidf("node URL %q: %v", shown, err)
+			return nil, invalidf("URL %q: %v", shown, err)
 		}
 	}
 	return o, nil

@@ -39,11 +39,14 @@ type Worker struct {
 	mwOpts    []middleware.Option
 	probe     time.Duration
 
-	ready     atomic.Bool
-	inflight  sync.WaitGroup
-	closeOnce sync.Once
-	addr      atomic.Value // string: the HTTP endpoint's address once listening
-	running   atomic.Bool
+	brokerAddr string // the broker's address(es), never its credentials
+	health     health
+	ready      atomic.Bool
+	stopping   atomic.Bool
+	inflight   sync.WaitGroup
+	closeOnce  sync.Once
+	addr       atomic.Value // string: the HTTP endpoint's address once listening
+	running    atomic.Bool
 }
 
 // Option configures a Worker beyond its Config.
@@ -82,8 +85,9 @@ func New(cfg Config, opts ...Option) (*Worker, error) {
 	if ps := cfg.check(); len(ps) > 0 {
 		return nil, &ConfigError{Problems: ps}
 	}
-	broker, _ := parseBroker(cfg.AsynqRedisURL)
-	w := &Worker{cfg: cfg, broker: broker, mux: asynq.NewServeMux(), reg: prometheus.NewRegistry(), probe: time.Second}
+	b, _ := parseBroker(cfg.AsynqRedisURL, cfg.asynqTLS())
+	broker := b.opt
+	w := &Worker{cfg: cfg, broker: broker, brokerAddr: b.addr, mux: asynq.NewServeMux(), reg: prometheus.NewRegistry(), probe: time.Second}
 	for _, o := range opts {
 		o(w)
 	}
@@ -92,7 +96,7 @@ func New(cfg Config, opts ...Option) (*Worker, error) {
 	}
 	w.metrics = newMetrics(w.reg)
 	w.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	locks, err := redlock.NewFromURLs(cfg.RedlockNodes,
+	locks, err := redlock.NewFromURLs(cfg.nodeURLs(),
 		redlock.WithNodeTimeout(cfg.NodeTimeout),
 		redlock.WithDriftFactor(cfg.DriftFactor),
 		redlock.WithPrefix(cfg.LockPrefix),
@@ -241,6 +245,7 @@ func (w *Worker) Run(ctx context.Context) error {
 	stop() // a second SIGINT/SIGTERM now ends the process at once
 	w.log.Info("worker shutting down", "timeout", w.cfg.ShutdownTimeout)
 	<-probeDone // no probe may flip readiness back on
+	w.stopping.Store(true)
 	w.ready.Store(false)
 	boolGauge(w.metrics.ready, false)
 	shutdownStart := time.Now()
@@ -269,24 +274,6 @@ func (w *Worker) waitHandlers(d time.Duration) {
 	}
 }
 
-// checkReady probes the broker and the lock quorum.
-func (w *Worker) checkReady(ctx context.Context) {
-	pctx, cancel := context.WithTimeout(ctx, max(w.probe, time.Second))
-	defer cancel()
-	lockErr := w.locks.Ping(pctx)
-	brokerErr := w.ping.Ping(pctx).Err()
-	boolGauge(w.metrics.quorumUp, lockErr == nil)
-	ready := lockErr == nil && brokerErr == nil
-	if was := w.ready.Swap(ready); was != ready {
-		if ready {
-			w.log.Info("worker ready")
-		} else {
-			w.log.Warn("worker not ready", "lock_quorum_err", lockErr, "broker_err", brokerErr)
-		}
-	}
-	boolGauge(w.metrics.ready, ready)
-}
-
 func (w *Worker) httpHandler() http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(w.reg, promhttp.HandlerOpts{}))
@@ -295,13 +282,12 @@ func (w *Worker) httpHandler() http.Handler {
 		_, _ = rw.Write([]byte("ok\n"))
 	})
 	mux.HandleFunc("/readyz", func(rw http.ResponseWriter, _ *http.Request) {
-		if !w.ready.Load() {
+		ready, body := w.health.readyz(w.stopping.Load())
+		rw.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		if !ready {
 			rw.WriteHeader(http.StatusServiceUnavailable)
-			_, _ = rw.Write([]byte("not ready: broker or lock quorum unreachable\n"))
-			return
 		}
-		rw.WriteHeader(http.StatusOK)
-		_, _ = rw.Write([]byte("ready\n"))
+		_, _ = rw.Write([]byte(body + "\n"))
 	})
 	return mux
 }
