@@ -52,7 +52,9 @@ type Worker struct {
 // Option configures a Worker beyond its Config.
 type Option func(*Worker)
 
-// WithLogger replaces the logger built from LOG_LEVEL and LOG_FORMAT.
+// WithLogger replaces the logger built from LOG_LEVEL and LOG_FORMAT. The
+// worker's logger also receives asynq's lines and go-redis's (go-redis has
+// one logger per process: New sets it).
 func WithLogger(l *slog.Logger) Option { return func(w *Worker) { w.log = l } }
 
 // WithMiddlewareOptions adds options to every locked handler's middleware
@@ -94,6 +96,7 @@ func New(cfg Config, opts ...Option) (*Worker, error) {
 	if w.log == nil {
 		w.log = newLogger(cfg, os.Stderr)
 	}
+	redis.SetLogger(redisLogger{w.log})
 	w.metrics = newMetrics(w.reg)
 	w.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	locks, err := redlock.NewFromURLs(cfg.nodeURLs(),
