@@ -183,7 +183,8 @@ func (w *Worker) Addr() string {
 
 // Run serves until ctx ends or the process gets SIGINT or SIGTERM, then
 // shuts down gracefully and closes the worker's connections. It returns nil
-// after a clean shutdown.
+// on such a requested shutdown (exit 0), and an error only when the worker
+// cannot serve (exit 1).
 func (w *Worker) Run(ctx context.Context) error {
 	if !w.running.CompareAndSwap(false, true) {
 		return errors.New("worker: Run called twice")

@@ -8,7 +8,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"log/slog"
 	"os"
 
 	"github.com/asynqlock/asynqlock/middleware"
@@ -44,9 +43,6 @@ func run(ctx context.Context) error {
 	return w.Run(ctx) // until SIGINT/SIGTERM (nil), or a failure; in-flight locks released
 }
 
-func adjustStock(ctx context.Context, payload []byte) error {
-	slog.InfoContext(ctx, "stock adjusted", "payload", string(payload))
-	return nil
-}
+func adjustStock(ctx context.Context, payload []byte) error { return nil } // your update, alone for its SKU
 
 func undoAdjustment(ctx context.Context, t *asynq.Task, cause error) error { return nil }
