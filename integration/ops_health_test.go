@@ -100,3 +100,18 @@ func waitLastErr(t *testing.T, insp *asynq.Inspector, info *asynq.TaskInfo) stri
 		time.Sleep(20 * time.Millisecond)
 	}
 }
+
+// TestOpsBrokerDownIsNamed: a broker that does not answer from the start is
+// named at Warn and in /readyz, and the worker keeps probing.
+func TestOpsBrokerDownIsNamed(t *testing.T) {
+	dead := redistest.ClosedAddr(t)
+	o := newOpsWorker(t, opsVars("redis://:broker-Secret-6@"+dead+"/1", redistest.StartCluster(t, 3).URLs(), nil))
+	o.run(t)
+	o.waitRecord(t, "WARN", "broker unreachable", map[string]string{"addr": dead, "err": "refused"}, 30*time.Second)
+	o.waitRecord(t, "WARN", "worker not ready", map[string]string{"why": "broker " + dead + " unreachable"}, 30*time.Second)
+	body := o.waitReadyzBody(t, 503, 30*time.Second, "not ready: broker "+dead+" unreachable")
+	if strings.Contains(body, "lock") {
+		t.Fatalf("/readyz blames the lock nodes too: %q", body)
+	}
+	noSecret(t, "the log", o.logs.String(), "broker-Secret-6")
+}

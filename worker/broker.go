@@ -11,6 +11,7 @@ import (
 
 	"github.com/asynqlock/asynqlock/redlock"
 	"github.com/hibiken/asynq"
+	"github.com/redis/go-redis/v9"
 )
 
 // broker is a parsed ASYNQ_REDIS_URL.
@@ -181,4 +182,31 @@ func onlyParams(q url.Values, allowed ...string) error {
 		}
 	}
 	return nil
+}
+
+// probeClient is the readiness probe's client to the broker: one dial
+// attempt, no command retries and the probe's deadline on the socket, so that
+// a probe reports the cause (connection refused, WRONGPASS, a certificate)
+// rather than running out of time retrying.
+func probeClient(opt asynq.RedisConnOpt) redis.UniversalClient {
+	switch o := opt.(type) {
+	case asynq.RedisClientOpt:
+		return redis.NewClient(&redis.Options{
+			Network: o.Network, Addr: o.Addr, Username: o.Username, Password: o.Password, DB: o.DB, TLSConfig: o.TLSConfig,
+			DialerRetries: 1, MaxRetries: -1, ContextTimeoutEnabled: true, PoolSize: 2,
+		})
+	case asynq.RedisFailoverClientOpt:
+		return redis.NewFailoverClient(&redis.FailoverOptions{
+			MasterName: o.MasterName, SentinelAddrs: o.SentinelAddrs,
+			SentinelUsername: o.SentinelUsername, SentinelPassword: o.SentinelPassword,
+			Username: o.Username, Password: o.Password, DB: o.DB, TLSConfig: o.TLSConfig,
+			DialerRetries: 1, MaxRetries: -1, ContextTimeoutEnabled: true, PoolSize: 2,
+		})
+	case asynq.RedisClusterClientOpt:
+		return redis.NewClusterClient(&redis.ClusterOptions{
+			Addrs: o.Addrs, Username: o.Username, Password: o.Password, TLSConfig: o.TLSConfig,
+			DialerRetries: 1, MaxRetries: -1, ContextTimeoutEnabled: true, PoolSize: 2,
+		})
+	}
+	return opt.MakeRedisClient().(redis.UniversalClient)
 }

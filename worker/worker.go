@@ -54,7 +54,9 @@ type Option func(*Worker)
 
 // WithLogger replaces the logger built from LOG_LEVEL and LOG_FORMAT. The
 // worker's logger also receives asynq's lines and go-redis's (go-redis has
-// one logger per process: New sets it).
+// one logger per process: New sets it). Without this option New also makes
+// the built logger slog's default, so that lines written with the log
+// package join the same stream.
 func WithLogger(l *slog.Logger) Option { return func(w *Worker) { w.log = l } }
 
 // WithMiddlewareOptions adds options to every locked handler's middleware
@@ -95,6 +97,9 @@ func New(cfg Config, opts ...Option) (*Worker, error) {
 	}
 	if w.log == nil {
 		w.log = newLogger(cfg, os.Stderr)
+		// Lines written with the log package (asynq's queue metrics
+		// collector) join the configured stream too.
+		slog.SetDefault(w.log)
 	}
 	redis.SetLogger(redisLogger{w.log})
 	w.metrics = newMetrics(w.reg)
@@ -112,7 +117,7 @@ func New(cfg Config, opts ...Option) (*Worker, error) {
 	w.locks = locks
 	w.client = asynq.NewClient(broker)
 	w.inspector = asynq.NewInspector(broker)
-	w.ping = broker.MakeRedisClient().(redis.UniversalClient)
+	w.ping = probeClient(broker)
 	w.reg.MustRegister(queuemetrics.NewQueueMetricsCollector(w.inspector))
 	return w, nil
 }
