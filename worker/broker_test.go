@@ -52,3 +52,32 @@ func TestBrokerURLKeepsUserMasterPasswordAndDB(t *testing.T) {
 		t.Fatalf("broker address for logs shows a password: %s", b.addr)
 	}
 }
+
+// TestConfigURLProblemsNameVariableAndMaskedURL: the variable, the URL with
+// its password masked, and the real problem.
+func TestConfigURLProblemsNameVariableAndMaskedURL(t *testing.T) {
+	vars := map[string]string{
+		"ASYNQ_REDIS_URL":     "redis://u:secretpw@broker:6379?tls_ca_file=/ca.pem",
+		"REDLOCK_NODES":       "redis://a:1,redis://:secretpw@b:99999",
+		"REDLOCK_TLS_CA_FILE": "/nonexistent/ca.pem",
+		"ASYNQ_TLS_CERT_FILE": "/nonexistent/c.pem",
+	}
+	_, err := LoadConfigFrom(vars)
+	if err == nil {
+		t.Fatal("accepted")
+	}
+	msg := err.Error()
+	for _, want := range []string{
+		`ASYNQ_REDIS_URL: URL "redis://u:xxxxx@broker:6379?tls_ca_file=/ca.pem": TLS parameters need the rediss:// scheme`,
+		`REDLOCK_NODES: node 1: URL "redis://:xxxxx@b:99999": port "99999"`,
+		"REDLOCK_TLS_CA_FILE: TLS CA file: open /nonexistent/ca.pem",
+		"ASYNQ_TLS_CERT_FILE and ASYNQ_TLS_KEY_FILE: a TLS client certificate needs both",
+	} {
+		if !strings.Contains(msg, want) {
+			t.Errorf("error lacks %q:\n%s", want, msg)
+		}
+	}
+	if strings.Contains(msg, "secretpw") {
+		t.Fatalf("error shows a password:\n%s", msg)
+	}
+}

@@ -232,9 +232,16 @@ func (c *Config) nodeURLs() []string {
 // problem names the variable and the URL with its password masked.
 func (c *Config) checkURLs() []Problem {
 	var ps []Problem
-	for prefix, f := range map[string]tlsFiles{"ASYNQ_TLS_": c.asynqTLS(), "REDLOCK_TLS_": c.redlockTLS()} {
-		if err := redlock.AddTLSFiles(&tls.Config{}, f.ca, f.cert, f.key); err != nil {
-			ps = append(ps, Problem{prefix + "CA_FILE/CERT_FILE/KEY_FILE", err.Error()})
+	for _, v := range []struct {
+		prefix string
+		f      tlsFiles
+	}{{"ASYNQ_TLS_", c.asynqTLS()}, {"REDLOCK_TLS_", c.redlockTLS()}} {
+		prefix, f := v.prefix, v.f
+		if err := redlock.AddTLSFiles(&tls.Config{}, f.ca, "", ""); err != nil {
+			ps = append(ps, Problem{prefix + "CA_FILE", err.Error()})
+		}
+		if err := redlock.AddTLSFiles(&tls.Config{}, "", f.cert, f.key); err != nil {
+			ps = append(ps, Problem{prefix + "CERT_FILE and " + prefix + "KEY_FILE", err.Error()})
 		}
 	}
 	if c.AsynqRedisURL != "" {
