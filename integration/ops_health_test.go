@@ -38,18 +38,7 @@ func TestOpsNodeOutagesAreLoudOncePerChange(t *testing.T) {
 	o.waitRecord(t, "WARN", "worker not ready", map[string]string{"why": addr(2)}, 30*time.Second)
 	o.waitReadyzBody(t, 503, 30*time.Second, "not ready: lock quorum lost: 2 of 5 lock nodes up (quorum 3)", addr(0), addr(1), addr(2))
 
-	// A task that runs now is requeued, and its last error (what asynq's
-	// CLI shows) says why.
-	info, err := o.w.Client().Enqueue(asynq.NewTask(opsTask, []byte(`{"id":"outage"}`)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	insp := asynq.NewInspector(asynq.RedisClientOpt{Addr: broker.Addr()})
-	defer insp.Close()
-	lastErr := waitLastErr(t, insp, info)
-	if !strings.Contains(lastErr, "lock nodes unreachable") || strings.Contains(lastErr, "busy") {
-		t.Fatalf("task's last error %q, want it to say the lock nodes are unreachable", lastErr)
-	}
+	checkOutageTaskError(t, o, broker)
 
 	// Several more probes change nothing, so nothing more is logged.
 	time.Sleep(time.Second)
@@ -82,6 +71,22 @@ func TestOpsNodeOutagesAreLoudOncePerChange(t *testing.T) {
 			t.Fatalf("node 0's second outage not logged; log:\n%s", o.logs)
 		}
 		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// checkOutageTaskError enqueues a task during a quorum outage: it is
+// requeued, and its last error (what asynq's CLI shows) says why.
+func checkOutageTaskError(t *testing.T, o *opsWorker, broker *redistest.Node) {
+	t.Helper()
+	info, err := o.w.Client().Enqueue(asynq.NewTask(opsTask, []byte(`{"id":"outage"}`)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	insp := asynq.NewInspector(asynq.RedisClientOpt{Addr: broker.Addr()})
+	defer insp.Close()
+	lastErr := waitLastErr(t, insp, info)
+	if !strings.Contains(lastErr, "lock nodes unreachable") || strings.Contains(lastErr, "busy") {
+		t.Fatalf("task's last error %q, want it to say the lock nodes are unreachable", lastErr)
 	}
 }
 

@@ -192,6 +192,13 @@ func noSecret(t *testing.T, what, s string, secrets ...string) {
 // the series whose labels include every pair of labels.
 func gauge(t *testing.T, w *worker.Worker, name string, labels map[string]string) float64 {
 	t.Helper()
+	return metricSum(t, w, name, labels, true)
+}
+
+// metricSum sums the gauge (or counter) values of the series of the metric
+// name in w's registry whose labels include every pair of labels.
+func metricSum(t *testing.T, w *worker.Worker, name string, labels map[string]string, isGauge bool) float64 {
+	t.Helper()
 	mfs, err := w.Registry().Gather()
 	if err != nil {
 		t.Fatal(err)
@@ -201,19 +208,33 @@ func gauge(t *testing.T, w *worker.Worker, name string, labels map[string]string
 		if mf.GetName() != name {
 			continue
 		}
-	series:
 		for _, m := range mf.GetMetric() {
-			for k, v := range labels {
-				found := false
-				for _, lp := range m.GetLabel() {
-					found = found || lp.GetName() == k && lp.GetValue() == v
-				}
-				if !found {
-					continue series
-				}
+			if !hasLabels(m.GetLabel(), labels) {
+				continue
 			}
-			sum += m.GetGauge().GetValue()
+			if isGauge {
+				sum += m.GetGauge().GetValue()
+			} else {
+				sum += m.GetCounter().GetValue()
+			}
 		}
 	}
 	return sum
+}
+
+// hasLabels reports whether the label pairs lps include every pair of labels.
+func hasLabels[P interface {
+	GetName() string
+	GetValue() string
+}](lps []P, labels map[string]string) bool {
+	for k, v := range labels {
+		found := false
+		for _, lp := range lps {
+			found = found || lp.GetName() == k && lp.GetValue() == v
+		}
+		if !found {
+			return false
+		}
+	}
+	return true
 }
