@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -173,11 +174,7 @@ func urlDB(u *url.URL) (int, error) {
 // misspelt one is not silently ignored.
 func onlyParams(q url.Values, allowed ...string) error {
 	for k := range q {
-		found := false
-		for _, a := range allowed {
-			found = found || k == a
-		}
-		if !found {
+		if !slices.Contains(allowed, k) {
 			return fmt.Errorf("unknown parameter %q; allowed: %s", k, strings.Join(allowed, ", "))
 		}
 	}
