@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/asynqlock/asynqlock/redlock"
 )
@@ -26,7 +27,7 @@ type health struct {
 // checkReady probes the broker and every lock node, logs what changed and
 // updates the metrics and /readyz.
 func (w *Worker) checkReady(ctx context.Context) {
-	pctx, cancel := context.WithTimeout(ctx, max(w.probe, w.locks.NodeTimeout()))
+	pctx, cancel := context.WithTimeout(ctx, max(w.probe, time.Second, w.locks.NodeTimeout()))
 	defer cancel()
 	nodes, err := w.locks.PingNodes(pctx)
 	if err != nil {
