@@ -16,7 +16,7 @@ import (
 func TestOpsNodeOutagesAreLoudOncePerChange(t *testing.T) {
 	broker := redistest.StartNode(t)
 	cl := redistest.StartCluster(t, 5)
-	o := newOpsWorker(t, opsVars(broker.URL(), cl.URLs(), map[string]string{"REDLOCK_NODE_TIMEOUT": "300ms"}))
+	o := newOpsWorker(t, opsVars(broker.URL(), cl.URLs(), nil))
 	o.run(t)
 	o.waitRecord(t, "INFO", "worker ready", nil, 30*time.Second)
 	o.waitReadyzBody(t, 200, 30*time.Second, "ready")
