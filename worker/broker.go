@@ -25,6 +25,16 @@ type broker struct {
 // rediss URL that does not name its own.
 type tlsFiles struct{ ca, cert, key string }
 
+// ParseBrokerURL parses a broker URL in any form ASYNQ_REDIS_URL accepts (see
+// Config.AsynqRedisURL) into asynq's connection options, keeping what
+// asynq.ParseRedisURI drops: the ACL user name, a Sentinel master's own
+// password and db, TLS files (tls_ca_file, tls_cert_file, tls_key_file).
+// Errors name the problem and never show the password.
+func ParseBrokerURL(raw string) (asynq.RedisConnOpt, error) {
+	b, err := parseBroker(raw, tlsFiles{})
+	return b.opt, err
+}
+
 // parseBroker turns ASYNQ_REDIS_URL into asynq's connection options, for a
 // single Redis, a Sentinel-managed master or a Redis Cluster. asynq's own
 // URI parser is not used: it drops the ACL user name, sends a Sentinel URL's

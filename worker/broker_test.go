@@ -38,11 +38,11 @@ func TestBrokerURLErrorsNameTheRealProblem(t *testing.T) {
 
 // TestBrokerURLKeepsUserMasterPasswordAndDB: what asynq's own parser drops.
 func TestBrokerURLKeepsUserMasterPasswordAndDB(t *testing.T) {
-	b, err := parseBroker("redis://worker:pw@h:6379/4", tlsFiles{})
-	if c, ok := b.opt.(asynq.RedisClientOpt); err != nil || !ok || c.Username != "worker" || c.Password != "pw" || c.DB != 4 {
-		t.Fatalf("ACL URL: %#v, %v", b.opt, err)
+	opt, err := ParseBrokerURL("redis://worker:pw@h:6379/4")
+	if c, ok := opt.(asynq.RedisClientOpt); err != nil || !ok || c.Username != "worker" || c.Password != "pw" || c.DB != 4 {
+		t.Fatalf("ACL URL: %#v, %v", opt, err)
 	}
-	b, err = parseBroker("redis-sentinel://sen:spw@s1:26379,s2:26379/5?master=mymaster&username=app&password=mpw", tlsFiles{})
+	b, err := parseBroker("redis-sentinel://sen:spw@s1:26379,s2:26379/5?master=mymaster&username=app&password=mpw", tlsFiles{})
 	c, ok := b.opt.(asynq.RedisFailoverClientOpt)
 	if err != nil || !ok || c.SentinelUsername != "sen" || c.SentinelPassword != "spw" || c.Username != "app" ||
 		c.Password != "mpw" || c.DB != 5 || c.MasterName != "mymaster" || len(c.SentinelAddrs) != 2 {
