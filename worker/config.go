@@ -22,16 +22,21 @@ type Config struct {
 	// [&username=u&password=p] (user info for the sentinels, parameters for
 	// the master), or redis-cluster:// / rediss-cluster://[user:password@]host:port[,host:port...].
 	AsynqRedisURL string `env:"ASYNQ_REDIS_URL,required,notEmpty"`
-	// AsynqTLS are PEM files for a rediss broker URL that names none: a
-	// private CA, and an optional client certificate and key.
-	AsynqTLSCAFile   string `env:"ASYNQ_TLS_CA_FILE"`
+	// AsynqTLSCAFile is a PEM file of the private CA that signs the
+	// broker's certificate, for a rediss broker URL that names none.
+	AsynqTLSCAFile string `env:"ASYNQ_TLS_CA_FILE"`
+	// AsynqTLSCertFile and AsynqTLSKeyFile are an optional PEM client
+	// certificate and its key for the broker (both or neither).
 	AsynqTLSCertFile string `env:"ASYNQ_TLS_CERT_FILE"`
 	AsynqTLSKeyFile  string `env:"ASYNQ_TLS_KEY_FILE"`
 	// RedlockNodes are the lock nodes: independent masters, as
 	// redis:// or rediss:// URLs, comma-separated.
 	RedlockNodes []string `env:"REDLOCK_NODES,required,notEmpty" envSeparator:","`
-	// RedlockTLS are PEM files for rediss node URLs that name none.
-	RedlockTLSCAFile   string `env:"REDLOCK_TLS_CA_FILE"`
+	// RedlockTLSCAFile is a PEM file of the private CA that signs the lock
+	// nodes' certificates, for rediss node URLs that name none.
+	RedlockTLSCAFile string `env:"REDLOCK_TLS_CA_FILE"`
+	// RedlockTLSCertFile and RedlockTLSKeyFile are an optional PEM client
+	// certificate and its key for the lock nodes (both or neither).
 	RedlockTLSCertFile string `env:"REDLOCK_TLS_CERT_FILE"`
 	RedlockTLSKeyFile  string `env:"REDLOCK_TLS_KEY_FILE"`
 	// LockTTL is the TTL of task locks; they are extended while tasks run.
