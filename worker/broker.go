@@ -21,8 +21,8 @@ type broker struct {
 	addr string // where it is, for logs: never credentials
 }
 
-// tlsFiles are the TLS files given by environment variables, used by every
-// rediss URL that does not name its own.
+// tlsFiles are the TLS files given by environment variables, used by the
+// rediss URLs that do not name their own.
 type tlsFiles struct{ ca, cert, key string }
 
 // ParseBrokerURL parses a broker URL in any form ASYNQ_REDIS_URL accepts (see
@@ -57,8 +57,8 @@ func parseBroker(raw string, files tlsFiles) (broker, error) {
 		redlock.RedactURL(u), u.Scheme)
 }
 
-// withTLSDefaults adds the environment's TLS files to a rediss URL that
-// names none of its own.
+// withTLSDefaults adds to a rediss URL each of the environment's TLS files
+// that the URL does not name itself.
 func withTLSDefaults(raw string, f tlsFiles) string {
 	u, err := url.Parse(strings.TrimSpace(raw))
 	if err != nil || !strings.HasPrefix(u.Scheme, "rediss") || f == (tlsFiles{}) {
