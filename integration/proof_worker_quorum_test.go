@@ -93,8 +93,8 @@ func TestProofQuorumLoss(t *testing.T) {
 			if json.Unmarshal(ti.Payload, &a) != nil || !strings.Contains(ti.LastErr, redlock.ErrQuorum.Error()) {
 				continue
 			}
-			if !strings.Contains(ti.LastErr, middleware.ErrConflict.Error()) {
-				t.Fatalf("task %s requeued with %q, not as a conflict", ti.ID, ti.LastErr)
+			if !strings.Contains(ti.LastErr, "lock nodes unreachable, task requeued") {
+				t.Fatalf("task %s requeued with %q, not as a lock-node outage", ti.ID, ti.LastErr)
 			}
 			requeued[a.ID] = true
 			if ti.Retried > 0 {

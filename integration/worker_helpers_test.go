@@ -89,30 +89,5 @@ func waitReadyz(t *testing.T, w *worker.Worker, code int, limit time.Duration) t
 // series whose labels include every pair of labels.
 func counter(t *testing.T, w *worker.Worker, name string, labels map[string]string) float64 {
 	t.Helper()
-	mfs, err := w.Registry().Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var sum float64
-	for _, mf := range mfs {
-		if mf.GetName() != name {
-			continue
-		}
-	series:
-		for _, m := range mf.GetMetric() {
-			for k, v := range labels {
-				found := false
-				for _, lp := range m.GetLabel() {
-					if lp.GetName() == k && lp.GetValue() == v {
-						found = true
-					}
-				}
-				if !found {
-					continue series
-				}
-			}
-			sum += m.GetCounter().GetValue()
-		}
-	}
-	return sum
+	return metricSum(t, w, name, labels, false)
 }

@@ -23,6 +23,10 @@ type conflictError struct {
 }
 
 func (e *conflictError) Error() string {
+	if errors.Is(e.cause, redlock.ErrQuorum) && !errors.Is(e.cause, redlock.ErrLocked) {
+		// Not a busy resource: an outage of the lock nodes.
+		return fmt.Sprintf("asynqlock: lock nodes unreachable, task requeued: %s: %v", e.resource, e.cause)
+	}
 	return fmt.Sprintf("%v: %s: %v", ErrConflict, e.resource, e.cause)
 }
 

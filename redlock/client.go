@@ -3,7 +3,6 @@ package redlock
 import (
 	"errors"
 	"fmt"
-	"net/url"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -154,33 +153,11 @@ func NewFromURLs(urls []string, opts ...Option) (*Client, error) {
 	return c, nil
 }
 
-// ParseNodeURL parses a redis:// or rediss:// node URL. Its errors show the
-// URL redacted (password replaced by "xxxxx"), or not at all when it cannot be
-// parsed, so a secret never reaches a log.
-func ParseNodeURL(raw string) (*redis.Options, error) {
-	u, err := url.Parse(strings.TrimSpace(raw))
-	if err != nil {
-		// The parser's message may quote part of the password (an
-		// unescaped '/', '?' or '#' in it): say nothing of the text.
-		return nil, invalidf("node URL cannot be parsed (percent-encode special characters in the user and password)")
-	}
-	shown := u.Redacted()
-	if u.Scheme != "redis" && u.Scheme != "rediss" {
-		return nil, invalidf("node URL %q: scheme must be redis:// or rediss://, got %q", shown, u.Scheme)
-	}
-	if u.Host == "" {
-		return nil, invalidf("node URL %q has no host", shown)
-	}
-	o, err := redis.ParseURL(u.String())
-	if err != nil {
-		msg := err.Error()
-		if p, ok := u.User.Password(); ok && p != "" {
-			msg = strings.ReplaceAll(msg, p, "xxxxx")
-		}
-		return nil, invalidf("node URL %q: %s", shown, msg)
-	}
-	return o, nil
-}
+// ParseNodeURL parses a redis:// or rediss:// node URL, with go-redis URL
+// parameters and, for rediss://, tls_ca_file, tls_cert_file and tls_key_file
+// (see AddTLSFiles). Its errors name the real problem and show the URL
+// redacted (password replaced by "xxxxx"), so a secret never reaches a log.
+func ParseNodeURL(raw string) (*redis.Options, error) { return parseNodeURL(raw) }
 
 // tuneForLocking sets client options so that a dead or paused node costs a
 // caller at most about the node timeout.

@@ -104,7 +104,7 @@ func TestNewFromURLsRejectsBadURLsWithoutLeakingPasswords(t *testing.T) {
 	}{
 		{"none", nil, "no node URLs"},
 		{"bad scheme", []string{"http://u:" + secret + "@127.0.0.1:6379"}, "scheme must be redis:// or rediss://"},
-		{"unparseable", []string{"redis://u:" + secret + "@127.0.0.1:port"}, "node 0: redlock: invalid argument: node URL cannot be parsed"},
+		{"unparseable", []string{"redis://u:" + secret + "@127.0.0.1:port"}, `node 0: redlock: invalid argument: URL redis://…127.0.0.1:port: port "port"`},
 		{"no host", []string{"redis://"}, "has no host"},
 		{"bad db", []string{"redis://127.0.0.1:1/x", "redis://:" + secret + "@127.0.0.1:2/db"}, "node 0"},
 		{"duplicate", []string{"redis://127.0.0.1:1", "redis://:" + secret + "@127.0.0.1:1"}, "node 1 (127.0.0.1:1) is the same node as node 0"},

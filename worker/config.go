@@ -1,6 +1,7 @@
 package worker
 
 import (
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"math"
@@ -17,12 +18,27 @@ import (
 // LoadConfig. The env tags name the variables.
 type Config struct {
 	// AsynqRedisURL is asynq's broker: redis://[user:password@]host:port[/db],
-	// rediss:// (TLS), redis-sentinel://[:password@]host:port[,host:port...]?master=name[&db=N],
-	// or redis-cluster://[user:password@]host:port[,host:port...].
+	// rediss:// (TLS), redis-sentinel://[user:password@]host:port[,host:port...][/db]?master=name
+	// [&username=u&password=p] (user info for the sentinels, parameters for
+	// the master), or redis-cluster:// / rediss-cluster://[user:password@]host:port[,host:port...].
 	AsynqRedisURL string `env:"ASYNQ_REDIS_URL,required,notEmpty"`
+	// AsynqTLSCAFile is a PEM file of the private CA that signs the
+	// broker's certificate, for a rediss broker URL that names none.
+	AsynqTLSCAFile string `env:"ASYNQ_TLS_CA_FILE"`
+	// AsynqTLSCertFile and AsynqTLSKeyFile are an optional PEM client
+	// certificate and its key for the broker (both or neither).
+	AsynqTLSCertFile string `env:"ASYNQ_TLS_CERT_FILE"`
+	AsynqTLSKeyFile  string `env:"ASYNQ_TLS_KEY_FILE"`
 	// RedlockNodes are the lock nodes: independent masters, as
 	// redis:// or rediss:// URLs, comma-separated.
 	RedlockNodes []string `env:"REDLOCK_NODES,required,notEmpty" envSeparator:","`
+	// RedlockTLSCAFile is a PEM file of the private CA that signs the lock
+	// nodes' certificates, for rediss node URLs that name none.
+	RedlockTLSCAFile string `env:"REDLOCK_TLS_CA_FILE"`
+	// RedlockTLSCertFile and RedlockTLSKeyFile are an optional PEM client
+	// certificate and its key for the lock nodes (both or neither).
+	RedlockTLSCertFile string `env:"REDLOCK_TLS_CERT_FILE"`
+	RedlockTLSKeyFile  string `env:"REDLOCK_TLS_KEY_FILE"`
 	// LockTTL is the TTL of task locks; they are extended while tasks run.
 	LockTTL time.Duration `env:"REDLOCK_TTL" envDefault:"30s"`
 	// NodeTimeout bounds each call to one lock node.
@@ -203,20 +219,59 @@ func envKey(field string) string {
 	return key
 }
 
+// asynqTLS and redlockTLS are the TLS files from the environment.
+func (c *Config) asynqTLS() tlsFiles {
+	return tlsFiles{c.AsynqTLSCAFile, c.AsynqTLSCertFile, c.AsynqTLSKeyFile}
+}
+
+func (c *Config) redlockTLS() tlsFiles {
+	return tlsFiles{c.RedlockTLSCAFile, c.RedlockTLSCertFile, c.RedlockTLSKeyFile}
+}
+
+// nodeURLs are the lock node URLs with the environment's TLS files added.
+func (c *Config) nodeURLs() []string {
+	urls := make([]string, len(c.RedlockNodes))
+	for i, u := range c.RedlockNodes {
+		urls[i] = withTLSDefaults(u, c.redlockTLS())
+	}
+	return urls
+}
+
+// checkURLs checks the TLS files, the broker URL and the node URLs; a
+// problem names the variable and the URL with its password masked.
+func (c *Config) checkURLs() []Problem {
+	var ps []Problem
+	for _, v := range []struct {
+		prefix string
+		f      tlsFiles
+	}{{"ASYNQ_TLS_", c.asynqTLS()}, {"REDLOCK_TLS_", c.redlockTLS()}} {
+		prefix, f := v.prefix, v.f
+		if err := redlock.AddTLSFiles(&tls.Config{}, f.ca, "", ""); err != nil {
+			ps = append(ps, Problem{prefix + "CA_FILE", err.Error()})
+		}
+		if err := redlock.AddTLSFiles(&tls.Config{}, "", f.cert, f.key); err != nil {
+			ps = append(ps, Problem{prefix + "CERT_FILE and " + prefix + "KEY_FILE", err.Error()})
+		}
+	}
+	if c.AsynqRedisURL != "" {
+		if _, err := parseBroker(c.AsynqRedisURL, c.asynqTLS()); err != nil {
+			ps = append(ps, Problem{"ASYNQ_REDIS_URL", err.Error()})
+		}
+	}
+	for i, u := range c.nodeURLs() {
+		if _, err := redlock.ParseNodeURL(u); err != nil {
+			msg := strings.TrimPrefix(err.Error(), redlock.ErrInvalid.Error()+": ")
+			ps = append(ps, Problem{"REDLOCK_NODES", fmt.Sprintf("node %d: %s", i, msg)})
+		}
+	}
+	return ps
+}
+
 // check validates values that parsed.
 func (c *Config) check() []Problem {
 	var ps []Problem
 	add := func(v, format string, args ...any) { ps = append(ps, Problem{v, fmt.Sprintf(format, args...)}) }
-	if c.AsynqRedisURL != "" {
-		if _, err := parseBroker(c.AsynqRedisURL); err != nil {
-			add("ASYNQ_REDIS_URL", "%v", err)
-		}
-	}
-	for i, u := range c.RedlockNodes {
-		if _, err := redlock.ParseNodeURL(u); err != nil {
-			add("REDLOCK_NODES", "node %d: %v", i, err)
-		}
-	}
+	ps = append(ps, c.checkURLs()...)
 	if c.LockTTL <= 0 {
 		add("REDLOCK_TTL", "must be positive, got %v", c.LockTTL)
 	}

@@ -73,7 +73,7 @@ func TestLoadConfigReportsEveryProblemAtOnce(t *testing.T) {
 		}, []string{"ASYNQ_REDIS_URL", "master"}},
 		{"unescaped password characters", map[string]string{
 			"ASYNQ_REDIS_URL": "redis://user:secretpw/x@broker:6379", "REDLOCK_NODES": "redis://:secretpw?y@a:1",
-		}, []string{"ASYNQ_REDIS_URL: cannot be parsed", "REDLOCK_NODES: node 0"}},
+		}, []string{"ASYNQ_REDIS_URL: URL cannot be parsed: percent-encode", "REDLOCK_NODES: node 0: URL cannot be parsed: percent-encode"}},
 		{"NaN drift and zero wait", map[string]string{
 			"ASYNQ_REDIS_URL": "redis://broker:6379", "REDLOCK_NODES": "redis://a:1",
 			"REDLOCK_DRIFT_FACTOR": "NaN", "WORKER_CONFLICT_WAIT": "0s",
@@ -84,7 +84,7 @@ func TestLoadConfigReportsEveryProblemAtOnce(t *testing.T) {
 		}, []string{`WORKER_QUEUES: queue "critical" is named more than once`}},
 		{"bad cluster address", map[string]string{
 			"ASYNQ_REDIS_URL": "redis-cluster://:secretpw@c1:7000,c2", "REDLOCK_NODES": "redis://a:1",
-		}, []string{"ASYNQ_REDIS_URL: cannot be parsed"}},
+		}, []string{`ASYNQ_REDIS_URL: URL redis-cluster://…c1:7000,c2: address "c2" must be host:port`}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -136,9 +136,9 @@ func TestBrokerForms(t *testing.T) {
 		},
 	}
 	for url, check := range cases {
-		o, err := parseBroker(url)
-		if err != nil || !check(o) {
-			t.Errorf("%s: %#v, %v", url, o, err)
+		b, err := parseBroker(url, tlsFiles{})
+		if err != nil || !check(b.opt) {
+			t.Errorf("%s: %#v, %v", url, b.opt, err)
 		}
 	}
 }

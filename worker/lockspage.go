@@ -31,23 +31,12 @@ func WithParkedReader(p ParkedReader) Option { return func(w *Worker) { w.parked
 // pageLimit bounds the resources the page lists.
 const pageLimit = 500
 
-// lockRoutes adds the /locks page (unless WORKER_LOCKS_PAGE=false) and makes
-// /readyz fail while two lock nodes are one server.
+// lockRoutes adds the /locks page unless WORKER_LOCKS_PAGE=false.
 func (w *Worker) lockRoutes(mux *http.ServeMux) http.Handler {
 	if w.cfg.LocksPage {
 		mux.HandleFunc("GET /locks", w.serveLocks)
 	}
-	return http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
-		if r.URL.Path == "/readyz" {
-			if err := w.nodes.sameServer(); err != nil {
-				rw.Header().Set("Content-Type", "text/plain; charset=utf-8")
-				rw.WriteHeader(http.StatusServiceUnavailable)
-				_, _ = rw.Write([]byte("not ready: " + err.Error() + "\n"))
-				return
-			}
-		}
-		mux.ServeHTTP(rw, r)
-	})
+	return mux
 }
 
 // serveLocks renders the page: read-only, nothing secret on it (node

@@ -27,11 +27,34 @@ func parseLevel(s string) (slog.Level, error) {
 // newLogger builds the configured slog logger writing to w.
 func newLogger(cfg Config, w io.Writer) *slog.Logger {
 	lvl, _ := parseLevel(cfg.LogLevel)
-	opts := &slog.HandlerOptions{Level: lvl}
+	opts := &slog.HandlerOptions{Level: lvl, ReplaceAttr: readableDurations}
 	if cfg.LogFormat == "json" {
 		return slog.New(slog.NewJSONHandler(w, opts))
 	}
 	return slog.New(slog.NewTextHandler(w, opts))
+}
+
+// readableDurations writes durations as "1.5s" rather than the JSON
+// handler's integer nanoseconds.
+func readableDurations(_ []string, a slog.Attr) slog.Attr {
+	if a.Value.Kind() == slog.KindDuration {
+		return slog.String(a.Key, a.Value.Duration().String())
+	}
+	return a
+}
+
+// redisLogger routes go-redis's internal log lines (failed dials, Sentinel
+// master changes) to slog, so that LOG_FORMAT applies to them too. go-redis
+// does not give them a level: lines that report a failure are Warn.
+type redisLogger struct{ l *slog.Logger }
+
+func (r redisLogger) Printf(ctx context.Context, format string, v ...any) {
+	msg := strings.TrimSpace(fmt.Sprintf(format, v...))
+	lvl := slog.LevelInfo
+	if l := strings.ToLower(msg); strings.Contains(l, "fail") || strings.Contains(l, "error") || strings.Contains(l, "panic") {
+		lvl = slog.LevelWarn
+	}
+	r.l.Log(ctx, lvl, msg, "component", "go-redis")
 }
 
 // asynqLogger routes asynq's own logs to slog.

@@ -19,6 +19,9 @@ type metrics struct {
 	badKeys    prometheus.Counter
 	quorumUp   prometheus.Gauge
 	ready      prometheus.Gauge
+	nodeUp     *prometheus.GaugeVec
+	degraded   prometheus.Gauge
+	brokerUp   prometheus.Gauge
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -60,8 +63,21 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Name: "asynqlock_worker_ready",
 			Help: "1 while the worker is ready (broker and lock quorum reachable).",
 		}),
+		nodeUp: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "asynqlock_lock_node_up",
+			Help: "1 while the lock node answered the last readiness probe, else 0, by node address.",
+		}, []string{"node"}),
+		degraded: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "asynqlock_lock_degraded",
+			Help: "1 while a minority of lock nodes is down (locking works, with less fault tolerance), else 0.",
+		}),
+		brokerUp: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "asynqlock_broker_up",
+			Help: "1 while the asynq broker answered the last readiness probe, else 0.",
+		}),
 	}
-	reg.MustRegister(m.acquire, m.extensions, m.losses, m.nodeErrors, m.conflicts, m.rollbacks, m.badKeys, m.quorumUp, m.ready)
+	reg.MustRegister(m.acquire, m.extensions, m.losses, m.nodeErrors, m.conflicts, m.rollbacks, m.badKeys,
+		m.quorumUp, m.ready, m.nodeUp, m.degraded, m.brokerUp)
 	return m
 }
 

@@ -43,17 +43,24 @@ type Worker struct {
 	mwOpts    []middleware.Option
 	probe     time.Duration
 
-	ready     atomic.Bool
-	inflight  sync.WaitGroup
-	closeOnce sync.Once
-	addr      atomic.Value // string: the HTTP endpoint's address once listening
-	running   atomic.Bool
+	brokerAddr string // the broker's address(es), never its credentials
+	health     health
+	ready      atomic.Bool
+	stopping   atomic.Bool
+	inflight   sync.WaitGroup
+	closeOnce  sync.Once
+	addr       atomic.Value // string: the HTTP endpoint's address once listening
+	running    atomic.Bool
 }
 
 // Option configures a Worker beyond its Config.
 type Option func(*Worker)
 
-// WithLogger replaces the logger built from LOG_LEVEL and LOG_FORMAT.
+// WithLogger replaces the logger built from LOG_LEVEL and LOG_FORMAT. The
+// worker's logger also receives asynq's lines and go-redis's (go-redis has
+// one logger per process: New sets it). Without this option New also makes
+// the built logger slog's default, so that lines written with the log
+// package join the same stream.
 func WithLogger(l *slog.Logger) Option { return func(w *Worker) { w.log = l } }
 
 // WithMiddlewareOptions adds options to every locked handler's middleware
@@ -86,17 +93,22 @@ func New(cfg Config, opts ...Option) (*Worker, error) {
 	if ps := cfg.check(); len(ps) > 0 {
 		return nil, &ConfigError{Problems: ps}
 	}
-	broker, _ := parseBroker(cfg.AsynqRedisURL)
-	w := &Worker{cfg: cfg, broker: broker, mux: asynq.NewServeMux(), reg: prometheus.NewRegistry(), probe: time.Second}
+	b, _ := parseBroker(cfg.AsynqRedisURL, cfg.asynqTLS())
+	broker := b.opt
+	w := &Worker{cfg: cfg, broker: broker, brokerAddr: b.addr, mux: asynq.NewServeMux(), reg: prometheus.NewRegistry(), probe: time.Second}
 	for _, o := range opts {
 		o(w)
 	}
 	if w.log == nil {
 		w.log = newLogger(cfg, os.Stderr)
+		// Lines written with the log package (asynq's queue metrics
+		// collector) join the configured stream too.
+		slog.SetDefault(w.log)
 	}
+	redis.SetLogger(redisLogger{w.log})
 	w.metrics = newMetrics(w.reg)
 	w.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	locks, err := redlock.NewFromURLs(cfg.RedlockNodes,
+	locks, err := redlock.NewFromURLs(cfg.nodeURLs(),
 		redlock.WithNodeTimeout(cfg.NodeTimeout),
 		redlock.WithDriftFactor(cfg.DriftFactor),
 		redlock.WithPrefix(cfg.LockPrefix),
@@ -109,7 +121,7 @@ func New(cfg Config, opts ...Option) (*Worker, error) {
 	w.locks = locks
 	w.client = asynq.NewClient(broker)
 	w.inspector = asynq.NewInspector(broker)
-	w.ping = broker.MakeRedisClient().(redis.UniversalClient)
+	w.ping = probeClient(broker)
 	w.reg.MustRegister(queuemetrics.NewQueueMetricsCollector(w.inspector))
 	return w, nil
 }
@@ -180,7 +192,8 @@ func (w *Worker) Addr() string {
 
 // Run serves until ctx ends or the process gets SIGINT or SIGTERM, then
 // shuts down gracefully and closes the worker's connections. It returns nil
-// after a clean shutdown.
+// on such a requested shutdown (exit 0), and an error only when the worker
+// cannot serve (exit 1).
 func (w *Worker) Run(ctx context.Context) error {
 	if !w.running.CompareAndSwap(false, true) {
 		return errors.New("worker: Run called twice")
@@ -253,6 +266,7 @@ func (w *Worker) Run(ctx context.Context) error {
 	stop()          // a second SIGINT/SIGTERM now ends the process at once
 	w.log.Info("worker shutting down", "timeout", w.cfg.ShutdownTimeout)
 	<-probeDone // no probe may flip readiness back on
+	w.stopping.Store(true)
 	w.ready.Store(false)
 	boolGauge(w.metrics.ready, false)
 	shutdownStart := time.Now()
@@ -281,24 +295,6 @@ func (w *Worker) waitHandlers(d time.Duration) {
 	}
 }
 
-// checkReady probes the broker and the lock quorum.
-func (w *Worker) checkReady(ctx context.Context) {
-	pctx, cancel := context.WithTimeout(ctx, max(w.probe, time.Second))
-	defer cancel()
-	lockErr := w.locks.Ping(pctx)
-	brokerErr := w.ping.Ping(pctx).Err()
-	boolGauge(w.metrics.quorumUp, lockErr == nil)
-	ready := lockErr == nil && brokerErr == nil && w.nodes.independent()
-	if was := w.ready.Swap(ready); was != ready {
-		if ready {
-			w.log.Info("worker ready")
-		} else {
-			w.log.Warn("worker not ready", "lock_quorum_err", lockErr, "broker_err", brokerErr)
-		}
-	}
-	boolGauge(w.metrics.ready, ready)
-}
-
 func (w *Worker) httpHandler() http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(w.reg, promhttp.HandlerOpts{}))
@@ -307,13 +303,12 @@ func (w *Worker) httpHandler() http.Handler {
 		_, _ = rw.Write([]byte("ok\n"))
 	})
 	mux.HandleFunc("/readyz", func(rw http.ResponseWriter, _ *http.Request) {
-		if !w.ready.Load() {
+		ready, body := w.health.readyz(w.stopping.Load())
+		rw.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		if !ready {
 			rw.WriteHeader(http.StatusServiceUnavailable)
-			_, _ = rw.Write([]byte("not ready: broker or lock quorum unreachable\n"))
-			return
 		}
-		rw.WriteHeader(http.StatusOK)
-		_, _ = rw.Write([]byte("ready\n"))
+		_, _ = rw.Write([]byte(body + "\n"))
 	})
 	return w.lockRoutes(mux)
 }

@@ -17,6 +17,14 @@
 //     connections included), [Node.Refuse] (all connections are reset) and
 //     [Node.Heal] (back to normal).
 //
+// For tests of how clients connect rather than of faults, [StartServer]
+// starts a server without a proxy, configured with [WithTLS] (a TLS port with
+// a private CA made by [NewTLSFiles], optionally requiring client
+// certificates), [WithUser], [WithPassword] or [WithoutDefaultUser];
+// [StartSentinel] a Sentinel with its own password watching such a master;
+// [StartRedisCluster] a Redis Cluster of masters sharing the slots; and
+// [ClosedAddr] an address where nothing listens.
+//
 // Everything a test starts is torn down by testing.TB.Cleanup: processes are
 // killed and reaped, proxies closed and their goroutines waited for. On Linux
 // the servers also receive SIGKILL if the test process dies.

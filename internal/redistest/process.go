@@ -59,6 +59,16 @@ func startProcess(bin, dir string, port int, env []string) (*process, error) {
 	if err != nil {
 		return nil, err
 	}
+	return launch(bin, dir, port, serverArgs(port, dir), env)
+}
+
+// launch starts redis-server with args (and env added to the process's
+// environment, when not nil), serving plain TCP on port, as startProcess does.
+func launch(bin, dir string, port int, args, env []string) (*process, error) {
+	dir, err := filepath.Abs(dir)
+	if err != nil {
+		return nil, err
+	}
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, err
 	}
@@ -67,7 +77,7 @@ func startProcess(bin, dir string, port int, env []string) (*process, error) {
 	if err != nil {
 		return nil, err
 	}
-	cmd := exec.Command(bin, serverArgs(port, dir)...)
+	cmd := exec.Command(bin, args...)
 	cmd.Dir = dir
 	if env != nil {
 		cmd.Env = append(os.Environ(), env...)

@@ -1,0 +1,117 @@
+package redistest
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// newSetupClient is a client for set-up commands, patient enough for a
+// loaded machine.
+func newSetupClient(addr string) *redis.Client {
+	o := ClientOptions(addr)
+	o.DialTimeout, o.ReadTimeout, o.WriteTimeout = 2*time.Second, 5*time.Second, 5*time.Second
+	return redis.NewClient(o)
+}
+
+// StartSentinel starts a redis-server in Sentinel mode monitoring master
+// (at masterAddr, authenticated with masterPassword when not empty) under
+// the name name; with password not empty the sentinel itself requires it.
+// It returns the sentinel's address, and stops it by tb.Cleanup.
+func StartSentinel(tb testing.TB, name, masterAddr, masterPassword, password string) string {
+	tb.Helper()
+	bin := RequireServer(tb)
+	host, port, _ := strings.Cut(masterAddr, ":")
+	for attempt := 0; ; attempt++ {
+		sport, err := freePort()
+		if err != nil {
+			tb.Fatal(err)
+		}
+		dir := filepath.Join(tb.TempDir(), "sentinel")
+		if err := os.MkdirAll(dir, 0o700); err != nil {
+			tb.Fatal(err)
+		}
+		conf := fmt.Sprintf("port %d\nbind %s\ndir %s\nsentinel monitor %s %s %s 1\n", sport, loopback, dir, name, host, port)
+		if masterPassword != "" {
+			conf += fmt.Sprintf("sentinel auth-pass %s %s\n", name, masterPassword)
+		}
+		path := filepath.Join(dir, "sentinel.conf")
+		if err := os.WriteFile(path, []byte(conf), 0o600); err != nil {
+			tb.Fatal(err)
+		}
+		p, err := launch(bin, dir, sport, []string{path, "--sentinel", "--daemonize", "no", "--loglevel", "warning"}, nil)
+		if err != nil {
+			if attempt < portAttempts {
+				continue
+			}
+			tb.Fatalf("redistest: start sentinel: %v", err)
+		}
+		tb.Cleanup(func() { _ = p.kill() })
+		addr := fmt.Sprintf("%s:%d", loopback, sport)
+		if password != "" {
+			c := newSetupClient(addr)
+			defer c.Close()
+			if err := c.Do(context.Background(), "acl", "setuser", "default", "on", "resetpass", ">"+password).Err(); err != nil {
+				tb.Fatalf("redistest: set the sentinel's password: %v", err)
+			}
+		}
+		return addr
+	}
+}
+
+// StartRedisCluster starts n redis-server masters in cluster mode, assigns
+// them the 16384 slots in equal ranges, and waits until the cluster state
+// is ok. It returns their addresses (no proxies: the cluster redirects
+// clients to the servers' own addresses) and stops them by tb.Cleanup.
+func StartRedisCluster(tb testing.TB, n int) []string {
+	tb.Helper()
+	addrs := make([]string, n)
+	for i := range addrs {
+		s := StartServer(tb, WithArgs("--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
+			"--cluster-node-timeout", "5000"))
+		addrs[i] = s.Addr()
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	clients := make([]*redis.Client, n)
+	for i, a := range addrs {
+		clients[i] = newSetupClient(a)
+		defer clients[i].Close()
+	}
+	per := 16384 / n
+	for i, c := range clients {
+		lo, hi := i*per, (i+1)*per-1
+		if i == n-1 {
+			hi = 16383
+		}
+		if err := c.Do(ctx, "cluster", "addslotsrange", lo, hi).Err(); err != nil {
+			tb.Fatalf("redistest: cluster addslotsrange on %s: %v", addrs[i], err)
+		}
+		if i > 0 {
+			p, _ := strconv.Atoi(addrs[i][strings.LastIndex(addrs[i], ":")+1:])
+			if err := clients[0].Do(ctx, "cluster", "meet", loopback, p).Err(); err != nil {
+				tb.Fatalf("redistest: cluster meet %s: %v", addrs[i], err)
+			}
+		}
+	}
+	for _, c := range clients {
+		for {
+			info, err := c.ClusterInfo(ctx).Result()
+			if err == nil && strings.Contains(info, "cluster_state:ok") && strings.Contains(info, fmt.Sprintf("cluster_known_nodes:%d", n)) {
+				break
+			}
+			if ctx.Err() != nil {
+				tb.Fatalf("redistest: cluster not ok within 30s: %v %s", err, info)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+	return addrs
+}

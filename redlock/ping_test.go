@@ -1,0 +1,36 @@
+package redlock
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+)
+
+// A probe must count the nodes that are up even when the failures decided
+// the outcome first: three nodes fail at once, two answer later.
+func TestPingCountsNodesThatAnswerAfterTheOutcomeIsDecided(t *testing.T) {
+	c, mems := memClient(t, 5, WithNodeTimeout(2*time.Second))
+	for _, m := range mems[:3] {
+		m.set(func(m *memNode) { m.err = errMemDown })
+	}
+	for _, m := range mems[3:] {
+		m.set(func(m *memNode) { m.delay = 50 * time.Millisecond })
+	}
+	err := c.Ping(context.Background())
+	if !errors.Is(err, ErrQuorum) || !strings.Contains(err.Error(), "2 of 5 nodes answered (quorum 3)") {
+		t.Fatalf("Ping: %v, want ErrQuorum saying 2 of 5 nodes answered", err)
+	}
+	st, err := c.PingNodes(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, s := range st {
+		var ne *NodeError
+		down := errors.As(s.Err, &ne) && errors.Is(s.Err, errMemDown) && ne.Node == i
+		if down != (i < 3) || s.Node != i {
+			t.Errorf("node %d: %+v (err %v), want down=%v", i, s, s.Err, i < 3)
+		}
+	}
+}
