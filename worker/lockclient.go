@@ -44,7 +44,7 @@ func NewLockClient(cfg Config, opts ...redlock.Option) (*redlock.Client, error) 
 		redlock.WithDriftFactor(cfg.DriftFactor),
 		redlock.WithPrefix(cfg.LockPrefix),
 	}, opts...)
-	c, err := redlock.NewFromURLs(cfg.RedlockNodes, all...)
+	c, err := redlock.NewFromURLs(cfg.nodeURLs(), all...)
 	if err != nil {
 		return nil, &ConfigError{Problems: []Problem{{"REDLOCK_NODES", err.Error()}}}
 	}

@@ -108,15 +108,10 @@ func New(cfg Config, opts ...Option) (*Worker, error) {
 	redis.SetLogger(redisLogger{w.log})
 	w.metrics = newMetrics(w.reg)
 	w.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	locks, err := redlock.NewFromURLs(cfg.nodeURLs(),
-		redlock.WithNodeTimeout(cfg.NodeTimeout),
-		redlock.WithDriftFactor(cfg.DriftFactor),
-		redlock.WithPrefix(cfg.LockPrefix),
-		redlock.WithLogger(w.log),
-		redlock.WithObserver(redlock.ObserverFunc(w.metrics.observeLock)),
-	)
+	locks, err := NewLockClient(cfg, redlock.WithLogger(w.log),
+		redlock.WithObserver(redlock.ObserverFunc(w.metrics.observeLock)))
 	if err != nil {
-		return nil, &ConfigError{Problems: []Problem{{"REDLOCK_NODES", err.Error()}}}
+		return nil, err
 	}
 	w.locks = locks
 	w.client = asynq.NewClient(broker)
