@@ -44,6 +44,10 @@ func TestTickFor(t *testing.T) {
 		{"late near interval", everySec, at(900 * ms), 900 * ms, 50 * ms, at(0)},
 		{"early near interval", everySec, at(960 * ms), 900 * ms, 50 * ms, at(time.Second)},
 		{"gap near interval", everySec, at(920 * ms), 900 * ms, 50 * ms, time.Time{}},
+		// A skew of the interval or more: the latest activation wins.
+		{"skew of the interval", everySec, at(1000 * ms), time.Second, 0, at(time.Second)},
+		{"skew over the interval", everySec, at(2500 * ms), 3 * time.Second, 0, at(2 * time.Second)},
+		{"late by nearly the skew", fiveSec, at(5*time.Second + 7900*ms), 8 * time.Second, 0, at(10 * time.Second)},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
