@@ -126,7 +126,7 @@ func TestTickIsRememberedForItsRecordTTL(t *testing.T) {
 		sched cron.Schedule
 		keep  time.Duration
 	}{
-		{"ttl", Every(time.Second), 5 * time.Second},              // the default running-lock TTL
+		{"ttl", Every(time.Second), 5 * time.Second},                      // the default running-lock TTL
 		{"window", Every(time.Second), 2*2*time.Second + 2*2*time.Second}, // skew 2s: 8s
 		{"interval", Every(20 * time.Second), 18 * time.Second},
 	} {
