@@ -30,7 +30,8 @@ func nodes(n int) (urls []string, stop func()) {
 var quiet = scheduler.WithLogger(slog.New(slog.DiscardHandler))
 
 // Two replicas run the same cron table, each with its own cron and its own
-// lock client: each tick runs on one of them, the other skips it.
+// lock client, wrapping the job as any robfig JobWrapper: each tick runs on
+// one of them, the other skips it.
 func ExampleSingleton() {
 	urls, stop := nodes(3)
 	defer stop()
@@ -59,8 +60,6 @@ func ExampleSingleton() {
 		defer locks.Close()
 		c := cron.New(cron.WithSeconds())
 		job := cron.NewChain(scheduler.Singleton(locks, "report",
-			scheduler.WithSpec("* * * * * *"), // the spec given to the cron
-			scheduler.WithSkew(300*time.Millisecond),
 			scheduler.WithObserver(observe), quiet,
 		)).Then(scheduler.Func(func(ctx context.Context) error {
 			return nil // send the report; ctx is cancelled if the lock is lost

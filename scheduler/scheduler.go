@@ -82,7 +82,7 @@ func newScheduler(locks locker, opts []Option) (*Scheduler, error) {
 // options override the Scheduler's defaults for this job.
 //
 // Register fails with ErrInvalidName, ErrDuplicateName, ErrInvalidSpec,
-// ErrSkewTooLarge, ErrInvalid or ErrStopped. Jobs may be registered before
+// ErrInvalid or ErrStopped. Jobs may be registered before
 // or after Start.
 func (s *Scheduler) Register(name, spec string, fn func(ctx context.Context) error, opts ...Option) error {
 	if fn == nil {
