@@ -2,13 +2,18 @@ package scheduler
 
 import (
 	"context"
-	"errors"
 )
 
-// errNoCheck: the lock client cannot measure clocks.
-var errNoCheck = errors.New("scheduler: the lock client cannot measure clock offsets")
-
-// Check measures this process's clock offset to each lock node.
+// Check measures this process's clock offset to each lock node with
+// redlock's Check (the node's TIME at the midpoint of the round trip).
 func (r redlockLocker) Check(ctx context.Context) ([]ClockReport, error) {
-	return nil, errNoCheck
+	reps, err := r.c.Check(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]ClockReport, len(reps))
+	for i, n := range reps {
+		out[i] = ClockReport{Node: n.Addr, Offset: n.ClockOffset, RTT: n.RTT, Err: n.Err}
+	}
+	return out, nil
 }
