@@ -31,8 +31,8 @@ func main() {
 		os.Exit(1)
 	}
 	for _, n := range runs {
-		if n != 1 {
-			os.Exit(1)
+		if n > 1 {
+			os.Exit(1) // a tick ran twice
 		}
 	}
 }
