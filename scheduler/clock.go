@@ -58,7 +58,7 @@ func (w *clockWatch) measure() {
 	reps, err := w.locks.Check(ctx)
 	cancel()
 	// Offsets are to the tick clock, which WithClock may shift.
-	shift := w.cfg.now().Sub(time.Now())
+	shift := time.Until(w.cfg.now())
 	for i := range reps {
 		reps[i].Offset -= shift
 	}

@@ -58,22 +58,7 @@ func TestClockOffsetIsMeasuredAndWarned(t *testing.T) {
 				t.Fatalf("measurements %v, want %v", got, want)
 			}
 		}
-		var warns, infos []string
-		for len(logs.recs) > 0 {
-			r := <-logs.recs
-			if !strings.Contains(r.Message, "clock offset") {
-				continue
-			}
-			attrs := map[string]string{}
-			r.Attrs(func(a slog.Attr) bool { attrs[a.Key] = a.Value.String(); return true })
-			line := r.Message + " node=" + attrs["node"] + " offset=" + attrs["offset"] + " replica=" + attrs["replica"]
-			switch r.Level {
-			case slog.LevelWarn:
-				warns = append(warns, line)
-			case slog.LevelInfo:
-				infos = append(infos, line)
-			}
-		}
+		warns, infos := clockLogs(logs)
 		if len(warns) != 1 || !strings.Contains(warns[0], "node=mem:1 offset=-600ms replica=r1") {
 			t.Fatalf("want one Warn naming node, offset and replica, got %q", warns)
 		}
@@ -81,4 +66,24 @@ func TestClockOffsetIsMeasuredAndWarned(t *testing.T) {
 			t.Fatalf("want one Info when back within half the skew, got %q", infos)
 		}
 	})
+}
+
+// clockLogs returns the clock offset lines logged at Warn and Info.
+func clockLogs(logs capture) (warns, infos []string) {
+	for len(logs.recs) > 0 {
+		r := <-logs.recs
+		if !strings.Contains(r.Message, "clock offset") {
+			continue
+		}
+		attrs := map[string]string{}
+		r.Attrs(func(a slog.Attr) bool { attrs[a.Key] = a.Value.String(); return true })
+		line := r.Message + " node=" + attrs["node"] + " offset=" + attrs["offset"] + " replica=" + attrs["replica"]
+		switch r.Level {
+		case slog.LevelWarn:
+			warns = append(warns, line)
+		case slog.LevelInfo:
+			infos = append(infos, line)
+		}
+	}
+	return warns, infos
 }
