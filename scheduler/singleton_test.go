@@ -49,60 +49,71 @@ func naiveLock(locks locker, now func() time.Time, ran func(tick time.Time)) cro
 	})
 }
 
-// The plain robfig idiom, no schedule given, default skew: four replicas,
-// one on time, one 300ms late, one whose clock is 0.9·skew ahead and one
-// 0.9·skew behind, run each per-second tick exactly once. The naive lock in
-// the same setting runs ticks twice: the check can fail.
+// The plain robfig idiom, no schedule given (and the same with
+// WithSpec("* * * * * *")), default skew: four replicas, one on time, one
+// 300ms late, one whose clock is 0.9·skew ahead and one 0.9·skew behind,
+// run each per-second tick exactly once. The naive lock in the same
+// setting runs ticks twice: the check can fail.
 func TestRobfigIdiomEachTickOnce(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		t0 := time.Now()
-		locks := newMemLocks()
-		rec := &recorder{}
-		var mu sync.Mutex
-		naiveRuns := map[time.Time]int{}
-		var crons []*cron.Cron
-		skew := DefaultSkew * 9 / 10
-		for i, rp := range []replica{{0, 0}, {0, 300 * time.Millisecond}, {skew, 0}, {-skew, 0}} {
-			w, err := newSingleton(locks.client(), "report", []Option{quiet, WithClock(rp.clock()), WithObserver(rec.observe)})
-			if err != nil {
-				t.Fatal(err)
-			}
-			crons = append(crons, rp.start(w, rec.job(i, 0)))
-			crons = append(crons, rp.start(func(j cron.Job) cron.Job { return j }, naiveLock(locks.client(), rp.clock(), func(tick time.Time) {
-				mu.Lock()
-				naiveRuns[tick.UTC()]++
-				mu.Unlock()
-			})))
-		}
-		time.Sleep(10*time.Second + 500*time.Millisecond)
-		stopCrons(crons...)
+	for _, spec := range []string{"", "* * * * * *"} {
+		t.Run("spec="+spec, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) { checkIdiom(t, spec) })
+		})
+	}
+}
 
-		got := rec.perTick()
-		for tick, n := range got {
-			if n != 1 {
-				t.Errorf("tick %s ran %d times", tick.Format(time.TimeOnly), n)
-			}
+func checkIdiom(t *testing.T, spec string) {
+	t0 := time.Now()
+	locks := newMemLocks()
+	rec := &recorder{}
+	var mu sync.Mutex
+	naiveRuns := map[time.Time]int{}
+	var crons []*cron.Cron
+	skew := DefaultSkew * 9 / 10
+	for i, rp := range []replica{{0, 0}, {0, 300 * time.Millisecond}, {skew, 0}, {-skew, 0}} {
+		opts := []Option{quiet, WithClock(rp.clock()), WithObserver(rec.observe)}
+		if spec != "" {
+			opts = append(opts, WithSpec(spec))
 		}
-		twice := 0
-		for _, tick := range ticks(t0.Add(time.Second), 8) {
-			if got[tick] != 1 {
-				t.Errorf("tick %s ran %d times, want 1", tick.Format(time.TimeOnly), got[tick])
-			}
-			if naiveRuns[tick] > 1 {
-				twice++
-			}
+		w, err := newSingleton(locks.client(), "report", opts)
+		if err != nil {
+			t.Fatal(err)
 		}
-		if twice < 8 {
-			t.Errorf("naive lock: %d of 8 ticks ran twice; the replica behind should rerun each", twice)
+		crons = append(crons, rp.start(w, rec.job(i, 0)))
+		crons = append(crons, rp.start(func(j cron.Job) cron.Job { return j }, naiveLock(locks.client(), rp.clock(), func(tick time.Time) {
+			mu.Lock()
+			naiveRuns[tick.UTC()]++
+			mu.Unlock()
+		})))
+	}
+	time.Sleep(10*time.Second + 500*time.Millisecond)
+	stopCrons(crons...)
+
+	got := rec.perTick()
+	for tick, n := range got {
+		if n != 1 {
+			t.Errorf("tick %s ran %d times", tick.Format(time.TimeOnly), n)
 		}
-		if n := rec.count(OutcomeSkippedOtherReplica); n < 3*8 {
-			t.Errorf("%d skipped_other_replica events, want 3 per tick", n)
+	}
+	twice := 0
+	for _, tick := range ticks(t0.Add(time.Second), 8) {
+		if got[tick] != 1 {
+			t.Errorf("tick %s ran %d times, want 1", tick.Format(time.TimeOnly), got[tick])
 		}
-		if n := rec.count(OutcomeSkippedNoTick) + rec.count(OutcomeSkippedBeyondSkew) + rec.count(OutcomeLockError); n != 0 {
-			t.Errorf("%d runs skipped or failed: %+v", n, rec.events)
+		if naiveRuns[tick] > 1 {
+			twice++
 		}
-		time.Sleep(6 * time.Second) // let the tick records expire
-	})
+	}
+	if twice < 8 {
+		t.Errorf("naive lock: %d of 8 ticks ran twice; the replica behind should rerun each", twice)
+	}
+	if n := rec.count(OutcomeSkippedOtherReplica); n < 3*8 {
+		t.Errorf("%d skipped_other_replica events, want 3 per tick", n)
+	}
+	if n := rec.count(OutcomeSkippedNoTick) + rec.count(OutcomeSkippedBeyondSkew) + rec.count(OutcomeLockError); n != 0 {
+		t.Errorf("%d runs skipped or failed: %+v", n, rec.events)
+	}
+	time.Sleep(6 * time.Second) // let the tick records expire
 }
 
 // One Singleton given to cron.WithChain wraps two plain jobs and a Named
