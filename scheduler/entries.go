@@ -17,17 +17,19 @@ type Entry struct {
 	// replica ran the tick, and so on.
 	Last Event
 	// LastRun is the tick this replica last ran (or enqueued), zero if
-	// none; RanBy names this replica then (WithReplica). Ticks won by other
-	// replicas show in Last as skipped_other_replica; their own Entries and
-	// logs name them.
+	// none.
 	LastRun time.Time
-	RanBy   string
+	// RanBy names the replica that ran Last.Tick: this one (WithReplica)
+	// if it did; for a tick another replica ran, the holder its lock
+	// record names when the lock client records holders, else "".
+	RanBy string
 }
 
 // entryState is the part of an Entry a runner keeps.
 type entryState struct {
-	last    Event
-	lastRun time.Time
+	last       Event
+	lastRun    time.Time
+	otherRanBy string // the holder of the last tick another replica ran
 }
 
 // note records ev for Entries.
@@ -60,8 +62,11 @@ func (s *Scheduler) Entries() []Entry {
 		st := j.r.state
 		j.r.mu.Unlock()
 		e := Entry{Job: name, Spec: j.spec, Next: ce.Next, Prev: ce.Prev, Last: st.last, LastRun: st.lastRun}
-		if !e.LastRun.IsZero() {
+		switch {
+		case !e.LastRun.IsZero() && e.LastRun.Equal(e.Last.Tick):
 			e.RanBy = j.r.cfg.replica
+		case e.Last.Outcome == OutcomeSkippedOtherReplica || e.Last.Outcome == OutcomeSkippedBeyondSkew:
+			e.RanBy = st.otherRanBy
 		}
 		out = append(out, e)
 	}

@@ -18,10 +18,11 @@ type locker interface {
 	// releases) until ctx ends; then it fails with ctx's error, which may
 	// wrap the last attempt's cause.
 	Acquire(ctx context.Context, resource string, ttl time.Duration) (lease, error)
-	// Remaining returns the remaining TTL of resource's lock, as the
-	// nodes that hold it for the most common holder say (the longest),
-	// and false when a quorum of nodes does not hold it or did not answer.
-	Remaining(ctx context.Context, resource string) (time.Duration, bool)
+	// Record returns the remaining TTL of resource's lock, as the nodes
+	// that hold it for a quorum's holder say (the longest), with that
+	// holder's token, and false when no quorum of nodes holds it for one
+	// holder or answers.
+	Record(ctx context.Context, resource string) (remaining time.Duration, token string, ok bool)
 	// Check measures this process's clock offset to each node.
 	Check(ctx context.Context) ([]ClockReport, error)
 }
@@ -54,10 +55,10 @@ func (r redlockLocker) Acquire(ctx context.Context, resource string, ttl time.Du
 	return l, nil
 }
 
-func (r redlockLocker) Remaining(ctx context.Context, resource string) (time.Duration, bool) {
+func (r redlockLocker) Record(ctx context.Context, resource string) (time.Duration, string, bool) {
 	states, err := r.c.Inspect(ctx, resource)
 	if err != nil {
-		return 0, false
+		return 0, "", false
 	}
 	votes := map[string]int{}
 	longest := map[string]time.Duration{}
@@ -69,10 +70,10 @@ func (r redlockLocker) Remaining(ctx context.Context, resource string) (time.Dur
 	}
 	for tok, n := range votes {
 		if n >= r.c.Quorum() {
-			return longest[tok], true
+			return longest[tok], tok, true
 		}
 	}
-	return 0, false
+	return 0, "", false
 }
 
 func lockerFor(c *redlock.Client) (locker, error) {

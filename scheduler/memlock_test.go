@@ -167,14 +167,14 @@ func (l *memLease) Release(context.Context) error {
 	return nil
 }
 
-func (c *memClient) Remaining(ctx context.Context, resource string) (time.Duration, bool) {
+func (c *memClient) Record(ctx context.Context, resource string) (time.Duration, string, bool) {
 	c.m.mu.Lock()
 	defer c.m.mu.Unlock()
 	l := c.m.keys[resource]
 	if l == nil || !time.Now().Before(l.expires) {
-		return 0, false
+		return 0, "", false
 	}
-	return time.Until(l.expires), true
+	return time.Until(l.expires), "", true
 }
 
 // Check reports the service's clock as offset by c.nodeOffset.

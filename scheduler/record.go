@@ -15,8 +15,11 @@ import (
 func (r *runner) lost(ev Event, resource string, ttls []time.Duration, start time.Time, err error) {
 	ev.Outcome, ev.Err = OutcomeSkippedOtherReplica, err
 	ctx, cancel := context.WithTimeout(r.host.stopping, releaseTimeout)
-	remaining, ok := r.locks.Remaining(ctx, resource)
+	remaining, token, ok := r.locks.Record(ctx, resource)
 	cancel()
+	r.mu.Lock()
+	r.state.otherRanBy = holderOf(token)
+	r.mu.Unlock()
 	if ok {
 		// The youngest age that explains the remaining TTL.
 		age := time.Duration(-1)
