@@ -23,7 +23,10 @@ import (
 // restated: a run's tick is the whole second at which cron activated it
 // (WithSpec or WithSchedule add tolerance for late deliveries and longer
 // tick records). Put Singleton first in the chain, so that no wrapper
-// delays the run before Singleton sees it.
+// delays the run before Singleton sees it: without a schedule, a run
+// delivered a second or more late would be taken for a later second. Use
+// WithOverlap(DelayIfRunning) rather than cron.DelayIfStillRunning, and
+// cron.SkipIfStillRunning is not needed (SkipIfRunning is the default).
 //
 // One wrapper may wrap several jobs (cron.WithChain): each gets its own
 // ticks and locks. The first job wrapped is named name; a job wrapped with
