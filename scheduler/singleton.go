@@ -28,6 +28,13 @@ import (
 // WithOverlap(DelayIfRunning) rather than cron.DelayIfStillRunning, and
 // cron.SkipIfStillRunning is not needed (SkipIfRunning is the default).
 //
+// robfig's "@every d" activates d after each cron's start, so replicas do
+// not share its ticks: a Singleton given no schedule cannot see that and
+// would let each replica run its own ticks. Schedule such jobs with
+// c.Schedule(scheduler.Every(d), job), whose ticks are the multiples of d
+// since the epoch on every replica, or give WithSpec("@every d"), which is
+// refused with an error that says so.
+//
 // One wrapper may wrap several jobs (cron.WithChain): each gets its own
 // ticks and locks. The first job wrapped is named name; a job wrapped with
 // Named is "name/<its name>"; any other is "name#2", "name#3", … in the
