@@ -1,6 +1,7 @@
 package scheduler
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -174,7 +175,7 @@ func (r *runner) tickOf(now time.Time) (time.Time, bool) {
 // the interval when known, the catch-up deadline beyond it.
 func (r *runner) tickTTL() time.Duration {
 	r.mu.Lock()
-	gap := cmpOr(r.gap, r.learned)
+	gap := cmp.Or(r.gap, r.learned)
 	r.mu.Unlock()
 	ttl := max(r.baseTTL, gap/10*9)
 	if r.cfg.catchUp > 0 {
@@ -183,13 +184,6 @@ func (r *runner) tickTTL() time.Duration {
 		ttl = max(ttl, r.cfg.catchUp+r.cfg.catchUp/50+r.baseTTL)
 	}
 	return ttl
-}
-
-func cmpOr(a, b time.Duration) time.Duration {
-	if a != 0 {
-		return a
-	}
-	return b
 }
 
 // runTick wins the tick and runs the job (or enqueues the task).
