@@ -228,3 +228,25 @@ func TestRecordStopsAReplicaBeyondTheSkew(t *testing.T) {
 		}
 	})
 }
+
+// Without a schedule, a run delivered later than the skew after its whole
+// second is skipped and reported, not run under a guessed tick.
+func TestLateRunWithoutScheduleIsSkipped(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		rec := &recorder{}
+		w, err := newSingleton(newMemLocks().client(), "late", []Option{quiet, WithSkew(300 * time.Millisecond), WithObserver(rec.observe)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		c := replica{delay: 400 * time.Millisecond}.start(w, rec.job(0, 0))
+		time.Sleep(3 * time.Second)
+		stopCrons(c)
+		if len(rec.runs()) != 0 {
+			t.Fatalf("a run 400ms late with a 300ms skew ran: %+v", rec.runs())
+		}
+		evs := rec.eventsOf(OutcomeSkippedNoTick)
+		if len(evs) < 2 || !errors.Is(evs[0].Err, ErrNoTick) || OutcomeSkippedNoTick.level() != slog.LevelWarn {
+			t.Fatalf("want skipped_no_tick events at Warn with ErrNoTick, got %+v", rec.events)
+		}
+	})
+}
