@@ -2,8 +2,10 @@ package scheduler
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/hibiken/asynq"
 	"github.com/robfig/cron/v3"
@@ -61,4 +63,25 @@ func (j *taskJob) RunContext(ctx context.Context) error {
 	}
 	_, err := j.enq.EnqueueContext(ctx, j.task, asynq.TaskID(TaskID(info.Job, info.Tick)), asynq.Retention(info.retention))
 	return err
+}
+
+// enqueue runs the bridge for a won tick.
+func (r *runner) enqueue(tj *taskJob, ev Event) {
+	ev.TaskID = TaskID(r.name, ev.Tick)
+	ctx := context.WithValue(r.host.running, infoKey{}, RunInfo{Job: r.name, Tick: ev.Tick, retention: r.retention})
+	began := time.Now()
+	err := r.call(ctx)
+	ev.Duration = time.Since(began)
+	var pe *PanicError
+	switch {
+	case err == nil:
+		ev.Outcome = OutcomeEnqueued
+	case errors.Is(err, asynq.ErrTaskIDConflict):
+		ev.Outcome = OutcomeAlreadyEnqueued
+	case errors.As(err, &pe):
+		ev.Outcome, ev.Err = OutcomePanicked, err
+	default:
+		ev.Outcome, ev.Err = OutcomeFailed, err
+	}
+	r.report(ev)
 }

@@ -16,12 +16,14 @@ var (
 	ErrInvalidName = errors.New("scheduler: invalid job name")
 	// ErrDuplicateName means a Scheduler already has a job of that name.
 	ErrDuplicateName = errors.New("scheduler: duplicate job name")
-	// ErrSkewTooLarge means the configured skew is not smaller than the
-	// smallest interval between two activations of the schedule, so that
-	// runs of consecutive ticks could not be told apart.
+	// ErrSkewTooLarge is no longer returned: a run's tick is the latest
+	// activation within the skew, so the skew may exceed the interval.
+	//
+	// Deprecated: kept so that code testing for it still compiles.
 	ErrSkewTooLarge = errors.New("scheduler: skew not smaller than the schedule's interval")
-	// ErrNoSchedule means a Singleton wrapper was built without WithSchedule
-	// or WithSpec: it cannot tell which tick a run belongs to.
+	// ErrNoSchedule is no longer returned: a Singleton needs no schedule.
+	//
+	// Deprecated: kept so that code testing for it still compiles.
 	ErrNoSchedule = errors.New("scheduler: no schedule given")
 	// ErrInvalid marks other bad input: a nil client, job or task, or a bad
 	// option value.

@@ -43,9 +43,19 @@ const (
 	// OutcomeAlreadyEnqueued: the bridge found the tick's task already
 	// enqueued (asynq.ErrTaskIDConflict): not an error.
 	OutcomeAlreadyEnqueued
-	// OutcomeMisconfigured: the Singleton wrapper was built with bad input
-	// (Err says what); the job never runs.
+	// OutcomeMisconfigured is no longer reported: a configuration that
+	// cannot run is refused where it is made (NewSingleton, Register, a
+	// panic from Singleton).
 	OutcomeMisconfigured
+	// OutcomeSkippedBeyondSkew: another replica ran the tick earlier than
+	// any replica within the skew could have started it (its record was
+	// found): a clock offset or delivery delay beyond the skew. The tick is
+	// not run again.
+	OutcomeSkippedBeyondSkew
+	// OutcomeCaughtUp: with WithCatchUp, a tick that no replica ran (all
+	// were down) starts late, when this replica started; Duration is how
+	// late. It is followed by the run's own outcome.
+	OutcomeCaughtUp
 )
 
 // String returns the outcome's name, suitable as a metric label.
@@ -73,6 +83,10 @@ func (o Outcome) String() string {
 		return "already_enqueued"
 	case OutcomeMisconfigured:
 		return "misconfigured"
+	case OutcomeSkippedBeyondSkew:
+		return "skipped_beyond_skew"
+	case OutcomeCaughtUp:
+		return "caught_up"
 	}
 	return "unknown"
 }
@@ -82,7 +96,7 @@ func (o Outcome) level() slog.Level {
 	switch o {
 	case OutcomeRan, OutcomeDelayed, OutcomeEnqueued:
 		return slog.LevelInfo
-	case OutcomeSkippedOverlap, OutcomeSkippedNoTick, OutcomeLockError:
+	case OutcomeSkippedOverlap, OutcomeSkippedNoTick, OutcomeLockError, OutcomeSkippedBeyondSkew, OutcomeCaughtUp:
 		return slog.LevelWarn
 	case OutcomeFailed, OutcomePanicked, OutcomeMisconfigured:
 		return slog.LevelError
@@ -98,13 +112,16 @@ type Event struct {
 	Duration time.Duration // the job's run time (ran, failed, panicked), the wait (delayed)
 	TaskID   string        // the asynq task ID (bridge only)
 	Err      error         // the cause of a failure or skip
+	Replica  string        // the replica that reports the event (WithReplica)
 }
 
 // report logs ev and hands it to the observer.
 func (r *runner) report(ev Event) {
-	ev.Job = r.name
-	attrs := make([]slog.Attr, 0, 6)
-	attrs = append(attrs, slog.String("job", ev.Job), slog.String("outcome", ev.Outcome.String()))
+	ev.Job, ev.Replica = r.name, r.cfg.replica
+	r.note(ev)
+	attrs := make([]slog.Attr, 0, 7)
+	attrs = append(attrs, slog.String("job", ev.Job), slog.String("outcome", ev.Outcome.String()),
+		slog.String("replica", ev.Replica))
 	if !ev.Tick.IsZero() {
 		attrs = append(attrs, slog.Time("tick", ev.Tick))
 	}

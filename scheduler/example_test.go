@@ -6,6 +6,7 @@ import (
 	"github.com/asynqlock/asynqlock/internal/embedded"
 	"log"
 	"log/slog"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -30,7 +31,8 @@ func nodes(n int) (urls []string, stop func()) {
 var quiet = scheduler.WithLogger(slog.New(slog.DiscardHandler))
 
 // Two replicas run the same cron table, each with its own cron and its own
-// lock client: each tick runs on one of them, the other skips it.
+// lock client, wrapping the job as any robfig JobWrapper: each tick runs on
+// one of them, the other skips it.
 func ExampleSingleton() {
 	urls, stop := nodes(3)
 	defer stop()
@@ -59,8 +61,6 @@ func ExampleSingleton() {
 		defer locks.Close()
 		c := cron.New(cron.WithSeconds())
 		job := cron.NewChain(scheduler.Singleton(locks, "report",
-			scheduler.WithSpec("* * * * * *"), // the spec given to the cron
-			scheduler.WithSkew(300*time.Millisecond),
 			scheduler.WithObserver(observe), quiet,
 		)).Then(scheduler.Func(func(ctx context.Context) error {
 			return nil // send the report; ctx is cancelled if the lock is lost
@@ -81,6 +81,47 @@ func ExampleSingleton() {
 	// Output: [ran skipped_other_replica]
 }
 
+// One Singleton for every job of a cron (cron.WithChain): each job gets its
+// own name and ticks.
+func ExampleSingleton_withChain() {
+	urls, stop := nodes(3)
+	defer stop()
+	locks, err := redlock.NewFromURLs(urls)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer locks.Close()
+
+	var mu sync.Mutex
+	seen := map[string]bool{}
+	all := make(chan []string, 1)
+	observe := func(e scheduler.Event) {
+		mu.Lock()
+		defer mu.Unlock()
+		seen[e.Job] = true
+		if len(seen) == 3 {
+			names := slices.Sorted(maps.Keys(seen))
+			select {
+			case all <- names:
+			default:
+			}
+		}
+	}
+	c := cron.New(cron.WithSeconds(), cron.WithChain(scheduler.Singleton(locks, "svc", scheduler.WithObserver(observe), quiet)))
+	job := scheduler.Func(func(ctx context.Context) error { return nil })
+	for _, spec := range []string{"* * * * * *", "*/2 * * * * *"} {
+		if _, err := c.AddJob(spec, job); err != nil {
+			log.Fatal(err)
+		}
+	}
+	c.Schedule(scheduler.Every(time.Second), scheduler.Named("report", nil, job))
+	c.Start()
+	names := <-all
+	<-c.Stop().Done()
+	fmt.Println(names)
+	// Output: [svc svc#2 svc/report]
+}
+
 // A Scheduler runs named func(ctx) error jobs; every replica registers the
 // same jobs and each tick runs once in the fleet.
 func ExampleScheduler() {
@@ -92,8 +133,7 @@ func ExampleScheduler() {
 	}
 	defer locks.Close()
 
-	// A per-second schedule needs a skew under its 1s interval.
-	s, err := scheduler.New(locks, scheduler.WithSkew(300*time.Millisecond), quiet)
+	s, err := scheduler.New(locks, quiet) // specs in UTC, default skew 1s
 	if err != nil {
 		log.Fatal(err)
 	}

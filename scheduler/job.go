@@ -26,13 +26,13 @@ func (f Func) Run() { _ = f(context.Background()) }
 // RunContext calls f(ctx).
 func (f Func) RunContext(ctx context.Context) error { return f(ctx) }
 
-// Named attaches a name and a schedule to a job, for a Singleton wrapper
-// that applies to many jobs (cron.WithChain): the run's name becomes the
-// wrapper's name, "/", and this name, and its ticks are computed from this
-// schedule. Add the job to the cron with the same schedule:
+// Named gives a job a stable name under a Singleton wrapper that wraps
+// several jobs (cron.WithChain): the run's name becomes the wrapper's name,
+// "/", and this name, whatever order the jobs are added in. schedule may be
+// nil; if given, it is the schedule the cron runs the job on, with the
+// effect of WithSchedule for this job:
 //
-//	s := scheduler.Every(time.Minute)
-//	c.Schedule(s, scheduler.Named("report", s, job))
+//	c.AddJob("@hourly", scheduler.Named("report", nil, job))
 //
 // Singleton must then be the last wrapper of the chain, so that it receives
 // the Named job itself.

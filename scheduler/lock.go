@@ -18,6 +18,13 @@ type locker interface {
 	// releases) until ctx ends; then it fails with ctx's error, which may
 	// wrap the last attempt's cause.
 	Acquire(ctx context.Context, resource string, ttl time.Duration) (lease, error)
+	// Record returns the remaining TTL of resource's lock, as the nodes
+	// that hold it for a quorum's holder say (the longest), with that
+	// holder's token, and false when no quorum of nodes holds it for one
+	// holder or answers.
+	Record(ctx context.Context, resource string) (remaining time.Duration, token string, ok bool)
+	// Check measures this process's clock offset to each node.
+	Check(ctx context.Context) ([]ClockReport, error)
 }
 
 // lease is a held lock: *redlock.Lock.
@@ -46,6 +53,27 @@ func (r redlockLocker) Acquire(ctx context.Context, resource string, ttl time.Du
 		return nil, err // not a typed nil in an interface
 	}
 	return l, nil
+}
+
+func (r redlockLocker) Record(ctx context.Context, resource string) (time.Duration, string, bool) {
+	states, err := r.c.Inspect(ctx, resource)
+	if err != nil {
+		return 0, "", false
+	}
+	votes := map[string]int{}
+	longest := map[string]time.Duration{}
+	for _, s := range states {
+		if s.Err == nil && s.Held() {
+			votes[s.Token]++
+			longest[s.Token] = max(longest[s.Token], s.TTL)
+		}
+	}
+	for tok, n := range votes {
+		if n >= r.c.Quorum() {
+			return longest[tok], tok, true
+		}
+	}
+	return 0, "", false
 }
 
 func lockerFor(c *redlock.Client) (locker, error) {

@@ -44,6 +44,9 @@ type memClient struct {
 	dead     atomic.Bool
 	attempts atomic.Int64
 	latency  time.Duration // of each TryAcquire, set before use
+	// nodeOffset is the service's clock minus this replica's, as Check
+	// reports it.
+	nodeOffset atomic.Int64
 }
 
 func (c *memClient) TryAcquire(ctx context.Context, resource string, ttl time.Duration) (lease, error) {
@@ -162,4 +165,22 @@ func (l *memLease) Release(context.Context) error {
 	}
 	delete(m.keys, l.res)
 	return nil
+}
+
+func (c *memClient) Record(ctx context.Context, resource string) (time.Duration, string, bool) {
+	c.m.mu.Lock()
+	defer c.m.mu.Unlock()
+	l := c.m.keys[resource]
+	if l == nil || !time.Now().Before(l.expires) {
+		return 0, "", false
+	}
+	return time.Until(l.expires), "", true
+}
+
+// Check reports the service's clock as offset by c.nodeOffset.
+func (c *memClient) Check(ctx context.Context) ([]ClockReport, error) {
+	if c.dead.Load() {
+		return nil, redlock.ErrClosed
+	}
+	return []ClockReport{{Node: "mem:1", Offset: time.Duration(c.nodeOffset.Load())}}, nil
 }

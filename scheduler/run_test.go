@@ -117,29 +117,45 @@ func TestTickWonTooLateIsNotRun(t *testing.T) {
 	})
 }
 
-// A won tick stays locked for skew + max(skew, 250ms), then is released.
-func TestTickIsRememberedForTheWindow(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		t0 := time.Now()
-		locks := newMemLocks()
-		rec := &recorder{}
-		c := startReplica(t, locks.client(), "r", Every(time.Second), rec.job(0, 0), 0, WithSkew(400*time.Millisecond))
-		tick := t0.Add(time.Second)
-		res := tickResource("r", tick)
-		time.Sleep(time.Second + 790*time.Millisecond) // hold is 400ms+400ms
-		if !locks.held(res) {
-			t.Fatal("tick lock released before the window ended")
-		}
-		time.Sleep(20 * time.Millisecond)
-		if locks.held(res) {
-			t.Fatal("tick lock still held after the window")
-		}
-		if locks.held(runningResource("r")) {
-			t.Fatal("running lock held after a 0ms job")
-		}
-		stopCrons(c)
-		time.Sleep(time.Second)
-	})
+// A won tick is not released after its run: its lock is the tick's record
+// and expires with its TTL, max(ttl, 2·skew + 2·margin, 9/10 of the
+// interval).
+func TestTickIsRememberedForItsRecordTTL(t *testing.T) {
+	for _, tt := range []struct {
+		name  string
+		sched cron.Schedule
+		keep  time.Duration
+	}{
+		{"ttl", Every(time.Second), 5 * time.Second},                      // the default running-lock TTL
+		{"window", Every(time.Second), 2*2*time.Second + 2*2*time.Second}, // skew 2s: 8s
+		{"interval", Every(20 * time.Second), 18 * time.Second},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				t0 := time.Now()
+				locks := newMemLocks()
+				skew := 400 * time.Millisecond
+				if tt.name == "window" {
+					skew = 2 * time.Second
+				}
+				c := startReplica(t, locks.client(), "r", tt.sched, Func(nop), 0, WithSkew(skew))
+				defer stopCrons(c)
+				tick := tt.sched.Next(t0)
+				res := tickResource("r", tick)
+				time.Sleep(time.Until(tick.Add(tt.keep - 10*time.Millisecond)))
+				if !locks.held(res) {
+					t.Fatalf("tick record gone before %v", tt.keep)
+				}
+				time.Sleep(20 * time.Millisecond)
+				if locks.held(res) {
+					t.Fatalf("tick record still held after %v", tt.keep)
+				}
+				if locks.held(runningResource("r")) {
+					t.Fatal("running lock held after a 0ms job")
+				}
+			})
+		})
+	}
 }
 
 // A job of 2.5 intervals never overlaps itself, across replicas; with

@@ -19,20 +19,30 @@ type Scheduler struct {
 	cfg   config // defaults for every job
 	cron  *cron.Cron
 	host  *host
+	clock *clockWatch
 
 	stopBegin context.CancelFunc
 	kill      context.CancelCauseFunc
 
 	mu      sync.Mutex
-	jobs    map[string]cron.EntryID
+	jobs    map[string]registered
 	started bool
 	stopped bool
 }
 
+// registered is a job of a Scheduler.
+type registered struct {
+	id   cron.EntryID
+	spec string
+	r    *runner
+}
+
 // New returns a Scheduler taking its locks from client. The options are
 // defaults for every job (Register may override them per job); WithLocation
-// sets the time zone of specs without a CRON_TZ= prefix. WithSchedule and
-// WithSpec are not accepted: each job gets its spec from Register.
+// sets the time zone of specs without a CRON_TZ= prefix (default UTC).
+// WithSchedule and WithSpec are not accepted: each job gets its spec from
+// Register. A Scheduler measures this replica's clock offset to the lock
+// nodes when it starts and then at most once a minute.
 func New(client *redlock.Client, opts ...Option) (*Scheduler, error) {
 	locks, err := lockerFor(client)
 	if err != nil {
@@ -54,11 +64,12 @@ func newScheduler(locks locker, opts []Option) (*Scheduler, error) {
 	return &Scheduler{
 		locks:     locks,
 		cfg:       cfg,
+		clock:     newClockWatch(locks, cfg),
 		cron:      cron.New(cron.WithLocation(cfg.loc), cron.WithParser(specParser), cron.WithLogger(cron.DiscardLogger)),
-		host:      &host{stopping: stopping, running: running},
+		host:      &host{stopping: stopping, running: running, wg: &sync.WaitGroup{}},
 		stopBegin: stopBegin,
 		kill:      kill,
-		jobs:      map[string]cron.EntryID{},
+		jobs:      map[string]registered{},
 	}, nil
 }
 
@@ -71,7 +82,7 @@ func newScheduler(locks locker, opts []Option) (*Scheduler, error) {
 // options override the Scheduler's defaults for this job.
 //
 // Register fails with ErrInvalidName, ErrDuplicateName, ErrInvalidSpec,
-// ErrSkewTooLarge, ErrInvalid or ErrStopped. Jobs may be registered before
+// ErrInvalid or ErrStopped. Jobs may be registered before
 // or after Start.
 func (s *Scheduler) Register(name, spec string, fn func(ctx context.Context) error, opts ...Option) error {
 	if fn == nil {
@@ -108,6 +119,7 @@ func (s *Scheduler) add(name, spec string, job cron.Job, opts []Option) error {
 	if err != nil {
 		return err
 	}
+	r.clock = s.clock
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.stopped {
@@ -116,7 +128,10 @@ func (s *Scheduler) add(name, spec string, job cron.Job, opts []Option) error {
 	if _, dup := s.jobs[name]; dup {
 		return fmt.Errorf("%w: %q", ErrDuplicateName, name)
 	}
-	s.jobs[name] = s.cron.Schedule(sched, r)
+	s.jobs[name] = registered{id: s.cron.Schedule(sched, r), spec: spec, r: r}
+	if s.started {
+		r.catchUpLater()
+	}
 	return nil
 }
 
@@ -125,10 +140,10 @@ func (s *Scheduler) add(name, spec string, job cron.Job, opts []Option) error {
 func (s *Scheduler) Remove(name string) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	id, ok := s.jobs[name]
+	j, ok := s.jobs[name]
 	if ok {
 		delete(s.jobs, name)
-		s.cron.Remove(id)
+		s.cron.Remove(j.id)
 	}
 	return ok
 }
@@ -144,9 +159,10 @@ func (s *Scheduler) Jobs() []string {
 	return names
 }
 
-// Start starts running the jobs in the background. It does nothing if the
-// Scheduler is already started or stopped: a stopped Scheduler cannot be
-// restarted.
+// Start starts running the jobs in the background, measures this
+// replica's clock offset, and runs the missed tick of each job with
+// WithCatchUp if no replica ran it. It does nothing if the Scheduler is
+// already started or stopped: a stopped Scheduler cannot be restarted.
 func (s *Scheduler) Start() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -154,6 +170,10 @@ func (s *Scheduler) Start() {
 		return
 	}
 	s.started = true
+	s.clock.poke()
+	for _, j := range s.jobs {
+		j.r.catchUpLater()
+	}
 	s.cron.Start()
 }
 
@@ -169,9 +189,15 @@ func (s *Scheduler) Stop(ctx context.Context) error {
 	s.stopped = true
 	s.mu.Unlock()
 	s.stopBegin()
-	done := s.cron.Stop() // waits for nothing if the cron never started
+	cronDone := s.cron.Stop() // waits for nothing if the cron never started
+	done := make(chan struct{})
+	go func() {
+		<-cronDone.Done()
+		s.host.wg.Wait() // catch-up runs
+		close(done)
+	}()
 	select {
-	case <-done.Done():
+	case <-done:
 		return nil
 	case <-ctx.Done():
 		s.kill(ErrStopped)

@@ -20,7 +20,7 @@ var specParser = cron.NewParser(cron.SecondOptional | cron.Minute | cron.Hour | 
 // Parse parses a cron spec the way Scheduler and WithSpec do: 6 fields
 // (seconds first) or 5 (minute first), descriptors (@daily, @every 10s),
 // and an optional CRON_TZ=Zone prefix. Specs without a prefix are
-// interpreted in loc (time.Local if nil).
+// interpreted in loc (time.UTC if nil).
 //
 // "@every d" becomes EverySchedule{d}, aligned to the Unix epoch, instead of
 // cron's ConstantDelaySchedule, whose activations depend on when each
@@ -40,7 +40,10 @@ func normalize(s cron.Schedule, loc *time.Location) cron.Schedule {
 	case cron.ConstantDelaySchedule:
 		return EverySchedule{Interval: v.Delay}
 	case *cron.SpecSchedule:
-		if loc != nil && v.Location == time.Local && loc != time.Local {
+		if loc == nil {
+			loc = time.UTC
+		}
+		if v.Location == time.Local && loc != time.Local {
 			c := *v
 			c.Location = loc
 			return &c
@@ -80,11 +83,14 @@ func (s EverySchedule) Next(t time.Time) time.Time {
 	return time.Unix(0, (k+1)*d).In(t.Location())
 }
 
+// maxScan bounds the activations tickFor steps over.
+const maxScan = 100_000
+
 // tickFor returns the activation of s to which a run starting at now
-// belongs: the activation t with now−late ≤ t ≤ now, or else the next one if
-// it is at most early ahead (a cron whose wall clock was slewed fires a
-// little early). With late+early smaller than the schedule's smallest
-// interval at most one activation qualifies. ok is false when none does.
+// belongs: the latest activation t with now−late ≤ t ≤ now, or else the
+// next one if it is at most early ahead (robfig never fires early by its
+// own clock, but a clock slewed between its timer and the run may read a
+// hair before the activation). ok is false when none qualifies.
 func tickFor(s cron.Schedule, now time.Time, late, early time.Duration) (tick time.Time, ok bool) {
 	// Schedule.Next is strictly after its argument: this is the first
 	// activation at or after now−late.
@@ -92,13 +98,26 @@ func tickFor(s cron.Schedule, now time.Time, late, early time.Duration) (tick ti
 	switch {
 	case t.IsZero():
 		return time.Time{}, false
-	case !t.After(now):
+	case t.After(now) && t.Sub(now) <= early:
 		return t, true
-	case t.Sub(now) <= early:
-		return t, true
+	case t.After(now):
+		return time.Time{}, false
 	}
-	return time.Time{}, false
+	for range maxScan {
+		n := s.Next(t)
+		if n.IsZero() || n.After(now) {
+			break
+		}
+		t = n
+	}
+	return t, true
 }
+
+// secondTick is the tick of a run when the schedule is not known: robfig's
+// schedules all activate on whole seconds and cron never fires before an
+// activation by its own clock, so a run that starts less than a second
+// after its activation belongs to the whole second at or before it.
+func secondTick(now time.Time) time.Time { return now.Truncate(time.Second) }
 
 // minGap returns the smallest interval between successive activations of s
 // among the next gapSamples after from, and 0 when s activates at most once.

@@ -2,6 +2,7 @@ package scheduler
 
 import (
 	"errors"
+	"slices"
 	"testing"
 	"time"
 
@@ -44,6 +45,10 @@ func TestTickFor(t *testing.T) {
 		{"late near interval", everySec, at(900 * ms), 900 * ms, 50 * ms, at(0)},
 		{"early near interval", everySec, at(960 * ms), 900 * ms, 50 * ms, at(time.Second)},
 		{"gap near interval", everySec, at(920 * ms), 900 * ms, 50 * ms, time.Time{}},
+		// A skew of the interval or more: the latest activation wins.
+		{"skew of the interval", everySec, at(1000 * ms), time.Second, 0, at(time.Second)},
+		{"skew over the interval", everySec, at(2500 * ms), 3 * time.Second, 0, at(2 * time.Second)},
+		{"late by nearly the skew", fiveSec, at(5*time.Second + 7900*ms), 8 * time.Second, 0, at(10 * time.Second)},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -169,5 +174,40 @@ func TestResources(t *testing.T) {
 	}
 	if got := runningResource("report"); got != "cron:report:running" {
 		t.Fatal(got)
+	}
+}
+
+// Specs are in UTC unless a location or CRON_TZ says otherwise. In a zone
+// with daylight saving time a daily job is skipped on the day the clock
+// springs over its time and runs twice (at two instants, each once across
+// replicas) on the day it falls back over it, as robfig/cron does.
+func TestDefaultUTCAndDST(t *testing.T) {
+	from := time.Date(2026, 3, 7, 12, 0, 0, 0, time.UTC)
+	if got := mustParse(t, "30 2 * * *", nil).Next(from); !got.Equal(time.Date(2026, 3, 8, 2, 30, 0, 0, time.UTC)) {
+		t.Fatalf("default location: next %v, want 02:30 UTC", got)
+	}
+	if cfg := defaultConfig(); cfg.loc != time.UTC {
+		t.Fatalf("default location %v, want UTC", cfg.loc)
+	}
+	next := func(spec string, from time.Time, n int) []string {
+		s := mustParse(t, spec, nil)
+		var out []string
+		for range n {
+			from = s.Next(from)
+			out = append(out, from.UTC().Format("01-02 15:04"))
+		}
+		return out
+	}
+	// 2026-03-08: New York springs from 02:00 EST to 03:00 EDT.
+	if got, want := next("CRON_TZ=America/New_York 30 2 * * *", from, 2), []string{"03-09 06:30", "03-10 06:30"}; !slices.Equal(got, want) {
+		t.Errorf("spring forward: %v, want %v (03-08 skipped)", got, want)
+	}
+	// 2026-11-01: New York falls from 02:00 EDT back to 01:00 EST.
+	fall := time.Date(2026, 10, 31, 12, 0, 0, 0, time.UTC)
+	if got, want := next("CRON_TZ=America/New_York 30 1 * * *", fall, 3), []string{"11-01 05:30", "11-01 06:30", "11-02 06:30"}; !slices.Equal(got, want) {
+		t.Errorf("fall back: %v, want %v (01:30 twice)", got, want)
+	}
+	if got, want := next("30 1 * * *", fall, 2), []string{"11-01 01:30", "11-02 01:30"}; !slices.Equal(got, want) {
+		t.Errorf("UTC: %v, want %v", got, want)
 	}
 }

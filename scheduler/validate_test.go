@@ -6,9 +6,9 @@ import (
 	"log/slog"
 	"strings"
 	"testing"
-	"testing/synctest"
 	"time"
 
+	"github.com/asynqlock/asynqlock/redlock"
 	"github.com/hibiken/asynq"
 	"github.com/robfig/cron/v3"
 )
@@ -39,10 +39,6 @@ func TestRegisterValidation(t *testing.T) {
 		{"name too long", func() error { return s.Register(strings.Repeat("x", 201), "* * * * * *", nop) }, ErrInvalidName, "longer"},
 		{"duplicate name", func() error { return s.Register("taken", "*/5 * * * * *", nop) }, ErrDuplicateName, `"taken"`},
 		{"duplicate task name", func() error { return s.RegisterTask("taken", "*/5 * * * * *", enq, task) }, ErrDuplicateName, `"taken"`},
-		{"skew larger than interval", func() error { return s.Register("a", "* * * * * *", nop, WithSkew(2*time.Second)) }, ErrSkewTooLarge, "smallest interval 1s"},
-		{"skew equal to interval", func() error { return s.Register("a", "*/5 * * * * *", nop, WithSkew(5*time.Second)) }, ErrSkewTooLarge, "skew 5s"},
-		{"skew larger than smallest gap", func() error { return s.Register("a", "0,2 * * * * *", nop, WithSkew(3*time.Second)) }, ErrSkewTooLarge, "2s"},
-		{"skew larger than @every", func() error { return s.Register("a", "@every 1s", nop, WithSkew(time.Second)) }, ErrSkewTooLarge, ""},
 		{"nil function", func() error { return s.Register("a", "* * * * * *", nil) }, ErrInvalid, "nil function"},
 		{"zero skew", func() error { return s.Register("a", "* * * * * *", nop, WithSkew(0)) }, ErrInvalid, "skew"},
 		{"negative ttl", func() error { return s.Register("a", "* * * * * *", nop, WithTTL(-time.Second)) }, ErrInvalid, "ttl"},
@@ -50,6 +46,9 @@ func TestRegisterValidation(t *testing.T) {
 		{"negative max delay", func() error { return s.Register("a", "* * * * * *", nop, WithMaxDelay(-1)) }, ErrInvalid, "max delay"},
 		{"nil location", func() error { return s.Register("a", "* * * * * *", nop, WithLocation(nil)) }, ErrInvalid, "location"},
 		{"nil logger", func() error { return s.Register("a", "* * * * * *", nop, WithLogger(nil)) }, ErrInvalid, "logger"},
+		{"negative catch-up", func() error { return s.Register("a", "* * * * * *", nop, WithCatchUp(-1)) }, ErrInvalid, "catch-up"},
+		{"nil clock", func() error { return s.Register("a", "* * * * * *", nop, WithClock(nil)) }, ErrInvalid, "clock"},
+		{"empty replica", func() error { return s.Register("a", "* * * * * *", nop, WithReplica("")) }, ErrInvalid, "replica"},
 		{"nil option", func() error { return s.Register("a", "* * * * * *", nop, nil) }, ErrInvalid, "nil option"},
 		{"spec option", func() error { return s.Register("a", "* * * * * *", nop, WithSpec("* * * * * *")) }, ErrInvalid, "Singleton"},
 		{"short retention", func() error {
@@ -73,8 +72,14 @@ func TestRegisterValidation(t *testing.T) {
 	if got := s.Jobs(); len(got) != 1 || got[0] != "taken" {
 		t.Fatalf("failed registrations left jobs behind: %v", got)
 	}
-	// Just under the interval is fine.
-	if err := s.Register("ok", "* * * * * *", nop, WithSkew(999*time.Millisecond)); err != nil {
+	// Per-second schedules work with the default skew, and with more.
+	for _, skew := range []time.Duration{DefaultSkew, 3 * time.Second} {
+		if err := s.Register("ok", "* * * * * *", nop, WithSkew(skew)); err != nil {
+			t.Fatal(err)
+		}
+		s.Remove("ok")
+	}
+	if err := s.Register("ok", "@every 1s", nop); err != nil {
 		t.Fatal(err)
 	}
 	if err := s.RegisterTask("task", "* * * * *", enq, task); err != nil {
@@ -109,23 +114,41 @@ func TestNewValidation(t *testing.T) {
 		t.Fatalf("WithSchedule on a Scheduler: %v", err)
 	}
 	for _, tt := range []struct {
-		name string
-		opts []Option
-		want error
+		name    string
+		opts    []Option
+		want    error
+		mention string
 	}{
-		{"", []Option{WithSpec("* * * * *")}, ErrInvalidName},
-		{"a", []Option{WithSpec("bad")}, ErrInvalidSpec},
-		{"a", []Option{WithSchedule(Every(time.Second))}, ErrSkewTooLarge},
-		{"a", []Option{WithSpec("@every 1s")}, ErrSkewTooLarge},
-		{"a", []Option{WithSpec("* * * * *"), WithTTL(0)}, ErrInvalid},
+		{"", nil, ErrInvalidName, "empty"},
+		{"a", []Option{WithSpec("bad")}, ErrInvalidSpec, `"bad"`},
+		{"a", []Option{WithSpec("@every 5s")}, ErrInvalidSpec, "scheduler.Every"},
+		{"a", []Option{WithSchedule(cron.Every(5 * time.Second))}, ErrInvalidSpec, "@every"},
+		{"a", []Option{WithSpec("0 0 30 2 *")}, ErrInvalidSpec, "never activates"},
+		{"a", []Option{WithTTL(0)}, ErrInvalid, "ttl"},
+		{"a", []Option{WithCatchUp(time.Minute)}, ErrInvalid, "Scheduler"},
+		{"a", []Option{nil}, ErrInvalid, "nil option"},
 	} {
-		if _, err := newSingleton(locks, tt.name, append(tt.opts, quiet)); !errors.Is(err, tt.want) {
-			t.Errorf("newSingleton(%q): %v, want %v", tt.name, err, tt.want)
+		_, err := newSingleton(locks, tt.name, append(tt.opts, quiet))
+		if !errors.Is(err, tt.want) || !strings.Contains(err.Error(), tt.mention) {
+			t.Errorf("newSingleton(%q): %v, want %v mentioning %q", tt.name, err, tt.want, tt.mention)
 		}
 	}
-	if _, err := newSingleton(locks, "a", []Option{quiet}); err != nil {
-		t.Fatalf("without a schedule NewSingleton accepts (Named jobs bring theirs): %v", err)
+	// The robfig idiom: no schedule, default skew, per-second or
+	// aligned-interval schedules.
+	for _, opts := range [][]Option{nil, {WithSpec("* * * * * *")}, {WithSchedule(Every(time.Second))}} {
+		if _, err := newSingleton(locks, "a", append(opts, quiet)); err != nil {
+			t.Errorf("newSingleton with %d options: %v", len(opts), err)
+		}
 	}
+}
+
+// mustPanic returns what f panicked with.
+func mustPanic(t *testing.T, f func()) (v any) {
+	t.Helper()
+	defer func() { v = recover() }()
+	f()
+	t.Fatal("no panic")
+	return nil
 }
 
 // capture is a slog handler that keeps the records it gets.
@@ -136,79 +159,40 @@ func (c capture) Handle(_ context.Context, r slog.Record) error { c.recs <- r; r
 func (c capture) WithAttrs([]slog.Attr) slog.Handler            { return c }
 func (c capture) WithGroup(string) slog.Handler                 { return c }
 
-// A misconfigured Singleton logs at once and reports every run, never runs
-// the job, and never panics.
-func TestMisconfiguredSingletonNeverRuns(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		logs := capture{recs: make(chan slog.Record, 100)}
-		rec := &recorder{}
-		w := Singleton(nil, "report", WithSpec("* * * * * *"), WithLogger(slog.New(logs)), WithObserver(rec.observe))
-		r := <-logs.recs
-		if r.Level != slog.LevelError || !strings.Contains(r.Message, "never run") {
-			t.Fatalf("want an error log at construction, got %v %q", r.Level, r.Message)
-		}
-		ran := false
-		c := cron.New(cron.WithSeconds())
-		if _, err := c.AddJob("* * * * * *", w(cron.FuncJob(func() { ran = true }))); err != nil {
-			t.Fatal(err)
-		}
-		c.Start()
-		time.Sleep(2*time.Second + 100*time.Millisecond)
-		stopCrons(c)
-		if ran {
-			t.Fatal("the job of a misconfigured Singleton ran")
-		}
-		evs := rec.eventsOf(OutcomeMisconfigured)
-		if len(evs) != 2 || !errors.Is(evs[0].Err, ErrInvalid) || evs[0].Job != "report" {
-			t.Fatalf("want a misconfigured event per activation, got %+v", rec.events)
-		}
-	})
-}
-
-// Without a schedule, a wrapped job that is not Named is misconfigured;
-// Named jobs bring their name and schedule (the cron.WithChain case).
-func TestSingletonWithChainAndNamed(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		rec := &recorder{}
-		w, err := newSingleton(newMemLocks().client(), "svc", []Option{quiet, WithSkew(300 * time.Millisecond), WithObserver(rec.observe)})
-		if err != nil {
-			t.Fatal(err)
-		}
-		c := cron.New(cron.WithChain(w))
-		fast, slow := Every(time.Second), Every(2*time.Second)
-		c.Schedule(fast, Named("fast", fast, rec.job(0, 0)))
-		c.Schedule(slow, Named("slow", slow, rec.job(0, 0)))
-		c.Schedule(fast, cron.FuncJob(func() { t.Error("an unnamed job ran without a schedule") }))
-		c.Schedule(fast, Named("bad name", fast, rec.job(0, 0)))
-		c.Start()
-		time.Sleep(4*time.Second + 100*time.Millisecond)
-		stopCrons(c)
-		byJob := map[string]int{}
-		for _, e := range rec.eventsOf(OutcomeRan) {
-			byJob[e.Job]++
-		}
-		if byJob["svc/fast"] != 4 || byJob["svc/slow"] != 2 {
-			t.Fatalf("runs per job %v, want svc/fast 4 and svc/slow 2", byJob)
-		}
-		mis := rec.eventsOf(OutcomeMisconfigured)
-		if len(mis) != 8 {
-			t.Fatalf("%d misconfigured events, want 4 for each bad job", len(mis))
-		}
-		var noSched, badName bool
-		for _, e := range mis {
-			noSched = noSched || errors.Is(e.Err, ErrNoSchedule)
-			badName = badName || errors.Is(e.Err, ErrInvalidName)
-		}
-		if !noSched || !badName {
-			t.Fatalf("want ErrNoSchedule and ErrInvalidName, got %+v", mis)
-		}
-		time.Sleep(2 * time.Second)
-	})
+// Singleton refuses input that cannot work with a panic that says what is
+// wrong, where it is made: never a wrapper whose job silently never runs.
+func TestSingletonPanicsOnBadInput(t *testing.T) {
+	for _, tt := range []struct {
+		what    string
+		make    func()
+		want    error
+		mention string
+	}{
+		{"nil client", func() { Singleton(nil, "report") }, ErrInvalid, "nil redlock client"},
+		{"@every spec", func() { Singleton(&redlock.Client{}, "report", WithSpec("@every 5s")) }, ErrInvalidSpec, "scheduler.Every"},
+		{"bad name", func() { Singleton(&redlock.Client{}, "a b") }, ErrInvalidName, "whitespace"},
+		{"catch-up", func() { Singleton(&redlock.Client{}, "a", WithCatchUp(time.Hour)) }, ErrInvalid, "Scheduler"},
+		{"bad Named job", func() {
+			w, err := newSingleton(newMemLocks().client(), "svc", []Option{quiet})
+			if err != nil {
+				t.Fatal(err)
+			}
+			cron.New(cron.WithChain(w)).Schedule(Every(time.Second), Named("bad name", nil, Func(nop)))
+		}, ErrInvalidName, "Singleton \"svc\""},
+	} {
+		t.Run(tt.what, func(t *testing.T) {
+			v := mustPanic(t, tt.make)
+			err, ok := v.(error)
+			if !ok || !errors.Is(err, tt.want) || !strings.Contains(err.Error(), tt.mention) {
+				t.Fatalf("panic %v, want %v mentioning %q", v, tt.want, tt.mention)
+			}
+		})
+	}
 }
 
 func TestOutcomeAndOverlapNames(t *testing.T) {
 	seen := map[string]bool{}
-	for o := OutcomeRan; o <= OutcomeMisconfigured; o++ {
+	for o := OutcomeRan; o <= OutcomeCaughtUp; o++ {
 		s := o.String()
 		if s == "unknown" || seen[s] {
 			t.Fatalf("outcome %d has name %q", o, s)

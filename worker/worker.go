@@ -51,6 +51,8 @@ type Worker struct {
 	closeOnce  sync.Once
 	addr       atomic.Value // string: the HTTP endpoint's address once listening
 	running    atomic.Bool
+	crons      *crons // hosted cron schedulers, made on first use
+	cronOnce   sync.Once
 }
 
 // Option configures a Worker beyond its Config.
@@ -239,6 +241,7 @@ func (w *Worker) Run(ctx context.Context) error {
 		}
 		return fmt.Errorf("worker: start asynq server: %w", err)
 	}
+	w.startCrons()
 	w.log.Info("worker started", "concurrency", w.cfg.Concurrency, "queues", w.cfg.Queues, "lock_nodes", w.locks.Nodes(), "metrics", w.Addr())
 
 	probeDone := make(chan struct{})
@@ -265,6 +268,7 @@ func (w *Worker) Run(ctx context.Context) error {
 	w.ready.Store(false)
 	boolGauge(w.metrics.ready, false)
 	shutdownStart := time.Now()
+	w.stopCrons(w.cfg.ShutdownTimeout)
 	srv.Shutdown() // stops taking tasks; unfinished ones go back to the queue
 	// Handlers asynq stopped waiting for get what is left of the timeout
 	// (at least a second), so the whole shutdown stays near it.

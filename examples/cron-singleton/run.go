@@ -3,20 +3,32 @@ package main
 import (
 	"context"
 	"fmt"
-	"github.com/asynqlock/asynqlock/internal/embedded"
 	"io"
 	"log/slog"
 	"os"
-	"sort"
+	"slices"
 	"strings"
 	"sync"
 	"time"
 
+	"github.com/asynqlock/asynqlock/internal/embedded"
 	"github.com/asynqlock/asynqlock/redlock"
 	"github.com/asynqlock/asynqlock/scheduler"
+	"github.com/robfig/cron/v3"
 )
 
-const replicas = 3
+// replica is one process of the service: its clock's offset from the lock
+// nodes' clocks (ahead if positive) and how late its cron delivers ticks.
+type replica struct {
+	name          string
+	offset, delay time.Duration
+}
+
+var replicas = []replica{
+	{name: "replica-1"},
+	{name: "replica-2", offset: 700 * time.Millisecond}, // its clock is ahead: it fires every tick 700ms early
+	{name: "replica-3", delay: 300 * time.Millisecond},  // a loaded replica: its ticks arrive 300ms late
+}
 
 // lockNodes returns the lock node URLs: REDLOCK_NODES, or 5 embedded nodes.
 func lockNodes(out io.Writer) ([]string, func(), error) {
@@ -31,80 +43,119 @@ func lockNodes(out io.Writer) ([]string, func(), error) {
 	return urls, stop, nil
 }
 
+// ledger records, per tick, when each replica's cron fired it (against the
+// lock nodes' time) and who ran it.
+type ledger struct {
+	mu    sync.Mutex
+	fired map[time.Time][]string
+	ran   map[time.Time][]string
+}
+
+// firing notes a replica's delivery of a tick, before Singleton sees it.
+func (l *ledger) firing(r replica) cron.JobWrapper {
+	return func(j cron.Job) cron.Job {
+		return cron.FuncJob(func() {
+			now := time.Now()
+			tick := now.Add(r.offset).Truncate(time.Second).UTC() // the second on the replica's clock
+			l.mu.Lock()
+			l.fired[tick] = append(l.fired[tick], fmt.Sprintf("%s %+dms", r.name, now.Sub(tick).Milliseconds()))
+			l.mu.Unlock()
+			j.Run()
+		})
+	}
+}
+
+// start runs the replica's cron: the robfig idiom, Singleton first to see
+// the run. Its clock offset is simulated: its cron fires on its own whole
+// seconds and Singleton reads its clock.
+func (r replica) start(locks *redlock.Client, l *ledger, out io.Writer) *cron.Cron {
+	logger := slog.New(slog.NewTextHandler(out, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	singleton := scheduler.Singleton(locks, "heartbeat", scheduler.WithLogger(logger), scheduler.WithReplica(r.name),
+		scheduler.WithClock(func() time.Time { return time.Now().Add(r.offset) }))
+	job := scheduler.Func(func(ctx context.Context) error {
+		info, _ := scheduler.FromContext(ctx)
+		l.mu.Lock()
+		l.ran[info.Tick.UTC()] = append(l.ran[info.Tick.UTC()], r.name)
+		l.mu.Unlock()
+		return nil // a job of a few microseconds: the classic double-run trap
+	})
+	c := cron.New(cron.WithSeconds())
+	chain := cron.NewChain(delay(r.delay), l.firing(r), singleton).Then(job)
+	if r.offset == 0 {
+		_, _ = c.AddJob("* * * * * *", chain) // exactly as a robfig user writes it
+	} else {
+		c.Schedule(early{scheduler.Every(time.Second), r.offset}, chain)
+	}
+	c.Start()
+	return c
+}
+
+// early fires every activation of s by early.
+type early struct {
+	s  cron.Schedule
+	by time.Duration
+}
+
+func (e early) Next(t time.Time) time.Time { return e.s.Next(t.Add(e.by)).Add(-e.by) }
+
+// delay delivers each run d late.
+func delay(d time.Duration) cron.JobWrapper {
+	return func(j cron.Job) cron.Job {
+		return cron.FuncJob(func() { time.Sleep(d); j.Run() })
+	}
+}
+
 // run starts the replicas for ticks seconds and returns how many times each
 // tick ran across them.
 func run(ctx context.Context, ticks int, out io.Writer) (map[time.Time]int, error) {
-	out = &lockedWriter{w: out} // jobs print from cron's goroutines
+	out = &lockedWriter{w: out} // replicas write from cron's goroutines
 	urls, stop, err := lockNodes(out)
 	if err != nil {
 		return nil, err
 	}
 	defer stop()
-
-	var mu sync.Mutex
-	runs := map[time.Time]int{}
-	ranBy := map[time.Time][]string{}
-	var scheds []*scheduler.Scheduler
-	for r := range replicas {
-		name := fmt.Sprintf("replica-%d", r+1)
+	fmt.Fprintln(out, `3 replicas, each: cron.New(cron.WithSeconds()), AddJob("* * * * * *", cron.NewChain(scheduler.Singleton(locks, "heartbeat")).Then(job))`)
+	fmt.Fprintln(out, "replica-2's clock is 700ms ahead of the lock nodes; replica-3's ticks arrive 300ms late; default skew 1s")
+	l := &ledger{fired: map[time.Time][]string{}, ran: map[time.Time][]string{}}
+	var crons []*cron.Cron
+	for _, r := range replicas {
 		locks, err := redlock.NewFromURLs(urls)
 		if err != nil {
 			return nil, err
 		}
 		defer locks.Close()
-		s, err := scheduler.New(locks, scheduler.WithSkew(500*time.Millisecond), scheduler.WithLogger(slog.New(slog.DiscardHandler)))
-		if err != nil {
-			return nil, err
-		}
-		lag := time.Duration(0)
-		if r == replicas-1 {
-			lag = 300 * time.Millisecond // a replica whose clock is behind
-		}
-		err = s.Register("heartbeat", "@every 1s", func(ctx context.Context) error {
-			info, _ := scheduler.FromContext(ctx)
-			mu.Lock()
-			runs[info.Tick]++
-			ranBy[info.Tick] = append(ranBy[info.Tick], name)
-			mu.Unlock()
-			fmt.Fprintf(out, "tick %s ran on %s\n", info.Tick.Format("15:04:05"), name)
-			return nil // a job of a few microseconds: the classic double-run trap
-		})
-		if err != nil {
-			return nil, err
-		}
-		if lag > 0 {
-			time.AfterFunc(lag, s.Start)
-		} else {
-			s.Start()
-		}
-		scheds = append(scheds, s)
+		crons = append(crons, r.start(locks, l, out))
 	}
-	fmt.Fprintf(out, "%d replicas run the same cron table (@every 1s, skew allowed 500ms); replica-%d lags 300ms\n", replicas, replicas)
 	select {
 	case <-ctx.Done():
 	case <-time.After(time.Duration(ticks)*time.Second + 500*time.Millisecond):
 	}
-	for _, s := range scheds {
-		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		_ = s.Stop(sctx)
-		cancel()
+	for _, c := range crons {
+		<-c.Stop().Done()
 	}
+	return l.print(out), nil
+}
 
-	mu.Lock()
-	defer mu.Unlock()
+// print shows each tick's firings and runs, and returns the runs per tick.
+func (l *ledger) print(out io.Writer) map[time.Time]int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	runs := map[time.Time]int{}
 	var keys []time.Time
-	for t := range runs {
+	for t := range l.fired {
 		keys = append(keys, t)
 	}
-	sort.Slice(keys, func(i, j int) bool { return keys[i].Before(keys[j]) })
+	slices.SortFunc(keys, func(a, b time.Time) int { return a.Compare(b) })
 	once := 0
 	for _, t := range keys {
+		runs[t] = len(l.ran[t])
 		if runs[t] == 1 {
 			once++
 		}
+		fmt.Fprintf(out, "tick %s  fired by %s  ran on %v\n", t.UTC().Format("15:04:05"), strings.Join(l.fired[t], ", "), l.ran[t])
 	}
-	fmt.Fprintf(out, "%d ticks, %d ran exactly once across %d replicas\n", len(keys), once, replicas)
-	return runs, nil
+	fmt.Fprintf(out, "%d ticks, %d ran exactly once across %d replicas\n", len(keys), once, len(replicas))
+	return runs
 }
 
 // lockedWriter serializes writes from concurrent goroutines.

@@ -1,0 +1,104 @@
+package scheduler
+
+import (
+	"context"
+	"sync"
+	"time"
+)
+
+const (
+	// clockCheckEvery is how often a replica measures its clock offset.
+	clockCheckEvery = time.Minute
+	// clockCheckTimeout bounds one measurement.
+	clockCheckTimeout = 5 * time.Second
+)
+
+// ClockReport is one lock node's clock as this replica measured it.
+type ClockReport struct {
+	Node   string        // the node's address (no credentials)
+	Offset time.Duration // the node's clock minus this replica's tick clock (see WithClock)
+	RTT    time.Duration // the round trip of the measurement; its error is at most RTT/2
+	Err    error         // the node did not answer
+}
+
+// clockWatch measures a replica's clock offset to the lock nodes, at most
+// every clockCheckEvery when poked (at each run, and when a Scheduler
+// starts), and warns once per change of state when a node's offset is
+// above half the skew.
+type clockWatch struct {
+	locks locker
+	cfg   config
+
+	mu      sync.Mutex
+	next    time.Time       // the earliest next measurement
+	busy    bool            // a measurement is under way
+	far     map[string]bool // nodes whose offset is above half the skew
+	failing bool            // the last measurement failed as a whole
+}
+
+func newClockWatch(locks locker, cfg config) *clockWatch {
+	return &clockWatch{locks: locks, cfg: cfg, far: map[string]bool{}}
+}
+
+// poke starts a measurement in the background if one is due.
+func (w *clockWatch) poke() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	now := time.Now()
+	if w.busy || now.Before(w.next) {
+		return
+	}
+	w.busy, w.next = true, now.Add(clockCheckEvery)
+	go w.measure()
+}
+
+// measure takes one measurement, judges and reports it.
+func (w *clockWatch) measure() {
+	ctx, cancel := context.WithTimeout(context.Background(), clockCheckTimeout)
+	reps, err := w.locks.Check(ctx)
+	cancel()
+	// Offsets are to the tick clock, which WithClock may shift.
+	shift := time.Until(w.cfg.now())
+	for i := range reps {
+		reps[i].Offset -= shift
+	}
+	w.judge(reps, err)
+	if w.cfg.clockObs != nil && err == nil {
+		w.cfg.clockObs(reps)
+	}
+	w.mu.Lock()
+	w.busy = false
+	w.mu.Unlock()
+}
+
+// judge logs changes of state: a node's offset crossing half the skew, a
+// measurement that fails or recovers.
+func (w *clockWatch) judge(reps []ClockReport, err error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	log := w.cfg.logger
+	if err != nil {
+		if !w.failing {
+			log.Warn("cron clock check failed: clock offsets to the lock nodes unknown", "replica", w.cfg.replica, "err", err)
+		}
+		w.failing = true
+		return
+	}
+	w.failing = false
+	for _, r := range reps {
+		if r.Err != nil {
+			continue // the lock client reports node failures
+		}
+		far := r.Offset.Abs() > w.cfg.skew/2
+		switch {
+		case far && !w.far[r.Node]:
+			log.Warn("cron clock offset to a lock node above half the skew: fix the clock (NTP) or raise WithSkew",
+				"replica", w.cfg.replica, "node", r.Node, "offset", r.Offset, "rtt", r.RTT, "skew", w.cfg.skew,
+				"beyond_skew", r.Offset.Abs() > w.cfg.skew)
+		case !far && w.far[r.Node]:
+			log.Info("cron clock offset to a lock node back within half the skew",
+				"replica", w.cfg.replica, "node", r.Node, "offset", r.Offset, "skew", w.cfg.skew)
+		}
+		w.far[r.Node] = far
+	}
+}
