@@ -18,9 +18,12 @@ type mw struct {
 	key    KeyFunc
 	cfg    config
 
-	mu      sync.Mutex
-	waiters map[string]int // tasks of this process waiting per resource
-	pace    pacer
+	mu         sync.Mutex
+	waiters    map[string]int // tasks of this process waiting per resource
+	promos     map[promoKey]int
+	promoteErr bool // the last promotion failed
+	parkErr    bool // the last park call failed
+	pace       pacer
 }
 
 // New returns the middleware, or an error naming a bad argument.
@@ -41,7 +44,7 @@ func New(client *redlock.Client, key KeyFunc, opts ...Option) (asynq.MiddlewareF
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	m := &mw{client: client, key: key, cfg: cfg, waiters: make(map[string]int)}
+	m := &mw{client: client, key: key, cfg: cfg, waiters: make(map[string]int), promos: make(map[promoKey]int)}
 	return func(next asynq.Handler) asynq.Handler {
 		return asynq.HandlerFunc(func(ctx context.Context, t *asynq.Task) error {
 			return m.process(ctx, t, next)
@@ -80,7 +83,7 @@ func (m *mw) process(ctx context.Context, t *asynq.Task, next asynq.Handler) err
 	res := m.resource(t, key)
 	log := taskLog{l: m.cfg.logger, id: meta.id, typ: t.Type(), res: res}
 	start := time.Now()
-	lock, err := m.acquire(ctx, res)
+	lock, waited, err := m.acquire(ctx, res)
 	if err != nil {
 		if ctx.Err() != nil || !errors.Is(err, redlock.ErrLocked) && !errors.Is(err, redlock.ErrQuorum) {
 			// asynq ended the run (deadline, shutdown), or the lock client
@@ -92,8 +95,14 @@ func (m *mw) process(ctx context.Context, t *asynq.Task, next asynq.Handler) err
 		if lock == nil {
 			return err
 		}
+		waited = true
 	}
-	m.observe(Event{Kind: EventAcquired, TaskType: t.Type(), TaskID: meta.id, Resource: res, Policy: m.cfg.policy.String(), Wait: time.Since(start)})
+	ev := Event{Kind: EventAcquired, TaskType: t.Type(), TaskID: meta.id, Resource: res, Policy: m.cfg.policy.String(), Wait: time.Since(start)}
+	if waited {
+		ev.Handover = m.handoverKind(res, time.Now())
+	}
+	m.observe(ev)
+	m.promoteAhead(meta.queue, res)
 	return m.run(ctx, t, next, lock, meta, log)
 }
 
@@ -109,19 +118,27 @@ func (m *mw) lockOpts() []redlock.LockOption {
 }
 
 // acquire tries once, then under the Wait policy waits (bounded, and only if
-// fewer than maxWaiters tasks of this process already wait for res).
-func (m *mw) acquire(ctx context.Context, res string) (*redlock.Lock, error) {
-	lock, err := m.client.TryAcquire(ctx, res, m.cfg.ttl, m.lockOpts()...)
+// fewer than maxWaiters tasks of this process already wait for res, or,
+// without parking, if the wait should be short). waited reports a lock
+// obtained by waiting.
+func (m *mw) acquire(ctx context.Context, res string) (lock *redlock.Lock, waited bool, err error) {
+	lock, err = m.client.TryAcquire(ctx, res, m.cfg.ttl, m.lockOpts()...)
 	if err == nil || m.cfg.policy.wait <= 0 || !errors.Is(err, redlock.ErrLocked) {
-		return lock, err
+		return lock, false, err
 	}
-	if !m.enterWait(res) {
-		return nil, err
+	if !m.enterWait(res, m.cfg.broker == nil) {
+		return nil, false, err
 	}
+	lock, err = m.waitFor(ctx, res, m.cfg.policy.wait)
+	return lock, err == nil, err
+}
+
+// waitFor waits up to bound for res; the caller entered the wait.
+func (m *mw) waitFor(ctx context.Context, res string, bound time.Duration) (*redlock.Lock, error) {
 	defer m.leaveWait(res)
-	wctx, cancel := context.WithTimeout(ctx, m.cfg.policy.wait)
+	wctx, cancel := context.WithTimeout(ctx, bound)
 	defer cancel()
-	lock, err = m.client.Acquire(wctx, res, m.cfg.ttl, m.lockOpts()...)
+	lock, err := m.client.Acquire(wctx, res, m.cfg.ttl, m.lockOpts()...)
 	if err != nil && ctx.Err() == nil {
 		// Our wait bound ended, not the task: report the lock's cause
 		// alone, not a deadline that asynq could take for the task's.
@@ -129,19 +146,39 @@ func (m *mw) acquire(ctx context.Context, res string) (*redlock.Lock, error) {
 		if errors.Is(err, redlock.ErrQuorum) && !errors.Is(err, redlock.ErrLocked) {
 			cause = redlock.ErrQuorum
 		}
-		return nil, fmt.Errorf("%w (after waiting %v)", cause, m.cfg.policy.wait)
+		return nil, fmt.Errorf("%w (after waiting %v)", cause, bound)
 	}
 	return lock, err
 }
 
-func (m *mw) enterWait(res string) bool {
+// requeueTrip is how long a requeued task is away at least with asynq's
+// default DelayedTaskCheckInterval: waiting any shorter is better.
+const requeueTrip = 5 * time.Second
+
+// enterWait counts a waiter of res if there is room: fewer than maxWaiters
+// wait, or (soft) the tasks ahead should be done within the Wait bound and
+// sooner than a requeued task could come back.
+func (m *mw) enterWait(res string, soft bool) bool {
 	m.mu.Lock()
-	defer m.mu.Unlock()
-	if m.waiters[res] >= m.cfg.maxWaiters {
-		return false
+	n := m.waiters[res]
+	m.mu.Unlock()
+	if n >= m.cfg.maxWaiters {
+		if !soft || m.cfg.maxWaiters == 0 {
+			return false
+		}
+		if ahead := time.Duration(n+1) * m.pace.typical(res); ahead >= min(requeueTrip, m.cfg.policy.wait) {
+			return false
+		}
 	}
-	m.waiters[res]++
+	m.forceWait(res)
 	return true
+}
+
+// forceWait counts a waiter of res whatever the bound.
+func (m *mw) forceWait(res string) {
+	m.mu.Lock()
+	m.waiters[res]++
+	m.mu.Unlock()
 }
 
 func (m *mw) leaveWait(res string) {
@@ -225,7 +262,9 @@ func (m *mw) run(ctx context.Context, t *asynq.Task, next asynq.Handler, lock *r
 	if lock != nil {
 		m.release(ctx, lock, log)
 	}
-	m.pace.held(res, time.Since(acquired))
+	now := time.Now()
+	m.pace.held(res, now.Sub(acquired))
+	m.pace.releasedAt(res, now)
 	if lost != nil && !errors.Is(herr, redlock.ErrLockLost) {
 		// The work was not protected to its end: retry it.
 		herr = errors.Join(herr, fmt.Errorf("task %s (id %s): %w", t.Type(), meta.id, lost))

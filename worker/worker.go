@@ -126,6 +126,7 @@ func (w *Worker) Handle(taskType string, h asynq.Handler, key middleware.KeyFunc
 			middleware.WithPolicy(policy),
 			middleware.WithEnqueuer(w.client),
 			middleware.WithInspector(w.inspector),
+			middleware.WithParking(w.ping),
 			middleware.WithLogger(w.log),
 			middleware.WithObserver(w.metrics.observeTask),
 		}, w.mwOpts...)

@@ -1,0 +1,87 @@
+package middleware
+
+import (
+	"context"
+	"time"
+)
+
+// promoteAhead releases the next parked task of res when a task of res
+// starts running, so that it reaches a worker and waits for the turn while
+// this one works. It runs in the background (the task does not wait for the
+// broker), and calls for one resource are coalesced: one goroutine at a
+// time per resource promotes as many tasks as starts asked for.
+func (m *mw) promoteAhead(queue, res string) {
+	if m.cfg.broker == nil || queue == "" {
+		return
+	}
+	k := promoKey{queue, res}
+	m.mu.Lock()
+	n, running := m.promos[k]
+	m.promos[k] = n + 1
+	m.mu.Unlock()
+	if running {
+		return
+	}
+	go m.promoteLoop(k)
+}
+
+type promoKey struct{ queue, res string }
+
+func (m *mw) promoteLoop(k promoKey) {
+	for {
+		m.mu.Lock()
+		n := m.promos[k]
+		if n == 0 {
+			delete(m.promos, k)
+			m.mu.Unlock()
+			return
+		}
+		m.promos[k] = 0
+		m.mu.Unlock()
+		ctx, cancel := context.WithTimeout(context.Background(), releaseTimeout)
+		moved, left, err := promote(ctx, m.cfg.broker, k.queue, k.res, n)
+		cancel()
+		m.promoted(k, moved, left, err)
+	}
+}
+
+// promoted reports one promotion call.
+func (m *mw) promoted(k promoKey, moved []promotion, left int, err error) {
+	if err != nil {
+		m.warnPromote(k.res, err)
+		return
+	}
+	m.warnPromote(k.res, nil)
+	for _, p := range moved {
+		m.observe(Event{Kind: EventPromoted, TaskID: p.id, Resource: k.res, Wait: p.parked, Parked: left})
+		m.cfg.logger.Debug("parked task promoted", "task_id", p.id, "queue", k.queue, "resource", k.res, "parked_for", p.parked, "still_parked", left)
+	}
+}
+
+// warnPromote logs a failing promotion once per change of state: parked
+// tasks then come back by their backstop only.
+func (m *mw) warnPromote(res string, err error) {
+	m.mu.Lock()
+	was := m.promoteErr
+	m.promoteErr = err != nil
+	m.mu.Unlock()
+	switch {
+	case err != nil && !was:
+		m.cfg.logger.Warn("cannot promote parked tasks: they return after their backstop delay", "resource", res, "err", err)
+	case err == nil && was:
+		m.cfg.logger.Info("promoting parked tasks again", "resource", res)
+	}
+}
+
+// handoverKind tells whether a lock obtained after waiting passed from a task
+// of this process ("local") or of another ("remote").
+func (m *mw) handoverKind(res string, acquired time.Time) string {
+	if r := m.pace.lastRelease(res); !r.IsZero() && acquired.Sub(r) < localHandover {
+		return "local"
+	}
+	return "remote"
+}
+
+// localHandover: a lock obtained this soon after a task of this process
+// released it is taken for passed on locally.
+const localHandover = 20 * time.Millisecond
