@@ -60,39 +60,49 @@ return n`)
 // its last error, or (a resubmitted copy) in the scheduled set. A completed
 // task kept by Retention, a task already pending or running, one retried for
 // another reason: all are dropped, never run again. A record whose task has
-// not reached the set yet keeps its place for parkSettle.
+// not reached the set yet keeps its place for parkSettle (later records may
+// be promoted past it).
 // KEYS: fifo. ARGV: task key prefix, pending, retry, scheduled keys, now
 // (ms), now (ns), max, settle (ms). Returns {remaining, id1, at1, id2, at2...}.
 var promoteScript = redis.NewScript(`
-local out = {0}
-local moved = 0
-for i = 1, ` + strconv.Itoa(parkScan) + ` do
+local out, ids = {0}, {}
+local moved, i = 0, 0
+for scanned = 1, ` + strconv.Itoa(parkScan) + ` do
   if moved >= tonumber(ARGV[7]) then break end
-  local m = redis.call('LPOP', KEYS[1])
+  local m = redis.call('LINDEX', KEYS[1], i)
   if not m then break end
+  local keep = false
   local at, nonce, id = string.match(m, '^(%d+)|(%w*)|(.*)$')
   if id then
     local tk = ARGV[1] .. id
     local f = redis.call('HMGET', tk, 'state', 'msg', 'group')
     local state, msg, group = f[1], f[2], f[3]
     if (not state or state == 'active') and tonumber(ARGV[5]) - tonumber(at) < tonumber(ARGV[8]) then
-      redis.call('LPUSH', KEYS[1], m)
-      break
-    end
-    local z
-    if state == 'retry' and nonce ~= '' and msg and string.find(msg, nonce, 1, true) then
-      z = ARGV[3]
-    elseif state == 'scheduled' and nonce == '' then
-      z = ARGV[4]
-    end
-    if z and (not group or group == '') and redis.call('ZREM', z, id) == 1 then
-      redis.call('RPUSH', ARGV[2], id)
-      redis.call('HSET', tk, 'state', 'pending', 'pending_since', ARGV[6])
-      moved = moved + 1
-      table.insert(out, id)
-      table.insert(out, at)
+      keep = true
+    else
+      local z
+      if state == 'retry' and nonce ~= '' and msg and string.find(msg, nonce, 1, true) then
+        z = ARGV[3]
+      elseif state == 'scheduled' and nonce == '' then
+        z = ARGV[4]
+      end
+      if z and (not group or group == '') and redis.call('ZREM', z, id) == 1 then
+        table.insert(ids, id)
+        redis.call('HSET', tk, 'state', 'pending', 'pending_since', ARGV[6])
+        moved = moved + 1
+        table.insert(out, id)
+        table.insert(out, at)
+      end
     end
   end
+  if keep then
+    i = i + 1
+  else
+    redis.call('LREM', KEYS[1], 1, m)
+  end
+end
+for k = #ids, 1, -1 do
+  redis.call('RPUSH', ARGV[2], ids[k])
 end
 out[1] = redis.call('LLEN', KEYS[1])
 return out`)
