@@ -19,10 +19,11 @@ type mw struct {
 	cfg    config
 
 	mu         sync.Mutex
-	waiters    map[string]int // tasks of this process waiting per resource
-	promos     map[promoKey]int
-	promoteErr bool // the last promotion failed
-	parkErr    bool // the last park call failed
+	waiters    map[string]int        // tasks of this process waiting per resource
+	promos     map[promoKey][]string // started task IDs to report, per resource being promoted
+	promoReq   map[promoKey]bool     // a promotion was asked for since the last call
+	promoteErr bool                  // the last promotion failed
+	parkErr    bool                  // the last park call failed
 	pace       pacer
 }
 
@@ -44,7 +45,7 @@ func New(client *redlock.Client, key KeyFunc, opts ...Option) (asynq.MiddlewareF
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	m := &mw{client: client, key: key, cfg: cfg, waiters: make(map[string]int), promos: make(map[promoKey]int)}
+	m := &mw{client: client, key: key, cfg: cfg, waiters: make(map[string]int), promos: make(map[promoKey][]string), promoReq: make(map[promoKey]bool)}
 	return func(next asynq.Handler) asynq.Handler {
 		return asynq.HandlerFunc(func(ctx context.Context, t *asynq.Task) error {
 			return m.process(ctx, t, next)
@@ -102,7 +103,7 @@ func (m *mw) process(ctx context.Context, t *asynq.Task, next asynq.Handler) err
 		ev.Handover = m.handoverKind(res, time.Now())
 	}
 	m.observe(ev)
-	m.promoteAhead(meta.queue, res)
+	m.promoteAhead(meta.queue, res, meta.id)
 	return m.run(ctx, t, next, lock, meta, log)
 }
 
@@ -265,6 +266,7 @@ func (m *mw) run(ctx context.Context, t *asynq.Task, next asynq.Handler, lock *r
 	now := time.Now()
 	m.pace.held(res, now.Sub(acquired))
 	m.pace.releasedAt(res, now)
+	m.promoteAhead(meta.queue, res, "")
 	if lost != nil && !errors.Is(herr, redlock.ErrLockLost) {
 		// The work was not protected to its end: retry it.
 		herr = errors.Join(herr, fmt.Errorf("task %s (id %s): %w", t.Type(), meta.id, lost))

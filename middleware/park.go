@@ -20,8 +20,9 @@ import (
 // Key layout, under the queue's hash tag so that one script may touch the
 // queue's keys and the records on a Redis Cluster.
 const (
-	parkFIFOPart = "asynqlock:park:"   // list of members, oldest first
-	parkMarkPart = "asynqlock:parked:" // a task that was parked once
+	parkFIFOPart = "asynqlock:park:"     // list of members, oldest first
+	parkOutPart  = "asynqlock:promoted:" // zset: promoted tasks not started yet
+	parkMarkPart = "asynqlock:parked:"   // a task that was parked once
 )
 
 // Parking bounds.
@@ -35,6 +36,9 @@ const (
 	parkSettle = 2 * time.Second
 	// parkScan bounds the records one promotion looks at.
 	parkScan = 16
+	// promotedStale: a promoted task not started this long after its
+	// promotion no longer counts as on its way (it was lost or crashed).
+	promotedStale = 10 * time.Second
 )
 
 func queuePrefix(queue string) string { return "asynq:{" + queue + "}:" }
@@ -42,6 +46,8 @@ func queuePrefix(queue string) string { return "asynq:{" + queue + "}:" }
 func fifoKey(queue, res string) string { return queuePrefix(queue) + parkFIFOPart + res }
 
 func markKey(queue, id string) string { return queuePrefix(queue) + parkMarkPart + id }
+
+func outKey(queue, res string) string { return queuePrefix(queue) + parkOutPart + res }
 
 // parkScript records a parked task unless the running task was parked once
 // already. KEYS: fifo, the running task's mark, the returning task's mark.
@@ -54,21 +60,30 @@ local n = redis.call('RPUSH', KEYS[1], ARGV[1])
 redis.call('PEXPIRE', KEYS[1], ARGV[2])
 return n`)
 
-// promoteScript moves up to ARGV[7] parked tasks of a FIFO to the front of
-// their queue's pending list. A record is trusted only if its task is still
+// promoteScript keeps up to ARGV[7] promoted tasks of a resource on their
+// way (pending, or waiting in a worker, and not started yet): it first counts
+// the starting task ARGV[9] as arrived, then moves as many parked tasks of
+// the FIFO as there is room for to the back of their queue's pending list,
+// where asynq's own RunTask and forwarder put tasks (tasks queued before
+// them are not overtaken). A record is trusted only if its task is still
 // parked by that very conflict: in the retry set with the record's nonce in
 // its last error, or (a resubmitted copy) in the scheduled set. A completed
 // task kept by Retention, a task already pending or running, one retried for
 // another reason: all are dropped, never run again. A record whose task has
 // not reached the set yet keeps its place for parkSettle (later records may
 // be promoted past it).
-// KEYS: fifo. ARGV: task key prefix, pending, retry, scheduled keys, now
-// (ms), now (ns), max, settle (ms). Returns {remaining, id1, at1, id2, at2...}.
+// KEYS: fifo, promoted zset. ARGV: task key prefix, pending, retry,
+// scheduled keys, now (ms), now (ns), depth, settle (ms), unused, stale
+// (ms), then the IDs of tasks that started. Returns {remaining, id1, at1, id2, at2...}.
 var promoteScript = redis.NewScript(`
-local out, ids = {0}, {}
+local out = {0}
+local now = tonumber(ARGV[5])
+for j = 11, #ARGV do redis.call('ZREM', KEYS[2], ARGV[j]) end
+redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', now - tonumber(ARGV[10]))
+local room = tonumber(ARGV[7]) - redis.call('ZCARD', KEYS[2])
 local moved, i = 0, 0
 for scanned = 1, ` + strconv.Itoa(parkScan) + ` do
-  if moved >= tonumber(ARGV[7]) then break end
+  if moved >= room then break end
   local m = redis.call('LINDEX', KEYS[1], i)
   if not m then break end
   local keep = false
@@ -77,7 +92,7 @@ for scanned = 1, ` + strconv.Itoa(parkScan) + ` do
     local tk = ARGV[1] .. id
     local f = redis.call('HMGET', tk, 'state', 'msg', 'group')
     local state, msg, group = f[1], f[2], f[3]
-    if (not state or state == 'active') and tonumber(ARGV[5]) - tonumber(at) < tonumber(ARGV[8]) then
+    if (not state or state == 'active') and now - tonumber(at) < tonumber(ARGV[8]) then
       keep = true
     else
       local z
@@ -87,7 +102,8 @@ for scanned = 1, ` + strconv.Itoa(parkScan) + ` do
         z = ARGV[4]
       end
       if z and (not group or group == '') and redis.call('ZREM', z, id) == 1 then
-        table.insert(ids, id)
+        redis.call('LPUSH', ARGV[2], id)
+        redis.call('ZADD', KEYS[2], now, id)
         redis.call('HSET', tk, 'state', 'pending', 'pending_since', ARGV[6])
         moved = moved + 1
         table.insert(out, id)
@@ -101,9 +117,7 @@ for scanned = 1, ` + strconv.Itoa(parkScan) + ` do
     redis.call('LREM', KEYS[1], 1, m)
   end
 end
-for k = #ids, 1, -1 do
-  redis.call('RPUSH', ARGV[2], ids[k])
-end
+if moved > 0 then redis.call('PEXPIRE', KEYS[2], ARGV[10]) end
 out[1] = redis.call('LLEN', KEYS[1])
 return out`)
 
@@ -151,13 +165,18 @@ type promotion struct {
 	parked time.Duration // how long it was parked
 }
 
-// promote moves up to n parked tasks of res in queue to the front of the
-// queue; it returns them and how many records remain.
-func promote(ctx context.Context, broker redis.UniversalClient, queue, res string, n int) ([]promotion, int, error) {
+// promote counts the started tasks as arrived and keeps up to depth
+// promoted tasks of res on their way; it returns the tasks it promoted and
+// how many records remain.
+func promote(ctx context.Context, broker redis.UniversalClient, queue, res string, started []string, depth int) ([]promotion, int, error) {
 	now := time.Now()
 	p := queuePrefix(queue)
-	vals, err := promoteScript.Run(ctx, broker, []string{fifoKey(queue, res)},
-		p+"t:", p+"pending", p+"retry", p+"scheduled", now.UnixMilli(), now.UnixNano(), n, parkSettle.Milliseconds()).Slice()
+	args := []any{p + "t:", p + "pending", p + "retry", p + "scheduled", now.UnixMilli(), now.UnixNano(), depth,
+		parkSettle.Milliseconds(), "", promotedStale.Milliseconds()}
+	for _, id := range started {
+		args = append(args, id)
+	}
+	vals, err := promoteScript.Run(ctx, broker, []string{fifoKey(queue, res), outKey(queue, res)}, args...).Slice()
 	if err != nil || len(vals) == 0 {
 		return nil, 0, err
 	}

@@ -5,19 +5,25 @@ import (
 	"time"
 )
 
-// promoteAhead releases the next parked task of res when a task of res
-// starts running, so that it reaches a worker and waits for the turn while
-// this one works. It runs in the background (the task does not wait for the
-// broker), and calls for one resource are coalesced: one goroutine at a
-// time per resource promotes as many tasks as starts asked for.
-func (m *mw) promoteAhead(queue, res string) {
+// promoteAhead releases parked tasks of res when a task of res starts
+// running (started is its ID) or ends (started is ""), so that the next ones
+// reach a worker and wait for the turn while this one works: up to
+// promoteDepth promoted tasks are on their way at any time, across
+// processes. It runs in the background (the task does not wait for the
+// broker), and calls for one resource are coalesced: one goroutine at a time
+// per resource calls the broker.
+func (m *mw) promoteAhead(queue, res, started string) {
 	if m.cfg.broker == nil || queue == "" {
 		return
 	}
 	k := promoKey{queue, res}
 	m.mu.Lock()
-	n, running := m.promos[k]
-	m.promos[k] = n + 1
+	ids, running := m.promos[k]
+	if started != "" {
+		ids = append(ids, started)
+	}
+	m.promos[k] = ids
+	m.promoReq[k] = true
 	m.mu.Unlock()
 	if running {
 		return
@@ -25,21 +31,26 @@ func (m *mw) promoteAhead(queue, res string) {
 	go m.promoteLoop(k)
 }
 
+// promoteDepth is how many promoted tasks of one resource may be on their way
+// at once: twice what one process lets wait.
+func (m *mw) promoteDepth() int { return max(1, 2*m.cfg.maxWaiters) }
+
 type promoKey struct{ queue, res string }
 
 func (m *mw) promoteLoop(k promoKey) {
 	for {
 		m.mu.Lock()
-		n := m.promos[k]
-		if n == 0 {
+		ids := m.promos[k]
+		if !m.promoReq[k] {
 			delete(m.promos, k)
+			delete(m.promoReq, k)
 			m.mu.Unlock()
 			return
 		}
-		m.promos[k] = 0
+		m.promos[k], m.promoReq[k] = nil, false
 		m.mu.Unlock()
 		ctx, cancel := context.WithTimeout(context.Background(), releaseTimeout)
-		moved, left, err := promote(ctx, m.cfg.broker, k.queue, k.res, n)
+		moved, left, err := promote(ctx, m.cfg.broker, k.queue, k.res, ids, m.promoteDepth())
 		cancel()
 		m.promoted(k, moved, left, err)
 	}
