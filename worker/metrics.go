@@ -19,6 +19,7 @@ type metrics struct {
 	badKeys    prometheus.Counter
 	quorumUp   prometheus.Gauge
 	ready      prometheus.Gauge
+	park       *parkMetrics
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -61,6 +62,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Help: "1 while the worker is ready (broker and lock quorum reachable).",
 		}),
 	}
+	m.park = newParkMetrics(reg)
 	reg.MustRegister(m.acquire, m.extensions, m.losses, m.nodeErrors, m.conflicts, m.rollbacks, m.badKeys, m.quorumUp, m.ready)
 	return m
 }
@@ -85,6 +87,7 @@ func (m *metrics) observeLock(e redlock.Event) {
 
 // observeTask is the middleware observer.
 func (m *metrics) observeTask(e middleware.Event) {
+	m.park.observe(e)
 	switch e.Kind {
 	case middleware.EventConflict:
 		m.conflicts.WithLabelValues(e.Policy, e.Action).Inc()
