@@ -61,8 +61,8 @@ redis.call('PEXPIRE', KEYS[1], ARGV[2])
 return n`)
 
 // promoteScript keeps up to ARGV[7] promoted tasks of a resource on their
-// way (pending, or waiting in a worker, and not started yet): it first counts
-// the starting task ARGV[9] as arrived, then moves as many parked tasks of
+// way (pending, or waiting in a worker, and not started yet; promote removes
+// the tasks that started from the zset): it moves as many parked tasks of
 // the FIFO as there is room for to the back of their queue's pending list,
 // where asynq's own RunTask and forwarder put tasks (tasks queued before
 // them are not overtaken). A record is trusted only if its task is still
@@ -74,11 +74,10 @@ return n`)
 // be promoted past it).
 // KEYS: fifo, promoted zset. ARGV: task key prefix, pending, retry,
 // scheduled keys, now (ms), now (ns), depth, settle (ms), unused, stale
-// (ms), then the IDs of tasks that started. Returns {remaining, id1, at1, id2, at2...}.
+// (ms). Returns {remaining, id1, at1, id2, at2...}.
 var promoteScript = redis.NewScript(`
 local out = {0}
 local now = tonumber(ARGV[5])
-for j = 11, #ARGV do redis.call('ZREM', KEYS[2], ARGV[j]) end
 redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', now - tonumber(ARGV[10]))
 local room = tonumber(ARGV[7]) - redis.call('ZCARD', KEYS[2])
 local moved, i = 0, 0
@@ -169,14 +168,28 @@ type promotion struct {
 // promoted tasks of res on their way; it returns the tasks it promoted and
 // how many records remain.
 func promote(ctx context.Context, broker redis.UniversalClient, queue, res string, started []string, depth int) ([]promotion, int, error) {
+	// Plain commands first, cheap for a resource with nothing parked (the
+	// common case): the script runs only when the FIFO exists.
+	fifo, promoted := fifoKey(queue, res), outKey(queue, res)
+	pipe := broker.Pipeline()
+	exists := pipe.Exists(ctx, fifo)
+	if len(started) > 0 {
+		ids := make([]any, len(started))
+		for i, id := range started {
+			ids[i] = id
+		}
+		pipe.ZRem(ctx, promoted, ids...)
+	}
+	if _, err := pipe.Exec(ctx); err != nil {
+		return nil, 0, err
+	}
+	if exists.Val() == 0 {
+		return nil, 0, nil
+	}
 	now := time.Now()
 	p := queuePrefix(queue)
-	args := []any{p + "t:", p + "pending", p + "retry", p + "scheduled", now.UnixMilli(), now.UnixNano(), depth,
-		parkSettle.Milliseconds(), "", promotedStale.Milliseconds()}
-	for _, id := range started {
-		args = append(args, id)
-	}
-	vals, err := promoteScript.Run(ctx, broker, []string{fifoKey(queue, res), outKey(queue, res)}, args...).Slice()
+	vals, err := promoteScript.Run(ctx, broker, []string{fifo, promoted}, p+"t:", p+"pending", p+"retry", p+"scheduled",
+		now.UnixMilli(), now.UnixNano(), depth, parkSettle.Milliseconds(), "", promotedStale.Milliseconds()).Slice()
 	if err != nil || len(vals) == 0 {
 		return nil, 0, err
 	}
