@@ -134,23 +134,41 @@ func (m *mw) acquire(ctx context.Context, res string) (lock *redlock.Lock, waite
 	return lock, err == nil, err
 }
 
-// waitFor waits up to bound for res; the caller entered the wait.
+// waitFor waits up to bound for res; the caller entered the wait. When the
+// bound ends while the resource keeps changing hands (a task of this process
+// released it meanwhile: a queue of waiters is being served), the wait goes
+// on for another bound, up to waitRounds bounds: requeueing a task that is
+// about to get its turn only sends it to the back.
 func (m *mw) waitFor(ctx context.Context, res string, bound time.Duration) (*redlock.Lock, error) {
 	defer m.leaveWait(res)
-	wctx, cancel := context.WithTimeout(ctx, bound)
-	defer cancel()
-	lock, err := m.client.Acquire(wctx, res, m.cfg.ttl, m.lockOpts()...)
-	if err != nil && ctx.Err() == nil {
+	for round := 1; ; round++ {
+		since := time.Now()
+		wctx, cancel := context.WithTimeout(ctx, bound)
+		lock, err := m.client.Acquire(wctx, res, m.cfg.ttl, m.lockOpts()...)
+		ended := wctx.Err() != nil
+		cancel()
+		if err == nil || ctx.Err() != nil {
+			return lock, err
+		}
+		if ended && round < waitRounds && m.pace.lastRelease(res).After(since) {
+			continue
+		}
+		if !ended {
+			return nil, err
+		}
 		// Our wait bound ended, not the task: report the lock's cause
 		// alone, not a deadline that asynq could take for the task's.
 		cause := redlock.ErrLocked
 		if errors.Is(err, redlock.ErrQuorum) && !errors.Is(err, redlock.ErrLocked) {
 			cause = redlock.ErrQuorum
 		}
-		return nil, fmt.Errorf("%w (after waiting %v)", cause, bound)
+		return nil, fmt.Errorf("%w (after waiting %v)", cause, time.Duration(round)*bound)
 	}
-	return lock, err
 }
+
+// waitRounds bounds how many times a wait is renewed while its resource
+// makes progress.
+const waitRounds = 15
 
 // requeueTrip is how long a requeued task is away at least with asynq's
 // default DelayedTaskCheckInterval: waiting any shorter is better.

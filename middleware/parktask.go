@@ -52,6 +52,7 @@ func (m *mw) parkCopy(ctx context.Context, t *asynq.Task, meta taskMeta, res str
 		if lock, err := m.waitFor(ctx, res, max(m.cfg.policy.wait, DefaultWait)); err == nil {
 			return lock, true, nil
 		}
+		m.promoteAhead(meta.queue, res, meta.id) // no longer on its way: frees its promotion slot
 		return nil, false, nil
 	}
 	busy := &conflictError{resource: res, cause: cause, delay: m.backstop(res, m.waiting(res))}
@@ -80,6 +81,7 @@ func (m *mw) waitParked(ctx context.Context, t *asynq.Task, meta taskMeta, res s
 	if ctx.Err() != nil || !errors.Is(err, redlock.ErrLocked) && !errors.Is(err, redlock.ErrQuorum) {
 		return nil, fmt.Errorf("task %s (id %s): acquiring %s: %w", t.Type(), meta.id, res, err)
 	}
+	m.promoteAhead(meta.queue, res, meta.id) // no longer on its way: frees its promotion slot
 	busy := &conflictError{resource: res, cause: err, delay: m.pace.delay(res)}
 	m.observe(Event{Kind: EventConflict, TaskType: t.Type(), TaskID: meta.id, Resource: res, Policy: m.cfg.policy.String(), Action: "requeue", Wait: time.Since(start), Err: err})
 	log.Info("task requeued: parked once already and its resource stayed busy", "cause", err)
