@@ -136,25 +136,29 @@ func (m *mw) acquire(ctx context.Context, res string) (lock *redlock.Lock, waite
 
 // waitFor waits up to bound for res; the caller entered the wait. When the
 // bound ends while the resource keeps changing hands (a task of this process
-// released it meanwhile: a queue of waiters is being served), the wait goes
-// on for another bound, up to waitRounds bounds: requeueing a task that is
-// about to get its turn only sends it to the back.
+// released it during the round, or its holder on the lock nodes changed since
+// the previous round), the wait goes on for another bound, up to waitRounds
+// bounds: requeueing a task that is being served in turn only sends it to
+// the back, and with asynq's default RetryDelayFunc keeps it away 15s or more.
 func (m *mw) waitFor(ctx context.Context, res string, bound time.Duration) (*redlock.Lock, error) {
 	defer m.leaveWait(res)
+	holder := ""
 	for round := 1; ; round++ {
 		since := time.Now()
 		wctx, cancel := context.WithTimeout(ctx, bound)
 		lock, err := m.client.Acquire(wctx, res, m.cfg.ttl, m.lockOpts()...)
 		ended := wctx.Err() != nil
 		cancel()
-		if err == nil || ctx.Err() != nil {
+		if err == nil || ctx.Err() != nil || !ended {
 			return lock, err
 		}
-		if ended && round < waitRounds && m.pace.lastRelease(res).After(since) {
-			continue
-		}
-		if !ended {
-			return nil, err
+		if round < waitRounds {
+			now := m.holderOf(ctx, res)
+			moved := m.pace.lastRelease(res).After(since) || round == 1 || now != holder
+			holder = now
+			if moved && now != "" {
+				continue
+			}
 		}
 		// Our wait bound ended, not the task: report the lock's cause
 		// alone, not a deadline that asynq could take for the task's.
@@ -164,6 +168,27 @@ func (m *mw) waitFor(ctx context.Context, res string, bound time.Duration) (*red
 		}
 		return nil, fmt.Errorf("%w (after waiting %v)", cause, time.Duration(round)*bound)
 	}
+}
+
+// holderOf returns the token most lock nodes report for res ("" when none
+// or on failure).
+func (m *mw) holderOf(ctx context.Context, res string) string {
+	ictx, cancel := context.WithTimeout(ctx, releaseTimeout)
+	defer cancel()
+	states, err := m.client.Inspect(ictx, res)
+	if err != nil {
+		return ""
+	}
+	count := map[string]int{}
+	best := ""
+	for _, st := range states {
+		if st.Err == nil && st.Token != "" {
+			if count[st.Token]++; count[st.Token] > count[best] {
+				best = st.Token
+			}
+		}
+	}
+	return best
 }
 
 // waitRounds bounds how many times a wait is renewed while its resource

@@ -34,7 +34,10 @@ const (
 )
 
 // Wait blocks up to max for the lock (woken as soon as the holder releases,
-// and never past the task's own deadline), then requeues the task.
+// and never past the task's own deadline), then requeues the task — unless
+// the resource changed hands meanwhile (a queue of waiters is being served):
+// then the wait is renewed, up to 15 times max; a holder that stays put
+// gets the waiter requeued after 2×max.
 func Wait(max time.Duration) Policy { return Policy{action: actRequeue, wait: max} }
 
 // Requeue returns the task to asynq at once, to be retried after a short
