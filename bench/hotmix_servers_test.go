@@ -95,13 +95,14 @@ func startWorkers(b *testing.B, cluster *redistest.Cluster, broker *redistest.No
 	b.Cleanup(func() { cancel(); wg.Wait() })
 	for i := range *hotMixServers {
 		cfg, err := worker.LoadConfigFrom(map[string]string{
-			"ASYNQ_REDIS_URL":    "redis://" + addrOf(broker),
-			"REDLOCK_NODES":      strings.Join(cluster.URLs(), ","),
-			"REDLOCK_PREFIX":     lockPrefix,
-			"WORKER_CONCURRENCY": strconv.Itoa(hotMixConcurrency),
-			"WORKER_QUEUES":      queue + ":1",
-			"METRICS_ADDR":       "off",
-			"LOG_LEVEL":          "error",
+			"ASYNQ_REDIS_URL":            "redis://" + addrOf(broker),
+			"REDLOCK_NODES":              strings.Join(cluster.URLs(), ","),
+			"REDLOCK_PREFIX":             lockPrefix,
+			"WORKER_CONCURRENCY":         strconv.Itoa(hotMixConcurrency),
+			"WORKER_QUEUES":              queue + ":1",
+			"METRICS_ADDR":               "off",
+			"LOG_LEVEL":                  "error",
+			"WORKER_TASK_CHECK_INTERVAL": *hotMixTaskCheck,
 		})
 		if err != nil {
 			b.Fatalf("worker %d config: %v", i, err)

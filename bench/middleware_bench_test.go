@@ -25,6 +25,8 @@ var (
 		"extra work (a sleep) of the BenchmarkMiddlewareThroughput handler before its INCRBY")
 	hotMixServers = flag.Int("bench.hotmixservers", 3,
 		"asynq servers (each with its own lock client, Concurrency 8) of BenchmarkMiddlewareHotMix")
+	hotMixTaskCheck = flag.String("bench.hotmixtaskcheck", "",
+		"WORKER_TASK_CHECK_INTERVAL of the worker.New variants of BenchmarkMiddlewareHotMix (empty: the worker's default)")
 )
 
 const (

@@ -135,10 +135,10 @@ func (m *mw) acquire(ctx context.Context, res string) (lock *redlock.Lock, waite
 }
 
 // waitFor waits up to bound for res; the caller entered the wait. When the
-// bound ends while the resource keeps changing hands (a task of this process
-// released it during the round, or its holder on the lock nodes changed since
-// the previous round), the wait goes on for another bound, up to waitRounds
-// bounds: requeueing a task that is being served in turn only sends it to
+// bound ends, the wait goes on for another bound (up to waitRounds bounds)
+// unless the resource is seen stuck: the same holder on the lock nodes as at
+// the previous bound's end and no release by a task of this process
+// meanwhile: requeueing a task that is being served in turn only sends it to
 // the back, and with asynq's default RetryDelayFunc keeps it away 15s or more.
 func (m *mw) waitFor(ctx context.Context, res string, bound time.Duration) (*redlock.Lock, error) {
 	defer m.leaveWait(res)
@@ -153,10 +153,10 @@ func (m *mw) waitFor(ctx context.Context, res string, bound time.Duration) (*red
 			return lock, err
 		}
 		if round < waitRounds {
-			now := m.holderOf(ctx, res)
-			moved := m.pace.lastRelease(res).After(since) || round == 1 || now != holder
+			now, known := m.holderOf(ctx, res)
+			stuck := known && now != "" && now == holder && !m.pace.lastRelease(res).After(since)
 			holder = now
-			if moved && now != "" {
+			if !stuck {
 				continue
 			}
 		}
@@ -170,14 +170,14 @@ func (m *mw) waitFor(ctx context.Context, res string, bound time.Duration) (*red
 	}
 }
 
-// holderOf returns the token most lock nodes report for res ("" when none
-// or on failure).
-func (m *mw) holderOf(ctx context.Context, res string) string {
+// holderOf returns the token most lock nodes report for res ("" when
+// none); known is false when the nodes could not tell.
+func (m *mw) holderOf(ctx context.Context, res string) (token string, known bool) {
 	ictx, cancel := context.WithTimeout(ctx, releaseTimeout)
 	defer cancel()
 	states, err := m.client.Inspect(ictx, res)
 	if err != nil {
-		return ""
+		return "", false
 	}
 	count := map[string]int{}
 	best := ""
@@ -188,7 +188,7 @@ func (m *mw) holderOf(ctx context.Context, res string) string {
 			}
 		}
 	}
-	return best
+	return best, true
 }
 
 // waitRounds bounds how many times a wait is renewed while its resource
