@@ -136,13 +136,13 @@ func (m *mw) acquire(ctx context.Context, res string) (lock *redlock.Lock, waite
 
 // waitFor waits up to bound for res; the caller entered the wait. When the
 // bound ends, the wait goes on for another bound (up to waitRounds bounds)
-// unless the resource is seen stuck: the same holder on the lock nodes as at
-// the previous bound's end and no release by a task of this process
-// meanwhile: requeueing a task that is being served in turn only sends it to
+// unless the resource is seen stuck: the same holder on the lock nodes at
+// stuckAfter bound ends in a row after the first, with no release by a task
+// of this process meanwhile: requeueing a task that is being served in turn only sends it to
 // the back, and with asynq's default RetryDelayFunc keeps it away 15s or more.
 func (m *mw) waitFor(ctx context.Context, res string, bound time.Duration) (*redlock.Lock, error) {
 	defer m.leaveWait(res)
-	holder := ""
+	holder, same := "", 0
 	for round := 1; ; round++ {
 		since := time.Now()
 		wctx, cancel := context.WithTimeout(ctx, bound)
@@ -154,9 +154,13 @@ func (m *mw) waitFor(ctx context.Context, res string, bound time.Duration) (*red
 		}
 		if round < waitRounds {
 			now, known := m.holderOf(ctx, res)
-			stuck := known && now != "" && now == holder && !m.pace.lastRelease(res).After(since)
+			if known && now != "" && now == holder && !m.pace.lastRelease(res).After(since) {
+				same++
+			} else {
+				same = 0
+			}
 			holder = now
-			if !stuck {
+			if same < m.stuckAfter() {
 				continue
 			}
 		}
@@ -194,6 +198,17 @@ func (m *mw) holderOf(ctx context.Context, res string) (token string, known bool
 // waitRounds bounds how many times a wait is renewed while its resource
 // makes progress.
 const waitRounds = 15
+
+// stuckAfter is how many bounds in a row one holder must keep the resource
+// (with no release in this process) for a waiter to give up: 1 with parking;
+// 4 without, where a requeue may cost asynq's default backoff (15s and
+// more) and a failure count if the server lacks IsFailure and RetryDelay.
+func (m *mw) stuckAfter() int {
+	if m.cfg.broker != nil {
+		return 1
+	}
+	return 4
+}
 
 // requeueTrip is how long a requeued task is away at least with asynq's
 // default DelayedTaskCheckInterval: waiting any shorter is better.

@@ -37,7 +37,7 @@ const (
 // and never past the task's own deadline), then requeues the task — unless
 // the resource changed hands meanwhile (a queue of waiters is being served):
 // then the wait is renewed, up to 15 times max; a holder that stays put
-// gets the waiter requeued after 2×max.
+// gets the waiter requeued after 2×max (with WithParking; 5×max without).
 func Wait(max time.Duration) Policy { return Policy{action: actRequeue, wait: max} }
 
 // Requeue returns the task to asynq at once, to be retried after a short
