@@ -11,6 +11,7 @@ import (
 
 	"github.com/asynqlock/asynqlock/internal/redistest"
 	"github.com/asynqlock/asynqlock/middleware"
+	"github.com/asynqlock/asynqlock/redlock"
 	"github.com/hibiken/asynq"
 	"github.com/redis/go-redis/v9"
 )
@@ -95,7 +96,7 @@ func TestHotMixParksOnce(t *testing.T) {
 	inv := newInventory(t, store, 2*time.Millisecond)
 	pc := newParkCount()
 	for range 3 {
-		h := middleware.Lock(lockClient(t, nodes), middleware.ByField("sku"), middleware.WithObserver(pc.observe),
+		h := middleware.Lock(lockClient(t, nodes, redlock.WithNodeTimeout(time.Second)), middleware.ByField("sku"), middleware.WithObserver(pc.observe),
 			middleware.WithEnqueuer(asynqClient(t, broker)), middleware.WithParking(brokerClient(t, broker)))(inv)
 		startServer(t, broker, serverConfig(8), h)
 	}
@@ -127,7 +128,7 @@ func TestParkedMaxRetryZeroTasks(t *testing.T) {
 	pc := newParkCount()
 	insp := inspector(t, broker)
 	for range 2 {
-		h := middleware.Lock(lockClient(t, nodes), middleware.ByField("sku"), middleware.WithObserver(pc.observe),
+		h := middleware.Lock(lockClient(t, nodes, redlock.WithNodeTimeout(time.Second)), middleware.ByField("sku"), middleware.WithObserver(pc.observe),
 			middleware.WithEnqueuer(asynqClient(t, broker)), middleware.WithInspector(insp),
 			middleware.WithParking(brokerClient(t, broker)), middleware.WithMaxWaiters(1))(inv)
 		startServer(t, broker, serverConfig(8), h)
@@ -158,7 +159,7 @@ func TestParkedMaxRetryZeroTasks(t *testing.T) {
 func TestStalePromotionDoesNotRerunCompletedTask(t *testing.T) {
 	nodes := redistest.StartCluster(t, 3)
 	broker := redistest.StartNode(t)
-	locks := lockClient(t, nodes)
+	locks := lockClient(t, nodes, redlock.WithNodeTimeout(time.Second))
 	var runs sync.Map // task id -> *atomic.Int64
 	h := middleware.Lock(locks, middleware.ByType(), middleware.WithPolicy(middleware.Requeue()),
 		middleware.WithParking(brokerClient(t, broker)), middleware.WithParkBackstop(time.Second))(
@@ -176,7 +177,9 @@ func TestStalePromotionDoesNotRerunCompletedTask(t *testing.T) {
 		return 0
 	}
 	ctx := context.Background()
-	held, err := locks.TryAcquire(ctx, "task:job:job", 30*time.Second)
+	actx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	held, err := locks.Acquire(actx, "task:job:job", 30*time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -255,7 +258,7 @@ func TestDefaultConfigHotSKU(t *testing.T) {
 	inv := newInventory(t, store, 2*time.Millisecond)
 	pc := newParkCount()
 	for range 3 {
-		h := middleware.Lock(lockClient(t, nodes), middleware.ByField("sku"), middleware.WithObserver(pc.observe))(inv)
+		h := middleware.Lock(lockClient(t, nodes, redlock.WithNodeTimeout(time.Second)), middleware.ByField("sku"), middleware.WithObserver(pc.observe))(inv)
 		startServer(t, broker, asynq.Config{Concurrency: 8, Logger: quietAsynq{}, LogLevel: asynq.FatalLevel}, h)
 	}
 	adj, expected := hotMix(600)
