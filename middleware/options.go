@@ -223,8 +223,8 @@ func WithParking(broker redis.UniversalClient) Option {
 }
 
 // WithParkBackstop sets how long a parked task stays in the retry set if no
-// task of its resource promotes it (default 0: twice the expected time of the
-// tasks parked ahead of it, within 2s..1m).
+// task of its resource promotes it (default 0: four times the measured hold
+// time of the tasks parked ahead of it, within 2s..1m).
 func WithParkBackstop(d time.Duration) Option { return func(c *config) { c.backstop = d } }
 
 // WithLogger sets the structured logger (default: discard).

@@ -210,12 +210,13 @@ func newNonce() string {
 	return "p" + hex.EncodeToString(b[:])
 }
 
-// backstop is how long a parked task stays away if nobody promotes it: twice
-// the time the tasks ahead of it should take, within [2s, 1m].
+// backstop is how long a parked task stays away if nobody promotes it: four
+// times the hold time of the tasks ahead of it (a turn costs more than the
+// hold: the hand-over, the trip back to a worker), within [2s, 1m].
 func (m *mw) backstop(res string, ahead int) time.Duration {
 	if m.cfg.backstop > 0 {
 		return m.cfg.backstop
 	}
-	d := 2 * time.Duration(ahead+1) * m.pace.typical(res)
+	d := 4 * time.Duration(ahead+1) * m.pace.typical(res)
 	return min(max(d, parkBackstopMin), parkBackstopMax)
 }
