@@ -1,7 +1,9 @@
 package integration
 
 import (
+	"errors"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -72,4 +74,34 @@ func reclaimOrphans(t *testing.T, insp *asynq.Inspector, orphans map[string]bool
 		}
 	}
 	return orphaned, reclaimed, backoff
+}
+
+// launchTaskWorkers starts task worker processes A, B and C (worker.New,
+// concurrency 8, fencing; hold: the handler's pauses) and follows their
+// events. All three start now (each pays for the binary's start-up) but
+// serve only when told "go". followed[i] closes once all of procs[i]'s
+// lines have been read.
+func launchTaskWorkers(t *testing.T, env *proofEnv, hold [2]time.Duration) (procs []*workerProc, trace *taskTrace, followed []<-chan struct{}) {
+	t.Helper()
+	names := []string{"A", "B", "C"}
+	procs = make([]*workerProc, len(names))
+	errs := make([]error, len(names))
+	var wg sync.WaitGroup
+	for i, name := range names {
+		cfg := env.config(t, name, modeTasks)
+		cfg.Goroutines, cfg.Fencing = 8, true
+		cfg.Hold = hold
+		cfg.Limit = 3 * time.Minute
+		wg.Go(func() { procs[i], errs[i] = launchWorker(t, cfg) })
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		t.Fatal(err)
+	}
+	trace = newTaskTrace()
+	followed = make([]<-chan struct{}, len(procs))
+	for i, p := range procs {
+		followed[i] = trace.follow(names[i], p)
+	}
+	return procs, trace, followed
 }

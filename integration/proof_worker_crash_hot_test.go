@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
-	"sync"
 	"testing"
 	"time"
 
@@ -39,27 +38,8 @@ func TestProofWorkerCrashHotSKU(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	names := []string{"A", "B", "C"}
-	procs := make([]*workerProc, len(names))
-	errs := make([]error, len(names))
-	var wg sync.WaitGroup
-	for i, name := range names {
-		cfg := env.config(t, name, modeTasks)
-		cfg.Goroutines, cfg.Fencing = 8, true
-		cfg.Hold = [2]time.Duration{30 * time.Millisecond, 50 * time.Millisecond}
-		cfg.Limit = 3 * time.Minute
-		wg.Go(func() { procs[i], errs[i] = launchWorker(t, cfg) })
-	}
-	wg.Wait()
-	if err := errors.Join(errs...); err != nil {
-		t.Fatal(err)
-	}
+	procs, trace, followed := launchTaskWorkers(t, env, [2]time.Duration{30 * time.Millisecond, 50 * time.Millisecond})
 	a, b, c := procs[0], procs[1], procs[2]
-	trace := newTaskTrace()
-	followed := make([]<-chan struct{}, len(procs))
-	for i, p := range procs {
-		followed[i] = trace.follow(names[i], p)
-	}
 	must := func(err error) {
 		t.Helper()
 		if err != nil {

@@ -60,29 +60,9 @@ func TestProofWorkerCrash(t *testing.T) {
 	}
 
 	// A is killed, B survives it, C is the fresh worker started once asynq
-	// can reclaim A's tasks. All three start now (each pays for the
-	// binary's start-up) but serve only when told "go".
-	names := []string{"A", "B", "C"}
-	procs := make([]*workerProc, len(names))
-	errs := make([]error, len(names))
-	var wg sync.WaitGroup
-	for i, name := range names {
-		cfg := env.config(t, name, modeTasks)
-		cfg.Goroutines, cfg.Fencing = 8, true
-		cfg.Hold = [2]time.Duration{150 * time.Millisecond, 250 * time.Millisecond}
-		cfg.Limit = 3 * time.Minute
-		wg.Go(func() { procs[i], errs[i] = launchWorker(t, cfg) })
-	}
-	wg.Wait()
-	if err := errors.Join(errs...); err != nil {
-		t.Fatal(err)
-	}
+	// can reclaim A's tasks.
+	procs, trace, followed := launchTaskWorkers(t, env, [2]time.Duration{150 * time.Millisecond, 250 * time.Millisecond})
 	a, b, c := procs[0], procs[1], procs[2]
-	trace := newTaskTrace()
-	followed := make([]<-chan struct{}, len(procs))
-	for i, p := range procs {
-		followed[i] = trace.follow(names[i], p)
-	}
 	must := func(err error) {
 		t.Helper()
 		if err != nil {
