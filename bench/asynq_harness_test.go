@@ -177,12 +177,6 @@ func (c *counter) observe(e middleware.Event) {
 	c.m[e.Action]++
 }
 
-func (c *counter) get(action string) int {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.m[action]
-}
-
 func (c *counter) total() int {
 	c.mu.Lock()
 	defer c.mu.Unlock()

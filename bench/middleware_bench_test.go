@@ -25,6 +25,8 @@ var (
 		"extra work (a sleep) of the BenchmarkMiddlewareThroughput handler before its INCRBY")
 	hotMixServers = flag.Int("bench.hotmixservers", 3,
 		"asynq servers (each with its own lock client, Concurrency 8) of BenchmarkMiddlewareHotMix")
+	hotMixTaskCheck = flag.String("bench.hotmixtaskcheck", "",
+		"WORKER_TASK_CHECK_INTERVAL of the worker.New variants of BenchmarkMiddlewareHotMix (empty: the worker's default)")
 )
 
 const (
@@ -244,12 +246,17 @@ func runThroughput(b *testing.B, cluster *redistest.Cluster, broker, store *redi
 type inventory struct {
 	store *redis.Client
 	ty    *tally
+	hot   hotSpan
 }
 
 func (inv *inventory) ProcessTask(ctx context.Context, t *asynq.Task) error {
 	a, err := decode(t)
 	if err != nil {
 		return err
+	}
+	if a.SKU == hotSKU {
+		start := time.Now()
+		defer func() { inv.hot.add(start, time.Now()) }()
 	}
 	key := "stock:" + a.SKU
 	v, err := inv.store.Get(ctx, key).Int64()
@@ -264,30 +271,32 @@ func (inv *inventory) ProcessTask(ctx context.Context, t *asynq.Task) error {
 	return nil
 }
 
-// BenchmarkMiddlewareHotMix measures how a hot SKU delays cold ones. The
-// same 500 cold tasks (10 on each of 50 SKUs) run alone (cold-only) and
-// interleaved with 500 tasks on one hot SKU (with-hot), always locked with
-// the default policy (Wait 2s, 2 waiters per resource and process, then
-// requeue), through -bench.hotmixservers (3) asynq servers of Concurrency 8,
-// each with its own lock client and enqueuer, as separate processes would
-// have. The servers run before the first task is enqueued. The handler reads
-// the stock, works 2ms, writes it back. A cold task's latency runs from just
-// before its Enqueue call to the end of its handler. Every SKU's stock is
-// checked at the end (no lost update). The workload is fixed, whatever b.N
-// is: run with -benchtime=1x.
+// BenchmarkMiddlewareHotMix measures how a hot SKU delays cold ones and how
+// busy it keeps its lock. The same 500 cold tasks (10 on each of 50 SKUs) run
+// alone (cold-only) and interleaved with 500 tasks on one hot SKU
+// (with-hot), through -bench.hotmixservers (3) workers built by worker.New
+// with its defaults (parking on, Wait 2s; concurrency 8, metrics off), each
+// with its own lock client, as separate processes would have. bare-with-hot
+// runs the with-hot workload on asynq servers with asynq's default Config
+// (concurrency 8) and a bare middleware.Lock(lc, ByField("sku")). The
+// servers run before the first task is enqueued. The handler reads the
+// stock, works 2ms, writes it back. A cold task's latency runs from just
+// before its Enqueue call to the end of its handler. hot-busy-% is the sum of
+// the hot handlers' run times over the span from the first hot start to the
+// last hot end; requeues/hot-task counts the hot tasks' trips through asynq
+// (parked, requeued, resubmitted) per hot task. Every SKU's stock is checked
+// at the end (no lost update). The workload is fixed, whatever b.N is: run
+// with -benchtime=1x.
 func BenchmarkMiddlewareHotMix(b *testing.B) {
 	cluster := redistest.StartCluster(b, nodes)
 	broker, store := redistest.StartNode(b), redistest.StartNode(b)
-	for _, withHot := range []bool{false, true} {
-		name := "cold-only"
-		if withHot {
-			name = "with-hot"
-		}
-		b.Run(name, func(b *testing.B) { runHotMix(b, cluster, broker, store, name, withHot) })
+	for _, name := range []string{"cold-only", "with-hot", "bare-with-hot"} {
+		b.Run(name, func(b *testing.B) { runHotMix(b, cluster, broker, store, name) })
 	}
 }
 
-func runHotMix(b *testing.B, cluster *redistest.Cluster, broker, store *redistest.Node, name string, withHot bool) {
+func runHotMix(b *testing.B, cluster *redistest.Cluster, broker, store *redistest.Node, name string) {
+	withHot := name != "cold-only"
 	flush(b, broker, store)
 	queue := freshQueue(name)
 	lockPrefix := "mw:" + queue + ":"
@@ -313,24 +322,12 @@ func runHotMix(b *testing.B, cluster *redistest.Cluster, broker, store *redistes
 		b.Fatalf("store: %v", err)
 	}
 
-	var conflicts counter
-	for i := range *hotMixServers {
-		rc := newRedlock(b, cluster)
-		warmLocks(b, rc, lockPrefix+strconv.Itoa(i)+":")
-		h := middleware.Lock(rc, middleware.ByField("sku"), middleware.WithPrefix(lockPrefix),
-			middleware.WithEnqueuer(asynqClient(b, broker)), middleware.WithObserver(conflicts.observe))(inv)
-		failing := asynq.HandlerFunc(func(ctx context.Context, t *asynq.Task) error {
-			err := h.ProcessTask(ctx, t)
-			if err != nil && middleware.IsFailure(err) {
-				ty.fail(err)
-			}
-			return err
-		})
-		srv := newServer(b, broker, serverConfig(queue, hotMixConcurrency))
-		if err := srv.Start(failing); err != nil {
-			b.Fatalf("start server %d: %v", i, err)
-		}
+	var trips hotTrips
+	startServers := startBare
+	if name != "bare-with-hot" {
+		startServers = startWorkers
 	}
+	startServers(b, cluster, broker, queue, lockPrefix, inv, trips.observe, ty.fail)
 	enq := asynqClient(b, broker)
 	enqAt := make([]time.Time, len(tasks))
 
@@ -378,9 +375,13 @@ func runHotMix(b *testing.B, cluster *redistest.Cluster, broker, store *redistes
 	b.ReportMetric(millis(enqueued), "enqueue-ms")
 	if withHot {
 		b.ReportMetric(hotDone.Seconds(), "hot-done-s")
+		b.ReportMetric(inv.hot.percent(), "hot-busy-%")
+		trips.mu.Lock()
+		b.ReportMetric(float64(trips.trips)/float64(hotMixCold), "requeues/hot-task")
+		b.ReportMetric(float64(trips.promoted), "promotions")
+		b.Logf("hot conflicts by action: %v; cold: %v", trips.actions, trips.cold)
+		trips.mu.Unlock()
 	}
-	b.ReportMetric(float64(conflicts.get("requeue")), "requeues")
-	b.ReportMetric(float64(conflicts.get("resubmit")), "resubmits")
 	if f := ty.fails.Load(); f != 0 {
 		b.Logf("%d handler failures (retried by asynq), first: %s", f, ty.firstErr())
 	}

@@ -60,29 +60,9 @@ func TestProofWorkerCrash(t *testing.T) {
 	}
 
 	// A is killed, B survives it, C is the fresh worker started once asynq
-	// can reclaim A's tasks. All three start now (each pays for the
-	// binary's start-up) but serve only when told "go".
-	names := []string{"A", "B", "C"}
-	procs := make([]*workerProc, len(names))
-	errs := make([]error, len(names))
-	var wg sync.WaitGroup
-	for i, name := range names {
-		cfg := env.config(t, name, modeTasks)
-		cfg.Goroutines, cfg.Fencing = 8, true
-		cfg.Hold = [2]time.Duration{150 * time.Millisecond, 250 * time.Millisecond}
-		cfg.Limit = 3 * time.Minute
-		wg.Go(func() { procs[i], errs[i] = launchWorker(t, cfg) })
-	}
-	wg.Wait()
-	if err := errors.Join(errs...); err != nil {
-		t.Fatal(err)
-	}
+	// can reclaim A's tasks.
+	procs, trace, followed := launchTaskWorkers(t, env, [2]time.Duration{150 * time.Millisecond, 250 * time.Millisecond})
 	a, b, c := procs[0], procs[1], procs[2]
-	trace := newTaskTrace()
-	followed := make([]<-chan struct{}, len(procs))
-	for i, p := range procs {
-		followed[i] = trace.follow(names[i], p)
-	}
 	must := func(err error) {
 		t.Helper()
 		if err != nil {
@@ -132,59 +112,7 @@ func TestProofWorkerCrash(t *testing.T) {
 	}
 	t.Logf("A killed with %d tasks in their sections (%d before the commit, %d after) and %d active in asynq", len(cut), pre, post, len(orphans))
 
-	// Wait for asynq to see A's tasks as orphaned (their lease expired),
-	// then 30s more: the recoverer's margin. Each loop is bounded.
-	deadline = killedAt.Add(40 * time.Second)
-	var orphaned time.Time
-	for orphaned.IsZero() {
-		active, err := insp.ListActiveTasks("default", asynq.PageSize(100))
-		must(err)
-		n := 0
-		for _, ti := range active {
-			if orphans[ti.ID] && ti.IsOrphaned {
-				n++
-			}
-		}
-		switch {
-		case n == len(orphans):
-			orphaned = time.Now()
-		case time.Now().After(deadline):
-			t.Fatalf("%d of %d tasks of the killed worker orphaned %v after the kill", n, len(orphans), time.Since(killedAt))
-		default:
-			time.Sleep(200 * time.Millisecond)
-		}
-	}
-	time.Sleep(time.Until(orphaned.Add(30*time.Second + 250*time.Millisecond)))
-	must(c.send("go"))
-
-	// C's recoverer moves the tasks to the retry set; run them now instead
-	// of after asynq's backoff. B's own recoverer (a minute after its start)
-	// would do the same a little later: the bound allows for it.
-	deadline = killedAt.Add(80 * time.Second)
-	var reclaimed time.Time
-	var backoff []time.Duration
-	for reclaimed.IsZero() {
-		retry, err := insp.ListRetryTasks("default", asynq.PageSize(100))
-		must(err)
-		var due []*asynq.TaskInfo
-		for _, ti := range retry {
-			if orphans[ti.ID] && strings.Contains(ti.LastErr, asynq.ErrLeaseExpired.Error()) {
-				due = append(due, ti)
-			}
-		}
-		switch {
-		case len(due) == len(orphans):
-			reclaimed = time.Now()
-			for _, ti := range due {
-				backoff = append(backoff, time.Until(ti.NextProcessAt))
-				must(insp.RunTask("default", ti.ID))
-			}
-		case time.Now().After(deadline):
-			t.Fatalf("%d of %d tasks of the killed worker reclaimed %v after the kill", len(due), len(orphans), time.Since(killedAt))
-		default:
-			time.Sleep(100 * time.Millisecond)
-		}
-	}
+	orphaned, reclaimed, backoff := reclaimOrphans(t, insp, orphans, killedAt, c)
 
 	// Every task applied, the queue drained, B and C shut down cleanly.
 	deadline = time.Now().Add(30 * time.Second)

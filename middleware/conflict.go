@@ -38,6 +38,11 @@ func (m *mw) conflict(ctx context.Context, t *asynq.Task, meta taskMeta, res str
 		log.Warn("task archived: resource busy", "cause", cause)
 		return nil, fmt.Errorf("task %s (id %s): %w: %w", t.Type(), meta.id, busy, asynq.SkipRetry)
 	}
+	if m.cfg.broker != nil && meta.queue != "" && errors.Is(cause, redlock.ErrLocked) {
+		if lock, done, err := m.parkTask(ctx, t, meta, res, cause, start, log); done {
+			return lock, err
+		}
+	}
 	if !meta.budgetSpent() {
 		ev.Action, ev.Wait = "requeue", time.Since(start)
 		m.observe(ev)

@@ -25,6 +25,19 @@
 // [WithMaxWaiters]), so workers never all sit blocked on one hot resource
 // while other resources' tasks wait in the queue.
 //
+// # Hot resources
+//
+// With [WithParking] (a client to the asynq broker; worker.New passes it), a
+// task past the waiters' bound is parked once: it stays in asynq's retry set
+// with a backstop delay, recorded in a per-resource FIFO next to its queue's
+// keys, and is moved back to its queue when a task of its resource starts or
+// ends, so that it waits, already in a worker, for its turn. A parked task is
+// never parked again, a stale record never re-runs a completed task, and the
+// records are hints: the backstop brings a task back by itself. Without it,
+// the waiters' bound is soft: a task still waits when the tasks ahead of it
+// should be done sooner than a trip through asynq's retry set. See
+// docs/HOTKEYS.md.
+//
 // asynq archives a task that fails on its last retry (or with MaxRetry(0))
 // whatever the error. A conflict must never archive a task, so on the last
 // retry the middleware resubmits the task under a derived ID through the

@@ -10,6 +10,7 @@ import (
 	"github.com/asynqlock/asynqlock/middleware"
 	"github.com/asynqlock/asynqlock/redlock"
 	"github.com/hibiken/asynq"
+	"github.com/redis/go-redis/v9"
 )
 
 // lockNodes starts three in-process Redis servers for the example; in
@@ -71,4 +72,24 @@ func ExampleByField() {
 	err := h.ProcessTask(context.Background(), asynq.NewTask("stock:adjust", []byte(`{"order":{}}`)))
 	fmt.Println(err)
 	// Output: task stock:adjust (id ): asynqlock: cannot derive the task's lock key: field "order.sku" is missing from the payload: skip retry for the task
+}
+
+// Park tasks of a busy resource in the asynq broker rather than requeueing
+// them on a timer: give the middleware a client to the broker the server
+// dequeues from, and the server the package's IsFailure and RetryDelay.
+func ExampleWithParking() {
+	locks, stop := lockNodes()
+	defer stop()
+	redisOpt := asynq.RedisClientOpt{Addr: "localhost:6379"} // the asynq broker
+	broker := redis.NewClient(&redis.Options{Addr: redisOpt.Addr})
+	defer broker.Close()
+
+	mux := asynq.NewServeMux()
+	mux.Use(middleware.Lock(locks, middleware.ByField("sku"), middleware.WithParking(broker)))
+	_ = asynq.NewServer(redisOpt, asynq.Config{
+		IsFailure:      middleware.IsFailure,  // a parked task is not a failure...
+		RetryDelayFunc: middleware.RetryDelay, // ...and stays parked until promoted or its backstop
+	})
+	fmt.Println("parking on", redisOpt.Addr)
+	// Output: parking on localhost:6379
 }

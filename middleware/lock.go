@@ -18,9 +18,13 @@ type mw struct {
 	key    KeyFunc
 	cfg    config
 
-	mu      sync.Mutex
-	waiters map[string]int // tasks of this process waiting per resource
-	pace    pacer
+	mu         sync.Mutex
+	waiters    map[string]int        // tasks of this process waiting per resource
+	promos     map[promoKey][]string // started task IDs to report, per resource being promoted
+	promoReq   map[promoKey]bool     // a promotion was asked for since the last call
+	promoteErr bool                  // the last promotion failed
+	parkErr    bool                  // the last park call failed
+	pace       pacer
 }
 
 // New returns the middleware, or an error naming a bad argument.
@@ -41,7 +45,7 @@ func New(client *redlock.Client, key KeyFunc, opts ...Option) (asynq.MiddlewareF
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	m := &mw{client: client, key: key, cfg: cfg, waiters: make(map[string]int)}
+	m := &mw{client: client, key: key, cfg: cfg, waiters: make(map[string]int), promos: make(map[promoKey][]string), promoReq: make(map[promoKey]bool)}
 	return func(next asynq.Handler) asynq.Handler {
 		return asynq.HandlerFunc(func(ctx context.Context, t *asynq.Task) error {
 			return m.process(ctx, t, next)
@@ -80,7 +84,7 @@ func (m *mw) process(ctx context.Context, t *asynq.Task, next asynq.Handler) err
 	res := m.resource(t, key)
 	log := taskLog{l: m.cfg.logger, id: meta.id, typ: t.Type(), res: res}
 	start := time.Now()
-	lock, err := m.acquire(ctx, res)
+	lock, waited, err := m.acquire(ctx, res)
 	if err != nil {
 		if ctx.Err() != nil || !errors.Is(err, redlock.ErrLocked) && !errors.Is(err, redlock.ErrQuorum) {
 			// asynq ended the run (deadline, shutdown), or the lock client
@@ -92,8 +96,14 @@ func (m *mw) process(ctx context.Context, t *asynq.Task, next asynq.Handler) err
 		if lock == nil {
 			return err
 		}
+		waited = true
 	}
-	m.observe(Event{Kind: EventAcquired, TaskType: t.Type(), TaskID: meta.id, Resource: res, Policy: m.cfg.policy.String(), Wait: time.Since(start)})
+	ev := Event{Kind: EventAcquired, TaskType: t.Type(), TaskID: meta.id, Resource: res, Policy: m.cfg.policy.String(), Wait: time.Since(start)}
+	if waited {
+		ev.Handover = m.handoverKind(res, time.Now())
+	}
+	m.observe(ev)
+	m.promoteAhead(meta.queue, res, meta.id)
 	return m.run(ctx, t, next, lock, meta, log)
 }
 
@@ -109,39 +119,125 @@ func (m *mw) lockOpts() []redlock.LockOption {
 }
 
 // acquire tries once, then under the Wait policy waits (bounded, and only if
-// fewer than maxWaiters tasks of this process already wait for res).
-func (m *mw) acquire(ctx context.Context, res string) (*redlock.Lock, error) {
-	lock, err := m.client.TryAcquire(ctx, res, m.cfg.ttl, m.lockOpts()...)
+// fewer than maxWaiters tasks of this process already wait for res, or,
+// without parking, if the wait should be short). waited reports a lock
+// obtained by waiting.
+func (m *mw) acquire(ctx context.Context, res string) (lock *redlock.Lock, waited bool, err error) {
+	lock, err = m.client.TryAcquire(ctx, res, m.cfg.ttl, m.lockOpts()...)
 	if err == nil || m.cfg.policy.wait <= 0 || !errors.Is(err, redlock.ErrLocked) {
-		return lock, err
+		return lock, false, err
 	}
-	if !m.enterWait(res) {
-		return nil, err
+	if !m.enterWait(res, m.cfg.broker == nil) {
+		return nil, false, err
 	}
+	lock, err = m.waitFor(ctx, res, m.cfg.policy.wait)
+	return lock, err == nil, err
+}
+
+// waitFor waits up to bound for res; the caller entered the wait. When the
+// bound ends, the wait goes on for another bound (up to waitRounds bounds)
+// unless the resource is seen stuck: the same holder on the lock nodes at
+// stuckAfter bound ends in a row after the first, with no release by a task
+// of this process meanwhile: requeueing a task that is being served in turn only sends it to
+// the back, and with asynq's default RetryDelayFunc keeps it away 15s or more.
+func (m *mw) waitFor(ctx context.Context, res string, bound time.Duration) (*redlock.Lock, error) {
 	defer m.leaveWait(res)
-	wctx, cancel := context.WithTimeout(ctx, m.cfg.policy.wait)
-	defer cancel()
-	lock, err = m.client.Acquire(wctx, res, m.cfg.ttl, m.lockOpts()...)
-	if err != nil && ctx.Err() == nil {
+	holder, same := "", 0
+	for round := 1; ; round++ {
+		since := time.Now()
+		wctx, cancel := context.WithTimeout(ctx, bound)
+		lock, err := m.client.Acquire(wctx, res, m.cfg.ttl, m.lockOpts()...)
+		ended := wctx.Err() != nil
+		cancel()
+		if err == nil || ctx.Err() != nil || !ended {
+			return lock, err
+		}
+		if round < waitRounds {
+			now, known := m.holderOf(ctx, res)
+			if known && now != "" && now == holder && !m.pace.lastRelease(res).After(since) {
+				same++
+			} else {
+				same = 0
+			}
+			holder = now
+			if same < m.stuckAfter() {
+				continue
+			}
+		}
 		// Our wait bound ended, not the task: report the lock's cause
 		// alone, not a deadline that asynq could take for the task's.
 		cause := redlock.ErrLocked
 		if errors.Is(err, redlock.ErrQuorum) && !errors.Is(err, redlock.ErrLocked) {
 			cause = redlock.ErrQuorum
 		}
-		return nil, fmt.Errorf("%w (after waiting %v)", cause, m.cfg.policy.wait)
+		return nil, fmt.Errorf("%w (after waiting %v)", cause, time.Duration(round)*bound)
 	}
-	return lock, err
 }
 
-func (m *mw) enterWait(res string) bool {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if m.waiters[res] >= m.cfg.maxWaiters {
-		return false
+// holderOf returns the token most lock nodes report for res ("" when
+// none); known is false when the nodes could not tell.
+func (m *mw) holderOf(ctx context.Context, res string) (token string, known bool) {
+	ictx, cancel := context.WithTimeout(ctx, releaseTimeout)
+	defer cancel()
+	states, err := m.client.Inspect(ictx, res)
+	if err != nil {
+		return "", false
 	}
-	m.waiters[res]++
+	count := map[string]int{}
+	best := ""
+	for _, st := range states {
+		if st.Err == nil && st.Token != "" {
+			if count[st.Token]++; count[st.Token] > count[best] {
+				best = st.Token
+			}
+		}
+	}
+	return best, true
+}
+
+// waitRounds bounds how many times a wait is renewed while its resource
+// makes progress.
+const waitRounds = 15
+
+// stuckAfter is how many bounds in a row one holder must keep the resource
+// (with no release in this process) for a waiter to give up: 1 with parking;
+// 4 without, where a requeue may cost asynq's default backoff (15s and
+// more) and a failure count if the server lacks IsFailure and RetryDelay.
+func (m *mw) stuckAfter() int {
+	if m.cfg.broker != nil {
+		return 1
+	}
+	return 4
+}
+
+// requeueTrip is how long a requeued task is away at least with asynq's
+// default DelayedTaskCheckInterval: waiting any shorter is better.
+const requeueTrip = 5 * time.Second
+
+// enterWait counts a waiter of res if there is room: fewer than maxWaiters
+// wait, or (soft) the tasks ahead should be done within the Wait bound and
+// sooner than a requeued task could come back.
+func (m *mw) enterWait(res string, soft bool) bool {
+	m.mu.Lock()
+	n := m.waiters[res]
+	m.mu.Unlock()
+	if n >= m.cfg.maxWaiters {
+		if !soft || m.cfg.maxWaiters == 0 {
+			return false
+		}
+		if ahead := time.Duration(n+1) * m.pace.typical(res); ahead >= min(requeueTrip, m.cfg.policy.wait) {
+			return false
+		}
+	}
+	m.forceWait(res)
 	return true
+}
+
+// forceWait counts a waiter of res whatever the bound.
+func (m *mw) forceWait(res string) {
+	m.mu.Lock()
+	m.waiters[res]++
+	m.mu.Unlock()
 }
 
 func (m *mw) leaveWait(res string) {
@@ -225,7 +321,10 @@ func (m *mw) run(ctx context.Context, t *asynq.Task, next asynq.Handler, lock *r
 	if lock != nil {
 		m.release(ctx, lock, log)
 	}
-	m.pace.held(res, time.Since(acquired))
+	now := time.Now()
+	m.pace.held(res, now.Sub(acquired))
+	m.pace.releasedAt(res, now)
+	m.promoteAhead(meta.queue, res, "")
 	if lost != nil && !errors.Is(herr, redlock.ErrLockLost) {
 		// The work was not protected to its end: retry it.
 		herr = errors.Join(herr, fmt.Errorf("task %s (id %s): %w", t.Type(), meta.id, lost))

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/hibiken/asynq"
+	"github.com/redis/go-redis/v9"
 )
 
 // Defaults used when no option overrides them.
@@ -33,7 +34,10 @@ const (
 )
 
 // Wait blocks up to max for the lock (woken as soon as the holder releases,
-// and never past the task's own deadline), then requeues the task.
+// and never past the task's own deadline), then requeues the task — unless
+// the resource changed hands meanwhile (a queue of waiters is being served):
+// then the wait is renewed, up to 15 times max; a holder that stays put
+// gets the waiter requeued after 2×max (with WithParking; 5×max without).
 func Wait(max time.Duration) Policy { return Policy{action: actRequeue, wait: max} }
 
 // Requeue returns the task to asynq at once, to be retried after a short
@@ -97,6 +101,8 @@ type config struct {
 	inspector       TaskInspector
 	logger          *slog.Logger
 	observer        func(Event)
+	broker          redis.UniversalClient
+	backstop        time.Duration
 }
 
 func defaultConfig() config {
@@ -126,6 +132,8 @@ func (c *config) validate() error {
 		return fmt.Errorf("middleware: progress stall bound must not be negative, got %v", c.progress)
 	case c.rollbackTimeout <= 0:
 		return fmt.Errorf("middleware: rollback timeout must be positive, got %v", c.rollbackTimeout)
+	case c.backstop < 0:
+		return fmt.Errorf("middleware: park backstop must not be negative, got %v", c.backstop)
 	case c.logger == nil:
 		return fmt.Errorf("middleware: logger is nil")
 	}
@@ -151,8 +159,12 @@ func WithSharedKeys() Option { return func(c *config) { c.shared = true } }
 func WithPolicy(p Policy) Option { return func(c *config) { c.policy = p } }
 
 // WithMaxWaiters bounds how many tasks of this process wait at once for one
-// resource under the Wait policy (default 2); others are requeued at once, so
-// a hot resource never ties up every worker. 0 means no task waits.
+// resource under the Wait policy (default 2), so a hot resource never ties up
+// every worker: others are parked (see WithParking) or requeued. Without
+// WithParking the bound is soft: a task still waits when the tasks ahead of
+// it should be done (from measured hold times) sooner than a requeued task
+// could come back (asynq forwards retried tasks every 5s by default) and
+// within the Wait bound. 0 means no task waits.
 func WithMaxWaiters(n int) Option { return func(c *config) { c.maxWaiters = n } }
 
 // WithFencing acquires locks with fencing tokens (see LockFromContext).
@@ -192,6 +204,28 @@ func WithEnqueuer(e Enqueuer) Option { return func(c *config) { c.enqueuer = e }
 // resubmission failed run in place instead of being archived (see
 // WithEnqueuer). Each lookup is bounded by 5s.
 func WithInspector(i TaskInspector) Option { return func(c *config) { c.inspector = i } }
+
+// WithParking lets the middleware park tasks that meet a busy resource,
+// using broker, a client to the asynq broker's Redis (the one the server
+// dequeues from). A parked task stays in asynq's retry set (a copy in its
+// scheduled set on a last retry, which needs WithEnqueuer), is recorded in a
+// FIFO per queue and resource next to the queue's keys, and is moved to the
+// front of its queue when a task of its resource starts running; a backstop
+// delay brings it back by itself if nobody does (see WithParkBackstop). A
+// task is parked at most once: when it meets the resource busy again it
+// waits for the lock (within the Wait bound). The records are hints that
+// expire; the task itself never leaves asynq. Parking applies under the Wait
+// and Requeue policies and needs the server's IsFailure and RetryDelayFunc
+// from this package (asynq would otherwise count a parking as a failure and
+// choose its own delay). Default: off (tasks are requeued on a timer).
+func WithParking(broker redis.UniversalClient) Option {
+	return func(c *config) { c.broker = broker }
+}
+
+// WithParkBackstop sets how long a parked task stays in the retry set if no
+// task of its resource promotes it (default 0: four times the measured hold
+// time of the tasks parked ahead of it, within 2s..1m).
+func WithParkBackstop(d time.Duration) Option { return func(c *config) { c.backstop = d } }
 
 // WithLogger sets the structured logger (default: discard).
 func WithLogger(l *slog.Logger) Option { return func(c *config) { c.logger = l } }

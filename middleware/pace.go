@@ -23,8 +23,9 @@ type pacer struct {
 }
 
 type pace struct {
-	hold time.Duration // moving average of how long a task holds the resource
-	next time.Time     // the last slot handed out
+	hold     time.Duration // moving average of how long a task holds the resource
+	next     time.Time     // the last slot handed out
+	released time.Time     // when a task of this process last released it
 }
 
 const (
@@ -46,6 +47,35 @@ func (p *pacer) held(res string, d time.Duration) {
 	} else {
 		e.hold = (e.hold*7 + d) / 8
 	}
+}
+
+// typical returns the typical hold time of res (a guess before any run).
+func (p *pacer) typical(res string) time.Duration {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if e := p.entry(res); e.hold > 0 {
+		return max(e.hold, paceMinHold)
+	}
+	return paceFirstHold
+}
+
+// releasedAt records that a task of this process released res at t.
+func (p *pacer) releasedAt(res string, t time.Time) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	e := p.entry(res)
+	e.released = t
+	e.next = max64(e.next, t) // keeps the entry from being swept while in use
+}
+
+// lastRelease returns when a task of this process last released res.
+func (p *pacer) lastRelease(res string) time.Time {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if e, ok := p.m[res]; ok {
+		return e.released
+	}
+	return time.Time{}
 }
 
 // delay returns how long a task that met a conflict on res should stay away.

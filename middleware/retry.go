@@ -20,12 +20,16 @@ type conflictError struct {
 	resource string
 	cause    error
 	delay    time.Duration // when to come back, from the resource's pacer (0: default range)
+	nonce    string        // marks a parked task's error, for its promotion
 }
 
 func (e *conflictError) Error() string {
 	if errors.Is(e.cause, redlock.ErrQuorum) && !errors.Is(e.cause, redlock.ErrLocked) {
 		// Not a busy resource: an outage of the lock nodes.
 		return fmt.Sprintf("asynqlock: lock nodes unreachable, task requeued: %s: %v", e.resource, e.cause)
+	}
+	if e.nonce != "" {
+		return fmt.Sprintf("%v (parked %s): %s: %v", ErrConflict, e.nonce, e.resource, e.cause)
 	}
 	return fmt.Sprintf("%v: %s: %v", ErrConflict, e.resource, e.cause)
 }

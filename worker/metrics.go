@@ -22,6 +22,7 @@ type metrics struct {
 	nodeUp     *prometheus.GaugeVec
 	degraded   prometheus.Gauge
 	brokerUp   prometheus.Gauge
+	park       *parkMetrics
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -76,6 +77,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Help: "1 while the asynq broker answered the last readiness probe, else 0.",
 		}),
 	}
+	m.park = newParkMetrics(reg)
 	reg.MustRegister(m.acquire, m.extensions, m.losses, m.nodeErrors, m.conflicts, m.rollbacks, m.badKeys,
 		m.quorumUp, m.ready, m.nodeUp, m.degraded, m.brokerUp)
 	return m
@@ -101,6 +103,7 @@ func (m *metrics) observeLock(e redlock.Event) {
 
 // observeTask is the middleware observer.
 func (m *metrics) observeTask(e middleware.Event) {
+	m.park.observe(e)
 	switch e.Kind {
 	case middleware.EventConflict:
 		m.conflicts.WithLabelValues(e.Policy, e.Action).Inc()

@@ -1,0 +1,222 @@
+package middleware
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"strconv"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Parking keeps a task that met a busy resource in asynq's retry (or
+// scheduled) set and records it in a per-resource FIFO next to the queue's
+// own keys in the broker, so that the task is brought back (promoted) when a
+// task of its resource starts running, rather than on a timer. The records
+// are hints: the task itself never leaves asynq, and a backstop delay brings
+// it back by itself if nobody promotes it. See docs/HOTKEYS.md.
+
+// Key layout, under the queue's hash tag so that one script may touch the
+// queue's keys and the records on a Redis Cluster.
+const (
+	parkFIFOPart = "asynqlock:park:"     // list of members, oldest first
+	parkOutPart  = "asynqlock:promoted:" // zset: promoted tasks not started yet
+	parkMarkPart = "asynqlock:parked:"   // a task that was parked once
+)
+
+// Parking bounds.
+const (
+	parkBackstopMin = 2 * time.Second
+	parkBackstopMax = time.Minute
+	parkMarkTTL     = 10 * time.Minute
+	// parkSettle is how long a record may name a task that is not yet in
+	// the retry or scheduled set (its run is still returning, its copy
+	// still being enqueued) before the record is taken for stale.
+	parkSettle = 2 * time.Second
+	// parkScan bounds the records one promotion looks at.
+	parkScan = 16
+	// promotedStale: a promoted task not started this long after its
+	// promotion no longer counts as on its way (it was lost or crashed).
+	promotedStale = 10 * time.Second
+)
+
+func queuePrefix(queue string) string { return "asynq:{" + queue + "}:" }
+
+func fifoKey(queue, res string) string { return queuePrefix(queue) + parkFIFOPart + res }
+
+func markKey(queue, id string) string { return queuePrefix(queue) + parkMarkPart + id }
+
+func outKey(queue, res string) string { return queuePrefix(queue) + parkOutPart + res }
+
+// parkScript records a parked task unless the running task was parked once
+// already. KEYS: fifo, the running task's mark, the returning task's mark.
+// ARGV: member, fifo TTL ms, mark TTL ms. Returns -1 (parked before: do not
+// park again) or the FIFO's length.
+var parkScript = redis.NewScript(`
+if redis.call('EXISTS', KEYS[2]) == 1 then return -1 end
+redis.call('SET', KEYS[3], '1', 'PX', ARGV[3])
+local n = redis.call('RPUSH', KEYS[1], ARGV[1])
+redis.call('PEXPIRE', KEYS[1], ARGV[2])
+return n`)
+
+// promoteScript keeps up to ARGV[7] promoted tasks of a resource on their
+// way (pending, or waiting in a worker, and not started yet; promote removes
+// the tasks that started from the zset): it moves as many parked tasks of
+// the FIFO as there is room for to the back of their queue's pending list,
+// where asynq's own RunTask and forwarder put tasks (tasks queued before
+// them are not overtaken). A record is trusted only if its task is still
+// parked by that very conflict: in the retry set with the record's nonce in
+// its last error, or (a resubmitted copy) in the scheduled set. A completed
+// task kept by Retention, a task already pending or running, one retried for
+// another reason: all are dropped, never run again. A record whose task has
+// not reached the set yet keeps its place for parkSettle (later records may
+// be promoted past it).
+// KEYS: fifo, promoted zset. ARGV: task key prefix, pending, retry,
+// scheduled keys, now (ms), now (ns), depth, settle (ms), unused, stale
+// (ms). Returns {remaining, id1, at1, id2, at2...}.
+var promoteScript = redis.NewScript(`
+local out = {0}
+local now = tonumber(ARGV[5])
+redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', now - tonumber(ARGV[10]))
+local room = tonumber(ARGV[7]) - redis.call('ZCARD', KEYS[2])
+local moved, i = 0, 0
+for scanned = 1, ` + strconv.Itoa(parkScan) + ` do
+  if moved >= room then break end
+  local m = redis.call('LINDEX', KEYS[1], i)
+  if not m then break end
+  local keep = false
+  local at, nonce, id = string.match(m, '^(%d+)|(%w*)|(.*)$')
+  if id then
+    local tk = ARGV[1] .. id
+    local f = redis.call('HMGET', tk, 'state', 'msg', 'group')
+    local state, msg, group = f[1], f[2], f[3]
+    if (not state or state == 'active') and now - tonumber(at) < tonumber(ARGV[8]) then
+      keep = true
+    else
+      local z
+      if state == 'retry' and nonce ~= '' and msg and string.find(msg, nonce, 1, true) then
+        z = ARGV[3]
+      elseif state == 'scheduled' and nonce == '' then
+        z = ARGV[4]
+      end
+      if z and (not group or group == '') and redis.call('ZREM', z, id) == 1 then
+        redis.call('LPUSH', ARGV[2], id)
+        redis.call('ZADD', KEYS[2], now, id)
+        redis.call('HSET', tk, 'state', 'pending', 'pending_since', ARGV[6])
+        moved = moved + 1
+        table.insert(out, id)
+        table.insert(out, at)
+      end
+    end
+  end
+  if keep then
+    i = i + 1
+  else
+    redis.call('LREM', KEYS[1], 1, m)
+  end
+end
+if moved > 0 then redis.call('PEXPIRE', KEYS[2], ARGV[10]) end
+out[1] = redis.call('LLEN', KEYS[1])
+return out`)
+
+// parked is what a park call did.
+type parked struct {
+	again bool   // the task was parked once already: it should wait instead
+	fifo  int    // the FIFO's length with this task
+	nonce string // marks the task's conflict error (retry path)
+}
+
+// park records the task that returns as returnID (the running task's ID, or
+// its resubmitted copy's) in res's FIFO. nonce is empty for a copy.
+func (m *mw) park(ctx context.Context, queue, res, runID, returnID string, copy bool) (parked, error) {
+	p := parked{}
+	if !copy {
+		p.nonce = newNonce()
+	}
+	member := strconv.FormatInt(time.Now().UnixMilli(), 10) + "|" + p.nonce + "|" + returnID
+	ttl := max(m.cfg.backstop, parkBackstopMax) + parkMarkTTL
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
+	defer cancel()
+	n, err := parkScript.Run(cctx, m.cfg.broker, []string{fifoKey(queue, res), markKey(queue, runID), markKey(queue, returnID)},
+		member, ttl.Milliseconds(), ttl.Milliseconds()).Int()
+	if err != nil {
+		return p, err
+	}
+	if n < 0 {
+		return parked{again: true}, nil
+	}
+	p.fifo = n
+	return p, nil
+}
+
+// wasParked reports whether the running task was parked once already.
+func (m *mw) wasParked(ctx context.Context, queue, id string) (bool, error) {
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
+	defer cancel()
+	n, err := m.cfg.broker.Exists(cctx, markKey(queue, id)).Result()
+	return n == 1, err
+}
+
+// promotion is one promoted task.
+type promotion struct {
+	id     string
+	parked time.Duration // how long it was parked
+}
+
+// promote counts the started tasks as arrived and keeps up to depth
+// promoted tasks of res on their way; it returns the tasks it promoted and
+// how many records remain.
+func promote(ctx context.Context, broker redis.UniversalClient, queue, res string, started []string, depth int) ([]promotion, int, error) {
+	// Plain commands first, cheap for a resource with nothing parked (the
+	// common case): the script runs only when the FIFO exists.
+	fifo, promoted := fifoKey(queue, res), outKey(queue, res)
+	pipe := broker.Pipeline()
+	exists := pipe.Exists(ctx, fifo)
+	if len(started) > 0 {
+		ids := make([]any, len(started))
+		for i, id := range started {
+			ids[i] = id
+		}
+		pipe.ZRem(ctx, promoted, ids...)
+	}
+	if _, err := pipe.Exec(ctx); err != nil {
+		return nil, 0, err
+	}
+	if exists.Val() == 0 {
+		return nil, 0, nil
+	}
+	now := time.Now()
+	p := queuePrefix(queue)
+	vals, err := promoteScript.Run(ctx, broker, []string{fifo, promoted}, p+"t:", p+"pending", p+"retry", p+"scheduled",
+		now.UnixMilli(), now.UnixNano(), depth, parkSettle.Milliseconds(), "", promotedStale.Milliseconds()).Slice()
+	if err != nil || len(vals) == 0 {
+		return nil, 0, err
+	}
+	left, _ := vals[0].(int64)
+	var out []promotion
+	for i := 1; i+1 < len(vals); i += 2 {
+		id, _ := vals[i].(string)
+		at, _ := vals[i+1].(string)
+		ms, _ := strconv.ParseInt(at, 10, 64)
+		out = append(out, promotion{id: id, parked: now.Sub(time.UnixMilli(ms))})
+	}
+	return out, int(left), nil
+}
+
+func newNonce() string {
+	var b [6]byte
+	_, _ = rand.Read(b[:])
+	return "p" + hex.EncodeToString(b[:])
+}
+
+// backstop is how long a parked task stays away if nobody promotes it: four
+// times the hold time of the tasks ahead of it (a turn costs more than the
+// hold: the hand-over, the trip back to a worker), within [2s, 1m].
+func (m *mw) backstop(res string, ahead int) time.Duration {
+	if m.cfg.backstop > 0 {
+		return m.cfg.backstop
+	}
+	d := 4 * time.Duration(ahead+1) * m.pace.typical(res)
+	return min(max(d, parkBackstopMin), parkBackstopMax)
+}

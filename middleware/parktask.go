@@ -1,0 +1,110 @@
+package middleware
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/asynqlock/asynqlock/redlock"
+	"github.com/hibiken/asynq"
+)
+
+// parkTask parks a task that met its resource busy (see WithParking). done
+// is false when parking could not be done (no queue, broker unreachable):
+// the caller then requeues the task as without parking.
+func (m *mw) parkTask(ctx context.Context, t *asynq.Task, meta taskMeta, res string, cause error, start time.Time, log taskLog) (lock *redlock.Lock, done bool, err error) {
+	if meta.budgetSpent() {
+		return m.parkCopy(ctx, t, meta, res, cause, start, log)
+	}
+	p, perr := m.park(ctx, meta.queue, res, meta.id, meta.id, false)
+	if perr != nil {
+		m.warnPark(res, perr)
+		return nil, false, nil
+	}
+	m.warnPark(res, nil)
+	if p.again {
+		lock, err = m.waitParked(ctx, t, meta, res, start, log)
+		return lock, true, err
+	}
+	busy := &conflictError{resource: res, cause: cause, delay: m.backstop(res, p.fifo-1), nonce: p.nonce}
+	m.observe(Event{Kind: EventConflict, TaskType: t.Type(), TaskID: meta.id, Resource: res, Policy: m.cfg.policy.String(), Action: "park", Wait: time.Since(start), Err: cause, Parked: p.fifo})
+	log.Info("task parked: resource busy", "cause", cause, "position", p.fifo, "backstop", busy.delay)
+	return nil, true, busy
+}
+
+// parkCopy parks a task on its last retry, which asynq would archive on any
+// error: a copy is resubmitted to the scheduled set with the backstop delay
+// and recorded, and this run is revoked.
+func (m *mw) parkCopy(ctx context.Context, t *asynq.Task, meta taskMeta, res string, cause error, start time.Time, log taskLog) (*redlock.Lock, bool, error) {
+	if m.cfg.enqueuer == nil {
+		return nil, false, nil
+	}
+	again, err := m.wasParked(ctx, meta.queue, meta.id)
+	if err != nil {
+		m.warnPark(res, err)
+		return nil, false, nil
+	}
+	if again {
+		// Waits like any parked task; if the wait ends first, the usual
+		// last-retry path resubmits it (it must not be archived).
+		m.forceWait(res)
+		if lock, err := m.waitFor(ctx, res, max(m.cfg.policy.wait, DefaultWait)); err == nil {
+			return lock, true, nil
+		}
+		m.promoteAhead(meta.queue, res, meta.id) // no longer on its way: frees its promotion slot
+		return nil, false, nil
+	}
+	busy := &conflictError{resource: res, cause: cause, delay: m.backstop(res, m.waiting(res))}
+	// Recorded first: the record waits parkSettle for its copy to be
+	// stored, while a copy promoted by nobody would wait for its backstop.
+	p, perr := m.park(ctx, meta.queue, res, meta.id, nextID(meta.id), true)
+	m.warnPark(res, perr)
+	if err := m.resubmit(ctx, t, meta, busy, log); err != nil {
+		return nil, false, nil // the usual last-retry path takes over
+	}
+	m.observe(Event{Kind: EventConflict, TaskType: t.Type(), TaskID: meta.id, Resource: res, Policy: m.cfg.policy.String(), Action: "park", Wait: time.Since(start), Err: cause, Parked: p.fifo})
+	log.Info("task parked on its last retry: resource busy; a copy was resubmitted", "cause", cause, "copy_id", nextID(meta.id), "position", p.fifo, "backstop", busy.delay)
+	return nil, true, fmt.Errorf("task %s (id %s) parked as %s: %w: %w", t.Type(), meta.id, nextID(meta.id), busy, asynq.RevokeTask)
+}
+
+// waitParked makes a task that was parked once wait for its lock rather
+// than be parked again, past the waiters' bound: it was promoted to run next
+// (or came back by its backstop). It waits within the Wait bound (2s at
+// least); if that ends first, it is requeued.
+func (m *mw) waitParked(ctx context.Context, t *asynq.Task, meta taskMeta, res string, start time.Time, log taskLog) (*redlock.Lock, error) {
+	m.forceWait(res)
+	lock, err := m.waitFor(ctx, res, max(m.cfg.policy.wait, DefaultWait))
+	if err == nil {
+		return lock, nil
+	}
+	if ctx.Err() != nil || !errors.Is(err, redlock.ErrLocked) && !errors.Is(err, redlock.ErrQuorum) {
+		return nil, fmt.Errorf("task %s (id %s): acquiring %s: %w", t.Type(), meta.id, res, err)
+	}
+	m.promoteAhead(meta.queue, res, meta.id) // no longer on its way: frees its promotion slot
+	busy := &conflictError{resource: res, cause: err, delay: m.pace.delay(res)}
+	m.observe(Event{Kind: EventConflict, TaskType: t.Type(), TaskID: meta.id, Resource: res, Policy: m.cfg.policy.String(), Action: "requeue", Wait: time.Since(start), Err: err})
+	log.Info("task requeued: parked once already and its resource stayed busy", "cause", err)
+	return nil, busy
+}
+
+// waiting returns how many tasks of this process wait for res.
+func (m *mw) waiting(res string) int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.waiters[res]
+}
+
+// warnPark logs a failing park call once per change of state.
+func (m *mw) warnPark(res string, err error) {
+	m.mu.Lock()
+	was := m.parkErr
+	m.parkErr = err != nil
+	m.mu.Unlock()
+	switch {
+	case err != nil && !was:
+		m.cfg.logger.Warn("cannot park tasks in the broker: busy tasks are requeued on a timer", "resource", res, "err", err)
+	case err == nil && was:
+		m.cfg.logger.Info("parking busy tasks again", "resource", res)
+	}
+}

@@ -1,0 +1,98 @@
+package middleware
+
+import (
+	"context"
+	"time"
+)
+
+// promoteAhead releases parked tasks of res when a task of res starts
+// running (started is its ID) or ends (started is ""), so that the next ones
+// reach a worker and wait for the turn while this one works: up to
+// promoteDepth promoted tasks are on their way at any time, across
+// processes. It runs in the background (the task does not wait for the
+// broker), and calls for one resource are coalesced: one goroutine at a time
+// per resource calls the broker.
+func (m *mw) promoteAhead(queue, res, started string) {
+	if m.cfg.broker == nil || queue == "" {
+		return
+	}
+	k := promoKey{queue, res}
+	m.mu.Lock()
+	ids, running := m.promos[k]
+	if started != "" {
+		ids = append(ids, started)
+	}
+	m.promos[k] = ids
+	m.promoReq[k] = true
+	m.mu.Unlock()
+	if running {
+		return
+	}
+	go m.promoteLoop(k)
+}
+
+// promoteDepth is how many promoted tasks of one resource may be on their way
+// at once: twice what one process lets wait.
+func (m *mw) promoteDepth() int { return max(1, 2*m.cfg.maxWaiters) }
+
+type promoKey struct{ queue, res string }
+
+func (m *mw) promoteLoop(k promoKey) {
+	for {
+		m.mu.Lock()
+		ids := m.promos[k]
+		if !m.promoReq[k] {
+			delete(m.promos, k)
+			delete(m.promoReq, k)
+			m.mu.Unlock()
+			return
+		}
+		m.promos[k], m.promoReq[k] = nil, false
+		m.mu.Unlock()
+		ctx, cancel := context.WithTimeout(context.Background(), releaseTimeout)
+		moved, left, err := promote(ctx, m.cfg.broker, k.queue, k.res, ids, m.promoteDepth())
+		cancel()
+		m.promoted(k, moved, left, err)
+	}
+}
+
+// promoted reports one promotion call.
+func (m *mw) promoted(k promoKey, moved []promotion, left int, err error) {
+	if err != nil {
+		m.warnPromote(k.res, err)
+		return
+	}
+	m.warnPromote(k.res, nil)
+	for _, p := range moved {
+		m.observe(Event{Kind: EventPromoted, TaskID: p.id, Resource: k.res, Wait: p.parked, Parked: left})
+		m.cfg.logger.Debug("parked task promoted", "task_id", p.id, "queue", k.queue, "resource", k.res, "parked_for", p.parked, "still_parked", left)
+	}
+}
+
+// warnPromote logs a failing promotion once per change of state: parked
+// tasks then come back by their backstop only.
+func (m *mw) warnPromote(res string, err error) {
+	m.mu.Lock()
+	was := m.promoteErr
+	m.promoteErr = err != nil
+	m.mu.Unlock()
+	switch {
+	case err != nil && !was:
+		m.cfg.logger.Warn("cannot promote parked tasks: they return after their backstop delay", "resource", res, "err", err)
+	case err == nil && was:
+		m.cfg.logger.Info("promoting parked tasks again", "resource", res)
+	}
+}
+
+// handoverKind tells whether a lock obtained after waiting passed from a task
+// of this process ("local") or of another ("remote").
+func (m *mw) handoverKind(res string, acquired time.Time) string {
+	if r := m.pace.lastRelease(res); !r.IsZero() && acquired.Sub(r) < localHandover {
+		return "local"
+	}
+	return "remote"
+}
+
+// localHandover: a lock obtained this soon after a task of this process
+// released it is taken for passed on locally.
+const localHandover = 20 * time.Millisecond
