@@ -24,14 +24,15 @@ type conflictError struct {
 }
 
 func (e *conflictError) Error() string {
+	what := ErrConflict.Error()
 	if errors.Is(e.cause, redlock.ErrQuorum) && !errors.Is(e.cause, redlock.ErrLocked) {
 		// Not a busy resource: an outage of the lock nodes.
-		return fmt.Sprintf("asynqlock: lock nodes unreachable, task requeued: %s: %v", e.resource, e.cause)
+		what = "asynqlock: lock nodes unreachable, task requeued"
 	}
 	if e.nonce != "" {
-		return fmt.Sprintf("%v (parked %s): %s: %v", ErrConflict, e.nonce, e.resource, e.cause)
+		what += " (parked " + e.nonce + ")" // found by the promotion script
 	}
-	return fmt.Sprintf("%v: %s: %v", ErrConflict, e.resource, e.cause)
+	return fmt.Sprintf("%s: %s: %v", what, e.resource, e.cause)
 }
 
 func (e *conflictError) Unwrap() []error { return []error{ErrConflict, e.cause} }
