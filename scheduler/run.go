@@ -324,8 +324,9 @@ func (r *runner) call(ctx context.Context) (err error) {
 func (r *runner) try(resource string, ttl time.Duration) (lease, error) {
 	deadline := time.Now().Add(r.budget)
 	backoff := firstRetry
+	ctx := r.holderContext(r.host.stopping)
 	for {
-		l, err := r.locks.TryAcquire(r.host.stopping, resource, ttl)
+		l, err := r.locks.TryAcquire(ctx, resource, ttl)
 		if err == nil || errors.Is(err, redlock.ErrInvalid) || errors.Is(err, redlock.ErrClosed) || r.stopped() {
 			return l, err
 		}
@@ -347,7 +348,17 @@ func (r *runner) try(resource string, ttl time.Duration) (lease, error) {
 func (r *runner) waitRunning(start time.Time) (lease, error) {
 	ctx, cancel := context.WithDeadline(r.host.stopping, start.Add(r.maxDelay))
 	defer cancel()
-	return r.locks.Acquire(ctx, runningResource(r.name), r.cfg.ttl)
+	return r.locks.Acquire(r.holderContext(ctx), runningResource(r.name), r.cfg.ttl)
+}
+
+// holderContext names the job (and this replica) in the locks taken under
+// ctx, so that other replicas and operators can tell who ran a tick.
+func (r *runner) holderContext(ctx context.Context) context.Context {
+	name := "job " + r.name
+	if r.cfg.replica != "" {
+		name += " on " + r.cfg.replica
+	}
+	return redlock.ContextWithHolder(ctx, name)
 }
 
 // release gives a lock up after its work.
