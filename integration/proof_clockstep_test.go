@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -14,9 +15,9 @@ import (
 )
 
 // TestProofNodeClockStep: Redis expires keys by its wall clock, so a node
-// whose clock steps forward drops a lock key early. A holds a lock (TTL 10s)
+// whose clock steps forward drops a lock key early. A holds a lock (TTL 30s)
 // on all 5 nodes and reads a register; the wall clocks of k nodes then step
-// 20s forward (libfaketime), and B tries to lock the resource for 3s. With a
+// 60s forward (libfaketime), and B tries to lock the resource for 3s. With a
 // minority stepped (k = 2) A's keys survive on a majority and B is kept out;
 // with a majority stepped (k = 3, a control that breaks the bounded-drift
 // assumption) B gets the lock while A still holds it, and the checker finds
@@ -34,7 +35,7 @@ func TestProofNodeClockStep(t *testing.T) {
 // clockStep runs the scenario with k of 5 node clocks stepped and records its
 // row.
 func clockStep(t *testing.T, k int) {
-	const res, ttl, step = "r", 10 * time.Second, 20 * time.Second
+	const res, ttl, step = "r", 30 * time.Second, 60 * time.Second
 	c := redistest.StartClockCluster(t, 5)
 	store := redistest.StartNode(t).Client(t)
 	// Not a timing test: generous node timeouts.
@@ -60,7 +61,7 @@ func clockStep(t *testing.T, k int) {
 			t.Fatal(err)
 		}
 	}
-	h.Events = append(h.Events, checker.Event{At: stamp(), What: fmt.Sprintf("clocks of nodes 1-%d stepped %v forward", k, step)})
+	h.Events = append(h.Events, checker.Event{At: stamp(), What: fmt.Sprintf("clocks of nodes 1-%d stepped %.0fs forward", k, step.Seconds())})
 	checkOffsets(t, ctx, a, k, step)
 	kept := keysLeft(t, ctx, a, res, la.Token(), 5-k)
 
@@ -86,8 +87,8 @@ func clockStep(t *testing.T, k int) {
 	r := checker.Check(h)
 	notes := fmt.Sprintf("%s; A's key left on %d of 5 nodes after the step; B's attempt for 3s: %v; A's release: %v", r, kept, errText(berr), errText(aerr))
 	report.Add(Row{
-		Scenario: "clock step: 2 clients, 1 resource, ttl 10s, 5 nodes",
-		Fault:    fmt.Sprintf("wall clocks of %d of 5 nodes stepped %v forward while A holds", k, step),
+		Scenario: "clock step: 2 clients, 1 resource, ttl 30s, 5 nodes",
+		Fault:    fmt.Sprintf("wall clocks of %d of 5 nodes stepped %.0fs forward while A holds", k, step.Seconds()),
 		Ops:      r.Writes, Violations: r.Safety(), Lost: r.Lost, Duplicated: r.Duplicated,
 		Control: k >= 3,
 		Notes:   notes,
@@ -142,6 +143,7 @@ func keysLeft(t *testing.T, ctx context.Context, cl *redlock.Client, res, token 
 			t.Fatal(err)
 		}
 		kept, answered := 0, 0
+		var seen []string
 		for _, s := range states {
 			if s.Err == nil {
 				answered++
@@ -149,12 +151,13 @@ func keysLeft(t *testing.T, ctx context.Context, cl *redlock.Client, res, token 
 			if s.Token == token {
 				kept++
 			}
+			seen = append(seen, fmt.Sprintf("node %d: held %v ttl %v err %v", s.Node+1, s.Token == token, s.TTL, s.Err))
 		}
 		if kept == want && answered == len(states) {
 			return kept
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("after the step %d of %d nodes answering hold A's key, want %d of %d", kept, answered, want, len(states))
+			t.Fatalf("after the step %d of %d nodes answering hold A's key, want %d of %d (%s)", kept, answered, want, len(states), strings.Join(seen, "; "))
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
