@@ -28,10 +28,11 @@ type NodeReport struct {
 	Maxmemory       int64 // bytes; 0 means no limit, so no eviction
 	AppendOnly      bool
 	AppendFsync     string
-	// Err is the node's failure to answer; nothing else is known then.
+	// Err is the node's failure to answer TIME; nothing else is known then.
 	Err error
-	// ConfigErr is set when the node answered but refused CONFIG GET (an ACL
-	// or a renamed command): its settings are unknown.
+	// ConfigErr is set when the node answered TIME but refused INFO or
+	// CONFIG GET (an ACL, a renamed command, an embedded server): its
+	// identity (RunID "") or its settings are unknown; its clock is known.
 	ConfigErr error
 }
 
@@ -56,7 +57,7 @@ func (r NodeReport) Warnings() []string {
 		return nil
 	}
 	if r.ConfigErr != nil {
-		return []string{fmt.Sprintf("settings unknown (CONFIG GET refused: %v): allow it for this user to have them checked", r.ConfigErr)}
+		return []string{fmt.Sprintf("identity or settings unknown (INFO or CONFIG GET refused: %v): allow both for this user to have them checked", r.ConfigErr)}
 	}
 	var w []string
 	if r.Evicts() {
@@ -109,7 +110,7 @@ func checkNode(ctx context.Context, n *node, bound time.Duration) NodeReport {
 	}
 	info, err := n.client.Info(ctx, "server").Result()
 	if err != nil {
-		r.Err = err
+		r.ConfigErr = err
 		return r
 	}
 	r.RunID, r.Version = infoField(info, "run_id"), infoField(info, "redis_version")

@@ -13,13 +13,7 @@ func (r redlockLocker) Check(ctx context.Context) ([]ClockReport, error) {
 	}
 	out := make([]ClockReport, len(reps))
 	for i, n := range reps {
-		out[i] = ClockReport{Node: n.Addr, Offset: n.ClockOffset, RTT: n.RTT}
-		if n.RTT == 0 {
-			// TIME did not answer. (A node may fail a later part of the
-			// check, such as INFO on an embedded Redis, and still have
-			// measured its clock: RTT is the TIME round trip.)
-			out[i].Err = n.Err
-		}
+		out[i] = ClockReport{Node: n.Addr, Offset: n.ClockOffset, RTT: n.RTT, Err: n.Err} // Err: TIME failed
 	}
 	return out, nil
 }
