@@ -75,14 +75,17 @@ func TestInventoryNoLostUpdates(t *testing.T) {
 }
 
 // TestHotSKUDoesNotStarveColdOnes: 500 tasks on one SKU beside 500 over 50
-// others. Workers must not all sit blocked on the hot lock: the cold tasks
-// finish well before the hot backlog does.
+// others, with parking. Workers must not all sit blocked on the hot lock:
+// the cold tasks finish well before the hot backlog does.
 func TestHotSKUDoesNotStarveColdOnes(t *testing.T) {
 	nodes := redistest.StartCluster(t, 5)
 	broker, store := redistest.StartNode(t), redistest.StartNode(t)
 	inv := newInventory(t, store, 2*time.Millisecond)
 	for range 3 {
-		h := middleware.Lock(lockClient(t, nodes), middleware.ByField("sku"), middleware.WithEnqueuer(asynqClient(t, broker)))(inv)
+		// Parking keeps the waiters' bound hard: without it, short waits
+		// pass the bound and the hot SKU's tasks may take every worker.
+		h := middleware.Lock(lockClient(t, nodes), middleware.ByField("sku"), middleware.WithEnqueuer(asynqClient(t, broker)),
+			middleware.WithParking(brokerClient(t, broker)))(inv)
 		startServer(t, broker, serverConfig(8), h)
 	}
 	var adj []adjustment

@@ -26,17 +26,8 @@ func (m *mw) conflict(ctx context.Context, t *asynq.Task, meta taskMeta, res str
 		// Whatever the policy, it is requeued.
 		action = actRequeue
 	}
-	switch action {
-	case actSkip:
-		ev.Action, ev.Wait = "skip", time.Since(start)
-		m.observe(ev)
-		log.Info("task skipped: resource busy", "cause", cause)
-		return nil, nil
-	case actFail:
-		ev.Action, ev.Wait = "fail", time.Since(start)
-		m.observe(ev)
-		log.Warn("task archived: resource busy", "cause", cause)
-		return nil, fmt.Errorf("task %s (id %s): %w: %w", t.Type(), meta.id, busy, asynq.SkipRetry)
+	if action == actSkip || action == actFail {
+		return nil, m.skipOrFail(t, meta, action, ev, busy, start, log)
 	}
 	if m.cfg.broker != nil && meta.queue != "" && errors.Is(cause, redlock.ErrLocked) {
 		if lock, done, err := m.parkTask(ctx, t, meta, res, cause, start, log); done {
@@ -96,4 +87,19 @@ func (m *mw) conflict(ctx context.Context, t *asynq.Task, meta taskMeta, res str
 		}
 	}
 	return lock, nil
+}
+
+// skipOrFail applies the Skip or Fail policy to a busy task.
+func (m *mw) skipOrFail(t *asynq.Task, meta taskMeta, action action, ev Event, busy *conflictError, start time.Time, log taskLog) error {
+	ev.Wait = time.Since(start)
+	if action == actSkip {
+		ev.Action = "skip"
+		m.observe(ev)
+		log.Info("task skipped: resource busy", "cause", busy.cause)
+		return nil
+	}
+	ev.Action = "fail"
+	m.observe(ev)
+	log.Warn("task archived: resource busy", "cause", busy.cause)
+	return fmt.Errorf("task %s (id %s): %w: %w", t.Type(), meta.id, busy, asynq.SkipRetry)
 }

@@ -138,7 +138,7 @@ func (m *mw) acquire(ctx context.Context, res string) (lock *redlock.Lock, waite
 // bound ends, the wait goes on for another bound (up to waitRounds bounds)
 // unless the resource is seen stuck: the same holder on the lock nodes at
 // stuckAfter bound ends in a row after the first, with no release by a task
-// of this process meanwhile: requeueing a task that is being served in turn only sends it to
+// of this process meanwhile, or the lock nodes failed (no quorum): requeueing a task that is being served in turn only sends it to
 // the back, and with asynq's default RetryDelayFunc keeps it away 15s or more.
 func (m *mw) waitFor(ctx context.Context, res string, bound time.Duration) (*redlock.Lock, error) {
 	defer m.leaveWait(res)
@@ -152,7 +152,8 @@ func (m *mw) waitFor(ctx context.Context, res string, bound time.Duration) (*red
 		if err == nil || ctx.Err() != nil || !ended {
 			return lock, err
 		}
-		if round < waitRounds {
+		noQuorum := errors.Is(err, redlock.ErrQuorum) && !errors.Is(err, redlock.ErrLocked)
+		if round < waitRounds && !noQuorum {
 			now, known := m.holderOf(ctx, res)
 			if known && now != "" && now == holder && !m.pace.lastRelease(res).After(since) {
 				same++
@@ -167,7 +168,7 @@ func (m *mw) waitFor(ctx context.Context, res string, bound time.Duration) (*red
 		// Our wait bound ended, not the task: report the lock's cause
 		// alone, not a deadline that asynq could take for the task's.
 		cause := redlock.ErrLocked
-		if errors.Is(err, redlock.ErrQuorum) && !errors.Is(err, redlock.ErrLocked) {
+		if noQuorum {
 			cause = redlock.ErrQuorum
 		}
 		return nil, fmt.Errorf("%w (after waiting %v)", cause, time.Duration(round)*bound)
