@@ -119,6 +119,9 @@ func New(cfg Config, opts ...Option) (*Worker, error) {
 	w.client = asynq.NewClient(broker)
 	w.inspector = asynq.NewInspector(broker)
 	w.ping = probeClient(broker)
+	if w.parked == nil {
+		w.parked = newBrokerParked(w.ping, cfg.Queues)
+	}
 	w.reg.MustRegister(queuemetrics.NewQueueMetricsCollector(w.inspector))
 	return w, nil
 }
