@@ -38,6 +38,7 @@ type Lock struct {
 	keepalives []keepalive
 	cause      error // why the lock was lost
 	turn       *turn
+	yield      bool // a hand-over passed it ahead of the nodes' queue: no local hand-over
 }
 
 // keepalive is one KeepAlive context of a lock.
@@ -171,9 +172,14 @@ func (l *Lock) Release(ctx context.Context) error {
 	l.mu.Unlock()
 
 	c := l.c
+	if !wasLost && ctx.Err() == nil {
+		if handed, err := l.tryHandOver(ctx); handed {
+			c.observe(Event{Kind: EventRelease, Resource: l.res.resource, Duration: time.Since(l.acquired), Err: err})
+			return err
+		}
+	}
 	deadline := time.Now().Add(c.cfg.nodeTimeout)
-	args := releaseScript.args(l.res.lockKeys(), l.token, l.res.channel)
-	r := c.broadcast("release", l.res.resource, c.allNodes(), c.q, deadline, true, args, releaseScript)
+	r := c.broadcast("release", l.res.resource, c.allNodes(), c.q, deadline, true, c.releaseArgs(l.res, l.token), queueReleaseScript)
 	err := r.collect(ctx, deadline, classifyOne)
 	l.turn.leave()
 	switch {

@@ -23,6 +23,7 @@ type memNode struct {
 	hang  bool          // when set, calls fail after memReadTimeout
 	delay time.Duration // processing delay before a call takes effect
 	calls map[string]int
+	zsets map[string]*memZ // sorted sets (memqueue_test.go)
 	// batches counts the pipelines run (do calls).
 	batches int
 }
@@ -149,7 +150,7 @@ func (m *memNode) exec(c *redis.Cmd) {
 	}
 	// evalsha / eval
 	var s *script
-	for _, cand := range []*script{releaseScript, extendScript, fenceAcquireScript, fenceRaiseScript, inspectScript} {
+	for _, cand := range allScripts {
 		if str(a[1]) == cand.sha || str(a[1]) == cand.src {
 			s = cand
 		}
@@ -161,6 +162,10 @@ func (m *memNode) exec(c *redis.Cmd) {
 	}
 	argv := a[3+nk:]
 	now := time.Now()
+	if v, ok := m.execQueue(s, keys, argv); ok {
+		c.SetVal(v)
+		return
+	}
 	switch s {
 	case releaseScript:
 		m.calls["release"]++

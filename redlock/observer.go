@@ -19,6 +19,10 @@ const (
 	EventLost
 	// EventNodeError: one node failed a call; Node and Addr name it.
 	EventNodeError
+	// EventHandOver: a Release passed the lock to a waiting Acquire of the
+	// same Client in one round (Err nil), or tried and fell back to a
+	// release followed by the waiter's own acquisition (Err says why).
+	EventHandOver
 )
 
 // String returns the kind's name, suitable as a metric label.
@@ -34,6 +38,8 @@ func (k EventKind) String() string {
 		return "lost"
 	case EventNodeError:
 		return "node_error"
+	case EventHandOver:
+		return "handover"
 	}
 	return "unknown"
 }

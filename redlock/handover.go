@@ -1,0 +1,238 @@
+package redlock
+
+import (
+	"context"
+	"crypto/rand"
+	"fmt"
+	"time"
+)
+
+// handoffReq is what a queued Acquire caller asks for, so that a Release of
+// the same Client can acquire the lock on its behalf in the round that
+// releases it (docs/HANDOVER.md).
+type handoffReq struct {
+	ttl time.Duration
+	lc  *lockConfig
+	tk  *ticket
+}
+
+// claim takes the next local waiter out of the turn's queue for a hand-over.
+// The resource's queue stays, so that callers arriving meanwhile queue behind.
+func (t *turn) claim() *waiter {
+	if t == nil {
+		return nil
+	}
+	gs := t.gs
+	gs.mu.Lock()
+	defer gs.mu.Unlock()
+	g := gs.m[t.key]
+	if g == nil || len(g.queue) == 0 || g.queue[0].req == nil {
+		return nil
+	}
+	w := g.queue[0]
+	g.queue[0] = nil
+	g.queue = g.queue[1:]
+	w.claimed = true
+	return w
+}
+
+// pass gives the turn to a claimed waiter, with the lock acquired for it or
+// nil (it then acquires by itself). When the waiter gave up meanwhile, the
+// lock is returned for the caller to release (its turn moves on then).
+func (t *turn) pass(w *waiter, l *Lock) (orphan *Lock) {
+	t.once.Do(func() {
+		gs := t.gs
+		next := &turn{gs: gs, key: t.key}
+		if l != nil {
+			l.adoptTurn(next)
+		}
+		gs.mu.Lock()
+		if w.gone {
+			gs.mu.Unlock()
+			if l == nil {
+				next.leave()
+			}
+			orphan = l
+			return
+		}
+		w.granted, w.lock = true, l
+		close(w.ready)
+		gs.mu.Unlock()
+	})
+	return orphan
+}
+
+// tryHandOver is Release's hand-over path: when a local waiter is queued
+// and the lock does not owe the nodes' queue its turn, the lock passes to the
+// waiter in one round. It reports whether it handed over, and then Release's
+// result.
+func (l *Lock) tryHandOver(ctx context.Context) (handed bool, err error) {
+	l.mu.Lock()
+	yield, until, lastStart := l.yield, l.until, l.lastStart
+	l.mu.Unlock()
+	if yield {
+		return false, nil
+	}
+	w := l.turn.claim()
+	if w == nil {
+		return false, nil
+	}
+	return true, l.handOver(ctx, w, until, lastStart)
+}
+
+// handOver sends turnScript to pass l's keys to a new token for the claimed
+// waiter w. Without fencing, and with enough validity left, the waiter gets
+// its lock at once: until the round confirms, it lives on l's validity (the
+// keys hold l's token or already the new one; both are this client's, and
+// every later call of the waiter reaches each node after the round). With
+// fencing it waits for the round, which sets its fence. ctx only bounds how
+// long Release waits for the round.
+func (l *Lock) handOver(ctx context.Context, w *waiter, until, lastStart time.Time) error {
+	c, k, req := l.c, l.res, w.req
+	early := !req.lc.fencing && time.Until(until) > 2*c.cfg.nodeTimeout+lossGuard(req.ttl)
+	token := rand.Text()
+	start := time.Now()
+	deadline := start.Add(c.cfg.nodeTimeout)
+	args := c.turnArgs(k, l.token, token, req.ttl, req.tk, req.lc, early)
+	r := c.broadcast("handover", k.resource, c.allNodes(), c.q, deadline, false, args, turnScript)
+	var next *Lock
+	if early {
+		next = c.newLock(k, token, 0, req.ttl, start, until, req.lc)
+		next.mu.Lock()
+		next.lastStart = lastStart
+		next.mu.Unlock()
+		if orphan := l.turn.pass(w, next); orphan != nil {
+			c.spawn(func() { _ = orphan.Release(context.Background()) })
+		}
+	}
+	done := make(chan error, 1)
+	if !c.spawn(func() { done <- l.settleHandOver(r, deadline, w, next, token, start) }) {
+		r.idle()
+		l.turn.pass(w, nil)
+		return ErrClosed
+	}
+	select {
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// settleHandOver decides the hand-over round. On success the waiter holds
+// the lock on the new token; otherwise both tokens are released (reserving
+// the key for the nodes' queue head) and the waiter, if it was still
+// waiting, acquires by itself, or, if it had started, loses the lock.
+func (l *Lock) settleHandOver(r *round, deadline time.Time, w *waiter, next *Lock, token string, start time.Time) error {
+	c, k, req := l.c, l.res, w.req
+	_ = r.collect(context.Background(), deadline, classifyTurn)
+	early := next != nil
+	var err error
+	if early {
+		err = next.confirmHandOver(r, start)
+	} else {
+		next, err = c.handedLock(r, k, token, start, req)
+	}
+	if err != nil {
+		c.unlockQueued(k, token)
+		c.unlockQueued(k, l.token)
+	} else if mask := r.notGranted(); mask != 0 {
+		c.leaveQueue(k, req.tk, mask)
+	}
+	if !early {
+		if orphan := l.turn.pass(w, next); orphan != nil {
+			_ = orphan.Release(context.Background())
+		}
+	}
+	c.observe(Event{Kind: EventHandOver, Resource: k.resource, Err: err})
+	return r.releaseResult(err)
+}
+
+// confirmHandOver applies the round of a hand-over whose successor l started
+// at once: its validity now counts from the round, or it is lost.
+func (l *Lock) confirmHandOver(r *round, start time.Time) error {
+	c := l.c
+	l.mu.Lock()
+	if !r.t.success() {
+		err := r.err([]error{ErrLockLost}, fmt.Sprintf("hand-over set on %d of %d nodes (quorum %d)", r.t.ok, r.t.total, c.q))
+		report := l.loseLocked(err)
+		l.mu.Unlock()
+		report()
+		return err
+	}
+	// It passed ahead of a waiter of another process: the next release
+	// goes to the nodes' queue.
+	l.yield = r.jumped()
+	if l.state == stateHeld {
+		l.until = maxTime(l.until, start.Add(l.ttl-driftAllowance(l.ttl, c.cfg.driftFactor)))
+		l.lastStart = maxTime(l.lastStart, start)
+		l.watchdog.Reset(time.Until(l.until) - lossGuard(l.ttl))
+	}
+	l.mu.Unlock()
+	return nil
+}
+
+// releaseResult is Release's answer for the previous holder of a hand-over
+// round: nil when the lock passed on or a majority released its token;
+// ErrLockLost when too few nodes can still have held it, as Release says.
+func (r *round) releaseResult(err error) error {
+	released, notMine := 0, 0
+	for _, sl := range r.slots {
+		if sl.out == outPending || sl.out == outFailed {
+			continue
+		}
+		if rel, _, _ := turnReply(sl.val); rel {
+			released++
+		} else {
+			notMine++
+		}
+	}
+	switch {
+	case err == nil || released >= r.c.q:
+		return nil
+	case r.t.total-notMine < r.c.q:
+		return r.err([]error{ErrLockLost}, fmt.Sprintf("only %d of %d nodes still held the lock at release", released, r.t.total))
+	}
+	return r.err([]error{ErrQuorum}, "release not confirmed by a majority; the keys expire within the TTL")
+}
+
+// handedLock builds the successor's lock from a won hand-over round, as
+// attempt does for a won acquire round.
+func (c *Client) handedLock(r *round, k keys, token string, start time.Time, req *handoffReq) (*Lock, error) {
+	if !r.t.success() {
+		return nil, r.err(r.t.causes(), fmt.Sprintf("hand-over set on %d of %d nodes (quorum %d)", r.t.ok, r.t.total, c.q))
+	}
+	until := start.Add(req.ttl - driftAllowance(req.ttl, c.cfg.driftFactor))
+	if !time.Now().Before(until) {
+		return nil, r.err([]error{ErrQuorum}, "hand-over reached its quorum past the validity")
+	}
+	var fence int64
+	if req.lc.fencing {
+		var err error
+		if fence, err = c.settleFence(context.Background(), turnFences(r), k, token, until); err != nil {
+			return nil, err
+		}
+	}
+	return c.newLock(k, token, fence, req.ttl, start, until, req.lc), nil
+}
+
+// unlockQueued releases token on every node, reserving the key for the
+// queue head and announcing it, without waiting for the answers.
+func (c *Client) unlockQueued(k keys, token string) {
+	if c.isClosed() {
+		return
+	}
+	mask := c.allNodes()
+	c.broadcast("release", k.resource, mask, len(c.nodes), time.Now().Add(c.cfg.nodeTimeout), true, c.releaseArgs(k, token), queueReleaseScript).idle()
+}
+
+// notGranted is the mask of nodes that did not answer OK.
+func (r *round) notGranted() uint64 {
+	var m uint64
+	for i := range r.c.nodes {
+		if r.slots[i].out != outOK {
+			m |= 1 << i
+		}
+	}
+	return m
+}
