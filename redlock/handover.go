@@ -226,11 +226,14 @@ func (c *Client) unlockQueued(k keys, token string) {
 	c.broadcast("release", k.resource, mask, len(c.nodes), time.Now().Add(c.cfg.nodeTimeout), true, c.releaseArgs(k, token), queueReleaseScript).idle()
 }
 
-// notGranted is the mask of nodes that did not answer OK.
+// notGranted is the mask of nodes that answered, or timed out, without
+// granting: a won round's waiter entry may be left there. Nodes still
+// pending when the round was decided are left alone; their entry, if any,
+// lapses with its lease.
 func (r *round) notGranted() uint64 {
 	var m uint64
 	for i := range r.c.nodes {
-		if r.slots[i].out != outOK {
+		if out := r.slots[i].out; out == outRefused || out == outFailed {
 			m |= 1 << i
 		}
 	}
