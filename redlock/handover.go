@@ -7,6 +7,16 @@ import (
 	"time"
 )
 
+// handoffState is a lock's part in hand-overs; under the lock's mu.
+type handoffState struct {
+	// yield: a hand-over passed the lock ahead of the nodes' queue, so its
+	// release goes to the queue, not to a local waiter.
+	yield bool
+	// unconfirmed: the lock came by a hand-over whose round is still out;
+	// it may pass on only by a round that respects the nodes' queue.
+	unconfirmed bool
+}
+
 // handoffReq is what a queued Acquire caller asks for, so that a Release of
 // the same Client can acquire the lock on its behalf in the round that
 // releases it (docs/HANDOVER.md).
@@ -68,30 +78,32 @@ func (t *turn) pass(w *waiter, l *Lock) (orphan *Lock) {
 // result.
 func (l *Lock) tryHandOver(ctx context.Context) (handed bool, err error) {
 	l.mu.Lock()
-	yield, until, lastStart := l.yield, l.until, l.lastStart
+	ho, until := l.handoff, l.until
 	l.mu.Unlock()
-	if yield {
+	if ho.yield {
 		return false, nil
 	}
 	w := l.turn.claim()
 	if w == nil {
 		return false, nil
 	}
-	return true, l.handOver(ctx, w, until, lastStart)
+	return true, l.handOver(ctx, w, until, !ho.unconfirmed)
 }
 
 // handOver sends turnScript to pass l's keys to a new token for the claimed
-// waiter w. Without fencing, and with enough validity left, the waiter gets
-// its lock at once: until the round confirms, it lives on l's validity (the
-// keys hold l's token or already the new one; both are this client's, and
-// every later call of the waiter reaches each node after the round). With
-// fencing it waits for the round, which sets its fence. ctx only bounds how
-// long Release waits for the round.
-func (l *Lock) handOver(ctx context.Context, w *waiter, until, lastStart time.Time) error {
+// waiter w. Without fencing, when l is confirmed and enough validity is
+// left, the waiter gets its lock at once (early): until the round confirms,
+// its validity is the shorter of l's and the new TTL's from now (the keys
+// hold l's token or already the new one; both are this client's, and every
+// later call of the waiter reaches each node after the round). With fencing
+// it waits for the round, which sets its fence. ctx only bounds how long
+// Release waits for the round.
+func (l *Lock) handOver(ctx context.Context, w *waiter, until time.Time, confirmed bool) error {
 	c, k, req := l.c, l.res, w.req
-	early := !req.lc.fencing && time.Until(until) > 2*c.cfg.nodeTimeout+lossGuard(req.ttl)
 	token := rand.Text()
 	start := time.Now()
+	until = minTime(until, start.Add(req.ttl-driftAllowance(req.ttl, c.cfg.driftFactor)))
+	early := confirmed && !req.lc.fencing && time.Until(until) > 2*c.cfg.nodeTimeout+lossGuard(req.ttl)
 	deadline := start.Add(c.cfg.nodeTimeout)
 	args := c.turnArgs(k, l.token, token, req.ttl, req.tk, req.lc, early)
 	r := c.broadcast("handover", k.resource, c.allNodes(), c.q, deadline, false, args, turnScript)
@@ -99,7 +111,7 @@ func (l *Lock) handOver(ctx context.Context, w *waiter, until, lastStart time.Ti
 	if early {
 		next = c.newLock(k, token, 0, req.ttl, start, until, req.lc)
 		next.mu.Lock()
-		next.lastStart = lastStart
+		next.handoff.unconfirmed = true
 		next.mu.Unlock()
 		if orphan := l.turn.pass(w, next); orphan != nil {
 			c.spawn(func() { _ = orphan.Release(context.Background()) })
@@ -162,10 +174,9 @@ func (l *Lock) confirmHandOver(r *round, start time.Time) error {
 	}
 	// It passed ahead of a waiter of another process: the next release
 	// goes to the nodes' queue.
-	l.yield = r.jumped()
+	l.handoff = handoffState{yield: r.jumped()}
 	if l.state == stateHeld {
 		l.until = maxTime(l.until, start.Add(l.ttl-driftAllowance(l.ttl, c.cfg.driftFactor)))
-		l.lastStart = maxTime(l.lastStart, start)
 		l.watchdog.Reset(time.Until(l.until) - lossGuard(l.ttl))
 	}
 	l.mu.Unlock()
@@ -238,4 +249,11 @@ func (r *round) notGranted() uint64 {
 		}
 	}
 	return m
+}
+
+func minTime(a, b time.Time) time.Time {
+	if a.Before(b) {
+		return a
+	}
+	return b
 }

@@ -399,3 +399,36 @@ func TestDeadWaiterHoldsOthersBackOnlyForItsLease(t *testing.T) {
 		_ = got.l.Release(context.Background())
 	})
 }
+
+// TestHandOverToAShorterTTL: the keys take the successor's TTL, so its
+// validity never counts on the predecessor's longer one, not even before
+// the round confirms.
+func TestHandOverToAShorterTTL(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c, mems := memClient(t, 3, WithNodeTimeout(50*time.Millisecond))
+		for _, m := range mems {
+			m.delay = 5 * time.Millisecond
+		}
+		holder, err := c.Acquire(context.Background(), "r", time.Minute)
+		if err != nil {
+			t.Fatal(err)
+		}
+		next := waitFor(context.Background(), c, "r", time.Second)
+		synctest.Wait()
+		released := time.Now()
+		go func() { _ = holder.Release(context.Background()) }()
+		got := <-next
+		if got.err != nil {
+			t.Fatal(got.err)
+		}
+		limit := released.Add(time.Second - driftAllowance(time.Second, DefaultDriftFactor))
+		if u := got.l.Until(); u.After(limit) {
+			t.Fatalf("successor valid for %v before the round confirmed, past its own 1s TTL", u.Sub(released))
+		}
+		time.Sleep(100 * time.Millisecond)
+		if u := got.l.Until(); !u.Equal(limit) {
+			t.Fatalf("successor valid for %v after the round, want %v", u.Sub(released), limit.Sub(released))
+		}
+		_ = got.l.Release(context.Background())
+	})
+}

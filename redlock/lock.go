@@ -38,7 +38,7 @@ type Lock struct {
 	keepalives []keepalive
 	cause      error // why the lock was lost
 	turn       *turn
-	yield      bool // a hand-over passed it ahead of the nodes' queue: no local hand-over
+	handoff    handoffState
 }
 
 // keepalive is one KeepAlive context of a lock.
