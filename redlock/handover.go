@@ -137,7 +137,11 @@ func (l *Lock) handOver(ctx context.Context, w *waiter, until time.Time, confirm
 // waiting, acquires by itself, or, if it had started, loses the lock.
 func (l *Lock) settleHandOver(r *round, deadline time.Time, w *waiter, next *Lock, token string, start time.Time) error {
 	c, k, req := l.c, l.res, w.req
-	_ = r.collect(context.Background(), deadline, classifyTurn)
+	// Decided for the successor; when it did not get the lock, Release's
+	// answer for l also needs to know whether a majority dropped l's token.
+	_ = r.wait(context.Background(), deadline, classifyTurn, func() bool {
+		return r.t.success() || (r.t.decided() && (r.releasedOn() >= c.q || r.pending&^r.answered == 0))
+	})
 	early := next != nil
 	var err error
 	if early {
@@ -187,17 +191,8 @@ func (l *Lock) confirmHandOver(r *round, start time.Time) error {
 // round: nil when the lock passed on or a majority released its token;
 // ErrLockLost when too few nodes can still have held it, as Release says.
 func (r *round) releaseResult(err error) error {
-	released, notMine := 0, 0
-	for _, sl := range r.slots {
-		if sl.out == outPending || sl.out == outFailed {
-			continue
-		}
-		if rel, _, _ := turnReply(sl.val); rel {
-			released++
-		} else {
-			notMine++
-		}
-	}
+	released := r.releasedOn()
+	notMine := r.t.ok + r.t.refused - released
 	switch {
 	case err == nil || released >= r.c.q:
 		return nil
@@ -205,6 +200,20 @@ func (r *round) releaseResult(err error) error {
 		return r.err([]error{ErrLockLost}, fmt.Sprintf("only %d of %d nodes still held the lock at release", released, r.t.total))
 	}
 	return r.err([]error{ErrQuorum}, "release not confirmed by a majority; the keys expire within the TTL")
+}
+
+// releasedOn counts the nodes that answered that they dropped the previous
+// holder's token (for the new one or for the nodes' queue).
+func (r *round) releasedOn() int {
+	n := 0
+	for _, sl := range r.slots {
+		if sl.out == outOK || sl.out == outRefused {
+			if rel, _, _ := turnReply(sl.val); rel {
+				n++
+			}
+		}
+	}
+	return n
 }
 
 // handedLock builds the successor's lock from a won hand-over round, as

@@ -20,8 +20,10 @@ const (
 	// EventNodeError: one node failed a call; Node and Addr name it.
 	EventNodeError
 	// EventHandOver: a Release passed the lock to a waiting Acquire of the
-	// same Client in one round (Err nil), or tried and fell back to a
-	// release followed by the waiter's own acquisition (Err says why).
+	// same Client in one round (Err nil: a local hand-over). Otherwise the
+	// waiter acquires by itself: Err matches ErrLocked when a waiter of
+	// another process was ahead in the nodes' queue, which the lock went to
+	// (a remote hand-over), ErrQuorum or ErrLockLost when the round failed.
 	EventHandOver
 )
 
