@@ -169,6 +169,7 @@ func (c *Client) attemptLoop(ctx context.Context, k keys, ttl time.Duration, lc 
 			// Subscribe to the release, then try once more at once: the
 			// holder may have released between the attempt and now.
 			w = c.notify.watch(k.channel)
+			w.forWaiter(tk.id)
 			continue
 		}
 		d := c.retryDelay()

@@ -2,6 +2,7 @@ package redlock
 
 import (
 	"crypto/rand"
+	"strings"
 	"time"
 )
 
@@ -67,13 +68,15 @@ local function dequeue(id)
 end
 local function free(lease, channel)
 	local h = redis.call('ZRANGE', KEYS[2], 0, 0)
+	local msg = '1'
 	if #h > 0 then
-		redis.call('SET', KEYS[1], '` + reservePrefix + `' .. h[1], 'PX', lease)
+		msg = '` + reservePrefix + `' .. h[1]
+		redis.call('SET', KEYS[1], msg, 'PX', lease)
 	else
 		redis.call('DEL', KEYS[1])
 	end
 	if channel ~= '' then
-		redis.call('PUBLISH', channel, '1')
+		redis.call('PUBLISH', channel, msg)
 	end
 end
 `
@@ -153,6 +156,22 @@ if redis.call('GET', KEYS[1]) == '` + reservePrefix + `' .. ARGV[1] then
 	free(ARGV[2], ARGV[3])
 end
 return 1`)
+
+// forWaiter makes the watch ignore releases that reserve the key for
+// another waiter: they publish the reservation, and only its waiter can take
+// it, so waking the others would only cost them a refused round.
+func (w *watch) forWaiter(id string) {
+	w.n.mu.Lock()
+	w.id = id
+	w.n.mu.Unlock()
+}
+
+// wants reports whether a release announcement concerns the watch's waiter.
+// Called with n.mu held.
+func (w *watch) wants(payload string) bool {
+	id, reserved := strings.CutPrefix(payload, reservePrefix)
+	return !reserved || w.id == "" || id == w.id
+}
 
 // turnArgs builds turnScript's arguments.
 func (c *Client) turnArgs(k keys, old, token string, ttl time.Duration, tk *ticket, lc *lockConfig, keep bool) []any {
