@@ -1,0 +1,156 @@
+package redlock
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// NodeReport is what Check learned of one lock node: who it is, how far its
+// clock is from ours, and the settings Redlock's guarantee depends on.
+type NodeReport struct {
+	Node    int    // index in the node list
+	Addr    string // the node's address, never its credentials
+	RunID   string // the server's identity (INFO server run_id); equal run IDs mean one server
+	Version string // redis_version
+	// RTT is the round trip of the TIME call that measured ClockOffset.
+	RTT time.Duration
+	// ClockOffset is the node's wall clock minus this process's, taken at the
+	// midpoint of the TIME round trip; its error is at most RTT/2.
+	ClockOffset time.Duration
+	// Settings, from CONFIG GET; unknown ("" and 0) when ConfigErr is set.
+	MaxmemoryPolicy string
+	Maxmemory       int64 // bytes; 0 means no limit, so no eviction
+	AppendOnly      bool
+	AppendFsync     string
+	// Err is the node's failure to answer; nothing else is known then.
+	Err error
+	// ConfigErr is set when the node answered but refused CONFIG GET (an ACL
+	// or a renamed command): its settings are unknown.
+	ConfigErr error
+}
+
+// Evicts reports whether the node may evict lock keys under memory
+// pressure: a maxmemory limit with any policy but noeviction (every lock key
+// has a TTL, so volatile-* policies evict them too).
+func (r NodeReport) Evicts() bool {
+	return r.Maxmemory > 0 && r.MaxmemoryPolicy != "" && r.MaxmemoryPolicy != "noeviction"
+}
+
+// SurvivesRestart reports whether the node keeps every acknowledged write
+// across a crash (AOF with appendfsync always), so it may rejoin at once.
+// Otherwise it must stay down for the largest TTL after a crash.
+func (r NodeReport) SurvivesRestart() bool {
+	return r.AppendOnly && r.AppendFsync == "always"
+}
+
+// Warnings lists what is wrong with this node's settings for Redlock, each
+// with what to change. Clock offsets are compared across nodes by the caller.
+func (r NodeReport) Warnings() []string {
+	if r.Err != nil {
+		return nil
+	}
+	if r.ConfigErr != nil {
+		return []string{fmt.Sprintf("settings unknown (CONFIG GET refused: %v): allow it for this user to have them checked", r.ConfigErr)}
+	}
+	var w []string
+	if r.Evicts() {
+		w = append(w, fmt.Sprintf("maxmemory-policy %s can evict lock keys: set maxmemory-policy noeviction (or maxmemory 0)", r.MaxmemoryPolicy))
+	}
+	if !r.SurvivesRestart() {
+		w = append(w, "writes are lost on a crash (appendonly "+yesNo(r.AppendOnly)+", appendfsync "+r.AppendFsync+
+			"): after a crash keep the node down for at least the largest lock TTL, or set appendonly yes and appendfsync always")
+	}
+	return w
+}
+
+func yesNo(b bool) string {
+	if b {
+		return "yes"
+	}
+	return "no"
+}
+
+// Check asks every node, at once and each within a few node timeouts, for
+// its identity, clock and settings. A node that fails has Err set; the error
+// is reserved for bad input, a closed client and the end of ctx.
+func (c *Client) Check(ctx context.Context) ([]NodeReport, error) {
+	if ctx == nil {
+		return nil, invalidf("nil context")
+	}
+	if c.isClosed() {
+		return nil, ErrClosed
+	}
+	out := make([]NodeReport, len(c.nodes))
+	var wg sync.WaitGroup
+	for i, n := range c.nodes {
+		wg.Go(func() { out[i] = checkNode(ctx, n, 4*c.cfg.nodeTimeout) })
+	}
+	wg.Wait()
+	if err := ctx.Err(); err != nil {
+		return nil, context.Cause(ctx)
+	}
+	return out, nil
+}
+
+// checkNode runs the three calls of Check on one node; it uses the node's
+// client directly, beside the batching worker, since nothing here is urgent.
+func checkNode(ctx context.Context, n *node, bound time.Duration) NodeReport {
+	r := NodeReport{Node: n.idx, Addr: n.addr}
+	ctx, cancel := context.WithTimeout(ctx, bound)
+	defer cancel()
+	if r.Err = measureClock(ctx, n.client, &r); r.Err != nil {
+		return r
+	}
+	info, err := n.client.Info(ctx, "server").Result()
+	if err != nil {
+		r.Err = err
+		return r
+	}
+	r.RunID, r.Version = infoField(info, "run_id"), infoField(info, "redis_version")
+	r.ConfigErr = readSettings(ctx, n.client, &r)
+	return r
+}
+
+// measureClock reads the node's TIME and compares it with the local wall
+// clock at the midpoint of the round trip.
+func measureClock(ctx context.Context, cl redis.UniversalClient, r *NodeReport) error {
+	start := time.Now()
+	t, err := cl.Time(ctx).Result()
+	if err != nil {
+		return err
+	}
+	end := time.Now()
+	r.RTT = end.Sub(start)
+	mid := start.Add(r.RTT / 2)
+	r.ClockOffset = t.Sub(mid.Round(0))
+	return nil
+}
+
+// readSettings fills the settings Redlock depends on.
+func readSettings(ctx context.Context, cl redis.UniversalClient, r *NodeReport) error {
+	kv, err := cl.ConfigGet(ctx, "*").Result()
+	if err != nil {
+		return err
+	}
+	r.MaxmemoryPolicy = kv["maxmemory-policy"]
+	r.Maxmemory, _ = strconv.ParseInt(kv["maxmemory"], 10, 64)
+	r.AppendOnly = kv["appendonly"] == "yes"
+	r.AppendFsync = kv["appendfsync"]
+	return nil
+}
+
+// infoField returns one field of an INFO reply.
+func infoField(info, name string) string {
+	for line := range strings.Lines(info) {
+		if v, ok := strings.CutPrefix(line, name+":"); ok {
+			return strings.TrimSpace(v)
+		}
+	}
+	return ""
+}
