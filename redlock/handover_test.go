@@ -432,3 +432,43 @@ func TestHandOverToAShorterTTL(t *testing.T) {
 		_ = got.l.Release(context.Background())
 	})
 }
+
+// TestReleaseWithCancelledContextAroundHandOver: a Release given an
+// already cancelled context still releases (without handing over: the
+// waiter acquires by itself), and a handed lock released that way frees the
+// nodes too.
+func TestReleaseWithCancelledContextAroundHandOver(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c, mems := memClient(t, 3, WithNodeTimeout(20*time.Millisecond))
+		done, cancel := context.WithCancel(context.Background())
+		cancel()
+		holder, err := c.Acquire(context.Background(), "r", time.Minute)
+		if err != nil {
+			t.Fatal(err)
+		}
+		next := waitFor(context.Background(), c, "r", time.Minute)
+		synctest.Wait()
+		turns := counts(mems, "turn")
+		_ = holder.Release(done)
+		got := <-next
+		if got.err != nil {
+			t.Fatal(got.err)
+		}
+		synctest.Wait()
+		if counts(mems, "release") == 0 || counts(mems, "turn") != turns+3 {
+			t.Fatal("want a release round and the waiter's own acquire round, not a hand-over")
+		}
+		third := waitFor(context.Background(), c, "r", time.Minute)
+		synctest.Wait()
+		_ = got.l.Release(context.Background()) // hands over to the third
+		l3 := <-third
+		if l3.err != nil {
+			t.Fatal(l3.err)
+		}
+		_ = l3.l.Release(done)
+		time.Sleep(100 * time.Millisecond)
+		if n := holders(c, mems, "r", l3.l.Token()); n != 0 {
+			t.Fatalf("a handed lock released with a cancelled context is still on %d nodes", n)
+		}
+	})
+}

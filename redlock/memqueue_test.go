@@ -54,12 +54,11 @@ func (z *memZ) zhead() (string, float64, bool) {
 // memQueue runs the queue scripts (queue.go) against the in-memory node,
 // step by step as their Lua does. Called with m.mu held.
 type memQueue struct {
-	m      *memNode
-	keys   []string
-	now    time.Time
-	nowMs  float64
-	q, x   *memZ
-	lockID string
+	m     *memNode
+	keys  []string
+	now   time.Time
+	nowMs float64
+	q, x  *memZ
 }
 
 func (m *memNode) queueOp(keys []string) *memQueue {
