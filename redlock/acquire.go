@@ -160,8 +160,7 @@ func (c *Client) attemptLoop(ctx context.Context, k keys, ttl time.Duration, lc 
 			return l, attempts, nil
 		}
 		if ctx.Err() != nil || errors.Is(err, ErrClosed) {
-			c.leaveQueue(k, tk, c.allNodes())
-			t.leave()
+			c.giveUp(k, tk, t)
 			return nil, attempts, waitError(ctx, err, last)
 		}
 		last = err
@@ -193,8 +192,7 @@ func (c *Client) attemptLoop(ctx context.Context, k keys, ttl time.Duration, lc 
 		}
 		select {
 		case <-ctx.Done():
-			c.leaveQueue(k, tk, c.allNodes())
-			t.leave()
+			c.giveUp(k, tk, t)
 			return nil, attempts, waitError(ctx, nil, last)
 		case <-c.closed:
 			t.leave()

@@ -52,21 +52,30 @@ func counts(mems []*memNode, op string) (n int) {
 	return n
 }
 
+// holderAndWaiter sets up a hand-over on slow in-memory nodes (5ms a
+// batch): a holder with holderTTL and a local waiter queued behind it for
+// waiterTTL.
+func holderAndWaiter(t *testing.T, holderTTL, waiterTTL time.Duration) (*Client, []*memNode, *Lock, <-chan acquired) {
+	t.Helper()
+	c, mems := memClient(t, 3, WithNodeTimeout(50*time.Millisecond))
+	for _, m := range mems {
+		m.delay = 5 * time.Millisecond
+	}
+	holder, err := c.Acquire(context.Background(), "hot", holderTTL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	next := waitFor(context.Background(), c, "hot", waiterTTL)
+	synctest.Wait()
+	return c, mems, holder, next
+}
+
 // TestLocalHandOverIsOneRound: a Release with a local waiter passes the
 // lock in one round on the nodes (no release round, no acquire round), and
 // without fencing the waiter starts at once, before the round returns.
 func TestLocalHandOverIsOneRound(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		c, mems := memClient(t, 3, WithNodeTimeout(50*time.Millisecond))
-		for _, m := range mems {
-			m.delay = 5 * time.Millisecond
-		}
-		holder, err := c.Acquire(context.Background(), "hot", time.Second)
-		if err != nil {
-			t.Fatal(err)
-		}
-		next := waitFor(context.Background(), c, "hot", time.Second)
-		synctest.Wait()
+		c, mems, holder, next := holderAndWaiter(t, time.Second, time.Second)
 		turns, sets, releases := counts(mems, "turn"), counts(mems, "set"), counts(mems, "release")
 		released := time.Now()
 		if err := holder.Release(context.Background()); err != nil {
@@ -405,16 +414,7 @@ func TestDeadWaiterHoldsOthersBackOnlyForItsLease(t *testing.T) {
 // the round confirms.
 func TestHandOverToAShorterTTL(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		c, mems := memClient(t, 3, WithNodeTimeout(50*time.Millisecond))
-		for _, m := range mems {
-			m.delay = 5 * time.Millisecond
-		}
-		holder, err := c.Acquire(context.Background(), "r", time.Minute)
-		if err != nil {
-			t.Fatal(err)
-		}
-		next := waitFor(context.Background(), c, "r", time.Second)
-		synctest.Wait()
+		_, _, holder, next := holderAndWaiter(t, time.Minute, time.Second)
 		released := time.Now()
 		go func() { _ = holder.Release(context.Background()) }()
 		got := <-next

@@ -202,6 +202,13 @@ func (c *Client) leaveQueue(k keys, tk *ticket, mask uint64) {
 	c.broadcast("dequeue", k.resource, mask, 1, time.Now().Add(c.cfg.nodeTimeout), true, args, leaveQueueScript).idle()
 }
 
+// giveUp ends a waiter's wait: it leaves the nodes' queue and passes its
+// local turn on.
+func (c *Client) giveUp(k keys, tk *ticket, t *turn) {
+	c.leaveQueue(k, tk, c.allNodes())
+	t.leave()
+}
+
 // turnReply reads one node's turnScript answer.
 func turnReply(v any) (released, set bool, fence int64) {
 	a, ok := v.([]any)
