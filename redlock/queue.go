@@ -49,16 +49,25 @@ func (c *Client) queueLease() time.Duration {
 // KEYS[1] lock, KEYS[2] queue (score: ticket), KEYS[3] lease ends (score:
 // node time in ms).
 const queueLua = `
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-local gone = redis.call('ZRANGEBYSCORE', KEYS[3], '-inf', now)
-if #gone > 0 then
-	redis.call('ZREM', KEYS[2], unpack(gone))
-	redis.call('ZREMRANGEBYSCORE', KEYS[3], '-inf', now)
+local now
+local function clock()
+	if not now then
+		local t = redis.call('TIME')
+		now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+	end
+	return now
+end
+local queued = redis.call('EXISTS', KEYS[2]) == 1
+if queued then
+	local gone = redis.call('ZRANGEBYSCORE', KEYS[3], '-inf', clock())
+	if #gone > 0 then
+		redis.call('ZREM', KEYS[2], unpack(gone))
+		redis.call('ZREMRANGEBYSCORE', KEYS[3], '-inf', clock())
+	end
 end
 local function enqueue(score, id, lease)
 	redis.call('ZADD', KEYS[2], score, id)
-	redis.call('ZADD', KEYS[3], now + tonumber(lease), id)
+	redis.call('ZADD', KEYS[3], clock() + tonumber(lease), id)
 	redis.call('PEXPIRE', KEYS[2], lease)
 	redis.call('PEXPIRE', KEYS[3], lease)
 end
@@ -67,7 +76,10 @@ local function dequeue(id)
 	redis.call('ZREM', KEYS[3], id)
 end
 local function free(lease, channel)
-	local h = redis.call('ZRANGE', KEYS[2], 0, 0)
+	local h = {}
+	if queued then
+		h = redis.call('ZRANGE', KEYS[2], 0, 0)
+	end
 	local msg = '1'
 	if #h > 0 then
 		msg = '` + reservePrefix + `' .. h[1]
@@ -100,7 +112,10 @@ if cur and not mine and string.sub(cur, 1, ` + reserveLen + `) ~= '` + reservePr
 	enqueue(ARGV[4], ARGV[5], ARGV[6])
 	return {0, 0, 0, 0}
 end
-local h = redis.call('ZRANGE', KEYS[2], 0, 0, 'WITHSCORES')
+local h = {}
+if queued then
+	h = redis.call('ZRANGE', KEYS[2], 0, 0, 'WITHSCORES')
+end
 local s = tonumber(ARGV[4])
 local first = #h == 0 or h[1] == ARGV[5] or tonumber(h[2]) > s or (tonumber(h[2]) == s and h[1] > ARGV[5])
 if first or (mine and ARGV[10] == '1') then
@@ -130,6 +145,7 @@ const fenceBumpLua = `
 			f = redis.call('INCR', KEYS[4])
 			redis.call('PEXPIRE', KEYS[4], ARGV[8])
 		else
+			local t = redis.call('TIME')
 			local c = t[1] .. string.format('%06d', tonumber(t[2]))
 			redis.call('SET', KEYS[4], c, 'PX', ARGV[8])
 			f = tonumber(c)
