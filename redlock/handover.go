@@ -145,14 +145,17 @@ func (l *Lock) settleHandOver(r *round, deadline time.Time, w *waiter, next *Loc
 	early := next != nil
 	var err error
 	if early {
+		if !r.t.success() {
+			// Free the keys before the loss passes the local turn on.
+			c.unlockQueued(k, token)
+			c.unlockQueued(k, l.token)
+		}
 		err = next.confirmHandOver(r, start)
-	} else {
-		next, err = c.handedLock(r, k, token, start, req)
-	}
-	if err != nil {
+	} else if next, err = c.handedLock(r, k, token, start, req); err != nil {
 		c.unlockQueued(k, token)
 		c.unlockQueued(k, l.token)
-	} else if mask := r.notGranted(); mask != 0 {
+	}
+	if mask := r.notGranted(); err == nil && mask != 0 {
 		c.leaveQueue(k, req.tk, mask)
 	}
 	if !early {
