@@ -49,7 +49,7 @@ func TestFIFOAcrossClients(t *testing.T) {
 				t.Errorf("waiter %d: release: %v", i, err)
 			}
 		})
-		time.Sleep(150 * time.Millisecond) // queued before the next one starts
+		waitQueued(t, c, "sku", int64(i+1)) // queued before the next one starts
 	}
 	newcomer := lockClient(t, c, redlock.WithNodeTimeout(handoverTimeout))
 	barged := make(chan int32, 1)
@@ -75,6 +75,23 @@ func TestFIFOAcrossClients(t *testing.T) {
 	for i, w := range order {
 		if w != i {
 			t.Fatalf("served in order %v, want 0..%d", order, waiters-1)
+		}
+	}
+}
+
+// waitQueued waits until n waiters are queued for resource on every node
+// (the queue's sorted set, docs/HANDOVER.md), at most 20s.
+func waitQueued(t *testing.T, c *redistest.Cluster, resource string, n int64) {
+	t.Helper()
+	key := redlock.DefaultPrefix + "{" + resource + "}:q"
+	deadline := time.Now().Add(20 * time.Second)
+	for _, node := range c.Nodes {
+		cl := node.Client(t)
+		for cl.ZCard(context.Background(), key).Val() < n {
+			if time.Now().After(deadline) {
+				t.Fatalf("%d waiters not queued on %s within 20s", n, node.Addr())
+			}
+			time.Sleep(5 * time.Millisecond)
 		}
 	}
 }
@@ -203,7 +220,13 @@ func TestSuccessorGivingUpDoesNotStrandTheResource(t *testing.T) {
 	qctx, quit := context.WithCancel(context.Background())
 	defer quit()
 	quitter := make(chan error, 1)
-	go func() { _, err := a.Acquire(qctx, "r", ttl, redlock.WithFencing()); quitter <- err }()
+	go func() {
+		l, err := a.Acquire(qctx, "r", ttl, redlock.WithFencing())
+		if err == nil { // the hand-over beat the cancellation: pass it on
+			err = l.Release(context.Background())
+		}
+		quitter <- err
+	}()
 	time.Sleep(100 * time.Millisecond)
 	next := make(chan error, 1)
 	go func() {
