@@ -12,9 +12,13 @@ type handoffState struct {
 	// yield: a hand-over passed the lock ahead of the nodes' queue, so its
 	// release goes to the queue, not to a local waiter.
 	yield bool
-	// unconfirmed: the lock came by a hand-over whose round is still out;
-	// it may pass on only by a round that respects the nodes' queue.
+	// unconfirmed: the lock came by a hand-over whose round is still out
+	// or failed; it may pass on only by a round that respects the nodes'
+	// queue.
 	unconfirmed bool
+	// prev: the predecessor's token, left on the nodes that a failed early
+	// hand-over did not reach; released with this lock, never before.
+	prev string
 }
 
 // handoffReq is what a queued Acquire caller asks for, so that a Release of
@@ -145,12 +149,10 @@ func (l *Lock) settleHandOver(r *round, deadline time.Time, w *waiter, next *Loc
 	early := next != nil
 	var err error
 	if early {
-		if !r.t.success() {
-			// Free the keys before the loss passes the local turn on.
-			c.unlockQueued(k, token)
-			c.unlockQueued(k, l.token)
-		}
-		err = next.confirmHandOver(r, start)
+		// A failed round frees nothing: the successor may be running
+		// already, protected by the validity it was given, which the keys
+		// it holds or l's outlast (docs/HANDOVER.md).
+		err = next.confirmHandOver(r, start, l.token)
 	} else if next, err = c.handedLock(r, k, token, start, req); err != nil {
 		c.unlockQueued(k, token)
 		c.unlockQueued(k, l.token)
@@ -168,16 +170,18 @@ func (l *Lock) settleHandOver(r *round, deadline time.Time, w *waiter, next *Loc
 }
 
 // confirmHandOver applies the round of a hand-over whose successor l started
-// at once: its validity now counts from the round, or it is lost.
-func (l *Lock) confirmHandOver(r *round, start time.Time) error {
+// at once: its validity now counts from the round. When the round failed, l
+// keeps the validity it started with and stays unconfirmed: its keys (its
+// own token where the round ran, prev elsewhere) are not released before l
+// is, so nobody else can take the resource meanwhile; an extension (or the
+// watchdog, at the end of that validity) decides whether l goes on.
+func (l *Lock) confirmHandOver(r *round, start time.Time, prev string) error {
 	c := l.c
 	l.mu.Lock()
 	if !r.t.success() {
-		err := r.err([]error{ErrLockLost}, fmt.Sprintf("hand-over set on %d of %d nodes (quorum %d)", r.t.ok, r.t.total, c.q))
-		report := l.loseLocked(err)
+		l.handoff.prev = prev
 		l.mu.Unlock()
-		report()
-		return err
+		return r.err(r.t.causes(), fmt.Sprintf("hand-over set on %d of %d nodes (quorum %d); the successor keeps its first validity", r.t.ok, r.t.total, c.q))
 	}
 	// It passed ahead of a waiter of another process: the next release
 	// goes to the nodes' queue.

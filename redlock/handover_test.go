@@ -152,7 +152,8 @@ func TestFencedHandOversGrowTheFence(t *testing.T) {
 
 // TestHandOverFallsBack: when the hand-over round cannot reach a quorum,
 // a fenced (waiting) successor acquires by itself once the nodes are back,
-// and an unfenced successor that already started is told it lost the lock.
+// and an unfenced successor that already started keeps the validity it was
+// given, and is told it lost the lock when it cannot extend it.
 func TestHandOverFallsBack(t *testing.T) {
 	for _, fenced := range []bool{true, false} {
 		t.Run(fmt.Sprintf("fencing=%v", fenced), func(t *testing.T) {
@@ -198,10 +199,21 @@ func testHandOverFallsBack(t *testing.T, fenced bool) {
 		if got.err != nil {
 			t.Fatal(got.err)
 		}
+		// It may be running already: it keeps the validity it was given,
+		// and, unable to extend it, is told of the loss before it ends.
 		select {
 		case <-got.l.Lost():
+			t.Fatal("a successor that started was declared lost before its validity ended")
 		default:
-			t.Fatal("a successor that started is not told of the failed hand-over")
+		}
+		ctx, stop := got.l.KeepAlive(context.Background())
+		defer stop()
+		<-ctx.Done()
+		if cause := context.Cause(ctx); !errors.Is(cause, ErrLockLost) {
+			t.Fatalf("cause %v, want ErrLockLost", cause)
+		}
+		if time.Now().After(got.l.Until()) {
+			t.Fatal("loss signalled after Until")
 		}
 		return
 	}

@@ -169,9 +169,15 @@ func (l *Lock) Release(ctx context.Context) error {
 		l.keepalives = nil
 	}
 	l.state = stateReleased
+	prev := l.handoff.prev
 	l.mu.Unlock()
 
 	c := l.c
+	if prev != "" {
+		// A failed early hand-over left the predecessor's token where
+		// it did not reach; it goes before this lock's own keys.
+		c.unlockQueued(l.res, prev)
+	}
 	if !wasLost && ctx.Err() == nil {
 		if handed, err := l.tryHandOver(ctx); handed {
 			c.observe(Event{Kind: EventRelease, Resource: l.res.resource, Duration: time.Since(l.acquired), Err: err})
