@@ -181,7 +181,7 @@ func (l *Lock) confirmHandOver(r *round, start time.Time, prev string) error {
 	if !r.t.success() {
 		l.handoff.prev = prev
 		l.mu.Unlock()
-		return r.err(r.t.causes(), fmt.Sprintf("hand-over set on %d of %d nodes (quorum %d); the successor keeps its first validity", r.t.ok, r.t.total, c.q))
+		return r.err([]error{ErrQuorum}, fmt.Sprintf("hand-over set on %d of %d nodes (quorum %d); the successor keeps its first validity", r.t.ok, r.t.total, c.q))
 	}
 	// It passed ahead of a waiter of another process: the next release
 	// goes to the nodes' queue.
