@@ -67,3 +67,38 @@ func TestEarlySuccessorKeepsExclusivityWhenItsRoundTimesOut(t *testing.T) {
 		_ = r.l.Release(context.Background())
 	})
 }
+
+// TestFailedEarlyHandOverLeavesNoKeyBehind: the predecessor's token, left
+// on the nodes a failed early hand-over did not reach, is released with the
+// successor's lock, not left to its (longer) TTL.
+func TestFailedEarlyHandOverLeavesNoKeyBehind(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c, mems := memClient(t, 3, WithNodeTimeout(20*time.Millisecond))
+		holder, err := c.Acquire(context.Background(), "r", time.Minute)
+		if err != nil {
+			t.Fatal(err)
+		}
+		next := waitFor(context.Background(), c, "r", time.Second)
+		synctest.Wait()
+		for _, m := range mems[:2] {
+			m.set(func(m *memNode) { m.err = errMemDown })
+		}
+		go func() { _ = holder.Release(context.Background()) }()
+		got := <-next
+		if got.err != nil {
+			t.Fatal(got.err)
+		}
+		<-got.l.Lost() // it could not extend with 2 of 3 nodes down
+		for _, m := range mems[:2] {
+			m.set(func(m *memNode) { m.err = nil })
+		}
+		if n := holders(c, mems, "r", holder.Token()); n != 2 {
+			t.Fatalf("predecessor's token on %d nodes, want the 2 the round missed", n)
+		}
+		_ = got.l.Release(context.Background())
+		time.Sleep(100 * time.Millisecond)
+		if n := holders(c, mems, "r", holder.Token()) + holders(c, mems, "r", got.l.Token()); n != 0 {
+			t.Fatalf("%d keys left after the successor's release", n)
+		}
+	})
+}
