@@ -152,7 +152,7 @@ func (l *Lock) settleHandOver(r *round, deadline time.Time, w *waiter, next *Loc
 		// A failed round frees nothing: the successor may be running
 		// already, protected by the validity it was given, which the keys
 		// it holds or l's outlast (docs/HANDOVER.md).
-		err = next.confirmHandOver(r, start, l.token)
+		err = next.confirmHandOver(r, start, l.token, req)
 	} else if next, err = c.handedLock(r, k, token, start, req); err != nil {
 		c.unlockQueued(k, token)
 		c.unlockQueued(k, l.token)
@@ -175,11 +175,15 @@ func (l *Lock) settleHandOver(r *round, deadline time.Time, w *waiter, next *Loc
 // own token where the round ran, prev elsewhere) are not released before l
 // is, so nobody else can take the resource meanwhile; an extension (or the
 // watchdog, at the end of that validity) decides whether l goes on.
-func (l *Lock) confirmHandOver(r *round, start time.Time, prev string) error {
+func (l *Lock) confirmHandOver(r *round, start time.Time, prev string, req *handoffReq) error {
 	c := l.c
 	l.mu.Lock()
 	if !r.t.success() {
 		l.handoff.prev = prev
+		if l.state == stateHeld {
+			// Under l.mu, so that l's release reaches each node after it.
+			c.retryTurn(l.res, prev, l.token, req, r.notSet())
+		}
 		l.mu.Unlock()
 		return r.err([]error{ErrQuorum}, fmt.Sprintf("hand-over set on %d of %d nodes (quorum %d); the successor keeps its first validity", r.t.ok, r.t.total, c.q))
 	}
@@ -272,4 +276,32 @@ func minTime(a, b time.Time) time.Time {
 		return a
 	}
 	return b
+}
+
+// retryTurn sends a failed early hand-over's script again, without waiting,
+// to the nodes in mask that did not answer that they set the new token: a
+// node that dropped the call (past its deadline) still holds prev, where
+// the successor's extensions would be refused. Either token is this
+// client's, so passing prev to the new one lets no one else in; a node where
+// the first call ran late refuses it. The successor's ticket, queued by a
+// refusal, leaves the queue at once.
+func (c *Client) retryTurn(k keys, prev, token string, req *handoffReq, mask uint64) {
+	if mask == 0 || c.isClosed() {
+		return
+	}
+	args := c.turnArgs(k, prev, token, req.ttl, req.tk, req.lc, true)
+	c.broadcast("handover", k.resource, mask, 1, time.Now().Add(c.cfg.nodeTimeout), true, args, turnScript).idle()
+	c.leaveQueue(k, req.tk, mask)
+}
+
+// notSet is the mask of nodes that did not answer that they set the new
+// token, stragglers included.
+func (r *round) notSet() uint64 {
+	var m uint64
+	for i := range r.c.nodes {
+		if r.slots[i].out != outOK {
+			m |= 1 << i
+		}
+	}
+	return m
 }

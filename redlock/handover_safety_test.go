@@ -102,3 +102,52 @@ func TestFailedEarlyHandOverLeavesNoKeyBehind(t *testing.T) {
 		}
 	})
 }
+
+// TestFailedEarlyHandOverIsRetriedWhereItWasDropped: a node that dropped
+// the hand-over call (it waited past its deadline behind a slow batch)
+// still holds the predecessor's token; the round is sent there again, so
+// the successor, which may be running, can extend instead of being declared
+// lost (its task then retried, a write applied twice).
+func TestFailedEarlyHandOverIsRetriedWhereItWasDropped(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const ttl = time.Second
+		c, mems := memClient(t, 3, WithNodeTimeout(50*time.Millisecond))
+		holder, err := c.Acquire(context.Background(), "r", ttl)
+		if err != nil {
+			t.Fatal(err)
+		}
+		next := waitFor(context.Background(), c, "r", ttl)
+		synctest.Wait()
+		for _, m := range mems[:2] {
+			m.set(func(m *memNode) { m.delay = 100 * time.Millisecond })
+		}
+		go func() { _, _ = c.TryAcquire(context.Background(), "other", ttl) }() // keeps nodes 0 and 1 busy
+		time.Sleep(time.Millisecond)
+		go func() { _ = holder.Release(context.Background()) }()
+		got := <-next
+		if got.err != nil {
+			t.Fatal(got.err)
+		}
+		time.Sleep(250 * time.Millisecond)
+		for _, m := range mems[:2] {
+			m.set(func(m *memNode) { m.delay = 0 })
+		}
+		if err := got.l.Extend(context.Background(), ttl); err != nil {
+			t.Fatalf("successor cannot extend: %v", err)
+		}
+		if n := holders(c, mems, "r", got.l.Token()); n != 3 {
+			t.Fatalf("successor's token on %d nodes, want 3", n)
+		}
+		k := c.keysFor("r")
+		for i, m := range mems {
+			m.mu.Lock()
+			z := m.zsets[k.key+":q"]
+			left := z != nil && len(z.m) > 0 && time.Now().Before(z.exp)
+			m.mu.Unlock()
+			if left {
+				t.Fatalf("node %d: waiter entries left", i)
+			}
+		}
+		_ = got.l.Release(context.Background())
+	})
+}
