@@ -23,7 +23,8 @@ const (
 	// same Client in one round (Err nil: a local hand-over). Otherwise the
 	// waiter acquires by itself: Err matches ErrLocked when a waiter of
 	// another process was ahead in the nodes' queue, which the lock went to
-	// (a remote hand-over), ErrQuorum or ErrLockLost when the round failed.
+	// (a remote hand-over), ErrQuorum when the round failed; a successor
+	// that had started at once then keeps its lock and its validity.
 	EventHandOver
 )
 
