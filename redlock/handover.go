@@ -136,9 +136,10 @@ func (l *Lock) handOver(ctx context.Context, w *waiter, until time.Time, confirm
 }
 
 // settleHandOver decides the hand-over round. On success the waiter holds
-// the lock on the new token; otherwise both tokens are released (reserving
-// the key for the nodes' queue head) and the waiter, if it was still
-// waiting, acquires by itself, or, if it had started, loses the lock.
+// the lock on the new token. Otherwise a waiter that was still waiting
+// acquires by itself once both tokens are released (reserving the key for
+// the nodes' queue head); one that had started keeps its lock and the
+// validity it was given (confirmHandOver), and nothing is released.
 func (l *Lock) settleHandOver(r *round, deadline time.Time, w *waiter, next *Lock, token string, start time.Time) error {
 	c, k, req := l.c, l.res, w.req
 	// Decided for the successor; when it did not get the lock, Release's
