@@ -88,7 +88,7 @@ func (c *Client) TryAcquire(ctx context.Context, resource string, ttl time.Durat
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	l, err := c.attempt(ctx, c.keysFor(resource), ttl, lc)
+	l, err := c.attempt(ctx, c.keysFor(resource), ttl, lc, nil)
 	c.acquired(resource, begin, 1, err)
 	return l, err
 }
@@ -114,9 +114,20 @@ func (c *Client) Acquire(ctx context.Context, resource string, ttl time.Duration
 
 func (c *Client) acquireLoop(ctx context.Context, k keys, ttl time.Duration, lc *lockConfig) (*Lock, int, error) {
 	var t *turn
+	tk := newTicket()
 	if c.cfg.localQueue {
+		var l *Lock
 		var err error
-		if t, err = c.gates.enter(ctx, k.key, c.closed); err != nil {
+		t, l, err = c.gates.enter(ctx, k.key, c.closed, &handoffReq{ttl: ttl, lc: lc, tk: tk})
+		if l != nil {
+			if err == nil {
+				return l, 1, nil // handed over by the previous holder
+			}
+			if !c.spawn(func() { _ = l.Release(context.Background()) }) {
+				_ = l.Release(context.Background())
+			}
+		}
+		if err != nil {
 			if errors.Is(err, ErrClosed) {
 				return nil, 0, err
 			}
@@ -125,6 +136,12 @@ func (c *Client) acquireLoop(ctx context.Context, k keys, ttl time.Duration, lc 
 			return nil, 0, waitError(ctx, nil, &opError{kinds: []error{ErrLocked}, summary: "waited behind another caller of this client"})
 		}
 	}
+	return c.attemptLoop(ctx, k, ttl, lc, t, tk)
+}
+
+// attemptLoop is Acquire's rounds once the caller has its local turn t: it
+// queues on the nodes with ticket tk until it wins or gives up.
+func (c *Client) attemptLoop(ctx context.Context, k keys, ttl time.Duration, lc *lockConfig, t *turn, tk *ticket) (*Lock, int, error) {
 	var w *watch
 	defer func() {
 		if w != nil {
@@ -137,13 +154,13 @@ func (c *Client) acquireLoop(ctx context.Context, k keys, ttl time.Duration, lc 
 		if w != nil {
 			w.reset()
 		}
-		l, err := c.attempt(ctx, k, ttl, lc)
+		l, err := c.attempt(ctx, k, ttl, lc, tk)
 		if err == nil {
 			l.adoptTurn(t)
 			return l, attempts, nil
 		}
 		if ctx.Err() != nil || errors.Is(err, ErrClosed) {
-			t.leave()
+			c.giveUp(k, tk, t)
 			return nil, attempts, waitError(ctx, err, last)
 		}
 		last = err
@@ -151,6 +168,7 @@ func (c *Client) acquireLoop(ctx context.Context, k keys, ttl time.Duration, lc 
 			// Subscribe to the release, then try once more at once: the
 			// holder may have released between the attempt and now.
 			w = c.notify.watch(ctx, k.channel)
+			w.forWaiter(tk.id)
 			continue
 		}
 		d := c.retryDelay()
@@ -174,7 +192,7 @@ func (c *Client) acquireLoop(ctx context.Context, k keys, ttl time.Duration, lc 
 		}
 		select {
 		case <-ctx.Done():
-			t.leave()
+			c.giveUp(k, tk, t)
 			return nil, attempts, waitError(ctx, nil, last)
 		case <-c.closed:
 			t.leave()
@@ -227,14 +245,18 @@ func (c *Client) acquired(resource string, begin time.Time, attempts int, err er
 }
 
 // attempt is one Redlock round: SET NX PX (or the fencing script) on every
-// node at once, decided at quorum. A failed round is undone on every node
-// that may hold the token, stragglers included.
-func (c *Client) attempt(ctx context.Context, k keys, ttl time.Duration, lc *lockConfig) (*Lock, error) {
+// node at once, decided at quorum; with a ticket, turnScript, which also
+// keeps the caller's place in the nodes' waiter queue. A failed round is
+// undone on every node that may hold the token, stragglers included.
+func (c *Client) attempt(ctx context.Context, k keys, ttl time.Duration, lc *lockConfig, tk *ticket) (*Lock, error) {
 	token := newToken(lc.suffix)
 	ttlMs := ttl.Milliseconds()
 	var args []any
 	var s *script
-	if lc.fencing {
+	classify := classifySet
+	if tk != nil {
+		s, args, classify = turnScript, c.turnArgs(k, "", token, ttl, tk, lc, false), classifyTurn
+	} else if lc.fencing {
 		s = fenceAcquireScript
 		args = s.args(k.bothKeys(), token, ttlMs, c.cfg.fenceRetention.Milliseconds())
 	} else {
@@ -243,15 +265,18 @@ func (c *Client) attempt(ctx context.Context, k keys, ttl time.Duration, lc *loc
 	start := time.Now()
 	deadline := start.Add(c.cfg.nodeTimeout)
 	r := c.broadcast("acquire", k.resource, c.allNodes(), c.q, deadline, false, args, s)
-	err := r.collect(ctx, deadline, classifySet)
+	err := r.collect(ctx, deadline, classify)
 	if err == nil && r.t.success() {
 		until := start.Add(ttl - driftAllowance(ttl, c.cfg.driftFactor))
 		var fence int64
 		if time.Now().Before(until) {
 			if lc.fencing {
-				fence, err = c.settleFence(ctx, r, k, until)
+				fence, err = c.settleFence(ctx, r, fencesOf(tk != nil), k, until)
 			}
 			if err == nil {
+				if tk != nil {
+					c.leaveQueue(k, tk, r.notGranted())
+				}
 				l := c.newLock(k, token, fence, ttl, start, until, lc)
 				l.unsent = r.unsent
 				return l, nil

@@ -21,7 +21,7 @@ func fenceCopies(n, q int) int { return min(n, n-q+2) }
 // counters, and so gets a larger one. A fence that cannot be stored that
 // widely is refused (ErrQuorum): handing it out could let a later fence go
 // backwards.
-func (c *Client) settleFence(ctx context.Context, r *round, k keys, until time.Time) (int64, error) {
+func (c *Client) settleFence(ctx context.Context, r *round, rd fenceReader, k keys, until time.Time) (int64, error) {
 	copies := fenceCopies(len(c.nodes), c.q)
 	deadline := time.Now().Add(c.cfg.nodeTimeout)
 	if until.Before(deadline) {
@@ -30,12 +30,12 @@ func (c *Client) settleFence(ctx context.Context, r *round, k keys, until time.T
 	if r.t.ok < copies {
 		// The round was decided at quorum: hear the nodes still answering
 		// before paying a round trip for copies they may already hold.
-		err := r.wait(ctx, deadline, classifySet, func() bool { return r.t.ok >= copies || r.pending&^r.answered == 0 })
+		err := r.wait(ctx, deadline, rd.classify, func() bool { return r.t.ok >= copies || r.pending&^r.answered == 0 })
 		if err != nil {
 			return 0, err
 		}
 	}
-	fence, carry, err := highestCounter(r)
+	fence, carry, err := highestCounter(r, rd.counter)
 	if err != nil {
 		return 0, err
 	}
@@ -61,13 +61,13 @@ func (c *Client) settleFence(ctx context.Context, r *round, k keys, until time.T
 
 // highestCounter returns the highest counter among the nodes that granted a
 // fenced round, and the mask of those that returned it.
-func highestCounter(r *round) (int64, uint64, error) {
+func highestCounter(r *round, counter func(any) any) (int64, uint64, error) {
 	var fence int64
 	for i, sl := range r.slots {
 		if sl.out != outOK {
 			continue
 		}
-		v, ok := sl.val.(int64)
+		v, ok := counter(sl.val).(int64)
 		if !ok || v <= 0 {
 			return 0, 0, r.err([]error{ErrQuorum}, fmt.Sprintf("node %d returned a bad fencing counter %v", i, sl.val))
 		}
@@ -75,9 +75,30 @@ func highestCounter(r *round) (int64, uint64, error) {
 	}
 	var carry uint64
 	for i, sl := range r.slots {
-		if v, ok := sl.val.(int64); ok && sl.out == outOK && v == fence {
+		if v, ok := counter(sl.val).(int64); ok && sl.out == outOK && v == fence {
 			carry |= 1 << i
 		}
 	}
 	return fence, carry, nil
+}
+
+// fenceReader says how a won round's replies carry fencing counters: a
+// fenced SET answers with the counter, a turn (queue) round with a triple
+// whose last element is the counter.
+type fenceReader struct {
+	classify func(reply) outcome
+	counter  func(any) any
+}
+
+var (
+	setFences  = fenceReader{classifySet, func(v any) any { return v }}
+	turnFences = fenceReader{classifyTurn, func(v any) any { _, _, f := turnReply(v); return f }}
+)
+
+// fencesOf picks the reader for a round sent with or without a ticket.
+func fencesOf(turn bool) fenceReader {
+	if turn {
+		return turnFences
+	}
+	return setFences
 }

@@ -20,6 +20,10 @@ type gate struct {
 type waiter struct {
 	ready   chan struct{}
 	granted bool
+	req     *handoffReq // what the waiter asks for, so a Release can hand over
+	lock    *Lock       // handed over with the turn; nil: acquire it yourself
+	claimed bool        // a hand-over to this waiter is under way
+	gone    bool        // gave up while claimed: the claimer releases the lock
 }
 
 // turn is a caller's place at the head of a resource's queue. Leaving passes
@@ -31,8 +35,11 @@ type turn struct {
 }
 
 // enter waits until the caller is at the head of key's queue, ctx ends or
-// closed is closed (then it returns ErrClosed).
-func (gs *gates) enter(ctx context.Context, key string, closed <-chan struct{}) (*turn, error) {
+// closed is closed (then it returns ErrClosed). A lock handed over by the
+// previous holder comes with the turn (then the turn is nil: the lock has
+// it); it can come with an error too, when the caller gave up as it arrived:
+// the caller must release it.
+func (gs *gates) enter(ctx context.Context, key string, closed <-chan struct{}, req *handoffReq) (*turn, *Lock, error) {
 	gs.mu.Lock()
 	if gs.m == nil {
 		gs.m = make(map[string]*gate)
@@ -41,27 +48,33 @@ func (gs *gates) enter(ctx context.Context, key string, closed <-chan struct{}) 
 	if !busy {
 		gs.m[key] = &gate{}
 		gs.mu.Unlock()
-		return &turn{gs: gs, key: key}, nil
+		return &turn{gs: gs, key: key}, nil, nil
 	}
-	w := &waiter{ready: make(chan struct{})}
+	w := &waiter{ready: make(chan struct{}), req: req}
 	g.queue = append(g.queue, w)
 	gs.mu.Unlock()
 
 	var err error
 	select {
 	case <-w.ready:
-		return &turn{gs: gs, key: key}, nil
+		return grantedTurn(gs, key, w), w.lock, nil
 	case <-ctx.Done():
 		err = ctx.Err()
 	case <-closed:
 		err = ErrClosed
 	}
 	gs.mu.Lock()
-	if w.granted {
+	switch {
+	case w.granted:
 		// The turn arrived as we gave up: pass it on.
 		gs.mu.Unlock()
-		(&turn{gs: gs, key: key}).leave()
-		return nil, err
+		grantedTurn(gs, key, w).leave()
+		return nil, w.lock, err
+	case w.claimed:
+		// A hand-over is under way: its sender releases what it gets.
+		w.gone = true
+		gs.mu.Unlock()
+		return nil, nil, err
 	}
 	for i, q := range g.queue {
 		if q == w {
@@ -70,7 +83,16 @@ func (gs *gates) enter(ctx context.Context, key string, closed <-chan struct{}) 
 		}
 	}
 	gs.mu.Unlock()
-	return nil, err
+	return nil, nil, err
+}
+
+// grantedTurn is the turn a granted waiter holds: none when a lock came with
+// it (the lock holds the turn).
+func grantedTurn(gs *gates, key string, w *waiter) *turn {
+	if w.lock != nil {
+		return nil
+	}
+	return &turn{gs: gs, key: key}
 }
 
 // leave hands the turn to the next waiter, or frees the resource's queue.

@@ -3,6 +3,7 @@ package redlock
 import (
 	"context"
 	"strconv"
+	"strings"
 	"time"
 )
 
@@ -14,6 +15,9 @@ type NodeState struct {
 	TTL   time.Duration // the lock key's remaining time to live, 0 when free
 	Fence int64         // the node's fencing counter, 0 when it has none
 	Err   error         // the node's failure, if it did not answer
+	// Reserved: the key is free but kept, for TTL, for the first waiter of
+	// the nodes' FIFO queue (docs/HANDOVER.md); Token is then "".
+	Reserved bool
 }
 
 // Held reports whether this node holds a lock key for the resource.
@@ -64,6 +68,9 @@ func parseInspect(st NodeState, v any) NodeState {
 	}
 	if tok, ok := vals[0].(string); ok {
 		st.Token = tok
+		if strings.HasPrefix(tok, reservePrefix) {
+			st.Token, st.Reserved = "", true
+		}
 	}
 	if ms, ok := vals[1].(int64); ok && ms > 0 {
 		st.TTL = time.Duration(ms) * time.Millisecond

@@ -42,6 +42,7 @@ type Lock struct {
 	keepalives []keepalive
 	cause      error // why the lock was lost
 	turn       *turn
+	handoff    handoffState
 }
 
 // keepalive is one KeepAlive context of a lock.
@@ -189,14 +190,25 @@ func (l *Lock) Release(ctx context.Context) error {
 		l.keepalives = nil
 	}
 	l.state = stateReleased
+	prev := l.handoff.prev
 	l.mu.Unlock()
 	// Whatever happens below, the next local waiter gets its turn.
 	defer l.turn.leave()
 
 	c := l.c
+	if prev != "" {
+		// A failed early hand-over left the predecessor's token where
+		// it did not reach; it goes before this lock's own keys.
+		c.unlockQueued(l.res, prev)
+	}
+	if !wasLost && ctx.Err() == nil {
+		if handed, err := l.tryHandOver(ctx); handed {
+			c.observe(Event{Kind: EventRelease, Resource: l.res.resource, Duration: time.Since(l.acquired), Err: err})
+			return err
+		}
+	}
 	deadline := time.Now().Add(c.cfg.nodeTimeout)
-	args := releaseScript.args(l.res.lockKeys(), l.token, l.res.channel)
-	r := c.broadcast("release", l.res.resource, c.allNodes()&^l.unsent, c.q, deadline, true, args, releaseScript)
+	r := c.broadcast("release", l.res.resource, c.allNodes()&^l.unsent, c.q, deadline, true, c.releaseArgs(l.res, l.token), queueReleaseScript)
 	err := r.collect(ctx, deadline, classifyOne)
 	switch {
 	case wasLost:

@@ -24,6 +24,7 @@ type memNode struct {
 	delay time.Duration // processing delay before a call takes effect
 	clock time.Duration // the node's wall clock minus the test's (fence seeds)
 	calls map[string]int
+	zsets map[string]*memZ // sorted sets (memqueue_test.go)
 	// batches counts the pipelines run (do calls).
 	batches int
 }
@@ -150,7 +151,7 @@ func (m *memNode) exec(c *redis.Cmd) {
 	}
 	// evalsha / eval
 	var s *script
-	for _, cand := range []*script{releaseScript, extendScript, fenceAcquireScript, fenceRaiseScript, inspectScript} {
+	for _, cand := range allScripts {
 		if str(a[1]) == cand.sha || str(a[1]) == cand.src {
 			s = cand
 		}
@@ -162,6 +163,10 @@ func (m *memNode) exec(c *redis.Cmd) {
 	}
 	argv := a[3+nk:]
 	now := time.Now()
+	if v, ok := m.execQueue(s, keys, argv); ok {
+		c.SetVal(v)
+		return
+	}
 	switch s {
 	case releaseScript:
 		m.calls["release"]++

@@ -39,6 +39,7 @@ type watch struct {
 	channel string
 	C       chan struct{}
 	seen    uint64 // nodes that announced a release since reset; under n.mu
+	id      string // the waiter's queue id: ignore releases reserved for others; under n.mu
 }
 
 func newNotifier(c *Client) *notifier {
@@ -131,6 +132,9 @@ func (n *notifier) dispatch(i int, msgs <-chan *redis.Message) {
 		n.mu.Lock()
 		if s := n.subs[m.Channel]; s != nil {
 			for w := range s.watches {
+				if !w.wants(m.Payload) {
+					continue
+				}
 				w.seen |= bit
 				if bits.OnesCount64(w.seen) >= n.c.q {
 					w.seen = 0

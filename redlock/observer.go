@@ -19,6 +19,13 @@ const (
 	EventLost
 	// EventNodeError: one node failed a call; Node and Addr name it.
 	EventNodeError
+	// EventHandOver: a Release passed the lock to a waiting Acquire of the
+	// same Client in one round (Err nil: a local hand-over). Otherwise the
+	// waiter acquires by itself: Err matches ErrLocked when a waiter of
+	// another process was ahead in the nodes' queue, which the lock went to
+	// (a remote hand-over), ErrQuorum when the round failed; a successor
+	// that had started at once then keeps its lock and its validity.
+	EventHandOver
 )
 
 // String returns the kind's name, suitable as a metric label.
@@ -34,6 +41,8 @@ func (k EventKind) String() string {
 		return "lost"
 	case EventNodeError:
 		return "node_error"
+	case EventHandOver:
+		return "handover"
 	}
 	return "unknown"
 }

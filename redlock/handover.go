@@ -1,0 +1,307 @@
+package redlock
+
+import (
+	"context"
+	"fmt"
+	"time"
+)
+
+// handoffState is a lock's part in hand-overs; under the lock's mu.
+type handoffState struct {
+	// yield: a hand-over passed the lock ahead of the nodes' queue, so its
+	// release goes to the queue, not to a local waiter.
+	yield bool
+	// unconfirmed: the lock came by a hand-over whose round is still out
+	// or failed; it may pass on only by a round that respects the nodes'
+	// queue.
+	unconfirmed bool
+	// prev: the predecessor's token, left on the nodes that a failed early
+	// hand-over did not reach; released with this lock, never before.
+	prev string
+}
+
+// handoffReq is what a queued Acquire caller asks for, so that a Release of
+// the same Client can acquire the lock on its behalf in the round that
+// releases it (docs/HANDOVER.md).
+type handoffReq struct {
+	ttl time.Duration
+	lc  *lockConfig
+	tk  *ticket
+}
+
+// claim takes the next local waiter out of the turn's queue for a hand-over.
+// The resource's queue stays, so that callers arriving meanwhile queue behind.
+func (t *turn) claim() *waiter {
+	if t == nil {
+		return nil
+	}
+	gs := t.gs
+	gs.mu.Lock()
+	defer gs.mu.Unlock()
+	g := gs.m[t.key]
+	if g == nil || len(g.queue) == 0 || g.queue[0].req == nil {
+		return nil
+	}
+	w := g.queue[0]
+	g.queue[0] = nil
+	g.queue = g.queue[1:]
+	w.claimed = true
+	return w
+}
+
+// pass gives the turn to a claimed waiter, with the lock acquired for it or
+// nil (it then acquires by itself). When the waiter gave up meanwhile, the
+// lock is returned for the caller to release (its turn moves on then).
+func (t *turn) pass(w *waiter, l *Lock) (orphan *Lock) {
+	t.once.Do(func() {
+		gs := t.gs
+		next := &turn{gs: gs, key: t.key}
+		if l != nil {
+			l.adoptTurn(next)
+		}
+		gs.mu.Lock()
+		if w.gone {
+			gs.mu.Unlock()
+			if l == nil {
+				next.leave()
+			}
+			orphan = l
+			return
+		}
+		w.granted, w.lock = true, l
+		close(w.ready)
+		gs.mu.Unlock()
+	})
+	return orphan
+}
+
+// tryHandOver is Release's hand-over path: when a local waiter is queued
+// and the lock does not owe the nodes' queue its turn, the lock passes to the
+// waiter in one round. It reports whether it handed over, and then Release's
+// result.
+func (l *Lock) tryHandOver(ctx context.Context) (handed bool, err error) {
+	l.mu.Lock()
+	ho, until := l.handoff, l.until
+	l.mu.Unlock()
+	if ho.yield {
+		return false, nil
+	}
+	w := l.turn.claim()
+	if w == nil {
+		return false, nil
+	}
+	return true, l.handOver(ctx, w, until, !ho.unconfirmed)
+}
+
+// handOver sends turnScript to pass l's keys to a new token for the claimed
+// waiter w. Without fencing, when l is confirmed and enough validity is
+// left, the waiter gets its lock at once (early): until the round confirms,
+// its validity is the shorter of l's and the new TTL's from now (the keys
+// hold l's token or already the new one; both are this client's, and every
+// later call of the waiter reaches each node after the round). With fencing
+// it waits for the round, which sets its fence. ctx only bounds how long
+// Release waits for the round.
+func (l *Lock) handOver(ctx context.Context, w *waiter, until time.Time, confirmed bool) error {
+	c, k, req := l.c, l.res, w.req
+	token := newToken(req.lc.suffix)
+	start := time.Now()
+	until = minTime(until, start.Add(req.ttl-driftAllowance(req.ttl, c.cfg.driftFactor)))
+	early := confirmed && !req.lc.fencing && time.Until(until) > 2*c.cfg.nodeTimeout+lossGuard(req.ttl)
+	deadline := start.Add(c.cfg.nodeTimeout)
+	args := c.turnArgs(k, l.token, token, req.ttl, req.tk, req.lc, early)
+	r := c.broadcast("handover", k.resource, c.allNodes(), c.q, deadline, false, args, turnScript)
+	var next *Lock
+	if early {
+		next = c.newLock(k, token, 0, req.ttl, start, until, req.lc)
+		next.mu.Lock()
+		next.handoff.unconfirmed = true
+		next.mu.Unlock()
+		if orphan := l.turn.pass(w, next); orphan != nil {
+			c.spawn(func() { _ = orphan.Release(context.Background()) })
+		}
+	}
+	done := make(chan error, 1)
+	if !c.spawn(func() { done <- l.settleHandOver(r, deadline, w, next, token, start) }) {
+		r.idle()
+		l.turn.pass(w, nil)
+		return ErrClosed
+	}
+	select {
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// settleHandOver decides the hand-over round. On success the waiter holds
+// the lock on the new token. Otherwise a waiter that was still waiting
+// acquires by itself once both tokens are released (reserving the key for
+// the nodes' queue head); one that had started keeps its lock and the
+// validity it was given (confirmHandOver), and nothing is released.
+func (l *Lock) settleHandOver(r *round, deadline time.Time, w *waiter, next *Lock, token string, start time.Time) error {
+	c, k, req := l.c, l.res, w.req
+	// Decided for the successor; when it did not get the lock, Release's
+	// answer for l also needs to know whether a majority dropped l's token.
+	_ = r.wait(context.Background(), deadline, classifyTurn, func() bool {
+		return r.t.success() || (r.t.decided() && (r.releasedOn() >= c.q || r.pending&^r.answered == 0))
+	})
+	early := next != nil
+	var err error
+	if early {
+		// A failed round frees nothing: the successor may be running
+		// already, protected by the validity it was given, which the keys
+		// it holds or l's outlast (docs/HANDOVER.md).
+		err = next.confirmHandOver(r, start, l.token, req)
+	} else if next, err = c.handedLock(r, k, token, start, req); err != nil {
+		c.unlockQueued(k, token)
+		c.unlockQueued(k, l.token)
+	}
+	if mask := r.notGranted(); err == nil && mask != 0 {
+		c.leaveQueue(k, req.tk, mask)
+	}
+	if !early {
+		if orphan := l.turn.pass(w, next); orphan != nil {
+			_ = orphan.Release(context.Background())
+		}
+	}
+	c.observe(Event{Kind: EventHandOver, Resource: k.resource, Err: err})
+	return r.releaseResult(err)
+}
+
+// confirmHandOver applies the round of a hand-over whose successor l started
+// at once: its validity now counts from the round. When the round failed, l
+// keeps the validity it started with and stays unconfirmed: its keys (its
+// own token where the round ran, prev elsewhere) are not released before l
+// is, so nobody else can take the resource meanwhile; an extension (or the
+// watchdog, at the end of that validity) decides whether l goes on.
+func (l *Lock) confirmHandOver(r *round, start time.Time, prev string, req *handoffReq) error {
+	c := l.c
+	l.mu.Lock()
+	if !r.t.success() {
+		l.handoff.prev = prev
+		if l.state == stateHeld {
+			// Under l.mu, so that l's release reaches each node after it.
+			c.retryTurn(l.res, prev, l.token, req, r.notSet())
+		}
+		l.mu.Unlock()
+		return r.err([]error{ErrQuorum}, fmt.Sprintf("hand-over set on %d of %d nodes (quorum %d); the successor keeps its first validity", r.t.ok, r.t.total, c.q))
+	}
+	// It passed ahead of a waiter of another process: the next release
+	// goes to the nodes' queue.
+	l.handoff = handoffState{yield: r.jumped()}
+	if l.state == stateHeld {
+		l.until = maxTime(l.until, start.Add(l.ttl-driftAllowance(l.ttl, c.cfg.driftFactor)))
+		l.watchdog.Reset(time.Until(l.until) - lossGuard(l.ttl))
+	}
+	l.mu.Unlock()
+	return nil
+}
+
+// releaseResult is Release's answer for the previous holder of a hand-over
+// round: nil when the lock passed on or a majority released its token;
+// ErrLockLost when too few nodes can still have held it, as Release says.
+func (r *round) releaseResult(err error) error {
+	released := r.releasedOn()
+	notMine := r.t.ok + r.t.refused - released
+	switch {
+	case err == nil || released >= r.c.q:
+		return nil
+	case r.t.total-notMine < r.c.q:
+		return r.err([]error{ErrLockLost}, fmt.Sprintf("only %d of %d nodes still held the lock at release", released, r.t.total))
+	}
+	return r.err([]error{ErrQuorum}, "release not confirmed by a majority; the keys expire within the TTL")
+}
+
+// releasedOn counts the nodes that answered that they dropped the previous
+// holder's token (for the new one or for the nodes' queue).
+func (r *round) releasedOn() int {
+	n := 0
+	for _, sl := range r.slots {
+		if sl.out == outOK || sl.out == outRefused {
+			if rel, _, _ := turnReply(sl.val); rel {
+				n++
+			}
+		}
+	}
+	return n
+}
+
+// handedLock builds the successor's lock from a won hand-over round, as
+// attempt does for a won acquire round.
+func (c *Client) handedLock(r *round, k keys, token string, start time.Time, req *handoffReq) (*Lock, error) {
+	if !r.t.success() {
+		return nil, r.err(r.t.causes(), fmt.Sprintf("hand-over set on %d of %d nodes (quorum %d)", r.t.ok, r.t.total, c.q))
+	}
+	until := start.Add(req.ttl - driftAllowance(req.ttl, c.cfg.driftFactor))
+	if !time.Now().Before(until) {
+		return nil, r.err([]error{ErrQuorum}, "hand-over reached its quorum past the validity")
+	}
+	var fence int64
+	if req.lc.fencing {
+		var err error
+		if fence, err = c.settleFence(context.Background(), r, turnFences, k, until); err != nil {
+			return nil, err
+		}
+	}
+	return c.newLock(k, token, fence, req.ttl, start, until, req.lc), nil
+}
+
+// unlockQueued releases token on every node, reserving the key for the
+// queue head and announcing it, without waiting for the answers.
+func (c *Client) unlockQueued(k keys, token string) {
+	if c.isClosed() {
+		return
+	}
+	mask := c.allNodes()
+	c.broadcast("release", k.resource, mask, len(c.nodes), time.Now().Add(c.cfg.nodeTimeout), true, c.releaseArgs(k, token), queueReleaseScript).idle()
+}
+
+// notGranted is the mask of nodes that answered, or timed out, without
+// granting: a won round's waiter entry may be left there. Nodes still
+// pending when the round was decided are left alone; their entry, if any,
+// lapses with its lease.
+func (r *round) notGranted() uint64 {
+	var m uint64
+	for i := range r.c.nodes {
+		if out := r.slots[i].out; out == outRefused || out == outFailed {
+			m |= 1 << i
+		}
+	}
+	return m
+}
+
+func minTime(a, b time.Time) time.Time {
+	if a.Before(b) {
+		return a
+	}
+	return b
+}
+
+// retryTurn sends a failed early hand-over's script again, without waiting,
+// to the nodes in mask that did not answer that they set the new token: a
+// node that dropped the call (past its deadline) still holds prev, where
+// the successor's extensions would be refused. Either token is this
+// client's, so passing prev to the new one lets no one else in; a node where
+// the first call ran late refuses it. The successor's ticket, queued by a
+// refusal, leaves the queue at once.
+func (c *Client) retryTurn(k keys, prev, token string, req *handoffReq, mask uint64) {
+	if mask == 0 || c.isClosed() {
+		return
+	}
+	args := c.turnArgs(k, prev, token, req.ttl, req.tk, req.lc, true)
+	c.broadcast("handover", k.resource, mask, 1, time.Now().Add(c.cfg.nodeTimeout), true, args, turnScript).idle()
+	c.leaveQueue(k, req.tk, mask)
+}
+
+// notSet is the mask of nodes that did not answer that they set the new
+// token, stragglers included.
+func (r *round) notSet() uint64 {
+	var m uint64
+	for i := range r.c.nodes {
+		if r.slots[i].out != outOK {
+			m |= 1 << i
+		}
+	}
+	return m
+}
