@@ -120,10 +120,6 @@ func (nc *nodeCheck) sameServer() error {
 	return nc.same
 }
 
-// independent reports whether the last check found no two nodes that are one
-// server (true before the first check).
-func (nc *nodeCheck) independent() bool { return nc.sameServer() == nil }
-
 // anyDown reports whether a node failed the last check.
 func (nc *nodeCheck) anyDown() bool {
 	nc.mu.Lock()
