@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -100,20 +101,41 @@ func (inv *inventory) ProcessTask(ctx context.Context, t *asynq.Task) error {
 	if err := json.Unmarshal(t.Payload(), &a); err != nil {
 		return fmt.Errorf("%w: %v", asynq.SkipRetry, err)
 	}
-	key := "stock:" + a.SKU
+	// Idempotent, as a handler under at-least-once delivery must be: a
+	// retry of a task whose write landed but whose reply was lost (a store
+	// timeout on a loaded machine) finds its mark and applies nothing again,
+	// while a second run of a completed task still counts as a second run.
+	// The lock is what keeps two different tasks' read and write apart.
+	key, mark := "stock:"+a.SKU, "applied:"+strconv.Itoa(a.ID)
+	if n, err := inv.store.Exists(ctx, mark).Result(); err != nil {
+		return err
+	} else if n == 1 {
+		inv.record(a.ID)
+		return nil
+	}
 	v, err := inv.store.Get(ctx, key).Int64()
 	if err != nil && err != redis.Nil {
 		return err
 	}
 	time.Sleep(inv.work)
-	if err := inv.store.Set(ctx, key, v+a.Delta, 0).Err(); err != nil {
+	_, err = inv.store.TxPipelined(ctx, func(p redis.Pipeliner) error {
+		p.Set(ctx, key, v+a.Delta, 0)
+		p.Set(ctx, mark, 1, 0)
+		return nil
+	})
+	if err != nil {
 		return err
 	}
-	inv.mu.Lock()
-	inv.applied[a.ID]++
-	inv.doneAt[a.ID] = time.Now()
-	inv.mu.Unlock()
+	inv.record(a.ID)
 	return nil
+}
+
+// record counts a run of task id that found its update applied.
+func (inv *inventory) record(id int) {
+	inv.mu.Lock()
+	inv.applied[id]++
+	inv.doneAt[id] = time.Now()
+	inv.mu.Unlock()
 }
 
 func (inv *inventory) done() int {

@@ -197,13 +197,7 @@ func newReplica(cfg config, srv *servers, store *redis.Client, hotDone *hotTally
 		if err := json.Unmarshal(t.Payload(), &a); err != nil {
 			return fmt.Errorf("%w: %v", asynq.SkipRetry, err)
 		}
-		// A read-modify-write: correct only if nobody else touches the SKU.
-		stock, err := store.Get(ctx, "stock:"+a.SKU).Int64()
-		if err != nil {
-			return err
-		}
-		time.Sleep(cfg.work)
-		if err := store.Set(ctx, "stock:"+a.SKU, stock+a.Delta, 0).Err(); err != nil {
+		if err := adjust(ctx, store, t.ResultWriter().TaskID(), a, cfg.work); err != nil {
 			return err
 		}
 		if a.SKU == "SKU-HOT" {
@@ -284,4 +278,27 @@ func report(ctx context.Context, store *redis.Client, skus []string, expected ma
 	fmt.Fprintf(out, "\n%d adjustments in %v %s: %d SKUs wrong, %d stock units lost\n",
 		cfg.updates, took.Round(time.Millisecond), mode, res.skusOff, res.lost)
 	return res, nil
+}
+
+// adjust applies one adjustment as a read-modify-write: correct only if
+// nobody else touches the SKU meanwhile (the lock's job). It is idempotent,
+// as a handler under asynq's at-least-once delivery must be: the write and
+// the task's mark go in one transaction, so a retry of a task whose write
+// landed but whose reply was lost applies nothing again.
+func adjust(ctx context.Context, store *redis.Client, taskID string, a adjustment, work time.Duration) error {
+	mark := "applied:" + taskID
+	if n, err := store.Exists(ctx, mark).Result(); err != nil || n == 1 {
+		return err
+	}
+	stock, err := store.Get(ctx, "stock:"+a.SKU).Int64()
+	if err != nil {
+		return err
+	}
+	time.Sleep(work)
+	_, err = store.TxPipelined(ctx, func(p redis.Pipeliner) error {
+		p.Set(ctx, "stock:"+a.SKU, stock+a.Delta, 0)
+		p.Set(ctx, mark, 1, time.Hour)
+		return nil
+	})
+	return err
 }
