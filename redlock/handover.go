@@ -50,9 +50,10 @@ func (t *turn) claim() *waiter {
 }
 
 // pass gives the turn to a claimed waiter, with the lock acquired for it or
-// nil (it then acquires by itself). When the waiter gave up meanwhile, the
-// lock is returned for the caller to release (its turn moves on then).
-func (t *turn) pass(w *waiter, l *Lock) (orphan *Lock) {
+// nil (it then acquires by itself). When the waiter gave up meanwhile, gone
+// is true and the lock is returned for the caller to release (its turn
+// moves on then).
+func (t *turn) pass(w *waiter, l *Lock) (orphan *Lock, gone bool) {
 	t.once.Do(func() {
 		gs := t.gs
 		next := &turn{gs: gs, key: t.key}
@@ -65,14 +66,14 @@ func (t *turn) pass(w *waiter, l *Lock) (orphan *Lock) {
 			if l == nil {
 				next.leave()
 			}
-			orphan = l
+			orphan, gone = l, true
 			return
 		}
 		w.granted, w.lock = true, l
 		close(w.ready)
 		gs.mu.Unlock()
 	})
-	return orphan
+	return orphan, gone
 }
 
 // tryHandOver is Release's hand-over path: when a local waiter is queued
@@ -116,7 +117,7 @@ func (l *Lock) handOver(ctx context.Context, w *waiter, until time.Time, confirm
 		next.mu.Lock()
 		next.handoff.unconfirmed = true
 		next.mu.Unlock()
-		if orphan := l.turn.pass(w, next); orphan != nil {
+		if orphan, _ := l.turn.pass(w, next); orphan != nil {
 			c.spawn(func() { _ = orphan.Release(context.Background()) })
 		}
 	}
@@ -161,8 +162,14 @@ func (l *Lock) settleHandOver(r *round, deadline time.Time, w *waiter, next *Loc
 		c.leaveQueue(k, req.tk, mask)
 	}
 	if !early {
-		if orphan := l.turn.pass(w, next); orphan != nil {
+		orphan, gone := l.turn.pass(w, next)
+		if orphan != nil {
 			_ = orphan.Release(context.Background())
+		} else if gone && req.tk != nil {
+			// Nobody will acquire with this ticket: drop the entry the
+			// round may have queued for it, so that no release reserves
+			// the key for a waiter that left.
+			c.leaveQueue(k, req.tk, c.allNodes())
 		}
 	}
 	c.observe(Event{Kind: EventHandOver, Resource: k.resource, Err: err})
@@ -180,9 +187,13 @@ func (l *Lock) confirmHandOver(r *round, start time.Time, prev string, req *hand
 	l.mu.Lock()
 	if !r.t.success() {
 		l.handoff.prev = prev
-		if l.state == stateHeld {
+		switch l.state {
+		case stateHeld:
 			// Under l.mu, so that l's release reaches each node after it.
 			c.retryTurn(l.res, prev, l.token, req, r.notSet())
+		case stateReleased:
+			// l was released before the round failed, without prev.
+			c.unlockQueued(l.res, prev)
 		}
 		l.mu.Unlock()
 		return r.err([]error{ErrQuorum}, fmt.Sprintf("hand-over set on %d of %d nodes (quorum %d); the successor keeps its first validity", r.t.ok, r.t.total, c.q))

@@ -192,8 +192,15 @@ func (l *Lock) Release(ctx context.Context) error {
 	l.state = stateReleased
 	prev := l.handoff.prev
 	l.mu.Unlock()
-	// Whatever happens below, the next local waiter gets its turn.
-	defer l.turn.leave()
+	// Whatever happens below, the next local waiter gets its turn: from
+	// here, or, once a hand-over claimed a waiter, from the hand-over, which
+	// passes it even when ctx ends before the round is decided.
+	handed := false
+	defer func() {
+		if !handed {
+			l.turn.leave()
+		}
+	}()
 
 	c := l.c
 	if prev != "" {
@@ -202,7 +209,8 @@ func (l *Lock) Release(ctx context.Context) error {
 		c.unlockQueued(l.res, prev)
 	}
 	if !wasLost && ctx.Err() == nil {
-		if handed, err := l.tryHandOver(ctx); handed {
+		var err error
+		if handed, err = l.tryHandOver(ctx); handed {
 			c.observe(Event{Kind: EventRelease, Resource: l.res.resource, Duration: time.Since(l.acquired), Err: err})
 			return err
 		}

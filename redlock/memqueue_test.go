@@ -151,7 +151,7 @@ func (m *memNode) bumpFence(key string, retention int64, now time.Time) int64 {
 	if v, ok := m.getLocked(key); ok {
 		f = num(v) + 1
 	} else {
-		f = now.UnixMicro()
+		f = now.Add(m.clock).UnixMicro() // the node's own clock, as the Lua seeds it
 	}
 	m.data[key] = memEntry{val: strconv.FormatInt(f, 10), exp: now.Add(time.Duration(retention) * time.Millisecond)}
 	return f

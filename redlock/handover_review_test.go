@@ -1,0 +1,93 @@
+package redlock
+
+import (
+	"context"
+	"testing"
+	"testing/synctest"
+	"time"
+)
+
+// TestReleaseContextEndingMidHandOverPassesTheTurn: a fenced hand-over waits
+// for its round; when Release's context ends first, the round still decides
+// for the claimed waiter, which gets the lock, and the waiter behind it gets
+// it only when that one releases (not when a stranded lock expires).
+func TestReleaseContextEndingMidHandOverPassesTheTurn(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c, mems := memClient(t, 3, WithNodeTimeout(50*time.Millisecond))
+		holder, err := c.Acquire(context.Background(), "r", time.Second, WithFencing())
+		if err != nil {
+			t.Fatal(err)
+		}
+		second := waitFor(context.Background(), c, "r", time.Second, WithFencing())
+		synctest.Wait()
+		third := waitFor(context.Background(), c, "r", time.Second, WithFencing())
+		synctest.Wait()
+		for _, m := range mems {
+			m.set(func(m *memNode) { m.delay = 10 * time.Millisecond })
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Millisecond)
+		defer cancel()
+		_ = holder.Release(ctx)
+		var got acquired
+		select {
+		case got = <-second:
+		case g := <-third:
+			t.Fatalf("the third waiter went first (err %v)", g.err)
+		case <-time.After(10 * time.Second):
+			t.Fatal("the claimed waiter never got the lock")
+		}
+		if got.err != nil || got.l.Fence() <= holder.Fence() {
+			t.Fatalf("claimed waiter: err %v, fence %d after %d", got.err, got.l.Fence(), holder.Fence())
+		}
+		synctest.Wait()
+		select {
+		case g := <-third:
+			t.Fatalf("the third waiter got the lock while the second held it (err %v)", g.err)
+		default:
+		}
+		released := time.Now()
+		if err := got.l.Release(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		g := <-third
+		if g.err != nil || g.at.Sub(released) > 200*time.Millisecond {
+			t.Fatalf("third waiter: err %v, %v after the release (a stranded lock lasts 1s)", g.err, g.at.Sub(released))
+		}
+		_ = g.l.Release(context.Background())
+	})
+}
+
+// TestEarlySuccessorReleasedBeforeItsRoundFailsFreesThePredecessor: the
+// successor of an early hand-over finishes before its round times out on a
+// majority; the predecessor's token left there is released when the round
+// fails, not left for its whole TTL.
+func TestEarlySuccessorReleasedBeforeItsRoundFailsFreesThePredecessor(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c, mems := memClient(t, 3, WithNodeTimeout(50*time.Millisecond))
+		holder, err := c.Acquire(context.Background(), "r", time.Minute)
+		if err != nil {
+			t.Fatal(err)
+		}
+		next := waitFor(context.Background(), c, "r", time.Second)
+		synctest.Wait()
+		for _, m := range mems[:2] {
+			m.set(func(m *memNode) { m.delay = 100 * time.Millisecond })
+		}
+		go func() { _, _ = c.TryAcquire(context.Background(), "other", time.Second) }() // nodes 0 and 1 busy
+		time.Sleep(time.Millisecond)
+		go func() { _ = holder.Release(context.Background()) }()
+		got := <-next
+		if got.err != nil {
+			t.Fatal(got.err)
+		}
+		_ = got.l.Release(context.Background()) // a quick task
+		time.Sleep(500 * time.Millisecond)
+		for _, m := range mems[:2] {
+			m.set(func(m *memNode) { m.delay = 0 })
+		}
+		time.Sleep(500 * time.Millisecond)
+		if n := holders(c, mems, "r", holder.Token()); n > 0 {
+			t.Fatalf("the predecessor's token (TTL 1m) is still on %d nodes after both locks were released", n)
+		}
+	})
+}
