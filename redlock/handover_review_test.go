@@ -91,3 +91,51 @@ func TestEarlySuccessorReleasedBeforeItsRoundFailsFreesThePredecessor(t *testing
 		}
 	})
 }
+
+// TestWaiterGoneDuringAFailedHandOverLeavesTheQueue: a fenced hand-over
+// refused because a waiter of another process is ahead queues the claimed
+// waiter on the nodes; when that waiter gives up meanwhile, its entry goes
+// at once, not after its lease.
+func TestWaiterGoneDuringAFailedHandOverLeavesTheQueue(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		opts := []Option{WithNodeTimeout(50 * time.Millisecond), WithRetryDelay(5*time.Millisecond, 20*time.Millisecond)}
+		a, mems := memClient(t, 3, opts...)
+		holder, err := a.Acquire(context.Background(), "r", time.Minute, WithFencing())
+		if err != nil {
+			t.Fatal(err)
+		}
+		remote := waitFor(context.Background(), memClientOn(t, mems, opts...), "r", time.Minute, WithFencing())
+		time.Sleep(50 * time.Millisecond) // the remote waiter is queued on the nodes
+		ctx, cancel := context.WithCancel(context.Background())
+		local := waitFor(ctx, a, "r", time.Minute, WithFencing())
+		synctest.Wait()
+		for _, m := range mems {
+			m.set(func(m *memNode) { m.delay = 10 * time.Millisecond })
+		}
+		go func() { _ = holder.Release(context.Background()) }()
+		time.Sleep(5 * time.Millisecond) // the hand-over round is on the wire
+		cancel()
+		if got := <-local; got.err == nil {
+			t.Fatal("the local waiter got the lock ahead of the remote one")
+		}
+		got := <-remote
+		if got.err != nil {
+			t.Fatal(got.err)
+		}
+		for _, m := range mems {
+			m.set(func(m *memNode) { m.delay = 0 })
+		}
+		time.Sleep(100 * time.Millisecond) // well inside the 500ms lease
+		k := a.keysFor("r")
+		for i, m := range mems {
+			m.mu.Lock()
+			z := m.zsets[k.key+":q"]
+			left := z != nil && len(z.m) > 0 && time.Now().Before(z.exp)
+			m.mu.Unlock()
+			if left {
+				t.Fatalf("node %d: a waiter entry is left after every waiter left or won", i)
+			}
+		}
+		_ = got.l.Release(context.Background())
+	})
+}
