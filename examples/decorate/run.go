@@ -35,7 +35,10 @@ func run(ctx context.Context, out io.Writer) error {
 		return err
 	}
 	defer stop()
-	locks, err := redlock.NewFromURLs(urls[:3])
+	// The embedded nodes share this process's CPU with the workers: a
+	// patient node timeout keeps a slow answer from passing for an outage
+	// (which requeues a task whatever the policy) on a loaded machine.
+	locks, err := redlock.NewFromURLs(urls[:3], redlock.WithNodeTimeout(500*time.Millisecond))
 	if err != nil {
 		return err
 	}

@@ -233,9 +233,11 @@ func waitDrained(ctx context.Context, broker string, n int, start time.Time, enq
 			return err
 		case <-tick.C:
 		}
-		qi, err := insp.GetQueueInfo("default")
-		if errors.Is(err, asynq.ErrQueueNotFound) {
-			qi, err = &asynq.QueueInfo{}, nil // nothing enqueued yet
+		// The queue exists once a task was enqueued into it; before that
+		// asynq answers with an internal not-found error.
+		qi, err := &asynq.QueueInfo{}, error(nil)
+		if enqueued.Load() > 0 {
+			qi, err = insp.GetQueueInfo("default")
 		}
 		if err != nil {
 			return fmt.Errorf("broker: %w", err)
