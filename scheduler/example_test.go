@@ -54,7 +54,7 @@ func ExampleSingleton() {
 
 	var crons []*cron.Cron
 	for range 2 { // in production: one per process
-		locks, err := redlock.NewFromURLs(urls)
+		locks, err := redlock.NewFromURLs(urls, redlock.WithNodeTimeout(time.Second)) // patient: embedded nodes share a busy CPU
 		if err != nil {
 			log.Fatal(err)
 		}
@@ -86,7 +86,7 @@ func ExampleSingleton() {
 func ExampleSingleton_withChain() {
 	urls, stop := nodes(3)
 	defer stop()
-	locks, err := redlock.NewFromURLs(urls)
+	locks, err := redlock.NewFromURLs(urls, redlock.WithNodeTimeout(time.Second)) // patient: embedded nodes share a busy CPU
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -127,7 +127,7 @@ func ExampleSingleton_withChain() {
 func ExampleScheduler() {
 	urls, stop := nodes(3)
 	defer stop()
-	locks, err := redlock.NewFromURLs(urls)
+	locks, err := redlock.NewFromURLs(urls, redlock.WithNodeTimeout(time.Second)) // patient: embedded nodes share a busy CPU
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -177,7 +177,7 @@ func (p *printer) EnqueueContext(ctx context.Context, t *asynq.Task, opts ...asy
 func ExampleScheduler_RegisterTask() {
 	urls, stop := nodes(3)
 	defer stop()
-	locks, err := redlock.NewFromURLs(urls)
+	locks, err := redlock.NewFromURLs(urls, redlock.WithNodeTimeout(time.Second)) // patient: embedded nodes share a busy CPU
 	if err != nil {
 		log.Fatal(err)
 	}
