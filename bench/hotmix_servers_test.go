@@ -3,6 +3,7 @@ package bench
 import (
 	"context"
 	"errors"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -22,7 +23,16 @@ type hotTrips struct {
 	trips    int
 	promoted int
 	actions  map[string]int
-	cold     map[string]int // cold SKUs' conflicts by action
+	cold     map[string]int       // cold SKUs' conflicts by action
+	entered  map[string]time.Time // hot task ID -> when its last run reached the middleware
+}
+
+// enteredAt returns when the run of the hot task id that got the lock
+// reached the middleware.
+func (h *hotTrips) enteredAt(id string) time.Time {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.entered[id]
 }
 
 func (h *hotTrips) observe(e middleware.Event) {
@@ -38,6 +48,11 @@ func (h *hotTrips) observe(e middleware.Event) {
 		return
 	}
 	switch {
+	case e.Kind == middleware.EventAcquired:
+		if h.entered == nil {
+			h.entered = map[string]time.Time{}
+		}
+		h.entered[e.TaskID] = time.Now().Add(-e.Wait)
 	case e.Kind == middleware.EventPromoted:
 		h.promoted++
 	case e.Kind == middleware.EventConflict:
@@ -52,16 +67,72 @@ func (h *hotTrips) observe(e middleware.Event) {
 	}
 }
 
-// hotSpan sums the hot handler runs and spans first start to last end.
+// hotSpan sums the hot handler runs and spans first start to last end; it
+// keeps each run, with the server that ran it, to tell hand-overs apart.
 type hotSpan struct {
 	mu          sync.Mutex
 	first, last time.Time
 	busy        time.Duration
+	runs        []hotRun
 }
 
-func (s *hotSpan) add(start, end time.Time) {
+// hotRun is one hot handler run on server srv (-1: unknown).
+type hotRun struct {
+	srv               int
+	entry, start, end time.Time // entry: when the server handed the task to the middleware
+}
+
+// serverKey carries the index of the server running a task.
+type serverKey struct{}
+
+// onServer tells the handler which server runs it.
+func onServer(h asynq.Handler, i int) asynq.Handler {
+	return asynq.HandlerFunc(func(ctx context.Context, t *asynq.Task) error {
+		return h.ProcessTask(context.WithValue(ctx, serverKey{}, i), t)
+	})
+}
+
+func serverOf(ctx context.Context) int {
+	if i, ok := ctx.Value(serverKey{}).(int); ok {
+		return i
+	}
+	return -1
+}
+
+// gaps splits the time between one hot run's end and the next one's start
+// by whether the next run was on the same server (a local hand-over) or
+// not: their counts and mean gaps. starved counts the next runs that reached
+// the middleware only after the previous one ended (nobody was waiting).
+func (s *hotSpan) gaps() (local, remote, starved int, localGap, remoteGap time.Duration) {
+	s.mu.Lock()
+	runs := slices.Clone(s.runs)
+	s.mu.Unlock()
+	slices.SortFunc(runs, func(a, b hotRun) int { return a.start.Compare(b.start) })
+	var lsum, rsum time.Duration
+	for i := 1; i < len(runs); i++ {
+		g := max(0, runs[i].start.Sub(runs[i-1].end))
+		if runs[i].entry.After(runs[i-1].end) {
+			starved++
+		}
+		if runs[i].srv == runs[i-1].srv {
+			local, lsum = local+1, lsum+g
+		} else {
+			remote, rsum = remote+1, rsum+g
+		}
+	}
+	if local > 0 {
+		localGap = lsum / time.Duration(local)
+	}
+	if remote > 0 {
+		remoteGap = rsum / time.Duration(remote)
+	}
+	return local, remote, starved, localGap, remoteGap
+}
+
+func (s *hotSpan) add(srv int, entry, start, end time.Time) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.runs = append(s.runs, hotRun{srv: srv, entry: entry, start: start, end: end})
 	if s.first.IsZero() || start.Before(s.first) {
 		s.first = start
 	}
@@ -112,7 +183,7 @@ func startWorkers(b *testing.B, cluster *redistest.Cluster, broker *redistest.No
 			b.Fatalf("worker %d: %v", i, err)
 		}
 		warmLocks(b, w.Locks(), "warm:"+strconv.Itoa(i)+":")
-		if err := w.Handle(taskType, failing(h, fail), middleware.ByField("sku")); err != nil {
+		if err := w.Handle(taskType, failing(onServer(h, i), fail), middleware.ByField("sku")); err != nil {
 			b.Fatal(err)
 		}
 		wg.Go(func() {
@@ -133,7 +204,7 @@ func startBare(b *testing.B, cluster *redistest.Cluster, broker *redistest.Node,
 		mw := middleware.Lock(rc, middleware.ByField("sku"), middleware.WithPrefix(lockPrefix), middleware.WithObserver(obs))
 		srv := newServer(b, broker, asynq.Config{Concurrency: hotMixConcurrency, Queues: map[string]int{queue: 1},
 			Logger: quietAsynq{}, LogLevel: asynq.FatalLevel})
-		if err := srv.Start(failing(mw(h), fail)); err != nil {
+		if err := srv.Start(failing(mw(onServer(h, i)), fail)); err != nil {
 			b.Fatalf("start server %d: %v", i, err)
 		}
 	}

@@ -8,8 +8,11 @@ import (
 
 // handoffState is a lock's part in hand-overs; under the lock's mu.
 type handoffState struct {
-	// yield: a hand-over passed the lock ahead of the nodes' queue, so its
-	// release goes to the queue, not to a local waiter.
+	// jumps counts the hand-overs in a row, up to this lock, that passed
+	// the lock ahead of a waiter of another process in the nodes' queue.
+	jumps int
+	// yield: jumps reached maxJumps, so this lock's release goes to the
+	// nodes' queue, not to a local waiter.
 	yield bool
 	// unconfirmed: the lock came by a hand-over whose round is still out
 	// or failed; it may pass on only by a round that respects the nodes'
@@ -91,8 +94,16 @@ func (l *Lock) tryHandOver(ctx context.Context) (handed bool, err error) {
 	if w == nil {
 		return false, nil
 	}
-	return true, l.handOver(ctx, w, until, !ho.unconfirmed)
+	return true, l.handOver(ctx, w, until, ho)
 }
+
+// maxJumps bounds how many local hand-overs in a row may pass ahead of a
+// waiter of another process: a remote hand-over costs a release round, an
+// announcement and the woken waiter's round, a local one a single round
+// the successor does not wait for, so a hot lock passed locally in short
+// runs stays busy far longer, and a remote waiter waits at most maxJumps
+// holds more than FIFO order would make it (docs/HANDOVER.md).
+const maxJumps = 8
 
 // handOver sends turnScript to pass l's keys to a new token for the claimed
 // waiter w. Without fencing, when l is confirmed and enough validity is
@@ -102,7 +113,8 @@ func (l *Lock) tryHandOver(ctx context.Context) (handed bool, err error) {
 // later call of the waiter reaches each node after the round). With fencing
 // it waits for the round, which sets its fence. ctx only bounds how long
 // Release waits for the round.
-func (l *Lock) handOver(ctx context.Context, w *waiter, until time.Time, confirmed bool) error {
+func (l *Lock) handOver(ctx context.Context, w *waiter, until time.Time, ho handoffState) error {
+	confirmed := !ho.unconfirmed
 	c, k, req := l.c, l.res, w.req
 	token := newToken(req.lc.suffix)
 	start := time.Now()
@@ -116,6 +128,7 @@ func (l *Lock) handOver(ctx context.Context, w *waiter, until time.Time, confirm
 		next = c.newLock(k, token, 0, req.ttl, start, until, req.lc)
 		next.mu.Lock()
 		next.handoff.unconfirmed = true
+		next.handoff.jumps = ho.jumps
 		next.mu.Unlock()
 		if orphan, _ := l.turn.pass(w, next); orphan != nil {
 			c.spawn(func() { _ = orphan.Release(context.Background()) })
@@ -198,9 +211,13 @@ func (l *Lock) confirmHandOver(r *round, start time.Time, prev string, req *hand
 		l.mu.Unlock()
 		return r.err([]error{ErrQuorum}, fmt.Sprintf("hand-over set on %d of %d nodes (quorum %d); the successor keeps its first validity", r.t.ok, r.t.total, c.q))
 	}
-	// It passed ahead of a waiter of another process: the next release
-	// goes to the nodes' queue.
-	l.handoff = handoffState{yield: r.jumped()}
+	// It passed ahead of a waiter of another process: after maxJumps
+	// such hand-overs in a row, the next release goes to the nodes' queue.
+	jumps := 0
+	if r.jumped() {
+		jumps = l.handoff.jumps + 1
+	}
+	l.handoff = handoffState{jumps: jumps, yield: jumps >= maxJumps}
 	if l.state == stateHeld {
 		l.until = maxTime(l.until, start.Add(l.ttl-driftAllowance(l.ttl, c.cfg.driftFactor)))
 		l.watchdog.Reset(time.Until(l.until) - lossGuard(l.ttl))
