@@ -40,7 +40,15 @@ func (m *mw) conflict(ctx context.Context, t *asynq.Task, meta taskMeta, res str
 		log.Debug("task requeued: resource busy", "cause", cause)
 		return nil, busy
 	}
-	// Last retry: asynq archives on any error, and a conflict must not.
+	return m.lastRetry(ctx, t, meta, res, ev, busy, start, log)
+}
+
+// lastRetry handles a busy task on its last retry, where asynq archives on
+// any error and a conflict must not: it resubmits a copy (and revokes this
+// run), or, without an enqueuer or when the copy is known not to exist,
+// waits for the lock as long as the task may run.
+func (m *mw) lastRetry(ctx context.Context, t *asynq.Task, meta taskMeta, res string, ev Event, busy *conflictError, start time.Time, log taskLog) (*redlock.Lock, error) {
+	cause := busy.cause
 	dropCopy := false
 	if m.cfg.enqueuer != nil {
 		ev.Action = "resubmit"

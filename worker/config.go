@@ -55,8 +55,12 @@ type Config struct {
 	StrictPriority bool `env:"WORKER_STRICT_PRIORITY" envDefault:"false"`
 	// ShutdownTimeout bounds how long in-flight tasks may finish on shutdown.
 	ShutdownTimeout time.Duration `env:"WORKER_SHUTDOWN_TIMEOUT" envDefault:"30s"`
-	// TaskCheckInterval is how often an idle worker looks for new tasks.
-	TaskCheckInterval time.Duration `env:"WORKER_TASK_CHECK_INTERVAL" envDefault:"250ms"`
+	// TaskCheckInterval is how often an idle worker looks for new tasks
+	// (asynq sleeps about this long after finding its queues empty). A
+	// promoted parked task waits for that look: at 250ms a hot resource's
+	// tasks arrived too late to keep its lock busy (docs/HOTKEYS.md); 20ms
+	// costs an idle worker about 50 cheap dequeue calls a second.
+	TaskCheckInterval time.Duration `env:"WORKER_TASK_CHECK_INTERVAL" envDefault:"20ms"`
 	// DelayedTaskCheckInterval is how often scheduled and retried tasks
 	// (requeued conflicts among them) are moved back to their queue; asynq's
 	// own default of 5s would make a busy resource's tasks wait that long.
