@@ -22,6 +22,7 @@ type mw struct {
 	waiters    map[string]int        // tasks of this process waiting per resource
 	promos     map[promoKey][]string // started task IDs to report, per resource being promoted
 	promoReq   map[promoKey]bool     // a promotion was asked for since the last call
+	holders    map[string]int        // tasks of this process holding each resource
 	promoteErr bool                  // the last promotion failed
 	parkErr    bool                  // the last park call failed
 	pace       pacer
@@ -103,6 +104,7 @@ func (m *mw) process(ctx context.Context, t *asynq.Task, next asynq.Handler) err
 		ev.Handover = m.handoverKind(res, time.Now())
 	}
 	m.observe(ev)
+	defer m.holding(res)()
 	m.promoteAhead(meta.queue, res, meta.id)
 	return m.run(ctx, t, next, lock, meta, log)
 }
@@ -118,13 +120,15 @@ func (m *mw) lockOpts() []redlock.LockOption {
 	return o
 }
 
-// acquire tries once, then under the Wait policy waits (bounded, and only if
+// acquire tries once (under the Wait policy, not when a task of this
+// process holds res: see holding), then under the Wait policy waits (bounded, and only if
 // fewer than maxWaiters tasks of this process already wait for res, or,
 // without parking, if the wait should be short). waited reports a lock
 // obtained by waiting.
 func (m *mw) acquire(ctx context.Context, res string) (lock *redlock.Lock, waited bool, err error) {
-	lock, err = m.client.TryAcquire(ctx, res, m.cfg.ttl, m.lockOpts()...)
-	if err == nil || m.cfg.policy.wait <= 0 || !errors.Is(err, redlock.ErrLocked) {
+	if m.cfg.policy.wait > 0 && m.heldHere(res) {
+		err = errHeldHere
+	} else if lock, err = m.client.TryAcquire(ctx, res, m.cfg.ttl, m.lockOpts()...); err == nil || m.cfg.policy.wait <= 0 || !errors.Is(err, redlock.ErrLocked) {
 		return lock, false, err
 	}
 	if !m.enterWait(res, m.cfg.broker == nil) {

@@ -1,0 +1,39 @@
+package middleware
+
+import (
+	"fmt"
+
+	"github.com/asynqlock/asynqlock/redlock"
+)
+
+// errHeldHere is the conflict of a task that found its resource held by a
+// task of this process: a TryAcquire round could only be refused.
+var errHeldHere = fmt.Errorf("middleware: %w: held by a task of this process", redlock.ErrLocked)
+
+// holding counts a task of this process that holds res until done is
+// called. A task arriving meanwhile goes straight to the wait (or to
+// parking), without a TryAcquire round: it joins the lock client's local
+// queue a round sooner, where the holder's release hands the lock over in
+// one round it does not wait for (docs/HOTKEYS.md).
+func (m *mw) holding(res string) (done func()) {
+	m.mu.Lock()
+	if m.holders == nil {
+		m.holders = make(map[string]int)
+	}
+	m.holders[res]++
+	m.mu.Unlock()
+	return func() {
+		m.mu.Lock()
+		if m.holders[res]--; m.holders[res] <= 0 {
+			delete(m.holders, res)
+		}
+		m.mu.Unlock()
+	}
+}
+
+// heldHere reports whether a task of this process holds res.
+func (m *mw) heldHere(res string) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.holders[res] > 0
+}

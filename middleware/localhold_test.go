@@ -1,0 +1,90 @@
+package middleware
+
+import (
+	"context"
+		"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/asynqlock/asynqlock/redlock"
+)
+
+// failedAcquires counts the lock client's acquisition calls that returned
+// an error: a refused TryAcquire is one.
+type failedAcquires struct{ n atomic.Int32 }
+
+func (f *failedAcquires) Observe(ev redlock.Event) {
+	if ev.Kind == redlock.EventAcquire && ev.Err != nil {
+		f.n.Add(1)
+	}
+}
+
+// TestArrivalBesideALocalHolderSkipsTryAcquire: a task that arrives while a
+// task of the same process holds its resource waits without a TryAcquire
+// round (the nodes could only refuse it) and runs after the holder; beside
+// another process's holder it still tries first (the control).
+func TestArrivalBesideALocalHolderSkipsTryAcquire(t *testing.T) {
+	ctx := context.Background()
+	e := newEnv(t)
+	var failed failedAcquires
+	lc, err := redlock.NewFromURLs([]string{e.srv.URL()}, redlock.WithRetryDelay(5*time.Millisecond, 10*time.Millisecond),
+		redlock.WithNodeTimeout(100*time.Millisecond), redlock.WithObserver(redlock.ObserverFunc(failed.Observe)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = lc.Close() })
+	e.locks = lc
+	withMeta(t, taskMeta{id: "t1", maxRetry: 3, known: true})
+	release := make(chan struct{})
+	var runs atomic.Int32
+	rec := &recorder{fn: func(context.Context) error {
+		if runs.Add(1) == 1 {
+			<-release
+		}
+		return nil
+	}}
+	h := Lock(e.locks, ByField("sku"), WithPolicy(Wait(5*time.Second)))(rec)
+	done := make(chan error, 2)
+	go func() { done <- h.ProcessTask(ctx, adjust()) }()
+	for deadline := time.Now().Add(10 * time.Second); e.holder(t, res) == ""; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the first task never held its lock")
+		}
+	}
+	before := failed.n.Load()
+	go func() { done <- h.ProcessTask(ctx, adjust()) }()
+	time.Sleep(300 * time.Millisecond) // the second task is waiting
+	if n := failed.n.Load() - before; n != 0 {
+		t.Fatalf("the task arriving beside a local holder was refused %d times, want no TryAcquire", n)
+	}
+	if runs.Load() != 1 {
+		t.Fatalf("%d runs while the first task held the lock, want 1", runs.Load())
+	}
+	close(release)
+	for range 2 {
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+	}
+	if runs.Load() != 2 {
+		t.Fatalf("%d runs, want 2", runs.Load())
+	}
+
+	// Control: held by another process, the arriving task tries first.
+	held, err := e.other.TryAcquire(ctx, res, 10*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	before = failed.n.Load()
+	go func() { done <- h.ProcessTask(ctx, adjust()) }()
+	time.Sleep(300 * time.Millisecond)
+	if n := failed.n.Load() - before; n == 0 {
+		t.Fatal("the task arriving beside another process's holder was never refused: the control cannot fail")
+	}
+	if err := held.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+}
