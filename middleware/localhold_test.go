@@ -2,7 +2,7 @@ package middleware
 
 import (
 	"context"
-		"sync/atomic"
+	"sync/atomic"
 	"testing"
 	"time"
 
