@@ -10,12 +10,12 @@ import (
 // task of this process: a TryAcquire round could only be refused.
 var errHeldHere = fmt.Errorf("middleware: %w: held by a task of this process", redlock.ErrLocked)
 
-// holding counts a task of this process that holds res until done is
+// countHolder counts a task of this process that holds res until done is
 // called. A task arriving meanwhile goes straight to the wait (or to
 // parking), without a TryAcquire round: it joins the lock client's local
 // queue a round sooner, where the holder's release hands the lock over in
 // one round it does not wait for (docs/HOTKEYS.md).
-func (m *mw) holding(res string) (done func()) {
+func (m *mw) countHolder(res string) (done func()) {
 	m.mu.Lock()
 	if m.holders == nil {
 		m.holders = make(map[string]int)

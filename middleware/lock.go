@@ -104,7 +104,7 @@ func (m *mw) process(ctx context.Context, t *asynq.Task, next asynq.Handler) err
 		ev.Handover = m.handoverKind(res, time.Now())
 	}
 	m.observe(ev)
-	defer m.holding(res)()
+	defer m.countHolder(res)()
 	m.promoteAhead(meta.queue, res, meta.id)
 	return m.run(ctx, t, next, lock, meta, log)
 }
@@ -121,7 +121,7 @@ func (m *mw) lockOpts() []redlock.LockOption {
 }
 
 // acquire tries once (under the Wait policy, not when a task of this
-// process holds res: see holding), then under the Wait policy waits (bounded, and only if
+// process holds res: see countHolder), then under the Wait policy waits (bounded, and only if
 // fewer than maxWaiters tasks of this process already wait for res, or,
 // without parking, if the wait should be short). waited reports a lock
 // obtained by waiting.
