@@ -6,9 +6,10 @@ import (
 	"github.com/asynqlock/asynqlock/redlock"
 )
 
-// errHeldHere is the conflict of a task that found its resource held by a
-// task of this process: a TryAcquire round could only be refused.
-var errHeldHere = fmt.Errorf("middleware: %w: held by a task of this process", redlock.ErrLocked)
+// errHeldHere is the conflict of a task that found its resource held or
+// waited for by tasks of this process: a TryAcquire round could only be
+// refused, or take the lock ahead of a waiter.
+var errHeldHere = fmt.Errorf("middleware: %w: held or waited for by tasks of this process", redlock.ErrLocked)
 
 // countHolder counts a task of this process that holds res until done is
 // called. A task arriving meanwhile goes straight to the wait (or to
@@ -31,9 +32,9 @@ func (m *mw) countHolder(res string) (done func()) {
 	}
 }
 
-// heldHere reports whether a task of this process holds res.
+// heldHere reports whether tasks of this process hold or wait for res.
 func (m *mw) heldHere(res string) bool {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	return m.holders[res] > 0
+	return m.holders[res] > 0 || m.waiters[res] > 0
 }
