@@ -9,10 +9,13 @@ import (
 // handoffState is a lock's part in hand-overs; under the lock's mu.
 type handoffState struct {
 	// jumps counts the hand-overs in a row, up to this lock, that passed
-	// the lock ahead of a waiter of another process in the nodes' queue.
-	jumps int
+	// the lock ahead of a waiter of another process in the nodes' queue;
+	// firstJump is when the first of them was confirmed.
+	jumps     int
+	firstJump time.Time
 	// yield: jumps reached maxJumps, so this lock's release goes to the
-	// nodes' queue, not to a local waiter.
+	// nodes' queue, not to a local waiter (as it does once the first jump
+	// is maxJumpSpan old, see owesQueue).
 	yield bool
 	// unconfirmed: the lock came by a hand-over whose round is still out
 	// or failed; it may pass on only by a round that respects the nodes'
@@ -87,7 +90,7 @@ func (l *Lock) tryHandOver(ctx context.Context) (handed bool, err error) {
 	l.mu.Lock()
 	ho, until := l.handoff, l.until
 	l.mu.Unlock()
-	if ho.yield {
+	if ho.owesQueue(time.Now()) {
 		return false, nil
 	}
 	w := l.turn.claim()
@@ -97,13 +100,24 @@ func (l *Lock) tryHandOver(ctx context.Context) (handed bool, err error) {
 	return true, l.handOver(ctx, w, until, ho)
 }
 
-// maxJumps bounds how many local hand-overs in a row may pass ahead of a
-// waiter of another process: a remote hand-over costs a release round, an
-// announcement and the woken waiter's round, a local one a single round
-// the successor does not wait for, so a hot lock passed locally in short
-// runs stays busy far longer, and a remote waiter waits at most maxJumps
-// holds more than FIFO order would make it (docs/HANDOVER.md).
-const maxJumps = 8
+// owesQueue reports whether a release at now must go to the nodes' queue:
+// the lock passed ahead of a remote waiter maxJumps times in a row, or the
+// first of those jumps is maxJumpSpan old.
+func (ho handoffState) owesQueue(now time.Time) bool {
+	return ho.yield || ho.jumps > 0 && now.Sub(ho.firstJump) >= maxJumpSpan
+}
+
+// maxJumps and maxJumpSpan bound the local hand-overs in a row that may
+// pass ahead of a waiter of another process: a remote hand-over costs a
+// release round, an announcement and the woken waiter's round, a local one
+// a single round the successor does not wait for, so a hot lock passed
+// locally in short runs stays busy far longer. A remote waiter is passed
+// over at most maxJumps times, and not after the first jump is maxJumpSpan
+// old: with long holds, about once (docs/HANDOVER.md).
+const (
+	maxJumps    = 16
+	maxJumpSpan = 100 * time.Millisecond
+)
 
 // handOver sends turnScript to pass l's keys to a new token for the claimed
 // waiter w. Without fencing, when l is confirmed and enough validity is
@@ -128,7 +142,7 @@ func (l *Lock) handOver(ctx context.Context, w *waiter, until time.Time, ho hand
 		next = c.newLock(k, token, 0, req.ttl, start, until, req.lc)
 		next.mu.Lock()
 		next.handoff.unconfirmed = true
-		next.handoff.jumps = ho.jumps
+		next.handoff.jumps, next.handoff.firstJump = ho.jumps, ho.firstJump
 		next.mu.Unlock()
 		if orphan, _ := l.turn.pass(w, next); orphan != nil {
 			c.spawn(func() { _ = orphan.Release(context.Background()) })
@@ -211,13 +225,18 @@ func (l *Lock) confirmHandOver(r *round, start time.Time, prev string, req *hand
 		l.mu.Unlock()
 		return r.err([]error{ErrQuorum}, fmt.Sprintf("hand-over set on %d of %d nodes (quorum %d); the successor keeps its first validity", r.t.ok, r.t.total, c.q))
 	}
-	// It passed ahead of a waiter of another process: after maxJumps
-	// such hand-overs in a row, the next release goes to the nodes' queue.
-	jumps := 0
+	// It passed ahead of a waiter of another process: after maxJumps such
+	// hand-overs in a row, or maxJumpSpan after the first, the next
+	// release goes to the nodes' queue.
+	ho := handoffState{}
 	if r.jumped() {
-		jumps = l.handoff.jumps + 1
+		ho.jumps, ho.firstJump = l.handoff.jumps+1, l.handoff.firstJump
+		if ho.jumps == 1 {
+			ho.firstJump = time.Now()
+		}
+		ho.yield = ho.jumps >= maxJumps
 	}
-	l.handoff = handoffState{jumps: jumps, yield: jumps >= maxJumps}
+	l.handoff = ho
 	if l.state == stateHeld {
 		l.until = maxTime(l.until, start.Add(l.ttl-driftAllowance(l.ttl, c.cfg.driftFactor)))
 		l.watchdog.Reset(time.Until(l.until) - lossGuard(l.ttl))

@@ -491,45 +491,57 @@ func TestReleaseWithCancelledContextAroundHandOver(t *testing.T) {
 // to the nodes' queue, whose head then gets the lock even though local
 // waiters remain.
 func TestRemoteWaiterIsPassedOverAtMostMaxJumps(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		opts := []Option{WithNodeTimeout(20 * time.Millisecond), WithRetryDelay(5*time.Millisecond, 50*time.Millisecond)}
-		a, mems := memClient(t, 3, opts...)
-		l, err := a.Acquire(context.Background(), "r", time.Minute)
-		if err != nil {
-			t.Fatal(err)
+	synctest.Test(t, func(t *testing.T) { testPassedOver(t, time.Millisecond, maxJumps) })
+}
+
+// TestRemoteWaiterIsPassedOverOnceBehindLongHolds: with holds longer than
+// maxJumpSpan, the remote waiter is passed over once only.
+func TestRemoteWaiterIsPassedOverOnceBehindLongHolds(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) { testPassedOver(t, maxJumpSpan, 1) })
+}
+
+// testPassedOver releases a chain of local holders, each held for hold,
+// with a waiter of another client queued first; the remote waiter must get
+// the lock after exactly want local hand-overs.
+func testPassedOver(t *testing.T, hold time.Duration, want int) {
+	opts := []Option{WithNodeTimeout(20 * time.Millisecond), WithRetryDelay(5*time.Millisecond, 50*time.Millisecond)}
+	a, mems := memClient(t, 3, opts...)
+	l, err := a.Acquire(context.Background(), "r", time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	remote := waitFor(context.Background(), memClientOn(t, mems, opts...), "r", time.Minute)
+	time.Sleep(200 * time.Millisecond) // queued on the nodes, retried a few times
+	var local []<-chan acquired
+	for range maxJumps + 2 {
+		local = append(local, waitFor(context.Background(), a, "r", time.Minute))
+		time.Sleep(time.Millisecond)
+		synctest.Wait()
+	}
+	for i := 0; ; i++ {
+		time.Sleep(hold)
+		if err := l.Release(context.Background()); err != nil {
+			t.Fatalf("release %d: %v", i, err)
 		}
-		remote := waitFor(context.Background(), memClientOn(t, mems, opts...), "r", time.Minute)
-		time.Sleep(200 * time.Millisecond) // queued on the nodes, retried a few times
-		var local []<-chan acquired
-		for range maxJumps + 2 {
-			local = append(local, waitFor(context.Background(), a, "r", time.Minute))
-			time.Sleep(time.Millisecond)
-			synctest.Wait()
-		}
-		for i := 0; ; i++ {
-			if err := l.Release(context.Background()); err != nil {
-				t.Fatalf("release %d: %v", i, err)
+		synctest.Wait() // the round has answered, the next holder has its lock
+		select {
+		case got := <-remote:
+			if got.err != nil {
+				t.Fatalf("remote waiter: %v", got.err)
 			}
-			time.Sleep(100 * time.Millisecond) // the round has answered
-			select {
-			case got := <-remote:
-				if got.err != nil {
-					t.Fatalf("remote waiter: %v", got.err)
-				}
-				if i != maxJumps {
-					t.Fatalf("remote waiter served after %d local hand-overs, want %d", i, maxJumps)
-				}
-				_ = got.l.Release(context.Background())
-				return
-			case got := <-local[i]:
-				if got.err != nil {
-					t.Fatalf("local waiter %d: %v", i, got.err)
-				}
-				if i >= maxJumps {
-					t.Fatalf("local waiter %d served ahead of the remote waiter after %d jumps", i, maxJumps)
-				}
-				l = got.l
+			if i != want {
+				t.Fatalf("remote waiter served after %d local hand-overs, want %d", i, want)
 			}
+			_ = got.l.Release(context.Background())
+			return
+		case got := <-local[i]:
+			if got.err != nil {
+				t.Fatalf("local waiter %d: %v", i, got.err)
+			}
+			if i >= want {
+				t.Fatalf("local waiter %d served ahead of the remote waiter after %d jumps", i, want)
+			}
+			l = got.l
 		}
-	})
+	}
 }
