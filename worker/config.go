@@ -10,7 +10,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/asynqlock/asynqlock/redlock"
+	"github.com/asynqlock/asynqlock/internal/redisurl"
 	"github.com/caarlos0/env/v11"
 )
 
@@ -246,10 +246,10 @@ func (c *Config) checkURLs() []Problem {
 		f      tlsFiles
 	}{{"ASYNQ_TLS_", c.asynqTLS()}, {"REDLOCK_TLS_", c.redlockTLS()}} {
 		prefix, f := v.prefix, v.f
-		if err := redlock.AddTLSFiles(&tls.Config{}, f.ca, "", ""); err != nil {
+		if err := redisurl.AddTLSFiles(&tls.Config{}, f.ca, "", ""); err != nil {
 			ps = append(ps, Problem{prefix + "CA_FILE", err.Error()})
 		}
-		if err := redlock.AddTLSFiles(&tls.Config{}, "", f.cert, f.key); err != nil {
+		if err := redisurl.AddTLSFiles(&tls.Config{}, "", f.cert, f.key); err != nil {
 			ps = append(ps, Problem{prefix + "CERT_FILE and " + prefix + "KEY_FILE", err.Error()})
 		}
 	}
@@ -259,9 +259,8 @@ func (c *Config) checkURLs() []Problem {
 		}
 	}
 	for i, u := range c.nodeURLs() {
-		if _, err := redlock.ParseNodeURL(u); err != nil {
-			msg := strings.TrimPrefix(err.Error(), redlock.ErrInvalid.Error()+": ")
-			ps = append(ps, Problem{"REDLOCK_NODES", fmt.Sprintf("node %d: %s", i, msg)})
+		if _, err := redisurl.ParseNode(u); err != nil {
+			ps = append(ps, Problem{"REDLOCK_NODES", fmt.Sprintf("node %d: %v", i, err)})
 		}
 	}
 	return ps

@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/asynqlock/asynqlock/internal/lockadmin"
 	"github.com/asynqlock/asynqlock/redlock"
 )
 
@@ -27,9 +28,9 @@ type health struct {
 // checkReady probes the broker and every lock node, logs what changed and
 // updates the metrics and /readyz.
 func (w *Worker) checkReady(ctx context.Context) {
-	pctx, cancel := context.WithTimeout(ctx, max(w.probe, time.Second, w.locks.NodeTimeout()))
+	pctx, cancel := context.WithTimeout(ctx, max(w.probe, time.Second, w.cfg.NodeTimeout))
 	defer cancel()
-	nodes, err := w.locks.PingNodes(pctx)
+	nodes, err := lockadmin.PingNodes(pctx, w.locks)
 	if err != nil {
 		return // the worker is shutting down
 	}
@@ -37,7 +38,7 @@ func (w *Worker) checkReady(ctx context.Context) {
 	if ctx.Err() != nil {
 		return
 	}
-	ready := w.health.update(w.log, w.metrics, w.brokerAddr, nodes, brokerErr, w.locks.Quorum(), w.nodes.sameServer())
+	ready := w.health.update(w.log, w.metrics, w.brokerAddr, nodes, brokerErr, lockadmin.Quorum(w.locks), w.nodes.sameServer())
 	w.ready.Store(ready)
 	boolGauge(w.metrics.ready, ready)
 }
@@ -45,7 +46,7 @@ func (w *Worker) checkReady(ctx context.Context) {
 // update records a probe's results and logs every change; it returns
 // whether the worker is ready. sameServer is the node check's finding that
 // two lock nodes are one server (logged at Error by the check itself).
-func (h *health) update(log *slog.Logger, m *metrics, brokerAddr string, nodes []redlock.NodeStatus, brokerErr error, quorum int, sameServer error) bool {
+func (h *health) update(log *slog.Logger, m *metrics, brokerAddr string, nodes []lockadmin.NodeStatus, brokerErr error, quorum int, sameServer error) bool {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	first := !h.probed
@@ -90,7 +91,7 @@ func (h *health) updateBroker(log *slog.Logger, m *metrics, addr string, err err
 
 // updateNodes logs each node that went down or came back, and returns the
 // down ones, described with their causes.
-func (h *health) updateNodes(log *slog.Logger, m *metrics, nodes []redlock.NodeStatus, first bool) []string {
+func (h *health) updateNodes(log *slog.Logger, m *metrics, nodes []lockadmin.NodeStatus, first bool) []string {
 	var down []string
 	for i, n := range nodes {
 		was := h.nodeErr[i]

@@ -14,6 +14,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/asynqlock/asynqlock/internal/lockadmin"
 	"github.com/asynqlock/asynqlock/middleware"
 	"github.com/asynqlock/asynqlock/redlock"
 	"github.com/hibiken/asynq"
@@ -111,7 +112,7 @@ func New(cfg Config, opts ...Option) (*Worker, error) {
 	w.metrics = newMetrics(w.reg)
 	w.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	locks, err := NewLockClient(cfg, redlock.WithLogger(w.log),
-		redlock.WithObserver(redlock.ObserverFunc(w.metrics.observeLock)))
+		redlock.WithObserver(w.metrics.observeLock))
 	if err != nil {
 		return nil, err
 	}
@@ -247,7 +248,7 @@ func (w *Worker) Run(ctx context.Context) error {
 		return fmt.Errorf("worker: start asynq server: %w", err)
 	}
 	w.startCrons()
-	w.log.Info("worker started", "concurrency", w.cfg.Concurrency, "queues", w.cfg.Queues, "lock_nodes", w.locks.Nodes(), "metrics", w.Addr())
+	w.log.Info("worker started", "concurrency", w.cfg.Concurrency, "queues", w.cfg.Queues, "lock_nodes", lockadmin.Nodes(w.locks), "metrics", w.Addr())
 
 	probeDone := make(chan struct{})
 	go func() {
