@@ -16,9 +16,9 @@ import (
 // real Lua. The cases below run alike on both, so the fake cannot drift.
 type scriptBackend struct {
 	eval  func(s *script, keys []string, argv ...any) any
-	do    func(args ...any) any       // a plain command (the acquire's SET NX PX)
-	get   func(key string) string     // "" when absent
-	pttl  func(key string) int64      // ms, -2 when absent
+	do    func(args ...any) any   // a plain command (the acquire's SET NX PX)
+	get   func(key string) string // "" when absent
+	pttl  func(key string) int64  // ms, -2 when absent
 	zcard func(key string) int64
 }
 
