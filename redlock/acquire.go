@@ -7,8 +7,6 @@ import (
 	"math/bits"
 	mrand "math/rand/v2"
 	"time"
-
-	"github.com/redis/go-redis/v9"
 )
 
 // keys are the Redis names used for one resource. The hash tag keeps them in
@@ -27,8 +25,6 @@ func (c *Client) keysFor(resource string) keys {
 
 func (k keys) lockKeys() []string { return []string{k.key} }
 func (k keys) bothKeys() []string { return []string{k.key, k.fenceKey} }
-
-func isNil(err error) bool { return err == redis.Nil }
 
 // minTTL is the smallest TTL that can leave a positive validity after an
 // attempt that used its whole node timeout.
@@ -171,15 +167,7 @@ func (c *Client) attemptLoop(ctx context.Context, k keys, ttl time.Duration, lc 
 			w.forWaiter(tk.id)
 			continue
 		}
-		d := c.retryDelay()
-		var oe *opError
-		if errors.As(err, &oe) && oe.split {
-			// Contenders split the nodes and nobody won: no release will
-			// be announced, so retry after a short random delay instead,
-			// spread over the attempt's length (a silent node makes a split
-			// last a whole node timeout; retrying inside it collides again).
-			d = c.splitDelay(oe.took)
-		}
+		d := c.delayAfter(err)
 		if timer == nil {
 			timer = time.NewTimer(d)
 			defer timer.Stop()
@@ -201,6 +189,20 @@ func (c *Client) attemptLoop(ctx context.Context, k keys, ttl time.Duration, lc 
 		case <-timer.C:
 		}
 	}
+}
+
+// delayAfter is the wait before the next attempt after a failed one, when no
+// release notification comes first.
+func (c *Client) delayAfter(err error) time.Duration {
+	var oe *opError
+	if errors.As(err, &oe) && oe.split {
+		// Contenders split the nodes and nobody won: no release will be
+		// announced, so retry after a short random delay instead, spread
+		// over the attempt's length (a silent node makes a split last a
+		// whole node timeout; retrying inside it collides again).
+		return c.splitDelay(oe.took)
+	}
+	return c.retryDelay()
 }
 
 // waitError reports a wait that ended with ctx: ctx's error, wrapping the
