@@ -14,7 +14,7 @@ import (
 func ExampleClient_Inspect() {
 	urls, stop := nodes(3)
 	defer stop()
-	client, err := redlock.NewFromURLs(urls)
+	client, err := redlock.NewFromURLs(urls, redlock.WithNodeTimeout(time.Second)) // patient: examples run on loaded machines
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -117,13 +117,13 @@ func ContextWithHolder(ctx context.Context, name string) context.Context {
 }
 
 // WithHolder names what holds the lock, e.g. a task type and id or a job
-// name (default: the name from ContextWithHolder, else none; the host and
-// process id are always recorded unless the client has
-// WithHolderInfo(false)). Names longer than 100 bytes are cut; never put a
-// secret in it: anyone who can read the lock nodes can read it.
+// name; the host and process id are always recorded unless the client has
+// WithHolderInfo(false). Names longer than 100 bytes are cut; never put a
+// secret in it: anyone who can read the lock nodes can read it. Default: the
+// name from ContextWithHolder, else none.
 func WithHolder(name string) LockOption { return func(c *lockConfig) { c.holder = name } }
 
-// WithHolderInfo turns the holder description in lock values on or off
-// (default on). Off, a lock's value is its random token alone and operators
-// see no holder.
+// WithHolderInfo turns the holder description in lock values on or off.
+// Off, a lock's value is its random token alone and operators see no holder.
+// Default: on.
 func WithHolderInfo(on bool) Option { return func(c *config) { c.holderInfo = on } }

@@ -72,30 +72,31 @@ func (c *config) validate() error {
 // Option configures a Client.
 type Option func(*config)
 
-// WithPrefix sets the prefix of every key and channel the client uses
-// (default "asynqlock:"). Clients that must exclude each other need the same prefix.
+// WithPrefix sets the prefix of every key and channel the client uses.
+// Clients that must exclude each other need the same prefix. Default:
+// "asynqlock:".
 func WithPrefix(prefix string) Option { return func(c *config) { c.prefix = prefix } }
 
-// WithNodeTimeout bounds each call to one node (default 50ms). It must be
-// small against the TTLs in use: a TTL must exceed it plus the drift allowance.
+// WithNodeTimeout bounds each call to one node. It must be small against the
+// TTLs in use: a TTL must exceed it plus the drift allowance. Default: 50ms.
 func WithNodeTimeout(d time.Duration) Option { return func(c *config) { c.nodeTimeout = d } }
 
-// WithDriftFactor sets the clock-drift allowance as a fraction of the TTL
-// (default 0.01); 2ms are always added to it.
+// WithDriftFactor sets the clock-drift allowance as a fraction of the TTL;
+// 2ms are always added to it. Default: 0.01.
 func WithDriftFactor(f float64) Option { return func(c *config) { c.driftFactor = f } }
 
 // WithRetryDelay sets the range of the random delay between two attempts of
-// Acquire (default 25ms–100ms). Waiters are normally woken by a release
-// notification first; the delay is the fallback when a holder's key expires
-// or a notification is missed.
+// Acquire. Waiters are normally woken by a release notification first; the
+// delay is the fallback when a holder's key expires or a notification is
+// missed. Default: 25ms to 100ms.
 func WithRetryDelay(min, max time.Duration) Option {
 	return func(c *config) { c.retryMin, c.retryMax = min, max }
 }
 
 // WithFenceRetention sets how long a resource's fencing counter is kept after
-// its last fenced acquisition (default 7 days). Past it the counter restarts
-// from the nodes' clock in microseconds, which stays above every earlier
-// fence as long as node clocks differ by less than the retention.
+// its last fenced acquisition. Past it the counter restarts from the nodes'
+// clock in microseconds, which stays above every earlier fence as long as
+// node clocks differ by less than the retention. Default: 7 days.
 func WithFenceRetention(d time.Duration) Option { return func(c *config) { c.fenceRetention = d } }
 
 // withLocalQueue turns the in-process FIFO queue of Acquire waiters on or off
@@ -140,29 +141,17 @@ type lockConfig struct {
 // LockOption configures one acquisition.
 type LockOption func(*lockConfig)
 
-// WithFencing makes the acquisition produce a fencing token (see Lock.Fence).
-// It costs a script instead of a plain SET and, when the nodes' counters
-// disagree or have not all answered, one more round trip.
-//
-// The guarantee: each fence handed out for a resource is larger than every
-// fence handed out for it before, as long as (1) at most one node loses its
-// data (a restart without persistence) between two fenced acquisitions of the
-// resource, and (2) the resource is acquired with a fence at least once per
-// fence retention (WithFenceRetention; past it, counters restart from the
-// nodes' wall clocks, which must then differ by less than the retention).
-// Node clocks may otherwise differ by any amount.
-//
-// To survive one node's data loss, a fence is issued only once N−q+2 nodes
-// carry it, q being the quorum: all 3 of 3, 3 of 4, 4 of 5, 5 of 7. Then
-// every later quorum includes a node that still carries it. The cost is
-// availability: a fenced acquisition needs that many nodes to answer, one
-// more than a quorum when N is odd (with 5 nodes it survives one failed node,
-// not two; with 3, none). Short of it, the attempt is undone and fails with
-// ErrQuorum, and Acquire retries until its context ends. Locks taken
-// without WithFencing are not affected.
+// WithFencing makes the acquisition produce a fencing token (see Lock.Fence)
+// that is larger than every fence handed out for the resource before, as
+// long as at most one node loses its data between two fenced acquisitions
+// and the resource is fenced at least once per fence retention
+// (docs/REDLOCK.md has the proof). It costs a script instead of a plain SET
+// and, when the nodes' counters disagree, one more round trip; and it needs
+// N−q+2 nodes to answer, one more than a quorum when N is odd (4 of 5),
+// else the attempt fails with ErrQuorum. Default: no fence.
 func WithFencing() LockOption { return func(c *lockConfig) { c.fencing = true } }
 
 // WithMaxHold caps the total time KeepAlive keeps the lock: after d from the
 // acquisition it stops extending, and the lock is lost (cause ErrMaxHold) when
-// its validity ends. Zero means no cap.
+// its validity ends. Default: 0, no cap.
 func WithMaxHold(d time.Duration) LockOption { return func(c *lockConfig) { c.maxHold = d } }
