@@ -15,24 +15,22 @@ import (
 // node: the in-memory fake (memNode.exec) or an embedded Redis running the
 // real Lua. The cases below run alike on both, so the fake cannot drift.
 type scriptBackend struct {
-	eval  func(s *script, keys []string, argv ...any) any
-	do    func(args ...any) any   // a plain command (the acquire's SET NX PX)
+	do    func(args ...any) any   // one command; an error is the answer
 	get   func(key string) string // "" when absent
 	pttl  func(key string) int64  // ms, -2 when absent
 	zcard func(key string) int64
 }
 
+// eval runs s with its source (EVAL), as a node answers after NOSCRIPT.
+func (b scriptBackend) eval(s *script, keys []string, argv ...any) any {
+	args := s.args(keys, argv...)
+	args[0], args[1] = "eval", s.src
+	return b.do(args...)
+}
+
 func memBackend() scriptBackend {
 	m := newMemNode()
 	return scriptBackend{
-		eval: func(s *script, keys []string, argv ...any) any {
-			cmd := redis.NewCmd(context.Background(), s.args(keys, argv...)...)
-			m.exec(cmd)
-			if cmd.Err() != nil {
-				return cmd.Err()
-			}
-			return cmd.Val()
-		},
 		do: func(args ...any) any {
 			cmd := redis.NewCmd(context.Background(), args...)
 			m.exec(cmd)
@@ -67,15 +65,6 @@ func redisBackend(t *testing.T) scriptBackend {
 	t.Cleanup(func() { _ = raw.Close() })
 	ctx := context.Background()
 	return scriptBackend{
-		eval: func(s *script, keys []string, argv ...any) any {
-			args := s.args(keys, argv...)
-			args[0], args[1] = "eval", s.src
-			v, err := raw.Do(ctx, args...).Result()
-			if err != nil {
-				return err
-			}
-			return v
-		},
 		do: func(args ...any) any {
 			v, err := raw.Do(ctx, args...).Result()
 			if err != nil {
