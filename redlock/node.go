@@ -56,7 +56,7 @@ type node struct {
 	// waits for the answer any more.
 	failed func(op, resource string, node int, err error)
 	// window is how long the worker may wait for more calls while busy
-	// exceeds the batch (WithBatchWindow); busy is the client's count of
+	// exceeds the batch (the batch window, docs/BATCHING.md); busy is the client's count of
 	// held locks and waiting callers.
 	window time.Duration
 	busy   *atomic.Int64
