@@ -77,7 +77,7 @@ func checkCaughtUp(t *testing.T, rec *recorder, t0 time.Time, catchUp bool) {
 			t.Errorf("tick +%ds ran %d times, want %d (runs %v)", sec, got[tick], n, got)
 		}
 	}
-	caught := rec.eventsOf(OutcomeCaughtUp)
+	caught := rec.eventsOf(OutcomeLate)
 	if !catchUp {
 		if len(caught) != 0 {
 			t.Fatalf("caught up without WithCatchUp: %+v", caught)

@@ -24,7 +24,7 @@ type locker interface {
 	// holder or answers.
 	Record(ctx context.Context, resource string) (remaining time.Duration, token string, ok bool)
 	// Check measures this process's clock offset to each node.
-	Check(ctx context.Context) ([]ClockReport, error)
+	Check(ctx context.Context) ([]clockReport, error)
 }
 
 // lease is a held lock: *redlock.Lock.

@@ -48,7 +48,7 @@ type runner struct {
 	name  string
 	sched cron.Schedule // nil: a run's tick is its whole second
 	cfg   config
-	job   cron.Job // a ContextJob, a plain cron.Job or a *taskJob
+	job   cron.Job // a contextJob, a plain cron.Job or a *taskJob
 	host  *host
 	clock *clockWatch // measures this replica's clock offset; may be nil
 
@@ -57,7 +57,7 @@ type runner struct {
 	budget    time.Duration // how long a run tries to win a lock
 	baseTTL   time.Duration // least TTL of a tick record
 	gap       time.Duration // smallest interval of sched, 0 if unknown
-	maxDelay  time.Duration // DelayIfRunning bound
+	maxDelay  time.Duration // WithDelayIfRunning bound
 	retention time.Duration // bridge: asynq retention of the task
 
 	mu      sync.Mutex
@@ -76,7 +76,7 @@ func newRunner(locks locker, name string, sched cron.Schedule, job cron.Job, cfg
 	}
 	if tj, ok := job.(*taskJob); ok {
 		if err := tj.check(); err != nil {
-			return nil, fmt.Errorf("job %q: %w", name, err)
+			return nil, fmt.Errorf("%w (job %q)", err, name)
 		}
 	}
 	r := &runner{locks: locks, name: name, sched: sched, cfg: cfg, job: job, host: h}
@@ -97,7 +97,8 @@ func newRunner(locks locker, name string, sched cron.Schedule, job cron.Job, cfg
 			r.maxDelay = defaultMaxDelayCap
 		}
 	}
-	return r, r.setRetention()
+	r.setRetention()
+	return r, nil
 }
 
 // checkSchedule refuses schedules that cannot be run and notes the interval.
@@ -109,28 +110,21 @@ func (r *runner) checkSchedule() error {
 		return nil
 	}
 	if _, ok := r.sched.(cron.ConstantDelaySchedule); ok {
-		return fmt.Errorf("%w: job %q: robfig's @every counts from each cron's start, so replicas do not share its ticks; "+
-			"schedule the job with scheduler.Every (c.Schedule(scheduler.Every(d), job)) or use a Scheduler", ErrInvalidSpec, r.name)
+		return invalidf("job %q: robfig's @every counts from each cron's start, so replicas do not share its ticks; "+
+			"schedule the job with scheduler.Every (c.Schedule(scheduler.Every(d), job)) or use a Scheduler", r.name)
 	}
 	gap, never := minGap(r.sched, r.cfg.now().In(r.cfg.loc))
 	if never {
-		return fmt.Errorf("%w: job %q: the schedule never activates", ErrInvalidSpec, r.name)
+		return invalidf("job %q: the schedule never activates", r.name)
 	}
 	r.gap = gap
 	return nil
 }
 
 // setRetention derives the bridge's asynq retention.
-func (r *runner) setRetention() error {
-	window := 2*r.cfg.skew + r.margin
-	r.retention = r.cfg.retention
-	if r.retention == 0 {
-		r.retention = max(DefaultRetention, window)
-	} else if r.retention < window {
-		return invalidf("job %q: retention %v is shorter than the tick window %v", r.name, r.retention, window)
-	}
+func (r *runner) setRetention() {
+	r.retention = max(defaultRetention, 2*r.cfg.skew+r.margin)          // at least the tick window
 	r.retention = (r.retention + time.Second - 1).Truncate(time.Second) // asynq keeps whole seconds
-	return nil
 }
 
 // Run is called by cron at each activation. It finds the tick, wins it or
@@ -146,8 +140,8 @@ func (r *runner) Run() {
 	now := r.cfg.now().In(r.cfg.loc)
 	tick, ok := r.tickOf(now)
 	if !ok {
-		r.report(Event{Outcome: OutcomeSkippedNoTick, Err: fmt.Errorf("%w: run started at %s, skew %v",
-			ErrNoTick, now.Format(time.RFC3339Nano), r.cfg.skew)})
+		r.report(Event{Outcome: OutcomeSkippedBeyondSkew, Err: fmt.Errorf("%w: run started at %s, skew %v",
+			errNoTick, now.Format(time.RFC3339Nano), r.cfg.skew)})
 		return
 	}
 	r.runTick(Event{Tick: tick}, start, false)
@@ -192,7 +186,7 @@ func (r *runner) runTick(ev Event, start time.Time, catchUp bool) {
 		return
 	}
 	if catchUp {
-		r.report(Event{Tick: ev.Tick, Outcome: OutcomeCaughtUp, Duration: r.cfg.now().Sub(ev.Tick)})
+		r.report(Event{Tick: ev.Tick, Outcome: OutcomeLate, Duration: r.cfg.now().Sub(ev.Tick), Err: errCaughtUp})
 	}
 	if tj, ok := r.job.(*taskJob); ok {
 		r.enqueue(tj, ev)
@@ -220,7 +214,7 @@ func (r *runner) claim(ev *Event, start time.Time, catchUp bool) bool {
 		// (The bridge goes on: the task ID still keeps a copy out.)
 		r.release(tl)
 		ev.Outcome = OutcomeLockError
-		ev.Err = fmt.Errorf("tick lock won %v after the run started, past the %v margin: slow lock nodes?",
+		ev.Err = fmt.Errorf("scheduler: tick lock won %v after the run started, past the %v margin: slow lock nodes?",
 			time.Since(start).Round(time.Millisecond), r.margin)
 		r.report(*ev)
 		return false
@@ -247,7 +241,7 @@ func (r *runner) claim(ev *Event, start time.Time, catchUp bool) bool {
 func (r *runner) acquireRunning(ev Event, start time.Time) (lease, bool) {
 	rl, err := r.try(runningResource(r.name), r.cfg.ttl)
 	locked := errors.Is(err, redlock.ErrLocked)
-	if locked && r.cfg.overlap == DelayIfRunning && !r.stopped() {
+	if locked && r.cfg.delay && !r.stopped() {
 		// Wait for the previous run, woken by its release. A wait that
 		// runs out matches the context error, not always ErrLocked (it
 		// may end queued behind a run of this same process).
@@ -255,7 +249,7 @@ func (r *runner) acquireRunning(ev Event, start time.Time) (lease, bool) {
 		locked = errors.Is(err, redlock.ErrLocked) ||
 			errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, redlock.ErrQuorum)
 		if err == nil {
-			r.report(Event{Tick: ev.Tick, Outcome: OutcomeDelayed, Duration: time.Since(start)})
+			r.report(Event{Tick: ev.Tick, Outcome: OutcomeLate, Duration: time.Since(start), Err: errWaited})
 		}
 	}
 	switch {
@@ -264,7 +258,7 @@ func (r *runner) acquireRunning(ev Event, start time.Time) (lease, bool) {
 	case r.stopped():
 		r.cfg.logger.Info("cron job not started: scheduler stopping", "job", r.name, "tick", ev.Tick)
 	case locked:
-		ev.Outcome, ev.Err = OutcomeSkippedOverlap, fmt.Errorf("previous run still running: %w", err)
+		ev.Outcome, ev.Err = OutcomeSkippedOverlap, fmt.Errorf("scheduler: previous run still running: %w", err)
 		r.report(ev)
 	default:
 		ev.Outcome, ev.Err = OutcomeLockError, err
@@ -276,7 +270,7 @@ func (r *runner) acquireRunning(ev Event, start time.Time) (lease, bool) {
 // execute runs the job under its running lock, kept alive, and reports.
 func (r *runner) execute(rl lease, ev Event) {
 	kctx, stop := rl.KeepAlive(r.host.running)
-	ctx := context.WithValue(kctx, infoKey{}, RunInfo{Job: r.name, Tick: ev.Tick, retention: r.retention})
+	ctx := r.withRun(kctx, ev)
 	began := time.Now()
 	err := r.call(ctx)
 	ev.Duration = time.Since(began)
@@ -284,10 +278,7 @@ func (r *runner) execute(rl lease, ev Event) {
 	stop()
 	r.release(rl)
 
-	var pe *PanicError
 	switch {
-	case errors.As(err, &pe):
-		ev.Outcome, ev.Err = OutcomePanicked, err
 	case errors.Is(cause, redlock.ErrLockLost) && !errors.Is(err, redlock.ErrLockLost):
 		ev.Outcome, ev.Err = OutcomeFailed, errors.Join(err, cause)
 	case err != nil:
@@ -298,14 +289,14 @@ func (r *runner) execute(rl lease, ev Event) {
 	r.report(ev)
 }
 
-// call runs the job, turning a panic into a *PanicError.
+// call runs the job, turning a panic into a *panicError.
 func (r *runner) call(ctx context.Context) (err error) {
 	defer func() {
 		if v := recover(); v != nil {
-			err = &PanicError{Value: v, Stack: debug.Stack()}
+			err = &panicError{value: v, stack: debug.Stack()}
 		}
 	}()
-	if j, ok := r.job.(ContextJob); ok {
+	if j, ok := r.job.(contextJob); ok {
 		return j.RunContext(ctx)
 	}
 	r.job.Run()

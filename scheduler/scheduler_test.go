@@ -95,7 +95,7 @@ func TestSchedulerStopWaitsForRunningJobs(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		locks := newMemLocks()
 		rec := &recorder{}
-		s := newTestScheduler(t, locks.client(), WithSkew(300*time.Millisecond), WithOverlap(DelayIfRunning), WithMaxDelay(10*time.Second))
+		s := newTestScheduler(t, locks.client(), WithSkew(300*time.Millisecond), WithDelayIfRunning(10*time.Second))
 		if err := s.Register("slow", "* * * * * *", rec.job(0, 3*time.Second)); err != nil {
 			t.Fatal(err)
 		}

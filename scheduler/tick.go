@@ -17,18 +17,18 @@ const gapSamples = 100
 // prefix.
 var specParser = cron.NewParser(cron.SecondOptional | cron.Minute | cron.Hour | cron.Dom | cron.Month | cron.Dow | cron.Descriptor)
 
-// Parse parses a cron spec the way Scheduler and WithSpec do: 6 fields
-// (seconds first) or 5 (minute first), descriptors (@daily, @every 10s),
-// and an optional CRON_TZ=Zone prefix. Specs without a prefix are
-// interpreted in loc (time.UTC if nil).
+// parse parses a cron spec the way Scheduler does: 6 fields (seconds
+// first) or 5 (minute first), descriptors (@daily, @every 10s), and an
+// optional CRON_TZ=Zone prefix. Specs without a prefix are interpreted in
+// loc (time.UTC if nil).
 //
-// "@every d" becomes EverySchedule{d}, aligned to the Unix epoch, instead of
-// cron's ConstantDelaySchedule, whose activations depend on when each
-// replica's cron started and so would differ between replicas.
-func Parse(spec string, loc *time.Location) (cron.Schedule, error) {
+// "@every d" becomes Every(d), aligned to the Unix epoch, instead of cron's
+// ConstantDelaySchedule, whose activations depend on when each replica's
+// cron started and so would differ between replicas.
+func parse(spec string, loc *time.Location) (cron.Schedule, error) {
 	s, err := specParser.Parse(spec)
 	if err != nil {
-		return nil, fmt.Errorf("%w %q: %w", ErrInvalidSpec, spec, err)
+		return nil, fmt.Errorf("%w: cron spec %q: %w", ErrInvalid, spec, err)
 	}
 	return normalize(s, loc), nil
 }
@@ -38,7 +38,7 @@ func Parse(spec string, loc *time.Location) (cron.Schedule, error) {
 func normalize(s cron.Schedule, loc *time.Location) cron.Schedule {
 	switch v := s.(type) {
 	case cron.ConstantDelaySchedule:
-		return EverySchedule{Interval: v.Delay}
+		return everySchedule{interval: v.Delay}
 	case *cron.SpecSchedule:
 		if loc == nil {
 			loc = time.UTC
@@ -52,26 +52,28 @@ func normalize(s cron.Schedule, loc *time.Location) cron.Schedule {
 	return s
 }
 
-// EverySchedule activates at every multiple of Interval since the Unix epoch
-// (1970-01-01 00:00:00 UTC): Every(time.Hour) at the top of each UTC hour,
-// Every(10*time.Second) at :00, :10, :20 and so on. Unlike cron's
-// ConstantDelaySchedule its activations do not depend on when the cron
-// started, so every replica shares them.
-type EverySchedule struct {
-	Interval time.Duration
+// Every returns a schedule that activates at every multiple of interval
+// since the Unix epoch (1970-01-01 00:00:00 UTC): Every(time.Hour) at the
+// top of each UTC hour, Every(10*time.Second) at :00, :10, :20 and so on.
+// Unlike robfig's "@every" (cron.ConstantDelaySchedule) its activations do
+// not depend on when the cron started, so every replica shares them:
+// schedule a Singleton job with c.Schedule(scheduler.Every(d), job). A
+// Scheduler reads "@every d" this way by itself. The interval is truncated
+// to a whole millisecond; an interval under 1ms never activates.
+func Every(interval time.Duration) cron.Schedule {
+	return everySchedule{interval: interval}
 }
 
-// Every returns an EverySchedule. The interval is truncated to a whole
-// millisecond; an interval under 1ms never activates.
-func Every(interval time.Duration) EverySchedule {
-	return EverySchedule{Interval: interval}
+// everySchedule is the schedule Every returns.
+type everySchedule struct {
+	interval time.Duration
 }
 
 // Next returns the first multiple of the interval since the Unix epoch
 // strictly after t, in t's location, or the zero time if the interval is
 // under a millisecond.
-func (s EverySchedule) Next(t time.Time) time.Time {
-	d := s.Interval.Truncate(time.Millisecond).Nanoseconds()
+func (s everySchedule) Next(t time.Time) time.Time {
+	d := s.interval.Truncate(time.Millisecond).Nanoseconds()
 	if d <= 0 {
 		return time.Time{}
 	}
@@ -140,9 +142,9 @@ func minGap(s cron.Schedule, from time.Time) (gap time.Duration, never bool) {
 	return gap, false
 }
 
-// TaskID returns the asynq task ID the bridge gives the task of job name's
+// taskID returns the asynq task ID the bridge gives the task of job name's
 // tick: "cron:<name>:<tick in Unix milliseconds>".
-func TaskID(name string, tick time.Time) string {
+func taskID(name string, tick time.Time) string {
 	return tickResource(name, tick)
 }
 
