@@ -331,7 +331,7 @@ func checkCatchUpRuns(t *testing.T, caught, plain *cronLedger, base time.Time) {
 		t.Errorf("the missed tick ran %d times with catch-up, want 1", n)
 	}
 	if n := caught.count(scheduler.OutcomeLate); n < 1 {
-		t.Errorf("%d caught_up events", n)
+		t.Errorf("%d late (caught-up) events", n)
 	}
 	atMostOnce(t, "plain", plain.perTick(), 1)
 	if n := plain.perTick()[missed]; n != 0 {
@@ -343,6 +343,6 @@ func checkCatchUpRuns(t *testing.T, caught, plain *cronLedger, base time.Time) {
 			by = append(by, s.replica)
 		}
 	}
-	t.Logf("the missed tick ran on replica %v (3, 4, 5 came back in that order); caught_up events %d",
+	t.Logf("the missed tick ran on replica %v (3, 4, 5 came back in that order); late (caught-up) events %d",
 		by, caught.count(scheduler.OutcomeLate))
 }

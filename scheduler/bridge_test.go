@@ -103,7 +103,7 @@ func TestBridgeEnqueuesEachTickOnce(t *testing.T) {
 			t.Errorf("%d enqueued events from the 3 replicas, want 10", n)
 		}
 		if n := lateRec.count(OutcomeSkippedOtherReplica); n != 10 {
-			t.Errorf("late replica: %d already_enqueued events, want 10 (events %+v)", n, lateRec.events)
+			t.Errorf("late replica: %d events of a task already enqueued, want 10 (events %+v)", n, lateRec.events)
 		}
 		// The window is 400ms+400ms; asynq keeps whole seconds, at least defaultRetention.
 		if q.retention != defaultRetention {

@@ -159,7 +159,7 @@ func TestTickIsRememberedForItsRecordTTL(t *testing.T) {
 }
 
 // A job of 2.5 intervals never overlaps itself, across replicas; with
-// SkipIfRunning the ticks it covers are skipped, each tick at most once.
+// the default policy the ticks it covers are skipped, each tick at most once.
 func TestLongJobSkipsTicksItCovers(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		t0 := time.Now()
@@ -189,7 +189,7 @@ func TestLongJobSkipsTicksItCovers(t *testing.T) {
 	})
 }
 
-// With DelayIfRunning a tick waits for the previous run (bounded) and then
+// With WithDelayIfRunning a tick waits for the previous run (bounded) and then
 // runs right after it, still once; ticks that waited in vain are skipped.
 func TestLongJobDelaysNextTick(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
@@ -224,8 +224,8 @@ func TestLongJobDelaysNextTick(t *testing.T) {
 			t.Fatalf("%d delayed events, want several", len(delayed))
 		}
 		for _, e := range delayed {
-			if e.Duration <= 0 || e.Duration > 1200*time.Millisecond {
-				t.Errorf("delayed %v, want within (0, 1.2s]", e.Duration)
+			if e.Duration <= 0 || e.Duration > 1200*time.Millisecond || !errors.Is(e.Err, errWaited) {
+				t.Errorf("delayed %v (%v), want within (0, 1.2s], for errWaited", e.Duration, e.Err)
 			}
 		}
 		if rec.count(OutcomeSkippedOverlap) == 0 {
@@ -333,7 +333,7 @@ func TestPanicIsRecoveredAndReported(t *testing.T) {
 		p := rec.eventsOf(OutcomeFailed)
 		var pe *panicError
 		if len(p) != 1 || !errors.As(p[0].Err, &pe) || pe.value != "boom" || !strings.Contains(string(pe.stack), "run_test.go") {
-			t.Fatalf("want one panicked event with the value and stack, got %+v", rec.events)
+			t.Fatalf("want one failed event with the panic value and stack, got %+v", rec.events)
 		}
 		if rec.count(OutcomeRan) != 1 {
 			t.Fatalf("want the second tick reported as ran, got %+v", rec.events)

@@ -90,7 +90,7 @@ func TestSchedulerLocation(t *testing.T) {
 	})
 }
 
-// Stop waits for running jobs; runs waiting under DelayIfRunning give up.
+// Stop waits for running jobs; runs waiting under WithDelayIfRunning give up.
 func TestSchedulerStopWaitsForRunningJobs(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		locks := newMemLocks()
@@ -158,7 +158,7 @@ func TestSchedulerLogsOutcomes(t *testing.T) {
 		if err := s.Register("fails", "* * * * * *", func(ctx context.Context) error {
 			info, ok := FromContext(ctx)
 			if !ok || info.Job != "fails" || info.Tick.IsZero() {
-				t.Errorf("RunInfo %+v, %v", info, ok)
+				t.Errorf("FromContext %+v, %v", info, ok)
 			}
 			return errors.New("disk full")
 		}); err != nil {

@@ -58,7 +58,7 @@ func (w *Worker) cronHost() *crons {
 		w.crons = &crons{
 			runs: prometheus.NewCounterVec(prometheus.CounterOpts{
 				Name: "asynqlock_cron_runs_total",
-				Help: "Cron job runs on this replica, by job and outcome (ran, skipped_other_replica, skipped_beyond_skew, caught_up, ...).",
+				Help: "Cron job runs on this replica, by job and outcome (ran, failed, skipped_other_replica, skipped_beyond_skew, late, ...).",
 			}, []string{"job", "outcome"}),
 			offset: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 				Name: "asynqlock_cron_clock_offset_seconds",
