@@ -5,7 +5,6 @@ import (
 	"log/slog"
 	"strconv"
 	"sync"
-	"time"
 
 	"github.com/asynqlock/asynqlock/redlock"
 	"github.com/robfig/cron/v3"
@@ -91,19 +90,6 @@ func newSingleton(locks locker, name string, opts []Option) (cron.JobWrapper, er
 		r.clock = clock
 		return r
 	}, nil
-}
-
-// parseSingletonSpec parses a spec given to Singleton, refusing "@every":
-// the cron that runs the job reads it as robfig's start-relative schedule.
-func parseSingletonSpec(spec string, loc *time.Location) (cron.Schedule, error) {
-	s, err := specParser.Parse(spec)
-	if err != nil {
-		return nil, fmt.Errorf("%w: cron spec %q: %w", ErrInvalid, spec, err)
-	}
-	if _, ok := s.(cron.ConstantDelaySchedule); ok {
-		return s, nil // refused by newRunner, with the way out
-	}
-	return normalize(s, loc), nil
 }
 
 // namer names the jobs of one wrapper.
