@@ -30,12 +30,12 @@ func (w *Worker) Scheduler(opts ...scheduler.Option) (*scheduler.Scheduler, erro
 	c := w.cronHost()
 	base := []scheduler.Option{scheduler.WithLogger(w.log)}
 	wired := []scheduler.Option{
-		scheduler.WithObserver(func(e scheduler.Event) {
-			switch {
-			case e.Outcome != scheduler.OutcomeClock:
-				c.runs.WithLabelValues(e.Job, string(e.Outcome)).Inc()
-			case e.Err == nil:
-				c.offset.WithLabelValues(e.Node).Set(e.Offset.Seconds())
+		scheduler.WithObserver(func(e scheduler.Event) { c.runs.WithLabelValues(e.Job, e.Outcome.String()).Inc() }),
+		scheduler.WithClockObserver(func(reps []scheduler.ClockReport) {
+			for _, r := range reps {
+				if r.Err == nil {
+					c.offset.WithLabelValues(r.Node).Set(r.Offset.Seconds())
+				}
 			}
 		}),
 	}
@@ -58,7 +58,7 @@ func (w *Worker) cronHost() *crons {
 		w.crons = &crons{
 			runs: prometheus.NewCounterVec(prometheus.CounterOpts{
 				Name: "asynqlock_cron_runs_total",
-				Help: "Cron job runs on this replica, by job and outcome (ran, failed, skipped_other_replica, skipped_beyond_skew, late, ...).",
+				Help: "Cron job runs on this replica, by job and outcome (ran, skipped_other_replica, skipped_beyond_skew, caught_up, ...).",
 			}, []string{"job", "outcome"}),
 			offset: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 				Name: "asynqlock_cron_clock_offset_seconds",
