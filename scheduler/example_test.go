@@ -241,3 +241,36 @@ func ExampleEvery() {
 	// 03:04:10
 	// 03:04:20
 }
+
+// EnqueueJob bridges a robfig cron to asynq under Singleton: each tick's
+// task is enqueued once across replicas, with a task ID made of the job
+// name and the tick, which FromContext and the Event also carry.
+func ExampleEnqueueJob() {
+	urls, stop := nodes(3)
+	defer stop()
+	locks, err := redlock.NewFromURLs(urls, redlock.WithNodeTimeout(time.Second)) // patient: embedded nodes share a busy CPU
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer locks.Close()
+
+	ids := make(chan string, 10)
+	c := cron.New(cron.WithSeconds())
+	job := cron.NewChain(scheduler.Singleton(locks, "report", quiet,
+		scheduler.WithObserver(func(e scheduler.Event) {
+			if e.Outcome == scheduler.OutcomeRan {
+				ids <- e.TaskID
+			}
+		}),
+	)).Then(scheduler.EnqueueJob(&printer{}, asynq.NewTask("report:generate", nil))) // an *asynq.Client in production
+	if _, err := c.AddJob("* * * * * *", job); err != nil {
+		log.Fatal(err)
+	}
+	c.Start()
+	id := <-ids
+	<-c.Stop().Done()
+	fmt.Println("event task ID:", strings.HasPrefix(id, "cron:report:"))
+	// Output:
+	// enqueue report:generate as true
+	// event task ID: true
+}
