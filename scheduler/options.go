@@ -130,8 +130,9 @@ func WithLogger(l *slog.Logger) Option { return func(c *config) { c.logger = l }
 
 // WithObserver installs a hook called once for each run with its outcome
 // (and once more when a late run starts), and with each clock measurement
-// (OutcomeClock), e.g. to feed metrics. It is called synchronously on the
-// run's goroutine: it must be fast and must not block. Lock-level events
+// (OutcomeClock), e.g. to feed metrics. It is called synchronously, on the
+// run's goroutine (on a background one for clock measurements): it must be
+// fast, must not block, and may be called concurrently. Lock-level events
 // (acquisitions, extensions, losses) come from the redlock client's own
 // observer. Default: none.
 func WithObserver(f func(Event)) Option { return func(c *config) { c.observer = f } }
