@@ -30,12 +30,12 @@ func (w *Worker) Scheduler(opts ...scheduler.Option) (*scheduler.Scheduler, erro
 	c := w.cronHost()
 	base := []scheduler.Option{scheduler.WithLogger(w.log)}
 	wired := []scheduler.Option{
-		scheduler.WithObserver(func(e scheduler.Event) { c.runs.WithLabelValues(e.Job, e.Outcome.String()).Inc() }),
-		scheduler.WithClockObserver(func(reps []scheduler.ClockReport) {
-			for _, r := range reps {
-				if r.Err == nil {
-					c.offset.WithLabelValues(r.Node).Set(r.Offset.Seconds())
-				}
+		scheduler.WithObserver(func(e scheduler.Event) {
+			switch {
+			case e.Outcome != scheduler.OutcomeClock:
+				c.runs.WithLabelValues(e.Job, string(e.Outcome)).Inc()
+			case e.Err == nil:
+				c.offset.WithLabelValues(e.Node).Set(e.Offset.Seconds())
 			}
 		}),
 	}
