@@ -2,9 +2,9 @@ package middleware
 
 import (
 	"context"
-	"sync/atomic"
 	"time"
 
+	"github.com/asynqlock/asynqlock/redlock"
 	"github.com/hibiken/asynq"
 )
 
@@ -12,13 +12,18 @@ import (
 type LockInfo struct {
 	Resource string    // the locked resource's name
 	Token    string    // the lock's random token
-	Fence    int64     // fencing token, 0 unless WithFencing
+	Fence    int64     // fencing token, 0 unless acquired with redlock.WithFencing (see WithLockOptions)
 	Until    time.Time // end of validity when the handler started (kept alive since)
 }
 
 type infoKey struct{}
 
 type progressKey struct{}
+
+// withLockInfo gives ctx the lock's LockInfo.
+func withLockInfo(ctx context.Context, lock *redlock.Lock) context.Context {
+	return context.WithValue(ctx, infoKey{}, LockInfo{Resource: lock.Resource(), Token: lock.Token(), Fence: lock.Fence(), Until: lock.Until()})
+}
 
 // LockFromContext returns the lock the handler runs under; false when the
 // task runs without a lock (empty key, or not under this middleware).
@@ -31,8 +36,8 @@ func LockFromContext(ctx context.Context) (LockInfo, bool) {
 // (WithProgress) the lock is only extended while progress is reported; in the
 // default mode it is a no-op.
 func Progress(ctx context.Context) {
-	if p, ok := ctx.Value(progressKey{}).(*atomic.Int64); ok {
-		p.Store(time.Now().UnixNano())
+	if p, ok := ctx.Value(progressKey{}).(*progress); ok {
+		p.report()
 	}
 }
 

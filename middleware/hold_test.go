@@ -107,7 +107,7 @@ func TestFencingAndMaxHold(t *testing.T) {
 	e := newEnv(t)
 	withMeta(t, taskMeta{id: "t1", maxRetry: 3, known: true})
 	rec := &recorder{}
-	h := Lock(e.locks, ByField("sku"), WithFencing())(rec)
+	h := Lock(e.locks, ByField("sku"), WithLockOptions(redlock.WithFencing()))(rec)
 	for range 2 {
 		if err := h.ProcessTask(context.Background(), adjust()); err != nil {
 			t.Fatal(err)
@@ -123,7 +123,7 @@ func TestFencingAndMaxHold(t *testing.T) {
 		return ctx.Err()
 	}}
 	start := time.Now()
-	_ = Lock(e.locks, ByField("sku"), WithTTL(200*time.Millisecond), WithMaxHold(500*time.Millisecond))(long).ProcessTask(context.Background(), adjust())
+	_ = Lock(e.locks, ByField("sku"), WithTTL(200*time.Millisecond), WithLockOptions(redlock.WithMaxHold(500*time.Millisecond)))(long).ProcessTask(context.Background(), adjust())
 	if !errors.Is(cause, redlock.ErrMaxHold) {
 		t.Fatalf("cause %v, want ErrMaxHold", cause)
 	}

@@ -80,7 +80,7 @@ func TestBadKeyArchivesWithReason(t *testing.T) {
 	if rec.count() != 0 {
 		t.Fatal("handler ran without a key")
 	}
-	if _, ok := ev.find(EventBadKey, ""); !ok {
+	if _, ok := ev.find(evBadKey, ""); !ok {
 		t.Fatal("no bad-key event")
 	}
 }
@@ -107,11 +107,11 @@ func TestEmptyKeyAndResourceNames(t *testing.T) {
 		if err := Lock(e.locks, ByField("sku"))(rec2).ProcessTask(ctx, task(typ, `{"sku":"X"}`)); err != nil {
 			t.Fatal(err)
 		}
-		if err := Lock(e.locks, ByField("sku"), WithSharedKeys(), WithPrefix("inv:"))(rec2).ProcessTask(ctx, task(typ, `{"sku":"X"}`)); err != nil {
+		if err := Lock(e.locks, ByField("sku"), WithSharedKeys())(rec2).ProcessTask(ctx, task(typ, `{"sku":"X"}`)); err != nil {
 			t.Fatal(err)
 		}
 	}
-	for _, want := range []string{"task:stock:adjust:X", "task:stock:audit:X", "inv:X"} {
+	for _, want := range []string{"task:stock:adjust:X", "task:stock:audit:X", "task:X"} {
 		if !seen[want] {
 			t.Fatalf("resources %v lack %s", seen, want)
 		}
