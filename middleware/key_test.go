@@ -120,30 +120,3 @@ func TestEmptyKeyAndResourceNames(t *testing.T) {
 		t.Fatalf("resources %v", seen)
 	}
 }
-
-func TestNewRejectsBadArguments(t *testing.T) {
-	e := newEnv(t)
-	cases := []struct {
-		name string
-		err  func() error
-		want string
-	}{
-		{"nil client", func() error { _, err := New(nil, ByType()); return err }, "nil redlock client"},
-		{"nil key", func() error { _, err := New(e.locks, nil); return err }, "nil KeyFunc"},
-		{"ttl", func() error { _, err := New(e.locks, ByType(), WithTTL(0)); return err }, "lock TTL must be positive"},
-		{"policy", func() error { _, err := New(e.locks, ByType(), WithPolicy(Policy{})); return err }, "policy is not set"},
-		{"wait", func() error { _, err := New(e.locks, ByType(), WithPolicy(Wait(-1))); return err }, "wait bound"},
-		{"nil option", func() error { _, err := New(e.locks, ByType(), nil); return err }, "nil option"},
-	}
-	for _, tc := range cases {
-		if err := tc.err(); err == nil || !strings.Contains(err.Error(), tc.want) {
-			t.Errorf("%s: %v, want %q", tc.name, err, tc.want)
-		}
-	}
-	defer func() {
-		if recover() == nil {
-			t.Fatal("Lock with a nil KeyFunc did not panic")
-		}
-	}()
-	Lock(e.locks, nil)
-}
