@@ -10,7 +10,7 @@ import (
 	"github.com/hibiken/asynq"
 )
 
-// parkTask parks a task that met its resource busy (see WithParking). done
+// parkTask parks a task that met its resource busy (see WithBroker). done
 // is false when parking could not be done (no queue, broker unreachable):
 // the caller then requeues the task as without parking.
 func (m *mw) parkTask(ctx context.Context, t *asynq.Task, meta taskMeta, res string, cause error, start time.Time, log taskLog) (lock *redlock.Lock, done bool, err error) {

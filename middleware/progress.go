@@ -10,6 +10,17 @@ import (
 	"github.com/asynqlock/asynqlock/redlock"
 )
 
+// Progress reports that the handler is making progress. In progress mode
+// (WithProgress) the lock is only extended while progress is reported; in the
+// default mode it is a no-op.
+func Progress(ctx context.Context) {
+	if p, ok := ctx.Value(progressKey{}).(*progress); ok {
+		p.report()
+	}
+}
+
+type progressKey struct{}
+
 // progress is what Progress reports to in progress mode (WithProgress).
 type progress struct {
 	last atomic.Int64  // unix ns of the last report
