@@ -48,7 +48,7 @@ type config struct {
 	enqueuer        enqueuer      // resubmits a busy task on its last retry
 	inspector       taskInspector // keeps a resubmitted task's options, confirms a copy absent
 	broker          redis.UniversalClient
-	backstop        time.Duration // fixed park backstop (tests); 0: from measured hold times
+	backstop        time.Duration // a fixed park backstop; 0 (no option sets it): from measured hold times
 	logger          *slog.Logger
 	observer        func(Event)
 	err             error // a refused option
