@@ -71,6 +71,7 @@ func (m *mw) resource(t *asynq.Task, key string) string {
 	return resourcePrefix + t.Type() + ":" + key
 }
 
+// process runs one task: key, lock (or the conflict policy), handler.
 func (m *mw) process(ctx context.Context, t *asynq.Task, next asynq.Handler) error {
 	meta := metaOf(ctx)
 	key, err := m.key(ctx, t)
