@@ -1,4 +1,4 @@
-// Package lockutil holds the small pieces of lock handling that the
-// middleware, the scheduler and the lock client share, so that each is
-// written once.
+// Package lockutil holds small pieces of lock handling that several packages
+// of this module need (the middleware and the scheduler today), so that each
+// is written once.
 package lockutil
