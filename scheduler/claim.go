@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"time"
 
+	"github.com/asynqlock/asynqlock/internal/lockutil"
 	"github.com/asynqlock/asynqlock/redlock"
 )
 
@@ -90,9 +91,7 @@ func (r *runner) holderContext(ctx context.Context) context.Context {
 
 // release gives a lock up after its work.
 func (r *runner) release(l lease) {
-	ctx, cancel := context.WithTimeout(context.Background(), releaseTimeout)
-	defer cancel()
-	if err := l.Release(ctx); err != nil && !errors.Is(err, redlock.ErrClosed) && !errors.Is(err, redlock.ErrLockLost) {
+	if err := lockutil.Release(context.Background(), l); err != nil && !errors.Is(err, redlock.ErrClosed) && !errors.Is(err, redlock.ErrLockLost) {
 		r.cfg.logger.Debug("cron job: lock release failed", "job", r.name, "err", err)
 	}
 }

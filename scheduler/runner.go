@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/asynqlock/asynqlock/internal/lockutil"
 	"github.com/robfig/cron/v3"
 )
 
@@ -14,7 +15,7 @@ const (
 	// minMargin is the least margin of the tick window beyond the skew.
 	minMargin = 250 * time.Millisecond
 	// releaseTimeout bounds the release of a lock after its work is done.
-	releaseTimeout = 5 * time.Second
+	releaseTimeout = lockutil.ReleaseTimeout
 	// firstRetry is the first delay before retrying a lock that was not won.
 	firstRetry = 4 * time.Millisecond
 	// defaultMaxDelayCap bounds the default max delay of schedules that

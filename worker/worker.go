@@ -67,7 +67,7 @@ type Option func(*Worker)
 func WithLogger(l *slog.Logger) Option { return func(w *Worker) { w.log = l } }
 
 // WithMiddlewareOptions adds options to every locked handler's middleware
-// (e.g. middleware.WithFencing()); options given to Handle come after them.
+// (e.g. middleware.WithLockOptions(redlock.WithFencing())); options given to Handle come after them.
 func WithMiddlewareOptions(opts ...middleware.Option) Option {
 	return func(w *Worker) { w.mwOpts = append(w.mwOpts, opts...) }
 }
@@ -141,9 +141,7 @@ func (w *Worker) Handle(taskType string, h asynq.Handler, key middleware.KeyFunc
 		all := append([]middleware.Option{
 			middleware.WithTTL(w.cfg.LockTTL),
 			middleware.WithPolicy(policy),
-			middleware.WithEnqueuer(w.client),
-			middleware.WithInspector(w.inspector),
-			middleware.WithParking(w.ping),
+			middleware.WithBroker(w.ping),
 			middleware.WithMaxWaiters(max(1, w.cfg.Concurrency/2)),
 			middleware.WithLogger(w.log),
 			middleware.WithObserver(w.metrics.observeTask),
