@@ -24,9 +24,9 @@ func Example() {
 			return err
 		}
 		defer w.Close()
-		err = w.HandleFunc("stock:adjust", func(ctx context.Context, t *asynq.Task) error {
+		err = w.Handle("stock:adjust", asynq.HandlerFunc(func(ctx context.Context, t *asynq.Task) error {
 			return nil // runs alone for its SKU
-		}, middleware.ByField("sku"))
+		}), middleware.ByField("sku"))
 		if err != nil {
 			return err
 		}

@@ -32,11 +32,11 @@ func run(ctx context.Context) error {
 		return err
 	}
 	defer w.Close()
-	err = w.HandleFunc("stock:adjust", func(ctx context.Context, t *asynq.Task) error {
+	err = w.Handle("stock:adjust", asynq.HandlerFunc(func(ctx context.Context, t *asynq.Task) error {
 		lock, _ := middleware.LockFromContext(ctx) // resource, token, fence
 		_ = lock
 		return adjustStock(ctx, t.Payload()) // runs alone for its SKU; ctx cancelled if the lock is lost
-	}, middleware.ByField("sku"), middleware.WithRollback(undoAdjustment))
+	}), middleware.ByField("sku"), middleware.WithRollback(undoAdjustment))
 	if err != nil {
 		return err
 	}
