@@ -11,8 +11,10 @@ import (
 
 // Handle registers h for taskType, each task locked on the resource named by
 // key (see the middleware package) with the configured TTL and conflict
-// policy, its busy tasks parked in the broker; opts come after those. A nil
-// key runs the handler unlocked. Handle must be called before Run.
+// policy, its busy tasks parked in the broker; opts come after those (a
+// middleware.WithObserver among them replaces the one feeding the worker's
+// task metrics). A nil key runs the handler unlocked. Handle must be called
+// before Run.
 func (w *Worker) Handle(taskType string, h asynq.Handler, key middleware.KeyFunc, opts ...middleware.Option) error {
 	if taskType == "" || h == nil {
 		return fmt.Errorf("worker: Handle needs a task type and a handler (got %q, %v)", taskType, h)
