@@ -83,7 +83,7 @@ func TestFIFOAcrossClients(t *testing.T) {
 // (the queue's sorted set, docs/HANDOVER.md), at most 20s.
 func waitQueued(t *testing.T, c *redistest.Cluster, resource string, n int64) {
 	t.Helper()
-	key := redlock.DefaultPrefix + "{" + resource + "}:q"
+	key := "asynqlock:{" + resource + "}:q" // under the default key prefix
 	deadline := time.Now().Add(20 * time.Second)
 	for _, node := range c.Nodes {
 		cl := node.Client(t)
@@ -103,11 +103,11 @@ func waitQueued(t *testing.T, c *redistest.Cluster, resource string, n int64) {
 func TestFencesGrowAcrossHandOvers(t *testing.T) {
 	c := redistest.StartCluster(t, 5)
 	var handovers atomic.Int64
-	obs := redlock.ObserverFunc(func(e redlock.Event) {
+	obs := func(e redlock.Event) {
 		if e.Kind == redlock.EventHandOver && e.Err == nil {
 			handovers.Add(1)
 		}
-	})
+	}
 	clients := []*redlock.Client{
 		lockClient(t, c, redlock.WithNodeTimeout(handoverTimeout), redlock.WithObserver(obs)),
 		lockClient(t, c, redlock.WithNodeTimeout(handoverTimeout), redlock.WithObserver(obs)),

@@ -179,11 +179,11 @@ func TestObserverSeesEvents(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var mu sync.Mutex
 		kinds := map[EventKind]int{}
-		obs := ObserverFunc(func(e Event) {
+		obs := func(e Event) {
 			mu.Lock()
 			kinds[e.Kind]++
 			mu.Unlock()
-		})
+		}
 		c, mems := memClient(t, 3, WithNodeTimeout(10*time.Millisecond), WithObserver(obs))
 		mems[2].set(func(m *memNode) { m.err = errMemDown })
 		l, err := c.TryAcquire(context.Background(), "r", 200*time.Millisecond)

@@ -48,7 +48,7 @@ const holderSep = "|"
 const maxHolderName = 100
 
 // ParseHolder reads the holder carried by a lock token (Lock.Token,
-// NodeState.Token). It reports false for a token without one: taken by a
+// NodeState.Token), e.g. to show who holds a resource Inspect found. It reports false for a token without one: taken by a
 // client with WithHolderInfo(false) or by another Redlock implementation.
 func ParseHolder(token string) (Holder, bool) {
 	_, desc, ok := strings.Cut(token, holderSep)
@@ -62,13 +62,6 @@ func ParseHolder(token string) (Holder, bool) {
 	h := Holder{Host: v.Get("h"), Name: v.Get("n")}
 	h.PID, _ = strconv.Atoi(v.Get("p"))
 	return h, h != (Holder{})
-}
-
-// Holder returns who the lock says holds it: this process, and the name
-// given by WithHolder or ContextWithHolder.
-func (l *Lock) Holder() Holder {
-	h, _ := ParseHolder(l.token)
-	return h
 }
 
 // processHolder is the part of every token naming this process, computed once
@@ -134,7 +127,3 @@ func WithHolder(name string) LockOption { return func(c *lockConfig) { c.holder 
 // (default on). Off, a lock's value is its random token alone and operators
 // see no holder.
 func WithHolderInfo(on bool) Option { return func(c *config) { c.holderInfo = on } }
-
-// Holder returns the holder carried by the node's token, and false when the
-// node has no lock key or its token carries none.
-func (s NodeState) Holder() (Holder, bool) { return ParseHolder(s.Token) }

@@ -69,7 +69,7 @@ func (r redlockLocker) Record(ctx context.Context, resource string) (time.Durati
 		}
 	}
 	for tok, n := range votes {
-		if n >= r.c.Quorum() {
+		if n >= len(states)/2+1 { // a quorum: Inspect answers for every node
 			return longest[tok], tok, true
 		}
 	}

@@ -2,7 +2,6 @@ package worker
 
 import (
 	"crypto/tls"
-	"errors"
 	"fmt"
 	"net"
 	"net/url"
@@ -10,8 +9,8 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/asynqlock/asynqlock/internal/redisurl"
 	"github.com/asynqlock/asynqlock/internal/workerconfig"
-	"github.com/asynqlock/asynqlock/redlock"
 	"github.com/hibiken/asynq"
 	"github.com/redis/go-redis/v9"
 )
@@ -28,7 +27,7 @@ type broker struct {
 // password to the sentinels only and ignores its db. Errors never quote the
 // password.
 func parseBroker(raw string, files workerconfig.TLSFiles) (broker, error) {
-	u, err := redlock.ParseRedisURL(workerconfig.WithTLSDefaults(raw, files))
+	u, err := redisurl.Parse(workerconfig.WithTLSDefaults(raw, files))
 	if err != nil {
 		return broker{}, err
 	}
@@ -41,15 +40,15 @@ func parseBroker(raw string, files workerconfig.TLSFiles) (broker, error) {
 		return clusterBroker(u)
 	}
 	return broker{}, fmt.Errorf("URL %q: scheme must be redis, rediss, redis-sentinel, redis-cluster or rediss-cluster, got %q",
-		redlock.RedactURL(u), u.Scheme)
+		redisurl.Redact(u), u.Scheme)
 }
 
 // singleBroker reads a redis:// or rediss:// URL with go-redis's parser (user
 // name, TLS files and go-redis parameters included).
 func singleBroker(u *url.URL) (broker, error) {
-	o, err := redlock.ParseNodeURL(u.String())
+	o, err := redisurl.ParseNode(u.String())
 	if err != nil {
-		return broker{}, errors.New(strings.TrimPrefix(err.Error(), redlock.ErrInvalid.Error()+": "))
+		return broker{}, err
 	}
 	return broker{addr: o.Addr, opt: asynq.RedisClientOpt{
 		Network: o.Network, Addr: o.Addr, Username: o.Username, Password: o.Password, DB: o.DB,
@@ -62,7 +61,7 @@ func singleBroker(u *url.URL) (broker, error) {
 // [&db=N][&username=u][&password=p]: the user info authenticates to the
 // sentinels, username and password to the master (go-redis's convention).
 func sentinelBroker(u *url.URL) (broker, error) {
-	shown := redlock.RedactURL(u)
+	shown := redisurl.Redact(u)
 	q := u.Query()
 	opt := asynq.RedisFailoverClientOpt{
 		MasterName:    q.Get("master"),
@@ -94,7 +93,7 @@ func sentinelBroker(u *url.URL) (broker, error) {
 // clusterBroker reads redis-cluster://[user:pw@]h1:p,h2:p (rediss-cluster
 // for TLS, with the TLS file parameters).
 func clusterBroker(u *url.URL) (broker, error) {
-	shown := redlock.RedactURL(u)
+	shown := redisurl.Redact(u)
 	opt := asynq.RedisClusterClientOpt{Addrs: strings.Split(u.Host, ",")}
 	if err := hostPorts(opt.Addrs); err != nil {
 		return broker{}, fmt.Errorf("URL %q: %w", shown, err)
@@ -104,13 +103,13 @@ func clusterBroker(u *url.URL) (broker, error) {
 		opt.Password, _ = u.User.Password()
 	}
 	q := u.Query()
-	if err := onlyParams(q, redlock.ParamTLSCAFile, redlock.ParamTLSCertFile, redlock.ParamTLSKeyFile); err != nil {
+	if err := onlyParams(q, redisurl.ParamTLSCAFile, redisurl.ParamTLSCertFile, redisurl.ParamTLSKeyFile); err != nil {
 		return broker{}, fmt.Errorf("URL %q: %w", shown, err)
 	}
 	if u.Scheme == "rediss-cluster" {
 		host, _, _ := net.SplitHostPort(opt.Addrs[0])
 		opt.TLSConfig = &tls.Config{ServerName: host, MinVersion: tls.VersionTLS12}
-		err := redlock.AddTLSFiles(opt.TLSConfig, q.Get(redlock.ParamTLSCAFile), q.Get(redlock.ParamTLSCertFile), q.Get(redlock.ParamTLSKeyFile))
+		err := redisurl.AddTLSFiles(opt.TLSConfig, q.Get(redisurl.ParamTLSCAFile), q.Get(redisurl.ParamTLSCertFile), q.Get(redisurl.ParamTLSKeyFile))
 		if err != nil {
 			return broker{}, fmt.Errorf("URL %q: %w", shown, err)
 		}

@@ -4,11 +4,10 @@ import (
 	"crypto/tls"
 	"fmt"
 	"math"
-	"strings"
 	"time"
 
+	"github.com/asynqlock/asynqlock/internal/redisurl"
 	"github.com/asynqlock/asynqlock/internal/workerconfig"
-	"github.com/asynqlock/asynqlock/redlock"
 )
 
 // asynqTLS is the broker's TLS files from the environment.
@@ -31,10 +30,10 @@ func (c *Config) checkURLs() []problem {
 		f      workerconfig.TLSFiles
 	}{{"ASYNQ_TLS_", c.asynqTLS()}, {"REDLOCK_TLS_", c.locks().TLS}} {
 		prefix, f := v.prefix, v.f
-		if err := redlock.AddTLSFiles(&tls.Config{}, f.CA, "", ""); err != nil {
+		if err := redisurl.AddTLSFiles(&tls.Config{}, f.CA, "", ""); err != nil {
 			ps = append(ps, problem{Var: prefix + "CA_FILE", Message: err.Error()})
 		}
-		if err := redlock.AddTLSFiles(&tls.Config{}, "", f.Cert, f.Key); err != nil {
+		if err := redisurl.AddTLSFiles(&tls.Config{}, "", f.Cert, f.Key); err != nil {
 			ps = append(ps, problem{Var: prefix + "CERT_FILE and " + prefix + "KEY_FILE", Message: err.Error()})
 		}
 	}
@@ -44,9 +43,8 @@ func (c *Config) checkURLs() []problem {
 		}
 	}
 	for i, u := range c.locks().NodeURLs() {
-		if _, err := redlock.ParseNodeURL(u); err != nil {
-			msg := strings.TrimPrefix(err.Error(), redlock.ErrInvalid.Error()+": ")
-			ps = append(ps, problem{Var: "REDLOCK_NODES", Message: fmt.Sprintf("node %d: %s", i, msg)})
+		if _, err := redisurl.ParseNode(u); err != nil {
+			ps = append(ps, problem{Var: "REDLOCK_NODES", Message: fmt.Sprintf("node %d: %v", i, err)})
 		}
 	}
 	return ps

@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/asynqlock/asynqlock/internal/lockadmin"
 	"github.com/asynqlock/asynqlock/redlock"
 )
 
@@ -31,7 +32,7 @@ type health struct {
 
 // probe is what one readiness probe found.
 type probe struct {
-	nodes     []redlock.NodeStatus
+	nodes     []lockadmin.NodeStatus
 	brokerErr error
 	// sameServer is the node check's finding that two lock nodes are one
 	// server (logged at Error by the check itself).
@@ -54,9 +55,9 @@ func (w *Worker) startProbes(ctx context.Context) <-chan struct{} {
 // checkReady probes the broker and every lock node, logs what changed and
 // updates the metrics and /readyz.
 func (w *Worker) checkReady(ctx context.Context) {
-	pctx, cancel := context.WithTimeout(ctx, max(w.cfg.ReadinessInterval, time.Second, w.locks.NodeTimeout()))
+	pctx, cancel := context.WithTimeout(ctx, max(w.cfg.ReadinessInterval, time.Second, w.cfg.NodeTimeout))
 	defer cancel()
-	nodes, err := w.locks.PingNodes(pctx)
+	nodes, err := lockadmin.PingNodes(pctx, w.locks)
 	if err != nil {
 		return // the worker is shutting down
 	}
@@ -116,7 +117,7 @@ func (h *health) updateBroker(err error, first bool) {
 
 // updateNodes logs each node that went down or came back, and returns the
 // down ones, described with their causes.
-func (h *health) updateNodes(nodes []redlock.NodeStatus, first bool) []string {
+func (h *health) updateNodes(nodes []lockadmin.NodeStatus, first bool) []string {
 	var down []string
 	for i, n := range nodes {
 		was := h.nodeErr[i]

@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/asynqlock/asynqlock/internal/lockadmin"
 	"github.com/asynqlock/asynqlock/redlock"
 )
 
@@ -18,7 +19,7 @@ type nodeCheck struct {
 	mu      sync.Mutex
 	reports []redlock.NodeReport
 	at      time.Time
-	same    error           // *redlock.SameServerError, nil while the nodes are independent
+	same    error           // *lockadmin.SameServerError, nil while the nodes are independent
 	warned  map[string]bool // warnings logged and still current
 	runIDs  []string        // last run_id seen per node
 }
@@ -45,8 +46,8 @@ func (nc *nodeCheck) update(log *slog.Logger, reports []redlock.NodeReport, ttl 
 		nc.warned = map[string]bool{}
 		nc.runIDs = make([]string, len(reports))
 	}
-	same := redlock.SameServer(reports)
-	var se *redlock.SameServerError
+	same := lockadmin.SameServer(reports)
+	var se *lockadmin.SameServerError
 	if errors.As(same, &se) {
 		se.Addrs = names // the URLs tell two databases of one server apart
 	}
@@ -73,7 +74,7 @@ func (nc *nodeCheck) logRestarts(log *slog.Logger, reports []redlock.NodeReport,
 		nc.runIDs[r.Node] = r.RunID
 		switch {
 		case was == "" || was == r.RunID:
-		case r.SurvivesRestart():
+		case lockadmin.SurvivesRestart(r):
 			log.Info("lock node restarted", "node", r.Node, "addr", r.Addr)
 		default:
 			log.Warn("lock node restarted and keeps no data across a crash: Redlock needs it to stay down for at least the lock TTL after a crash, or a lock it held can be granted twice",
@@ -94,7 +95,7 @@ func (nc *nodeCheck) logWarnings(log *slog.Logger, reports []redlock.NodeReport)
 			}
 		}
 	}
-	for _, w := range redlock.ClockWarnings(reports, redlock.DefaultClockSkew) {
+	for _, w := range lockadmin.ClockWarnings(reports, lockadmin.ClockSkew) {
 		current[w] = true
 		if !nc.warned[w] {
 			log.Warn("clock far from the lock nodes'", "warning", w)

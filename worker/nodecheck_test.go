@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/asynqlock/asynqlock/redlock"
+	"github.com/asynqlock/asynqlock/internal/lockadmin"
 )
 
 // logRecorder keeps the records logged at Info and above.
@@ -136,7 +136,7 @@ func TestWorkerRefusesToStartOnOneServerTwice(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	err = w.Run(ctx)
-	if !errors.Is(err, redlock.ErrSameServer) {
+	if !errors.Is(err, lockadmin.ErrSameServer) {
 		t.Fatalf("Run = %v, want ErrSameServer", err)
 	}
 	for _, want := range []string{"refusing to start", "node 0 (" + f.cfg.RedlockNodes[0] + ")", "node 3 (" + dup + ")"} {

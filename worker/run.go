@@ -9,6 +9,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/asynqlock/asynqlock/internal/lockadmin"
 	"github.com/asynqlock/asynqlock/middleware"
 	"github.com/hibiken/asynq"
 )
@@ -41,7 +42,7 @@ func (w *Worker) Run(ctx context.Context) error {
 		return fmt.Errorf("worker: start asynq server: %w", err)
 	}
 	w.startCrons()
-	w.log.Info("worker started", "concurrency", w.cfg.Concurrency, "queues", w.cfg.Queues, "lock_nodes", w.locks.Nodes(), "metrics", w.Addr())
+	w.log.Info("worker started", "concurrency", w.cfg.Concurrency, "queues", w.cfg.Queues, "lock_nodes", lockadmin.Nodes(w.locks), "metrics", w.Addr())
 	probeDone := w.startProbes(ctx)
 
 	<-ctx.Done()

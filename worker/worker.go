@@ -7,6 +7,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/asynqlock/asynqlock/internal/lockadmin"
 	"github.com/asynqlock/asynqlock/internal/workerconfig"
 	"github.com/asynqlock/asynqlock/redlock"
 	"github.com/hibiken/asynq"
@@ -66,12 +67,12 @@ func New(cfg Config, opts ...Option) (*Worker, error) {
 	w.metrics = newMetrics(w.reg)
 	w.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	locks, err := cfg.locks().NewClient(redlock.WithLogger(w.log),
-		redlock.WithObserver(redlock.ObserverFunc(w.metrics.observeLock)))
+		redlock.WithObserver(w.metrics.observeLock))
 	if err != nil {
 		return nil, err
 	}
 	w.locks = locks
-	w.health = &health{log: w.log, m: w.metrics, brokerAddr: b.addr, quorum: locks.Quorum()}
+	w.health = &health{log: w.log, m: w.metrics, brokerAddr: b.addr, quorum: lockadmin.Quorum(locks)}
 	w.client = asynq.NewClient(b.opt)
 	w.inspector = asynq.NewInspector(b.opt)
 	w.ping = probeClient(b.opt)

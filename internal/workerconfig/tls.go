@@ -4,7 +4,7 @@ import (
 	"net/url"
 	"strings"
 
-	"github.com/asynqlock/asynqlock/redlock"
+	"github.com/asynqlock/asynqlock/internal/redisurl"
 )
 
 // TLSFiles are the TLS files given by environment variables (a CA, a client
@@ -19,7 +19,7 @@ func WithTLSDefaults(raw string, f TLSFiles) string {
 		return raw
 	}
 	q := u.Query()
-	for p, v := range map[string]string{redlock.ParamTLSCAFile: f.CA, redlock.ParamTLSCertFile: f.Cert, redlock.ParamTLSKeyFile: f.Key} {
+	for p, v := range map[string]string{redisurl.ParamTLSCAFile: f.CA, redisurl.ParamTLSCertFile: f.Cert, redisurl.ParamTLSKeyFile: f.Key} {
 		if v != "" && !q.Has(p) {
 			q.Set(p, v)
 		}

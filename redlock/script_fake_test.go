@@ -3,6 +3,7 @@ package redlock
 import (
 	"context"
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -10,11 +11,14 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// scriptBackend runs the package's scripts on one node: the in-memory fake
-// or an embedded Redis running the real Lua.
+// scriptBackend runs the package's commands and scripts (lua/*.lua) on one
+// node: the in-memory fake (memNode.exec) or an embedded Redis running the
+// real Lua. The cases below run alike on both, so the fake cannot drift.
 type scriptBackend struct {
 	eval  func(s *script, keys []string, argv ...any) any
+	do    func(args ...any) any   // a plain command (the acquire's SET NX PX)
 	get   func(key string) string // "" when absent
+	pttl  func(key string) int64  // ms, -2 when absent
 	zcard func(key string) int64
 }
 
@@ -29,7 +33,23 @@ func memBackend() scriptBackend {
 			}
 			return cmd.Val()
 		},
+		do: func(args ...any) any {
+			cmd := redis.NewCmd(context.Background(), args...)
+			m.exec(cmd)
+			if cmd.Err() != nil {
+				return cmd.Err()
+			}
+			return cmd.Val()
+		},
 		get: func(key string) string { v, _ := m.get(key); return v },
+		pttl: func(key string) int64 {
+			m.mu.Lock()
+			defer m.mu.Unlock()
+			if _, ok := m.getLocked(key); !ok {
+				return -2
+			}
+			return time.Until(m.data[key].exp).Milliseconds()
+		},
 		zcard: func(key string) int64 {
 			m.mu.Lock()
 			defer m.mu.Unlock()
@@ -56,7 +76,15 @@ func redisBackend(t *testing.T) scriptBackend {
 			}
 			return v
 		},
+		do: func(args ...any) any {
+			v, err := raw.Do(ctx, args...).Result()
+			if err != nil {
+				return err
+			}
+			return v
+		},
 		get:   func(key string) string { return raw.Get(ctx, key).Val() },
+		pttl:  func(key string) int64 { return raw.Do(ctx, "pttl", key).Val().(int64) },
 		zcard: func(key string) int64 { return raw.ZCard(ctx, key).Val() },
 	}
 }
@@ -203,15 +231,15 @@ func fenceOf(q *queueCase, v any) int64 {
 	return f
 }
 
-// TestQueueScriptsFakeMatchesRedis runs every queue case on the in-memory
-// node and on the embedded Redis (the real Lua).
-func TestQueueScriptsFakeMatchesRedis(t *testing.T) {
+// TestScriptsFakeMatchesRedis runs every lock and queue case on the
+// in-memory node and on the embedded Redis (the real Lua).
+func TestScriptsFakeMatchesRedis(t *testing.T) {
 	backends := map[string]func(*testing.T) scriptBackend{
 		"fake":  func(*testing.T) scriptBackend { return memBackend() },
 		"redis": redisBackend,
 	}
 	for _, name := range []string{"fake", "redis"} {
-		for i, tc := range queueCases {
+		for i, tc := range slices.Concat(lockCases, queueCases) {
 			t.Run(name+"/"+tc.name, func(t *testing.T) {
 				c := &Client{cfg: defaultConfig()}
 				tc.run(&queueCase{t: t, b: backends[name](t), k: c.keysFor(fmt.Sprintf("res%d", i))})

@@ -1,4 +1,7 @@
-package redlock
+// Package redisurl parses the Redis URLs of the module's lock nodes and
+// broker: errors that say what is wrong without quoting a password, redacted
+// forms for logs, and TLS files given as URL parameters.
+package redisurl
 
 import (
 	"crypto/tls"
@@ -22,11 +25,11 @@ const (
 	ParamTLSKeyFile  = "tls_key_file"  // PEM key of the client certificate
 )
 
-// ParseRedisURL parses a Redis URL of any scheme. Unlike url.Parse, its
+// Parse parses a Redis URL of any scheme. Unlike url.Parse, its
 // errors say what is wrong (no scheme, a bad port, user info that needs
 // percent-encoding) without quoting any part of the user info, so they can be
 // logged.
-func ParseRedisURL(raw string) (*url.URL, error) {
+func Parse(raw string) (*url.URL, error) {
 	raw = strings.TrimSpace(raw)
 	scheme, rest, ok := strings.Cut(raw, "://")
 	if !ok || scheme == "" {
@@ -40,11 +43,11 @@ func ParseRedisURL(raw string) (*url.URL, error) {
 	}
 	if err == nil {
 		if u.Host == "" {
-			return nil, fmt.Errorf("URL %q has no host", RedactURL(u))
+			return nil, fmt.Errorf("URL %q has no host", Redact(u))
 		}
 		err = checkPorts(u.Host)
 		if err != nil {
-			return nil, fmt.Errorf("URL %q: %w", RedactURL(u), err)
+			return nil, fmt.Errorf("URL %q: %w", Redact(u), err)
 		}
 		return u, nil
 	}
@@ -65,9 +68,9 @@ func ParseRedisURL(raw string) (*url.URL, error) {
 
 var errUserInfo = errors.New("URL cannot be parsed: percent-encode the characters / ? # @ % : in the user and password")
 
-// RedactURL is u.Redacted with the password query parameter (go-redis's
+// Redact is u.Redacted with the password query parameter (go-redis's
 // form for a Sentinel-managed master's password) masked as well.
-func RedactURL(u *url.URL) string {
+func Redact(u *url.URL) string {
 	q := u.Query()
 	if !q.Has("password") {
 		return u.Redacted()
@@ -97,15 +100,18 @@ func checkPorts(hosts string) error {
 	return nil
 }
 
-// parseNodeURL is ParseNodeURL.
-func parseNodeURL(raw string) (*redis.Options, error) {
-	u, err := ParseRedisURL(raw)
+// ParseNode parses a redis:// or rediss:// node URL, with go-redis URL
+// parameters and, for rediss://, tls_ca_file, tls_cert_file and tls_key_file
+// (see AddTLSFiles). Its errors name the real problem and show the URL
+// redacted (password replaced by "xxxxx"), so a secret never reaches a log.
+func ParseNode(raw string) (*redis.Options, error) {
+	u, err := Parse(raw)
 	if err != nil {
-		return nil, invalidf("%v", err)
+		return nil, err
 	}
-	shown := RedactURL(u)
+	shown := Redact(u)
 	if u.Scheme != "redis" && u.Scheme != "rediss" {
-		return nil, invalidf("URL %q: scheme must be redis:// or rediss:// for a single server, got %q", shown, u.Scheme)
+		return nil, fmt.Errorf("URL %q: scheme must be redis:// or rediss:// for a single server, got %q", shown, u.Scheme)
 	}
 	q := u.Query()
 	files := [3]string{q.Get(ParamTLSCAFile), q.Get(ParamTLSCertFile), q.Get(ParamTLSKeyFile)}
@@ -119,14 +125,14 @@ func parseNodeURL(raw string) (*redis.Options, error) {
 		if p, ok := u.User.Password(); ok && p != "" {
 			msg = strings.ReplaceAll(msg, p, "xxxxx")
 		}
-		return nil, invalidf("URL %q: %s", shown, msg)
+		return nil, fmt.Errorf("URL %q: %s", shown, msg)
 	}
 	if files != [3]string{} {
 		if o.TLSConfig == nil {
-			return nil, invalidf("URL %q: TLS parameters need the rediss:// scheme", shown)
+			return nil, fmt.Errorf("URL %q: TLS parameters need the rediss:// scheme", shown)
 		}
 		if err := AddTLSFiles(o.TLSConfig, files[0], files[1], files[2]); err != nil {
-			return nil, invalidf("URL %q: %v", shown, err)
+			return nil, fmt.Errorf("URL %q: %v", shown, err)
 		}
 	}
 	return o, nil

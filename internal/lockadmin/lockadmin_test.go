@@ -1,18 +1,20 @@
-package redlock
+package lockadmin
 
 import (
+	"context"
 	"errors"
 	"slices"
 	"testing"
 	"time"
 
 	"github.com/asynqlock/asynqlock/internal/embedded"
+	"github.com/asynqlock/asynqlock/redlock"
 	"github.com/redis/go-redis/v9"
 )
 
-// embeddedNodes returns a Client over n embedded Redis servers and a raw
-// client to each.
-func embeddedNodes(t *testing.T, n int, opts ...Option) (*Client, []*redis.Client) {
+// embeddedNodes returns a Client over n embedded Redis servers, their URLs
+// and a raw client to each.
+func embeddedNodes(t *testing.T, n int, opts ...redlock.Option) (*redlock.Client, []string, []*redis.Client) {
 	t.Helper()
 	urls := make([]string, n)
 	raws := make([]*redis.Client, n)
@@ -22,21 +24,18 @@ func embeddedNodes(t *testing.T, n int, opts ...Option) (*Client, []*redis.Clien
 		raws[i] = redis.NewClient(&redis.Options{Addr: srv.Addr()})
 		t.Cleanup(func() { _ = raws[i].Close() })
 	}
-	c, err := NewFromURLs(urls, append([]Option{WithNodeTimeout(time.Second)}, opts...)...)
+	c, err := redlock.NewFromURLs(urls, append([]redlock.Option{redlock.WithNodeTimeout(time.Second)}, opts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = c.Close() })
-	return c, raws
+	return c, urls, raws
 }
 
-// urls are the node URLs of a client made by embeddedNodes.
-func (c *Client) urls() []string {
-	out := make([]string, len(c.nodes))
-	for i, n := range c.nodes {
-		out[i] = "redis://" + n.addr
-	}
-	return out
+func within(t *testing.T, d time.Duration) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	t.Cleanup(cancel)
+	return ctx
 }
 
 func resources(l *Listing) []string {
@@ -53,13 +52,13 @@ func resources(l *Listing) []string {
 // and look-alike keys are not listed.
 func TestListFindsHeldLocksUnderAPrefix(t *testing.T) {
 	ctx := within(t, 20*time.Second)
-	c, raws := embeddedNodes(t, 3, WithPrefix("a*b:"))
+	c, _, raws := embeddedNodes(t, 3, redlock.WithPrefix("a*b:"))
 	for _, r := range []string{"sku-2", "sku-1", "other"} {
-		if _, err := c.TryAcquire(ctx, r, 10*time.Second, WithFencing(), WithHolder("task "+r)); err != nil {
+		if _, err := c.TryAcquire(ctx, r, 10*time.Second, redlock.WithFencing(), redlock.WithHolder("task "+r)); err != nil {
 			t.Fatal(err)
 		}
 	}
-	freed, err := c.TryAcquire(ctx, "sku-3", 10*time.Second, WithFencing())
+	freed, err := c.TryAcquire(ctx, "sku-3", 10*time.Second, redlock.WithFencing())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -73,7 +72,7 @@ func TestListFindsHeldLocksUnderAPrefix(t *testing.T) {
 	// A lock held on one node only (a minority) is still listed.
 	raws[1].Set(ctx, "a*b:{sku-7}", "TOKEN|h=elsewhere&p=9", time.Minute)
 
-	got, err := c.List(ctx, "sku-", 0)
+	got, err := List(ctx, c, "sku-", 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -84,7 +83,7 @@ func TestListFindsHeldLocksUnderAPrefix(t *testing.T) {
 		t.Fatalf("truncated %v, scan errors %v", got.Truncated, got.ScanErrs)
 	}
 	for _, st := range got.Locks[0].Nodes {
-		h, ok := st.Holder()
+		h, ok := redlock.ParseHolder(st.Token)
 		if !ok || h.Name != "task sku-1" || st.TTL <= 0 || st.TTL > 10*time.Second || st.Fence <= 0 {
 			t.Fatalf("node state %+v (holder %+v)", st, h)
 		}
@@ -93,7 +92,7 @@ func TestListFindsHeldLocksUnderAPrefix(t *testing.T) {
 		t.Fatalf("sku-7 node states %+v, want held on node 1 only", n)
 	}
 
-	all, err := c.List(ctx, "", 2)
+	all, err := List(ctx, c, "", 2)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -107,10 +106,10 @@ func TestListFindsHeldLocksUnderAPrefix(t *testing.T) {
 // there deletes nothing. The holder learns of it at its next extension.
 func TestForceReleaseRemovesOnlyTheTokenSeen(t *testing.T) {
 	ctx := within(t, 20*time.Second)
-	c, _ := embeddedNodes(t, 3)
+	c, urls, _ := embeddedNodes(t, 3)
 	// The waiter is another process: a second client over the same nodes
 	// (a waiter in the same client would queue behind the holder locally).
-	waiterClient, err := NewFromURLs(c.urls(), WithNodeTimeout(time.Second))
+	waiterClient, err := redlock.NewFromURLs(urls, redlock.WithNodeTimeout(time.Second))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -119,7 +118,7 @@ func TestForceReleaseRemovesOnlyTheTokenSeen(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if n, err := c.ForceRelease(ctx, "stuck", "NOT-THE-TOKEN"); err != nil || n != 0 {
+	if n, err := ForceRelease(ctx, c, "stuck", "NOT-THE-TOKEN"); err != nil || n != 0 {
 		t.Fatalf("force release with a stale token: %d nodes, %v; want 0, nil", n, err)
 	}
 	waiter := make(chan error, 1)
@@ -130,7 +129,7 @@ func TestForceReleaseRemovesOnlyTheTokenSeen(t *testing.T) {
 		}
 		waiter <- err
 	}()
-	if n, err := c.ForceRelease(ctx, "stuck", l.Token()); err != nil || n != 3 {
+	if n, err := ForceRelease(ctx, c, "stuck", l.Token()); err != nil || n != 3 {
 		t.Fatalf("force release: %d nodes, %v; want 3, nil", n, err)
 	}
 	select {
@@ -141,11 +140,11 @@ func TestForceReleaseRemovesOnlyTheTokenSeen(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("waiter never got the force-released lock")
 	}
-	if err := l.Extend(ctx, 10*time.Second); !errors.Is(err, ErrLockLost) {
-		t.Fatalf("holder's extension after a force release: %v, want ErrLockLost", err)
+	if err := l.Extend(ctx, 10*time.Second); !errors.Is(err, redlock.ErrLockLost) {
+		t.Fatalf("holder's extension after a force release: %v, want redlock.ErrLockLost", err)
 	}
-	if _, err := c.ForceRelease(ctx, "stuck", ""); !errors.Is(err, ErrInvalid) {
-		t.Fatalf("empty token: %v, want ErrInvalid", err)
+	if _, err := ForceRelease(ctx, c, "stuck", ""); !errors.Is(err, redlock.ErrInvalid) {
+		t.Fatalf("empty token: %v, want redlock.ErrInvalid", err)
 	}
 }
 
@@ -153,7 +152,7 @@ func TestForceReleaseRemovesOnlyTheTokenSeen(t *testing.T) {
 // node order, with the shortest TTL and the highest fence of its nodes.
 func TestClaimsGroupNodesByToken(t *testing.T) {
 	a, b := "AAAA|h=w1&p=1&n=job+x", "BBBB"
-	states := []NodeState{
+	states := []redlock.NodeState{
 		{Node: 0, Token: b, TTL: 5 * time.Second, Fence: 7},
 		{Node: 1, Token: a, TTL: 3 * time.Second, Fence: 4},
 		{Node: 2},
@@ -164,10 +163,10 @@ func TestClaimsGroupNodesByToken(t *testing.T) {
 	if len(got) != 2 {
 		t.Fatalf("claims %+v, want 2", got)
 	}
-	if c := got[0]; c.Token != b || !slices.Equal(c.Nodes, []int{0}) || c.Holder != (Holder{}) {
+	if c := got[0]; c.Token != b || !slices.Equal(c.Nodes, []int{0}) || c.Holder != (redlock.Holder{}) {
 		t.Fatalf("first claim %+v", c)
 	}
-	want := Claim{Token: a, Holder: Holder{Host: "w1", PID: 1, Name: "job x"}, Nodes: []int{1, 3}, TTL: 2 * time.Second, Fence: 9}
+	want := Claim{Token: a, Holder: redlock.Holder{Host: "w1", PID: 1, Name: "job x"}, Nodes: []int{1, 3}, TTL: 2 * time.Second, Fence: 9}
 	if c := got[1]; c.Token != want.Token || c.Holder != want.Holder || !slices.Equal(c.Nodes, want.Nodes) || c.TTL != want.TTL || c.Fence != want.Fence {
 		t.Fatalf("second claim %+v, want %+v", c, want)
 	}

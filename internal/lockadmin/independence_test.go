@@ -1,15 +1,17 @@
-package redlock
+package lockadmin
 
 import (
 	"errors"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/asynqlock/asynqlock/redlock"
 )
 
 func TestSameServerGroupsNodesByRunID(t *testing.T) {
 	down := errors.New("dial tcp: refused")
-	reports := []NodeReport{
+	reports := []redlock.NodeReport{
 		{Node: 0, Addr: "a:1", RunID: "X"},
 		{Node: 1, Addr: "b:1", RunID: "Y"},
 		{Node: 2, Addr: "c:1", RunID: "X"},
@@ -35,22 +37,22 @@ func TestSameServerGroupsNodesByRunID(t *testing.T) {
 
 func TestClockWarnings(t *testing.T) {
 	ms := time.Millisecond
-	r := func(node int, off, rtt time.Duration) NodeReport {
-		return NodeReport{Node: node, Addr: "n", ClockOffset: off, RTT: rtt}
+	r := func(node int, off, rtt time.Duration) redlock.NodeReport {
+		return redlock.NodeReport{Node: node, Addr: "n", ClockOffset: off, RTT: rtt}
 	}
 	cases := []struct {
 		name    string
-		reports []NodeReport
+		reports []redlock.NodeReport
 		want    []string
 	}{
-		{"in step", []NodeReport{r(0, 3*ms, ms), r(1, -4*ms, ms), r(2, 0, ms)}, nil},
-		{"one node far", []NodeReport{r(0, 0, ms), r(1, 5*time.Second, ms), r(2, 2*ms, ms)}, []string{"node 1 (n): clock 4.998s away"}},
-		{"within the measurement error", []NodeReport{r(0, 0, ms), r(1, 1200*ms, 500*ms), r(2, 0, ms)}, nil},
-		{"this host far", []NodeReport{r(0, 3*time.Second, ms), r(1, 3*time.Second, ms), r(2, 3*time.Second, ms)}, []string{"this host's clock is 3s away"}},
-		{"down nodes ignored", []NodeReport{r(0, 0, ms), {Node: 1, ClockOffset: time.Hour, Err: errors.New("down")}}, nil},
+		{"in step", []redlock.NodeReport{r(0, 3*ms, ms), r(1, -4*ms, ms), r(2, 0, ms)}, nil},
+		{"one node far", []redlock.NodeReport{r(0, 0, ms), r(1, 5*time.Second, ms), r(2, 2*ms, ms)}, []string{"node 1 (n): clock 4.998s away"}},
+		{"within the measurement error", []redlock.NodeReport{r(0, 0, ms), r(1, 1200*ms, 500*ms), r(2, 0, ms)}, nil},
+		{"this host far", []redlock.NodeReport{r(0, 3*time.Second, ms), r(1, 3*time.Second, ms), r(2, 3*time.Second, ms)}, []string{"this host's clock is 3s away"}},
+		{"down nodes ignored", []redlock.NodeReport{r(0, 0, ms), {Node: 1, ClockOffset: time.Hour, Err: errors.New("down")}}, nil},
 	}
 	for _, tc := range cases {
-		got := ClockWarnings(tc.reports, DefaultClockSkew)
+		got := ClockWarnings(tc.reports, ClockSkew)
 		if len(got) != len(tc.want) {
 			t.Errorf("%s: warnings %q, want %d", tc.name, got, len(tc.want))
 			continue

@@ -1,4 +1,4 @@
-package redlock
+package lockadmin
 
 import (
 	"errors"
@@ -6,14 +6,17 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/asynqlock/asynqlock/redlock"
 )
 
 // ErrSameServer means two node URLs reach one Redis server (equal run IDs):
 // that server casts two votes, and Redlock's fault tolerance is gone.
 var ErrSameServer = errors.New("redlock: two lock nodes are one server")
 
-// DefaultClockSkew is the clock distance past which ClockWarnings warns.
-const DefaultClockSkew = time.Second
+// ClockSkew is the clock distance past which the module's tools warn
+// (ClockWarnings' limit).
+const ClockSkew = time.Second
 
 // SameServerError names the nodes that are one server. It matches
 // ErrSameServer.
@@ -46,7 +49,7 @@ func (e *SameServerError) Is(target error) bool { return target == ErrSameServer
 // returns a *SameServerError when two or more reach one server, else nil.
 // Spelling does not matter: localhost and 127.0.0.1, or two databases of one
 // server, are caught.
-func SameServer(reports []NodeReport) error {
+func SameServer(reports []redlock.NodeReport) error {
 	byID := map[string][]int{}
 	var ids []string
 	for _, r := range reports {
@@ -82,7 +85,7 @@ func SameServer(reports []NodeReport) error {
 // and anything reading TIME go wrong), and so is this process when its own
 // clock is more than limit from that median. Each warning says what to do.
 // The measurement error of each offset (RTT/2) is allowed for.
-func ClockWarnings(reports []NodeReport, limit time.Duration) []string {
+func ClockWarnings(reports []redlock.NodeReport, limit time.Duration) []string {
 	var offs []time.Duration
 	for _, r := range reports {
 		if r.Err == nil {
