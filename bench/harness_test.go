@@ -105,9 +105,8 @@ var contenders = []contender{
 // queue and they contend on the nodes as separate processes would.
 var asynqlockPerWorker = contender{"asynqlock-8clients", openAsynqlockPerWorker}
 
-func newRedlock(tb testing.TB, c *redistest.Cluster) *redlock.Client {
+func newRedlock(tb testing.TB, c *redistest.Cluster, opts ...redlock.Option) *redlock.Client {
 	tb.Helper()
-	var opts []redlock.Option
 	if *nodeTimeout > 0 {
 		opts = append(opts, redlock.WithNodeTimeout(*nodeTimeout))
 	}

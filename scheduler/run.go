@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/asynqlock/asynqlock/internal/lockutil"
 	"github.com/asynqlock/asynqlock/redlock"
 	"github.com/robfig/cron/v3"
 )
@@ -18,7 +19,7 @@ const (
 	// minMargin is the least margin of the tick window beyond the skew.
 	minMargin = 250 * time.Millisecond
 	// releaseTimeout bounds the release of a lock after its work is done.
-	releaseTimeout = 5 * time.Second
+	releaseTimeout = lockutil.ReleaseTimeout
 	// firstRetry is the first delay before retrying a lock that was not won.
 	firstRetry = 4 * time.Millisecond
 	// defaultMaxDelayCap bounds the default max delay of schedules that
@@ -363,9 +364,7 @@ func (r *runner) holderContext(ctx context.Context) context.Context {
 
 // release gives a lock up after its work.
 func (r *runner) release(l lease) {
-	ctx, cancel := context.WithTimeout(context.Background(), releaseTimeout)
-	defer cancel()
-	if err := l.Release(ctx); err != nil && !errors.Is(err, redlock.ErrClosed) && !errors.Is(err, redlock.ErrLockLost) {
+	if err := lockutil.Release(context.Background(), l); err != nil && !errors.Is(err, redlock.ErrClosed) && !errors.Is(err, redlock.ErrLockLost) {
 		r.cfg.logger.Debug("cron job: lock release failed", "job", r.name, "err", err)
 	}
 }

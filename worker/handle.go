@@ -27,9 +27,7 @@ func (w *Worker) Handle(taskType string, h asynq.Handler, key middleware.KeyFunc
 		all := append([]middleware.Option{
 			middleware.WithTTL(w.cfg.LockTTL),
 			middleware.WithPolicy(policy),
-			middleware.WithEnqueuer(w.client),
-			middleware.WithInspector(w.inspector),
-			middleware.WithParking(w.ping),
+			middleware.WithBroker(w.ping),
 			middleware.WithMaxWaiters(max(1, w.cfg.Concurrency/2)),
 			middleware.WithLogger(w.log),
 			middleware.WithObserver(w.metrics.observeTask),

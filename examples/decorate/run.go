@@ -50,9 +50,9 @@ func run(ctx context.Context, out io.Writer) error {
 	j := &journal{}
 	observe := func(e middleware.Event) {
 		switch e.Kind {
-		case middleware.EventConflict:
+		case "conflict":
 			j.add("conflict %s: %s -> %s", e.TaskType, e.Resource, e.Action)
-		case middleware.EventRollback:
+		case "rollback":
 			j.add("rollback %s: %s (err: %v)", e.TaskType, e.Resource, e.Err)
 		}
 	}
