@@ -22,13 +22,8 @@ func (f factory) gaugeVec(name, help string, labels ...string) *prometheus.Gauge
 	return register(f.reg, prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: name, Help: help}, labels))
 }
 
-// histogram and histogramVec take exponential buckets: count of them from
-// start, each factor times the one before.
-func (f factory) histogram(name, help string, start, factor float64, count int) prometheus.Histogram {
-	opts := prometheus.HistogramOpts{Name: name, Help: help, Buckets: prometheus.ExponentialBuckets(start, factor, count)}
-	return register(f.reg, prometheus.NewHistogram(opts))
-}
-
+// histogramVec takes exponential buckets: count of them from start, each
+// factor times the one before.
 func (f factory) histogramVec(name, help string, start, factor float64, count int, labels ...string) *prometheus.HistogramVec {
 	opts := prometheus.HistogramOpts{Name: name, Help: help, Buckets: prometheus.ExponentialBuckets(start, factor, count)}
 	return register(f.reg, prometheus.NewHistogramVec(opts, labels))
