@@ -11,7 +11,8 @@ import (
 )
 
 // Config is the worker's configuration, read from the environment by
-// LoadConfig. The env tags name the variables.
+// LoadConfig: the env tags name the variables, envDefault their defaults.
+// New refuses a Config that cannot work, naming each bad field's variable.
 type Config struct {
 	// AsynqRedisURL is asynq's broker: redis://[user:password@]host:port[/db],
 	// rediss:// (TLS), redis-sentinel://[user:password@]host:port[,host:port...][/db]?master=name
@@ -70,8 +71,8 @@ type Config struct {
 	// is down it is checked at every readiness probe instead, so that a
 	// node that comes back is compared at once.
 	NodeCheckInterval time.Duration `env:"WORKER_NODE_CHECK_INTERVAL" envDefault:"10s"`
-	// MetricsAddr is the listen address of /metrics, /healthz and /readyz;
-	// set but empty, or "off", disables the endpoint.
+	// MetricsAddr is the listen address of /metrics, /healthz, /readyz and
+	// /locks; set but empty, or "off", disables the endpoint.
 	MetricsAddr string `env:"METRICS_ADDR" envDefault:":9090"`
 	// LocksPage serves the read-only /locks page (held locks, holders,
 	// node health) on the METRICS_ADDR endpoint; false turns it off.
