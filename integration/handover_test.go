@@ -23,10 +23,7 @@ const handoverTimeout = 500 * time.Millisecond
 func TestFIFOAcrossClients(t *testing.T) {
 	c := redistest.StartCluster(t, 3)
 	holder := lockClient(t, c, redlock.WithNodeTimeout(handoverTimeout))
-	l, err := holder.TryAcquire(within(t, 10*time.Second), "sku", time.Minute)
-	if err != nil {
-		t.Fatal(err)
-	}
+	l := holdOnAllNodes(t, holder, "sku", time.Minute)
 	const waiters = 4
 	var mu sync.Mutex
 	var order []int
