@@ -108,12 +108,12 @@ func startWorkers(b *testing.B, cluster *redistest.Cluster, broker *redistest.No
 		if err != nil {
 			b.Fatalf("worker %d config: %v", i, err)
 		}
-		w, err := worker.New(cfg, worker.WithMiddlewareOptions(middleware.WithObserver(obs)))
+		w, err := worker.New(cfg)
 		if err != nil {
 			b.Fatalf("worker %d: %v", i, err)
 		}
 		warmLocks(b, w.Locks(), "warm:"+strconv.Itoa(i)+":")
-		if err := w.Handle(taskType, failing(h, fail), middleware.ByField("sku")); err != nil {
+		if err := w.Handle(taskType, failing(h, fail), middleware.ByField("sku"), middleware.WithObserver(obs)); err != nil {
 			b.Fatal(err)
 		}
 		wg.Go(func() {

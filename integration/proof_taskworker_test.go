@@ -120,16 +120,16 @@ func (tw *taskWorker) run() error {
 	if err != nil {
 		return err
 	}
-	opts := []worker.Option{worker.WithLogger(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})))}
+	var mwOpts []middleware.Option
 	if cfg.Fencing {
-		opts = append(opts, worker.WithMiddlewareOptions(middleware.WithLockOptions(redlock.WithFencing())))
+		mwOpts = append(mwOpts, middleware.WithLockOptions(redlock.WithFencing()))
 	}
-	w, err := worker.New(wcfg, opts...)
+	w, err := worker.New(wcfg, worker.WithLogger(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))))
 	if err != nil {
 		return err
 	}
 	defer w.Close()
-	if err := w.HandleFunc(taskType, tw.adjust, middleware.ByField("sku")); err != nil {
+	if err := w.Handle(taskType, asynq.HandlerFunc(tw.adjust), middleware.ByField("sku"), mwOpts...); err != nil {
 		return err
 	}
 	o := redistest.ClientOptions(cfg.Store)

@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/asynqlock/asynqlock/internal/redisurl"
+	"github.com/asynqlock/asynqlock/internal/workerconfig"
 	"github.com/hibiken/asynq"
 	"github.com/redis/go-redis/v9"
 )
@@ -20,27 +21,13 @@ type broker struct {
 	addr string // where it is, for logs: never credentials
 }
 
-// tlsFiles are the TLS files given by environment variables, used by the
-// rediss URLs that do not name their own.
-type tlsFiles struct{ ca, cert, key string }
-
-// ParseBrokerURL parses a broker URL in any form ASYNQ_REDIS_URL accepts (see
-// Config.AsynqRedisURL) into asynq's connection options, keeping what
-// asynq.ParseRedisURI drops: the ACL user name, a Sentinel master's own
-// password and db, TLS files (tls_ca_file, tls_cert_file, tls_key_file).
-// Errors name the problem and never show the password.
-func ParseBrokerURL(raw string) (asynq.RedisConnOpt, error) {
-	b, err := parseBroker(raw, tlsFiles{})
-	return b.opt, err
-}
-
 // parseBroker turns ASYNQ_REDIS_URL into asynq's connection options, for a
 // single Redis, a Sentinel-managed master or a Redis Cluster. asynq's own
 // URI parser is not used: it drops the ACL user name, sends a Sentinel URL's
 // password to the sentinels only and ignores its db. Errors never quote the
 // password.
-func parseBroker(raw string, files tlsFiles) (broker, error) {
-	u, err := redisurl.Parse(withTLSDefaults(raw, files))
+func parseBroker(raw string, files workerconfig.TLSFiles) (broker, error) {
+	u, err := redisurl.Parse(workerconfig.WithTLSDefaults(raw, files))
 	if err != nil {
 		return broker{}, err
 	}
@@ -54,23 +41,6 @@ func parseBroker(raw string, files tlsFiles) (broker, error) {
 	}
 	return broker{}, fmt.Errorf("URL %q: scheme must be redis, rediss, redis-sentinel, redis-cluster or rediss-cluster, got %q",
 		redisurl.Redact(u), u.Scheme)
-}
-
-// withTLSDefaults adds to a rediss URL each of the environment's TLS files
-// that the URL does not name itself.
-func withTLSDefaults(raw string, f tlsFiles) string {
-	u, err := url.Parse(strings.TrimSpace(raw))
-	if err != nil || !strings.HasPrefix(u.Scheme, "rediss") || f == (tlsFiles{}) {
-		return raw
-	}
-	q := u.Query()
-	for p, v := range map[string]string{redisurl.ParamTLSCAFile: f.ca, redisurl.ParamTLSCertFile: f.cert, redisurl.ParamTLSKeyFile: f.key} {
-		if v != "" && !q.Has(p) {
-			q.Set(p, v)
-		}
-	}
-	u.RawQuery = q.Encode()
-	return u.String()
 }
 
 // singleBroker reads a redis:// or rediss:// URL with go-redis's parser (user

@@ -16,18 +16,14 @@ import (
 	"github.com/asynqlock/asynqlock/redlock"
 )
 
-// ParkedReader tells the /locks page which tasks wait parked for each
-// resource. The middleware's parking provides one; without it the page says
-// that parking is not reported.
-type ParkedReader interface {
+// parkedReader tells the /locks page which tasks wait parked for each
+// resource (brokerParked reads the middleware's FIFOs); without one the page
+// says that parking is not reported.
+type parkedReader interface {
 	// ParkedTasks returns the IDs of the tasks parked per resource, oldest
 	// first.
 	ParkedTasks(ctx context.Context) (map[string][]string, error)
 }
-
-// WithParkedReader shows parked tasks per resource on the /locks page
-// (default: none reported).
-func WithParkedReader(p ParkedReader) Option { return func(w *Worker) { w.parked = p } }
 
 // pageLimit bounds the resources the page lists.
 const pageLimit = 500

@@ -13,16 +13,6 @@ import (
 	"github.com/asynqlock/asynqlock/redlock"
 )
 
-// DefaultNodeCheckInterval is how often a running worker checks its lock
-// nodes' identity and settings (WithNodeCheckInterval).
-const DefaultNodeCheckInterval = 10 * time.Second
-
-// WithNodeCheckInterval sets how often the lock nodes' identity (run_id),
-// settings and clocks are checked while the worker runs (default 10s).
-// While a node is down it is checked at every readiness probe instead, so
-// a node that comes back is compared at once.
-func WithNodeCheckInterval(d time.Duration) Option { return func(w *Worker) { w.nodeCheckEvery = d } }
-
 // nodeCheck is what the last check of the lock nodes found, and what was
 // logged of it: each problem is logged once when it appears.
 type nodeCheck struct {
@@ -45,7 +35,7 @@ func (w *Worker) checkNodes(ctx context.Context) error {
 	if err != nil {
 		return w.nodes.sameServer() // shutting down: keep what we knew
 	}
-	return w.nodes.update(w.log, reports, w.cfg.LockTTL, NodeNames(w.cfg))
+	return w.nodes.update(w.log, reports, w.cfg.LockTTL, w.cfg.locks().Names())
 }
 
 // update records a check and logs the changes.
@@ -136,33 +126,20 @@ func (nc *nodeCheck) snapshot() ([]redlock.NodeReport, time.Time, error) {
 }
 
 // startNodeCheck checks the nodes before the worker starts: two nodes that
-// are one server refuse the start. Then it checks them every interval until
-// ctx ends; the returned channel is closed when it stopped.
+// are one server refuse the start. Then it checks them every
+// NodeCheckInterval until ctx ends; the returned channel is closed when it
+// stopped.
 func (w *Worker) startNodeCheck(ctx context.Context) (<-chan struct{}, error) {
-	if w.nodeCheckEvery <= 0 {
-		w.nodeCheckEvery = DefaultNodeCheckInterval
-	}
 	if err := w.checkNodes(ctx); err != nil {
 		return nil, fmt.Errorf("worker: refusing to start: %w", err)
 	}
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		// Tick at the readiness interval, check every nodeCheckEvery, or
-		// at once while a node is down: one that comes back is compared
-		// within a tick of its return.
-		t := time.NewTicker(min(w.probe, w.nodeCheckEvery))
-		defer t.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-t.C:
-				if _, at, _ := w.nodes.snapshot(); time.Since(at) >= w.nodeCheckEvery || w.nodes.anyDown() {
-					_ = w.checkNodes(ctx)
-				}
-			}
+	// Tick at the readiness interval, check every NodeCheckInterval, or at
+	// once while a node is down: one that comes back is compared within a
+	// tick of its return.
+	interval := w.cfg.NodeCheckInterval
+	return every(ctx, min(w.cfg.ReadinessInterval, interval), func() {
+		if _, at, _ := w.nodes.snapshot(); time.Since(at) >= interval || w.nodes.anyDown() {
+			_ = w.checkNodes(ctx)
 		}
-	}()
-	return done, nil
+	}), nil
 }
