@@ -32,7 +32,8 @@ func (c *Client) minTTL() time.Duration {
 	return time.Duration(float64(c.cfg.nodeTimeout+driftFloor) / (1 - c.cfg.driftFactor))
 }
 
-// prepare validates a call's input and options.
+// prepare validates a call's input and options; a context that has
+// already ended is reported after bad input.
 func (c *Client) prepare(ctx context.Context, resource string, ttl time.Duration, opts []LockOption) (time.Duration, *lockConfig, error) {
 	if ctx == nil {
 		return 0, nil, invalidf("nil context")
@@ -57,7 +58,7 @@ func (c *Client) prepare(ctx context.Context, resource string, ttl time.Duration
 		return 0, nil, invalidf("max hold must not be negative, got %v", lc.maxHold)
 	}
 	lc.suffix = c.holderSuffix(ctx, lc)
-	return ttl.Truncate(time.Millisecond), lc, nil
+	return ttl.Truncate(time.Millisecond), lc, ctx.Err()
 }
 
 // checkTTL rejects TTLs that cannot leave any validity.
@@ -81,9 +82,6 @@ func (c *Client) TryAcquire(ctx context.Context, resource string, ttl time.Durat
 	if err != nil {
 		return nil, err
 	}
-	if err := ctx.Err(); err != nil {
-		return nil, err
-	}
 	l, err := c.attempt(ctx, c.keysFor(resource), ttl, lc, nil)
 	c.acquired(resource, begin, 1, err)
 	return l, err
@@ -98,9 +96,6 @@ func (c *Client) Acquire(ctx context.Context, resource string, ttl time.Duration
 	begin := time.Now()
 	ttl, lc, err := c.prepare(ctx, resource, ttl, opts)
 	if err != nil {
-		return nil, err
-	}
-	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
 	l, attempts, err := c.acquireLoop(ctx, c.keysFor(resource), ttl, lc)

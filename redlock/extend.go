@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"time"
+
+	"github.com/asynqlock/asynqlock/internal/lockutil"
 )
 
 // Extend resets the lock's TTL to ttl on every node where it is still held.
@@ -79,7 +81,7 @@ func (l *Lock) settleExtension(r *round, start, now time.Time, ttl time.Duration
 	if r.t.success() && now.Before(l.until) {
 		// The script never shortens a key, so the keys live at least until
 		// start+ttl; Until never moves back on a shorter TTL either.
-		l.until = maxTime(l.until, start.Add(ttl-driftAllowance(ttl, c.cfg.driftFactor)))
+		l.until = lockutil.Later(l.until, start.Add(ttl-driftAllowance(ttl, c.cfg.driftFactor)))
 		l.lastStart = start
 		l.ttl = ttl
 		l.watchdog.Reset(time.Until(l.until) - lossGuard(ttl))
@@ -95,11 +97,4 @@ func (l *Lock) settleExtension(r *round, start, now time.Time, ttl time.Duration
 		return l.loseLocked(ErrLockLost), r.err([]error{ErrLockLost}, "no majority confirmed the extension within the validity")
 	}
 	return none, r.err([]error{ErrQuorum}, fmt.Sprintf("extension confirmed by %d of %d nodes (quorum %d)", r.t.ok, r.t.total, c.q))
-}
-
-func maxTime(a, b time.Time) time.Time {
-	if a.After(b) {
-		return a
-	}
-	return b
 }
