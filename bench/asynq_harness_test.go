@@ -166,7 +166,7 @@ type counter struct {
 }
 
 func (c *counter) observe(e middleware.Event) {
-	if e.Kind != middleware.EventConflict {
+	if e.Kind != "conflict" {
 		return
 	}
 	c.mu.Lock()

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/asynqlock/asynqlock/internal/lockadmin"
 	"github.com/asynqlock/asynqlock/internal/redistest"
 	"github.com/asynqlock/asynqlock/redlock"
 	"github.com/go-redsync/redsync/v4"
@@ -26,7 +27,7 @@ var (
 	nodeTimeout = flag.Duration("bench.nodetimeout", 0,
 		"asynqlock per-node timeout (0: the library default, 50ms); redsync's is ttl*0.05 = 400ms")
 	batchWindow = flag.Duration("bench.batchwindow", -1,
-		"asynqlock WithBatchWindow (negative: the library default, 100µs; 0 turns it off)")
+		"asynqlock batch window, set through internal/lockadmin (negative: the library default, 100µs; 0 turns it off)")
 	hotFor = flag.Duration("bench.hotfor", 3*time.Second,
 		"how long each BenchmarkHotKey sub-benchmark runs, whatever b.N is")
 )
@@ -104,14 +105,13 @@ var contenders = []contender{
 // queue and they contend on the nodes as separate processes would.
 var asynqlockPerWorker = contender{"asynqlock-8clients", openAsynqlockPerWorker}
 
-func newRedlock(tb testing.TB, c *redistest.Cluster) *redlock.Client {
+func newRedlock(tb testing.TB, c *redistest.Cluster, opts ...redlock.Option) *redlock.Client {
 	tb.Helper()
-	var opts []redlock.Option
 	if *nodeTimeout > 0 {
 		opts = append(opts, redlock.WithNodeTimeout(*nodeTimeout))
 	}
 	if *batchWindow >= 0 {
-		opts = append(opts, redlock.WithBatchWindow(*batchWindow))
+		opts = append(opts, lockadmin.WithBatchWindow(*batchWindow))
 	}
 	rc, err := redlock.New(nodeClients(tb, c), opts...)
 	if err != nil {

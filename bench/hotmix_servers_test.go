@@ -12,6 +12,7 @@ import (
 
 	"github.com/asynqlock/asynqlock/internal/redistest"
 	"github.com/asynqlock/asynqlock/middleware"
+	"github.com/asynqlock/asynqlock/redlock"
 	"github.com/asynqlock/asynqlock/worker"
 	"github.com/hibiken/asynq"
 )
@@ -39,7 +40,7 @@ func (h *hotTrips) observe(e middleware.Event) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if !strings.HasSuffix(e.Resource, ":"+hotSKU) {
-		if e.Kind == middleware.EventConflict {
+		if e.Kind == "conflict" {
 			if h.cold == nil {
 				h.cold = map[string]int{}
 			}
@@ -48,14 +49,14 @@ func (h *hotTrips) observe(e middleware.Event) {
 		return
 	}
 	switch {
-	case e.Kind == middleware.EventAcquired:
+	case e.Kind == "acquired":
 		if h.entered == nil {
 			h.entered = map[string]time.Time{}
 		}
 		h.entered[e.TaskID] = time.Now().Add(-e.Wait)
-	case e.Kind == middleware.EventPromoted:
+	case e.Kind == "promoted":
 		h.promoted++
-	case e.Kind == middleware.EventConflict:
+	case e.Kind == "conflict":
 		if h.actions == nil {
 			h.actions = map[string]int{}
 		}
@@ -178,12 +179,12 @@ func startWorkers(b *testing.B, cluster *redistest.Cluster, broker *redistest.No
 		if err != nil {
 			b.Fatalf("worker %d config: %v", i, err)
 		}
-		w, err := worker.New(cfg, worker.WithMiddlewareOptions(middleware.WithObserver(obs)))
+		w, err := worker.New(cfg)
 		if err != nil {
 			b.Fatalf("worker %d: %v", i, err)
 		}
 		warmLocks(b, w.Locks(), "warm:"+strconv.Itoa(i)+":")
-		if err := w.Handle(taskType, failing(onServer(h, i), fail), middleware.ByField("sku")); err != nil {
+		if err := w.Handle(taskType, failing(onServer(h, i), fail), middleware.ByField("sku"), middleware.WithObserver(obs)); err != nil {
 			b.Fatal(err)
 		}
 		wg.Go(func() {
@@ -199,9 +200,9 @@ func startWorkers(b *testing.B, cluster *redistest.Cluster, broker *redistest.No
 // middleware.Lock(lc, ByField("sku")), as a user who configures nothing.
 func startBare(b *testing.B, cluster *redistest.Cluster, broker *redistest.Node, queue, lockPrefix string, h asynq.Handler, obs func(middleware.Event), fail func(error)) {
 	for i := range *hotMixServers {
-		rc := newRedlock(b, cluster)
-		warmLocks(b, rc, lockPrefix+strconv.Itoa(i)+":")
-		mw := middleware.Lock(rc, middleware.ByField("sku"), middleware.WithPrefix(lockPrefix), middleware.WithObserver(obs))
+		rc := newRedlock(b, cluster, redlock.WithPrefix(lockPrefix))
+		warmLocks(b, rc, strconv.Itoa(i)+":")
+		mw := middleware.Lock(rc, middleware.ByField("sku"), middleware.WithObserver(obs))
 		srv := newServer(b, broker, asynq.Config{Concurrency: hotMixConcurrency, Queues: map[string]int{queue: 1},
 			Logger: quietAsynq{}, LogLevel: asynq.FatalLevel})
 		if err := srv.Start(failing(mw(onServer(h, i)), fail)); err != nil {

@@ -14,6 +14,7 @@ import (
 
 	"github.com/asynqlock/asynqlock/internal/redistest"
 	"github.com/asynqlock/asynqlock/middleware"
+	"github.com/asynqlock/asynqlock/redlock"
 	"github.com/hibiken/asynq"
 	"github.com/redis/go-redis/v9"
 )
@@ -159,8 +160,8 @@ func runThroughput(b *testing.B, cluster *redistest.Cluster, broker, store *redi
 	lockPrefix := "mw:" + queue + ":"
 	// The same setup for both variants: a warm lock client exists in both,
 	// only locked uses it.
-	rc := newRedlock(b, cluster)
-	warmLocks(b, rc, lockPrefix)
+	rc := newRedlock(b, cluster, redlock.WithPrefix(lockPrefix))
+	warmLocks(b, rc, "")
 	st := nodeClient(b, store)
 	if err := st.Ping(b.Context()).Err(); err != nil {
 		b.Fatalf("store: %v", err)
@@ -179,8 +180,7 @@ func runThroughput(b *testing.B, cluster *redistest.Cluster, broker, store *redi
 	})
 	var conflicts counter
 	if locked {
-		h = middleware.Lock(rc, middleware.ByField("sku"), middleware.WithPrefix(lockPrefix),
-			middleware.WithEnqueuer(enq), middleware.WithObserver(conflicts.observe))(h)
+		h = middleware.Lock(rc, middleware.ByField("sku"), middleware.WithObserver(conflicts.observe))(h)
 	}
 	// Outermost in both variants, so that a task counts once its lock is
 	// released; it decodes the payload once more, in both.

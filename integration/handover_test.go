@@ -23,10 +23,7 @@ const handoverTimeout = 500 * time.Millisecond
 func TestFIFOAcrossClients(t *testing.T) {
 	c := redistest.StartCluster(t, 3)
 	holder := lockClient(t, c, redlock.WithNodeTimeout(handoverTimeout))
-	l, err := holder.TryAcquire(within(t, 10*time.Second), "sku", time.Minute)
-	if err != nil {
-		t.Fatal(err)
-	}
+	l := holdOnAllNodes(t, holder, "sku", time.Minute)
 	const waiters = 4
 	var mu sync.Mutex
 	var order []int
@@ -83,7 +80,7 @@ func TestFIFOAcrossClients(t *testing.T) {
 // (the queue's sorted set, docs/HANDOVER.md), at most 20s.
 func waitQueued(t *testing.T, c *redistest.Cluster, resource string, n int64) {
 	t.Helper()
-	key := redlock.DefaultPrefix + "{" + resource + "}:q"
+	key := "asynqlock:{" + resource + "}:q" // under the default key prefix
 	deadline := time.Now().Add(20 * time.Second)
 	for _, node := range c.Nodes {
 		cl := node.Client(t)
@@ -103,11 +100,11 @@ func waitQueued(t *testing.T, c *redistest.Cluster, resource string, n int64) {
 func TestFencesGrowAcrossHandOvers(t *testing.T) {
 	c := redistest.StartCluster(t, 5)
 	var handovers atomic.Int64
-	obs := redlock.ObserverFunc(func(e redlock.Event) {
+	obs := func(e redlock.Event) {
 		if e.Kind == redlock.EventHandOver && e.Err == nil {
 			handovers.Add(1)
 		}
-	})
+	}
 	clients := []*redlock.Client{
 		lockClient(t, c, redlock.WithNodeTimeout(handoverTimeout), redlock.WithObserver(obs)),
 		lockClient(t, c, redlock.WithNodeTimeout(handoverTimeout), redlock.WithObserver(obs)),

@@ -26,8 +26,7 @@ func inventoryRun(t *testing.T, locked bool, n, skus int) (lost int64, inv *inve
 		var h asynq.Handler = inv
 		if locked {
 			locks := lockClient(t, nodes)
-			enq := asynqClient(t, broker)
-			h = middleware.Lock(locks, middleware.ByField("sku"), middleware.WithEnqueuer(enq))(inv)
+			h = middleware.Lock(locks, middleware.ByField("sku"), middleware.WithBroker(brokerClient(t, broker)))(inv)
 		}
 		startServer(t, broker, serverConfig(8), h)
 	}
@@ -84,8 +83,7 @@ func TestHotSKUDoesNotStarveColdOnes(t *testing.T) {
 	for range 3 {
 		// Parking keeps the waiters' bound hard: without it, short waits
 		// pass the bound and the hot SKU's tasks may take every worker.
-		h := middleware.Lock(lockClient(t, nodes), middleware.ByField("sku"), middleware.WithEnqueuer(asynqClient(t, broker)),
-			middleware.WithParking(brokerClient(t, broker)))(inv)
+		h := middleware.Lock(lockClient(t, nodes), middleware.ByField("sku"), middleware.WithBroker(brokerClient(t, broker)))(inv)
 		startServer(t, broker, serverConfig(8), h)
 	}
 	var adj []adjustment
@@ -125,15 +123,16 @@ func TestHotSKUDoesNotStarveColdOnes(t *testing.T) {
 }
 
 // TestConflictWithMaxRetryZeroIsNotArchived: tasks enqueued with
-// MaxRetry(0) that meet a busy resource are resubmitted, never archived,
-// and all complete; the copies keep the originals' timeout and retention.
+// MaxRetry(0) that meet a busy resource are resubmitted (as parked copies,
+// or plainly when parked once already), never archived, and all complete;
+// the copies keep the originals' timeout and retention.
 func TestConflictWithMaxRetryZeroIsNotArchived(t *testing.T) {
 	nodes := redistest.StartCluster(t, 3)
 	broker, store := redistest.StartNode(t), redistest.StartNode(t)
 	inv := newInventory(t, store, 20*time.Millisecond)
 	var resubmitted atomic.Int64
 	obs := func(e middleware.Event) {
-		if e.Kind == middleware.EventConflict && e.Action == "resubmit" {
+		if e.Kind == "conflict" && (e.Action == "resubmit" || e.Action == "park") {
 			resubmitted.Add(1)
 		}
 	}
@@ -141,7 +140,7 @@ func TestConflictWithMaxRetryZeroIsNotArchived(t *testing.T) {
 	// Requeue: no task waits (a short wait would otherwise serve them all).
 	h := middleware.Lock(lockClient(t, nodes), middleware.ByField("sku"), middleware.WithObserver(obs),
 		middleware.WithPolicy(middleware.Requeue()),
-		middleware.WithEnqueuer(asynqClient(t, broker)), middleware.WithInspector(insp))(inv)
+		middleware.WithBroker(brokerClient(t, broker)))(inv)
 	startServer(t, broker, serverConfig(8), h)
 	adj := make([]adjustment, 24)
 	expected := map[string]int64{}

@@ -54,16 +54,17 @@ func newOpsWorker(t *testing.T, vars map[string]string) *opsWorker {
 	if err != nil {
 		t.Fatal(err)
 	}
+	cfg.ReadinessInterval = 200 * time.Millisecond
 	o := &opsWorker{logs: &lockedBuffer{}, done: make(chan string, 16)}
 	log := slog.New(slog.NewJSONHandler(o.logs, nil))
-	o.w, err = worker.New(cfg, worker.WithLogger(log), worker.WithReadinessInterval(200*time.Millisecond))
+	o.w, err = worker.New(cfg, worker.WithLogger(log))
 	if err != nil {
 		t.Fatal(err)
 	}
-	err = o.w.HandleFunc(opsTask, func(_ context.Context, tk *asynq.Task) error {
+	err = o.w.Handle(opsTask, asynq.HandlerFunc(func(_ context.Context, tk *asynq.Task) error {
 		o.done <- string(tk.Payload())
 		return nil
-	}, middleware.ByField("id"))
+	}), middleware.ByField("id"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -32,11 +32,11 @@ func (c *parkCount) observe(e middleware.Event) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	switch e.Kind {
-	case middleware.EventConflict:
+	case "conflict":
 		c.actions[e.Action]++
-	case middleware.EventPromoted:
+	case "promoted":
 		c.promoted++
-	case middleware.EventAcquired:
+	case "acquired":
 		c.handover[e.Handover]++
 	}
 }
@@ -97,7 +97,7 @@ func TestHotMixParksOnce(t *testing.T) {
 	pc := newParkCount()
 	for range 3 {
 		h := middleware.Lock(lockClient(t, nodes, redlock.WithNodeTimeout(time.Second)), middleware.ByField("sku"), middleware.WithObserver(pc.observe),
-			middleware.WithEnqueuer(asynqClient(t, broker)), middleware.WithParking(brokerClient(t, broker)))(inv)
+			middleware.WithBroker(brokerClient(t, broker)))(inv)
 		startServer(t, broker, serverConfig(8), h)
 	}
 	adj, expected := hotMix(600)
@@ -129,8 +129,7 @@ func TestParkedMaxRetryZeroTasks(t *testing.T) {
 	insp := inspector(t, broker)
 	for range 2 {
 		h := middleware.Lock(lockClient(t, nodes, redlock.WithNodeTimeout(time.Second)), middleware.ByField("sku"), middleware.WithObserver(pc.observe),
-			middleware.WithEnqueuer(asynqClient(t, broker)), middleware.WithInspector(insp),
-			middleware.WithParking(brokerClient(t, broker)), middleware.WithMaxWaiters(1))(inv)
+			middleware.WithBroker(brokerClient(t, broker)), middleware.WithMaxWaiters(1))(inv)
 		startServer(t, broker, serverConfig(8), h)
 	}
 	adj := make([]adjustment, 60)
@@ -162,7 +161,7 @@ func TestStalePromotionDoesNotRerunCompletedTask(t *testing.T) {
 	locks := lockClient(t, nodes, redlock.WithNodeTimeout(time.Second))
 	var runs sync.Map // task id -> *atomic.Int64
 	h := middleware.Lock(locks, middleware.ByType(), middleware.WithPolicy(middleware.Requeue()),
-		middleware.WithParking(brokerClient(t, broker)), middleware.WithParkBackstop(time.Second))(
+		middleware.WithBroker(brokerClient(t, broker)))(
 		asynq.HandlerFunc(func(ctx context.Context, tk *asynq.Task) error {
 			id, _ := asynq.GetTaskID(ctx)
 			n, _ := runs.LoadOrStore(id, new(atomic.Int64))

@@ -51,10 +51,7 @@ func clockStep(t *testing.T, k int) {
 		return v
 	}
 	var h checker.History
-	la, err := a.TryAcquire(ctx, res, ttl)
-	if err != nil {
-		t.Fatalf("A: %v", err)
-	}
+	la := holdOnAllNodes(t, a, res, ttl) // the scenario: A's key on all 5 nodes
 	secA := checker.Section{Resource: res, Holder: "A", Start: stamp(), Read: get()}
 	for _, n := range c.Nodes[:k] {
 		if err := n.SetClockOffset(step); err != nil {

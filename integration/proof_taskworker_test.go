@@ -14,6 +14,7 @@ import (
 
 	"github.com/asynqlock/asynqlock/internal/redistest"
 	"github.com/asynqlock/asynqlock/middleware"
+	"github.com/asynqlock/asynqlock/redlock"
 	"github.com/asynqlock/asynqlock/worker"
 	"github.com/hibiken/asynq"
 	"github.com/redis/go-redis/v9"
@@ -36,7 +37,7 @@ import (
 //     and the inventory store;
 //   - KeyPrefix: prefix of the inventory keys on the store;
 //   - Nodes, TTL, NodeTimeout: REDLOCK_NODES, REDLOCK_TTL,
-//     REDLOCK_NODE_TIMEOUT; Fencing: middleware.WithFencing();
+//     REDLOCK_NODE_TIMEOUT; Fencing: middleware.WithLockOptions(redlock.WithFencing());
 //   - Goroutines: WORKER_CONCURRENCY;
 //   - Hold: range of the handler's two pauses inside its critical section,
 //     one between reading the stock and committing, one after committing;
@@ -119,16 +120,16 @@ func (tw *taskWorker) run() error {
 	if err != nil {
 		return err
 	}
-	opts := []worker.Option{worker.WithLogger(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})))}
+	var mwOpts []middleware.Option
 	if cfg.Fencing {
-		opts = append(opts, worker.WithMiddlewareOptions(middleware.WithFencing()))
+		mwOpts = append(mwOpts, middleware.WithLockOptions(redlock.WithFencing()))
 	}
-	w, err := worker.New(wcfg, opts...)
+	w, err := worker.New(wcfg, worker.WithLogger(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))))
 	if err != nil {
 		return err
 	}
 	defer w.Close()
-	if err := w.HandleFunc(taskType, tw.adjust, middleware.ByField("sku")); err != nil {
+	if err := w.Handle(taskType, asynq.HandlerFunc(tw.adjust), middleware.ByField("sku"), mwOpts...); err != nil {
 		return err
 	}
 	o := redistest.ClientOptions(cfg.Store)

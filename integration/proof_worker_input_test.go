@@ -92,7 +92,7 @@ func TestProofBadInput(t *testing.T) {
 	var ws []*worker.Worker
 	for range workers {
 		w := newWorker(t, workerVars(broker, nodes, map[string]string{"REDLOCK_TTL": "2s", "WORKER_CONCURRENCY": "8"}))
-		if err := w.HandleFunc(taskType, h, skuUnlessAtomic()); err != nil {
+		if err := w.Handle(taskType, asynq.HandlerFunc(h), skuUnlessAtomic()); err != nil {
 			t.Fatal(err)
 		}
 		runWorker(t, w)

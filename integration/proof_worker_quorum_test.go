@@ -12,7 +12,6 @@ import (
 	"github.com/asynqlock/asynqlock/internal/redistest"
 	"github.com/asynqlock/asynqlock/middleware"
 	"github.com/asynqlock/asynqlock/redlock"
-	"github.com/asynqlock/asynqlock/worker"
 	"github.com/hibiken/asynq"
 )
 
@@ -46,9 +45,10 @@ func TestProofQuorumLoss(t *testing.T) {
 		return inv.ProcessTask(ctx, task)
 	})
 	w := newWorker(t, workerVars(broker, nodes, map[string]string{
-		"REDLOCK_TTL":        ttl.String(),
-		"WORKER_CONCURRENCY": "8",
-	}), worker.WithReadinessInterval(50*time.Millisecond))
+		"REDLOCK_TTL":               ttl.String(),
+		"WORKER_CONCURRENCY":        "8",
+		"WORKER_READINESS_INTERVAL": "50ms",
+	}))
 	if err := w.Handle(taskType, h, middleware.ByField("sku")); err != nil {
 		t.Fatal(err)
 	}

@@ -144,7 +144,7 @@ func proofWorkerMain(raw string) int {
 }
 
 func (w *proofWorker) run() error {
-	obs := redlock.ObserverFunc(func(e redlock.Event) {
+	obs := func(e redlock.Event) {
 		switch {
 		case e.Kind == redlock.EventExtend && e.Err == nil:
 			w.extensions.Add(1)
@@ -153,7 +153,7 @@ func (w *proofWorker) run() error {
 		case e.Kind == redlock.EventNodeError:
 			w.nodeErrors.Add(1)
 		}
-	})
+	}
 	locks, err := redlock.NewFromURLs(w.cfg.Nodes, redlock.WithNodeTimeout(w.cfg.NodeTimeout), redlock.WithObserver(obs))
 	if err != nil {
 		return err

@@ -50,3 +50,36 @@ func within(t testing.TB, d time.Duration) context.Context {
 	t.Cleanup(cancel)
 	return ctx
 }
+
+// holdOnAllNodes locks resource for ttl on every node, not only a quorum,
+// for tests whose scenario starts from a key on each node. An acquisition
+// returns once a quorum holds; under load another node may miss it, or its
+// SET may still be on the way (Inspect queues behind it on each node's
+// connection, so seeing the token everywhere means no SET is left in
+// flight). Retries at most 20 times.
+func holdOnAllNodes(t *testing.T, cl *redlock.Client, resource string, ttl time.Duration) *redlock.Lock {
+	t.Helper()
+	ctx := within(t, time.Minute)
+	for range 20 {
+		l, err := cl.Acquire(ctx, resource, ttl)
+		if err != nil {
+			t.Fatal(err)
+		}
+		states, err := cl.Inspect(ctx, resource)
+		if err != nil {
+			t.Fatal(err)
+		}
+		everywhere := true
+		for _, s := range states {
+			everywhere = everywhere && s.Token == l.Token()
+		}
+		if everywhere {
+			return l
+		}
+		if err := l.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Fatalf("%s not held on all nodes in 20 acquisitions", resource)
+	return nil
+}

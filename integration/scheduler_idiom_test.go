@@ -2,10 +2,12 @@ package integration
 
 import (
 	"context"
+	"slices"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/asynqlock/asynqlock/internal/cronsim"
 	"github.com/asynqlock/asynqlock/internal/redistest"
 	"github.com/asynqlock/asynqlock/scheduler"
 	"github.com/robfig/cron/v3"
@@ -114,19 +116,28 @@ func atMostOnce(t *testing.T, what string, runs map[int64]int, min int) int {
 // Singleton with no spec and the default skew, each also running the naive
 // control, for idiomRun; it returns the ledger, the control and what each
 // replica measured of its clock offset.
-func runIdiom(t *testing.T, layout []cronReplica) (*cronLedger, *naiveTicks, [][]scheduler.ClockReport) {
+func runIdiom(t *testing.T, layout []cronReplica) (*cronLedger, *naiveTicks, [][]scheduler.Event) {
 	c := redistest.StartCluster(t, 5)
 	l := newCronLedger()
 	naive := &naiveTicks{runs: map[int64]int{}}
 	var mu sync.Mutex
-	measured := make([][]scheduler.ClockReport, len(layout))
+	measured := make([][]scheduler.Event, len(layout)) // the last clock measurement of each node
 	var crons []*cron.Cron
 	for i, r := range layout {
-		w := scheduler.Singleton(cronLockClient(t, c), "report", cronQuiet, scheduler.WithObserver(l.observe),
-			scheduler.WithClock(r.clock()), scheduler.WithClockObserver(func(reps []scheduler.ClockReport) {
+		w := scheduler.Singleton(cronLockClient(t, c), "report", cronQuiet, cronsim.WithClock[scheduler.Option](r.clock()),
+			scheduler.WithObserver(func(e scheduler.Event) {
+				l.observe(e)
+				if e.Outcome != scheduler.OutcomeClock {
+					return
+				}
 				mu.Lock()
 				defer mu.Unlock()
-				measured[i] = reps
+				k := slices.IndexFunc(measured[i], func(m scheduler.Event) bool { return m.Node == e.Node })
+				if k < 0 {
+					measured[i] = append(measured[i], e)
+				} else {
+					measured[i][k] = e
+				}
 			}))
 		var chain []cron.JobWrapper
 		if r.delay > 0 {
@@ -169,7 +180,7 @@ func TestCronRobfigIdiomEachTickOnce(t *testing.T) {
 // node. The naive lock runs ticks twice in the same setting.
 func TestCronClockOffsetsWithinSkew(t *testing.T) {
 	t.Parallel()
-	off := scheduler.DefaultSkew * 9 / 10
+	off := time.Second * 9 / 10 // the default skew is 1s
 	layout := []cronReplica{{offset: off}, {}, {offset: -off}}
 	l, naive, measured := runIdiom(t, layout)
 	ran := atMostOnce(t, "singleton", l.perTick(), idiomMinRuns)
@@ -184,8 +195,8 @@ func TestCronClockOffsetsWithinSkew(t *testing.T) {
 			switch {
 			case r.Err != nil:
 				t.Logf("replica %d: node %s not measured: %v", i, r.Node, r.Err)
-			case (r.Offset + layout[i].offset).Abs() > 250*time.Millisecond+r.RTT:
-				t.Errorf("replica %d (offset %v): node %s measured %v (rtt %v)", i, layout[i].offset, r.Node, r.Offset, r.RTT)
+			case (r.Offset + layout[i].offset).Abs() > 250*time.Millisecond+r.Duration:
+				t.Errorf("replica %d (offset %v): node %s measured %v (rtt %v)", i, layout[i].offset, r.Node, r.Offset, r.Duration)
 			default:
 				good++
 			}
@@ -319,8 +330,8 @@ func checkCatchUpRuns(t *testing.T, caught, plain *cronLedger, base time.Time) {
 	if n := caught.perTick()[missed]; n != 1 {
 		t.Errorf("the missed tick ran %d times with catch-up, want 1", n)
 	}
-	if n := caught.count(scheduler.OutcomeCaughtUp); n < 1 {
-		t.Errorf("%d caught_up events", n)
+	if n := caught.count(scheduler.OutcomeLate); n < 1 {
+		t.Errorf("%d late (caught-up) events", n)
 	}
 	atMostOnce(t, "plain", plain.perTick(), 1)
 	if n := plain.perTick()[missed]; n != 0 {
@@ -332,6 +343,6 @@ func checkCatchUpRuns(t *testing.T, caught, plain *cronLedger, base time.Time) {
 			by = append(by, s.replica)
 		}
 	}
-	t.Logf("the missed tick ran on replica %v (3, 4, 5 came back in that order); caught_up events %d",
-		by, caught.count(scheduler.OutcomeCaughtUp))
+	t.Logf("the missed tick ran on replica %v (3, 4, 5 came back in that order); late (caught-up) events %d",
+		by, caught.count(scheduler.OutcomeLate))
 }

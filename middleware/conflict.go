@@ -14,7 +14,7 @@ import (
 // lock nodes are unreachable). It returns a lock only when it ended up
 // waiting for, and getting, the lock.
 func (m *mw) conflict(ctx context.Context, t *asynq.Task, meta taskMeta, res string, cause error, start time.Time, log taskLog) (*redlock.Lock, error) {
-	ev := Event{Kind: EventConflict, TaskType: t.Type(), TaskID: meta.id, Resource: res, Policy: m.cfg.policy.String(), Err: cause}
+	ev := Event{Kind: evConflict, TaskType: t.Type(), TaskID: meta.id, Resource: res, Policy: m.cfg.policy.name(), Err: cause}
 	busy := &conflictError{resource: res, cause: cause}
 	if errors.Is(cause, redlock.ErrLocked) {
 		busy.delay = m.pace.delay(res)
@@ -75,7 +75,7 @@ func (m *mw) lastRetry(ctx context.Context, t *asynq.Task, meta taskMeta, res st
 	// No enqueuer, or the copy is known not to exist: wait for the lock as
 	// long as the task may run.
 	ev.Action = "wait-exhausted-budget"
-	lock, err := m.client.Acquire(ctx, res, m.cfg.ttl, m.lockOpts()...)
+	lock, err := m.client.Acquire(ctx, res, m.cfg.ttl, m.cfg.lockOpts...)
 	ev.Wait, ev.Err = time.Since(start), errors.Join(ev.Err, err)
 	m.observe(ev)
 	if err != nil {

@@ -2,11 +2,12 @@ package middleware_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
-	"github.com/asynqlock/asynqlock/internal/embedded"
 	"log"
 	"time"
 
+	"github.com/asynqlock/asynqlock/internal/embedded"
 	"github.com/asynqlock/asynqlock/middleware"
 	"github.com/asynqlock/asynqlock/redlock"
 	"github.com/hibiken/asynq"
@@ -71,13 +72,14 @@ func ExampleByField() {
 	h := middleware.Lock(locks, middleware.ByField("order.sku"))(asynq.HandlerFunc(func(context.Context, *asynq.Task) error { return nil }))
 	err := h.ProcessTask(context.Background(), asynq.NewTask("stock:adjust", []byte(`{"order":{}}`)))
 	fmt.Println(err)
-	// Output: task stock:adjust (id ): asynqlock: cannot derive the task's lock key: field "order.sku" is missing from the payload: skip retry for the task
+	// Output: task stock:adjust (id ): middleware: cannot derive the task's lock key: field "order.sku" is missing from the payload: skip retry for the task
 }
 
-// Park tasks of a busy resource in the asynq broker rather than requeueing
-// them on a timer: give the middleware a client to the broker the server
-// dequeues from, and the server the package's IsFailure and RetryDelay.
-func ExampleWithParking() {
+// Give the middleware the asynq broker the server dequeues from: a busy
+// task is then parked rather than requeued on a timer, and a busy task on
+// its last retry is resubmitted rather than archived. The server needs the
+// package's IsFailure and RetryDelay.
+func ExampleWithBroker() {
 	locks, stop := lockNodes()
 	defer stop()
 	redisOpt := asynq.RedisClientOpt{Addr: "localhost:6379"} // the asynq broker
@@ -85,11 +87,39 @@ func ExampleWithParking() {
 	defer broker.Close()
 
 	mux := asynq.NewServeMux()
-	mux.Use(middleware.Lock(locks, middleware.ByField("sku"), middleware.WithParking(broker)))
+	mux.Use(middleware.Lock(locks, middleware.ByField("sku"), middleware.WithBroker(broker)))
 	_ = asynq.NewServer(redisOpt, asynq.Config{
 		IsFailure:      middleware.IsFailure,  // a parked task is not a failure...
 		RetryDelayFunc: middleware.RetryDelay, // ...and stays parked until promoted or its backstop
 	})
 	fmt.Println("parking on", redisOpt.Addr)
 	// Output: parking on localhost:6379
+}
+
+// Undo a task's partial work when its handler fails: the hook runs while the
+// lock is still held, so no other task of the SKU sees the half-done state,
+// and its context carries the lock.
+func ExampleWithRollback() {
+	locks, stop := lockNodes()
+	defer stop()
+	reserved := map[string]int{}
+	undo := func(ctx context.Context, t *asynq.Task, cause error) error {
+		li, _ := middleware.LockFromContext(ctx)
+		reserved["A-100"] = 0
+		fmt.Printf("rolled back under %s after: %v\n", li.Resource, cause)
+		return nil
+	}
+	h := middleware.Lock(locks, middleware.ByField("sku"), middleware.WithRollback(undo))(
+		asynq.HandlerFunc(func(ctx context.Context, t *asynq.Task) error {
+			reserved["A-100"] += 3                           // the first step is done...
+			return errors.New("payment service unavailable") // ...the second failed
+		}))
+
+	err := h.ProcessTask(context.Background(), asynq.NewTask("order:place", []byte(`{"sku":"A-100"}`)))
+	fmt.Println("task error:", err)
+	fmt.Println("reserved:", reserved["A-100"])
+	// Output:
+	// rolled back under task:order:place:A-100 after: payment service unavailable
+	// task error: payment service unavailable
+	// reserved: 0
 }

@@ -150,7 +150,7 @@ func (f *fakeEnqueuer) stored() []string {
 	return append([]string(nil), f.ids...)
 }
 
-// fakeInspector is a broker's view of tasks for WithInspector: tasks by
+// fakeInspector is a broker's view of tasks for withInspector: tasks by
 // "queue/id", lookups and deletions answered from it unless err is set;
 // undeletable marks tasks that are running.
 type fakeInspector struct {
@@ -215,7 +215,7 @@ func (e *events) add(ev Event) {
 	e.mu.Unlock()
 }
 
-func (e *events) find(kind EventKind, action string) (Event, bool) {
+func (e *events) find(kind string, action string) (Event, bool) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	for _, ev := range e.ev {
@@ -227,3 +227,9 @@ func (e *events) find(kind EventKind, action string) (Event, bool) {
 }
 
 func task(typ, payload string) *asynq.Task { return asynq.NewTask(typ, []byte(payload)) }
+
+// withEnqueuer and withInspector stand in for the clients WithBroker makes,
+// so that tests can inject failures and lost replies.
+func withEnqueuer(e enqueuer) Option { return func(c *config) { c.enqueuer = e } }
+
+func withInspector(i taskInspector) Option { return func(c *config) { c.inspector = i } }

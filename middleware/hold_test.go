@@ -101,13 +101,13 @@ func TestHandlerPanicReleasesLock(t *testing.T) {
 	}
 }
 
-// TestFencingAndMaxHold: WithFencing exposes a growing fence; WithMaxHold
+// TestFencingAndMaxHold: redlock.WithFencing exposes a growing fence; redlock.WithMaxHold
 // cuts a long handler off.
 func TestFencingAndMaxHold(t *testing.T) {
 	e := newEnv(t)
 	withMeta(t, taskMeta{id: "t1", maxRetry: 3, known: true})
 	rec := &recorder{}
-	h := Lock(e.locks, ByField("sku"), WithFencing())(rec)
+	h := Lock(e.locks, ByField("sku"), WithLockOptions(redlock.WithFencing()))(rec)
 	for range 2 {
 		if err := h.ProcessTask(context.Background(), adjust()); err != nil {
 			t.Fatal(err)
@@ -123,7 +123,7 @@ func TestFencingAndMaxHold(t *testing.T) {
 		return ctx.Err()
 	}}
 	start := time.Now()
-	_ = Lock(e.locks, ByField("sku"), WithTTL(200*time.Millisecond), WithMaxHold(500*time.Millisecond))(long).ProcessTask(context.Background(), adjust())
+	_ = Lock(e.locks, ByField("sku"), WithTTL(200*time.Millisecond), WithLockOptions(redlock.WithMaxHold(500*time.Millisecond)))(long).ProcessTask(context.Background(), adjust())
 	if !errors.Is(cause, redlock.ErrMaxHold) {
 		t.Fatalf("cause %v, want ErrMaxHold", cause)
 	}
@@ -162,5 +162,70 @@ func TestProgressModeRetriesFailedExtension(t *testing.T) {
 	h := Lock(locks, ByField("sku"), WithTTL(ttl), WithProgress(time.Second))(rec)
 	if err := h.ProcessTask(context.Background(), adjust()); err != nil || cause != nil {
 		t.Fatalf("task error %v, handler cause %v: the lock was lost though extensions were retried after the outage", err, cause)
+	}
+}
+
+// TestProgressModeResumes: a handler that goes quiet past the stall bound
+// but reports again before its lock ran out keeps the lock: the keep-alive
+// resumes. Without the resumption the lock would run out within the TTL of
+// the stall, well inside the 1.5s of progress that follow.
+func TestProgressModeResumes(t *testing.T) {
+	e := newEnv(t)
+	withMeta(t, taskMeta{id: "t1", maxRetry: 3, known: true})
+	const ttl, stall = time.Second, 100 * time.Millisecond
+	var cause error
+	var heldAtEnd, token string
+	rec := &recorder{fn: func(ctx context.Context) error {
+		li, _ := LockFromContext(ctx)
+		token = li.Token
+		Progress(ctx)
+		time.Sleep(3 * stall) // quiet: the keep-alive stops
+		for range 15 {        // 1.5s of progress: more than the TTL
+			Progress(ctx)
+			select {
+			case <-ctx.Done():
+				cause = context.Cause(ctx)
+				return ctx.Err()
+			case <-time.After(stall / 2):
+			}
+		}
+		heldAtEnd = e.holder(t, res)
+		return nil
+	}}
+	h := Lock(e.locks, ByField("sku"), WithTTL(ttl), WithProgress(stall))(rec)
+	if err := h.ProcessTask(context.Background(), adjust()); err != nil || cause != nil {
+		t.Fatalf("task error %v, handler cause %v: the lock was not kept once progress resumed", err, cause)
+	}
+	if heldAtEnd != token {
+		t.Fatalf("holder %q at the end, want %q", heldAtEnd, token)
+	}
+}
+
+// TestProgressModeMaxHold: in progress mode too, a max hold given with
+// WithLockOptions cuts the handler off with redlock.ErrMaxHold, however
+// much progress it reports.
+func TestProgressModeMaxHold(t *testing.T) {
+	e := newEnv(t)
+	withMeta(t, taskMeta{id: "t1", maxRetry: 3, known: true})
+	var cause error
+	rec := &recorder{fn: func(ctx context.Context) error {
+		for {
+			Progress(ctx)
+			select {
+			case <-ctx.Done():
+				cause = context.Cause(ctx)
+				return ctx.Err()
+			case <-time.After(20 * time.Millisecond):
+			}
+		}
+	}}
+	start := time.Now()
+	_ = Lock(e.locks, ByField("sku"), WithTTL(200*time.Millisecond), WithProgress(time.Second),
+		WithLockOptions(redlock.WithMaxHold(500*time.Millisecond)))(rec).ProcessTask(context.Background(), adjust())
+	if !errors.Is(cause, redlock.ErrMaxHold) {
+		t.Fatalf("cause %v, want ErrMaxHold", cause)
+	}
+	if held := time.Since(start); held > 3*time.Second {
+		t.Fatalf("handler kept the lock %v with a 500ms cap", held)
 	}
 }

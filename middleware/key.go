@@ -19,7 +19,7 @@ import (
 type KeyFunc func(ctx context.Context, t *asynq.Task) (string, error)
 
 // ErrBadKey marks a task whose lock key cannot be derived.
-var ErrBadKey = errors.New("asynqlock: cannot derive the task's lock key")
+var ErrBadKey = errors.New("middleware: cannot derive the task's lock key")
 
 // ByType locks on the task type: one task of each type at a time.
 func ByType() KeyFunc {
@@ -165,4 +165,14 @@ func ByPayloadHash() KeyFunc {
 		sum := sha256.Sum256(t.Payload())
 		return hex.EncodeToString(sum[:16]), nil
 	}
+}
+
+// badKey archives a task whose key cannot be derived, saying why.
+func (m *mw) badKey(t *asynq.Task, meta taskMeta, err error) error {
+	if !errors.Is(err, ErrBadKey) {
+		err = fmt.Errorf("%w: %w", ErrBadKey, err)
+	}
+	m.cfg.logger.Warn("task archived: bad lock key", "task_id", meta.id, "task_type", t.Type(), "err", err)
+	m.observe(Event{Kind: evBadKey, TaskType: t.Type(), TaskID: meta.id, Err: err})
+	return fmt.Errorf("task %s (id %s): %w: %w", t.Type(), meta.id, err, asynq.SkipRetry)
 }

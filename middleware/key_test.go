@@ -80,7 +80,7 @@ func TestBadKeyArchivesWithReason(t *testing.T) {
 	if rec.count() != 0 {
 		t.Fatal("handler ran without a key")
 	}
-	if _, ok := ev.find(EventBadKey, ""); !ok {
+	if _, ok := ev.find(evBadKey, ""); !ok {
 		t.Fatal("no bad-key event")
 	}
 }
@@ -107,11 +107,11 @@ func TestEmptyKeyAndResourceNames(t *testing.T) {
 		if err := Lock(e.locks, ByField("sku"))(rec2).ProcessTask(ctx, task(typ, `{"sku":"X"}`)); err != nil {
 			t.Fatal(err)
 		}
-		if err := Lock(e.locks, ByField("sku"), WithSharedKeys(), WithPrefix("inv:"))(rec2).ProcessTask(ctx, task(typ, `{"sku":"X"}`)); err != nil {
+		if err := Lock(e.locks, ByField("sku"), WithSharedKeys())(rec2).ProcessTask(ctx, task(typ, `{"sku":"X"}`)); err != nil {
 			t.Fatal(err)
 		}
 	}
-	for _, want := range []string{"task:stock:adjust:X", "task:stock:audit:X", "inv:X"} {
+	for _, want := range []string{"task:stock:adjust:X", "task:stock:audit:X", "task:X"} {
 		if !seen[want] {
 			t.Fatalf("resources %v lack %s", seen, want)
 		}
@@ -119,31 +119,4 @@ func TestEmptyKeyAndResourceNames(t *testing.T) {
 	if len(seen) != 3 {
 		t.Fatalf("resources %v", seen)
 	}
-}
-
-func TestNewRejectsBadArguments(t *testing.T) {
-	e := newEnv(t)
-	cases := []struct {
-		name string
-		err  func() error
-		want string
-	}{
-		{"nil client", func() error { _, err := New(nil, ByType()); return err }, "nil redlock client"},
-		{"nil key", func() error { _, err := New(e.locks, nil); return err }, "nil KeyFunc"},
-		{"ttl", func() error { _, err := New(e.locks, ByType(), WithTTL(0)); return err }, "lock TTL must be positive"},
-		{"policy", func() error { _, err := New(e.locks, ByType(), WithPolicy(Policy{})); return err }, "policy is not set"},
-		{"wait", func() error { _, err := New(e.locks, ByType(), WithPolicy(Wait(-1))); return err }, "wait bound"},
-		{"nil option", func() error { _, err := New(e.locks, ByType(), nil); return err }, "nil option"},
-	}
-	for _, tc := range cases {
-		if err := tc.err(); err == nil || !strings.Contains(err.Error(), tc.want) {
-			t.Errorf("%s: %v, want %q", tc.name, err, tc.want)
-		}
-	}
-	defer func() {
-		if recover() == nil {
-			t.Fatal("Lock with a nil KeyFunc did not panic")
-		}
-	}()
-	Lock(e.locks, nil)
 }

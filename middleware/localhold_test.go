@@ -28,7 +28,7 @@ func TestArrivalBesideALocalHolderSkipsTryAcquire(t *testing.T) {
 	e := newEnv(t)
 	var failed failedAcquires
 	lc, err := redlock.NewFromURLs([]string{e.srv.URL()}, redlock.WithRetryDelay(5*time.Millisecond, 10*time.Millisecond),
-		redlock.WithNodeTimeout(100*time.Millisecond), redlock.WithObserver(redlock.ObserverFunc(failed.Observe)))
+		redlock.WithNodeTimeout(100*time.Millisecond), redlock.WithObserver(failed.Observe))
 	if err != nil {
 		t.Fatal(err)
 	}

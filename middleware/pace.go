@@ -4,6 +4,8 @@ import (
 	"math/rand/v2"
 	"sync"
 	"time"
+
+	"github.com/asynqlock/asynqlock/internal/lockutil"
 )
 
 // pacer spaces out the return of requeued tasks per resource. Each conflict
@@ -65,7 +67,7 @@ func (p *pacer) releasedAt(res string, t time.Time) {
 	defer p.mu.Unlock()
 	e := p.entry(res)
 	e.released = t
-	e.next = max64(e.next, t) // keeps the entry from being swept while in use
+	e.next = lockutil.Later(e.next, t) // keeps the entry from being swept while in use
 }
 
 // lastRelease returns when a task of this process last released res.
@@ -88,7 +90,7 @@ func (p *pacer) delay(res string) time.Duration {
 	if e.hold == 0 {
 		step = paceFirstHold
 	}
-	e.next = max64(e.next, now).Add(step)
+	e.next = lockutil.Later(e.next, now).Add(step)
 	d := e.next.Sub(now)
 	d += time.Duration(rand.Int64N(int64(step))) // jitter within one slot
 	return min(max(d, paceMinDelay), paceMaxDelay)
@@ -117,11 +119,4 @@ func (p *pacer) sweep() {
 			delete(p.m, k)
 		}
 	}
-}
-
-func max64(a, b time.Time) time.Time {
-	if a.After(b) {
-		return a
-	}
-	return b
 }

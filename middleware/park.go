@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/asynqlock/asynqlock/internal/lockutil"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -136,7 +137,7 @@ func (m *mw) park(ctx context.Context, queue, res, runID, returnID string, copy 
 	}
 	member := strconv.FormatInt(time.Now().UnixMilli(), 10) + "|" + p.nonce + "|" + returnID
 	ttl := max(m.cfg.backstop, parkBackstopMax) + parkMarkTTL
-	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
+	cctx, cancel := lockutil.Detached(ctx)
 	defer cancel()
 	n, err := parkScript.Run(cctx, m.cfg.broker, []string{fifoKey(queue, res), markKey(queue, runID), markKey(queue, returnID)},
 		member, ttl.Milliseconds(), ttl.Milliseconds()).Int()
@@ -152,7 +153,7 @@ func (m *mw) park(ctx context.Context, queue, res, runID, returnID string, copy 
 
 // wasParked reports whether the running task was parked once already.
 func (m *mw) wasParked(ctx context.Context, queue, id string) (bool, error) {
-	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
+	cctx, cancel := lockutil.Detached(ctx)
 	defer cancel()
 	n, err := m.cfg.broker.Exists(cctx, markKey(queue, id)).Result()
 	return n == 1, err

@@ -15,8 +15,8 @@ const (
 )
 
 // ParkedTasks lists the tasks parked in queues (the broker given to
-// WithParking), by resource, oldest first: at most 500 resources and the
-// first 100 tasks of each. The records are hints (see WithParking): a task
+// WithBroker), by resource, oldest first: at most 500 resources and the
+// first 100 tasks of each. The records are hints (see WithBroker): a task
 // promoted a moment ago may still be listed.
 func ParkedTasks(ctx context.Context, broker redis.UniversalClient, queues ...string) (map[string][]string, error) {
 	out := map[string][]string{}

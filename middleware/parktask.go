@@ -10,7 +10,7 @@ import (
 	"github.com/hibiken/asynq"
 )
 
-// parkTask parks a task that met its resource busy (see WithParking). done
+// parkTask parks a task that met its resource busy (see WithBroker). done
 // is false when parking could not be done (no queue, broker unreachable):
 // the caller then requeues the task as without parking.
 func (m *mw) parkTask(ctx context.Context, t *asynq.Task, meta taskMeta, res string, cause error, start time.Time, log taskLog) (lock *redlock.Lock, done bool, err error) {
@@ -28,7 +28,7 @@ func (m *mw) parkTask(ctx context.Context, t *asynq.Task, meta taskMeta, res str
 		return lock, true, err
 	}
 	busy := &conflictError{resource: res, cause: cause, delay: m.backstop(res, p.fifo-1), nonce: p.nonce}
-	m.observe(Event{Kind: EventConflict, TaskType: t.Type(), TaskID: meta.id, Resource: res, Policy: m.cfg.policy.String(), Action: "park", Wait: time.Since(start), Err: cause, Parked: p.fifo})
+	m.observe(Event{Kind: evConflict, TaskType: t.Type(), TaskID: meta.id, Resource: res, Policy: m.cfg.policy.name(), Action: "park", Wait: time.Since(start), Err: cause, Parked: p.fifo})
 	log.Info("task parked: resource busy", "cause", cause, "position", p.fifo, "backstop", busy.delay)
 	return nil, true, busy
 }
@@ -49,7 +49,7 @@ func (m *mw) parkCopy(ctx context.Context, t *asynq.Task, meta taskMeta, res str
 		// Waits like any parked task; if the wait ends first, the usual
 		// last-retry path resubmits it (it must not be archived).
 		m.forceWait(res)
-		if lock, err := m.waitFor(ctx, res, max(m.cfg.policy.wait, DefaultWait)); err == nil {
+		if lock, err := m.waitFor(ctx, res, max(m.cfg.policy.wait, defaultWait)); err == nil {
 			return lock, true, nil
 		}
 		m.promoteAhead(meta.queue, res, meta.id) // no longer on its way: frees its promotion slot
@@ -63,7 +63,7 @@ func (m *mw) parkCopy(ctx context.Context, t *asynq.Task, meta taskMeta, res str
 	if err := m.resubmit(ctx, t, meta, busy, log); err != nil {
 		return nil, false, nil // the usual last-retry path takes over
 	}
-	m.observe(Event{Kind: EventConflict, TaskType: t.Type(), TaskID: meta.id, Resource: res, Policy: m.cfg.policy.String(), Action: "park", Wait: time.Since(start), Err: cause, Parked: p.fifo})
+	m.observe(Event{Kind: evConflict, TaskType: t.Type(), TaskID: meta.id, Resource: res, Policy: m.cfg.policy.name(), Action: "park", Wait: time.Since(start), Err: cause, Parked: p.fifo})
 	log.Info("task parked on its last retry: resource busy; a copy was resubmitted", "cause", cause, "copy_id", nextID(meta.id), "position", p.fifo, "backstop", busy.delay)
 	return nil, true, fmt.Errorf("task %s (id %s) parked as %s: %w: %w", t.Type(), meta.id, nextID(meta.id), busy, asynq.RevokeTask)
 }
@@ -74,7 +74,7 @@ func (m *mw) parkCopy(ctx context.Context, t *asynq.Task, meta taskMeta, res str
 // least); if that ends first, it is requeued.
 func (m *mw) waitParked(ctx context.Context, t *asynq.Task, meta taskMeta, res string, start time.Time, log taskLog) (*redlock.Lock, error) {
 	m.forceWait(res)
-	lock, err := m.waitFor(ctx, res, max(m.cfg.policy.wait, DefaultWait))
+	lock, err := m.waitFor(ctx, res, max(m.cfg.policy.wait, defaultWait))
 	if err == nil {
 		return lock, nil
 	}
@@ -83,7 +83,7 @@ func (m *mw) waitParked(ctx context.Context, t *asynq.Task, meta taskMeta, res s
 	}
 	m.promoteAhead(meta.queue, res, meta.id) // no longer on its way: frees its promotion slot
 	busy := &conflictError{resource: res, cause: err, delay: m.pace.delay(res)}
-	m.observe(Event{Kind: EventConflict, TaskType: t.Type(), TaskID: meta.id, Resource: res, Policy: m.cfg.policy.String(), Action: "requeue", Wait: time.Since(start), Err: err})
+	m.observe(Event{Kind: evConflict, TaskType: t.Type(), TaskID: meta.id, Resource: res, Policy: m.cfg.policy.name(), Action: "requeue", Wait: time.Since(start), Err: err})
 	log.Info("task requeued: parked once already and its resource stayed busy", "cause", err)
 	return nil, busy
 }

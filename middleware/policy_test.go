@@ -52,7 +52,7 @@ func TestPolicies(t *testing.T) {
 			if err != nil || runs != 1 {
 				t.Fatalf("err %v, runs %d; want the task run once after the release", err, runs)
 			}
-			if e, ok := ev.find(EventAcquired, ""); !ok || e.Wait < 150*time.Millisecond {
+			if e, ok := ev.find(evAcquired, ""); !ok || e.Wait < 150*time.Millisecond {
 				t.Fatalf("acquired event %+v: the task did not wait for the holder", e)
 			}
 		}, 200 * time.Millisecond},
@@ -74,7 +74,7 @@ func TestPolicies(t *testing.T) {
 			if !errors.Is(err, ErrConflict) || errors.Is(err, asynq.SkipRetry) || runs != 0 {
 				t.Fatalf("err %v, runs %d", err, runs)
 			}
-			if e, ok := ev.find(EventConflict, "requeue"); !ok || e.Policy != "requeue" {
+			if e, ok := ev.find(evConflict, "requeue"); !ok || e.Policy != "requeue" {
 				t.Fatalf("no requeue conflict event: %+v", e)
 			}
 		}, 0},
@@ -82,7 +82,7 @@ func TestPolicies(t *testing.T) {
 			if err != nil || runs != 0 {
 				t.Fatalf("err %v, runs %d; want completed without running", err, runs)
 			}
-			if _, ok := ev.find(EventConflict, "skip"); !ok {
+			if _, ok := ev.find(evConflict, "skip"); !ok {
 				t.Fatal("no skip event")
 			}
 		}, 0},
@@ -187,7 +187,7 @@ func TestConflictOnLastRetryIsNeverArchived(t *testing.T) {
 		e, _ := busyEnv(t, taskMeta{id: "abc", queue: "critical", retried: 0, maxRetry: 0, known: true})
 		enq := &fakeEnqueuer{}
 		rec := &recorder{}
-		h := Lock(e.locks, ByField("sku"), WithPolicy(Requeue()), WithEnqueuer(enq))(rec)
+		h := Lock(e.locks, ByField("sku"), WithPolicy(Requeue()), withEnqueuer(enq))(rec)
 		err := h.ProcessTask(ctx, adjust())
 		if !errors.Is(err, asynq.RevokeTask) || errors.Is(err, asynq.SkipRetry) {
 			t.Fatalf("err %v, want RevokeTask after resubmitting", err)
@@ -226,7 +226,7 @@ func TestConflictOnLastRetryIsNeverArchived(t *testing.T) {
 			"critical/abc": {Timeout: 90 * time.Second, Deadline: deadline, Retention: 24 * time.Hour},
 		}}
 		enq := &fakeEnqueuer{}
-		h := Lock(e.locks, ByField("sku"), WithPolicy(Requeue()), WithEnqueuer(enq), WithInspector(insp))(&recorder{})
+		h := Lock(e.locks, ByField("sku"), WithPolicy(Requeue()), withEnqueuer(enq), withInspector(insp))(&recorder{})
 		if err := h.ProcessTask(ctx, adjust()); !errors.Is(err, asynq.RevokeTask) {
 			t.Fatalf("err %v, want RevokeTask after resubmitting", err)
 		}
@@ -254,7 +254,7 @@ func TestConflictOnLastRetryIsNeverArchived(t *testing.T) {
 		e, _ := busyEnv(t, taskMeta{id: "abc", queue: "default", retried: 0, maxRetry: 0, known: true})
 		rec := &recorder{}
 		enq := &fakeEnqueuer{lostReplies: 1}
-		h := Lock(e.locks, ByField("sku"), WithPolicy(Requeue()), WithEnqueuer(enq))(rec)
+		h := Lock(e.locks, ByField("sku"), WithPolicy(Requeue()), withEnqueuer(enq))(rec)
 		if err := h.ProcessTask(ctx, adjust()); !errors.Is(err, asynq.RevokeTask) || rec.count() != 0 {
 			t.Fatalf("err %v, runs %d; want the run revoked: its copy was stored", err, rec.count())
 		}
@@ -298,9 +298,9 @@ func TestConflictOnLastRetryIsNeverArchived(t *testing.T) {
 					_ = held.Release(ctx)
 				})
 				rec := &recorder{}
-				opts := []Option{WithPolicy(Requeue()), WithEnqueuer(&fakeEnqueuer{err: errors.New("broker down")})}
+				opts := []Option{WithPolicy(Requeue()), withEnqueuer(&fakeEnqueuer{err: errors.New("broker down")})}
 				if tc.insp != nil {
-					opts = append(opts, WithInspector(tc.insp))
+					opts = append(opts, withInspector(tc.insp))
 				}
 				err := Lock(e.locks, ByField("sku"), opts...)(rec).ProcessTask(ctx, adjust())
 				if !tc.wantErr(err) || (rec.count() == 1) != tc.wantRun {

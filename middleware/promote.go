@@ -3,6 +3,8 @@ package middleware
 import (
 	"context"
 	"time"
+
+	"github.com/asynqlock/asynqlock/internal/lockutil"
 )
 
 // promoteAhead releases parked tasks of res when a task of res starts
@@ -49,7 +51,7 @@ func (m *mw) promoteLoop(k promoKey) {
 		}
 		m.promos[k], m.promoReq[k] = nil, false
 		m.mu.Unlock()
-		ctx, cancel := context.WithTimeout(context.Background(), releaseTimeout)
+		ctx, cancel := context.WithTimeout(context.Background(), lockutil.ReleaseTimeout)
 		moved, left, err := promote(ctx, m.cfg.broker, k.queue, k.res, ids, m.promoteDepth())
 		cancel()
 		m.promoted(k, moved, left, err)
@@ -64,7 +66,7 @@ func (m *mw) promoted(k promoKey, moved []promotion, left int, err error) {
 	}
 	m.warnPromote(k.res, nil)
 	for _, p := range moved {
-		m.observe(Event{Kind: EventPromoted, TaskID: p.id, Resource: k.res, Wait: p.parked, Parked: left})
+		m.observe(Event{Kind: evPromoted, TaskID: p.id, Resource: k.res, Wait: p.parked, Parked: left})
 		m.cfg.logger.Debug("parked task promoted", "task_id", p.id, "queue", k.queue, "resource", k.res, "parked_for", p.parked, "still_parked", left)
 	}
 }

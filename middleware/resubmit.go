@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/asynqlock/asynqlock/internal/lockutil"
 	"github.com/hibiken/asynq"
 )
 
@@ -34,7 +35,7 @@ func (m *mw) resubmit(ctx context.Context, t *asynq.Task, meta taskMeta, busy *c
 	opts = append(opts, m.originalOptions(meta, log)...)
 	var err error
 	for range 2 {
-		ectx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
+		ectx, cancel := lockutil.Detached(ctx)
 		_, err = m.cfg.enqueuer.EnqueueContext(ectx, asynq.NewTaskWithHeaders(t.Type(), t.Payload(), t.Headers()), opts...)
 		cancel()
 		if err == nil || errors.Is(err, asynq.ErrTaskIDConflict) {
@@ -114,7 +115,7 @@ func inspect[T any](f func() (T, error)) (T, error) {
 		v, err := f()
 		ch <- result{v, err}
 	}()
-	timer := time.NewTimer(releaseTimeout)
+	timer := time.NewTimer(lockutil.ReleaseTimeout)
 	defer timer.Stop()
 	select {
 	case r := <-ch:

@@ -13,7 +13,7 @@ import (
 // ErrConflict marks a task returned to the queue because its resource was
 // held by another task (it also matches the lock's cause: redlock.ErrLocked,
 // or redlock.ErrQuorum when too many lock nodes were unreachable).
-var ErrConflict = errors.New("asynqlock: resource busy, task requeued")
+var ErrConflict = errors.New("middleware: resource busy, task requeued")
 
 // conflictError is the requeue error: not a failure of the task.
 type conflictError struct {
@@ -27,7 +27,7 @@ func (e *conflictError) Error() string {
 	what := ErrConflict.Error()
 	if errors.Is(e.cause, redlock.ErrQuorum) && !errors.Is(e.cause, redlock.ErrLocked) {
 		// Not a busy resource: an outage of the lock nodes.
-		what = "asynqlock: lock nodes unreachable, task requeued"
+		what = "middleware: lock nodes unreachable, task requeued"
 	}
 	if e.nonce != "" {
 		what += " (parked " + e.nonce + ")" // found by the promotion script
@@ -39,20 +39,10 @@ func (e *conflictError) Unwrap() []error { return []error{ErrConflict, e.cause} 
 
 // IsFailure is for asynq.Config.IsFailure: a conflict is not a failure, so
 // it neither counts in failure metrics nor consumes the task's retry budget.
+// To combine it with a check of your own:
+//
+//	IsFailure: func(err error) bool { return middleware.IsFailure(err) && mine(err) }
 func IsFailure(err error) bool { return !errors.Is(err, ErrConflict) }
-
-// IsFailureFunc composes with an existing IsFailure.
-func IsFailureFunc(next func(error) bool) func(error) bool {
-	return func(err error) bool {
-		if errors.Is(err, ErrConflict) {
-			return false
-		}
-		if next == nil {
-			return true
-		}
-		return next(err)
-	}
-}
 
 // Requeue delays: a busy resource is retried soon; unreachable lock nodes a
 // little later.
@@ -64,22 +54,14 @@ const (
 )
 
 // RetryDelay is for asynq.Config.RetryDelayFunc: a short jittered delay for
-// conflicts, asynq's default backoff otherwise.
+// conflicts (paced by the resource's measured hold times), asynq's default
+// backoff otherwise. To combine it with a delay function of your own, call
+// RetryDelay when IsFailure(err) is false and yours otherwise.
 func RetryDelay(n int, err error, t *asynq.Task) time.Duration {
-	return RetryDelayFunc(asynq.DefaultRetryDelayFunc)(n, err, t)
-}
-
-// RetryDelayFunc composes with an existing RetryDelayFunc.
-func RetryDelayFunc(next asynq.RetryDelayFunc) asynq.RetryDelayFunc {
-	return func(n int, err error, t *asynq.Task) time.Duration {
-		if d, ok := conflictDelay(err); ok {
-			return d
-		}
-		if next == nil {
-			return asynq.DefaultRetryDelayFunc(n, err, t)
-		}
-		return next(n, err, t)
+	if d, ok := conflictDelay(err); ok {
+		return d
 	}
+	return asynq.DefaultRetryDelayFunc(n, err, t)
 }
 
 func conflictDelay(err error) (time.Duration, bool) {

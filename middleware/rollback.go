@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/asynqlock/asynqlock/internal/lockutil"
 	"github.com/asynqlock/asynqlock/redlock"
 	"github.com/hibiken/asynq"
 )
@@ -18,20 +19,18 @@ func (m *mw) rollback(ctx context.Context, t *asynq.Task, meta taskMeta, lock *r
 	res := lock.Resource()
 	if lost {
 		// Clean what may remain of the lost lock (its loss is already known).
-		cctx, ccancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
-		_ = lock.Release(cctx)
-		ccancel()
+		_ = lockutil.Release(ctx, lock)
 		var err error
-		lock, err = m.client.Acquire(rctx, res, m.cfg.ttl, m.lockOpts()...)
+		lock, err = m.client.Acquire(rctx, res, m.cfg.ttl, m.cfg.lockOpts...)
 		if err != nil {
 			err = fmt.Errorf("task %s (id %s): rollback not run: lock %s lost and not re-acquired: %w: %w", t.Type(), meta.id, res, redlock.ErrLockLost, err)
 			log.Error("rollback not run", "err", err)
-			m.observe(Event{Kind: EventRollback, TaskType: t.Type(), TaskID: meta.id, Resource: res, Err: err})
+			m.observe(Event{Kind: evRollback, TaskType: t.Type(), TaskID: meta.id, Resource: res, Err: err})
 			return nil, err
 		}
 	}
 	kctx, stop := lock.KeepAlive(rctx)
-	kctx = context.WithValue(kctx, infoKey{}, LockInfo{Resource: res, Token: lock.Token(), Fence: lock.Fence(), Until: lock.Until()})
+	kctx = withLockInfo(kctx, lock)
 	err := m.callRollback(kctx, t, cause)
 	stop()
 	if err != nil {
@@ -40,7 +39,7 @@ func (m *mw) rollback(ctx context.Context, t *asynq.Task, meta taskMeta, lock *r
 	} else {
 		log.Info("rolled back", "cause", cause)
 	}
-	m.observe(Event{Kind: EventRollback, TaskType: t.Type(), TaskID: meta.id, Resource: res, Err: err})
+	m.observe(Event{Kind: evRollback, TaskType: t.Type(), TaskID: meta.id, Resource: res, Err: err})
 	return lock, err
 }
 

@@ -7,8 +7,6 @@ import (
 	"math/bits"
 	mrand "math/rand/v2"
 	"time"
-
-	"github.com/redis/go-redis/v9"
 )
 
 // keys are the Redis names used for one resource. The hash tag keeps them in
@@ -28,15 +26,14 @@ func (c *Client) keysFor(resource string) keys {
 func (k keys) lockKeys() []string { return []string{k.key} }
 func (k keys) bothKeys() []string { return []string{k.key, k.fenceKey} }
 
-func isNil(err error) bool { return err == redis.Nil }
-
 // minTTL is the smallest TTL that can leave a positive validity after an
 // attempt that used its whole node timeout.
 func (c *Client) minTTL() time.Duration {
 	return time.Duration(float64(c.cfg.nodeTimeout+driftFloor) / (1 - c.cfg.driftFactor))
 }
 
-// prepare validates a call's input and options.
+// prepare validates a call's input and options; a context that has
+// already ended is reported after bad input.
 func (c *Client) prepare(ctx context.Context, resource string, ttl time.Duration, opts []LockOption) (time.Duration, *lockConfig, error) {
 	if ctx == nil {
 		return 0, nil, invalidf("nil context")
@@ -61,7 +58,7 @@ func (c *Client) prepare(ctx context.Context, resource string, ttl time.Duration
 		return 0, nil, invalidf("max hold must not be negative, got %v", lc.maxHold)
 	}
 	lc.suffix = c.holderSuffix(ctx, lc)
-	return ttl.Truncate(time.Millisecond), lc, nil
+	return ttl.Truncate(time.Millisecond), lc, ctx.Err()
 }
 
 // checkTTL rejects TTLs that cannot leave any validity.
@@ -85,9 +82,6 @@ func (c *Client) TryAcquire(ctx context.Context, resource string, ttl time.Durat
 	if err != nil {
 		return nil, err
 	}
-	if err := ctx.Err(); err != nil {
-		return nil, err
-	}
 	l, err := c.attempt(ctx, c.keysFor(resource), ttl, lc, nil)
 	c.acquired(resource, begin, 1, err)
 	return l, err
@@ -102,9 +96,6 @@ func (c *Client) Acquire(ctx context.Context, resource string, ttl time.Duration
 	begin := time.Now()
 	ttl, lc, err := c.prepare(ctx, resource, ttl, opts)
 	if err != nil {
-		return nil, err
-	}
-	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
 	l, attempts, err := c.acquireLoop(ctx, c.keysFor(resource), ttl, lc)
@@ -171,15 +162,7 @@ func (c *Client) attemptLoop(ctx context.Context, k keys, ttl time.Duration, lc 
 			w.forWaiter(tk.id)
 			continue
 		}
-		d := c.retryDelay()
-		var oe *opError
-		if errors.As(err, &oe) && oe.split {
-			// Contenders split the nodes and nobody won: no release will
-			// be announced, so retry after a short random delay instead,
-			// spread over the attempt's length (a silent node makes a split
-			// last a whole node timeout; retrying inside it collides again).
-			d = c.splitDelay(oe.took)
-		}
+		d := c.delayAfter(err)
 		if timer == nil {
 			timer = time.NewTimer(d)
 			defer timer.Stop()
@@ -201,6 +184,20 @@ func (c *Client) attemptLoop(ctx context.Context, k keys, ttl time.Duration, lc 
 		case <-timer.C:
 		}
 	}
+}
+
+// delayAfter is the wait before the next attempt after a failed one, when no
+// release notification comes first.
+func (c *Client) delayAfter(err error) time.Duration {
+	var oe *opError
+	if errors.As(err, &oe) && oe.split {
+		// Contenders split the nodes and nobody won: no release will be
+		// announced, so retry after a short random delay instead, spread
+		// over the attempt's length (a silent node makes a split last a
+		// whole node timeout; retrying inside it collides again).
+		return c.splitDelay(oe.took)
+	}
+	return c.retryDelay()
 }
 
 // waitError reports a wait that ended with ctx: ctx's error, wrapping the

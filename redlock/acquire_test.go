@@ -179,11 +179,11 @@ func TestObserverSeesEvents(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var mu sync.Mutex
 		kinds := map[EventKind]int{}
-		obs := ObserverFunc(func(e Event) {
+		obs := func(e Event) {
 			mu.Lock()
 			kinds[e.Kind]++
 			mu.Unlock()
-		})
+		}
 		c, mems := memClient(t, 3, WithNodeTimeout(10*time.Millisecond), WithObserver(obs))
 		mems[2].set(func(m *memNode) { m.err = errMemDown })
 		l, err := c.TryAcquire(context.Background(), "r", 200*time.Millisecond)
@@ -234,4 +234,69 @@ func TestAcquireQueuedLocallyReportsLocked(t *testing.T) {
 		}
 		<-waiting
 	})
+}
+
+// TestHolderWithBareMajorityIsNotASplit: a holder whose key is missing on
+// one node still has a majority; waiters must back off with the retry
+// delay, not hammer the nodes as after a split vote.
+func TestHolderWithBareMajorityIsNotASplit(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c, mems := memClient(t, 3, WithNodeTimeout(10*time.Millisecond), WithRetryDelay(25*time.Millisecond, 100*time.Millisecond))
+		if _, err := c.TryAcquire(context.Background(), "r", time.Minute); err != nil {
+			t.Fatal(err)
+		}
+		synctest.Wait()
+		k := c.keysFor("r")
+		mems[0].set(func(m *memNode) { delete(m.data, k.key) })
+		_, err := c.TryAcquire(context.Background(), "r", time.Minute)
+		var oe *opError
+		if !errors.As(err, &oe) || oe.split {
+			t.Fatalf("1 set and 2 held by another classified as a split: %v", err)
+		}
+	})
+}
+
+// TestQueuedWaiterEndsOnClose: a caller queued behind another caller of the
+// same client gets ErrClosed when the client closes.
+func TestQueuedWaiterEndsOnClose(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c, _ := memClient(t, 3, WithNodeTimeout(10*time.Millisecond))
+		if _, err := c.Acquire(context.Background(), "r", time.Minute); err != nil {
+			t.Fatal(err)
+		}
+		got := make(chan error, 1)
+		go func() {
+			_, err := c.Acquire(context.Background(), "r", time.Minute)
+			got <- err
+		}()
+		synctest.Wait()
+		start := time.Now()
+		_ = c.Close()
+		if err := <-got; !errors.Is(err, ErrClosed) {
+			t.Fatalf("queued waiter: %v, want ErrClosed", err)
+		}
+		if d := time.Since(start); d > time.Second {
+			t.Fatalf("queued waiter returned %v after Close", d)
+		}
+	})
+}
+
+// TestSplitDelaySpreadsOverTheAttempt: after a split vote that lasted a
+// node timeout, the retry is spread over about that long.
+func TestSplitDelaySpreadsOverTheAttempt(t *testing.T) {
+	c, _ := memClient(t, 3)
+	var longest time.Duration
+	for range 200 {
+		d := c.splitDelay(50 * time.Millisecond)
+		if d > 100*time.Millisecond {
+			t.Fatalf("split delay %v beyond twice the attempt", d)
+		}
+		longest = max(longest, d)
+	}
+	if longest < 50*time.Millisecond {
+		t.Fatalf("split delays never exceeded %v after a 50ms attempt", longest)
+	}
+	if d := c.splitDelay(0); d > 5*time.Millisecond {
+		t.Fatalf("split delay %v after an instant attempt", d)
+	}
 }

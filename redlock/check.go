@@ -36,17 +36,17 @@ type NodeReport struct {
 	ConfigErr error
 }
 
-// Evicts reports whether the node may evict lock keys under memory
+// evicts reports whether the node may evict lock keys under memory
 // pressure: a maxmemory limit with any policy but noeviction (every lock key
 // has a TTL, so volatile-* policies evict them too).
-func (r NodeReport) Evicts() bool {
+func (r NodeReport) evicts() bool {
 	return r.Maxmemory > 0 && r.MaxmemoryPolicy != "" && r.MaxmemoryPolicy != "noeviction"
 }
 
-// SurvivesRestart reports whether the node keeps every acknowledged write
+// survivesRestart reports whether the node keeps every acknowledged write
 // across a crash (AOF with appendfsync always), so it may rejoin at once.
 // Otherwise it must stay down for the largest TTL after a crash.
-func (r NodeReport) SurvivesRestart() bool {
+func (r NodeReport) survivesRestart() bool {
 	return r.AppendOnly && r.AppendFsync == "always"
 }
 
@@ -60,10 +60,10 @@ func (r NodeReport) Warnings() []string {
 		return []string{fmt.Sprintf("identity or settings unknown (INFO or CONFIG GET refused: %v): allow both for this user to have them checked", r.ConfigErr)}
 	}
 	var w []string
-	if r.Evicts() {
+	if r.evicts() {
 		w = append(w, fmt.Sprintf("maxmemory-policy %s can evict lock keys: set maxmemory-policy noeviction (or maxmemory 0)", r.MaxmemoryPolicy))
 	}
-	if !r.SurvivesRestart() {
+	if !r.survivesRestart() {
 		w = append(w, "writes are lost on a crash (appendonly "+yesNo(r.AppendOnly)+", appendfsync "+r.AppendFsync+
 			"): after a crash keep the node down for at least the largest lock TTL, or set appendonly yes and appendfsync always")
 	}

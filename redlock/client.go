@@ -10,6 +10,8 @@ import (
 
 	"github.com/redis/go-redis/v9"
 	"github.com/redis/go-redis/v9/maintnotifications"
+
+	"github.com/asynqlock/asynqlock/internal/redisurl"
 )
 
 // Client acquires Redlock locks over a fixed set of independent Redis masters.
@@ -115,7 +117,9 @@ func nodeIdentity(i int, cl redis.UniversalClient) string {
 }
 
 // NewFromURLs dials one node per URL: redis://[user:password@]host:port[/db]
-// or rediss:// for TLS, with go-redis URL parameters allowed. The clients it
+// or rediss:// for TLS, with go-redis URL parameters allowed and, for
+// rediss://, tls_ca_file (a private CA), tls_cert_file and tls_key_file (a
+// client certificate). The clients it
 // creates are tuned for locking (short dial and I/O timeouts derived from the
 // node timeout, no command retries, context deadlines honoured) and closed by
 // Close. Errors name the URL by its position and redacted form, never with
@@ -137,10 +141,10 @@ func NewFromURLs(urls []string, opts ...Option) (*Client, error) {
 		}
 	}
 	for i, raw := range urls {
-		o, err := ParseNodeURL(raw)
+		o, err := redisurl.ParseNode(raw)
 		if err != nil {
 			closeAll()
-			return nil, fmt.Errorf("node %d: %w", i, err)
+			return nil, fmt.Errorf("node %d: %w", i, invalidf("%v", err))
 		}
 		tuneForLocking(o, cfg.nodeTimeout)
 		clients = append(clients, redis.NewClient(o))
@@ -152,12 +156,6 @@ func NewFromURLs(urls []string, opts ...Option) (*Client, error) {
 	}
 	return c, nil
 }
-
-// ParseNodeURL parses a redis:// or rediss:// node URL, with go-redis URL
-// parameters and, for rediss://, tls_ca_file, tls_cert_file and tls_key_file
-// (see AddTLSFiles). Its errors name the real problem and show the URL
-// redacted (password replaced by "xxxxx"), so a secret never reaches a log.
-func ParseNodeURL(raw string) (*redis.Options, error) { return parseNodeURL(raw) }
 
 // tuneForLocking sets client options so that a dead or paused node costs a
 // caller at most about the node timeout.
@@ -191,16 +189,6 @@ func tuneForLocking(o *redis.Options, nodeTimeout time.Duration) {
 		o.Protocol = 2
 	}
 }
-
-// Quorum returns the number of nodes that must agree (N/2+1).
-func (c *Client) Quorum() int { return c.q }
-
-// Nodes returns the number of nodes.
-func (c *Client) Nodes() int { return len(c.nodes) }
-
-// NodeTimeout returns the bound of each call to one node; TTLs must exceed
-// it plus the drift allowance.
-func (c *Client) NodeTimeout() time.Duration { return c.cfg.nodeTimeout }
 
 // Close stops the client: pending waits end with ErrClosed, background work
 // finishes, and clients created by NewFromURLs are closed. Locks still held

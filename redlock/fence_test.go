@@ -68,7 +68,7 @@ func TestFencedAcquisitionNeedsCopies(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				c, mems := memClient(t, tc.n, WithNodeTimeout(20*time.Millisecond))
 				ctx := context.Background()
-				if got := fenceCopies(tc.n, c.Quorum()); got != tc.copies {
+				if got := fenceCopies(tc.n, c.q); got != tc.copies {
 					t.Fatalf("fenceCopies(%d) = %d, want %d", tc.n, got, tc.copies)
 				}
 				for _, m := range mems[tc.copies:] {
@@ -82,7 +82,7 @@ func TestFencedAcquisitionNeedsCopies(t *testing.T) {
 				mems[0].set(func(m *memNode) { m.err = errMemDown })
 				_, err = c.TryAcquire(ctx, "r", time.Second, WithFencing())
 				// Below a quorum the round itself fails; above, the fence.
-				named := tc.copies-1 < c.Quorum() || strings.Contains(err.Error(), "data loss")
+				named := tc.copies-1 < c.q || strings.Contains(err.Error(), "data loss")
 				if !errors.Is(err, ErrQuorum) || !named {
 					t.Fatalf("%d of %d nodes up: %v, want ErrQuorum naming the fence's copies", tc.copies-1, tc.n, err)
 				}
@@ -92,7 +92,7 @@ func TestFencedAcquisitionNeedsCopies(t *testing.T) {
 						t.Fatalf("node %d kept the refused attempt's key %q", i, v)
 					}
 				}
-				if tc.copies-1 >= c.Quorum() {
+				if tc.copies-1 >= c.q {
 					l, err := c.TryAcquire(ctx, "r", time.Second)
 					if err != nil {
 						t.Fatalf("unfenced lock with %d of %d nodes up: %v", tc.copies-1, tc.n, err)

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"time"
+
+	"github.com/asynqlock/asynqlock/internal/lockutil"
 )
 
 // handoffState is a lock's part in hand-overs; under the lock's mu.
@@ -238,7 +240,7 @@ func (l *Lock) confirmHandOver(r *round, start time.Time, prev string, req *hand
 	}
 	l.handoff = ho
 	if l.state == stateHeld {
-		l.until = maxTime(l.until, start.Add(l.ttl-driftAllowance(l.ttl, c.cfg.driftFactor)))
+		l.until = lockutil.Later(l.until, start.Add(l.ttl-driftAllowance(l.ttl, c.cfg.driftFactor)))
 		l.watchdog.Reset(time.Until(l.until) - lossGuard(l.ttl))
 	}
 	l.mu.Unlock()

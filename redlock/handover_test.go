@@ -102,7 +102,7 @@ func TestLocalHandOverIsOneRound(t *testing.T) {
 			t.Fatalf("successor's token on %d nodes, want 3", n)
 		}
 		// Confirmed: its validity now counts from the hand-over round.
-		if want := released.Add(time.Second - driftAllowance(time.Second, DefaultDriftFactor)); !got.l.Until().Equal(want) {
+		if want := released.Add(time.Second - driftAllowance(time.Second, defaultDriftFactor)); !got.l.Until().Equal(want) {
 			t.Fatalf("successor valid until +%v, want +%v", got.l.Until().Sub(released), want.Sub(released))
 		}
 		if err := holder.Release(context.Background()); !errors.Is(err, ErrNotHeld) {
@@ -165,13 +165,13 @@ func TestHandOverFallsBack(t *testing.T) {
 func testHandOverFallsBack(t *testing.T, fenced bool) {
 	var mu sync.Mutex
 	var handErrs []error
-	obs := ObserverFunc(func(e Event) {
+	obs := func(e Event) {
 		if e.Kind == EventHandOver {
 			mu.Lock()
 			handErrs = append(handErrs, e.Err)
 			mu.Unlock()
 		}
-	})
+	}
 	c, mems := memClient(t, 3, WithNodeTimeout(20*time.Millisecond), WithRetryDelay(10*time.Millisecond, 20*time.Millisecond), WithObserver(obs))
 	var opts []LockOption
 	if fenced {
@@ -433,7 +433,7 @@ func TestHandOverToAShorterTTL(t *testing.T) {
 		if got.err != nil {
 			t.Fatal(got.err)
 		}
-		limit := released.Add(time.Second - driftAllowance(time.Second, DefaultDriftFactor))
+		limit := released.Add(time.Second - driftAllowance(time.Second, defaultDriftFactor))
 		if u := got.l.Until(); u.After(limit) {
 			t.Fatalf("successor valid for %v before the round confirmed, past its own 1s TTL", u.Sub(released))
 		}

@@ -48,7 +48,7 @@ const holderSep = "|"
 const maxHolderName = 100
 
 // ParseHolder reads the holder carried by a lock token (Lock.Token,
-// NodeState.Token). It reports false for a token without one: taken by a
+// NodeState.Token), e.g. to show who holds a resource Inspect found. It reports false for a token without one: taken by a
 // client with WithHolderInfo(false) or by another Redlock implementation.
 func ParseHolder(token string) (Holder, bool) {
 	_, desc, ok := strings.Cut(token, holderSep)
@@ -62,13 +62,6 @@ func ParseHolder(token string) (Holder, bool) {
 	h := Holder{Host: v.Get("h"), Name: v.Get("n")}
 	h.PID, _ = strconv.Atoi(v.Get("p"))
 	return h, h != (Holder{})
-}
-
-// Holder returns who the lock says holds it: this process, and the name
-// given by WithHolder or ContextWithHolder.
-func (l *Lock) Holder() Holder {
-	h, _ := ParseHolder(l.token)
-	return h
 }
 
 // processHolder is the part of every token naming this process, computed once
@@ -124,17 +117,13 @@ func ContextWithHolder(ctx context.Context, name string) context.Context {
 }
 
 // WithHolder names what holds the lock, e.g. a task type and id or a job
-// name (default: the name from ContextWithHolder, else none; the host and
-// process id are always recorded unless the client has
-// WithHolderInfo(false)). Names longer than 100 bytes are cut; never put a
-// secret in it: anyone who can read the lock nodes can read it.
+// name; the host and process id are always recorded unless the client has
+// WithHolderInfo(false). Names longer than 100 bytes are cut; never put a
+// secret in it: anyone who can read the lock nodes can read it. Default: the
+// name from ContextWithHolder, else none.
 func WithHolder(name string) LockOption { return func(c *lockConfig) { c.holder = name } }
 
-// WithHolderInfo turns the holder description in lock values on or off
-// (default on). Off, a lock's value is its random token alone and operators
-// see no holder.
+// WithHolderInfo turns the holder description in lock values on or off.
+// Off, a lock's value is its random token alone and operators see no holder.
+// Default: on.
 func WithHolderInfo(on bool) Option { return func(c *config) { c.holderInfo = on } }
-
-// Holder returns the holder carried by the node's token, and false when the
-// node has no lock key or its token carries none.
-func (s NodeState) Holder() (Holder, bool) { return ParseHolder(s.Token) }

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/asynqlock/asynqlock/internal/redisurl"
 )
 
 // lockNodeClient is a client to addr with the settings New requires.
@@ -35,9 +37,8 @@ func TestNewRejectsBadNodes(t *testing.T) {
 		{"zero node timeout", []redis.UniversalClient{a}, []Option{WithNodeTimeout(0)}, "node timeout must be positive"},
 		{"drift too large", []redis.UniversalClient{a}, []Option{WithDriftFactor(0.7)}, "drift factor must be in [0, 0.5)"},
 		{"retry range", []redis.UniversalClient{a}, []Option{WithRetryDelay(time.Second, time.Millisecond)}, "retry delay range"},
-		{"negative batch window", []redis.UniversalClient{a}, []Option{WithBatchWindow(-time.Microsecond)}, "batch window must be in [0, node timeout/4 = 12.5ms], got -1µs"},
-		{"batch window past the node timeout", []redis.UniversalClient{a}, []Option{WithNodeTimeout(20 * time.Millisecond), WithBatchWindow(6 * time.Millisecond)}, "batch window must be in [0, node timeout/4 = 5ms], got 6ms"},
-		{"nil logger", []redis.UniversalClient{a}, []Option{WithLogger(nil)}, "logger is nil"},
+		{"negative batch window", []redis.UniversalClient{a}, []Option{withBatchWindow(-time.Microsecond)}, "batch window must be in [0, node timeout/4 = 12.5ms], got -1µs"},
+		{"batch window past the node timeout", []redis.UniversalClient{a}, []Option{WithNodeTimeout(20 * time.Millisecond), withBatchWindow(6 * time.Millisecond)}, "batch window must be in [0, node timeout/4 = 5ms], got 6ms"},
 		{"nil option", []redis.UniversalClient{a}, []Option{nil}, "nil option"},
 	}
 	for _, tc := range cases {
@@ -125,7 +126,7 @@ func TestNewFromURLsRejectsBadURLsWithoutLeakingPasswords(t *testing.T) {
 		})
 	}
 	// TLS and credentials are accepted and kept.
-	o, err := ParseNodeURL("rediss://worker:" + secret + "@redis.example:6380/2")
+	o, err := redisurl.ParseNode("rediss://worker:" + secret + "@redis.example:6380/2")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -147,22 +148,36 @@ func TestClosedClientRefusesCalls(t *testing.T) {
 	}
 }
 
-func TestPing(t *testing.T) {
+func TestPingNodesReportsEachNode(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) { // virtual time: a 20ms node timeout cannot flake
 		c, mems := memClient(t, 5, WithNodeTimeout(20*time.Millisecond))
-		if err := c.Ping(context.Background()); err != nil {
-			t.Fatal(err)
+		down := func() (n int) {
+			st, err := c.pingNodes(context.Background())
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, s := range st {
+				var ne *NodeError
+				if s.Err != nil && (!errors.As(s.Err, &ne) || ne.Op != "ping" || ne.Node != s.Node) {
+					t.Fatalf("node %d: %v, want a *NodeError of the ping", s.Node, s.Err)
+				}
+				if s.Err != nil {
+					n++
+				}
+			}
+			return n
+		}
+		if n := down(); n != 0 {
+			t.Fatalf("%d nodes down, want 0", n)
 		}
 		mems[0].set(func(m *memNode) { m.err = errMemDown })
 		mems[1].set(func(m *memNode) { m.err = errMemDown })
-		if err := c.Ping(context.Background()); err != nil {
-			t.Fatalf("2 of 5 down: %v", err)
+		if n := down(); n != 2 {
+			t.Fatalf("%d nodes down, want 2", n)
 		}
 		mems[2].set(func(m *memNode) { m.hang = true })
-		err := c.Ping(context.Background())
-		var ne *NodeError
-		if !errors.Is(err, ErrQuorum) || !errors.As(err, &ne) || ne.Op != "ping" {
-			t.Fatalf("3 of 5 down: %v, want ErrQuorum with node errors", err)
+		if n := down(); n != 3 {
+			t.Fatalf("%d nodes down with one hanging, want 3", n)
 		}
 	})
 }

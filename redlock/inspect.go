@@ -5,6 +5,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/asynqlock/asynqlock/internal/lockhook"
 )
 
 // NodeState is one node's view of a resource.
@@ -23,11 +25,16 @@ type NodeState struct {
 // Held reports whether this node holds a lock key for the resource.
 func (s NodeState) Held() bool { return s.Token != "" }
 
-// Inspect asks every node who holds resource and for how long. A node that
-// fails or times out has Err set; the error is reserved for bad input and the
-// end of ctx.
+// Inspect asks every node who holds resource and for how long, waiting at
+// most the node timeout for each. A node that fails or times out has Err set;
+// the error is reserved for bad input and the end of ctx. A resource is held
+// by the token that a quorum (len(states)/2+1) of the nodes carry.
 func (c *Client) Inspect(ctx context.Context, resource string) ([]NodeState, error) {
-	return c.inspect(ctx, resource, c.cfg.nodeTimeout)
+	wait := c.cfg.nodeTimeout
+	if ctx != nil {
+		wait = max(wait, lockhook.InspectWait(ctx))
+	}
+	return c.inspect(ctx, resource, wait)
 }
 
 // inspect is Inspect with every node's answer awaited for at most timeout.

@@ -31,7 +31,7 @@ func TestKeepAliveExtendsUntilMajorityLost(t *testing.T) {
 		if n := mems[0].count("extend"); n < 25 || n > 32 {
 			t.Fatalf("%d extensions in 10 TTLs, want about one per ttl/3 (30)", n)
 		}
-		if left := time.Until(l.Until()); left < ttl-ttl/3-driftAllowance(ttl, DefaultDriftFactor) {
+		if left := time.Until(l.Until()); left < ttl-ttl/3-driftAllowance(ttl, defaultDriftFactor) {
 			t.Fatalf("validity left %v after 10 TTLs: not extended in time", left)
 		}
 		if got := holders(c, mems, "job", l.Token()); got != 5 {

@@ -174,24 +174,10 @@ func (l *Lock) Release(ctx context.Context) error {
 	if ctx == nil {
 		return invalidf("nil context: the lock is still held; release it with a live context")
 	}
-	l.mu.Lock()
-	if l.state == stateReleased {
-		l.mu.Unlock()
+	wasLost, prev, held := l.markReleased()
+	if !held {
 		return ErrNotHeld
 	}
-	wasLost := l.state == stateLost || !time.Now().Before(l.until)
-	if l.state == stateHeld {
-		l.watchdog.Stop()
-		close(l.ended)
-		l.c.busy.Add(-1)
-		for _, ka := range l.keepalives {
-			ka.cancel(nil)
-		}
-		l.keepalives = nil
-	}
-	l.state = stateReleased
-	prev := l.handoff.prev
-	l.mu.Unlock()
 	// Whatever happens below, the next local waiter gets its turn: from
 	// here, or, once a hand-over claimed a waiter, from the hand-over, which
 	// passes it even when ctx ends before the round is decided.
@@ -215,6 +201,39 @@ func (l *Lock) Release(ctx context.Context) error {
 			return err
 		}
 	}
+	err := l.releaseOnNodes(ctx, wasLost)
+	c.observe(Event{Kind: EventRelease, Resource: l.res.resource, Duration: time.Since(l.acquired), Err: err})
+	return err
+}
+
+// markReleased ends the lock's life in this process: its watchdog and
+// keep-alives stop. It reports whether the lock had been lost, the token of
+// a predecessor a failed early hand-over left behind, and false if the lock
+// was already released.
+func (l *Lock) markReleased() (wasLost bool, prev string, held bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.state == stateReleased {
+		return false, "", false
+	}
+	wasLost = l.state == stateLost || !time.Now().Before(l.until)
+	if l.state == stateHeld {
+		l.watchdog.Stop()
+		close(l.ended)
+		l.c.busy.Add(-1)
+		for _, ka := range l.keepalives {
+			ka.cancel(nil)
+		}
+		l.keepalives = nil
+	}
+	l.state = stateReleased
+	return wasLost, l.handoff.prev, true
+}
+
+// releaseOnNodes deletes the lock's keys (or reserves them for the nodes'
+// queue head) and judges the answers: a majority must confirm.
+func (l *Lock) releaseOnNodes(ctx context.Context, wasLost bool) error {
+	c := l.c
 	deadline := time.Now().Add(c.cfg.nodeTimeout)
 	r := c.broadcast("release", l.res.resource, c.allNodes()&^l.unsent, c.q, deadline, true, c.releaseArgs(l.res, l.token), queueReleaseScript)
 	err := r.collect(ctx, deadline, classifyOne)
@@ -230,37 +249,5 @@ func (l *Lock) Release(ctx context.Context) error {
 	default:
 		err = r.err([]error{ErrQuorum}, "release not confirmed by a majority; the keys expire within the TTL")
 	}
-	c.observe(Event{Kind: EventRelease, Resource: l.res.resource, Duration: time.Since(l.acquired), Err: err})
 	return err
-}
-
-// classifyAnswered counts any answer as OK.
-func classifyAnswered(rep reply) outcome {
-	if rep.err != nil {
-		return outFailed
-	}
-	return outOK
-}
-
-// classifySet is for SET NX and the fencing acquire script: a value means
-// set, nil means held by another.
-func classifySet(rep reply) outcome {
-	switch {
-	case rep.err == nil:
-		return outOK
-	case isNil(rep.err):
-		return outRefused
-	}
-	return outFailed
-}
-
-// classifyOne is for scripts answering 1 (done) or 0 (not our key).
-func classifyOne(rep reply) outcome {
-	if rep.err != nil {
-		return outFailed
-	}
-	if n, ok := rep.val.(int64); ok && n == 1 {
-		return outOK
-	}
-	return outRefused
 }

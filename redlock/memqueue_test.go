@@ -145,7 +145,7 @@ func (mq *memQueue) turn(argv []any) []any {
 	return []any{int64(0), int64(0), int64(0), int64(0)}
 }
 
-// bumpFence is fenceBumpLua.
+// bumpFence is the fence step of lua/turn.lua.
 func (m *memNode) bumpFence(key string, retention int64, now time.Time) int64 {
 	var f int64
 	if v, ok := m.getLocked(key); ok {

@@ -56,7 +56,7 @@ type node struct {
 	// waits for the answer any more.
 	failed func(op, resource string, node int, err error)
 	// window is how long the worker may wait for more calls while busy
-	// exceeds the batch (WithBatchWindow); busy is the client's count of
+	// exceeds the batch (the batch window, docs/BATCHING.md); busy is the client's count of
 	// held locks and waiting callers.
 	window time.Duration
 	busy   *atomic.Int64
@@ -285,14 +285,7 @@ func (n *node) lingerEnd(end time.Time, c *call) time.Time {
 // arrives after its caller gave up could only leave a stray key behind),
 // except cleanup calls, which only remove our keys and are always sent.
 func (n *node) execBatch(batch []*call, now time.Time) {
-	live := batch[:0]
-	for _, c := range batch {
-		if !c.cleanup && !now.Before(c.deadline) {
-			c.out <- reply{node: c.node, err: errNodeTimeout}
-			continue
-		}
-		live = append(live, c)
-	}
+	live := expire(batch, now)
 	if len(live) == 0 {
 		return
 	}
@@ -336,20 +329,37 @@ func (n *node) execBatch(batch []*call, now time.Time) {
 		}
 		n.answer(c, cmd.Val(), nodeErr(err))
 	}
-	if len(retry) == 0 {
-		return
+	if len(retry) > 0 {
+		n.evalSource(ctx, retry, cmds[:len(retry)])
 	}
-	// The node lost its script cache (restart, SCRIPT FLUSH): send the
-	// scripts' source, which also caches them again, and load them all
-	// ahead of the next batch.
+}
+
+// expire answers the calls whose deadline passed while they queued
+// (cleanups have none) and returns the others, reusing batch's array.
+func expire(batch []*call, now time.Time) []*call {
+	live := batch[:0]
+	for _, c := range batch {
+		if !c.cleanup && !now.Before(c.deadline) {
+			c.out <- reply{node: c.node, err: errNodeTimeout}
+			continue
+		}
+		live = append(live, c)
+	}
+	return live
+}
+
+// evalSource answers calls that met NOSCRIPT: the node lost its script
+// cache (restart, SCRIPT FLUSH). It sends the scripts' source, which also
+// caches them again, and has them all loaded ahead of the next batch. cmds
+// is spare room for len(calls) commands.
+func (n *node) evalSource(ctx context.Context, calls []*call, cmds []*redis.Cmd) {
 	n.loaded = false
-	cmds = cmds[:len(retry)]
-	for i, c := range retry {
+	for i, c := range calls {
 		args := append([]any{"eval", c.script.src}, c.args[2:]...)
 		cmds[i] = redis.NewCmd(ctx, args...)
 	}
 	n.do(ctx, cmds)
-	for i, c := range retry {
+	for i, c := range calls {
 		n.answer(c, cmds[i].Val(), nodeErr(cmds[i].Err()))
 	}
 }

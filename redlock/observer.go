@@ -47,7 +47,7 @@ func (k EventKind) String() string {
 	return "unknown"
 }
 
-// Event is what an Observer receives.
+// Event is what the hook installed with WithObserver receives.
 type Event struct {
 	Kind     EventKind
 	Resource string
@@ -58,20 +58,8 @@ type Event struct {
 	Err      error
 }
 
-// Observer receives events from a Client. Observe is called synchronously on
-// the lock's hot path: it must be fast and must not block.
-type Observer interface {
-	Observe(Event)
-}
-
-// ObserverFunc adapts a function to Observer.
-type ObserverFunc func(Event)
-
-// Observe calls f(e).
-func (f ObserverFunc) Observe(e Event) { f(e) }
-
 func (c *Client) observe(e Event) {
 	if c.cfg.observer != nil {
-		c.cfg.observer.Observe(e)
+		c.cfg.observer(e)
 	}
 }

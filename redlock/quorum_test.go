@@ -182,7 +182,7 @@ func TestAttemptEveryNodeOutcome(t *testing.T) {
 					if got := holders(c, mems, "res", l.Token()); got < 3 {
 						t.Fatalf("granted with only %d nodes holding the token", got)
 					}
-					if v := l.Until().Sub(start); v != time.Second-driftAllowance(time.Second, DefaultDriftFactor) {
+					if v := l.Until().Sub(start); v != time.Second-driftAllowance(time.Second, defaultDriftFactor) {
 						t.Fatalf("validity %v", v)
 					}
 					if err := l.Release(context.Background()); err != nil {

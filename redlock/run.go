@@ -4,10 +4,9 @@ import (
 	"context"
 	"errors"
 	"time"
-)
 
-// releaseTimeout bounds the release Run performs after fn returns.
-const releaseTimeout = 5 * time.Second
+	"github.com/asynqlock/asynqlock/internal/lockutil"
+)
 
 // Run acquires resource (waiting as Acquire does), runs fn with a context
 // that is kept alive by KeepAlive and cancelled with cause ErrLockLost if the
@@ -26,9 +25,7 @@ func (c *Client) Run(ctx context.Context, resource string, ttl time.Duration, fn
 	kctx, cancel := l.KeepAlive(ctx)
 	release := func() error {
 		cancel()
-		rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
-		defer rcancel()
-		return l.Release(rctx)
+		return lockutil.Release(ctx, l)
 	}
 	done := false
 	defer func() {

@@ -3,7 +3,6 @@ package scheduler
 import (
 	"context"
 	"errors"
-	"fmt"
 	"strings"
 	"time"
 
@@ -16,18 +15,19 @@ type Enqueuer interface {
 	EnqueueContext(ctx context.Context, task *asynq.Task, opts ...asynq.Option) (*asynq.TaskInfo, error)
 }
 
-// EnqueueJob returns a job that enqueues task on each tick, for use under
-// Singleton (Scheduler.RegisterTask does the same for a Scheduler). It
-// enqueues with asynq.TaskID(TaskID(name, tick)) and asynq.Retention of at
-// least the tick window (see WithRetention), appended after the task's own
-// options, so that a replica that tries the same tick again, even after the
-// task completed, gets asynq.ErrTaskIDConflict; that is reported as
-// OutcomeAlreadyEnqueued, not as an error. Bridge runs take the tick lock
-// but not the running lock: an enqueue never overlaps anything. Give the
-// job to Singleton itself (cron.NewChain(..., Singleton(...)).Then(job)),
-// not inside another wrapper; run outside Singleton, it fails with ErrNoTick.
-// Inside a job that Singleton or a Scheduler runs, RunContext(ctx) enqueues
-// the task of that job's tick.
+// EnqueueJob returns a job that enqueues task on each tick, exactly once
+// across replicas, for use under Singleton (Scheduler.RegisterTask does the
+// same for a Scheduler). It enqueues with asynq.TaskID("cron:<job>:<tick in
+// Unix ms>") and asynq.Retention of one minute (more if the tick window is
+// longer), appended after the task's own options, so that a replica that
+// tries the same tick again, even after the task completed, gets
+// asynq.ErrTaskIDConflict; that is reported as OutcomeSkippedOtherReplica,
+// not as an error, and an enqueue as OutcomeRan with the TaskID. Bridge
+// runs take the tick lock but not the running lock: an enqueue never
+// overlaps anything. Should the lock nodes be unreachable, the bridge still
+// enqueues and relies on the task ID alone. Give the job to Singleton
+// itself (cron.NewChain(..., Singleton(...)).Then(job)), not inside another
+// wrapper; run outside Singleton, it fails with ErrInvalid.
 func EnqueueJob(enq Enqueuer, task *asynq.Task) cron.Job {
 	return &taskJob{enq: enq, task: task}
 }
@@ -54,32 +54,29 @@ func (j *taskJob) Run() { _ = j.RunContext(context.Background()) }
 
 // RunContext enqueues the task of the run's tick.
 func (j *taskJob) RunContext(ctx context.Context) error {
-	info, ok := FromContext(ctx)
+	info, ok := ctx.Value(infoKey{}).(runInfo)
 	if !ok {
-		return fmt.Errorf("%w: EnqueueJob must run under Singleton or a Scheduler", ErrNoTick)
+		return invalidf("EnqueueJob must run under Singleton or a Scheduler: outside them a run has no tick")
 	}
 	if err := j.check(); err != nil {
 		return err
 	}
-	_, err := j.enq.EnqueueContext(ctx, j.task, asynq.TaskID(TaskID(info.Job, info.Tick)), asynq.Retention(info.retention))
+	_, err := j.enq.EnqueueContext(ctx, j.task, asynq.TaskID(taskID(info.ev.Job, info.ev.Tick)), asynq.Retention(info.retention))
 	return err
 }
 
 // enqueue runs the bridge for a won tick.
 func (r *runner) enqueue(tj *taskJob, ev Event) {
-	ev.TaskID = TaskID(r.name, ev.Tick)
-	ctx := context.WithValue(r.host.running, infoKey{}, RunInfo{Job: r.name, Tick: ev.Tick, retention: r.retention})
+	ev.TaskID = taskID(r.name, ev.Tick)
+	ctx := r.withRun(r.host.running, ev)
 	began := time.Now()
 	err := r.call(ctx)
 	ev.Duration = time.Since(began)
-	var pe *PanicError
 	switch {
 	case err == nil:
-		ev.Outcome = OutcomeEnqueued
+		ev.Outcome = OutcomeRan
 	case errors.Is(err, asynq.ErrTaskIDConflict):
-		ev.Outcome = OutcomeAlreadyEnqueued
-	case errors.As(err, &pe):
-		ev.Outcome, ev.Err = OutcomePanicked, err
+		ev.Outcome = OutcomeSkippedOtherReplica
 	default:
 		ev.Outcome, ev.Err = OutcomeFailed, err
 	}

@@ -89,7 +89,7 @@ func TestBridgeEnqueuesEachTickOnce(t *testing.T) {
 		stopCrons(late)
 
 		for _, tick := range ticks(t0, 10) {
-			id := TaskID("report", tick)
+			id := taskID("report", tick)
 			if n := q.enqueued[id]; n != 1 {
 				t.Errorf("task %s enqueued %d times, want 1", id, n)
 			}
@@ -99,21 +99,21 @@ func TestBridgeEnqueuesEachTickOnce(t *testing.T) {
 				t.Errorf("task %s enqueued %d times", id, n)
 			}
 		}
-		if n := rec.count(OutcomeEnqueued); n != 10 {
+		if n := rec.count(OutcomeRan); n != 10 {
 			t.Errorf("%d enqueued events from the 3 replicas, want 10", n)
 		}
-		if n := lateRec.count(OutcomeAlreadyEnqueued); n != 10 {
-			t.Errorf("late replica: %d already_enqueued events, want 10 (events %+v)", n, lateRec.events)
+		if n := lateRec.count(OutcomeSkippedOtherReplica); n != 10 {
+			t.Errorf("late replica: %d events of a task already enqueued, want 10 (events %+v)", n, lateRec.events)
 		}
-		// The window is 400ms+400ms; asynq keeps whole seconds, at least DefaultRetention.
-		if q.retention != DefaultRetention {
-			t.Errorf("retention %v, want %v", q.retention, DefaultRetention)
+		// The window is 400ms+400ms; asynq keeps whole seconds, at least defaultRetention.
+		if q.retention != defaultRetention {
+			t.Errorf("retention %v, want %v", q.retention, defaultRetention)
 		}
 		time.Sleep(2 * time.Second)
 	})
 }
 
-func TestBridgeRetentionOptionAndErrors(t *testing.T) {
+func TestBridgeRetentionAndErrors(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		failing := enqueueFunc(func(context.Context, *asynq.Task, ...asynq.Option) (*asynq.TaskInfo, error) {
 			return nil, errors.New("redis down")
@@ -123,17 +123,17 @@ func TestBridgeRetentionOptionAndErrors(t *testing.T) {
 			WithSkew(300*time.Millisecond), WithObserver(rec.observe))
 		q := &fakeQueue{}
 		c2 := startReplica(t, newMemLocks().client(), "t2", Every(time.Second), EnqueueJob(q, asynq.NewTask("x", nil)), 0,
-			WithSkew(300*time.Millisecond), WithRetention(1500*time.Millisecond))
+			WithSkew(20300*time.Millisecond)) // a tick window of 60.9s, past the default minute
 		time.Sleep(1100 * time.Millisecond)
 		stopCrons(c, c2)
 		if f := rec.eventsOf(OutcomeFailed); len(f) != 1 || f[0].Err.Error() != "redis down" || f[0].TaskID == "" {
 			t.Fatalf("want a failed event with the task ID, got %+v", rec.events)
 		}
-		if q.retention != 2*time.Second {
-			t.Fatalf("retention %v, want 1.5s rounded up to 2s", q.retention)
+		if q.retention != 61*time.Second {
+			t.Fatalf("retention %v, want the 60.9s tick window rounded up to 61s", q.retention)
 		}
-		if err := EnqueueJob(q, asynq.NewTask("x", nil)).(ContextJob).RunContext(context.Background()); !errors.Is(err, ErrNoTick) {
-			t.Fatalf("EnqueueJob outside Singleton: %v, want ErrNoTick", err)
+		if err := EnqueueJob(q, asynq.NewTask("x", nil)).(contextJob).RunContext(context.Background()); !errors.Is(err, ErrInvalid) {
+			t.Fatalf("EnqueueJob outside Singleton: %v, want ErrInvalid", err)
 		}
 		time.Sleep(time.Second)
 	})

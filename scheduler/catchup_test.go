@@ -2,6 +2,8 @@ package scheduler
 
 import (
 	"context"
+	"errors"
+	"log/slog"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -77,7 +79,7 @@ func checkCaughtUp(t *testing.T, rec *recorder, t0 time.Time, catchUp bool) {
 			t.Errorf("tick +%ds ran %d times, want %d (runs %v)", sec, got[tick], n, got)
 		}
 	}
-	caught := rec.eventsOf(OutcomeCaughtUp)
+	caught := rec.eventsOf(OutcomeLate)
 	if !catchUp {
 		if len(caught) != 0 {
 			t.Fatalf("caught up without WithCatchUp: %+v", caught)
@@ -85,7 +87,12 @@ func checkCaughtUp(t *testing.T, rec *recorder, t0 time.Time, catchUp bool) {
 		return
 	}
 	if len(caught) != 3 || caught[1].Duration != 5*time.Second || caught[2].Duration != 2*time.Second {
-		t.Fatalf("want three caught_up events, the last two 5s and 2s late, got %+v", caught)
+		t.Fatalf("want three late (caught up) events, the last two 5s and 2s late, got %+v", caught)
+	}
+	for _, e := range caught {
+		if !errors.Is(e.Err, errCaughtUp) || e.level() != slog.LevelWarn {
+			t.Fatalf("a caught-up run is late for errCaughtUp, at Warn: %+v", e)
+		}
 	}
 	for _, r := range rec.runs() {
 		if tick := r.tick.Sub(t0); tick == 20*time.Second && r.replica != 2 || tick == 60*time.Second && r.replica != 5 {

@@ -13,10 +13,10 @@ const (
 	clockCheckTimeout = 5 * time.Second
 )
 
-// ClockReport is one lock node's clock as this replica measured it.
-type ClockReport struct {
+// clockReport is one lock node's clock as this replica measured it.
+type clockReport struct {
 	Node   string        // the node's address (no credentials)
-	Offset time.Duration // the node's clock minus this replica's tick clock (see WithClock)
+	Offset time.Duration // the node's clock minus this replica's tick clock
 	RTT    time.Duration // the round trip of the measurement; its error is at most RTT/2
 	Err    error         // the node did not answer
 }
@@ -57,14 +57,16 @@ func (w *clockWatch) measure() {
 	ctx, cancel := context.WithTimeout(context.Background(), clockCheckTimeout)
 	reps, err := w.locks.Check(ctx)
 	cancel()
-	// Offsets are to the tick clock, which WithClock may shift.
+	// Offsets are to the tick clock, which a simulation may shift (internal/cronsim).
 	shift := time.Until(w.cfg.now())
 	for i := range reps {
 		reps[i].Offset -= shift
 	}
 	w.judge(reps, err)
-	if w.cfg.clockObs != nil && err == nil {
-		w.cfg.clockObs(reps)
+	if w.cfg.observer != nil && err == nil {
+		for _, r := range reps {
+			w.cfg.observer(Event{Outcome: OutcomeClock, Replica: w.cfg.replica, Node: r.Node, Offset: r.Offset, Duration: r.RTT, Err: r.Err})
+		}
 	}
 	w.mu.Lock()
 	w.busy = false
@@ -73,7 +75,7 @@ func (w *clockWatch) measure() {
 
 // judge logs changes of state: a node's offset crossing half the skew, a
 // measurement that fails or recovers.
-func (w *clockWatch) judge(reps []ClockReport, err error) {
+func (w *clockWatch) judge(reps []clockReport, err error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	log := w.cfg.logger

@@ -10,7 +10,7 @@ import (
 )
 
 // A replica warns once when its clock offset to a lock node goes above
-// half the skew (measured through the tick clock, so WithClock counts),
+// half the skew (measured through the tick clock, so withClock counts),
 // once when it is back, and hands every measurement to the observer; at
 // most one measurement a minute.
 func TestClockOffsetIsMeasuredAndWarned(t *testing.T) {
@@ -25,11 +25,14 @@ func TestClockOffsetIsMeasuredAndWarned(t *testing.T) {
 			defer mu.Unlock()
 			return time.Now().Add(shift)
 		}
-		s := newTestScheduler(t, client, WithLogger(slog.New(logs)), WithClock(clock), WithReplica("r1"),
-			WithClockObserver(func(reps []ClockReport) {
+		s := newTestScheduler(t, client, WithLogger(slog.New(logs)), withClock(clock), withReplica("r1"),
+			WithObserver(func(e Event) {
+				if e.Outcome != OutcomeClock {
+					return
+				}
 				mu.Lock()
 				defer mu.Unlock()
-				seen = append(seen, reps[0].Offset)
+				seen = append(seen, e.Offset)
 			}))
 		if err := s.Register("j", "* * * * * *", nop); err != nil {
 			t.Fatal(err)

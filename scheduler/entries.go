@@ -19,7 +19,7 @@ type Entry struct {
 	// LastRun is the tick this replica last ran (or enqueued), zero if
 	// none.
 	LastRun time.Time
-	// RanBy names the replica that ran Last.Tick: this one (WithReplica)
+	// RanBy names the replica that ran Last.Tick: this one
 	// if it did; for a tick another replica ran, the holder its lock
 	// record names when the lock client records holders, else "".
 	RanBy string
@@ -36,12 +36,12 @@ type entryState struct {
 func (r *runner) note(ev Event) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if ev.Outcome == OutcomeDelayed || ev.Outcome == OutcomeCaughtUp {
+	if ev.Outcome == OutcomeLate {
 		return // the run's own outcome follows
 	}
 	r.state.last = ev
 	switch ev.Outcome {
-	case OutcomeRan, OutcomeFailed, OutcomePanicked, OutcomeEnqueued:
+	case OutcomeRan, OutcomeFailed:
 		r.state.lastRun = ev.Tick
 	}
 }

@@ -14,8 +14,8 @@ func TestEntries(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		t0 := time.Now()
 		locks := newMemLocks()
-		a := newTestScheduler(t, locks.client(), WithReplica("a"))
-		b := newTestScheduler(t, locks.client(), WithReplica("b"), WithClock(func() time.Time { return time.Now() }))
+		a := newTestScheduler(t, locks.client(), withReplica("a"))
+		b := newTestScheduler(t, locks.client(), withReplica("b"), withClock(func() time.Time { return time.Now() }))
 		for _, s := range []*Scheduler{a, b} {
 			if err := s.Register("fails", "*/2 * * * * *", func(context.Context) error { return errors.New("disk full") }); err != nil {
 				t.Fatal(err)

@@ -2,125 +2,102 @@ package scheduler
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"time"
 )
 
-// Outcome tells what became of one run of a job on one replica.
-type Outcome int
+// Outcome tells what became of one run of a job on one replica; its value
+// is suitable as a metric label.
+type Outcome string
 
-// Outcomes. Each run reports exactly one of them, except OutcomeDelayed,
-// which is reported when a delayed run starts and is followed by the run's
-// own outcome.
+// Outcomes. Each run reports exactly one of them; OutcomeLate is reported
+// when a late run starts and is followed by the run's own outcome, and
+// OutcomeClock reports a clock measurement, not a run.
 const (
-	// OutcomeRan: this replica ran the tick and the job returned nil.
-	OutcomeRan Outcome = iota + 1
-	// OutcomeFailed: this replica ran the tick and the job returned an error,
-	// or its lock was lost while it ran (Err matches redlock.ErrLockLost), or
-	// the bridge could not enqueue.
-	OutcomeFailed
-	// OutcomePanicked: the job panicked; Err is a *PanicError. The scheduler
-	// goes on.
-	OutcomePanicked
-	// OutcomeSkippedOtherReplica: another replica holds (or held) the tick.
-	OutcomeSkippedOtherReplica
-	// OutcomeSkippedOverlap: this replica won the tick but the previous run
-	// of the job was still running (SkipIfRunning, or DelayIfRunning after
-	// waiting the max delay). The tick is not run anywhere.
-	OutcomeSkippedOverlap
-	// OutcomeDelayed: the tick waited for the previous run (DelayIfRunning)
-	// and starts now; Duration is the wait.
-	OutcomeDelayed
-	// OutcomeSkippedNoTick: the run did not start within the skew of an
-	// activation of the schedule (Err matches ErrNoTick); Tick is zero.
-	OutcomeSkippedNoTick
+	// OutcomeRan: this replica ran the tick and the job returned nil, or
+	// the bridge enqueued the tick's task (TaskID).
+	OutcomeRan Outcome = "ran"
+	// OutcomeFailed: this replica ran the tick and the job returned an
+	// error or panicked (the stack is logged), or its lock was lost while
+	// it ran (Err matches redlock.ErrLockLost), or the bridge could not
+	// enqueue. A panic does not stop the scheduler.
+	OutcomeFailed Outcome = "failed"
+	// OutcomeSkippedOtherReplica: another replica holds (or held) the
+	// tick, or the bridge found the tick's task already enqueued
+	// (asynq.ErrTaskIDConflict). Not an error.
+	OutcomeSkippedOtherReplica Outcome = "skipped_other_replica"
+	// OutcomeSkippedOverlap: this replica won the tick but the previous
+	// run of the job was still running (and, with WithDelayIfRunning,
+	// still was after the max delay). The tick is not run anywhere.
+	OutcomeSkippedOverlap Outcome = "skipped_overlap"
+	// OutcomeSkippedBeyondSkew: this run was outside the skew: it started
+	// more than the skew after any activation (Tick is zero), or another
+	// replica ran the tick earlier than any replica within the skew could
+	// have started it (the tick is not run again). A clock offset or
+	// delivery delay beyond the skew: fix the clock or raise WithSkew.
+	OutcomeSkippedBeyondSkew Outcome = "skipped_beyond_skew"
 	// OutcomeLockError: the lock nodes gave no answer (Err matches
-	// redlock.ErrQuorum, redlock.ErrClosed or a context error); this replica
-	// did not run the tick.
-	OutcomeLockError
-	// OutcomeEnqueued: the bridge enqueued the tick's task (TaskID).
-	OutcomeEnqueued
-	// OutcomeAlreadyEnqueued: the bridge found the tick's task already
-	// enqueued (asynq.ErrTaskIDConflict): not an error.
-	OutcomeAlreadyEnqueued
-	// OutcomeMisconfigured is no longer reported: a configuration that
-	// cannot run is refused where it is made (NewSingleton, Register, a
-	// panic from Singleton).
-	OutcomeMisconfigured
-	// OutcomeSkippedBeyondSkew: another replica ran the tick earlier than
-	// any replica within the skew could have started it (its record was
-	// found): a clock offset or delivery delay beyond the skew. The tick is
-	// not run again.
-	OutcomeSkippedBeyondSkew
-	// OutcomeCaughtUp: with WithCatchUp, a tick that no replica ran (all
-	// were down) starts late, when this replica started; Duration is how
-	// late. It is followed by the run's own outcome.
-	OutcomeCaughtUp
+	// redlock.ErrQuorum, redlock.ErrClosed or a context error), or
+	// answered too late to be sure; this replica did not run the tick.
+	OutcomeLockError Outcome = "lock_error"
+	// OutcomeLate: a run starts late, Duration late, and its own outcome
+	// follows. Err says why: it waited for the previous run
+	// (WithDelayIfRunning), or it is a tick that no replica ran, caught up
+	// (WithCatchUp).
+	OutcomeLate Outcome = "late"
+	// OutcomeClock: not a run but a measurement of this replica's clock
+	// offset to one lock node: Node, Offset, Duration (the round trip; the
+	// offset's error is at most half of it), Err if the node did not
+	// answer. Taken when a Scheduler starts and then at most once a minute
+	// while jobs run.
+	OutcomeClock Outcome = "clock"
 )
 
-// String returns the outcome's name, suitable as a metric label.
-func (o Outcome) String() string {
-	switch o {
-	case OutcomeRan:
-		return "ran"
-	case OutcomeFailed:
-		return "failed"
-	case OutcomePanicked:
-		return "panicked"
-	case OutcomeSkippedOtherReplica:
-		return "skipped_other_replica"
-	case OutcomeSkippedOverlap:
-		return "skipped_overlap"
-	case OutcomeDelayed:
-		return "delayed"
-	case OutcomeSkippedNoTick:
-		return "skipped_no_tick"
-	case OutcomeLockError:
-		return "lock_error"
-	case OutcomeEnqueued:
-		return "enqueued"
-	case OutcomeAlreadyEnqueued:
-		return "already_enqueued"
-	case OutcomeMisconfigured:
-		return "misconfigured"
-	case OutcomeSkippedBeyondSkew:
-		return "skipped_beyond_skew"
-	case OutcomeCaughtUp:
-		return "caught_up"
-	}
-	return "unknown"
-}
+// errWaited and errCaughtUp say why a run is late.
+var (
+	errWaited   = errors.New("scheduler: waited for the previous run")
+	errCaughtUp = errors.New("scheduler: caught up: no replica ran this tick")
+)
 
-// level is the log level of an outcome.
-func (o Outcome) level() slog.Level {
-	switch o {
-	case OutcomeRan, OutcomeDelayed, OutcomeEnqueued:
+// level is the log level of an event.
+func (e Event) level() slog.Level {
+	switch e.Outcome {
+	case OutcomeRan:
 		return slog.LevelInfo
-	case OutcomeSkippedOverlap, OutcomeSkippedNoTick, OutcomeLockError, OutcomeSkippedBeyondSkew, OutcomeCaughtUp:
+	case OutcomeLate:
+		if errors.Is(e.Err, errCaughtUp) {
+			return slog.LevelWarn
+		}
+		return slog.LevelInfo
+	case OutcomeSkippedOverlap, OutcomeLockError, OutcomeSkippedBeyondSkew:
 		return slog.LevelWarn
-	case OutcomeFailed, OutcomePanicked, OutcomeMisconfigured:
+	case OutcomeFailed:
 		return slog.LevelError
 	}
-	return slog.LevelDebug // skipped_other_replica, already_enqueued
+	return slog.LevelDebug // skipped_other_replica, clock
 }
 
-// Event is what the observer receives for a run.
+// Event is what the observer receives for a run, or for a clock
+// measurement (OutcomeClock).
 type Event struct {
 	Job      string        // the job's name
 	Tick     time.Time     // the activation the run belongs to; zero if none
 	Outcome  Outcome       // what became of the run
-	Duration time.Duration // the job's run time (ran, failed, panicked), the wait (delayed)
-	TaskID   string        // the asynq task ID (bridge only)
-	Err      error         // the cause of a failure or skip
-	Replica  string        // the replica that reports the event (WithReplica)
+	Duration time.Duration // the job's run time (ran, failed), how late (late), the round trip (clock)
+	TaskID   string        // the asynq task ID (bridge only): "cron:<job>:<tick in Unix ms>"
+	Err      error         // the cause of a failure or skip, or why a run is late
+	Replica  string        // the replica that reports the event (its "<hostname>:<pid>")
+	Node     string        // clock: the lock node's address (no credentials)
+	Offset   time.Duration // clock: the node's clock minus this replica's
 }
 
 // report logs ev and hands it to the observer.
 func (r *runner) report(ev Event) {
 	ev.Job, ev.Replica = r.name, r.cfg.replica
 	r.note(ev)
-	attrs := make([]slog.Attr, 0, 7)
-	attrs = append(attrs, slog.String("job", ev.Job), slog.String("outcome", ev.Outcome.String()),
+	attrs := make([]slog.Attr, 0, 8)
+	attrs = append(attrs, slog.String("job", ev.Job), slog.String("outcome", string(ev.Outcome)),
 		slog.String("replica", ev.Replica))
 	if !ev.Tick.IsZero() {
 		attrs = append(attrs, slog.Time("tick", ev.Tick))
@@ -134,7 +111,10 @@ func (r *runner) report(ev Event) {
 	if ev.Err != nil {
 		attrs = append(attrs, slog.Any("err", ev.Err))
 	}
-	r.cfg.logger.LogAttrs(context.Background(), ev.Outcome.level(), "cron job "+ev.Outcome.String(), attrs...)
+	if pe := (*panicError)(nil); errors.As(ev.Err, &pe) {
+		attrs = append(attrs, slog.String("stack", string(pe.stack)))
+	}
+	r.cfg.logger.LogAttrs(context.Background(), ev.level(), "cron job "+string(ev.Outcome), attrs...)
 	if r.cfg.observer != nil {
 		r.cfg.observer(ev)
 	}

@@ -2,8 +2,8 @@ package scheduler_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
-	"github.com/asynqlock/asynqlock/internal/embedded"
 	"log"
 	"log/slog"
 	"maps"
@@ -12,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/asynqlock/asynqlock/internal/embedded"
 	"github.com/asynqlock/asynqlock/redlock"
 	"github.com/asynqlock/asynqlock/scheduler"
 	"github.com/hibiken/asynq"
@@ -41,9 +42,12 @@ func ExampleSingleton() {
 	outcomes := map[time.Time][]string{} // tick → outcome on each replica
 	both := make(chan []string, 1)
 	observe := func(e scheduler.Event) {
+		if e.Outcome == scheduler.OutcomeClock {
+			return // a clock measurement, not a run
+		}
 		mu.Lock()
 		defer mu.Unlock()
-		outcomes[e.Tick] = append(outcomes[e.Tick], e.Outcome.String())
+		outcomes[e.Tick] = append(outcomes[e.Tick], string(e.Outcome))
 		if len(outcomes[e.Tick]) == 2 {
 			select {
 			case both <- outcomes[e.Tick]:
@@ -82,7 +86,7 @@ func ExampleSingleton() {
 }
 
 // One Singleton for every job of a cron (cron.WithChain): each job gets its
-// own name and ticks.
+// own name, by the order the jobs are added, and its own ticks.
 func ExampleSingleton_withChain() {
 	urls, stop := nodes(3)
 	defer stop()
@@ -96,10 +100,13 @@ func ExampleSingleton_withChain() {
 	seen := map[string]bool{}
 	all := make(chan []string, 1)
 	observe := func(e scheduler.Event) {
+		if e.Outcome == scheduler.OutcomeClock {
+			return
+		}
 		mu.Lock()
 		defer mu.Unlock()
 		seen[e.Job] = true
-		if len(seen) == 3 {
+		if len(seen) == 2 {
 			names := slices.Sorted(maps.Keys(seen))
 			select {
 			case all <- names:
@@ -114,12 +121,11 @@ func ExampleSingleton_withChain() {
 			log.Fatal(err)
 		}
 	}
-	c.Schedule(scheduler.Every(time.Second), scheduler.Named("report", nil, job))
 	c.Start()
 	names := <-all
 	<-c.Stop().Done()
 	fmt.Println(names)
-	// Output: [svc svc#2 svc/report]
+	// Output: [svc svc#2]
 }
 
 // A Scheduler runs named func(ctx) error jobs; every replica registers the
@@ -139,8 +145,8 @@ func ExampleScheduler() {
 	}
 	ticks := make(chan time.Time, 10)
 	err = s.Register("cleanup", "* * * * * *", func(ctx context.Context) error {
-		info, _ := scheduler.FromContext(ctx)
-		ticks <- info.Tick
+		run, _ := scheduler.FromContext(ctx)
+		ticks <- run.Tick
 		return nil
 	})
 	if err != nil {
@@ -190,7 +196,7 @@ func ExampleScheduler_RegisterTask() {
 	enqueued := make(chan struct{}, 10)
 	err = s.RegisterTask("report", "* * * * * *", &printer{}, asynq.NewTask("report:generate", nil),
 		scheduler.WithObserver(func(e scheduler.Event) {
-			if e.Outcome == scheduler.OutcomeEnqueued {
+			if e.Outcome == scheduler.OutcomeRan {
 				enqueued <- struct{}{}
 			}
 		}))
@@ -203,4 +209,68 @@ func ExampleScheduler_RegisterTask() {
 		log.Fatal(err)
 	}
 	// Output: enqueue report:generate as true
+}
+
+// NewSingleton refuses, where the wrapper is made, a configuration that
+// could never run as meant; Singleton panics with the same error.
+func ExampleNewSingleton() {
+	urls, stop := nodes(3)
+	defer stop()
+	locks, err := redlock.NewFromURLs(urls)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer locks.Close()
+
+	_, err = scheduler.NewSingleton(locks, "report", scheduler.WithSpec("@every 10s"))
+	fmt.Println(errors.Is(err, scheduler.ErrInvalid))
+	// Output: true
+}
+
+// Every replaces robfig's "@every", whose ticks count from each cron's
+// start, with ticks that every replica shares: the multiples of the
+// interval since the Unix epoch. Use it with c.Schedule:
+//
+//	c.Schedule(scheduler.Every(10*time.Second), cron.NewChain(scheduler.Singleton(locks, "poll")).Then(job))
+func ExampleEvery() {
+	every := scheduler.Every(10 * time.Second)
+	t := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	fmt.Println(every.Next(t).Format(time.TimeOnly))
+	fmt.Println(every.Next(every.Next(t)).Format(time.TimeOnly))
+	// Output:
+	// 03:04:10
+	// 03:04:20
+}
+
+// EnqueueJob bridges a robfig cron to asynq under Singleton: each tick's
+// task is enqueued once across replicas, with a task ID made of the job
+// name and the tick, which FromContext and the Event also carry.
+func ExampleEnqueueJob() {
+	urls, stop := nodes(3)
+	defer stop()
+	locks, err := redlock.NewFromURLs(urls, redlock.WithNodeTimeout(time.Second)) // patient: embedded nodes share a busy CPU
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer locks.Close()
+
+	ids := make(chan string, 10)
+	c := cron.New(cron.WithSeconds())
+	job := cron.NewChain(scheduler.Singleton(locks, "report", quiet,
+		scheduler.WithObserver(func(e scheduler.Event) {
+			if e.Outcome == scheduler.OutcomeRan {
+				ids <- e.TaskID
+			}
+		}),
+	)).Then(scheduler.EnqueueJob(&printer{}, asynq.NewTask("report:generate", nil))) // an *asynq.Client in production
+	if _, err := c.AddJob("* * * * * *", job); err != nil {
+		log.Fatal(err)
+	}
+	c.Start()
+	id := <-ids
+	<-c.Stop().Done()
+	fmt.Println("event task ID:", strings.HasPrefix(id, "cron:report:"))
+	// Output:
+	// enqueue report:generate as true
+	// event task ID: true
 }

@@ -24,7 +24,7 @@ type locker interface {
 	// holder or answers.
 	Record(ctx context.Context, resource string) (remaining time.Duration, token string, ok bool)
 	// Check measures this process's clock offset to each node.
-	Check(ctx context.Context) ([]ClockReport, error)
+	Check(ctx context.Context) ([]clockReport, error)
 }
 
 // lease is a held lock: *redlock.Lock.
@@ -69,7 +69,7 @@ func (r redlockLocker) Record(ctx context.Context, resource string) (time.Durati
 		}
 	}
 	for tok, n := range votes {
-		if n >= r.c.Quorum() {
+		if n >= len(states)/2+1 { // a quorum of the nodes
 			return longest[tok], tok, true
 		}
 	}
@@ -81,4 +81,18 @@ func lockerFor(c *redlock.Client) (locker, error) {
 		return nil, invalidf("nil redlock client")
 	}
 	return redlockLocker{c}, nil
+}
+
+// Check measures this process's clock offset to each lock node with
+// redlock's Check (the node's TIME at the midpoint of the round trip).
+func (r redlockLocker) Check(ctx context.Context) ([]clockReport, error) {
+	reps, err := r.c.Check(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]clockReport, len(reps))
+	for i, n := range reps {
+		out[i] = clockReport{Node: n.Addr, Offset: n.ClockOffset, RTT: n.RTT, Err: n.Err} // Err: TIME failed
+	}
+	return out, nil
 }

@@ -178,9 +178,9 @@ func (c *memClient) Record(ctx context.Context, resource string) (time.Duration,
 }
 
 // Check reports the service's clock as offset by c.nodeOffset.
-func (c *memClient) Check(ctx context.Context) ([]ClockReport, error) {
+func (c *memClient) Check(ctx context.Context) ([]clockReport, error) {
 	if c.dead.Load() {
 		return nil, redlock.ErrClosed
 	}
-	return []ClockReport{{Node: "mem:1", Offset: time.Duration(c.nodeOffset.Load())}}, nil
+	return []clockReport{{Node: "mem:1", Offset: time.Duration(c.nodeOffset.Load())}}, nil
 }

@@ -1,7 +1,6 @@
 package scheduler
 
 import (
-	"fmt"
 	"strings"
 	"unicode"
 )
@@ -13,13 +12,13 @@ const maxNameLen = 200
 func checkName(name string) error {
 	switch {
 	case name == "":
-		return fmt.Errorf("%w: empty", ErrInvalidName)
+		return invalidf("empty job name")
 	case len(name) > maxNameLen:
-		return fmt.Errorf("%w %.20q…: longer than %d bytes", ErrInvalidName, name, maxNameLen)
+		return invalidf("job name %.20q…: longer than %d bytes", name, maxNameLen)
 	case strings.ContainsAny(name, "{}"):
-		return fmt.Errorf("%w %q: contains '{' or '}'", ErrInvalidName, name)
+		return invalidf("job name %q: contains '{' or '}'", name)
 	case strings.IndexFunc(name, func(r rune) bool { return unicode.IsSpace(r) || unicode.IsControl(r) }) >= 0:
-		return fmt.Errorf("%w %q: contains whitespace or control characters", ErrInvalidName, name)
+		return invalidf("job name %q: contains whitespace or control characters", name)
 	}
 	return nil
 }

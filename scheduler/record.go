@@ -31,7 +31,7 @@ func (r *runner) lost(ev Event, resource string, ttls []time.Duration, start tim
 		earlier := age - time.Since(start) // how long before this run started it was won
 		if age >= 0 && earlier > 2*r.cfg.skew+r.budget {
 			ev.Outcome = OutcomeSkippedBeyondSkew
-			ev.Err = fmt.Errorf("tick already run by another replica %v before this run started, more than twice the skew %v: "+
+			ev.Err = fmt.Errorf("scheduler: tick already run by another replica %v before this run started, more than twice the skew %v: "+
 				"a clock offset or delivery delay beyond the skew (%w)", earlier.Round(time.Millisecond), r.cfg.skew, err)
 		}
 	}

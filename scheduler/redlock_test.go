@@ -31,7 +31,7 @@ func TestSameProcessOverlapWithRedlock(t *testing.T) {
 	if err := s.Register("skip", "* * * * * *", skip.job(0, 1500*time.Millisecond)); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.Register("delay", "* * * * * *", delay.job(0, 1500*time.Millisecond), WithOverlap(DelayIfRunning)); err != nil {
+	if err := s.Register("delay", "* * * * * *", delay.job(0, 1500*time.Millisecond), WithDelayIfRunning(0)); err != nil {
 		t.Fatal(err)
 	}
 	// A second replica of "skip" on the same client, under Singleton.
@@ -62,7 +62,7 @@ func TestSameProcessOverlapWithRedlock(t *testing.T) {
 		}
 		return n
 	}
-	if count(OutcomeSkippedOverlap, "skip") == 0 || count(OutcomeDelayed, "delay") == 0 {
+	if count(OutcomeSkippedOverlap, "skip") == 0 || count(OutcomeLate, "delay") == 0 {
 		t.Fatalf("want skipped overlaps for 'skip' and delays for 'delay', got events %+v", rec.events)
 	}
 	if count(OutcomeSkippedOtherReplica, "skip") == 0 {

@@ -68,7 +68,7 @@ func TestSingletonEachTickOnceAcrossSkewedReplicas(t *testing.T) {
 		if n := rec.count(OutcomeSkippedOtherReplica); n < 24 {
 			t.Errorf("%d skipped_other_replica events, want 2 per tick", n)
 		}
-		if n := rec.count(OutcomeSkippedNoTick); n != 0 {
+		if n := rec.count(OutcomeSkippedBeyondSkew); n != 0 {
 			t.Errorf("%d runs not attributed to a tick", n)
 		}
 		time.Sleep(2 * time.Second) // let the tick locks go
@@ -86,9 +86,9 @@ func TestRunLaterThanSkewIsSkipped(t *testing.T) {
 		if len(rec.runs()) != 0 {
 			t.Fatalf("a run 600ms late with a 500ms skew ran: %v", rec.runs())
 		}
-		evs := rec.eventsOf(OutcomeSkippedNoTick)
-		if len(evs) == 0 || !errors.Is(evs[0].Err, ErrNoTick) || !evs[0].Tick.IsZero() {
-			t.Fatalf("want skipped_no_tick events with ErrNoTick, got %+v", rec.events)
+		evs := rec.eventsOf(OutcomeSkippedBeyondSkew)
+		if len(evs) == 0 || !errors.Is(evs[0].Err, errNoTick) || !evs[0].Tick.IsZero() {
+			t.Fatalf("want skipped_beyond_skew events without a tick (errNoTick), got %+v", rec.events)
 		}
 	})
 }
@@ -159,7 +159,7 @@ func TestTickIsRememberedForItsRecordTTL(t *testing.T) {
 }
 
 // A job of 2.5 intervals never overlaps itself, across replicas; with
-// SkipIfRunning the ticks it covers are skipped, each tick at most once.
+// the default policy the ticks it covers are skipped, each tick at most once.
 func TestLongJobSkipsTicksItCovers(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		t0 := time.Now()
@@ -189,7 +189,7 @@ func TestLongJobSkipsTicksItCovers(t *testing.T) {
 	})
 }
 
-// With DelayIfRunning a tick waits for the previous run (bounded) and then
+// With WithDelayIfRunning a tick waits for the previous run (bounded) and then
 // runs right after it, still once; ticks that waited in vain are skipped.
 func TestLongJobDelaysNextTick(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
@@ -198,7 +198,7 @@ func TestLongJobDelaysNextTick(t *testing.T) {
 		var crons []*cron.Cron
 		for i := range 3 {
 			crons = append(crons, startReplica(t, locks.client(), "long", Every(time.Second), rec.job(i, 2500*time.Millisecond), 0,
-				WithSkew(300*time.Millisecond), WithOverlap(DelayIfRunning), WithMaxDelay(1200*time.Millisecond), WithObserver(rec.observe)))
+				WithSkew(300*time.Millisecond), WithDelayIfRunning(1200*time.Millisecond), WithObserver(rec.observe)))
 		}
 		time.Sleep(12*time.Second + 100*time.Millisecond)
 		stopCrons(crons...)
@@ -219,13 +219,13 @@ func TestLongJobDelaysNextTick(t *testing.T) {
 				t.Errorf("run %d started %v after the previous one ended; a delayed run should follow at once", i, gap)
 			}
 		}
-		delayed := rec.eventsOf(OutcomeDelayed)
+		delayed := rec.eventsOf(OutcomeLate)
 		if len(delayed) < 2 {
 			t.Fatalf("%d delayed events, want several", len(delayed))
 		}
 		for _, e := range delayed {
-			if e.Duration <= 0 || e.Duration > 1200*time.Millisecond {
-				t.Errorf("delayed %v, want within (0, 1.2s]", e.Duration)
+			if e.Duration <= 0 || e.Duration > 1200*time.Millisecond || !errors.Is(e.Err, errWaited) {
+				t.Errorf("delayed %v (%v), want within (0, 1.2s], for errWaited", e.Duration, e.Err)
 			}
 		}
 		if rec.count(OutcomeSkippedOverlap) == 0 {
@@ -330,10 +330,10 @@ func TestPanicIsRecoveredAndReported(t *testing.T) {
 		if calls != 2 {
 			t.Fatalf("job called %d times, want 2: the tick after the panic must run", calls)
 		}
-		p := rec.eventsOf(OutcomePanicked)
-		var pe *PanicError
-		if len(p) != 1 || !errors.As(p[0].Err, &pe) || pe.Value != "boom" || !strings.Contains(string(pe.Stack), "run_test.go") {
-			t.Fatalf("want one panicked event with the value and stack, got %+v", rec.events)
+		p := rec.eventsOf(OutcomeFailed)
+		var pe *panicError
+		if len(p) != 1 || !errors.As(p[0].Err, &pe) || pe.value != "boom" || !strings.Contains(string(pe.stack), "run_test.go") {
+			t.Fatalf("want one failed event with the panic value and stack, got %+v", rec.events)
 		}
 		if rec.count(OutcomeRan) != 1 {
 			t.Fatalf("want the second tick reported as ran, got %+v", rec.events)
@@ -355,11 +355,11 @@ func TestPlainCronJob(t *testing.T) {
 		}), 0, WithSkew(300*time.Millisecond), WithObserver(rec.observe))
 		time.Sleep(3*time.Second + 100*time.Millisecond)
 		stopCrons(c)
-		if calls != 3 || rec.count(OutcomeRan) != 2 || rec.count(OutcomePanicked) != 1 {
+		if calls != 3 || rec.count(OutcomeRan) != 2 || rec.count(OutcomeFailed) != 1 {
 			t.Fatalf("calls %d, events %+v", calls, rec.events)
 		}
-		var pe *PanicError
-		if ev := rec.eventsOf(OutcomePanicked)[0]; !errors.As(ev.Err, &pe) || pe.Unwrap() == nil {
+		var pe *panicError
+		if ev := rec.eventsOf(OutcomeFailed)[0]; !errors.As(ev.Err, &pe) || pe.Unwrap() == nil {
 			t.Fatalf("panic with an error value should unwrap to it: %v", ev.Err)
 		}
 		time.Sleep(time.Second)

@@ -40,8 +40,7 @@ type registered struct {
 // New returns a Scheduler taking its locks from client. The options are
 // defaults for every job (Register may override them per job); WithLocation
 // sets the time zone of specs without a CRON_TZ= prefix (default UTC).
-// WithSchedule and WithSpec are not accepted: each job gets its spec from
-// Register. A Scheduler measures this replica's clock offset to the lock
+// WithSpec is not accepted: each job gets its spec from Register. A Scheduler measures this replica's clock offset to the lock
 // nodes when it starts and then at most once a minute.
 func New(client *redlock.Client, opts ...Option) (*Scheduler, error) {
 	locks, err := lockerFor(client)
@@ -57,7 +56,7 @@ func newScheduler(locks locker, opts []Option) (*Scheduler, error) {
 		return nil, err
 	}
 	if cfg.schedule != nil || cfg.hasSpec {
-		return nil, invalidf("WithSchedule and WithSpec are for Singleton; a Scheduler job's spec is given to Register")
+		return nil, invalidf("WithSpec is for Singleton; a Scheduler job's spec is given to Register")
 	}
 	stopping, stopBegin := context.WithCancel(context.Background())
 	running, kill := context.WithCancelCause(context.Background())
@@ -75,27 +74,25 @@ func newScheduler(locks locker, opts []Option) (*Scheduler, error) {
 
 // Register adds a job that calls fn on each tick of spec: 6 fields with
 // seconds first ("*/10 * * * * *"), 5 fields with minutes first, a
-// descriptor (@hourly, @every 30s, aligned as Parse says), with an optional
+// descriptor (@hourly, @every 30s, aligned as Every says), with an optional
 // CRON_TZ=Zone prefix. fn's context is cancelled with cause
 // redlock.ErrLockLost if the job's lock is lost, and with cause ErrStopped
 // when Stop's context ends; a panic in fn is recovered and reported. The
 // options override the Scheduler's defaults for this job.
 //
-// Register fails with ErrInvalidName, ErrDuplicateName, ErrInvalidSpec,
-// ErrInvalid or ErrStopped. Jobs may be registered before
-// or after Start.
+// Register fails with ErrInvalid (bad or duplicate name, bad spec or
+// option) or ErrStopped. Jobs may be registered before or after Start.
 func (s *Scheduler) Register(name, spec string, fn func(ctx context.Context) error, opts ...Option) error {
 	if fn == nil {
 		return invalidf("job %q: nil function", name)
 	}
-	return s.add(name, spec, Func(fn), opts)
+	return s.add(name, spec, funcJob(fn), opts)
 }
 
 // RegisterTask adds a job that enqueues task with enq on each tick of spec,
 // exactly once across replicas, as EnqueueJob describes. The options
-// override the Scheduler's defaults for this job (WithRetention is the one
-// that matters most). It fails as Register does, and with ErrInvalid for a
-// nil enqueuer or task.
+// override the Scheduler's defaults for this job. It fails as Register
+// does, and with ErrInvalid for a nil enqueuer or task.
 func (s *Scheduler) RegisterTask(name, spec string, enq Enqueuer, task *asynq.Task, opts ...Option) error {
 	return s.add(name, spec, &taskJob{enq: enq, task: task}, opts)
 }
@@ -106,14 +103,14 @@ func (s *Scheduler) add(name, spec string, job cron.Job, opts []Option) error {
 	}
 	cfg := s.cfg
 	if err := cfg.apply(opts); err != nil {
-		return fmt.Errorf("job %q: %w", name, err)
+		return fmt.Errorf("%w (job %q)", err, name)
 	}
 	if cfg.schedule != nil || cfg.hasSpec {
-		return invalidf("job %q: WithSchedule and WithSpec are for Singleton; pass the spec to Register", name)
+		return invalidf("job %q: WithSpec is for Singleton; pass the spec to Register", name)
 	}
-	sched, err := Parse(spec, cfg.loc)
+	sched, err := parse(spec, cfg.loc)
 	if err != nil {
-		return fmt.Errorf("job %q: %w", name, err)
+		return fmt.Errorf("%w (job %q)", err, name)
 	}
 	r, err := newRunner(s.locks, name, sched, job, cfg, s.host)
 	if err != nil {
@@ -126,37 +123,13 @@ func (s *Scheduler) add(name, spec string, job cron.Job, opts []Option) error {
 		return fmt.Errorf("%w: cannot register job %q", ErrStopped, name)
 	}
 	if _, dup := s.jobs[name]; dup {
-		return fmt.Errorf("%w: %q", ErrDuplicateName, name)
+		return invalidf("job %q: a job of that name is already registered", name)
 	}
 	s.jobs[name] = registered{id: s.cron.Schedule(sched, r), spec: spec, r: r}
 	if s.started {
 		r.catchUpLater()
 	}
 	return nil
-}
-
-// Remove unregisters a job: it runs no more ticks (a run in progress goes
-// on). It reports whether the job was registered.
-func (s *Scheduler) Remove(name string) bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	j, ok := s.jobs[name]
-	if ok {
-		delete(s.jobs, name)
-		s.cron.Remove(j.id)
-	}
-	return ok
-}
-
-// Jobs returns the names of the registered jobs, in no particular order.
-func (s *Scheduler) Jobs() []string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	names := make([]string, 0, len(s.jobs))
-	for n := range s.jobs {
-		names = append(names, n)
-	}
-	return names
 }
 
 // Start starts running the jobs in the background, measures this
@@ -178,7 +151,7 @@ func (s *Scheduler) Start() {
 }
 
 // Stop stops starting ticks and waits for the jobs that are running. Runs
-// that have not started their job yet (waiting under DelayIfRunning, or
+// that have not started their job yet (waiting under WithDelayIfRunning, or
 // still deciding who wins the tick) give up at once. When ctx ends first,
 // the running jobs' contexts are cancelled with cause ErrStopped and Stop
 // returns ctx's error without waiting further. The locks of ticks already

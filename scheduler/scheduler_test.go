@@ -90,12 +90,12 @@ func TestSchedulerLocation(t *testing.T) {
 	})
 }
 
-// Stop waits for running jobs; runs waiting under DelayIfRunning give up.
+// Stop waits for running jobs; runs waiting under WithDelayIfRunning give up.
 func TestSchedulerStopWaitsForRunningJobs(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		locks := newMemLocks()
 		rec := &recorder{}
-		s := newTestScheduler(t, locks.client(), WithSkew(300*time.Millisecond), WithOverlap(DelayIfRunning), WithMaxDelay(10*time.Second))
+		s := newTestScheduler(t, locks.client(), WithSkew(300*time.Millisecond), WithDelayIfRunning(10*time.Second))
 		if err := s.Register("slow", "* * * * * *", rec.job(0, 3*time.Second)); err != nil {
 			t.Fatal(err)
 		}
@@ -158,7 +158,7 @@ func TestSchedulerLogsOutcomes(t *testing.T) {
 		if err := s.Register("fails", "* * * * * *", func(ctx context.Context) error {
 			info, ok := FromContext(ctx)
 			if !ok || info.Job != "fails" || info.Tick.IsZero() {
-				t.Errorf("RunInfo %+v, %v", info, ok)
+				t.Errorf("FromContext %+v, %v", info, ok)
 			}
 			return errors.New("disk full")
 		}); err != nil {

@@ -69,9 +69,9 @@ func checkIdiom(t *testing.T, spec string) {
 	var mu sync.Mutex
 	naiveRuns := map[time.Time]int{}
 	var crons []*cron.Cron
-	skew := DefaultSkew * 9 / 10
+	skew := defaultSkew * 9 / 10
 	for i, rp := range []replica{{0, 0}, {0, 300 * time.Millisecond}, {skew, 0}, {-skew, 0}} {
-		opts := []Option{quiet, WithClock(rp.clock()), WithObserver(rec.observe)}
+		opts := []Option{quiet, withClock(rp.clock()), WithObserver(rec.observe)}
 		if spec != "" {
 			opts = append(opts, WithSpec(spec))
 		}
@@ -110,7 +110,7 @@ func checkIdiom(t *testing.T, spec string) {
 	if n := rec.count(OutcomeSkippedOtherReplica); n < 3*8 {
 		t.Errorf("%d skipped_other_replica events, want 3 per tick", n)
 	}
-	if n := rec.count(OutcomeSkippedNoTick) + rec.count(OutcomeSkippedBeyondSkew) + rec.count(OutcomeLockError); n != 0 {
+	if n := rec.count(OutcomeSkippedBeyondSkew) + rec.count(OutcomeSkippedBeyondSkew) + rec.count(OutcomeLockError); n != 0 {
 		t.Errorf("%d runs skipped or failed: %+v", n, rec.events)
 	}
 	time.Sleep(6 * time.Second) // let the tick records expire
@@ -136,7 +136,6 @@ func TestOneWrapperSeveralJobs(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			c.Schedule(Every(time.Second), Named("named", nil, rec.job(i, 0)))
 			c.Start()
 			crons = append(crons, c)
 		}
@@ -146,15 +145,15 @@ func TestOneWrapperSeveralJobs(t *testing.T) {
 		for _, e := range rec.eventsOf(OutcomeRan) {
 			byJob[e.Job]++
 		}
-		if byJob["svc"] != 4 || byJob["svc#2"] != 2 || byJob["svc/named"] != 4 {
-			t.Fatalf("runs per job %v, want svc 4, svc#2 2, svc/named 4", byJob)
+		if byJob["svc"] != 4 || byJob["svc#2"] != 2 {
+			t.Fatalf("runs per job %v, want svc 4, svc#2 2", byJob)
 		}
 
 		// Control: two jobs under one name.
 		shared := &recorder{}
 		c := cron.New()
 		for i := range 2 {
-			cfg := withSkew(DefaultSkew)
+			cfg := withSkew(defaultSkew)
 			cfg.logger = slog.New(slog.DiscardHandler)
 			r, err := newRunner(locks.client(), "same", nil, shared.job(i, 0), cfg, background)
 			if err != nil {
@@ -194,8 +193,8 @@ func TestRecordStopsAReplicaBeyondTheSkew(t *testing.T) {
 			rec := &recorder{}
 			var crons []*cron.Cron
 			for i, off := range []time.Duration{tc.ahead, 0} {
-				w, err := newSingleton(locks.client(), "j", []Option{quiet, WithSchedule(sched), WithTTL(time.Second),
-					WithClock(replica{offset: off}.clock()), WithObserver(rec.observe)})
+				w, err := newSingleton(locks.client(), "j", []Option{quiet, withSchedule(sched), WithTTL(time.Second),
+					withClock(replica{offset: off}.clock()), WithObserver(rec.observe)})
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -244,9 +243,9 @@ func TestLateRunWithoutScheduleIsSkipped(t *testing.T) {
 		if len(rec.runs()) != 0 {
 			t.Fatalf("a run 400ms late with a 300ms skew ran: %+v", rec.runs())
 		}
-		evs := rec.eventsOf(OutcomeSkippedNoTick)
-		if len(evs) < 2 || !errors.Is(evs[0].Err, ErrNoTick) || OutcomeSkippedNoTick.level() != slog.LevelWarn {
-			t.Fatalf("want skipped_no_tick events at Warn with ErrNoTick, got %+v", rec.events)
+		evs := rec.eventsOf(OutcomeSkippedBeyondSkew)
+		if len(evs) < 2 || !errors.Is(evs[0].Err, errNoTick) || evs[0].level() != slog.LevelWarn {
+			t.Fatalf("want skipped_beyond_skew events at Warn with errNoTick, got %+v", rec.events)
 		}
 	})
 }

@@ -1,8 +1,6 @@
 package scheduler
 
 import (
-	"fmt"
-	"strconv"
 	"time"
 
 	"github.com/robfig/cron/v3"
@@ -11,77 +9,6 @@ import (
 // gapSamples is how many successive activations are examined to find a
 // schedule's smallest interval.
 const gapSamples = 100
-
-// specParser accepts 5-field specs (minute first) and 6-field specs (seconds
-// first), descriptors such as @hourly and @every, and a CRON_TZ= or TZ=
-// prefix.
-var specParser = cron.NewParser(cron.SecondOptional | cron.Minute | cron.Hour | cron.Dom | cron.Month | cron.Dow | cron.Descriptor)
-
-// Parse parses a cron spec the way Scheduler and WithSpec do: 6 fields
-// (seconds first) or 5 (minute first), descriptors (@daily, @every 10s),
-// and an optional CRON_TZ=Zone prefix. Specs without a prefix are
-// interpreted in loc (time.UTC if nil).
-//
-// "@every d" becomes EverySchedule{d}, aligned to the Unix epoch, instead of
-// cron's ConstantDelaySchedule, whose activations depend on when each
-// replica's cron started and so would differ between replicas.
-func Parse(spec string, loc *time.Location) (cron.Schedule, error) {
-	s, err := specParser.Parse(spec)
-	if err != nil {
-		return nil, fmt.Errorf("%w %q: %w", ErrInvalidSpec, spec, err)
-	}
-	return normalize(s, loc), nil
-}
-
-// normalize replaces cron's replica-dependent @every schedule with the
-// aligned one and pins spec schedules without a zone to loc.
-func normalize(s cron.Schedule, loc *time.Location) cron.Schedule {
-	switch v := s.(type) {
-	case cron.ConstantDelaySchedule:
-		return EverySchedule{Interval: v.Delay}
-	case *cron.SpecSchedule:
-		if loc == nil {
-			loc = time.UTC
-		}
-		if v.Location == time.Local && loc != time.Local {
-			c := *v
-			c.Location = loc
-			return &c
-		}
-	}
-	return s
-}
-
-// EverySchedule activates at every multiple of Interval since the Unix epoch
-// (1970-01-01 00:00:00 UTC): Every(time.Hour) at the top of each UTC hour,
-// Every(10*time.Second) at :00, :10, :20 and so on. Unlike cron's
-// ConstantDelaySchedule its activations do not depend on when the cron
-// started, so every replica shares them.
-type EverySchedule struct {
-	Interval time.Duration
-}
-
-// Every returns an EverySchedule. The interval is truncated to a whole
-// millisecond; an interval under 1ms never activates.
-func Every(interval time.Duration) EverySchedule {
-	return EverySchedule{Interval: interval}
-}
-
-// Next returns the first multiple of the interval since the Unix epoch
-// strictly after t, in t's location, or the zero time if the interval is
-// under a millisecond.
-func (s EverySchedule) Next(t time.Time) time.Time {
-	d := s.Interval.Truncate(time.Millisecond).Nanoseconds()
-	if d <= 0 {
-		return time.Time{}
-	}
-	n := t.UnixNano()
-	k := n / d
-	if n%d < 0 {
-		k-- // floor for times before the epoch
-	}
-	return time.Unix(0, (k+1)*d).In(t.Location())
-}
 
 // maxScan bounds the activations tickFor steps over.
 const maxScan = 100_000
@@ -138,20 +65,4 @@ func minGap(s cron.Schedule, from time.Time) (gap time.Duration, never bool) {
 		t = n
 	}
 	return gap, false
-}
-
-// TaskID returns the asynq task ID the bridge gives the task of job name's
-// tick: "cron:<name>:<tick in Unix milliseconds>".
-func TaskID(name string, tick time.Time) string {
-	return tickResource(name, tick)
-}
-
-// tickResource is the lock resource of one tick of a job.
-func tickResource(name string, tick time.Time) string {
-	return "cron:" + name + ":" + strconv.FormatInt(tick.UnixMilli(), 10)
-}
-
-// runningResource is the lock resource held while a job runs.
-func runningResource(name string) string {
-	return "cron:" + name + ":running"
 }

@@ -11,7 +11,7 @@ import (
 
 func mustParse(t *testing.T, spec string, loc *time.Location) cron.Schedule {
 	t.Helper()
-	s, err := Parse(spec, loc)
+	s, err := parse(spec, loc)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -133,12 +133,12 @@ func TestParse(t *testing.T) {
 			t.Errorf("%q: Next(%v) = %v, want %v", tt.spec, from, got, tt.want)
 		}
 	}
-	if _, ok := mustParse(t, "@every 5s", nil).(EverySchedule); !ok {
-		t.Error("@every must become an EverySchedule")
+	if _, ok := mustParse(t, "@every 5s", nil).(everySchedule); !ok {
+		t.Error("@every must become an everySchedule")
 	}
 	for _, bad := range []string{"", "* * *", "61 * * * * *", "@sometimes", "TZ=Nowhere/City * * * * *", "* * * * * * *"} {
-		if _, err := Parse(bad, nil); !errors.Is(err, ErrInvalidSpec) {
-			t.Errorf("Parse(%q) = %v, want ErrInvalidSpec", bad, err)
+		if _, err := parse(bad, nil); !errors.Is(err, ErrInvalid) {
+			t.Errorf("parse(%q) = %v, want ErrInvalid", bad, err)
 		}
 	}
 }
@@ -169,7 +169,7 @@ func TestResources(t *testing.T) {
 	if got := tickResource("report", tick); got != "cron:report:1700000000123" {
 		t.Fatal(got)
 	}
-	if TaskID("report", tick) != tickResource("report", tick) {
+	if taskID("report", tick) != tickResource("report", tick) {
 		t.Fatal("task ID and tick resource differ")
 	}
 	if got := runningResource("report"); got != "cron:report:running" {

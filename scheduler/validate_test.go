@@ -3,6 +3,7 @@ package scheduler
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"strings"
 	"testing"
@@ -31,29 +32,24 @@ func TestRegisterValidation(t *testing.T) {
 		want     error
 		mention  string
 	}{
-		{"invalid spec", func() error { return s.Register("a", "not a spec", nop) }, ErrInvalidSpec, `"not a spec"`},
-		{"never activates", func() error { return s.Register("a", "0 0 0 30 2 *", nop) }, ErrInvalidSpec, "never activates"},
-		{"empty name", func() error { return s.Register("", "* * * * * *", nop) }, ErrInvalidName, "empty"},
-		{"name with space", func() error { return s.Register("a b", "* * * * * *", nop) }, ErrInvalidName, "whitespace"},
-		{"name with brace", func() error { return s.Register("a{b}", "* * * * * *", nop) }, ErrInvalidName, "'{'"},
-		{"name too long", func() error { return s.Register(strings.Repeat("x", 201), "* * * * * *", nop) }, ErrInvalidName, "longer"},
-		{"duplicate name", func() error { return s.Register("taken", "*/5 * * * * *", nop) }, ErrDuplicateName, `"taken"`},
-		{"duplicate task name", func() error { return s.RegisterTask("taken", "*/5 * * * * *", enq, task) }, ErrDuplicateName, `"taken"`},
+		{"invalid spec", func() error { return s.Register("a", "not a spec", nop) }, ErrInvalid, `"not a spec"`},
+		{"never activates", func() error { return s.Register("a", "0 0 0 30 2 *", nop) }, ErrInvalid, "never activates"},
+		{"empty name", func() error { return s.Register("", "* * * * * *", nop) }, ErrInvalid, "empty"},
+		{"name with space", func() error { return s.Register("a b", "* * * * * *", nop) }, ErrInvalid, "whitespace"},
+		{"name with brace", func() error { return s.Register("a{b}", "* * * * * *", nop) }, ErrInvalid, "'{'"},
+		{"name too long", func() error { return s.Register(strings.Repeat("x", 201), "* * * * * *", nop) }, ErrInvalid, "longer"},
+		{"duplicate name", func() error { return s.Register("taken", "*/5 * * * * *", nop) }, ErrInvalid, `"taken"`},
+		{"duplicate task name", func() error { return s.RegisterTask("taken", "*/5 * * * * *", enq, task) }, ErrInvalid, `"taken"`},
 		{"nil function", func() error { return s.Register("a", "* * * * * *", nil) }, ErrInvalid, "nil function"},
 		{"zero skew", func() error { return s.Register("a", "* * * * * *", nop, WithSkew(0)) }, ErrInvalid, "skew"},
 		{"negative ttl", func() error { return s.Register("a", "* * * * * *", nop, WithTTL(-time.Second)) }, ErrInvalid, "ttl"},
-		{"bad overlap", func() error { return s.Register("a", "* * * * * *", nop, WithOverlap(Overlap(7))) }, ErrInvalid, "overlap"},
-		{"negative max delay", func() error { return s.Register("a", "* * * * * *", nop, WithMaxDelay(-1)) }, ErrInvalid, "max delay"},
+		{"negative max delay", func() error { return s.Register("a", "* * * * * *", nop, WithDelayIfRunning(-1)) }, ErrInvalid, "max delay"},
 		{"nil location", func() error { return s.Register("a", "* * * * * *", nop, WithLocation(nil)) }, ErrInvalid, "location"},
-		{"nil logger", func() error { return s.Register("a", "* * * * * *", nop, WithLogger(nil)) }, ErrInvalid, "logger"},
 		{"negative catch-up", func() error { return s.Register("a", "* * * * * *", nop, WithCatchUp(-1)) }, ErrInvalid, "catch-up"},
-		{"nil clock", func() error { return s.Register("a", "* * * * * *", nop, WithClock(nil)) }, ErrInvalid, "clock"},
-		{"empty replica", func() error { return s.Register("a", "* * * * * *", nop, WithReplica("")) }, ErrInvalid, "replica"},
+		{"nil clock", func() error { return s.Register("a", "* * * * * *", nop, withClock(nil)) }, ErrInvalid, "clock"},
+		{"empty replica", func() error { return s.Register("a", "* * * * * *", nop, withReplica("")) }, ErrInvalid, "replica"},
 		{"nil option", func() error { return s.Register("a", "* * * * * *", nop, nil) }, ErrInvalid, "nil option"},
 		{"spec option", func() error { return s.Register("a", "* * * * * *", nop, WithSpec("* * * * * *")) }, ErrInvalid, "Singleton"},
-		{"short retention", func() error {
-			return s.RegisterTask("a", "* * * * *", enq, task, WithRetention(500*time.Millisecond))
-		}, ErrInvalid, "retention"},
 		{"nil enqueuer", func() error { return s.RegisterTask("a", "* * * * * *", nil, task) }, ErrInvalid, "enqueuer"},
 		{"nil task", func() error { return s.RegisterTask("a", "* * * * * *", enq, nil) }, ErrInvalid, "nil task"},
 		{"task without type", func() error { return s.RegisterTask("a", "* * * * * *", enq, asynq.NewTask(" ", nil)) }, ErrInvalid, "empty type"},
@@ -69,27 +65,21 @@ func TestRegisterValidation(t *testing.T) {
 			}
 		})
 	}
-	if got := s.Jobs(); len(got) != 1 || got[0] != "taken" {
+	if got := s.Entries(); len(got) != 1 || got[0].Job != "taken" {
 		t.Fatalf("failed registrations left jobs behind: %v", got)
 	}
-	// Per-second schedules work with the default skew, and with more.
-	for _, skew := range []time.Duration{DefaultSkew, 3 * time.Second} {
-		if err := s.Register("ok", "* * * * * *", nop, WithSkew(skew)); err != nil {
+	// Per-second schedules work with the default skew, and with more; a
+	// nil logger is the default logger.
+	for i, skew := range []time.Duration{defaultSkew, 3 * time.Second} {
+		if err := s.Register(fmt.Sprint("ok", i), "* * * * * *", nop, WithSkew(skew), WithLogger(nil)); err != nil {
 			t.Fatal(err)
 		}
-		s.Remove("ok")
 	}
 	if err := s.Register("ok", "@every 1s", nop); err != nil {
 		t.Fatal(err)
 	}
 	if err := s.RegisterTask("task", "* * * * *", enq, task); err != nil {
 		t.Fatal(err)
-	}
-	if !s.Remove("ok") || s.Remove("ok") {
-		t.Fatal("Remove should report whether the job was registered")
-	}
-	if err := s.Register("ok", "* * * * * *", nop, WithSkew(500*time.Millisecond)); err != nil {
-		t.Fatalf("a removed name can be registered again: %v", err)
 	}
 	if err := s.Stop(context.Background()); err != nil {
 		t.Fatal(err)
@@ -110,7 +100,7 @@ func TestNewValidation(t *testing.T) {
 	if _, err := newScheduler(locks, []Option{WithSkew(-1)}); !errors.Is(err, ErrInvalid) {
 		t.Fatalf("negative default skew: %v", err)
 	}
-	if _, err := newScheduler(locks, []Option{WithSchedule(Every(time.Minute))}); !errors.Is(err, ErrInvalid) {
+	if _, err := newScheduler(locks, []Option{withSchedule(Every(time.Minute))}); !errors.Is(err, ErrInvalid) {
 		t.Fatalf("WithSchedule on a Scheduler: %v", err)
 	}
 	for _, tt := range []struct {
@@ -119,11 +109,11 @@ func TestNewValidation(t *testing.T) {
 		want    error
 		mention string
 	}{
-		{"", nil, ErrInvalidName, "empty"},
-		{"a", []Option{WithSpec("bad")}, ErrInvalidSpec, `"bad"`},
-		{"a", []Option{WithSpec("@every 5s")}, ErrInvalidSpec, "scheduler.Every"},
-		{"a", []Option{WithSchedule(cron.Every(5 * time.Second))}, ErrInvalidSpec, "@every"},
-		{"a", []Option{WithSpec("0 0 30 2 *")}, ErrInvalidSpec, "never activates"},
+		{"", nil, ErrInvalid, "empty"},
+		{"a", []Option{WithSpec("bad")}, ErrInvalid, `"bad"`},
+		{"a", []Option{WithSpec("@every 5s")}, ErrInvalid, "scheduler.Every"},
+		{"a", []Option{withSchedule(cron.Every(5 * time.Second))}, ErrInvalid, "@every"},
+		{"a", []Option{WithSpec("0 0 30 2 *")}, ErrInvalid, "never activates"},
 		{"a", []Option{WithTTL(0)}, ErrInvalid, "ttl"},
 		{"a", []Option{WithCatchUp(time.Minute)}, ErrInvalid, "Scheduler"},
 		{"a", []Option{nil}, ErrInvalid, "nil option"},
@@ -135,7 +125,7 @@ func TestNewValidation(t *testing.T) {
 	}
 	// The robfig idiom: no schedule, default skew, per-second or
 	// aligned-interval schedules.
-	for _, opts := range [][]Option{nil, {WithSpec("* * * * * *")}, {WithSchedule(Every(time.Second))}} {
+	for _, opts := range [][]Option{nil, {WithSpec("* * * * * *")}, {withSchedule(Every(time.Second))}} {
 		if _, err := newSingleton(locks, "a", append(opts, quiet)); err != nil {
 			t.Errorf("newSingleton with %d options: %v", len(opts), err)
 		}
@@ -164,42 +154,38 @@ func (c capture) WithGroup(string) slog.Handler                 { return c }
 func TestSingletonPanicsOnBadInput(t *testing.T) {
 	for _, tt := range []struct {
 		what    string
-		make    func()
-		want    error
+		client  *redlock.Client
+		name    string
+		opts    []Option
 		mention string
 	}{
-		{"nil client", func() { Singleton(nil, "report") }, ErrInvalid, "nil redlock client"},
-		{"@every spec", func() { Singleton(&redlock.Client{}, "report", WithSpec("@every 5s")) }, ErrInvalidSpec, "scheduler.Every"},
-		{"bad name", func() { Singleton(&redlock.Client{}, "a b") }, ErrInvalidName, "whitespace"},
-		{"catch-up", func() { Singleton(&redlock.Client{}, "a", WithCatchUp(time.Hour)) }, ErrInvalid, "Scheduler"},
-		{"bad Named job", func() {
-			w, err := newSingleton(newMemLocks().client(), "svc", []Option{quiet})
-			if err != nil {
-				t.Fatal(err)
-			}
-			cron.New(cron.WithChain(w)).Schedule(Every(time.Second), Named("bad name", nil, Func(nop)))
-		}, ErrInvalidName, "Singleton \"svc\""},
+		{"nil client", nil, "report", nil, "nil redlock client"},
+		{"@every spec", &redlock.Client{}, "report", []Option{WithSpec("@every 5s")}, "scheduler.Every"},
+		{"bad spec", &redlock.Client{}, "report", []Option{WithSpec("bad")}, `"bad"`},
+		{"bad name", &redlock.Client{}, "a b", nil, "whitespace"},
+		{"catch-up", &redlock.Client{}, "a", []Option{WithCatchUp(time.Hour)}, "Scheduler"},
 	} {
 		t.Run(tt.what, func(t *testing.T) {
-			v := mustPanic(t, tt.make)
+			_, want := NewSingleton(tt.client, tt.name, tt.opts...)
+			v := mustPanic(t, func() { Singleton(tt.client, tt.name, tt.opts...) })
 			err, ok := v.(error)
-			if !ok || !errors.Is(err, tt.want) || !strings.Contains(err.Error(), tt.mention) {
-				t.Fatalf("panic %v, want %v mentioning %q", v, tt.want, tt.mention)
+			if !ok || !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), tt.mention) {
+				t.Fatalf("panic %v, want ErrInvalid mentioning %q", v, tt.mention)
+			}
+			if want == nil || err.Error() != want.Error() || !strings.HasPrefix(err.Error(), "scheduler: ") {
+				t.Fatalf("panic %q, want the error NewSingleton returns, %v", err, want)
 			}
 		})
 	}
 }
 
-func TestOutcomeAndOverlapNames(t *testing.T) {
-	seen := map[string]bool{}
-	for o := OutcomeRan; o <= OutcomeCaughtUp; o++ {
-		s := o.String()
-		if s == "unknown" || seen[s] {
-			t.Fatalf("outcome %d has name %q", o, s)
+func TestOutcomeNames(t *testing.T) {
+	seen := map[Outcome]bool{}
+	for _, o := range []Outcome{OutcomeRan, OutcomeFailed, OutcomeSkippedOtherReplica, OutcomeSkippedOverlap,
+		OutcomeSkippedBeyondSkew, OutcomeLockError, OutcomeLate, OutcomeClock} {
+		if o == "" || seen[o] || strings.ContainsAny(string(o), " -") {
+			t.Fatalf("outcome %q is not a distinct metric label", o)
 		}
-		seen[s] = true
-	}
-	if Outcome(0).String() != "unknown" || SkipIfRunning.String() != "skip" || DelayIfRunning.String() != "delay" || Overlap(9).String() != "unknown" {
-		t.Fatal("bad names")
+		seen[o] = true
 	}
 }

@@ -2,7 +2,6 @@ package worker
 
 import (
 	"crypto/tls"
-	"errors"
 	"fmt"
 	"net"
 	"net/url"
@@ -10,7 +9,8 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/asynqlock/asynqlock/redlock"
+	"github.com/asynqlock/asynqlock/internal/redisurl"
+	"github.com/asynqlock/asynqlock/internal/workerconfig"
 	"github.com/hibiken/asynq"
 	"github.com/redis/go-redis/v9"
 )
@@ -21,27 +21,13 @@ type broker struct {
 	addr string // where it is, for logs: never credentials
 }
 
-// tlsFiles are the TLS files given by environment variables, used by the
-// rediss URLs that do not name their own.
-type tlsFiles struct{ ca, cert, key string }
-
-// ParseBrokerURL parses a broker URL in any form ASYNQ_REDIS_URL accepts (see
-// Config.AsynqRedisURL) into asynq's connection options, keeping what
-// asynq.ParseRedisURI drops: the ACL user name, a Sentinel master's own
-// password and db, TLS files (tls_ca_file, tls_cert_file, tls_key_file).
-// Errors name the problem and never show the password.
-func ParseBrokerURL(raw string) (asynq.RedisConnOpt, error) {
-	b, err := parseBroker(raw, tlsFiles{})
-	return b.opt, err
-}
-
 // parseBroker turns ASYNQ_REDIS_URL into asynq's connection options, for a
 // single Redis, a Sentinel-managed master or a Redis Cluster. asynq's own
 // URI parser is not used: it drops the ACL user name, sends a Sentinel URL's
 // password to the sentinels only and ignores its db. Errors never quote the
 // password.
-func parseBroker(raw string, files tlsFiles) (broker, error) {
-	u, err := redlock.ParseRedisURL(withTLSDefaults(raw, files))
+func parseBroker(raw string, files workerconfig.TLSFiles) (broker, error) {
+	u, err := redisurl.Parse(workerconfig.WithTLSDefaults(raw, files))
 	if err != nil {
 		return broker{}, err
 	}
@@ -54,32 +40,15 @@ func parseBroker(raw string, files tlsFiles) (broker, error) {
 		return clusterBroker(u)
 	}
 	return broker{}, fmt.Errorf("URL %q: scheme must be redis, rediss, redis-sentinel, redis-cluster or rediss-cluster, got %q",
-		redlock.RedactURL(u), u.Scheme)
-}
-
-// withTLSDefaults adds to a rediss URL each of the environment's TLS files
-// that the URL does not name itself.
-func withTLSDefaults(raw string, f tlsFiles) string {
-	u, err := url.Parse(strings.TrimSpace(raw))
-	if err != nil || !strings.HasPrefix(u.Scheme, "rediss") || f == (tlsFiles{}) {
-		return raw
-	}
-	q := u.Query()
-	for p, v := range map[string]string{redlock.ParamTLSCAFile: f.ca, redlock.ParamTLSCertFile: f.cert, redlock.ParamTLSKeyFile: f.key} {
-		if v != "" && !q.Has(p) {
-			q.Set(p, v)
-		}
-	}
-	u.RawQuery = q.Encode()
-	return u.String()
+		redisurl.Redact(u), u.Scheme)
 }
 
 // singleBroker reads a redis:// or rediss:// URL with go-redis's parser (user
 // name, TLS files and go-redis parameters included).
 func singleBroker(u *url.URL) (broker, error) {
-	o, err := redlock.ParseNodeURL(u.String())
+	o, err := redisurl.ParseNode(u.String())
 	if err != nil {
-		return broker{}, errors.New(strings.TrimPrefix(err.Error(), redlock.ErrInvalid.Error()+": "))
+		return broker{}, err
 	}
 	return broker{addr: o.Addr, opt: asynq.RedisClientOpt{
 		Network: o.Network, Addr: o.Addr, Username: o.Username, Password: o.Password, DB: o.DB,
@@ -92,7 +61,7 @@ func singleBroker(u *url.URL) (broker, error) {
 // [&db=N][&username=u][&password=p]: the user info authenticates to the
 // sentinels, username and password to the master (go-redis's convention).
 func sentinelBroker(u *url.URL) (broker, error) {
-	shown := redlock.RedactURL(u)
+	shown := redisurl.Redact(u)
 	q := u.Query()
 	opt := asynq.RedisFailoverClientOpt{
 		MasterName:    q.Get("master"),
@@ -124,7 +93,7 @@ func sentinelBroker(u *url.URL) (broker, error) {
 // clusterBroker reads redis-cluster://[user:pw@]h1:p,h2:p (rediss-cluster
 // for TLS, with the TLS file parameters).
 func clusterBroker(u *url.URL) (broker, error) {
-	shown := redlock.RedactURL(u)
+	shown := redisurl.Redact(u)
 	opt := asynq.RedisClusterClientOpt{Addrs: strings.Split(u.Host, ",")}
 	if err := hostPorts(opt.Addrs); err != nil {
 		return broker{}, fmt.Errorf("URL %q: %w", shown, err)
@@ -134,13 +103,13 @@ func clusterBroker(u *url.URL) (broker, error) {
 		opt.Password, _ = u.User.Password()
 	}
 	q := u.Query()
-	if err := onlyParams(q, redlock.ParamTLSCAFile, redlock.ParamTLSCertFile, redlock.ParamTLSKeyFile); err != nil {
+	if err := onlyParams(q, redisurl.ParamTLSCAFile, redisurl.ParamTLSCertFile, redisurl.ParamTLSKeyFile); err != nil {
 		return broker{}, fmt.Errorf("URL %q: %w", shown, err)
 	}
 	if u.Scheme == "rediss-cluster" {
 		host, _, _ := net.SplitHostPort(opt.Addrs[0])
 		opt.TLSConfig = &tls.Config{ServerName: host, MinVersion: tls.VersionTLS12}
-		err := redlock.AddTLSFiles(opt.TLSConfig, q.Get(redlock.ParamTLSCAFile), q.Get(redlock.ParamTLSCertFile), q.Get(redlock.ParamTLSKeyFile))
+		err := redisurl.AddTLSFiles(opt.TLSConfig, q.Get(redisurl.ParamTLSCAFile), q.Get(redisurl.ParamTLSCertFile), q.Get(redisurl.ParamTLSKeyFile))
 		if err != nil {
 			return broker{}, fmt.Errorf("URL %q: %w", shown, err)
 		}

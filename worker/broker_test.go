@@ -4,6 +4,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/asynqlock/asynqlock/internal/workerconfig"
 	"github.com/hibiken/asynq"
 )
 
@@ -22,7 +23,7 @@ func TestBrokerURLErrorsNameTheRealProblem(t *testing.T) {
 		"redis://:secretpw@h:1?" + "tls_ca_file=/x.pem":           "rediss",
 	}
 	for raw, want := range cases {
-		_, err := parseBroker(raw, tlsFiles{})
+		_, err := parseBroker(raw, workerconfig.TLSFiles{})
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("%s: %v, want an error naming %q", raw, err, want)
 			continue
@@ -38,11 +39,11 @@ func TestBrokerURLErrorsNameTheRealProblem(t *testing.T) {
 
 // TestBrokerURLKeepsUserMasterPasswordAndDB: what asynq's own parser drops.
 func TestBrokerURLKeepsUserMasterPasswordAndDB(t *testing.T) {
-	opt, err := ParseBrokerURL("redis://worker:pw@h:6379/4")
-	if c, ok := opt.(asynq.RedisClientOpt); err != nil || !ok || c.Username != "worker" || c.Password != "pw" || c.DB != 4 {
-		t.Fatalf("ACL URL: %#v, %v", opt, err)
+	single, err := parseBroker("redis://worker:pw@h:6379/4", workerconfig.TLSFiles{})
+	if c, ok := single.opt.(asynq.RedisClientOpt); err != nil || !ok || c.Username != "worker" || c.Password != "pw" || c.DB != 4 {
+		t.Fatalf("ACL URL: %#v, %v", single.opt, err)
 	}
-	b, err := parseBroker("redis-sentinel://sen:spw@s1:26379,s2:26379/5?master=mymaster&username=app&password=mpw", tlsFiles{})
+	b, err := parseBroker("redis-sentinel://sen:spw@s1:26379,s2:26379/5?master=mymaster&username=app&password=mpw", workerconfig.TLSFiles{})
 	c, ok := b.opt.(asynq.RedisFailoverClientOpt)
 	if err != nil || !ok || c.SentinelUsername != "sen" || c.SentinelPassword != "spw" || c.Username != "app" ||
 		c.Password != "mpw" || c.DB != 5 || c.MasterName != "mymaster" || len(c.SentinelAddrs) != 2 {

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/asynqlock/asynqlock/internal/workerconfig"
 	"github.com/hibiken/asynq"
 )
 
@@ -23,7 +24,8 @@ func TestLoadConfigDefaults(t *testing.T) {
 	}
 	if len(cfg.RedlockNodes) != 3 || cfg.LockTTL != 30*time.Second || cfg.NodeTimeout != 50*time.Millisecond ||
 		cfg.Concurrency != 10 || cfg.Queues["default"] != 1 || cfg.ShutdownTimeout != 30*time.Second ||
-		cfg.ConflictPolicy != "wait" || cfg.MetricsAddr != ":9090" || cfg.LogLevel != "info" || cfg.LogFormat != "text" {
+		cfg.ConflictPolicy != "wait" || cfg.MetricsAddr != ":9090" || cfg.LogLevel != "info" || cfg.LogFormat != "text" ||
+		cfg.ReadinessInterval != time.Second || cfg.NodeCheckInterval != 10*time.Second {
 		t.Fatalf("defaults: %+v", cfg)
 	}
 	vars := goodEnv()
@@ -50,19 +52,22 @@ func TestLoadConfigReportsEveryProblemAtOnce(t *testing.T) {
 	}{
 		{"nothing set", map[string]string{}, []string{"ASYNQ_REDIS_URL: is required", "REDLOCK_NODES: is required"}},
 		{"everything wrong", map[string]string{
-			"ASYNQ_REDIS_URL":         "http://:secretpw@broker",
-			"REDLOCK_NODES":           "redis://a:1,ftp://:secretpw@b:2",
-			"REDLOCK_TTL":             "soon",
-			"REDLOCK_NODE_TIMEOUT":    "-1s",
-			"REDLOCK_DRIFT_FACTOR":    "0.9",
-			"WORKER_CONCURRENCY":      "many",
-			"WORKER_QUEUES":           "default:x",
-			"WORKER_SHUTDOWN_TIMEOUT": "0s",
-			"WORKER_CONFLICT_POLICY":  "pray",
-			"LOG_LEVEL":               "loud",
-			"LOG_FORMAT":              "xml",
+			"ASYNQ_REDIS_URL":            "http://:secretpw@broker",
+			"REDLOCK_NODES":              "redis://a:1,ftp://:secretpw@b:2",
+			"REDLOCK_TTL":                "soon",
+			"REDLOCK_NODE_TIMEOUT":       "-1s",
+			"REDLOCK_DRIFT_FACTOR":       "0.9",
+			"WORKER_CONCURRENCY":         "many",
+			"WORKER_QUEUES":              "default:x",
+			"WORKER_SHUTDOWN_TIMEOUT":    "0s",
+			"WORKER_CONFLICT_POLICY":     "pray",
+			"WORKER_READINESS_INTERVAL":  "0s",
+			"WORKER_NODE_CHECK_INTERVAL": "often",
+			"LOG_LEVEL":                  "loud",
+			"LOG_FORMAT":                 "xml",
 		}, []string{"ASYNQ_REDIS_URL", "REDLOCK_NODES: node 1", "REDLOCK_TTL", "REDLOCK_NODE_TIMEOUT", "REDLOCK_DRIFT_FACTOR",
-			"WORKER_CONCURRENCY", "WORKER_QUEUES", "WORKER_SHUTDOWN_TIMEOUT", "WORKER_CONFLICT_POLICY", "LOG_LEVEL", "LOG_FORMAT"}},
+			"WORKER_CONCURRENCY", "WORKER_QUEUES", "WORKER_SHUTDOWN_TIMEOUT", "WORKER_CONFLICT_POLICY", "LOG_LEVEL", "LOG_FORMAT",
+			"WORKER_READINESS_INTERVAL: must be positive", "WORKER_NODE_CHECK_INTERVAL: cannot be parsed; expected a duration such as 10s"}},
 		{"empty values", map[string]string{"ASYNQ_REDIS_URL": "", "REDLOCK_NODES": ""}, []string{"ASYNQ_REDIS_URL: is empty", "REDLOCK_NODES: is empty"}},
 		{"node timeout too large for ttl", map[string]string{
 			"ASYNQ_REDIS_URL": "redis://broker:6379", "REDLOCK_NODES": "redis://a:1",
@@ -92,9 +97,9 @@ func TestLoadConfigReportsEveryProblemAtOnce(t *testing.T) {
 			if !errors.Is(err, ErrConfig) {
 				t.Fatalf("got %v, want ErrConfig", err)
 			}
-			var ce *ConfigError
+			var ce *workerconfig.Error
 			if !errors.As(err, &ce) {
-				t.Fatalf("not a *ConfigError: %T", err)
+				t.Fatalf("not a *workerconfig.Error: %T", err)
 			}
 			msg := err.Error()
 			for _, w := range tc.want {
@@ -136,7 +141,7 @@ func TestBrokerForms(t *testing.T) {
 		},
 	}
 	for url, check := range cases {
-		b, err := parseBroker(url, tlsFiles{})
+		b, err := parseBroker(url, workerconfig.TLSFiles{})
 		if err != nil || !check(b.opt) {
 			t.Errorf("%s: %#v, %v", url, b.opt, err)
 		}

@@ -3,13 +3,6 @@
 // middleware and its retry helpers wired, Prometheus metrics, health checks
 // and graceful shutdown.
 //
-//	func main() {
-//		if err := run(context.Background()); err != nil {
-//			fmt.Fprintln(os.Stderr, err)
-//			os.Exit(1) // a failure
-//		}
-//	} // a requested shutdown (SIGINT/SIGTERM) returns nil: exit code 0
-//
 //	func run(ctx context.Context) error {
 //		cfg, err := worker.LoadConfig() // every bad variable reported at once
 //		if err != nil {
@@ -20,19 +13,22 @@
 //			return err
 //		}
 //		defer w.Close()
-//		if err := w.Handle("stock:adjust", adjustHandler, middleware.ByField("sku")); err != nil {
+//		if err := w.Handle("stock:adjust", adjust, middleware.ByField("sku")); err != nil {
 //			return err
 //		}
-//		return w.Run(ctx) // until ctx ends or SIGINT/SIGTERM
+//		return w.Run(ctx) // nil after SIGINT/SIGTERM: exit 0; an error: exit 1
 //	}
 //
-// The HTTP endpoint (METRICS_ADDR) serves /metrics, /healthz (the process is
-// alive) and /readyz (200 only while the broker and a quorum of lock nodes
-// answer; its body names what is down). Every probe's failures are logged at
-// Warn with address and cause, once per change of state.
+// Config lists the variables and their defaults. Handle locks each task of a
+// type on the resource its key names, with the configured TTL and conflict
+// policy; Scheduler hosts cron jobs on the same lock client; Client enqueues.
 //
-// On shutdown the worker stops taking tasks, lets in-flight tasks finish
-// within the shutdown timeout (asynq puts unfinished ones back in the queue),
-// waits for their handlers to return so that their locks are released, then
-// closes its connections.
+// The HTTP endpoint (METRICS_ADDR) serves /metrics (Registry), /healthz,
+// /readyz (200 only while the broker and a quorum of lock nodes answer; its
+// body names what is down) and /locks (held locks, holders, parked tasks).
+// Every probe's failures are logged at Warn with address and cause, once per
+// change of state. On shutdown the worker stops taking tasks, lets in-flight
+// tasks finish within WORKER_SHUTDOWN_TIMEOUT (asynq puts unfinished ones
+// back in the queue) and waits for their handlers, so that their locks are
+// released, before it closes its connections.
 package worker

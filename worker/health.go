@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/asynqlock/asynqlock/internal/lockadmin"
 	"github.com/asynqlock/asynqlock/redlock"
 )
 
@@ -15,6 +16,11 @@ import (
 // once: a component going down at Warn with its address and cause, coming
 // back at Info, and readiness both ways from the first probe on.
 type health struct {
+	log        *slog.Logger
+	m          *metrics
+	brokerAddr string // never credentials
+	quorum     int
+
 	mu        sync.Mutex
 	probed    bool
 	ready     bool
@@ -24,12 +30,34 @@ type health struct {
 	body      string  // /readyz's body
 }
 
+// probe is what one readiness probe found.
+type probe struct {
+	nodes     []lockadmin.NodeStatus
+	brokerErr error
+	// sameServer is the node check's finding that two lock nodes are one
+	// server (logged at Error by the check itself).
+	sameServer error
+}
+
+// lockNodes is the lock nodes' side of a probe.
+type lockNodes struct {
+	state             string // "ok", "degraded" or "no quorum"
+	up, total, quorum int
+	down              []string // the down nodes with their causes
+}
+
+// startProbes probes readiness every ReadinessInterval until ctx ends; the
+// returned channel is closed when it stopped.
+func (w *Worker) startProbes(ctx context.Context) <-chan struct{} {
+	return every(ctx, w.cfg.ReadinessInterval, func() { w.checkReady(ctx) })
+}
+
 // checkReady probes the broker and every lock node, logs what changed and
 // updates the metrics and /readyz.
 func (w *Worker) checkReady(ctx context.Context) {
-	pctx, cancel := context.WithTimeout(ctx, max(w.probe, time.Second, w.locks.NodeTimeout()))
+	pctx, cancel := context.WithTimeout(ctx, max(w.cfg.ReadinessInterval, time.Second, w.cfg.NodeTimeout))
 	defer cancel()
-	nodes, err := w.locks.PingNodes(pctx)
+	nodes, err := lockadmin.PingNodes(pctx, w.locks)
 	if err != nil {
 		return // the worker is shutting down
 	}
@@ -37,70 +65,69 @@ func (w *Worker) checkReady(ctx context.Context) {
 	if ctx.Err() != nil {
 		return
 	}
-	ready := w.health.update(w.log, w.metrics, w.brokerAddr, nodes, brokerErr, w.locks.Quorum(), w.nodes.sameServer())
+	ready := w.health.update(probe{nodes: nodes, brokerErr: brokerErr, sameServer: w.nodes.sameServer()})
 	w.ready.Store(ready)
 	boolGauge(w.metrics.ready, ready)
 }
 
 // update records a probe's results and logs every change; it returns
-// whether the worker is ready. sameServer is the node check's finding that
-// two lock nodes are one server (logged at Error by the check itself).
-func (h *health) update(log *slog.Logger, m *metrics, brokerAddr string, nodes []redlock.NodeStatus, brokerErr error, quorum int, sameServer error) bool {
+// whether the worker is ready.
+func (h *health) update(p probe) bool {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	first := !h.probed
 	if first {
-		h.nodeErr = make([]error, len(nodes))
+		h.nodeErr = make([]error, len(p.nodes))
 	}
-	h.updateBroker(log, m, brokerAddr, brokerErr, first)
-	down := h.updateNodes(log, m, nodes, first)
-	up := len(nodes) - len(down)
-	state := lockState(up, len(down), quorum)
-	if state != h.lockState && (!first || state != "ok") {
-		h.logLockState(log, state, up, len(nodes), quorum, down)
+	h.updateBroker(p.brokerErr, first)
+	down := h.updateNodes(p.nodes, first)
+	ln := lockNodes{up: len(p.nodes) - len(down), total: len(p.nodes), quorum: h.quorum, down: down}
+	ln.state = lockState(ln.up, len(down), h.quorum)
+	if ln.state != h.lockState && (!first || ln.state != "ok") {
+		h.logLockState(ln)
 	}
-	h.lockState = state
-	boolGauge(m.quorumUp, up >= quorum)
-	boolGauge(m.degraded, state == "degraded")
+	h.lockState = ln.state
+	boolGauge(h.m.quorumUp, ln.up >= h.quorum)
+	boolGauge(h.m.degraded, ln.state == "degraded")
 
-	ready := brokerErr == nil && up >= quorum && sameServer == nil
-	h.body = readyBody(ready, brokerAddr, brokerErr, state, up, len(nodes), quorum, down, sameServer)
+	ready := p.brokerErr == nil && ln.up >= h.quorum && p.sameServer == nil
+	h.body = h.readyBody(ready, p, ln)
 	if first || ready != h.ready {
 		if ready {
-			log.Info("worker ready")
+			h.log.Info("worker ready")
 		} else {
-			log.Warn("worker not ready", "why", strings.TrimPrefix(h.body, "not ready: "))
+			h.log.Warn("worker not ready", "why", strings.TrimPrefix(h.body, "not ready: "))
 		}
 	}
 	h.probed, h.ready = true, ready
 	return ready
 }
 
-func (h *health) updateBroker(log *slog.Logger, m *metrics, addr string, err error, first bool) {
+func (h *health) updateBroker(err error, first bool) {
 	if first || (h.brokerErr == nil) != (err == nil) {
 		if err != nil {
-			log.Warn("broker unreachable", "addr", addr, "err", err)
+			h.log.Warn("broker unreachable", "addr", h.brokerAddr, "err", err)
 		} else if !first {
-			log.Info("broker reachable again", "addr", addr)
+			h.log.Info("broker reachable again", "addr", h.brokerAddr)
 		}
 	}
 	h.brokerErr = err
-	boolGauge(m.brokerUp, err == nil)
+	boolGauge(h.m.brokerUp, err == nil)
 }
 
 // updateNodes logs each node that went down or came back, and returns the
 // down ones, described with their causes.
-func (h *health) updateNodes(log *slog.Logger, m *metrics, nodes []redlock.NodeStatus, first bool) []string {
+func (h *health) updateNodes(nodes []lockadmin.NodeStatus, first bool) []string {
 	var down []string
 	for i, n := range nodes {
 		was := h.nodeErr[i]
 		if (first || was == nil) && n.Err != nil {
-			log.Warn("lock node unreachable", "node", i, "addr", n.Addr, "err", cause(n.Err))
+			h.log.Warn("lock node unreachable", "node", i, "addr", n.Addr, "err", cause(n.Err))
 		} else if was != nil && n.Err == nil {
-			log.Info("lock node reachable again", "node", i, "addr", n.Addr)
+			h.log.Info("lock node reachable again", "node", i, "addr", n.Addr)
 		}
 		h.nodeErr[i] = n.Err
-		boolGauge(m.nodeUp.WithLabelValues(n.Addr), n.Err == nil)
+		boolGauge(h.m.nodeUp.WithLabelValues(n.Addr), n.Err == nil)
 		if n.Err != nil {
 			down = append(down, fmt.Sprintf("node %d (%s): %v", i, n.Addr, cause(n.Err)))
 		}
@@ -118,35 +145,35 @@ func lockState(up, down, quorum int) string {
 	return "ok"
 }
 
-func (h *health) logLockState(log *slog.Logger, state string, up, total, quorum int, down []string) {
-	switch state {
+func (h *health) logLockState(ln lockNodes) {
+	switch ln.state {
 	case "ok":
-		log.Info("all lock nodes reachable", "nodes", total)
+		h.log.Info("all lock nodes reachable", "nodes", ln.total)
 	case "degraded":
-		log.Warn("lock nodes degraded: a minority is down, locking still works but tolerates fewer failures",
-			"up", up, "nodes", total, "quorum", quorum, "down", down)
+		h.log.Warn("lock nodes degraded: a minority is down, locking still works but tolerates fewer failures",
+			"up", ln.up, "nodes", ln.total, "quorum", ln.quorum, "down", ln.down)
 	default:
-		log.Warn("lock quorum lost: tasks that need a lock are requeued until a majority answers",
-			"up", up, "nodes", total, "quorum", quorum, "down", down)
+		h.log.Warn("lock quorum lost: tasks that need a lock are requeued until a majority answers",
+			"up", ln.up, "nodes", ln.total, "quorum", ln.quorum, "down", ln.down)
 	}
 }
 
 // readyBody says what is down, for /readyz.
-func readyBody(ready bool, brokerAddr string, brokerErr error, state string, up, total, quorum int, down []string, sameServer error) string {
+func (h *health) readyBody(ready bool, p probe, ln lockNodes) string {
 	var parts []string
-	if sameServer != nil {
-		parts = append(parts, sameServer.Error())
+	if p.sameServer != nil {
+		parts = append(parts, p.sameServer.Error())
 	}
-	if brokerErr != nil {
-		parts = append(parts, fmt.Sprintf("broker %s unreachable: %v", brokerAddr, brokerErr))
+	if p.brokerErr != nil {
+		parts = append(parts, fmt.Sprintf("broker %s unreachable: %v", h.brokerAddr, p.brokerErr))
 	}
-	if state != "ok" {
+	if ln.state != "ok" {
 		what := "lock quorum lost"
-		if state == "degraded" {
+		if ln.state == "degraded" {
 			what = "lock nodes degraded"
 		}
 		parts = append(parts, fmt.Sprintf("%s: %d of %d lock nodes up (quorum %d); down: %s",
-			what, up, total, quorum, strings.Join(down, "; ")))
+			what, ln.up, ln.total, ln.quorum, strings.Join(ln.down, "; ")))
 	}
 	if ready {
 		if len(parts) == 0 {

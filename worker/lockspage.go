@@ -12,21 +12,18 @@ import (
 	"strings"
 	"time"
 
+	"github.com/asynqlock/asynqlock/internal/lockadmin"
 	"github.com/asynqlock/asynqlock/redlock"
 )
 
-// ParkedReader tells the /locks page which tasks wait parked for each
-// resource. The middleware's parking provides one; without it the page says
-// that parking is not reported.
-type ParkedReader interface {
+// parkedReader tells the /locks page which tasks wait parked for each
+// resource (brokerParked reads the middleware's FIFOs); without one the page
+// says that parking is not reported.
+type parkedReader interface {
 	// ParkedTasks returns the IDs of the tasks parked per resource, oldest
 	// first.
 	ParkedTasks(ctx context.Context) (map[string][]string, error)
 }
-
-// WithParkedReader shows parked tasks per resource on the /locks page
-// (default: none reported).
-func WithParkedReader(p ParkedReader) Option { return func(w *Worker) { w.parked = p } }
 
 // pageLimit bounds the resources the page lists.
 const pageLimit = 500
@@ -56,14 +53,14 @@ func (w *Worker) serveLocks(rw http.ResponseWriter, r *http.Request) {
 // pageView gathers what the page shows.
 func (w *Worker) pageView(ctx context.Context) pageData {
 	host, _ := os.Hostname()
-	v := pageData{Host: host, Now: time.Now().UTC().Format(time.RFC3339), Prefix: w.cfg.LockPrefix, Quorum: w.locks.Quorum()}
+	v := pageData{Host: host, Now: time.Now().UTC().Format(time.RFC3339), Prefix: w.cfg.LockPrefix, Quorum: lockadmin.Quorum(w.locks)}
 	reports, at, same := w.nodes.snapshot()
 	if at.IsZero() { // the worker's first check has not finished
 		_ = w.checkNodes(ctx)
 		reports, at, same = w.nodes.snapshot()
 	}
 	v.Nodes, v.Warnings = nodeRows(reports)
-	v.Warnings = append(v.Warnings, redlock.ClockWarnings(reports, redlock.DefaultClockSkew)...)
+	v.Warnings = append(v.Warnings, lockadmin.ClockWarnings(reports, lockadmin.ClockSkew)...)
 	if !at.IsZero() {
 		v.CheckedAgo = time.Since(at).Round(time.Second).String()
 	}
@@ -78,7 +75,7 @@ func (w *Worker) pageView(ctx context.Context) pageData {
 			v.Errors = append(v.Errors, "parked tasks not read: "+err.Error())
 		}
 	}
-	listing, err := w.locks.List(ctx, "", pageLimit)
+	listing, err := lockadmin.List(ctx, w.locks, "", pageLimit)
 	if err != nil {
 		v.Errors = append(v.Errors, "locks not listed: "+err.Error())
 		return v
@@ -89,7 +86,7 @@ func (w *Worker) pageView(ctx context.Context) pageData {
 		}
 	}
 	v.Truncated = listing.Truncated
-	v.Locks = lockRows(listing.Locks, parked, w.locks.Quorum())
+	v.Locks = lockRows(listing.Locks, parked, lockadmin.Quorum(w.locks))
 	return v
 }
 
@@ -152,12 +149,12 @@ func nodeRows(reports []redlock.NodeReport) ([]nodeRow, []string) {
 
 // lockRows is one row per claim of each resource, then rows for resources
 // that have parked tasks but no lock.
-func lockRows(locks []redlock.HeldLock, parked map[string][]string, quorum int) []lockRow {
+func lockRows(locks []lockadmin.HeldLock, parked map[string][]string, quorum int) []lockRow {
 	var rows []lockRow
 	seen := map[string]bool{}
 	for _, l := range locks {
 		seen[l.Resource] = true
-		claims := redlock.Claims(l.Nodes)
+		claims := lockadmin.Claims(l.Nodes)
 		if len(claims) == 0 { // found by the scan; the nodes that hold it did not answer
 			rows = append(rows, lockRow{Resource: l.Resource, Holder: "unknown: " + unanswered(l.Nodes), Minority: true, Parked: parked[l.Resource]})
 		}

@@ -99,13 +99,14 @@ func TestLocksPageInABrowser(t *testing.T) {
 	f.cfg.RedlockNodes = urls
 	// Generous bounds: the lock must stay held however loaded the machine.
 	f.cfg.NodeTimeout, f.cfg.LockTTL = time.Second, 30*time.Second
-	w, err := New(f.cfg, quiet(), WithParkedReader(parkedStub{"task:stock:adjust:sku-7": {"task-b", "task-c"}, "task:stock:adjust:sku-9": {"task-d"}}))
+	w, err := New(f.cfg, quiet())
 	if err != nil {
 		t.Fatal(err)
 	}
+	w.parked = parkedStub{"task:stock:adjust:sku-7": {"task-b", "task-c"}, "task:stock:adjust:sku-9": {"task-d"}}
 	started, done := make(chan string, 1), make(chan struct{})
 	defer close(done)
-	err = w.HandleFunc("stock:adjust", func(ctx context.Context, _ *asynq.Task) error {
+	err = w.Handle("stock:adjust", asynq.HandlerFunc(func(ctx context.Context, _ *asynq.Task) error {
 		id, _ := asynq.GetTaskID(ctx)
 		started <- id
 		select {
@@ -113,7 +114,7 @@ func TestLocksPageInABrowser(t *testing.T) {
 		case <-ctx.Done():
 		}
 		return nil
-	}, middleware.ByField("sku"))
+	}), middleware.ByField("sku"))
 	if err != nil {
 		t.Fatal(err)
 	}

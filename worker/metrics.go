@@ -26,61 +26,26 @@ type metrics struct {
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
-	m := &metrics{
-		acquire: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Name:    "asynqlock_lock_acquire_seconds",
-			Help:    "Time to acquire a lock (waiting included), by outcome.",
-			Buckets: prometheus.ExponentialBuckets(0.0002, 2, 16),
-		}, []string{"outcome"}),
-		extensions: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "asynqlock_lock_extensions_total",
-			Help: "Lock extensions, by result.",
-		}, []string{"result"}),
-		losses: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "asynqlock_lock_losses_total",
-			Help: "Held locks that were lost.",
-		}),
-		nodeErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "asynqlock_lock_node_errors_total",
-			Help: "Failed calls to a lock node, by node address.",
-		}, []string{"node"}),
-		conflicts: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "asynqlock_task_conflicts_total",
-			Help: "Tasks that found their resource busy, by policy and action taken.",
-		}, []string{"policy", "action"}),
-		rollbacks: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "asynqlock_task_rollbacks_total",
-			Help: "Rollback hook runs, by result.",
-		}, []string{"result"}),
-		badKeys: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "asynqlock_task_bad_keys_total",
-			Help: "Tasks archived because their lock key could not be derived.",
-		}),
-		quorumUp: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "asynqlock_lock_quorum_up",
-			Help: "1 while a quorum of lock nodes answers, else 0.",
-		}),
-		ready: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "asynqlock_worker_ready",
-			Help: "1 while the worker is ready (broker and lock quorum reachable).",
-		}),
-		nodeUp: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "asynqlock_lock_node_up",
-			Help: "1 while the lock node answered the last readiness probe, else 0, by node address.",
-		}, []string{"node"}),
-		degraded: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "asynqlock_lock_degraded",
-			Help: "1 while a minority of lock nodes is down (locking works, with less fault tolerance), else 0.",
-		}),
-		brokerUp: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "asynqlock_broker_up",
-			Help: "1 while the asynq broker answered the last readiness probe, else 0.",
-		}),
+	f := factory{reg}
+	return &metrics{
+		acquire: f.histogramVec("asynqlock_lock_acquire_seconds", "Time to acquire a lock (waiting included), by outcome.",
+			0.0002, 2, 16, "outcome"),
+		extensions: f.counterVec("asynqlock_lock_extensions_total", "Lock extensions, by result.", "result"),
+		losses:     f.counter("asynqlock_lock_losses_total", "Held locks that were lost."),
+		nodeErrors: f.counterVec("asynqlock_lock_node_errors_total", "Failed calls to a lock node, by node address.", "node"),
+		conflicts: f.counterVec("asynqlock_task_conflicts_total",
+			"Tasks that found their resource busy, by policy and action taken.", "policy", "action"),
+		rollbacks: f.counterVec("asynqlock_task_rollbacks_total", "Rollback hook runs, by result.", "result"),
+		badKeys:   f.counter("asynqlock_task_bad_keys_total", "Tasks archived because their lock key could not be derived."),
+		quorumUp:  f.gauge("asynqlock_lock_quorum_up", "1 while a quorum of lock nodes answers, else 0."),
+		ready:     f.gauge("asynqlock_worker_ready", "1 while the worker is ready (broker and lock quorum reachable)."),
+		nodeUp: f.gaugeVec("asynqlock_lock_node_up",
+			"1 while the lock node answered the last readiness probe, else 0, by node address.", "node"),
+		degraded: f.gauge("asynqlock_lock_degraded",
+			"1 while a minority of lock nodes is down (locking works, with less fault tolerance), else 0."),
+		brokerUp: f.gauge("asynqlock_broker_up", "1 while the asynq broker answered the last readiness probe, else 0."),
+		park:     newParkMetrics(reg),
 	}
-	m.park = newParkMetrics(reg)
-	reg.MustRegister(m.acquire, m.extensions, m.losses, m.nodeErrors, m.conflicts, m.rollbacks, m.badKeys,
-		m.quorumUp, m.ready, m.nodeUp, m.degraded, m.brokerUp)
-	return m
 }
 
 // observeLock is the redlock observer.
@@ -105,15 +70,15 @@ func (m *metrics) observeLock(e redlock.Event) {
 func (m *metrics) observeTask(e middleware.Event) {
 	m.park.observe(e)
 	switch e.Kind {
-	case middleware.EventConflict:
+	case "conflict":
 		m.conflicts.WithLabelValues(e.Policy, e.Action).Inc()
-	case middleware.EventRollback:
+	case "rollback":
 		if e.Err == nil {
 			m.rollbacks.WithLabelValues("ok").Inc()
 		} else {
 			m.rollbacks.WithLabelValues("failed").Inc()
 		}
-	case middleware.EventBadKey:
+	case "bad_key":
 		m.badKeys.Inc()
 	}
 }

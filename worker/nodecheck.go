@@ -9,18 +9,9 @@ import (
 	"sync"
 	"time"
 
+	"github.com/asynqlock/asynqlock/internal/lockadmin"
 	"github.com/asynqlock/asynqlock/redlock"
 )
-
-// DefaultNodeCheckInterval is how often a running worker checks its lock
-// nodes' identity and settings (WithNodeCheckInterval).
-const DefaultNodeCheckInterval = 10 * time.Second
-
-// WithNodeCheckInterval sets how often the lock nodes' identity (run_id),
-// settings and clocks are checked while the worker runs (default 10s).
-// While a node is down it is checked at every readiness probe instead, so
-// a node that comes back is compared at once.
-func WithNodeCheckInterval(d time.Duration) Option { return func(w *Worker) { w.nodeCheckEvery = d } }
 
 // nodeCheck is what the last check of the lock nodes found, and what was
 // logged of it: each problem is logged once when it appears.
@@ -28,7 +19,7 @@ type nodeCheck struct {
 	mu      sync.Mutex
 	reports []redlock.NodeReport
 	at      time.Time
-	same    error           // *redlock.SameServerError, nil while the nodes are independent
+	same    error           // *lockadmin.SameServerError, nil while the nodes are independent
 	warned  map[string]bool // warnings logged and still current
 	runIDs  []string        // last run_id seen per node
 }
@@ -44,7 +35,7 @@ func (w *Worker) checkNodes(ctx context.Context) error {
 	if err != nil {
 		return w.nodes.sameServer() // shutting down: keep what we knew
 	}
-	return w.nodes.update(w.log, reports, w.cfg.LockTTL, NodeNames(w.cfg))
+	return w.nodes.update(w.log, reports, w.cfg.LockTTL, w.cfg.locks().Names())
 }
 
 // update records a check and logs the changes.
@@ -55,8 +46,8 @@ func (nc *nodeCheck) update(log *slog.Logger, reports []redlock.NodeReport, ttl 
 		nc.warned = map[string]bool{}
 		nc.runIDs = make([]string, len(reports))
 	}
-	same := redlock.SameServer(reports)
-	var se *redlock.SameServerError
+	same := lockadmin.SameServer(reports)
+	var se *lockadmin.SameServerError
 	if errors.As(same, &se) {
 		se.Addrs = names // the URLs tell two databases of one server apart
 	}
@@ -83,7 +74,7 @@ func (nc *nodeCheck) logRestarts(log *slog.Logger, reports []redlock.NodeReport,
 		nc.runIDs[r.Node] = r.RunID
 		switch {
 		case was == "" || was == r.RunID:
-		case r.SurvivesRestart():
+		case lockadmin.SurvivesRestart(r):
 			log.Info("lock node restarted", "node", r.Node, "addr", r.Addr)
 		default:
 			log.Warn("lock node restarted and keeps no data across a crash: Redlock needs it to stay down for at least the lock TTL after a crash, or a lock it held can be granted twice",
@@ -104,7 +95,7 @@ func (nc *nodeCheck) logWarnings(log *slog.Logger, reports []redlock.NodeReport)
 			}
 		}
 	}
-	for _, w := range redlock.ClockWarnings(reports, redlock.DefaultClockSkew) {
+	for _, w := range lockadmin.ClockWarnings(reports, lockadmin.ClockSkew) {
 		current[w] = true
 		if !nc.warned[w] {
 			log.Warn("clock far from the lock nodes'", "warning", w)
@@ -135,33 +126,20 @@ func (nc *nodeCheck) snapshot() ([]redlock.NodeReport, time.Time, error) {
 }
 
 // startNodeCheck checks the nodes before the worker starts: two nodes that
-// are one server refuse the start. Then it checks them every interval until
-// ctx ends; the returned channel is closed when it stopped.
+// are one server refuse the start. Then it checks them every
+// NodeCheckInterval until ctx ends; the returned channel is closed when it
+// stopped.
 func (w *Worker) startNodeCheck(ctx context.Context) (<-chan struct{}, error) {
-	if w.nodeCheckEvery <= 0 {
-		w.nodeCheckEvery = DefaultNodeCheckInterval
-	}
 	if err := w.checkNodes(ctx); err != nil {
 		return nil, fmt.Errorf("worker: refusing to start: %w", err)
 	}
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		// Tick at the readiness interval, check every nodeCheckEvery, or
-		// at once while a node is down: one that comes back is compared
-		// within a tick of its return.
-		t := time.NewTicker(min(w.probe, w.nodeCheckEvery))
-		defer t.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-t.C:
-				if _, at, _ := w.nodes.snapshot(); time.Since(at) >= w.nodeCheckEvery || w.nodes.anyDown() {
-					_ = w.checkNodes(ctx)
-				}
-			}
+	// Tick at the readiness interval, check every NodeCheckInterval, or at
+	// once while a node is down: one that comes back is compared within a
+	// tick of its return.
+	interval := w.cfg.NodeCheckInterval
+	return every(ctx, min(w.cfg.ReadinessInterval, interval), func() {
+		if _, at, _ := w.nodes.snapshot(); time.Since(at) >= interval || w.nodes.anyDown() {
+			_ = w.checkNodes(ctx)
 		}
-	}()
-	return done, nil
+	}), nil
 }

@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/asynqlock/asynqlock/redlock"
+	"github.com/asynqlock/asynqlock/internal/lockadmin"
 )
 
 // logRecorder keeps the records logged at Info and above.
@@ -136,7 +136,7 @@ func TestWorkerRefusesToStartOnOneServerTwice(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	err = w.Run(ctx)
-	if !errors.Is(err, redlock.ErrSameServer) {
+	if !errors.Is(err, lockadmin.ErrSameServer) {
 		t.Fatalf("Run = %v, want ErrSameServer", err)
 	}
 	for _, want := range []string{"refusing to start", "node 0 (" + f.cfg.RedlockNodes[0] + ")", "node 3 (" + dup + ")"} {
@@ -155,7 +155,8 @@ func TestWorkerNotReadyWhileTwoNodesAreOneServer(t *testing.T) {
 	sp := newSwitchProxy(t, f.nodes.Nodes[4].Addr())
 	f.cfg.RedlockNodes[4] = "redis://" + sp.ln.Addr().String()
 	rec := &logRecorder{}
-	w, err := New(f.cfg, WithLogger(slog.New(rec)), WithReadinessInterval(100*time.Millisecond), WithNodeCheckInterval(100*time.Millisecond))
+	f.cfg.ReadinessInterval, f.cfg.NodeCheckInterval = 100*time.Millisecond, 100*time.Millisecond
+	w, err := New(f.cfg, WithLogger(slog.New(rec)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -170,7 +171,7 @@ func TestWorkerNotReadyWhileTwoNodesAreOneServer(t *testing.T) {
 			t.Errorf("/readyz body %q does not say %q", body, want)
 		}
 	}
-	waitFor(t, "not-ready state", 10*time.Second, func() bool { return !w.Ready() })
+	waitFor(t, "not-ready state", 10*time.Second, func() bool { return !w.ready.Load() })
 	if n := rec.count("ERROR lock nodes are not independent", "node 4 ("+f.cfg.RedlockNodes[4]+")"); n != 1 {
 		t.Errorf("%d Error records naming the nodes, want 1 (logged once per change)", n)
 	}
@@ -189,7 +190,8 @@ func TestWorkerComparesANodeThatComesBack(t *testing.T) {
 	f := newFixture(t)
 	sp := newSwitchProxy(t, "127.0.0.1:1") // nothing listens: the node is down
 	f.cfg.RedlockNodes[4] = "redis://" + sp.ln.Addr().String()
-	w, err := New(f.cfg, quiet(), WithReadinessInterval(100*time.Millisecond), WithNodeCheckInterval(time.Hour))
+	f.cfg.ReadinessInterval, f.cfg.NodeCheckInterval = 100*time.Millisecond, time.Hour
+	w, err := New(f.cfg, quiet())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -222,7 +224,8 @@ func TestWorkerWarnsAboutNodeSettingsOnce(t *testing.T) {
 	}
 	setPolicy("allkeys-lru")
 	rec := &logRecorder{}
-	w, err := New(f.cfg, WithLogger(slog.New(rec)), WithNodeCheckInterval(100*time.Millisecond))
+	f.cfg.NodeCheckInterval = 100 * time.Millisecond
+	w, err := New(f.cfg, WithLogger(slog.New(rec)))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -47,14 +47,14 @@ func TestWorkerParksHotTasksVisibly(t *testing.T) {
 	}
 	var mu sync.Mutex
 	done := map[string]int{}
-	err = w.HandleFunc("stock:adjust", func(ctx context.Context, t *asynq.Task) error {
+	err = w.Handle("stock:adjust", asynq.HandlerFunc(func(ctx context.Context, t *asynq.Task) error {
 		time.Sleep(20 * time.Millisecond)
 		id, _ := asynq.GetTaskID(ctx)
 		mu.Lock()
 		done[id]++
 		mu.Unlock()
 		return nil
-	}, middleware.ByField("sku"))
+	}), middleware.ByField("sku"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -16,15 +16,16 @@ import (
 func TestMetricsPassPromtool(t *testing.T) {
 	promtool := requireTool(t, "prometheus", "lint /metrics", "promtool")
 	f := newFixture(t)
-	w, err := New(f.cfg, quiet(), WithReadinessInterval(100*time.Millisecond))
+	f.cfg.ReadinessInterval = 100 * time.Millisecond
+	w, err := New(f.cfg, quiet())
 	if err != nil {
 		t.Fatal(err)
 	}
 	done := make(chan struct{}, 4)
-	err = w.HandleFunc("stock:adjust", func(context.Context, *asynq.Task) error {
+	err = w.Handle("stock:adjust", asynq.HandlerFunc(func(context.Context, *asynq.Task) error {
 		done <- struct{}{}
 		return nil
-	}, middleware.ByField("sku"))
+	}), middleware.ByField("sku"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -30,12 +30,12 @@ func (w *Worker) Scheduler(opts ...scheduler.Option) (*scheduler.Scheduler, erro
 	c := w.cronHost()
 	base := []scheduler.Option{scheduler.WithLogger(w.log)}
 	wired := []scheduler.Option{
-		scheduler.WithObserver(func(e scheduler.Event) { c.runs.WithLabelValues(e.Job, e.Outcome.String()).Inc() }),
-		scheduler.WithClockObserver(func(reps []scheduler.ClockReport) {
-			for _, r := range reps {
-				if r.Err == nil {
-					c.offset.WithLabelValues(r.Node).Set(r.Offset.Seconds())
-				}
+		scheduler.WithObserver(func(e scheduler.Event) {
+			switch {
+			case e.Outcome != scheduler.OutcomeClock:
+				c.runs.WithLabelValues(e.Job, string(e.Outcome)).Inc()
+			case e.Err == nil:
+				c.offset.WithLabelValues(e.Node).Set(e.Offset.Seconds())
 			}
 		}),
 	}
@@ -55,17 +55,15 @@ func (w *Worker) Scheduler(opts ...scheduler.Option) (*scheduler.Scheduler, erro
 // cronHost makes the hosted schedulers' state and metrics on first use.
 func (w *Worker) cronHost() *crons {
 	w.cronOnce.Do(func() {
+		f := factory{w.reg}
 		w.crons = &crons{
-			runs: prometheus.NewCounterVec(prometheus.CounterOpts{
-				Name: "asynqlock_cron_runs_total",
-				Help: "Cron job runs on this replica, by job and outcome (ran, skipped_other_replica, skipped_beyond_skew, caught_up, ...).",
-			}, []string{"job", "outcome"}),
-			offset: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-				Name: "asynqlock_cron_clock_offset_seconds",
-				Help: "This replica's clock offset to each lock node (node minus replica), as last measured by its cron schedulers.",
-			}, []string{"node"}),
+			runs: f.counterVec("asynqlock_cron_runs_total",
+				"Cron job runs on this replica, by job and outcome (ran, skipped_other_replica, skipped_beyond_skew, caught_up, ...).",
+				"job", "outcome"),
+			offset: f.gaugeVec("asynqlock_cron_clock_offset_seconds",
+				"This replica's clock offset to each lock node (node minus replica), as last measured by its cron schedulers.",
+				"node"),
 		}
-		w.reg.MustRegister(w.crons.runs, w.crons.offset)
 	})
 	return w.crons
 }

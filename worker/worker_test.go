@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"github.com/asynqlock/asynqlock/internal/workertest"
 	"io"
 	"log/slog"
 	"net/http"
@@ -12,6 +11,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/asynqlock/asynqlock/internal/workertest"
 
 	"github.com/asynqlock/asynqlock/internal/redistest"
 	"github.com/asynqlock/asynqlock/middleware"
@@ -81,13 +82,14 @@ func quiet() Option { return WithLogger(slog.New(slog.DiscardHandler)) }
 // runs locked tasks, reports lock metrics and is ready.
 func TestWorkerProcessesLockedTasksAndServesMetrics(t *testing.T) {
 	f := newFixture(t)
-	w, err := New(f.cfg, quiet(), WithReadinessInterval(100*time.Millisecond))
+	f.cfg.ReadinessInterval = 100 * time.Millisecond
+	w, err := New(f.cfg, quiet())
 	if err != nil {
 		t.Fatal(err)
 	}
 	var mu sync.Mutex
 	resources := map[string]bool{}
-	err = w.HandleFunc("stock:adjust", func(ctx context.Context, t *asynq.Task) error {
+	err = w.Handle("stock:adjust", asynq.HandlerFunc(func(ctx context.Context, t *asynq.Task) error {
 		li, ok := middleware.LockFromContext(ctx)
 		if !ok {
 			return errors.New("no lock")
@@ -96,7 +98,7 @@ func TestWorkerProcessesLockedTasksAndServesMetrics(t *testing.T) {
 		resources[li.Resource] = true
 		mu.Unlock()
 		return nil
-	}, middleware.ByField("sku"))
+	}), middleware.ByField("sku"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -139,7 +141,8 @@ func TestWorkerProcessesLockedTasksAndServesMetrics(t *testing.T) {
 // /readyz fail; bringing them back makes it pass again.
 func TestReadinessFollowsLockQuorum(t *testing.T) {
 	f := newFixture(t)
-	w, err := New(f.cfg, quiet(), WithReadinessInterval(100*time.Millisecond))
+	f.cfg.ReadinessInterval = 100 * time.Millisecond
+	w, err := New(f.cfg, quiet())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -174,12 +177,12 @@ func TestGracefulShutdownReleasesLocks(t *testing.T) {
 		t.Fatal(err)
 	}
 	started := make(chan struct{}, 1)
-	err = w.HandleFunc("report:build", func(ctx context.Context, t *asynq.Task) error {
+	err = w.Handle("report:build", asynq.HandlerFunc(func(ctx context.Context, t *asynq.Task) error {
 		started <- struct{}{}
 		<-ctx.Done()
 		time.Sleep(200 * time.Millisecond) // cleanup after asynq stopped waiting
 		return ctx.Err()
-	}, middleware.ByType())
+	}), middleware.ByType())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/asynqlock/asynqlock/internal/lockadmin"
 	"github.com/asynqlock/asynqlock/redlock"
 )
 
@@ -38,12 +39,12 @@ func runCheck(ctx context.Context, a *app, _ any, _ []string) error {
 	if err != nil {
 		return err
 	}
-	same := redlock.SameServer(reports)
-	var se *redlock.SameServerError
+	same := lockadmin.SameServer(reports)
+	var se *lockadmin.SameServerError
 	if errors.As(same, &se) {
 		se.Addrs = a.names // the URLs tell two databases of one server apart
 	}
-	clocks := redlock.ClockWarnings(reports, redlock.DefaultClockSkew)
+	clocks := lockadmin.ClockWarnings(reports, lockadmin.ClockSkew)
 	down := 0
 	for _, r := range reports {
 		if r.Err != nil {
@@ -63,7 +64,7 @@ func runCheck(ctx context.Context, a *app, _ any, _ []string) error {
 	case same != nil:
 		return fmt.Errorf("%w: %v", errCheckFailed, same)
 	case down > 0:
-		return fmt.Errorf("%w: %d of %d nodes unreachable (quorum %d)", errCheckFailed, down, len(reports), a.locks.Quorum())
+		return fmt.Errorf("%w: %d of %d nodes unreachable (quorum %d)", errCheckFailed, down, len(reports), lockadmin.Quorum(a.locks))
 	}
 	return nil
 }
@@ -74,8 +75,8 @@ func writeCheckJSON(a *app, reports []redlock.NodeReport, same error, clocks []s
 		Quorum     int         `json:"quorum"`
 		SameServer [][]int     `json:"same_server,omitempty"`
 		Clock      []string    `json:"clock_warnings,omitempty"`
-	}{Quorum: a.locks.Quorum(), Clock: clocks}
-	var se *redlock.SameServerError
+	}{Quorum: lockadmin.Quorum(a.locks), Clock: clocks}
+	var se *lockadmin.SameServerError
 	if errors.As(same, &se) {
 		out.SameServer = se.Groups
 	}

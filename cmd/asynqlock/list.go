@@ -5,11 +5,12 @@ import (
 	"flag"
 	"fmt"
 
+	"github.com/asynqlock/asynqlock/internal/lockadmin"
 	"github.com/asynqlock/asynqlock/redlock"
 )
 
 func listFlags(fs *flag.FlagSet) any {
-	return fs.Int("limit", redlock.DefaultListLimit, "list at most this many resources")
+	return fs.Int("limit", lockadmin.ListLimit, "list at most this many resources")
 }
 
 // runList prints the held locks under a resource prefix.
@@ -22,7 +23,7 @@ func runList(ctx context.Context, a *app, flags any, args []string) error {
 	if limit <= 0 {
 		return fmt.Errorf("%w: --limit must be positive, got %d", errUsage, limit)
 	}
-	l, err := a.locks.List(ctx, prefix, limit)
+	l, err := lockadmin.List(ctx, a.locks, prefix, limit)
 	if err != nil {
 		return err
 	}
@@ -49,7 +50,7 @@ func runList(ctx context.Context, a *app, flags any, args []string) error {
 	} else {
 		t := newTable(a.out, "RESOURCE", "HOLDER", "NODES", "TTL", "FENCE")
 		for _, h := range l.Locks {
-			claims := redlock.Claims(h.Nodes)
+			claims := lockadmin.Claims(h.Nodes)
 			for _, g := range claims {
 				t.row(h.Resource, claimHolder(g), nodeList(g.Nodes, len(h.Nodes)), ttlText(g.TTL), fenceText(g.Fence))
 			}
@@ -65,7 +66,7 @@ func runList(ctx context.Context, a *app, flags any, args []string) error {
 		fmt.Fprintf(a.err, "asynqlock list: more than %d resources; showing the first %d (use --limit or a prefix)\n", limit, limit)
 	}
 	if len(scanErrs) > 0 {
-		return fmt.Errorf("%d of %d nodes could not be scanned", len(scanErrs), a.locks.Nodes())
+		return fmt.Errorf("%d of %d nodes could not be scanned", len(scanErrs), lockadmin.Nodes(a.locks))
 	}
 	return nil
 }
@@ -93,13 +94,13 @@ func runShow(ctx context.Context, a *app, _ any, args []string) error {
 	if err := t.flush(); err != nil {
 		return err
 	}
-	fmt.Fprintln(a.out, summary(args[0], states, a.locks.Quorum()))
+	fmt.Fprintln(a.out, summary(args[0], states, lockadmin.Quorum(a.locks)))
 	return nil
 }
 
 // summary says in one line who holds the resource.
 func summary(resource string, states []redlock.NodeState, quorum int) string {
-	groups := redlock.Claims(states)
+	groups := lockadmin.Claims(states)
 	if len(groups) == 0 {
 		return fmt.Sprintf("%s: not held", resource)
 	}

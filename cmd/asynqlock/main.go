@@ -27,6 +27,7 @@ import (
 	"os"
 	"time"
 
+	"github.com/asynqlock/asynqlock/internal/workerconfig"
 	"github.com/asynqlock/asynqlock/redlock"
 	"github.com/asynqlock/asynqlock/worker"
 )
@@ -97,16 +98,14 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "asynqlock %s: want %s\n", args[0], cmd.args)
 		return exitUsage
 	}
-	cfg, err := worker.LoadLockConfig()
-	if err != nil {
+	// The worker's environment, of which only the lock variables matter.
+	cfg, err := worker.LoadConfig()
+	if err = workerconfig.Only(err, "REDLOCK_", "LOG_"); err != nil {
 		fmt.Fprintf(stderr, "asynqlock: %v\n", err)
 		return exitUsage
 	}
 	a.log = newLogger(cfg, stderr)
-	a.names = worker.NodeNames(cfg)
-	// An operator's reads are not latency-bound: give remote nodes time.
-	a.locks, err = worker.NewLockClient(cfg, redlock.WithLogger(a.log), redlock.WithNodeTimeout(max(cfg.NodeTimeout, time.Second)))
-	if err != nil {
+	if a.locks, a.names, err = lockClient(cfg, a.log); err != nil {
 		fmt.Fprintf(stderr, "asynqlock: %v\n", err)
 		return exitUsage
 	}
@@ -160,6 +159,16 @@ func parseInterleaved(fs *flag.FlagSet, args []string) ([]string, error) {
 		pos = append(pos, rest[0])
 		args = rest[1:]
 	}
+}
+
+// lockClient is a lock client as the workers' (they see the same locks),
+// with the node URLs as they may be shown (passwords masked).
+func lockClient(cfg worker.Config, log *slog.Logger) (*redlock.Client, []string, error) {
+	lc := workerconfig.Locks{Nodes: cfg.RedlockNodes, NodeTimeout: cfg.NodeTimeout, DriftFactor: cfg.DriftFactor, Prefix: cfg.LockPrefix,
+		TLS: workerconfig.TLSFiles{CA: cfg.RedlockTLSCAFile, Cert: cfg.RedlockTLSCertFile, Key: cfg.RedlockTLSKeyFile}}
+	// An operator's reads are not latency-bound: give remote nodes time.
+	c, err := lc.NewClient(redlock.WithLogger(log), redlock.WithNodeTimeout(max(cfg.NodeTimeout, time.Second)))
+	return c, lc.Names(), err
 }
 
 // newLogger logs as the worker does (LOG_LEVEL, LOG_FORMAT) but to w, at

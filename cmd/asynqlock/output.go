@@ -9,6 +9,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/asynqlock/asynqlock/internal/lockadmin"
 	"github.com/asynqlock/asynqlock/redlock"
 )
 
@@ -34,7 +35,7 @@ func toLockJSON(resource string, states []redlock.NodeState) lockJSON {
 	l := lockJSON{Resource: resource, Nodes: make([]nodeJSON, len(states))}
 	for i, s := range states {
 		n := nodeJSON{Node: s.Node, Addr: s.Addr, Held: s.Held(), Token: s.Token, TTLMs: s.TTL.Milliseconds(), Fence: s.Fence}
-		if h, ok := s.Holder(); ok {
+		if h, ok := redlock.ParseHolder(s.Token); ok {
 			n.Holder = &h
 		}
 		if s.Err != nil {
@@ -66,7 +67,7 @@ func (t *table) row(cells ...string) { fmt.Fprintln(t.tw, strings.Join(cells, "\
 func (t *table) flush() error { return t.tw.Flush() }
 
 // claimHolder is a claim's holder for people.
-func claimHolder(c redlock.Claim) string { return holderOf(c.Token) }
+func claimHolder(c lockadmin.Claim) string { return holderOf(c.Token) }
 
 // holderOf is the holder a token names, or a short token when it names none.
 func holderOf(token string) string {

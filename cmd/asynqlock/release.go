@@ -10,7 +10,7 @@ import (
 	"os/user"
 	"strings"
 
-	"github.com/asynqlock/asynqlock/redlock"
+	"github.com/asynqlock/asynqlock/internal/lockadmin"
 )
 
 func releaseFlags(fs *flag.FlagSet) any {
@@ -29,7 +29,7 @@ func runRelease(ctx context.Context, a *app, flags any, args []string) error {
 	if err != nil {
 		return err
 	}
-	groups := redlock.Claims(states)
+	groups := lockadmin.Claims(states)
 	if len(groups) == 0 {
 		fmt.Fprintf(a.out, "%s: not held on any node that answered; nothing to release\n", res)
 		return nil
@@ -47,7 +47,7 @@ func runRelease(ctx context.Context, a *app, flags any, args []string) error {
 	}
 	var errs []error
 	for _, g := range groups {
-		n, err := a.locks.ForceRelease(ctx, res, g.Token)
+		n, err := lockadmin.ForceRelease(ctx, a.locks, res, g.Token)
 		a.log.Warn("lock force-released", "resource", res, "holder", claimHolder(g), "token", shortToken(g.Token),
 			"nodes_released", n, "operator", operator(), "err", err)
 		fmt.Fprintf(a.out, "%s: released %s on %d node(s)\n", res, claimHolder(g), n)

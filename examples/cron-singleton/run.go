@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/asynqlock/asynqlock/internal/cronsim"
 	"github.com/asynqlock/asynqlock/internal/embedded"
 	"github.com/asynqlock/asynqlock/redlock"
 	"github.com/asynqlock/asynqlock/scheduler"
@@ -70,12 +71,13 @@ func (l *ledger) firing(r replica) cron.JobWrapper {
 // seconds and Singleton reads its clock.
 func (r replica) start(locks *redlock.Client, l *ledger, out io.Writer) *cron.Cron {
 	logger := slog.New(slog.NewTextHandler(out, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	singleton := scheduler.Singleton(locks, "heartbeat", scheduler.WithLogger(logger), scheduler.WithReplica(r.name),
-		scheduler.WithClock(func() time.Time { return time.Now().Add(r.offset) }))
+	singleton := scheduler.Singleton(locks, "heartbeat", scheduler.WithLogger(logger),
+		cronsim.WithReplica[scheduler.Option](r.name), // simulated: replicas in one process
+		cronsim.WithClock[scheduler.Option](func() time.Time { return time.Now().Add(r.offset) }))
 	job := scheduler.Func(func(ctx context.Context) error {
-		info, _ := scheduler.FromContext(ctx)
+		run, _ := scheduler.FromContext(ctx)
 		l.mu.Lock()
-		l.ran[info.Tick.UTC()] = append(l.ran[info.Tick.UTC()], r.name)
+		l.ran[run.Tick.UTC()] = append(l.ran[run.Tick.UTC()], r.name)
 		l.mu.Unlock()
 		return nil // a job of a few microseconds: the classic double-run trap
 	})
@@ -119,7 +121,10 @@ func run(ctx context.Context, ticks int, out io.Writer) (map[time.Time]int, erro
 	l := &ledger{fired: map[time.Time][]string{}, ran: map[time.Time][]string{}}
 	var crons []*cron.Cron
 	for _, r := range replicas {
-		locks, err := redlock.NewFromURLs(urls)
+		// The embedded nodes share this process's CPU with the replicas: a
+		// patient node timeout keeps a slow answer on a loaded machine from
+		// passing for an outage (the tick would then run nowhere).
+		locks, err := redlock.NewFromURLs(urls, redlock.WithNodeTimeout(500*time.Millisecond))
 		if err != nil {
 			return nil, err
 		}

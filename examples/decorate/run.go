@@ -5,13 +5,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/asynqlock/asynqlock/internal/embedded"
 	"io"
 	"sort"
 	"strings"
 	"sync"
 	"time"
 
+	"github.com/asynqlock/asynqlock/internal/embedded"
 	"github.com/asynqlock/asynqlock/middleware"
 	"github.com/asynqlock/asynqlock/redlock"
 	"github.com/hibiken/asynq"
@@ -29,6 +29,27 @@ func (j *journal) add(format string, args ...any) {
 	j.mu.Unlock()
 }
 
+// print writes the journal's lines in sorted order.
+func (j *journal) print(out io.Writer) {
+	j.mu.Lock()
+	lines := append([]string(nil), j.lines...)
+	j.mu.Unlock()
+	sort.Strings(lines)
+	for _, l := range lines {
+		fmt.Fprintln(out, l)
+	}
+}
+
+// observe records the middleware's conflicts and rollbacks.
+func (j *journal) observe(e middleware.Event) {
+	switch e.Kind {
+	case "conflict":
+		j.add("conflict %s: %s -> %s", e.TaskType, e.Resource, e.Action)
+	case "rollback":
+		j.add("rollback %s: %s (err: %v)", e.TaskType, e.Resource, e.Err)
+	}
+}
+
 func run(ctx context.Context, out io.Writer) error {
 	urls, stop, err := embedded.StartN(4) // 3 lock nodes and a broker
 	if err != nil {
@@ -44,58 +65,7 @@ func run(ctx context.Context, out io.Writer) error {
 	}
 	defer locks.Close()
 	broker := asynq.RedisClientOpt{Addr: strings.TrimPrefix(urls[3], "redis://")}
-	client := asynq.NewClient(broker)
-	defer client.Close()
-
 	j := &journal{}
-	observe := func(e middleware.Event) {
-		switch e.Kind {
-		case middleware.EventConflict:
-			j.add("conflict %s: %s -> %s", e.TaskType, e.Resource, e.Action)
-		case middleware.EventRollback:
-			j.add("rollback %s: %s (err: %v)", e.TaskType, e.Resource, e.Err)
-		}
-	}
-	mux := asynq.NewServeMux()
-	mux.Handle("stock:adjust", middleware.Lock(locks, middleware.ByField("sku"),
-		middleware.WithPolicy(middleware.Wait(5*time.Second)),
-		middleware.WithObserver(observe),
-		middleware.WithRollback(func(ctx context.Context, t *asynq.Task, cause error) error {
-			li, _ := middleware.LockFromContext(ctx)
-			j.add("released reservation under %s because: %v", li.Resource, cause)
-			return nil
-		}),
-	)(asynq.HandlerFunc(func(ctx context.Context, t *asynq.Task) error {
-		var p struct {
-			SKU   string `json:"sku"`
-			Delta int    `json:"delta"`
-		}
-		if err := json.Unmarshal(t.Payload(), &p); err != nil {
-			return fmt.Errorf("%w: %v", asynq.SkipRetry, err)
-		}
-		li, _ := middleware.LockFromContext(ctx)
-		time.Sleep(50 * time.Millisecond)
-		if p.Delta < -100 {
-			return fmt.Errorf("%w: stock of %s cannot go down by %d", asynq.SkipRetry, p.SKU, -p.Delta)
-		}
-		j.add("adjusted %s by %d under %s", p.SKU, p.Delta, li.Resource)
-		return nil
-	})))
-	mux.Handle("email:send", middleware.Lock(locks, middleware.ByPayloadHash(),
-		middleware.WithPolicy(middleware.Skip()), middleware.WithObserver(observe),
-	)(asynq.HandlerFunc(func(ctx context.Context, t *asynq.Task) error {
-		time.Sleep(200 * time.Millisecond)
-		j.add("sent e-mail %s", t.Payload())
-		return nil
-	})))
-	mux.Handle("report:build", middleware.Lock(locks, middleware.ByType(),
-		middleware.WithPolicy(middleware.Requeue()), middleware.WithObserver(observe),
-	)(asynq.HandlerFunc(func(ctx context.Context, t *asynq.Task) error {
-		time.Sleep(100 * time.Millisecond)
-		j.add("built report %s", t.Payload())
-		return nil
-	})))
-
 	srv := asynq.NewServer(broker, asynq.Config{
 		Concurrency:              8,
 		IsFailure:                middleware.IsFailure,
@@ -104,11 +74,69 @@ func run(ctx context.Context, out io.Writer) error {
 		DelayedTaskCheckInterval: 50 * time.Millisecond,
 		LogLevel:                 asynq.FatalLevel,
 	})
-	if err := srv.Start(mux); err != nil {
+	if err := srv.Start(handlers(locks, j)); err != nil {
 		return err
 	}
 	defer srv.Shutdown()
+	if err := enqueueAndDrain(ctx, broker); err != nil {
+		return err
+	}
+	j.print(out)
+	return nil
+}
 
+// handlers decorates three handlers, each with its own key and policy.
+func handlers(locks *redlock.Client, j *journal) *asynq.ServeMux {
+	mux := asynq.NewServeMux()
+	mux.Handle("stock:adjust", middleware.Lock(locks, middleware.ByField("sku"),
+		middleware.WithPolicy(middleware.Wait(5*time.Second)),
+		middleware.WithObserver(j.observe),
+		middleware.WithRollback(func(ctx context.Context, t *asynq.Task, cause error) error {
+			li, _ := middleware.LockFromContext(ctx)
+			j.add("released reservation under %s because: %v", li.Resource, cause)
+			return nil
+		}),
+	)(asynq.HandlerFunc(func(ctx context.Context, t *asynq.Task) error { return adjust(ctx, t, j) })))
+	mux.Handle("email:send", middleware.Lock(locks, middleware.ByPayloadHash(),
+		middleware.WithPolicy(middleware.Skip()), middleware.WithObserver(j.observe),
+	)(asynq.HandlerFunc(func(ctx context.Context, t *asynq.Task) error {
+		time.Sleep(200 * time.Millisecond)
+		j.add("sent e-mail %s", t.Payload())
+		return nil
+	})))
+	mux.Handle("report:build", middleware.Lock(locks, middleware.ByType(),
+		middleware.WithPolicy(middleware.Requeue()), middleware.WithObserver(j.observe),
+	)(asynq.HandlerFunc(func(ctx context.Context, t *asynq.Task) error {
+		time.Sleep(100 * time.Millisecond)
+		j.add("built report %s", t.Payload())
+		return nil
+	})))
+	return mux
+}
+
+// adjust is the stock handler: it refuses a drop of more than 100 units.
+func adjust(ctx context.Context, t *asynq.Task, j *journal) error {
+	var p struct {
+		SKU   string `json:"sku"`
+		Delta int    `json:"delta"`
+	}
+	if err := json.Unmarshal(t.Payload(), &p); err != nil {
+		return fmt.Errorf("%w: %v", asynq.SkipRetry, err)
+	}
+	li, _ := middleware.LockFromContext(ctx)
+	time.Sleep(50 * time.Millisecond)
+	if p.Delta < -100 {
+		return fmt.Errorf("%w: stock of %s cannot go down by %d", asynq.SkipRetry, p.SKU, -p.Delta)
+	}
+	j.add("adjusted %s by %d under %s", p.SKU, p.Delta, li.Resource)
+	return nil
+}
+
+// enqueueAndDrain enqueues the demo's tasks and waits, at most 30s, until
+// all are processed.
+func enqueueAndDrain(ctx context.Context, broker asynq.RedisClientOpt) error {
+	client := asynq.NewClient(broker)
+	defer client.Close()
 	tasks := []*asynq.Task{
 		asynq.NewTask("stock:adjust", []byte(`{"sku":"A-1","delta":5}`)),
 		asynq.NewTask("stock:adjust", []byte(`{"sku":"A-1","delta":-2}`)),
@@ -132,19 +160,11 @@ func run(ctx context.Context, out io.Writer) error {
 			return err
 		}
 		if qi.Pending+qi.Active+qi.Scheduled+qi.Retry == 0 && qi.Processed >= len(tasks) {
-			break
+			return nil
 		}
 		if time.Now().After(deadline) {
 			return errors.New("tasks not done after 30s")
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	j.mu.Lock()
-	lines := append([]string(nil), j.lines...)
-	j.mu.Unlock()
-	sort.Strings(lines)
-	for _, l := range lines {
-		fmt.Fprintln(out, l)
-	}
-	return nil
 }

@@ -192,7 +192,7 @@ func newReplica(cfg config, srv *servers, store *redis.Client, hotDone *hotTally
 	if !cfg.noLock {
 		key = middleware.ByField("sku")
 	}
-	err = w.HandleFunc("stock:adjust", func(ctx context.Context, t *asynq.Task) error {
+	err = w.Handle("stock:adjust", asynq.HandlerFunc(func(ctx context.Context, t *asynq.Task) error {
 		var a adjustment
 		if err := json.Unmarshal(t.Payload(), &a); err != nil {
 			return fmt.Errorf("%w: %v", asynq.SkipRetry, err)
@@ -204,7 +204,7 @@ func newReplica(cfg config, srv *servers, store *redis.Client, hotDone *hotTally
 			hotDone.add()
 		}
 		return nil
-	}, key)
+	}), key)
 	if err != nil {
 		w.Close()
 		return nil, err

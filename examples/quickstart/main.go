@@ -32,17 +32,18 @@ func run(ctx context.Context) error {
 		return err
 	}
 	defer w.Close()
-	err = w.HandleFunc("stock:adjust", func(ctx context.Context, t *asynq.Task) error {
-		lock, _ := middleware.LockFromContext(ctx) // resource, token, fence
-		_ = lock
-		return adjustStock(ctx, t.Payload()) // runs alone for its SKU; ctx cancelled if the lock is lost
-	}, middleware.ByField("sku"), middleware.WithRollback(undoAdjustment))
+	err = w.Handle("stock:adjust", asynq.HandlerFunc(adjustStock), middleware.ByField("sku"), middleware.WithRollback(undoAdjustment))
 	if err != nil {
 		return err
 	}
 	return w.Run(ctx) // until SIGINT/SIGTERM (nil), or a failure; in-flight locks released
 }
 
-func adjustStock(ctx context.Context, payload []byte) error { return nil } // your update, alone for its SKU
+// adjustStock runs alone for its SKU; ctx is cancelled if the lock is lost.
+func adjustStock(ctx context.Context, t *asynq.Task) error {
+	lock, _ := middleware.LockFromContext(ctx) // resource, token, fence
+	_ = lock
+	return nil // your update
+}
 
 func undoAdjustment(ctx context.Context, t *asynq.Task, cause error) error { return nil }

@@ -189,69 +189,96 @@ func (r *Result) add(v Violation) {
 
 // checkResource checks one resource's sections, given in start order.
 func (r *Result) checkResource(all []Section, name string, idx []int, final string, finalKnown bool) {
-	last := -1 // the section with the latest end so far
-	lastWriter := -1
-	lastFenced := -1
-	expect := "" // the register's value if every section excluded the others
-	writer := map[string]int{}
-	readers := map[string][]int{} // value -> writing sections that read it
+	w := &walk{r: r, all: all, name: name, last: -1, lastWriter: -1, lastFenced: -1,
+		writer: map[string]int{}, readers: map[string][]int{}}
 	for _, i := range idx {
-		s := all[i]
-		if last >= 0 && s.Start < all[last].End {
-			r.add(Violation{Kind: Overlap, Resource: name, First: last, Second: i,
-				Detail: fmt.Sprintf("%s began %v before %s ended", s.Holder, time.Duration(all[last].End-s.Start), all[last].Holder)})
-		}
-		if last < 0 || s.End > all[last].End {
-			last = i
-		}
-		if s.Read != expect {
-			d := fmt.Sprintf("%s read %q, want %q", s.Holder, s.Read, expect)
-			if lastWriter >= 0 {
-				d += " written by " + all[lastWriter].Holder
-			}
-			r.add(Violation{Kind: StaleRead, Resource: name, First: lastWriter, Second: i, Detail: d})
-		}
-		if s.Fence != 0 {
-			if lastFenced >= 0 && s.Fence <= all[lastFenced].Fence {
-				r.add(Violation{Kind: FenceInversion, Resource: name, First: lastFenced, Second: i,
-					Detail: fmt.Sprintf("fence %d of %s after fence %d of %s", s.Fence, s.Holder, all[lastFenced].Fence, all[lastFenced].Holder)})
-			}
-			lastFenced = i
-		}
-		if s.Aborted() {
-			continue
-		}
-		if j, dup := writer[s.Wrote]; dup {
-			r.add(Violation{Kind: Malformed, Resource: name, First: j, Second: i,
-				Detail: fmt.Sprintf("value %q written twice: written values must be unique", s.Wrote)})
-			continue
-		}
-		writer[s.Wrote] = i
-		readers[s.Read] = append(readers[s.Read], i)
-		expect, lastWriter = s.Wrote, i
+		w.order(i)
+		w.write(i)
 	}
 	if !finalKnown {
-		final = expect
-	} else if final != expect {
-		d := fmt.Sprintf("register ends with %q, want the last write %q", final, expect)
-		if j, ok := writer[final]; ok {
+		final = w.expect
+	} else if final != w.expect {
+		d := fmt.Sprintf("register ends with %q, want the last write %q", final, w.expect)
+		if j, ok := w.writer[final]; ok {
 			d += " (it holds the write of " + all[j].Holder + ")"
 		}
-		r.add(Violation{Kind: FinalMismatch, Resource: name, First: lastWriter, Second: -1, Detail: d})
+		r.add(Violation{Kind: FinalMismatch, Resource: name, First: w.lastWriter, Second: -1, Detail: d})
 	}
-	// Lost updates and duplicates, in start order of the sections involved.
+	w.lostAndDuplicated(idx, final)
+}
+
+// walk is checkResource's state while it goes through one resource's
+// sections in start order.
+type walk struct {
+	r          *Result
+	all        []Section
+	name       string
+	last       int    // the section with the latest end so far
+	lastWriter int    // the last section that wrote
+	lastFenced int    // the last section with a fence
+	expect     string // the register's value if every section excluded the others
+	writer     map[string]int
+	readers    map[string][]int // value -> writing sections that read it
+}
+
+// order checks section i against those before it: overlap, stale read and
+// fence order.
+func (w *walk) order(i int) {
+	s, all := w.all[i], w.all
+	if w.last >= 0 && s.Start < all[w.last].End {
+		w.r.add(Violation{Kind: Overlap, Resource: w.name, First: w.last, Second: i,
+			Detail: fmt.Sprintf("%s began %v before %s ended", s.Holder, time.Duration(all[w.last].End-s.Start), all[w.last].Holder)})
+	}
+	if w.last < 0 || s.End > all[w.last].End {
+		w.last = i
+	}
+	if s.Read != w.expect {
+		d := fmt.Sprintf("%s read %q, want %q", s.Holder, s.Read, w.expect)
+		if w.lastWriter >= 0 {
+			d += " written by " + all[w.lastWriter].Holder
+		}
+		w.r.add(Violation{Kind: StaleRead, Resource: w.name, First: w.lastWriter, Second: i, Detail: d})
+	}
+	if s.Fence != 0 {
+		if w.lastFenced >= 0 && s.Fence <= all[w.lastFenced].Fence {
+			w.r.add(Violation{Kind: FenceInversion, Resource: w.name, First: w.lastFenced, Second: i,
+				Detail: fmt.Sprintf("fence %d of %s after fence %d of %s", s.Fence, s.Holder, all[w.lastFenced].Fence, all[w.lastFenced].Holder)})
+		}
+		w.lastFenced = i
+	}
+}
+
+// write records section i's write, if it made one.
+func (w *walk) write(i int) {
+	s := w.all[i]
+	if s.Aborted() {
+		return
+	}
+	if j, dup := w.writer[s.Wrote]; dup {
+		w.r.add(Violation{Kind: Malformed, Resource: w.name, First: j, Second: i,
+			Detail: fmt.Sprintf("value %q written twice: written values must be unique", s.Wrote)})
+		return
+	}
+	w.writer[s.Wrote] = i
+	w.readers[s.Read] = append(w.readers[s.Read], i)
+	w.expect, w.lastWriter = s.Wrote, i
+}
+
+// lostAndDuplicated finds lost updates and duplicates, in start order of
+// the sections involved.
+func (w *walk) lostAndDuplicated(idx []int, final string) {
 	for _, i := range idx {
-		s := all[i]
-		if s.Aborted() || writer[s.Wrote] != i {
+		s := w.all[i]
+		if s.Aborted() || w.writer[s.Wrote] != i {
 			continue
 		}
-		if len(readers[s.Wrote]) == 0 && s.Wrote != final {
-			r.add(Violation{Kind: LostUpdate, Resource: name, First: i, Second: -1,
+		if len(w.readers[s.Wrote]) == 0 && s.Wrote != final {
+			w.r.add(Violation{Kind: LostUpdate, Resource: w.name, First: i, Second: -1,
 				Detail: fmt.Sprintf("%q written by %s was never read and is not the final value", s.Wrote, s.Holder)})
 		}
-		if rs := readers[s.Read]; len(rs) > 1 && rs[0] != i {
-			r.add(Violation{Kind: Duplicate, Resource: name, First: rs[0], Second: i,
-				Detail: fmt.Sprintf("%s and %s both updated from %s", all[rs[0]].Holder, s.Holder, quoteValue(s.Read))})
+		if rs := w.readers[s.Read]; len(rs) > 1 && rs[0] != i {
+			w.r.add(Violation{Kind: Duplicate, Resource: w.name, First: rs[0], Second: i,
+				Detail: fmt.Sprintf("%s and %s both updated from %s", w.all[rs[0]].Holder, s.Holder, quoteValue(s.Read))})
 		}
 	}
 }

@@ -133,6 +133,16 @@ const (
 	svgHeader = 30.0
 )
 
+// placed is a section's lane within its resource's block.
+type placed struct{ i, lane int }
+
+// block is one resource's lanes on the timeline.
+type block struct {
+	name   string
+	top    float64
+	placed []placed
+}
+
 func writeTimeline(w io.Writer, h History, r Result) error {
 	bad := map[int]bool{}
 	for _, v := range r.Violations {
@@ -147,47 +157,7 @@ func writeTimeline(w io.Writer, h History, r Result) error {
 	}
 	scale := (svgWidth - svgLeft - 10) / float64(t1-t0)
 	x := func(ns int64) float64 { return svgLeft + float64(ns-t0)*scale }
-
-	// One block of lanes per resource; sections that overlap go to extra
-	// lanes, first fit.
-	type placed struct{ i, lane int }
-	byRes := map[string][]int{}
-	for i, s := range h.Sections {
-		byRes[s.Resource] = append(byRes[s.Resource], i)
-	}
-	names := make([]string, 0, len(byRes))
-	for n := range byRes {
-		names = append(names, n)
-	}
-	slices.Sort(names)
-	var blocks []struct {
-		name   string
-		top    float64
-		placed []placed
-	}
-	y := svgHeader
-	for _, n := range names {
-		idx := byRes[n]
-		slices.SortFunc(idx, func(a, b int) int { return cmp.Compare(h.Sections[a].Start, h.Sections[b].Start) })
-		var laneEnd []int64
-		var ps []placed
-		for _, i := range idx {
-			lane := slices.IndexFunc(laneEnd, func(end int64) bool { return end <= h.Sections[i].Start })
-			if lane < 0 {
-				lane = len(laneEnd)
-				laneEnd = append(laneEnd, 0)
-			}
-			laneEnd[lane] = h.Sections[i].End
-			ps = append(ps, placed{i, lane})
-		}
-		blocks = append(blocks, struct {
-			name   string
-			top    float64
-			placed []placed
-		}{n, y, ps})
-		y += float64(max(len(laneEnd), 1))*svgLane + 10
-	}
-	height := y + 10
+	blocks, height := layout(h)
 
 	fmt.Fprintf(w, `<svg xmlns="http://www.w3.org/2000/svg" width="%.0f" height="%.0f" font-family="monospace" font-size="11">`+"\n", svgWidth, height)
 	fmt.Fprintf(w, `<text x="4" y="14">%s; %v from the earliest record; red: overlapping or stale</text>`+"\n",
@@ -213,4 +183,39 @@ func writeTimeline(w io.Writer, h History, r Result) error {
 	}
 	_, err := fmt.Fprintln(w, "</svg>")
 	return err
+}
+
+// layout gives each resource a block of lanes, in name order; sections that
+// overlap go to extra lanes, first fit. It returns the blocks and the
+// timeline's height.
+func layout(h History) ([]block, float64) {
+	byRes := map[string][]int{}
+	for i, s := range h.Sections {
+		byRes[s.Resource] = append(byRes[s.Resource], i)
+	}
+	names := make([]string, 0, len(byRes))
+	for n := range byRes {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	var blocks []block
+	y := svgHeader
+	for _, n := range names {
+		idx := byRes[n]
+		slices.SortFunc(idx, func(a, b int) int { return cmp.Compare(h.Sections[a].Start, h.Sections[b].Start) })
+		var laneEnd []int64
+		var ps []placed
+		for _, i := range idx {
+			lane := slices.IndexFunc(laneEnd, func(end int64) bool { return end <= h.Sections[i].Start })
+			if lane < 0 {
+				lane = len(laneEnd)
+				laneEnd = append(laneEnd, 0)
+			}
+			laneEnd[lane] = h.Sections[i].End
+			ps = append(ps, placed{i, lane})
+		}
+		blocks = append(blocks, block{n, y, ps})
+		y += float64(max(len(laneEnd), 1))*svgLane + 10
+	}
+	return blocks, y + 10
 }

@@ -1,0 +1,57 @@
+package lockadmin
+
+import (
+	"context"
+	"time"
+
+	"github.com/asynqlock/asynqlock/internal/lockhook"
+	"github.com/asynqlock/asynqlock/redlock"
+)
+
+// ForceRelease deletes resource's lock key on every node where it still holds
+// token (a NodeState.Token seen with Inspect or List) and announces the
+// release to waiters; it reports on how many nodes a key was deleted. A key
+// that meanwhile changed hands is left alone. It is the operator's
+// break-glass: the holder keeps running until its next extension finds the
+// lock gone (then its context is cancelled with ErrLockLost), so use it for a
+// holder that is stuck or gone, not one that works. A node that fails is in
+// the error, matched by errors.As with *redlock.NodeError, next to the count
+// of the nodes that did delete.
+func ForceRelease(ctx context.Context, c *redlock.Client, resource, token string) (int, error) {
+	return lockhook.ForceRelease(c, ctx, resource, token)
+}
+
+// Claim is one token's hold on a resource: the nodes whose lock key carries
+// it. A resource normally has one claim; several while contenders split the
+// nodes, or when leftovers of an earlier holder remain on a minority.
+type Claim struct {
+	Token  string
+	Holder redlock.Holder // from the token; zero when it carries none
+	Nodes  []int          // node indexes, ascending
+	TTL    time.Duration  // the shortest remaining TTL among those nodes
+	Fence  int64          // the highest fencing counter among those nodes
+}
+
+// Claims groups a resource's node states (Inspect, List) by token, in node
+// order. A claim with at least Quorum(c) nodes is the lock's holder.
+func Claims(states []redlock.NodeState) []Claim {
+	var out []Claim
+	at := map[string]int{}
+	for _, s := range states {
+		if !s.Held() {
+			continue
+		}
+		i, ok := at[s.Token]
+		if !ok {
+			h, _ := redlock.ParseHolder(s.Token)
+			i = len(out)
+			at[s.Token] = i
+			out = append(out, Claim{Token: s.Token, Holder: h, TTL: s.TTL})
+		}
+		c := &out[i]
+		c.Nodes = append(c.Nodes, s.Node)
+		c.TTL = min(c.TTL, s.TTL)
+		c.Fence = max(c.Fence, s.Fence)
+	}
+	return out
+}

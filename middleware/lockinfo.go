@@ -1,0 +1,30 @@
+package middleware
+
+import (
+	"context"
+	"time"
+
+	"github.com/asynqlock/asynqlock/redlock"
+)
+
+// LockInfo describes the lock a handler runs under.
+type LockInfo struct {
+	Resource string    // the locked resource's name
+	Token    string    // the lock's random token
+	Fence    int64     // fencing token, 0 unless acquired with redlock.WithFencing (see WithLockOptions)
+	Until    time.Time // end of validity when the handler started (kept alive since)
+}
+
+type infoKey struct{}
+
+// withLockInfo gives ctx the lock's LockInfo.
+func withLockInfo(ctx context.Context, lock *redlock.Lock) context.Context {
+	return context.WithValue(ctx, infoKey{}, LockInfo{Resource: lock.Resource(), Token: lock.Token(), Fence: lock.Fence(), Until: lock.Until()})
+}
+
+// LockFromContext returns the lock the handler runs under; false when the
+// task runs without a lock (empty key, or not under this middleware).
+func LockFromContext(ctx context.Context) (LockInfo, bool) {
+	li, ok := ctx.Value(infoKey{}).(LockInfo)
+	return li, ok
+}

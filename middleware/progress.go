@@ -1,0 +1,107 @@
+package middleware
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/asynqlock/asynqlock/redlock"
+)
+
+// Progress reports that the handler is making progress. In progress mode
+// (WithProgress) the lock is only extended while progress is reported; in the
+// default mode it is a no-op.
+func Progress(ctx context.Context) {
+	if p, ok := ctx.Value(progressKey{}).(*progress); ok {
+		p.report()
+	}
+}
+
+type progressKey struct{}
+
+// progress is what Progress reports to in progress mode (WithProgress).
+type progress struct {
+	last atomic.Int64  // unix ns of the last report
+	note chan struct{} // signalled on a report, without blocking
+}
+
+func newProgress() *progress {
+	p := &progress{note: make(chan struct{}, 1)}
+	p.last.Store(time.Now().UnixNano())
+	return p
+}
+
+func (p *progress) report() {
+	p.last.Store(time.Now().UnixNano())
+	select {
+	case p.note <- struct{}{}:
+	default:
+	}
+}
+
+func (p *progress) since() time.Duration { return time.Since(time.Unix(0, p.last.Load())) }
+
+// holdOnProgress keeps the lock alive with lock.KeepAlive (its extensions,
+// retries and max hold) only while the handler reports progress: once none
+// was reported for the stall bound, the keep-alive stops and the lock runs
+// out within its TTL, which cancels the handler. A report that comes before
+// the lock ran out resumes the keep-alive.
+func (m *mw) holdOnProgress(base context.Context, lock *redlock.Lock) holding {
+	hctx, cancel := context.WithCancelCause(base)
+	p := newProgress()
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() { m.watchProgress(base, lock, p, done, cancel) })
+	var once sync.Once
+	return holding{ctx: hctx, progress: p, stop: func() {
+		once.Do(func() {
+			close(done)
+			wg.Wait()
+			cancel(nil)
+		})
+	}}
+}
+
+// watchProgress runs the keep-alive while progress is reported, until done
+// is closed or the lock is lost (then lost is called with the cause).
+func (m *mw) watchProgress(base context.Context, lock *redlock.Lock, p *progress, done <-chan struct{}, lost context.CancelCauseFunc) {
+	kctx, stopKA := lock.KeepAlive(base)
+	defer func() { stopKA() }()
+	kept := kctx.Done()         // the keep-alive's end; nil while stalled
+	var ran <-chan struct{}     // the lock's loss, watched while stalled
+	var resumed <-chan struct{} // a report, watched while stalled
+	stall := time.NewTimer(m.cfg.progress)
+	defer stall.Stop()
+	for {
+		select {
+		case <-done:
+			return
+		case <-kept:
+			if cause := context.Cause(kctx); errors.Is(cause, redlock.ErrLockLost) {
+				lost(cause)
+				return
+			}
+			kept, ran = nil, lock.Lost() // ended otherwise (client closed): the lock runs out
+		case <-ran:
+			lost(redlock.ErrLockLost)
+			return
+		case <-stall.C:
+			select { // a report older than this check is no resumption
+			case <-p.note:
+			default:
+			}
+			if d := p.since(); d < m.cfg.progress {
+				stall.Reset(m.cfg.progress - d)
+				continue
+			}
+			stopKA() // stalled: let the lock run out
+			kept, ran, resumed = nil, lock.Lost(), p.note
+		case <-resumed:
+			kctx, stopKA = lock.KeepAlive(base)
+			kept, ran, resumed = kctx.Done(), nil, nil
+			stall.Reset(m.cfg.progress)
+		}
+	}
+}

@@ -1,0 +1,111 @@
+package middleware
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/asynqlock/asynqlock/internal/lockutil"
+	"github.com/asynqlock/asynqlock/redlock"
+	"github.com/hibiken/asynq"
+)
+
+// run executes the handler under the lock and cleans up after it.
+func (m *mw) run(ctx context.Context, t *asynq.Task, next asynq.Handler, lock *redlock.Lock, meta taskMeta, log taskLog) error {
+	acquired := time.Now()
+	res := lock.Resource()
+	g := m.guard(ctx, lock)
+	finished := false
+	defer func() {
+		if finished {
+			return
+		}
+		// The handler panicked: roll back under the lock, release it, then
+		// let asynq see the panic (it turns it into a failed run). The
+		// rollback's error is logged and observed by rollback.
+		p := recover()
+		lost := g.end()
+		_ = m.cleanUp(ctx, t, meta, lock, lost != nil, fmt.Errorf("handler panicked: %v", p), log)
+		panic(p)
+	}()
+	herr := next.ProcessTask(g.ctx, t)
+	finished = true
+	lost := g.end()
+	if lost != nil {
+		log.Warn("lock lost while the task ran", "cause", lost)
+		m.observe(Event{Kind: evLost, TaskType: t.Type(), TaskID: meta.id, Resource: res, Err: lost})
+	}
+	cause := herr
+	if cause == nil {
+		cause = lost
+	}
+	herr = errors.Join(herr, m.cleanUp(ctx, t, meta, lock, lost != nil, cause, log))
+	now := time.Now()
+	m.pace.held(res, now.Sub(acquired))
+	m.pace.releasedAt(res, now)
+	m.promoteAhead(meta.queue, res, "")
+	if lost != nil && !errors.Is(herr, redlock.ErrLockLost) {
+		// The work was not protected to its end: retry it.
+		herr = errors.Join(herr, fmt.Errorf("task %s (id %s): %w", t.Type(), meta.id, lost))
+	}
+	return herr
+}
+
+// guarded is a handler's run under its lock.
+type guarded struct {
+	ctx context.Context // the handler's: cancelled with the loss's cause when the lock is lost
+	end func() (lost error)
+}
+
+// guard keeps lock alive for the handler and gives it a context that is
+// cancelled when the lock is lost and carries the lock (LockFromContext).
+// end stops it all and returns the loss's cause (nil if the lock was kept).
+func (m *mw) guard(ctx context.Context, lock *redlock.Lock) guarded {
+	hold := m.hold(ctx, lock)
+	hctx, cancel := context.WithCancelCause(ctx)
+	stopLoss := context.AfterFunc(hold.ctx, func() {
+		if cause := context.Cause(hold.ctx); errors.Is(cause, redlock.ErrLockLost) {
+			cancel(cause)
+		}
+	})
+	hctx = withLockInfo(hctx, lock)
+	if hold.progress != nil {
+		hctx = context.WithValue(hctx, progressKey{}, hold.progress)
+	}
+	return guarded{ctx: hctx, end: func() error {
+		lost := context.Cause(hold.ctx)
+		if !errors.Is(lost, redlock.ErrLockLost) {
+			lost = nil
+		}
+		stopLoss()
+		hold.stop()
+		cancel(nil)
+		return lost
+	}}
+}
+
+// cleanUp runs the rollback hook if there is one and the handler failed or
+// lost its lock (cause is not nil), then releases the lock. It returns the
+// rollback's error.
+func (m *mw) cleanUp(ctx context.Context, t *asynq.Task, meta taskMeta, lock *redlock.Lock, lost bool, cause error, log taskLog) error {
+	var err error
+	if m.cfg.rollback != nil && cause != nil {
+		lock, err = m.rollback(ctx, t, meta, lock, lost, cause, log)
+	}
+	if lock != nil {
+		m.release(ctx, lock, log)
+	}
+	return err
+}
+
+// release gives the lock up with a context of its own: the task's may be
+// cancelled already (deadline, shutdown).
+func (m *mw) release(ctx context.Context, lock *redlock.Lock, log taskLog) {
+	switch err := lockutil.Release(ctx, lock); {
+	case errors.Is(err, redlock.ErrLockLost):
+		log.Warn("lock found lost at release: exclusivity was not guaranteed to the end", "err", err)
+	case err != nil:
+		log.Warn("lock release failed; it expires at its TTL", "err", err)
+	}
+}

@@ -1,0 +1,144 @@
+package middleware
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/asynqlock/asynqlock/internal/lockutil"
+	"github.com/asynqlock/asynqlock/redlock"
+)
+
+// acquire tries once (under the Wait policy, not while tasks of this
+// process hold or wait for res: see countHolder), then under the Wait
+// policy waits (bounded, and only if fewer than maxWaiters tasks of this
+// process already wait for res, or, without parking, if the wait should be
+// short). waited reports a lock obtained by waiting.
+func (m *mw) acquire(ctx context.Context, res string) (lock *redlock.Lock, waited bool, err error) {
+	if m.cfg.policy.wait > 0 && m.heldHere(res) {
+		err = errHeldHere
+	} else if lock, err = m.client.TryAcquire(ctx, res, m.cfg.ttl, m.cfg.lockOpts...); err == nil || m.cfg.policy.wait <= 0 || !errors.Is(err, redlock.ErrLocked) {
+		return lock, false, err
+	}
+	if !m.enterWait(res, m.cfg.broker == nil) {
+		return nil, false, err
+	}
+	lock, err = m.waitFor(ctx, res, m.cfg.policy.wait)
+	return lock, err == nil, err
+}
+
+// waitFor waits up to bound for res; the caller entered the wait. When the
+// bound ends, the wait goes on for another bound (up to waitRounds bounds)
+// unless the resource is seen stuck: the same holder on the lock nodes at
+// stuckAfter bound ends in a row after the first, with no release by a task
+// of this process meanwhile, or the lock nodes failed (no quorum): requeueing a task that is being served in turn only sends it to
+// the back, and with asynq's default RetryDelayFunc keeps it away 15s or more.
+func (m *mw) waitFor(ctx context.Context, res string, bound time.Duration) (*redlock.Lock, error) {
+	defer m.leaveWait(res)
+	holder, same := "", 0
+	for round := 1; ; round++ {
+		since := time.Now()
+		wctx, cancel := context.WithTimeout(ctx, bound)
+		lock, err := m.client.Acquire(wctx, res, m.cfg.ttl, m.cfg.lockOpts...)
+		ended := wctx.Err() != nil
+		cancel()
+		if err == nil || ctx.Err() != nil || !ended {
+			return lock, err
+		}
+		noQuorum := errors.Is(err, redlock.ErrQuorum) && !errors.Is(err, redlock.ErrLocked)
+		if round < waitRounds && !noQuorum {
+			now, known := m.holderOf(ctx, res)
+			if known && now != "" && now == holder && !m.pace.lastRelease(res).After(since) {
+				same++
+			} else {
+				same = 0
+			}
+			holder = now
+			if same < m.stuckAfter() {
+				continue
+			}
+		}
+		// Our wait bound ended, not the task: report the lock's cause
+		// alone, not a deadline that asynq could take for the task's.
+		cause := redlock.ErrLocked
+		if noQuorum {
+			cause = redlock.ErrQuorum
+		}
+		return nil, fmt.Errorf("%w (after waiting %v)", cause, time.Duration(round)*bound)
+	}
+}
+
+// holderOf returns the token most lock nodes report for res ("" when
+// none); known is false when the nodes could not tell.
+func (m *mw) holderOf(ctx context.Context, res string) (token string, known bool) {
+	ictx, cancel := context.WithTimeout(ctx, lockutil.ReleaseTimeout)
+	defer cancel()
+	states, err := m.client.Inspect(ictx, res)
+	if err != nil {
+		return "", false
+	}
+	count := map[string]int{}
+	best := ""
+	for _, st := range states {
+		if st.Err == nil && st.Token != "" {
+			if count[st.Token]++; count[st.Token] > count[best] {
+				best = st.Token
+			}
+		}
+	}
+	return best, true
+}
+
+// waitRounds bounds how many times a wait is renewed while its resource
+// makes progress.
+const waitRounds = 15
+
+// stuckAfter is how many bounds in a row one holder must keep the resource
+// (with no release in this process) for a waiter to give up: 1 with parking;
+// 4 without, where a requeue may cost asynq's default backoff (15s and
+// more) and a failure count if the server lacks IsFailure and RetryDelay.
+func (m *mw) stuckAfter() int {
+	if m.cfg.broker != nil {
+		return 1
+	}
+	return 4
+}
+
+// requeueTrip is how long a requeued task is away at least with asynq's
+// default DelayedTaskCheckInterval: waiting any shorter is better.
+const requeueTrip = 5 * time.Second
+
+// enterWait counts a waiter of res if there is room: fewer than maxWaiters
+// wait, or (soft) the tasks ahead should be done within the Wait bound and
+// sooner than a requeued task could come back.
+func (m *mw) enterWait(res string, soft bool) bool {
+	m.mu.Lock()
+	n := m.waiters[res]
+	m.mu.Unlock()
+	if n >= m.cfg.maxWaiters {
+		if !soft || m.cfg.maxWaiters == 0 {
+			return false
+		}
+		if ahead := time.Duration(n+1) * m.pace.typical(res); ahead >= min(requeueTrip, m.cfg.policy.wait) {
+			return false
+		}
+	}
+	m.forceWait(res)
+	return true
+}
+
+// forceWait counts a waiter of res whatever the bound.
+func (m *mw) forceWait(res string) {
+	m.mu.Lock()
+	m.waiters[res]++
+	m.mu.Unlock()
+}
+
+func (m *mw) leaveWait(res string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.waiters[res]--; m.waiters[res] <= 0 {
+		delete(m.waiters, res)
+	}
+}

@@ -1,0 +1,111 @@
+package worker
+
+import (
+	"crypto/tls"
+	"fmt"
+	"math"
+	"time"
+
+	"github.com/asynqlock/asynqlock/internal/redisurl"
+	"github.com/asynqlock/asynqlock/internal/workerconfig"
+)
+
+// asynqTLS is the broker's TLS files from the environment.
+func (c *Config) asynqTLS() workerconfig.TLSFiles {
+	return workerconfig.TLSFiles{CA: c.AsynqTLSCAFile, Cert: c.AsynqTLSCertFile, Key: c.AsynqTLSKeyFile}
+}
+
+// locks is the lock client's part of the configuration.
+func (c *Config) locks() workerconfig.Locks {
+	return workerconfig.Locks{Nodes: c.RedlockNodes, NodeTimeout: c.NodeTimeout, DriftFactor: c.DriftFactor, Prefix: c.LockPrefix,
+		TLS: workerconfig.TLSFiles{CA: c.RedlockTLSCAFile, Cert: c.RedlockTLSCertFile, Key: c.RedlockTLSKeyFile}}
+}
+
+// checkURLs checks the TLS files, the broker URL and the node URLs; a
+// problem names the variable and the URL with its password masked.
+func (c *Config) checkURLs() []problem {
+	var ps []problem
+	for _, v := range []struct {
+		prefix string
+		f      workerconfig.TLSFiles
+	}{{"ASYNQ_TLS_", c.asynqTLS()}, {"REDLOCK_TLS_", c.locks().TLS}} {
+		prefix, f := v.prefix, v.f
+		if err := redisurl.AddTLSFiles(&tls.Config{}, f.CA, "", ""); err != nil {
+			ps = append(ps, problem{Var: prefix + "CA_FILE", Message: err.Error()})
+		}
+		if err := redisurl.AddTLSFiles(&tls.Config{}, "", f.Cert, f.Key); err != nil {
+			ps = append(ps, problem{Var: prefix + "CERT_FILE and " + prefix + "KEY_FILE", Message: err.Error()})
+		}
+	}
+	if c.AsynqRedisURL != "" {
+		if _, err := parseBroker(c.AsynqRedisURL, c.asynqTLS()); err != nil {
+			ps = append(ps, problem{Var: "ASYNQ_REDIS_URL", Message: err.Error()})
+		}
+	}
+	for i, u := range c.locks().NodeURLs() {
+		if _, err := redisurl.ParseNode(u); err != nil {
+			ps = append(ps, problem{Var: "REDLOCK_NODES", Message: fmt.Sprintf("node %d: %v", i, err)})
+		}
+	}
+	return ps
+}
+
+// check validates values that parsed.
+func (c *Config) check() []problem {
+	var ps []problem
+	add := func(v, format string, args ...any) {
+		ps = append(ps, problem{Var: v, Message: fmt.Sprintf(format, args...)})
+	}
+	ps = append(ps, c.checkURLs()...)
+	for _, d := range []struct {
+		v string
+		d time.Duration
+	}{
+		{"REDLOCK_TTL", c.LockTTL}, {"REDLOCK_NODE_TIMEOUT", c.NodeTimeout},
+		{"WORKER_SHUTDOWN_TIMEOUT", c.ShutdownTimeout}, {"WORKER_TASK_CHECK_INTERVAL", c.TaskCheckInterval},
+		{"WORKER_DELAYED_TASK_CHECK_INTERVAL", c.DelayedTaskCheckInterval},
+		{"WORKER_READINESS_INTERVAL", c.ReadinessInterval}, {"WORKER_NODE_CHECK_INTERVAL", c.NodeCheckInterval},
+	} {
+		if d.d <= 0 {
+			add(d.v, "must be positive, got %v", d.d)
+		}
+	}
+	if c.NodeTimeout > 0 && c.LockTTL > 0 && c.NodeTimeout*3 > c.LockTTL {
+		add("REDLOCK_NODE_TIMEOUT", "%v is not small against REDLOCK_TTL %v; expected at most a third of it", c.NodeTimeout, c.LockTTL)
+	}
+	if math.IsNaN(c.DriftFactor) || c.DriftFactor < 0 || c.DriftFactor >= 0.5 {
+		add("REDLOCK_DRIFT_FACTOR", "must be in [0, 0.5), got %v", c.DriftFactor)
+	}
+	if c.Concurrency <= 0 {
+		add("WORKER_CONCURRENCY", "must be a positive integer, got %d", c.Concurrency)
+	}
+	ps = append(ps, c.checkQueues()...)
+	if _, err := c.policy(); err != nil {
+		add("WORKER_CONFLICT_POLICY", "%v", err)
+	}
+	if c.ConflictWait < 0 || c.ConflictPolicy == "wait" && c.ConflictWait == 0 {
+		add("WORKER_CONFLICT_WAIT", "must be positive with the wait policy (use requeue for no wait), got %v", c.ConflictWait)
+	}
+	if _, err := parseLevel(c.LogLevel); err != nil {
+		add("LOG_LEVEL", "%v", err)
+	}
+	if c.LogFormat != "text" && c.LogFormat != "json" {
+		add("LOG_FORMAT", "must be text or json, got %q", c.LogFormat)
+	}
+	return ps
+}
+
+// checkQueues checks that WORKER_QUEUES names queues with positive
+// priorities.
+func (c *Config) checkQueues() []problem {
+	if len(c.Queues) == 0 {
+		return []problem{{Var: "WORKER_QUEUES", Message: "names no queue; expected " + expectations["WORKER_QUEUES"]}}
+	}
+	var ps []problem
+	for q, p := range c.Queues {
+		if q == "" || p <= 0 {
+			ps = append(ps, problem{Var: "WORKER_QUEUES", Message: fmt.Sprintf("queue %q has priority %d; expected a name and a positive priority", q, p)})
+		}
+	}
+	return ps
+}

@@ -1,0 +1,53 @@
+package worker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/asynqlock/asynqlock/middleware"
+	"github.com/hibiken/asynq"
+)
+
+// Handle registers h for taskType, each task locked on the resource named by
+// key (see the middleware package) with the configured TTL and conflict
+// policy, its busy tasks parked in the broker; opts come after those (a
+// middleware.WithObserver among them replaces the one feeding the worker's
+// task metrics). A nil key runs the handler unlocked. Handle must be called
+// before Run.
+func (w *Worker) Handle(taskType string, h asynq.Handler, key middleware.KeyFunc, opts ...middleware.Option) error {
+	if taskType == "" || h == nil {
+		return fmt.Errorf("worker: Handle needs a task type and a handler (got %q, %v)", taskType, h)
+	}
+	if w.running.Load() {
+		return errors.New("worker: Handle called after Run")
+	}
+	if key != nil {
+		policy, _ := w.cfg.policy()
+		all := append([]middleware.Option{
+			middleware.WithTTL(w.cfg.LockTTL),
+			middleware.WithPolicy(policy),
+			middleware.WithBroker(w.ping),
+			middleware.WithMaxWaiters(max(1, w.cfg.Concurrency/2)),
+			middleware.WithLogger(w.log),
+			middleware.WithObserver(w.metrics.observeTask),
+		}, opts...)
+		mw, err := middleware.New(w.locks, key, all...)
+		if err != nil {
+			return fmt.Errorf("worker: %s: %w", taskType, err)
+		}
+		h = mw(h)
+	}
+	w.mux.Handle(taskType, w.track(nameHolder(h)))
+	return nil
+}
+
+// track counts handlers that have not returned, so that shutdown can wait
+// for their locks to be released even after asynq stopped waiting.
+func (w *Worker) track(h asynq.Handler) asynq.Handler {
+	return asynq.HandlerFunc(func(ctx context.Context, t *asynq.Task) error {
+		w.inflight.Add(1)
+		defer w.inflight.Done()
+		return h.ProcessTask(ctx, t)
+	})
+}

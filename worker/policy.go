@@ -1,0 +1,23 @@
+package worker
+
+import (
+	"fmt"
+
+	"github.com/asynqlock/asynqlock/middleware"
+)
+
+// policy turns WORKER_CONFLICT_POLICY into the middleware's conflict
+// policy.
+func (c *Config) policy() (middleware.Policy, error) {
+	switch c.ConflictPolicy {
+	case "wait":
+		return middleware.Wait(c.ConflictWait), nil
+	case "requeue":
+		return middleware.Requeue(), nil
+	case "skip":
+		return middleware.Skip(), nil
+	case "fail":
+		return middleware.Fail(), nil
+	}
+	return middleware.Policy{}, fmt.Errorf("must be wait, requeue, skip or fail, got %q", c.ConflictPolicy)
+}
