@@ -2,6 +2,7 @@ package middleware
 
 import (
 	"context"
+	"errors"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -86,5 +87,50 @@ func TestArrivalBesideALocalHolderSkipsTryAcquire(t *testing.T) {
 	}
 	if err := <-done; err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestParkingLeavesHalfTheShareToPromotedTasks: with parking, tasks that
+// meet their resource busy wait only while fewer than half of WithMaxWaiters
+// wait (the rest of the share is for promoted tasks); the next one is parked
+// at once. Without parking (the control), the whole share waits.
+func TestParkingLeavesHalfTheShareToPromotedTasks(t *testing.T) {
+	for _, parking := range []bool{true, false} {
+		t.Run(map[bool]string{true: "parking", false: "control"}[parking], func(t *testing.T) {
+			ctx := context.Background()
+			e, held := busyEnv(t, taskMeta{id: "t1", queue: "default", maxRetry: 3, known: true})
+			opts := []Option{WithPolicy(Wait(10 * time.Second)), WithMaxWaiters(4)}
+			if parking {
+				opts = append(opts, WithBroker(e.raw))
+			}
+			h := Lock(e.locks, ByField("sku"), opts...)(&recorder{})
+			done := make(chan error, 3)
+			for range 2 {
+				go func() { done <- h.ProcessTask(ctx, adjust()) }()
+			}
+			time.Sleep(300 * time.Millisecond) // both wait
+			go func() { done <- h.ProcessTask(ctx, adjust()) }()
+			select {
+			case err := <-done:
+				if !parking {
+					t.Fatalf("without parking a third task returned (%v) while 4 may wait", err)
+				}
+				if !errors.Is(err, ErrConflict) {
+					t.Fatalf("third task: %v, want parked (ErrConflict)", err)
+				}
+			case <-time.After(2 * time.Second):
+				if parking {
+					t.Fatal("the third task waited: half the share (2) was taken")
+				}
+			}
+			if err := held.Release(ctx); err != nil {
+				t.Fatal(err)
+			}
+			for range map[bool]int{true: 2, false: 3}[parking] {
+				if err := <-done; err != nil {
+					t.Fatalf("waiter: %v", err)
+				}
+			}
+		})
 	}
 }

@@ -109,14 +109,27 @@ func (m *mw) stuckAfter() int {
 // default DelayedTaskCheckInterval: waiting any shorter is better.
 const requeueTrip = 5 * time.Second
 
-// enterWait counts a waiter of res if there is room: fewer than maxWaiters
+// freshShare is how many tasks of this process may wait for a resource
+// when a task meets it busy: maxWaiters, or with parking (not soft) half of
+// it, at least 1: the other half is left to promoted tasks, which come back
+// in FIFO order and would otherwise find the share taken. Fewer tasks
+// waiting in workers also leave more workers to other resources during a
+// burst (docs/HOTKEYS.md).
+func (m *mw) freshShare(soft bool) int {
+	if soft || m.cfg.maxWaiters <= 1 {
+		return m.cfg.maxWaiters
+	}
+	return m.cfg.maxWaiters / 2
+}
+
+// enterWait counts a waiter of res if there is room: fewer than freshShare
 // wait, or (soft) the tasks ahead should be done within the Wait bound and
 // sooner than a requeued task could come back.
 func (m *mw) enterWait(res string, soft bool) bool {
 	m.mu.Lock()
 	n := m.waiters[res]
 	m.mu.Unlock()
-	if n >= m.cfg.maxWaiters {
+	if n >= m.freshShare(soft) {
 		if !soft || m.cfg.maxWaiters == 0 {
 			return false
 		}
