@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/asynqlock/asynqlock/internal/lockutil"
 	"github.com/asynqlock/asynqlock/internal/redistest"
 	"github.com/asynqlock/asynqlock/middleware"
 	"github.com/asynqlock/asynqlock/redlock"
@@ -137,7 +138,7 @@ func (s *hotSpan) add(srv int, entry, start, end time.Time) {
 	if s.first.IsZero() || start.Before(s.first) {
 		s.first = start
 	}
-	s.last = max64t(s.last, end)
+	s.last = lockutil.Later(s.last, end)
 	s.busy += end.Sub(start)
 }
 
@@ -149,13 +150,6 @@ func (s *hotSpan) percent() float64 {
 		return 100 * float64(s.busy) / float64(span)
 	}
 	return 0
-}
-
-func max64t(a, b time.Time) time.Time {
-	if a.After(b) {
-		return a
-	}
-	return b
 }
 
 // startWorkers runs -bench.hotmixservers worker.New workers with their

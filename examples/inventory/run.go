@@ -43,44 +43,17 @@ func run(ctx context.Context, cfg config, out io.Writer) (result, error) {
 	store := redis.NewClient(storeOpt)
 	defer store.Close()
 
-	skus := make([]string, cfg.skus)
-	for i := range skus {
-		skus[i] = fmt.Sprintf("SKU-%03d", i)
+	skus, err := seedStock(ctx, store, cfg.skus)
+	if err != nil {
+		return result{}, err
 	}
-	skus[0] = "SKU-HOT"
-	for _, s := range skus {
-		if err := store.Set(ctx, "stock:"+s, initialStock, 0).Err(); err != nil {
-			return result{}, fmt.Errorf("inventory store: %w", err)
-		}
-	}
-
-	// The replicas: each a worker with its own lock client and asynq server.
-	wctx, stopWorkers := context.WithCancel(ctx)
-	defer stopWorkers()
-	var replicas []*worker.Worker
-	finished := make(chan error, cfg.replicas)
 	failed := make(chan error, cfg.replicas+1) // a replica that stopped on its own, or enqueueing
 	hotDone := &hotTally{}
-	for r := range cfg.replicas {
-		w, err := newReplica(cfg, srv, store, hotDone)
-		if err != nil {
-			return result{}, err
-		}
-		replicas = append(replicas, w)
-		go func() {
-			err := w.Run(wctx)
-			if err != nil && wctx.Err() == nil {
-				failed <- fmt.Errorf("replica %d stopped: %w", r+1, err)
-			}
-			finished <- err
-		}()
+	replicas, stopReplicas, err := startReplicas(ctx, cfg, srv, store, hotDone, failed)
+	defer stopReplicas()
+	if err != nil {
+		return result{}, err
 	}
-	defer func() {
-		stopWorkers()
-		for range replicas {
-			<-finished
-		}
-	}()
 
 	// The adjustments, and what each SKU must end at.
 	mode := "with a lock per SKU"
@@ -105,6 +78,51 @@ func run(ctx context.Context, cfg config, out io.Writer) (result, error) {
 	took := time.Since(start)
 	fmt.Fprintf(out, "  SKU-HOT: %d adjustments, the last one done at %v\n", hotDone.n.Load(), hotDone.last().Sub(start).Round(time.Millisecond))
 	return report(ctx, store, skus, expected, cfg, mode, took, out)
+}
+
+// seedStock names n SKUs, the first one hot, and sets each one's stock.
+func seedStock(ctx context.Context, store *redis.Client, n int) ([]string, error) {
+	skus := make([]string, n)
+	for i := range skus {
+		skus[i] = fmt.Sprintf("SKU-%03d", i)
+	}
+	skus[0] = "SKU-HOT"
+	for _, s := range skus {
+		if err := store.Set(ctx, "stock:"+s, initialStock, 0).Err(); err != nil {
+			return nil, fmt.Errorf("inventory store: %w", err)
+		}
+	}
+	return skus, nil
+}
+
+// startReplicas starts the replicas, each a worker with its own lock client
+// and asynq server; one that stops on its own reports to failed. The
+// returned stop (never nil) shuts them all down and waits for them.
+func startReplicas(ctx context.Context, cfg config, srv *servers, store *redis.Client, hotDone *hotTally, failed chan<- error) ([]*worker.Worker, func(), error) {
+	wctx, cancel := context.WithCancel(ctx)
+	var replicas []*worker.Worker
+	finished := make(chan error, cfg.replicas)
+	stop := func() {
+		cancel()
+		for range replicas {
+			<-finished
+		}
+	}
+	for r := range cfg.replicas {
+		w, err := newReplica(cfg, srv, store, hotDone)
+		if err != nil {
+			return nil, stop, err
+		}
+		replicas = append(replicas, w)
+		go func() {
+			err := w.Run(wctx)
+			if err != nil && wctx.Err() == nil {
+				failed <- fmt.Errorf("replica %d stopped: %w", r+1, err)
+			}
+			finished <- err
+		}()
+	}
+	return replicas, stop, nil
 }
 
 // adjustments draws the demo's tasks and the stock change of each SKU.
