@@ -25,7 +25,7 @@ const opsTask = "ops:echo"
 
 type opsWorker struct {
 	w    *worker.Worker
-	logs *lockedBuffer
+	logs *workertest.Buffer
 	done chan string // payloads of processed tasks
 }
 
@@ -55,7 +55,7 @@ func newOpsWorker(t *testing.T, vars map[string]string) *opsWorker {
 		t.Fatal(err)
 	}
 	cfg.ReadinessInterval = 200 * time.Millisecond
-	o := &opsWorker{logs: &lockedBuffer{}, done: make(chan string, 16)}
+	o := &opsWorker{logs: &workertest.Buffer{}, done: make(chan string, 16)}
 	log := slog.New(slog.NewJSONHandler(o.logs, nil))
 	o.w, err = worker.New(cfg, worker.WithLogger(log))
 	if err != nil {

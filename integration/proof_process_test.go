@@ -2,16 +2,16 @@ package integration
 
 import (
 	"bufio"
-	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
 	"os"
 	"os/exec"
 	"strings"
-	"sync"
 	"testing"
 	"time"
+
+	"github.com/asynqlock/asynqlock/internal/workertest"
 )
 
 // Worker processes, seen from the parent: started from the test binary
@@ -24,27 +24,9 @@ type workerProc struct {
 	cmd    *exec.Cmd
 	stdin  io.WriteCloser
 	events chan workerEvent // the worker's stdout, closed at its end
-	stderr lockedBuffer
+	stderr workertest.Buffer
 	done   chan struct{} // closed when the process has been reaped
 	err    error         // cmd.Wait's result, once done is closed
-}
-
-// lockedBuffer is a bytes.Buffer safe for one writer and concurrent readers.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }
 
 // startWorker starts a worker process running cfg and waits until it is

@@ -1,7 +1,6 @@
 package worker
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"log/slog"
@@ -12,27 +11,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/asynqlock/asynqlock/internal/workertest"
 	"github.com/asynqlock/asynqlock/middleware"
 	"github.com/hibiken/asynq"
 )
-
-// syncBuffer is a log sink safe for concurrent handlers.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 // TestWorkerParksHotTasksVisibly: a worker built by New parks tasks of a
 // busy resource and promotes them; /metrics shows parkings, promotions,
@@ -40,7 +22,7 @@ func (s *syncBuffer) String() string {
 func TestWorkerParksHotTasksVisibly(t *testing.T) {
 	f := newFixture(t)
 	f.cfg.Concurrency = 4
-	var logs syncBuffer
+	var logs workertest.Buffer
 	w, err := New(f.cfg, WithLogger(slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelInfo}))))
 	if err != nil {
 		t.Fatal(err)

@@ -2,18 +2,17 @@ package main
 
 import (
 	"bufio"
-	"bytes"
 	"encoding/json"
 	"errors"
 	"os"
 	"os/exec"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/asynqlock/asynqlock/internal/redistest"
+	"github.com/asynqlock/asynqlock/internal/workertest"
 )
 
 // runMainEnv makes the test binary run main instead of the tests: the quick
@@ -28,30 +27,12 @@ func TestMain(m *testing.M) {
 	os.Exit(m.Run())
 }
 
-// syncBuffer is a bytes.Buffer for one writer and concurrent readers.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // startMain runs main in a child process with env added to the test's.
-func startMain(t *testing.T, env ...string) (*exec.Cmd, *syncBuffer, chan error) {
+func startMain(t *testing.T, env ...string) (*exec.Cmd, *workertest.Buffer, chan error) {
 	t.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
 	cmd.Env = append(append(os.Environ(), runMainEnv+"=1"), env...)
-	stderr := &syncBuffer{}
+	stderr := &workertest.Buffer{}
 	cmd.Stderr = stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -65,7 +46,7 @@ func startMain(t *testing.T, env ...string) (*exec.Cmd, *syncBuffer, chan error)
 	return cmd, stderr, done
 }
 
-func exitCode(t *testing.T, done chan error, stderr *syncBuffer) int {
+func exitCode(t *testing.T, done chan error, stderr *workertest.Buffer) int {
 	t.Helper()
 	select {
 	case err := <-done:
