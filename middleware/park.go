@@ -63,7 +63,9 @@ return n`)
 
 // promoteScript keeps up to ARGV[7] promoted tasks of a resource on their
 // way (pending, or waiting in a worker, and not started yet; promote removes
-// the tasks that started from the zset): it moves as many parked tasks of
+// the tasks that started from the zset), or up to ARGV[9] while no other
+// task of the queue is pending (no backlog: promoted tasks then wait in
+// workers nobody else needs): it moves as many parked tasks of
 // the FIFO as there is room for to the back of their queue's pending list,
 // where asynq's own RunTask and forwarder put tasks (tasks queued before
 // them are not overtaken). A record is trusted only if its task is still
@@ -74,13 +76,20 @@ return n`)
 // not reached the set yet keeps its place for parkSettle (later records may
 // be promoted past it).
 // KEYS: fifo, promoted zset. ARGV: task key prefix, pending, retry,
-// scheduled keys, now (ms), now (ns), depth, settle (ms), unused, stale
-// (ms). Returns {remaining, id1, at1, id2, at2...}.
+// scheduled keys, now (ms), now (ns), depth, settle (ms), depth without
+// backlog, stale (ms). Returns {remaining, id1, at1, id2, at2...}.
 var promoteScript = redis.NewScript(`
 local out = {0}
 local now = tonumber(ARGV[5])
 redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', now - tonumber(ARGV[10]))
-local room = tonumber(ARGV[7]) - redis.call('ZCARD', KEYS[2])
+local outs = redis.call('ZRANGE', KEYS[2], 0, -1)
+local queued = 0
+for _, o in ipairs(outs) do
+  if redis.call('HGET', ARGV[1] .. o, 'state') == 'pending' then queued = queued + 1 end
+end
+local depth = ARGV[7]
+if redis.call('LLEN', ARGV[2]) <= queued then depth = ARGV[9] end
+local room = tonumber(depth) - #outs
 local moved, i = 0, 0
 for scanned = 1, ` + strconv.Itoa(parkScan) + ` do
   if moved >= room then break end
@@ -165,10 +174,10 @@ type promotion struct {
 	parked time.Duration // how long it was parked
 }
 
-// promote counts the started tasks as arrived and keeps up to depth
-// promoted tasks of res on their way; it returns the tasks it promoted and
-// how many records remain.
-func promote(ctx context.Context, broker redis.UniversalClient, queue, res string, started []string, depth int) ([]promotion, int, error) {
+// promote counts the started tasks as arrived and keeps up to d.busy
+// promoted tasks of res on their way, d.idle while the queue has no
+// backlog; it returns the tasks it promoted and how many records remain.
+func promote(ctx context.Context, broker redis.UniversalClient, queue, res string, started []string, d depths) ([]promotion, int, error) {
 	// Plain commands first, cheap for a resource with nothing parked (the
 	// common case): the script runs only when the FIFO exists.
 	fifo, promoted := fifoKey(queue, res), outKey(queue, res)
@@ -190,7 +199,7 @@ func promote(ctx context.Context, broker redis.UniversalClient, queue, res strin
 	now := time.Now()
 	p := queuePrefix(queue)
 	vals, err := promoteScript.Run(ctx, broker, []string{fifo, promoted}, p+"t:", p+"pending", p+"retry", p+"scheduled",
-		now.UnixMilli(), now.UnixNano(), depth, parkSettle.Milliseconds(), "", promotedStale.Milliseconds()).Slice()
+		now.UnixMilli(), now.UnixNano(), d.busy, parkSettle.Milliseconds(), d.idle, promotedStale.Milliseconds()).Slice()
 	if err != nil || len(vals) == 0 {
 		return nil, 0, err
 	}

@@ -33,9 +33,21 @@ func (m *mw) promoteAhead(queue, res, started string) {
 	go m.promoteLoop(k)
 }
 
-// promoteDepth is how many promoted tasks of one resource may be on their way
-// at once: twice what one process lets wait.
-func (m *mw) promoteDepth() int { return max(1, 2*m.cfg.maxWaiters) }
+// depths bound the promoted tasks of one resource on their way at once.
+type depths struct {
+	busy int // while other tasks of the queue wait for a worker
+	idle int // while none do
+}
+
+// promoteDepth is as many promoted tasks as one process lets wait while the
+// queue has a backlog, so that other resources' tasks keep their workers;
+// three times that while it has none, so that more of the waiting tasks
+// land in the holder's process and the turn passes locally, the cheap way
+// (docs/HOTKEYS.md).
+func (m *mw) promoteDepth() depths {
+	n := max(1, m.cfg.maxWaiters)
+	return depths{busy: n, idle: 3 * n}
+}
 
 type promoKey struct{ queue, res string }
 

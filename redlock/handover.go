@@ -146,14 +146,19 @@ func (l *Lock) handOver(ctx context.Context, w *waiter, until time.Time, ho hand
 		next.handoff.unconfirmed = true
 		next.handoff.jumps, next.handoff.firstJump = ho.jumps, ho.firstJump
 		next.mu.Unlock()
+	}
+	done := make(chan error, 1)
+	settling := c.spawn(func() { done <- l.settleHandOver(r, deadline, w, next, token, start) })
+	if early || !settling {
+		// The waiter is readied after the node calls and the settling
+		// goroutine: Go runs the goroutine readied last as soon as this one
+		// blocks, so the successor starts ahead of them, not behind them.
 		if orphan, _ := l.turn.pass(w, next); orphan != nil {
 			c.spawn(func() { _ = orphan.Release(context.Background()) })
 		}
 	}
-	done := make(chan error, 1)
-	if !c.spawn(func() { done <- l.settleHandOver(r, deadline, w, next, token, start) }) {
+	if !settling {
 		r.idle()
-		l.turn.pass(w, nil)
 		return ErrClosed
 	}
 	select {
