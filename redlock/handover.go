@@ -21,8 +21,9 @@ type handoffState struct {
 	yield bool
 	// unconfirmed: the lock came by a hand-over whose round is still out
 	// or failed; it may pass on only by a round that respects the nodes'
-	// queue.
+	// queue. settled is closed once that round is decided.
 	unconfirmed bool
+	settled     <-chan struct{}
 	// prev: the predecessor's token, left on the nodes that a failed early
 	// hand-over did not reach; released with this lock, never before.
 	prev string
@@ -89,9 +90,7 @@ func (t *turn) pass(w *waiter, l *Lock) (orphan *Lock, gone bool) {
 // waiter in one round. It reports whether it handed over, and then Release's
 // result.
 func (l *Lock) tryHandOver(ctx context.Context) (handed bool, err error) {
-	l.mu.Lock()
-	ho, until := l.handoff, l.until
-	l.mu.Unlock()
+	ho, until := l.settledHandoff(ctx)
 	if ho.owesQueue(time.Now()) {
 		return false, nil
 	}
@@ -100,6 +99,31 @@ func (l *Lock) tryHandOver(ctx context.Context) (handed bool, err error) {
 		return false, nil
 	}
 	return true, l.handOver(ctx, w, until, ho)
+}
+
+// settledHandoff returns the lock's hand-over state and validity once the
+// round that handed it over is decided (within a node timeout): while that
+// round is out the lock could pass on only through the nodes' queue, most
+// likely to another process, at the cost of a release round, an
+// announcement and the woken waiter's own round, where waiting for the
+// round costs a fraction of one (docs/HANDOVER.md).
+func (l *Lock) settledHandoff(ctx context.Context) (handoffState, time.Time) {
+	l.mu.Lock()
+	ho, until := l.handoff, l.until
+	l.mu.Unlock()
+	if !ho.unconfirmed || ho.settled == nil {
+		return ho, until
+	}
+	t := time.NewTimer(l.c.cfg.nodeTimeout)
+	defer t.Stop()
+	select {
+	case <-ho.settled:
+	case <-ctx.Done():
+	case <-t.C:
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.handoff, l.until
 }
 
 // owesQueue reports whether a release at now must go to the nodes' queue:
@@ -140,15 +164,20 @@ func (l *Lock) handOver(ctx context.Context, w *waiter, until time.Time, ho hand
 	args := c.turnArgs(k, l.token, token, req.ttl, req.tk, req.lc, early)
 	r := c.broadcast("handover", k.resource, c.allNodes(), c.q, deadline, false, args, turnScript)
 	var next *Lock
+	settled := make(chan struct{})
 	if early {
 		next = c.newLock(k, token, 0, req.ttl, start, until, req.lc)
 		next.mu.Lock()
-		next.handoff.unconfirmed = true
+		next.handoff.unconfirmed, next.handoff.settled = true, settled
 		next.handoff.jumps, next.handoff.firstJump = ho.jumps, ho.firstJump
 		next.mu.Unlock()
 	}
 	done := make(chan error, 1)
-	settling := c.spawn(func() { done <- l.settleHandOver(r, deadline, w, next, token, start) })
+	settling := c.spawn(func() {
+		err := l.settleHandOver(r, deadline, w, next, token, start)
+		close(settled)
+		done <- err
+	})
 	if early || !settling {
 		// The waiter is readied after the node calls and the settling
 		// goroutine: Go runs the goroutine readied last as soon as this one
@@ -311,14 +340,15 @@ func (c *Client) unlockQueued(k keys, token string) {
 	c.broadcast("release", k.resource, mask, len(c.nodes), time.Now().Add(c.cfg.nodeTimeout), true, c.releaseArgs(k, token), queueReleaseScript).idle()
 }
 
-// notGranted is the mask of nodes that answered, or timed out, without
-// granting: a won round's waiter entry may be left there. Nodes still
-// pending when the round was decided are left alone; their entry, if any,
-// lapses with its lease.
+// notGranted is the mask of nodes that did not answer that they set the
+// won round's token: its waiter entry may be left there, or come later (a
+// node still pending when the round was decided may refuse and queue it),
+// and a release there would reserve the key for a waiter that no longer
+// waits, for a lease. Leaving is harmless where the token was set.
 func (r *round) notGranted() uint64 {
 	var m uint64
 	for i := range r.c.nodes {
-		if out := r.slots[i].out; out == outRefused || out == outFailed {
+		if r.slots[i].out != outOK {
 			m |= 1 << i
 		}
 	}

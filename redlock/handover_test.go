@@ -545,3 +545,44 @@ func testPassedOver(t *testing.T, hold time.Duration, want int) {
 		}
 	}
 }
+
+// TestHandOverWaitsForItsPredecessorsRound: a lock handed over early whose
+// round is still out when it is released waits for that round (at most a
+// node timeout) and then passes locally too, rather than through the
+// nodes' queue to a waiter of another process: a hot lock held briefly
+// stays in one process although its rounds are slower than its holds.
+func TestHandOverWaitsForItsPredecessorsRound(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		opts := []Option{WithNodeTimeout(50 * time.Millisecond), WithRetryDelay(5*time.Millisecond, 50*time.Millisecond)}
+		a, mems := memClient(t, 3, opts...)
+		l, err := a.Acquire(context.Background(), "r", time.Minute)
+		if err != nil {
+			t.Fatal(err)
+		}
+		remote := waitFor(context.Background(), memClientOn(t, mems, opts...), "r", time.Minute)
+		time.Sleep(100 * time.Millisecond) // queued on the nodes
+		first := waitFor(context.Background(), a, "r", time.Minute)
+		time.Sleep(time.Millisecond)
+		second := waitFor(context.Background(), a, "r", time.Minute)
+		synctest.Wait()
+		for _, m := range mems {
+			m.set(func(m *memNode) { m.delay = 10 * time.Millisecond })
+		}
+		go func() { _ = l.Release(context.Background()) }()
+		got := <-first // early: before its round answers
+		if got.err != nil {
+			t.Fatal(got.err)
+		}
+		time.Sleep(time.Millisecond) // a 1ms hold, well inside the 10ms round
+		go func() { _ = got.l.Release(context.Background()) }()
+		select {
+		case next := <-second:
+			if next.err != nil {
+				t.Fatal(next.err)
+			}
+			_ = next.l.Release(context.Background())
+		case r := <-remote:
+			t.Fatalf("the lock went to the other process's waiter (err %v) while a local waiter was queued", r.err)
+		}
+	})
+}
