@@ -187,6 +187,7 @@ func (l *Lock) handOver(ctx context.Context, w *waiter, until time.Time, ho hand
 		}
 	}
 	if !settling {
+		close(settled)
 		r.idle()
 		return ErrClosed
 	}
