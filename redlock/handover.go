@@ -58,6 +58,18 @@ func (t *turn) claim() *waiter {
 	return w
 }
 
+// waited reports whether a local waiter is queued for the turn (claim would
+// return one, unless it gives up meanwhile).
+func (t *turn) waited() bool {
+	if t == nil {
+		return false
+	}
+	t.gs.mu.Lock()
+	defer t.gs.mu.Unlock()
+	g := t.gs.m[t.key]
+	return g != nil && len(g.queue) > 0 && g.queue[0].req != nil
+}
+
 // pass gives the turn to a claimed waiter, with the lock acquired for it or
 // nil (it then acquires by itself). When the waiter gave up meanwhile, gone
 // is true and the lock is returned for the caller to release (its turn
@@ -101,17 +113,18 @@ func (l *Lock) tryHandOver(ctx context.Context) (handed bool, err error) {
 	return true, l.handOver(ctx, w, until, ho)
 }
 
-// settledHandoff returns the lock's hand-over state and validity once the
-// round that handed it over is decided (within a node timeout): while that
-// round is out the lock could pass on only through the nodes' queue, most
-// likely to another process, at the cost of a release round, an
-// announcement and the woken waiter's own round, where waiting for the
-// round costs a fraction of one (docs/HANDOVER.md).
+// settledHandoff returns the lock's hand-over state and validity, once the
+// round that handed it over is decided (within a node timeout) if a local
+// waiter could get the lock then: while that round is out the lock could
+// pass on only through the nodes' queue, most likely to another process, at
+// the cost of a release round, an announcement and the woken waiter's own
+// round, where waiting for the round costs a fraction of one
+// (docs/HANDOVER.md).
 func (l *Lock) settledHandoff(ctx context.Context) (handoffState, time.Time) {
 	l.mu.Lock()
 	ho, until := l.handoff, l.until
 	l.mu.Unlock()
-	if !ho.unconfirmed || ho.settled == nil {
+	if !ho.unconfirmed || ho.settled == nil || ho.owesQueue(time.Now()) || !l.turn.waited() {
 		return ho, until
 	}
 	t := time.NewTimer(l.c.cfg.nodeTimeout)
@@ -164,8 +177,9 @@ func (l *Lock) handOver(ctx context.Context, w *waiter, until time.Time, ho hand
 	args := c.turnArgs(k, l.token, token, req.ttl, req.tk, req.lc, early)
 	r := c.broadcast("handover", k.resource, c.allNodes(), c.q, deadline, false, args, turnScript)
 	var next *Lock
-	settled := make(chan struct{})
+	var settled chan struct{}
 	if early {
+		settled = make(chan struct{})
 		next = c.newLock(k, token, 0, req.ttl, start, until, req.lc)
 		next.mu.Lock()
 		next.handoff.unconfirmed, next.handoff.settled = true, settled
@@ -173,21 +187,19 @@ func (l *Lock) handOver(ctx context.Context, w *waiter, until time.Time, ho hand
 		next.mu.Unlock()
 	}
 	done := make(chan error, 1)
-	settling := c.spawn(func() {
-		err := l.settleHandOver(r, deadline, w, next, token, start)
-		close(settled)
-		done <- err
-	})
+	settling := c.spawn(func() { done <- l.settleHandOver(r, deadline, w, next, token, start, settled) })
 	if early || !settling {
 		// The waiter is readied after the node calls and the settling
 		// goroutine: Go runs the goroutine readied last as soon as this one
 		// blocks, so the successor starts ahead of them, not behind them.
-		if orphan, _ := l.turn.pass(w, next); orphan != nil {
-			c.spawn(func() { _ = orphan.Release(context.Background()) })
+		if orphan, _ := l.turn.pass(w, next); orphan != nil && !c.spawn(func() { _ = orphan.Release(context.Background()) }) {
+			_ = orphan.Release(context.Background()) // closed client: ends its watchdog
 		}
 	}
 	if !settling {
-		close(settled)
+		if settled != nil {
+			close(settled)
+		}
 		r.idle()
 		return ErrClosed
 	}
@@ -199,12 +211,13 @@ func (l *Lock) handOver(ctx context.Context, w *waiter, until time.Time, ho hand
 	}
 }
 
-// settleHandOver decides the hand-over round. On success the waiter holds
+// settleHandOver decides the hand-over round (settled, early hand-overs
+// only, is closed once the successor's state is). On success the waiter holds
 // the lock on the new token. Otherwise a waiter that was still waiting
 // acquires by itself once both tokens are released (reserving the key for
 // the nodes' queue head); one that had started keeps its lock and the
 // validity it was given (confirmHandOver), and nothing is released.
-func (l *Lock) settleHandOver(r *round, deadline time.Time, w *waiter, next *Lock, token string, start time.Time) error {
+func (l *Lock) settleHandOver(r *round, deadline time.Time, w *waiter, next *Lock, token string, start time.Time, settled chan struct{}) error {
 	c, k, req := l.c, l.res, w.req
 	// Decided for the successor; when it did not get the lock, Release's
 	// answer for l also needs to know whether a majority dropped l's token.
@@ -218,6 +231,7 @@ func (l *Lock) settleHandOver(r *round, deadline time.Time, w *waiter, next *Loc
 		// already, protected by the validity it was given, which the keys
 		// it holds or l's outlast (docs/HANDOVER.md).
 		err = next.confirmHandOver(r, start, l.token, req)
+		close(settled) // next's release may go on (settledHandoff)
 	} else if next, err = c.handedLock(r, k, token, start, req); err != nil {
 		c.unlockQueued(k, token)
 		c.unlockQueued(k, l.token)
@@ -256,8 +270,10 @@ func (l *Lock) confirmHandOver(r *round, start time.Time, prev string, req *hand
 			// Under l.mu, so that l's release reaches each node after it.
 			c.retryTurn(l.res, prev, l.token, req, r.notSet())
 		case stateReleased:
-			// l was released before the round failed, without prev.
+			// l was released before the round failed, without prev; its
+			// ticket, queued where the round was refused, is dead.
 			c.unlockQueued(l.res, prev)
+			c.leaveQueue(l.res, req.tk, r.notSet())
 		}
 		l.mu.Unlock()
 		return r.err([]error{ErrQuorum}, fmt.Sprintf("hand-over set on %d of %d nodes (quorum %d); the successor keeps its first validity", r.t.ok, r.t.total, c.q))

@@ -139,3 +139,65 @@ func TestWaiterGoneDuringAFailedHandOverLeavesTheQueue(t *testing.T) {
 		_ = got.l.Release(context.Background())
 	})
 }
+
+// TestRoundFailingAfterItsSuccessorReleasedKeepsOthersOut: an early
+// successor is released while its round is out and the round then fails
+// (two of three nodes answer past the node timeout, for several delays).
+// The next local waiter gets the lock by a round that respects safety
+// (waiting mode); while it holds, another client never gets in; afterwards
+// no token and no queue entry is left on any node.
+func TestRoundFailingAfterItsSuccessorReleasedKeepsOthersOut(t *testing.T) {
+	for _, d := range []time.Duration{30 * time.Millisecond, 60 * time.Millisecond, 200 * time.Millisecond} {
+		synctest.Test(t, func(t *testing.T) {
+			opts := []Option{WithNodeTimeout(50 * time.Millisecond), WithRetryDelay(5*time.Millisecond, 50*time.Millisecond)}
+			a, mems := memClient(t, 3, opts...)
+			other := memClientOn(t, mems, opts...)
+			l, err := a.Acquire(context.Background(), "r", time.Minute)
+			if err != nil {
+				t.Fatal(err)
+			}
+			first := waitFor(context.Background(), a, "r", time.Minute)
+			synctest.Wait()
+			second := waitFor(context.Background(), a, "r", time.Minute)
+			synctest.Wait()
+			for _, m := range mems[:2] {
+				m.set(func(m *memNode) { m.delay = d })
+			}
+			go func() { _ = l.Release(context.Background()) }()
+			got := <-first
+			if got.err != nil {
+				t.Fatal(got.err)
+			}
+			time.Sleep(time.Millisecond)
+			go func() { _ = got.l.Release(context.Background()) }()
+			time.Sleep(80 * time.Millisecond)
+			for _, m := range mems[:2] {
+				m.set(func(m *memNode) { m.delay = 0 })
+			}
+			n := <-second
+			if n.err != nil {
+				t.Fatalf("delay %v: next waiter: %v", d, n.err)
+			}
+			for range 20 {
+				if x, err := other.TryAcquire(context.Background(), "r", time.Minute); err == nil {
+					_ = x.Release(context.Background())
+					t.Fatalf("delay %v: another client got the lock while the next waiter held it", d)
+				}
+				time.Sleep(10 * time.Millisecond)
+			}
+			if err := n.l.Release(context.Background()); err != nil {
+				t.Fatalf("delay %v: release: %v", d, err)
+			}
+			time.Sleep(time.Second)
+			k := a.keysFor("r")
+			for i, m := range mems {
+				if v, ok := m.get(k.key); ok {
+					t.Errorf("delay %v: node %d still holds %q", d, i, v)
+				}
+				if q := m.zset(k.key+":q", false); q != nil && len(q.m) > 0 {
+					t.Errorf("delay %v: node %d still queues %v", d, i, q.m)
+				}
+			}
+		})
+	}
+}
