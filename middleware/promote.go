@@ -39,14 +39,16 @@ type depths struct {
 	idle int // while none do
 }
 
-// promoteDepth is as many promoted tasks as one process lets wait while the
-// queue has a backlog, so that other resources' tasks keep their workers;
-// three times that while it has none, so that more of the waiting tasks
-// land in the holder's process and the turn passes locally, the cheap way
-// (docs/HOTKEYS.md).
+// promoteDepth is as many promoted tasks as one process lets wait (at
+// least 2, so that one promoted task that never starts, its process gone,
+// does not stop promotion until its entry is stale) while the queue has a
+// backlog, so that other resources' tasks keep their workers; three times
+// what one process lets wait while it has none, so that more of the waiting
+// tasks land in the holder's process and the turn passes locally, the cheap
+// way (docs/HOTKEYS.md).
 func (m *mw) promoteDepth() depths {
 	n := max(1, m.cfg.maxWaiters)
-	return depths{busy: n, idle: 3 * n}
+	return depths{busy: max(2, n), idle: max(2, 3*n)}
 }
 
 type promoKey struct{ queue, res string }
