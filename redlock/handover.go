@@ -44,11 +44,10 @@ func (t *turn) claim() *waiter {
 	if t == nil {
 		return nil
 	}
-	gs := t.gs
-	gs.mu.Lock()
-	defer gs.mu.Unlock()
-	g := gs.m[t.key]
-	if g == nil || len(g.queue) == 0 || g.queue[0].req == nil {
+	t.gs.mu.Lock()
+	defer t.gs.mu.Unlock()
+	g := t.head()
+	if g == nil {
 		return nil
 	}
 	w := g.queue[0]
@@ -66,8 +65,17 @@ func (t *turn) waited() bool {
 	}
 	t.gs.mu.Lock()
 	defer t.gs.mu.Unlock()
+	return t.head() != nil
+}
+
+// head returns the resource's gate when its first waiter can take a
+// hand-over (it says what it asks for), else nil. Called with gs.mu held.
+func (t *turn) head() *gate {
 	g := t.gs.m[t.key]
-	return g != nil && len(g.queue) > 0 && g.queue[0].req != nil
+	if g == nil || len(g.queue) == 0 || g.queue[0].req == nil {
+		return nil
+	}
+	return g
 }
 
 // pass gives the turn to a claimed waiter, with the lock acquired for it or
