@@ -134,3 +134,60 @@ func TestParkingLeavesHalfTheShareToPromotedTasks(t *testing.T) {
 		})
 	}
 }
+
+// TestWaiterBehindALocalHolderEndsOnANodeOutage: a task waiting in the
+// lock client's local queue, behind a task of its process that acquired by
+// waiting, hears only that the resource is busy here; when the lock nodes
+// stop answering, its wait ends at the next bound end as an outage
+// (requeued for want of a quorum), not renewed bound after bound and then
+// reported as a conflict.
+func TestWaiterBehindALocalHolderEndsOnANodeOutage(t *testing.T) {
+	ctx := context.Background()
+	e := newEnv(t)
+	withMeta(t, taskMeta{id: "t1", maxRetry: 3, known: true})
+	first, second := make(chan struct{}), make(chan struct{})
+	defer close(second)
+	var runs atomic.Int32
+	rec := &recorder{fn: func(context.Context) error {
+		switch runs.Add(1) {
+		case 1:
+			<-first
+		case 2:
+			<-second
+		}
+		return nil
+	}}
+	h := Lock(e.locks, ByField("sku"), WithPolicy(Wait(200*time.Millisecond)), WithMaxWaiters(4))(rec)
+	done := make(chan error, 3)
+	go func() { done <- h.ProcessTask(ctx, adjust()) }()
+	waitRuns := func(n int32) {
+		t.Helper()
+		for deadline := time.Now().Add(10 * time.Second); runs.Load() < n; time.Sleep(10 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("handler runs %d, want %d", runs.Load(), n)
+			}
+		}
+	}
+	waitRuns(1)
+	go func() { done <- h.ProcessTask(ctx, adjust()) }() // waits on the node
+	time.Sleep(100 * time.Millisecond)
+	go func() { done <- h.ProcessTask(ctx, adjust()) }() // waits behind it, in the process
+	time.Sleep(100 * time.Millisecond)
+	close(first)
+	waitRuns(2) // the second task holds the lock, acquired by waiting
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	e.srv.Close()
+	select {
+	case err := <-done:
+		if !errors.Is(err, redlock.ErrQuorum) || errors.Is(err, redlock.ErrLocked) {
+			t.Fatalf("waiting task ended with %v, want a lock-node outage (ErrQuorum)", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("waiting task still waiting 30s into the outage")
+	}
+	if n := runs.Load(); n != 2 {
+		t.Fatalf("handler ran %d times, want 2", n)
+	}
+}

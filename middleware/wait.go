@@ -32,7 +32,8 @@ func (m *mw) acquire(ctx context.Context, res string) (lock *redlock.Lock, waite
 // bound ends, the wait goes on for another bound (up to waitRounds bounds)
 // unless the resource is seen stuck: the same holder on the lock nodes at
 // stuckAfter bound ends in a row after the first, with no release by a task
-// of this process meanwhile, or the lock nodes failed (no quorum): requeueing a task that is being served in turn only sends it to
+// of this process meanwhile, or the lock nodes failed (no quorum, or fewer
+// than a majority answer a look at the holder): requeueing a task that is being served in turn only sends it to
 // the back, and with asynq's default RetryDelayFunc keeps it away 15s or more.
 func (m *mw) waitFor(ctx context.Context, res string, bound time.Duration) (*redlock.Lock, error) {
 	defer m.leaveWait(res)
@@ -48,14 +49,18 @@ func (m *mw) waitFor(ctx context.Context, res string, bound time.Duration) (*red
 		}
 		noQuorum := errors.Is(err, redlock.ErrQuorum) && !errors.Is(err, redlock.ErrLocked)
 		if round < waitRounds && !noQuorum {
+			// A task waiting behind another of this process hears only
+			// ErrLocked; the nodes tell whether they fail.
 			now, known := m.holderOf(ctx, res)
-			if known && now != "" && now == holder && !m.pace.lastRelease(res).After(since) {
+			if !known {
+				noQuorum = true
+			} else if now != "" && now == holder && !m.pace.lastRelease(res).After(since) {
 				same++
 			} else {
 				same = 0
 			}
 			holder = now
-			if same < m.stuckAfter() {
+			if !noQuorum && same < m.stuckAfter() {
 				continue
 			}
 		}
@@ -70,7 +75,7 @@ func (m *mw) waitFor(ctx context.Context, res string, bound time.Duration) (*red
 }
 
 // holderOf returns the token most lock nodes report for res ("" when
-// none); known is false when the nodes could not tell.
+// none); known is false when fewer than a majority of the nodes answered.
 func (m *mw) holderOf(ctx context.Context, res string) (token string, known bool) {
 	ictx, cancel := context.WithTimeout(ctx, lockutil.ReleaseTimeout)
 	defer cancel()
@@ -79,15 +84,19 @@ func (m *mw) holderOf(ctx context.Context, res string) (token string, known bool
 		return "", false
 	}
 	count := map[string]int{}
-	best := ""
+	best, answered := "", 0
 	for _, st := range states {
-		if st.Err == nil && st.Token != "" {
+		if st.Err != nil {
+			continue
+		}
+		answered++
+		if st.Token != "" {
 			if count[st.Token]++; count[st.Token] > count[best] {
 				best = st.Token
 			}
 		}
 	}
-	return best, true
+	return best, answered > len(states)/2
 }
 
 // waitRounds bounds how many times a wait is renewed while its resource
