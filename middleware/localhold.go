@@ -2,6 +2,7 @@ package middleware
 
 import (
 	"fmt"
+	"time"
 
 	"github.com/asynqlock/asynqlock/redlock"
 )
@@ -37,4 +38,20 @@ func (m *mw) heldHere(res string) bool {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	return m.holders[res] > 0 || m.waiters[res] > 0
+}
+
+// sawOutage notes that a wait ended for want of a quorum: for the next
+// bound, tasks arriving beside a local holder or waiter try the nodes first
+// (TryAcquire fails at once in an outage, and the task is requeued) rather
+// than each waiting out a bound behind the others.
+func (m *mw) sawOutage(bound time.Duration) {
+	m.mu.Lock()
+	m.outage = time.Now().Add(bound)
+	m.mu.Unlock()
+}
+
+func (m *mw) inOutage() bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return time.Now().Before(m.outage)
 }

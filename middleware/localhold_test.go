@@ -3,6 +3,7 @@ package middleware
 import (
 	"context"
 	"errors"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -140,7 +141,7 @@ func TestParkingLeavesHalfTheShareToPromotedTasks(t *testing.T) {
 // waiting, hears only that the resource is busy here; when the lock nodes
 // stop answering, its wait ends at the next bound end as an outage
 // (requeued for want of a quorum), not renewed bound after bound and then
-// reported as a conflict.
+// reported as a conflict; tasks arriving after that try the nodes first.
 func TestWaiterBehindALocalHolderEndsOnANodeOutage(t *testing.T) {
 	ctx := context.Background()
 	e := newEnv(t)
@@ -186,6 +187,11 @@ func TestWaiterBehindALocalHolderEndsOnANodeOutage(t *testing.T) {
 		}
 	case <-time.After(30 * time.Second):
 		t.Fatal("waiting task still waiting 30s into the outage")
+	}
+	// Once a wait ended so, a task arriving beside the local holder tries
+	// the nodes at once and is requeued without waiting a bound.
+	if err := h.ProcessTask(ctx, adjust()); !errors.Is(err, redlock.ErrQuorum) || strings.Contains(err.Error(), "after waiting") {
+		t.Fatalf("task arriving in the outage ended with %v, want an outage found without a wait", err)
 	}
 	if n := runs.Load(); n != 2 {
 		t.Fatalf("handler ran %d times, want 2", n)

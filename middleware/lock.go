@@ -24,6 +24,7 @@ type mw struct {
 	holders    map[string]int        // tasks of this process holding each resource
 	promoteErr bool                  // the last promotion failed
 	parkErr    bool                  // the last park call failed
+	outage     time.Time             // a wait ended for want of a quorum; until then arrivals try first
 	pace       pacer
 }
 

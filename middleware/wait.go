@@ -16,7 +16,7 @@ import (
 // process already wait for res, or, without parking, if the wait should be
 // short). waited reports a lock obtained by waiting.
 func (m *mw) acquire(ctx context.Context, res string) (lock *redlock.Lock, waited bool, err error) {
-	if m.cfg.policy.wait > 0 && m.heldHere(res) {
+	if m.cfg.policy.wait > 0 && m.heldHere(res) && !m.inOutage() {
 		err = errHeldHere
 	} else if lock, err = m.client.TryAcquire(ctx, res, m.cfg.ttl, m.cfg.lockOpts...); err == nil || m.cfg.policy.wait <= 0 || !errors.Is(err, redlock.ErrLocked) {
 		return lock, false, err
@@ -69,6 +69,7 @@ func (m *mw) waitFor(ctx context.Context, res string, bound time.Duration) (*red
 		cause := redlock.ErrLocked
 		if noQuorum {
 			cause = redlock.ErrQuorum
+			m.sawOutage(bound)
 		}
 		return nil, fmt.Errorf("%w (after waiting %v)", cause, time.Duration(round)*bound)
 	}
