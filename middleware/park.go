@@ -75,10 +75,15 @@ return n`)
 // another reason: all are dropped, never run again. A record whose task has
 // not reached the set yet keeps its place for parkSettle (later records may
 // be promoted past it).
+// It first counts the started tasks (ARGV[11] on) as arrived, and stops
+// there when the FIFO does not exist: one round trip in all, also for the
+// resources with nothing parked (the common case).
 // KEYS: fifo, promoted zset. ARGV: task key prefix, pending, retry,
 // scheduled keys, now (ms), now (ns), depth, settle (ms), depth without
-// backlog, stale (ms). Returns {remaining, id1, at1, id2, at2...}.
+// backlog, stale (ms), started IDs... Returns {remaining, id1, at1, id2, at2...}.
 var promoteScript = redis.NewScript(`
+for i = 11, #ARGV do redis.call('ZREM', KEYS[2], ARGV[i]) end
+if redis.call('EXISTS', KEYS[1]) == 0 then return {0} end
 local out = {0}
 local now = tonumber(ARGV[5])
 redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', now - tonumber(ARGV[10]))
@@ -178,28 +183,14 @@ type promotion struct {
 // promoted tasks of res on their way, d.idle while the queue has no
 // backlog; it returns the tasks it promoted and how many records remain.
 func promote(ctx context.Context, broker redis.UniversalClient, queue, res string, started []string, d depths) ([]promotion, int, error) {
-	// Plain commands first, cheap for a resource with nothing parked (the
-	// common case): the script runs only when the FIFO exists.
-	fifo, promoted := fifoKey(queue, res), outKey(queue, res)
-	pipe := broker.Pipeline()
-	exists := pipe.Exists(ctx, fifo)
-	if len(started) > 0 {
-		ids := make([]any, len(started))
-		for i, id := range started {
-			ids[i] = id
-		}
-		pipe.ZRem(ctx, promoted, ids...)
-	}
-	if _, err := pipe.Exec(ctx); err != nil {
-		return nil, 0, err
-	}
-	if exists.Val() == 0 {
-		return nil, 0, nil
-	}
 	now := time.Now()
 	p := queuePrefix(queue)
-	vals, err := promoteScript.Run(ctx, broker, []string{fifo, promoted}, p+"t:", p+"pending", p+"retry", p+"scheduled",
-		now.UnixMilli(), now.UnixNano(), d.busy, parkSettle.Milliseconds(), d.idle, promotedStale.Milliseconds()).Slice()
+	args := []any{p + "t:", p + "pending", p + "retry", p + "scheduled",
+		now.UnixMilli(), now.UnixNano(), d.busy, parkSettle.Milliseconds(), d.idle, promotedStale.Milliseconds()}
+	for _, id := range started {
+		args = append(args, id)
+	}
+	vals, err := promoteScript.Run(ctx, broker, []string{fifoKey(queue, res), outKey(queue, res)}, args...).Slice()
 	if err != nil || len(vals) == 0 {
 		return nil, 0, err
 	}

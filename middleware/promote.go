@@ -33,6 +33,25 @@ func (m *mw) promoteAhead(queue, res, started string) {
 	go m.promoteLoop(k)
 }
 
+// promoteAfter asks for a promotion when a run on res ended, unless tasks
+// of this process wait for res: the one that gets the lock asks at its start
+// (and one that leaves the wait without it, in leaveWait), so a turn passed
+// in this process costs one broker call, not two.
+func (m *mw) promoteAfter(queue, res string) {
+	if m.cfg.broker == nil || queue == "" {
+		return
+	}
+	m.mu.Lock()
+	owed := m.waiters[res] > 0
+	if owed {
+		m.owed[res] = queue
+	}
+	m.mu.Unlock()
+	if !owed {
+		m.promoteAhead(queue, res, "")
+	}
+}
+
 // depths bound the promoted tasks of one resource on their way at once.
 type depths struct {
 	busy int // while other tasks of the queue wait for a worker

@@ -3,6 +3,7 @@ package middleware
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"strconv"
 	"testing"
 	"time"
@@ -67,4 +68,54 @@ func TestPromotionDepthFollowsTheBacklog(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestRunEndingBesideALocalWaiterLeavesThePromotionToIt: a run ending with
+// no task of this process waiting for its resource promotes at once; with
+// one waiting it asks nothing (the waiter asks at its start), unless that
+// waiter leaves without the lock, which then promotes.
+func TestRunEndingBesideALocalWaiterLeavesThePromotionToIt(t *testing.T) {
+	ctx := context.Background()
+	e := newEnv(t)
+	cfg := defaultConfig()
+	cfg.broker, cfg.logger = e.raw, slog.Default()
+	m := &mw{cfg: cfg, waiters: map[string]int{}, promos: map[promoKey][]string{},
+		promoReq: map[promoKey]bool{}, owed: map[string]string{}}
+	const queue = "q-owed"
+	asked := func(r string) bool {
+		m.mu.Lock()
+		defer m.mu.Unlock()
+		_, ok := m.promos[promoKey{queue, r}]
+		return ok
+	}
+	promotedFrom := func(r string) {
+		t.Helper()
+		for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+			if e.raw.LLen(ctx, fifoKey(queue, r)).Val() < 5 {
+				return
+			}
+		}
+		t.Fatalf("no parked task of %s promoted", r)
+	}
+	for _, r := range []string{"alone", "got", "gave-up"} {
+		e.parkTasks(t, queue, r, 5)
+	}
+
+	m.promoteAfter(queue, "alone")
+	promotedFrom("alone")
+
+	m.forceWait("got")
+	m.promoteAfter(queue, "got")
+	if asked("got") {
+		t.Fatal("a run ending beside a local waiter asked for a promotion")
+	}
+	m.leaveWait("got", true)
+	if asked("got") || len(m.owed) != 0 {
+		t.Fatalf("a waiter that got the lock asked for a promotion (owed %v); its start does", m.owed)
+	}
+
+	m.forceWait("gave-up")
+	m.promoteAfter(queue, "gave-up")
+	m.leaveWait("gave-up", false)
+	promotedFrom("gave-up")
 }

@@ -44,7 +44,7 @@ func (m *mw) run(ctx context.Context, t *asynq.Task, next asynq.Handler, lock *r
 	now := time.Now()
 	m.pace.held(res, now.Sub(acquired))
 	m.pace.releasedAt(res, now)
-	m.promoteAhead(meta.queue, res, "")
+	m.promoteAfter(meta.queue, res)
 	if lost != nil && !errors.Is(herr, redlock.ErrLockLost) {
 		// The work was not protected to its end: retry it.
 		herr = errors.Join(herr, fmt.Errorf("task %s (id %s): %w", t.Type(), meta.id, lost))

@@ -35,13 +35,13 @@ func (m *mw) acquire(ctx context.Context, res string) (lock *redlock.Lock, waite
 // of this process meanwhile, or the lock nodes failed (no quorum, or fewer
 // than a majority answer a look at the holder): requeueing a task that is being served in turn only sends it to
 // the back, and with asynq's default RetryDelayFunc keeps it away 15s or more.
-func (m *mw) waitFor(ctx context.Context, res string, bound time.Duration) (*redlock.Lock, error) {
-	defer m.leaveWait(res)
+func (m *mw) waitFor(ctx context.Context, res string, bound time.Duration) (lock *redlock.Lock, err error) {
+	defer func() { m.leaveWait(res, lock != nil) }()
 	holder, same := "", 0
 	for round := 1; ; round++ {
 		since := time.Now()
 		wctx, cancel := context.WithTimeout(ctx, bound)
-		lock, err := m.client.Acquire(wctx, res, m.cfg.ttl, m.cfg.lockOpts...)
+		lock, err = m.client.Acquire(wctx, res, m.cfg.ttl, m.cfg.lockOpts...)
 		ended := wctx.Err() != nil
 		cancel()
 		if err == nil || ctx.Err() != nil || !ended {
@@ -158,10 +158,18 @@ func (m *mw) forceWait(res string) {
 	m.mu.Unlock()
 }
 
-func (m *mw) leaveWait(res string) {
+// leaveWait uncounts a waiter of res. A promotion a run's end left to the
+// waiters (promoteAfter) is asked for here if this one leaves without the
+// lock; one that got it asks at its start.
+func (m *mw) leaveWait(res string, got bool) {
 	m.mu.Lock()
-	defer m.mu.Unlock()
 	if m.waiters[res]--; m.waiters[res] <= 0 {
 		delete(m.waiters, res)
+	}
+	queue, owed := m.owed[res]
+	delete(m.owed, res)
+	m.mu.Unlock()
+	if owed && !got {
+		m.promoteAhead(queue, res, "")
 	}
 }
