@@ -159,10 +159,14 @@ func startWorkers(b *testing.B, cluster *redistest.Cluster, broker *redistest.No
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	b.Cleanup(func() { cancel(); wg.Wait() })
+	urls := make([]string, len(cluster.Nodes))
+	for i, n := range cluster.Nodes {
+		urls[i] = "redis://" + addrOf(n)
+	}
 	for i := range *hotMixServers {
 		cfg, err := worker.LoadConfigFrom(map[string]string{
 			"ASYNQ_REDIS_URL":            "redis://" + addrOf(broker),
-			"REDLOCK_NODES":              strings.Join(cluster.URLs(), ","),
+			"REDLOCK_NODES":              strings.Join(urls, ","),
 			"REDLOCK_PREFIX":             lockPrefix,
 			"WORKER_CONCURRENCY":         strconv.Itoa(hotMixConcurrency),
 			"WORKER_QUEUES":              queue + ":1",

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"runtime"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -26,6 +27,8 @@ var (
 		"extra work (a sleep) of the BenchmarkMiddlewareThroughput handler before its INCRBY")
 	hotMixServers = flag.Int("bench.hotmixservers", 3,
 		"asynq servers (each with its own lock client, Concurrency 8) of BenchmarkMiddlewareHotMix")
+	hotMixPace = flag.Duration("bench.hotmixpace", time.Millisecond,
+		"time between two enqueue slots of BenchmarkMiddlewareHotMix: task i of with-hot is enqueued i slots after the first, and cold-only enqueues its cold tasks at the same times (0: as fast as possible)")
 	hotMixTaskCheck = flag.String("bench.hotmixtaskcheck", "",
 		"WORKER_TASK_CHECK_INTERVAL of the worker.New variants of BenchmarkMiddlewareHotMix (empty: the worker's default)")
 )
@@ -115,11 +118,15 @@ func (t *tally) wait(limit time.Duration) error {
 
 // enqueue submits tasks[i] for every i in order, stamping each one's time
 // just before its Enqueue call in at (if not nil).
-func enqueue(b *testing.B, c *asynq.Client, queue string, tasks []adjustment, at []time.Time) {
+func enqueue(b *testing.B, c *asynq.Client, queue string, tasks []adjustment, at []time.Time, due []time.Duration) {
 	b.Helper()
 	ctx, cancel := context.WithTimeout(b.Context(), mwLimit)
 	defer cancel()
+	start := time.Now()
 	for i, a := range tasks {
+		if due != nil {
+			time.Sleep(time.Until(start.Add(due[i])))
+		}
 		if at != nil {
 			at[i] = time.Now()
 		}
@@ -201,7 +208,7 @@ func runThroughput(b *testing.B, cluster *redistest.Cluster, broker, store *redi
 	for i := range tasks {
 		tasks[i] = adjustment{ID: i, SKU: "SKU-" + strconv.Itoa(i), Delta: 1}
 	}
-	enqueue(b, enq, queue, tasks, nil)
+	enqueue(b, enq, queue, tasks, nil, nil)
 	srv := newServer(b, broker, serverConfig(queue, *mwWorkers))
 	servers := append([]*redistest.Node{broker, store}, cluster.Nodes...)
 	runtime.GC()
@@ -275,15 +282,21 @@ func (inv *inventory) ProcessTask(ctx context.Context, t *asynq.Task) error {
 
 // BenchmarkMiddlewareHotMix measures how a hot SKU delays cold ones and how
 // busy it keeps its lock. The same 500 cold tasks (10 on each of 50 SKUs) run
-// alone (cold-only) and interleaved with 500 tasks on one hot SKU
-// (with-hot), through -bench.hotmixservers (3) workers built by worker.New
-// with its defaults (parking on, Wait 2s; concurrency 8, metrics off), each
-// with its own lock client, as separate processes would have. bare-with-hot
-// runs the with-hot workload on asynq servers with asynq's default Config
-// (concurrency 8) and a bare middleware.Lock(lc, ByField("sku")). The
-// servers run before the first task is enqueued. The handler reads the
-// stock, works 2ms, writes it back. A cold task's latency runs from just
-// before its Enqueue call to the end of its handler. hot-busy-% is the sum of
+// alone (cold-only), interleaved with 500 tasks on SKUs of their own
+// (with-spread: the same extra load without a hot SKU), and interleaved
+// with 500 tasks on one hot SKU (with-hot), through -bench.hotmixservers (3)
+// workers built by worker.New with its defaults (parking on, Wait 2s;
+// concurrency 8, metrics off), each with its own lock client, as separate
+// processes would have. bare-with-hot runs the with-hot workload on asynq
+// servers with asynq's default Config (concurrency 8) and a bare
+// middleware.Lock(lc, ByField("sku")). The servers run before the first
+// task is enqueued. Task i is enqueued i slots (-bench.hotmixpace, 1ms)
+// after the first, so every variant's cold tasks arrive at the same times.
+// The handler reads the stock, works 2ms, writes it back. A cold task's
+// latency runs from just before its Enqueue call to the end of its handler.
+// go-cpu-ms, lock-cpu-ms and broker-cpu-ms are the CPU time of this process,
+// of the 5 lock nodes and of the broker and store over the run.
+// hot-busy-% is the sum of
 // the hot handlers' run times over the span from the first hot start to the
 // last hot end; requeues/hot-task counts the hot tasks' trips through asynq
 // (parked, requeued, resubmitted) per hot task. Where the hot lock's idle
@@ -297,57 +310,87 @@ func (inv *inventory) ProcessTask(ctx context.Context, t *asynq.Task) error {
 func BenchmarkMiddlewareHotMix(b *testing.B) {
 	cluster := redistest.StartCluster(b, nodes)
 	broker, store := redistest.StartNode(b), redistest.StartNode(b)
-	for _, name := range []string{"cold-only", "with-hot", "bare-with-hot"} {
+	for _, name := range []string{"cold-only", "with-spread", "with-hot", "bare-with-hot"} {
 		b.Run(name, func(b *testing.B) { runHotMix(b, cluster, broker, store, name) })
 	}
 }
 
-func runHotMix(b *testing.B, cluster *redistest.Cluster, broker, store *redistest.Node, name string) {
-	withHot := name != "cold-only"
-	flush(b, broker, store)
-	queue := freshQueue(name)
-	lockPrefix := "mw:" + queue + ":"
-
-	// Task i: with-hot interleaves hot (even i) and cold (odd i); cold-only
-	// keeps the odd ones, the same cold tasks in the same order.
-	var tasks []adjustment
-	expected := map[string]int64{}
+// hotMixTasks is the workload of a HotMix variant: task i of with-hot is hot
+// for even i and cold for odd i, due i slots after the first enqueue;
+// with-spread puts its even tasks on SKUs of their own; cold-only keeps the
+// odd ones, the same cold tasks at the same times.
+func hotMixTasks(name string) (tasks []adjustment, due []time.Duration, expected map[string]int64) {
+	expected = map[string]int64{}
 	for i := range 2 * hotMixCold {
-		if i%2 == 0 && !withHot {
-			continue
-		}
 		sku := hotSKU
-		if i%2 == 1 {
+		switch {
+		case i%2 == 1:
 			sku = fmt.Sprintf("COLD-%02d", i%(2*hotMixColdSKUs)/2)
+		case name == "cold-only":
+			continue
+		case name == "with-spread":
+			sku = fmt.Sprintf("SPREAD-%03d", i/2)
 		}
+		due = append(due, time.Duration(i)**hotMixPace)
 		tasks = append(tasks, adjustment{ID: len(tasks), SKU: sku, Delta: 1})
 		expected[sku]++
 	}
+	return tasks, due, expected
+}
+
+// hotMixCPU is the CPU time of this process, the lock nodes and the broker
+// and store.
+type hotMixCPU struct{ proc, lock, broker time.Duration }
+
+func readHotMixCPU(b *testing.B, cluster *redistest.Cluster, broker, store *redistest.Node) hotMixCPU {
+	return hotMixCPU{processCPU(), serversCPU(b, cluster.Nodes...), serversCPU(b, broker, store)}
+}
+
+func runHotMix(b *testing.B, cluster *redistest.Cluster, broker, store *redistest.Node, name string) {
+	flush(b, broker, store)
+	queue := freshQueue(name)
+	tasks, due, expected := hotMixTasks(name)
 	ty := newTally(len(tasks))
-	inv := &inventory{store: nodeClient(b, store), ty: ty}
+	inv := &inventory{store: nodeClient(b, store), ty: ty, trips: &hotTrips{}}
 	if err := inv.store.Ping(b.Context()).Err(); err != nil {
 		b.Fatalf("store: %v", err)
 	}
-
-	var trips hotTrips
-	inv.trips = &trips
 	startServers := startBare
 	if name != "bare-with-hot" {
 		startServers = startWorkers
 	}
-	startServers(b, cluster, broker, queue, lockPrefix, inv, trips.observe, ty.fail)
+	startServers(b, cluster, broker, queue, "mw:"+queue+":", inv, inv.trips.observe, ty.fail)
 	enq := asynqClient(b, broker)
 	enqAt := make([]time.Time, len(tasks))
 
+	cpu0 := readHotMixCPU(b, cluster, broker, store)
 	b.ResetTimer()
 	start := time.Now()
-	enqueue(b, enq, queue, tasks, enqAt)
+	enqueue(b, enq, queue, tasks, enqAt, due)
 	enqueued := time.Since(start)
 	err := ty.wait(mwLimit)
 	b.StopTimer()
+	cpu1 := readHotMixCPU(b, cluster, broker, store)
 	if err != nil {
 		b.Fatal(err)
 	}
+	checkHotMix(b, broker, queue, inv, expected)
+	reportCold(b, tasks, ty.at, enqAt, start)
+	b.ReportMetric(millis(enqueued), "enqueue-ms")
+	b.ReportMetric(millis(cpu1.proc-cpu0.proc), "go-cpu-ms")
+	b.ReportMetric(millis(cpu1.lock-cpu0.lock), "lock-cpu-ms")
+	b.ReportMetric(millis(cpu1.broker-cpu0.broker), "broker-cpu-ms")
+	if strings.HasSuffix(name, "with-hot") {
+		reportHot(b, tasks, ty.at, start, inv)
+	}
+	if f := ty.fails.Load(); f != 0 {
+		b.Logf("%d handler failures (retried by asynq), first: %s", f, ty.firstErr())
+	}
+}
+
+// checkHotMix fails the run if a task was archived or completed twice, or
+// a SKU's stock is off.
+func checkHotMix(b *testing.B, broker *redistest.Node, queue string, inv *inventory, expected map[string]int64) {
 	qi := drained(b, broker, queue, mwLimit)
 	if qi.Archived != 0 {
 		b.Fatalf("%d tasks archived", qi.Archived)
@@ -360,42 +403,47 @@ func runHotMix(b *testing.B, cluster *redistest.Cluster, broker, store *redistes
 		}
 		off += max(got-want, want-got)
 	}
-	_, dups := ty.distinct()
-	if off != 0 || dups != 0 {
+	if _, dups := inv.ty.distinct(); off != 0 || dups != 0 {
 		b.Fatalf("stock off by %d units in all; %d tasks completed twice", off, dups)
 	}
+}
 
+// reportCold reports the cold tasks' latencies, enqueue to completion.
+func reportCold(b *testing.B, tasks []adjustment, done, enqAt []time.Time, start time.Time) {
 	var cold []time.Duration
-	var coldDone, hotDone time.Duration
+	var coldDone time.Duration
 	for i, a := range tasks {
-		if a.SKU == hotSKU {
-			hotDone = max(hotDone, ty.at[i].Sub(start))
-			continue
+		if strings.HasPrefix(a.SKU, "COLD-") {
+			cold = append(cold, done[i].Sub(enqAt[i]))
+			coldDone = max(coldDone, done[i].Sub(start))
 		}
-		cold = append(cold, ty.at[i].Sub(enqAt[i]))
-		coldDone = max(coldDone, ty.at[i].Sub(start))
 	}
 	s := sortedCopy(cold)
 	b.ReportMetric(millis(percentile(s, 0.50)), "cold-p50-ms")
 	b.ReportMetric(millis(percentile(s, 0.99)), "cold-p99-ms")
 	b.ReportMetric(millis(s[len(s)-1]), "cold-max-ms")
 	b.ReportMetric(coldDone.Seconds(), "cold-done-s")
-	b.ReportMetric(millis(enqueued), "enqueue-ms")
-	if withHot {
-		b.ReportMetric(hotDone.Seconds(), "hot-done-s")
-		b.ReportMetric(inv.hot.percent(), "hot-busy-%")
-		local, remote, starved, lgap, rgap := inv.hot.gaps()
-		b.ReportMetric(100*float64(starved)/float64(max(1, local+remote)), "starved-%")
-		b.ReportMetric(100*float64(local)/float64(max(1, local+remote)), "same-server-%")
-		b.ReportMetric(millis(lgap), "gap-same-ms")
-		b.ReportMetric(millis(rgap), "gap-other-ms")
-		trips.mu.Lock()
-		b.ReportMetric(float64(trips.trips)/float64(hotMixCold), "requeues/hot-task")
-		b.ReportMetric(float64(trips.promoted), "promotions")
-		b.Logf("hot conflicts by action: %v; cold: %v", trips.actions, trips.cold)
-		trips.mu.Unlock()
+}
+
+// reportHot reports how the hot SKU's tasks ran.
+func reportHot(b *testing.B, tasks []adjustment, done []time.Time, start time.Time, inv *inventory) {
+	var hotDone time.Duration
+	for i, a := range tasks {
+		if a.SKU == hotSKU {
+			hotDone = max(hotDone, done[i].Sub(start))
+		}
 	}
-	if f := ty.fails.Load(); f != 0 {
-		b.Logf("%d handler failures (retried by asynq), first: %s", f, ty.firstErr())
-	}
+	b.ReportMetric(hotDone.Seconds(), "hot-done-s")
+	b.ReportMetric(inv.hot.percent(), "hot-busy-%")
+	local, remote, starved, lgap, rgap := inv.hot.gaps()
+	b.ReportMetric(100*float64(starved)/float64(max(1, local+remote)), "starved-%")
+	b.ReportMetric(100*float64(local)/float64(max(1, local+remote)), "same-server-%")
+	b.ReportMetric(millis(lgap), "gap-same-ms")
+	b.ReportMetric(millis(rgap), "gap-other-ms")
+	trips := inv.trips
+	trips.mu.Lock()
+	defer trips.mu.Unlock()
+	b.ReportMetric(float64(trips.trips)/float64(hotMixCold), "requeues/hot-task")
+	b.ReportMetric(float64(trips.promoted), "promotions")
+	b.Logf("hot conflicts by action: %v; cold: %v", trips.actions, trips.cold)
 }
