@@ -107,6 +107,6 @@ func (m *mw) process(ctx context.Context, t *asynq.Task, next asynq.Handler) err
 	}
 	m.observe(ev)
 	defer m.countHolder(res)()
-	m.promoteAhead(meta.queue, res, meta.id)
+	m.promoteOnStart(meta.queue, res, meta.id)
 	return m.run(ctx, t, next, lock, meta, log)
 }

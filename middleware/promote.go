@@ -35,8 +35,8 @@ func (m *mw) promoteAhead(queue, res, started string) {
 
 // promoteAfter asks for a promotion when a run on res ended, unless tasks
 // of this process wait for res: the one that gets the lock asks at its start
-// (and one that leaves the wait without it, in leaveWait), so a turn passed
-// in this process costs one broker call, not two.
+// (promoteOnStart), one that leaves the wait without it in leaveWait, so a
+// turn passed in this process costs one broker call, not two.
 func (m *mw) promoteAfter(queue, res string) {
 	if m.cfg.broker == nil || queue == "" {
 		return
@@ -49,6 +49,20 @@ func (m *mw) promoteAfter(queue, res string) {
 	m.mu.Unlock()
 	if !owed {
 		m.promoteAhead(queue, res, "")
+	}
+}
+
+// promoteOnStart asks for a promotion when the task started (its ID) runs
+// on res, and for the one a run's end left to it if that run was of another
+// queue (tasks of one resource may come from several queues).
+func (m *mw) promoteOnStart(queue, res, started string) {
+	m.mu.Lock()
+	owedQueue, owed := m.owed[res]
+	delete(m.owed, res)
+	m.mu.Unlock()
+	m.promoteAhead(queue, res, started)
+	if owed && owedQueue != queue {
+		m.promoteAhead(owedQueue, res, "")
 	}
 }
 

@@ -72,8 +72,9 @@ func TestPromotionDepthFollowsTheBacklog(t *testing.T) {
 
 // TestRunEndingBesideALocalWaiterLeavesThePromotionToIt: a run ending with
 // no task of this process waiting for its resource promotes at once; with
-// one waiting it asks nothing (the waiter asks at its start), unless that
-// waiter leaves without the lock, which then promotes.
+// one waiting it asks nothing: the waiter asks when it starts (also for the
+// ended run's queue if it came from another), or when it leaves the wait
+// without the lock.
 func TestRunEndingBesideALocalWaiterLeavesThePromotionToIt(t *testing.T) {
 	ctx := context.Background()
 	e := newEnv(t)
@@ -110,12 +111,17 @@ func TestRunEndingBesideALocalWaiterLeavesThePromotionToIt(t *testing.T) {
 		t.Fatal("a run ending beside a local waiter asked for a promotion")
 	}
 	m.leaveWait("got", true)
-	if asked("got") || len(m.owed) != 0 {
-		t.Fatalf("a waiter that got the lock asked for a promotion (owed %v); its start does", m.owed)
+	if asked("got") {
+		t.Fatal("a waiter that got the lock asked for a promotion before its start")
 	}
+	m.promoteOnStart("q-other", "got", "task-of-q-other")
+	promotedFrom("got")
 
 	m.forceWait("gave-up")
 	m.promoteAfter(queue, "gave-up")
 	m.leaveWait("gave-up", false)
 	promotedFrom("gave-up")
+	if len(m.owed) != 0 {
+		t.Fatalf("promotions still owed: %v", m.owed)
+	}
 }

@@ -160,14 +160,16 @@ func (m *mw) forceWait(res string) {
 
 // leaveWait uncounts a waiter of res. A promotion a run's end left to the
 // waiters (promoteAfter) is asked for here if this one leaves without the
-// lock; one that got it asks at its start.
+// lock; one that got it asks at its start (promoteOnStart).
 func (m *mw) leaveWait(res string, got bool) {
 	m.mu.Lock()
 	if m.waiters[res]--; m.waiters[res] <= 0 {
 		delete(m.waiters, res)
 	}
 	queue, owed := m.owed[res]
-	delete(m.owed, res)
+	if owed && !got {
+		delete(m.owed, res)
+	}
 	m.mu.Unlock()
 	if owed && !got {
 		m.promoteAhead(queue, res, "")
