@@ -33,37 +33,56 @@ func (m *mw) promoteAhead(queue, res, started string) {
 	go m.promoteLoop(k)
 }
 
-// promoteAfter asks for a promotion when a run on res ended, unless tasks
-// of this process wait for res: the one that gets the lock asks at its start
-// (promoteOnStart), one that leaves the wait without it in leaveWait, so a
-// turn passed in this process costs one broker call, not two.
+// promoteAfter asks for a promotion when a run on res ended, unless the
+// turn passes in this process: tasks of it wait for res, or one holds it
+// already (an early hand-over may start the next run before this one's end
+// is seen here; the ended run still counts as a holder). Then it is owed:
+// the next start here asks for it (promoteOnStart), or a waiter leaving
+// without the lock (leaveWait), or the next run's end, so a turn passed in
+// this process costs one broker call, not two. One queue is owed per
+// resource: an owed promotion of another queue is asked for at once.
 func (m *mw) promoteAfter(queue, res string) {
 	if m.cfg.broker == nil || queue == "" {
 		return
 	}
 	m.mu.Lock()
-	owed := m.waiters[res] > 0
-	if owed {
+	passes := m.waiters[res] > 0 || m.holders[res] > 1
+	other := ""
+	if q, ok := m.owed[res]; ok && q != queue {
+		other = q
+	}
+	if passes {
 		m.owed[res] = queue
+	} else {
+		delete(m.owed, res)
 	}
 	m.mu.Unlock()
-	if !owed {
+	if other != "" {
+		m.promoteAhead(other, res, "")
+	}
+	if !passes {
 		m.promoteAhead(queue, res, "")
 	}
 }
 
 // promoteOnStart asks for a promotion when the task started (its ID) runs
-// on res, and for the one a run's end left to it if that run was of another
-// queue (tasks of one resource may come from several queues).
+// on res, which covers one owed by a run's end if of the same queue (tasks
+// of one resource may come from several queues).
 func (m *mw) promoteOnStart(queue, res, started string) {
-	m.mu.Lock()
-	owedQueue, owed := m.owed[res]
-	delete(m.owed, res)
-	m.mu.Unlock()
 	m.promoteAhead(queue, res, started)
-	if owed && owedQueue != queue {
-		m.promoteAhead(owedQueue, res, "")
+	if q := m.takeOwed(res); q != "" && q != queue {
+		m.promoteAhead(q, res, "")
 	}
+}
+
+// takeOwed returns and forgets the queue whose promotion for res a run's
+// end left to this process's next event on res ("" when none).
+func (m *mw) takeOwed(res string) string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	q := m.owed[res]
+	delete(m.owed, res)
+	return q
 }
 
 // depths bound the promoted tasks of one resource on their way at once.

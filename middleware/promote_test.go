@@ -71,23 +71,23 @@ func TestPromotionDepthFollowsTheBacklog(t *testing.T) {
 }
 
 // TestRunEndingBesideALocalWaiterLeavesThePromotionToIt: a run ending with
-// no task of this process waiting for its resource promotes at once; with
-// one waiting it asks nothing: the waiter asks when it starts (also for the
-// ended run's queue if it came from another), or when it leaves the wait
-// without the lock.
+// nobody of this process next on its resource promotes at once. Otherwise
+// the promotion is owed: a waiter asks for it when it starts (also for the
+// ended run's queue if it came from another), a successor that started
+// already asks at its own end, and a waiter whose wait ends without the
+// lock asks then.
 func TestRunEndingBesideALocalWaiterLeavesThePromotionToIt(t *testing.T) {
 	ctx := context.Background()
 	e := newEnv(t)
 	cfg := defaultConfig()
 	cfg.broker, cfg.logger = e.raw, slog.Default()
-	m := &mw{cfg: cfg, waiters: map[string]int{}, promos: map[promoKey][]string{},
+	m := &mw{client: e.locks, cfg: cfg, waiters: map[string]int{}, promos: map[promoKey][]string{},
 		promoReq: map[promoKey]bool{}, owed: map[string]string{}}
 	const queue = "q-owed"
-	asked := func(r string) bool {
+	owed := func(r string) string {
 		m.mu.Lock()
 		defer m.mu.Unlock()
-		_, ok := m.promos[promoKey{queue, r}]
-		return ok
+		return m.owed[r]
 	}
 	promotedFrom := func(r string) {
 		t.Helper()
@@ -98,7 +98,7 @@ func TestRunEndingBesideALocalWaiterLeavesThePromotionToIt(t *testing.T) {
 		}
 		t.Fatalf("no parked task of %s promoted", r)
 	}
-	for _, r := range []string{"alone", "got", "gave-up"} {
+	for _, r := range []string{"alone", "got", "early", "gave-up"} {
 		e.parkTasks(t, queue, r, 5)
 	}
 
@@ -107,21 +107,62 @@ func TestRunEndingBesideALocalWaiterLeavesThePromotionToIt(t *testing.T) {
 
 	m.forceWait("got")
 	m.promoteAfter(queue, "got")
-	if asked("got") {
-		t.Fatal("a run ending beside a local waiter asked for a promotion")
-	}
 	m.leaveWait("got", true)
-	if asked("got") {
-		t.Fatal("a waiter that got the lock asked for a promotion before its start")
+	if q := owed("got"); q != queue {
+		t.Fatalf("owed %q after a run ended beside a waiter that then got the lock, want %q", q, queue)
 	}
 	m.promoteOnStart("q-other", "got", "task-of-q-other")
 	promotedFrom("got")
 
+	ended, successor := m.countHolder("early"), m.countHolder("early")
+	m.promoteAfter(queue, "early")
+	ended()
+	if q := owed("early"); q != queue {
+		t.Fatalf("owed %q after a run ended behind a successor that started, want %q", q, queue)
+	}
+	m.promoteAfter(queue, "early")
+	successor()
+	promotedFrom("early")
+
+	held, err := e.other.TryAcquire(ctx, "gave-up", 10*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = held.Release(ctx) }()
 	m.forceWait("gave-up")
 	m.promoteAfter(queue, "gave-up")
-	m.leaveWait("gave-up", false)
+	if _, err := m.waitFor(ctx, "gave-up", 100*time.Millisecond); err == nil {
+		t.Fatal("got a lock the other client holds")
+	}
 	promotedFrom("gave-up")
 	if len(m.owed) != 0 {
 		t.Fatalf("promotions still owed: %v", m.owed)
+	}
+}
+
+// TestHandlerPanicPromotesParkedTasks: a run that ends in a panic promotes
+// the tasks parked meanwhile, as any other end does; without it they would
+// wait for their backstop.
+func TestHandlerPanicPromotesParkedTasks(t *testing.T) {
+	ctx := context.Background()
+	e := newEnv(t)
+	withMeta(t, taskMeta{id: "t1", queue: "default", maxRetry: 3, known: true})
+	rec := &recorder{fn: func(context.Context) error {
+		e.parkTasks(t, "default", res, 3)
+		panic("handler bug")
+	}}
+	h := Lock(e.locks, ByField("sku"), WithBroker(e.raw))(rec)
+	func() {
+		defer func() {
+			if recover() == nil {
+				t.Fatal("panic swallowed")
+			}
+		}()
+		_ = h.ProcessTask(ctx, adjust())
+	}()
+	for deadline := time.Now().Add(10 * time.Second); e.raw.LLen(ctx, fifoKey("default", res)).Val() == 3; time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("tasks parked during a run that panicked were not promoted at its end")
+		}
 	}
 }

@@ -27,6 +27,7 @@ func (m *mw) run(ctx context.Context, t *asynq.Task, next asynq.Handler, lock *r
 		p := recover()
 		lost := g.end()
 		_ = m.cleanUp(ctx, t, meta, lock, lost != nil, fmt.Errorf("handler panicked: %v", p), log)
+		m.ended(meta.queue, res, acquired)
 		panic(p)
 	}()
 	herr := next.ProcessTask(g.ctx, t)
@@ -41,15 +42,21 @@ func (m *mw) run(ctx context.Context, t *asynq.Task, next asynq.Handler, lock *r
 		cause = lost
 	}
 	herr = errors.Join(herr, m.cleanUp(ctx, t, meta, lock, lost != nil, cause, log))
-	now := time.Now()
-	m.pace.held(res, now.Sub(acquired))
-	m.pace.releasedAt(res, now)
-	m.promoteAfter(meta.queue, res)
+	m.ended(meta.queue, res, acquired)
 	if lost != nil && !errors.Is(herr, redlock.ErrLockLost) {
 		// The work was not protected to its end: retry it.
 		herr = errors.Join(herr, fmt.Errorf("task %s (id %s): %w", t.Type(), meta.id, lost))
 	}
 	return herr
+}
+
+// ended notes a run on res, held since acquired, as over (released): its
+// hold time, and a promotion of what waits for res.
+func (m *mw) ended(queue, res string, acquired time.Time) {
+	now := time.Now()
+	m.pace.held(res, now.Sub(acquired))
+	m.pace.releasedAt(res, now)
+	m.promoteAfter(queue, res)
 }
 
 // guarded is a handler's run under its lock.

@@ -166,12 +166,11 @@ func (m *mw) leaveWait(res string, got bool) {
 	if m.waiters[res]--; m.waiters[res] <= 0 {
 		delete(m.waiters, res)
 	}
-	queue, owed := m.owed[res]
-	if owed && !got {
-		delete(m.owed, res)
-	}
 	m.mu.Unlock()
-	if owed && !got {
-		m.promoteAhead(queue, res, "")
+	if got {
+		return
+	}
+	if q := m.takeOwed(res); q != "" {
+		m.promoteAhead(q, res, "")
 	}
 }
