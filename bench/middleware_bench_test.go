@@ -377,6 +377,7 @@ func runHotMix(b *testing.B, cluster *redistest.Cluster, broker, store *redistes
 	checkHotMix(b, broker, queue, inv, expected)
 	reportCold(b, tasks, ty.at, enqAt, start)
 	b.ReportMetric(millis(enqueued), "enqueue-ms")
+	b.ReportMetric(millis(behind(enqAt, due, start)), "enqueue-late-ms")
 	b.ReportMetric(millis(cpu1.proc-cpu0.proc), "go-cpu-ms")
 	b.ReportMetric(millis(cpu1.lock-cpu0.lock), "lock-cpu-ms")
 	b.ReportMetric(millis(cpu1.broker-cpu0.broker), "broker-cpu-ms")
@@ -386,6 +387,15 @@ func runHotMix(b *testing.B, cluster *redistest.Cluster, broker, store *redistes
 	if f := ty.fails.Load(); f != 0 {
 		b.Logf("%d handler failures (retried by asynq), first: %s", f, ty.firstErr())
 	}
+}
+
+// behind returns how late the latest enqueue was against its slot.
+func behind(at []time.Time, due []time.Duration, start time.Time) time.Duration {
+	var late time.Duration
+	for i, t := range at {
+		late = max(late, t.Sub(start)-due[i])
+	}
+	return late
 }
 
 // checkHotMix fails the run if a task was archived or completed twice, or
