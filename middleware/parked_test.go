@@ -2,8 +2,14 @@ package middleware
 
 import (
 	"context"
+	"errors"
+	"log/slog"
 	"slices"
+	"strings"
 	"testing"
+
+	"github.com/asynqlock/asynqlock/internal/workertest"
+	"github.com/redis/go-redis/v9"
 )
 
 // TestParkedTasksListsWhatParkRecorded: the listing reads the FIFO records
@@ -38,5 +44,28 @@ func TestParkedTasksListsWhatParkRecorded(t *testing.T) {
 		if !slices.Equal(got[res], ids) {
 			t.Errorf("%s: parked %v, want %v", res, got[res], ids)
 		}
+	}
+}
+
+// TestBrokerFailureIsLoggedOncePerChange: a failing park call is a warning
+// naming the broker's address (never its password), logged once while the
+// calls keep failing; the recovery is logged once too.
+func TestBrokerFailureIsLoggedOncePerChange(t *testing.T) {
+	var buf workertest.Buffer
+	logger := slog.New(slog.NewTextHandler(&buf, nil))
+	broker := redis.NewClient(&redis.Options{Addr: "127.0.0.1:6399", Password: "s3cret"})
+	t.Cleanup(func() { _ = broker.Close() })
+	m := &mw{cfg: config{broker: broker, logger: logger}}
+	for range 3 {
+		m.warnPark(res, errors.New("connection refused"))
+	}
+	m.warnPark(res, nil)
+	m.warnPark(res, nil)
+	out := buf.String()
+	if n := strings.Count(out, "level=WARN"); n != 1 || !strings.Contains(out, "broker=127.0.0.1:6399") || !strings.Contains(out, "connection refused") {
+		t.Fatalf("want one warning naming the broker and the cause, got:\n%s", out)
+	}
+	if strings.Count(out, "parking busy tasks again") != 1 || strings.Contains(out, "s3cret") {
+		t.Fatalf("want one recovery line and no password, got:\n%s", out)
 	}
 }

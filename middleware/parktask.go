@@ -97,14 +97,5 @@ func (m *mw) waiting(res string) int {
 
 // warnPark logs a failing park call once per change of state.
 func (m *mw) warnPark(res string, err error) {
-	m.mu.Lock()
-	was := m.parkErr
-	m.parkErr = err != nil
-	m.mu.Unlock()
-	switch {
-	case err != nil && !was:
-		m.cfg.logger.Warn("cannot park tasks in the broker: busy tasks are requeued on a timer", "resource", res, "err", err)
-	case err == nil && was:
-		m.cfg.logger.Info("parking busy tasks again", "resource", res)
-	}
+	m.brokerState(&m.parkErr, res, err, "cannot park tasks in the broker: busy tasks are requeued on a timer", "parking busy tasks again")
 }

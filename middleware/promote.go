@@ -140,15 +140,21 @@ func (m *mw) promoted(k promoKey, moved []promotion, left int, err error) {
 // warnPromote logs a failing promotion once per change of state: parked
 // tasks then come back by their backstop only.
 func (m *mw) warnPromote(res string, err error) {
+	m.brokerState(&m.promoteErr, res, err, "cannot promote parked tasks: they return after their backstop delay", "promoting parked tasks again")
+}
+
+// brokerState logs a broker call's failure once per change of state:
+// *failing is the state (guarded by m.mu), down and up the messages.
+func (m *mw) brokerState(failing *bool, res string, err error, down, up string) {
 	m.mu.Lock()
-	was := m.promoteErr
-	m.promoteErr = err != nil
+	was := *failing
+	*failing = err != nil
 	m.mu.Unlock()
 	switch {
 	case err != nil && !was:
-		m.cfg.logger.Warn("cannot promote parked tasks: they return after their backstop delay", "resource", res, "err", err)
+		m.cfg.logger.Warn(down, "resource", res, "broker", lockutil.Addr(m.cfg.broker), "err", err)
 	case err == nil && was:
-		m.cfg.logger.Info("promoting parked tasks again", "resource", res)
+		m.cfg.logger.Info(up, "resource", res, "broker", lockutil.Addr(m.cfg.broker))
 	}
 }
 

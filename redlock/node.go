@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/asynqlock/asynqlock/internal/lockutil"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -446,17 +447,8 @@ func nodeErr(err error) error {
 
 // nodeAddr names a node for errors and logs, never with credentials.
 func nodeAddr(i int, c redis.UniversalClient) string {
-	switch cl := c.(type) {
-	case *redis.Client:
-		return cl.Options().Addr
-	case *redis.ClusterClient:
-		return strings.Join(cl.Options().Addrs, ",")
-	case *redis.Ring:
-		addrs := make([]string, 0, len(cl.Options().Addrs))
-		for _, a := range cl.Options().Addrs {
-			addrs = append(addrs, a)
-		}
-		return strings.Join(addrs, ",")
+	if a := lockutil.Addr(c); a != "" {
+		return a
 	}
 	return fmt.Sprintf("node%d", i)
 }
