@@ -53,8 +53,13 @@ func Parse(raw string) (*url.URL, error) {
 	}
 	// What follows the last '@' of the authority is host:port, never a
 	// secret: if it is well formed, the user info is what broke the parse.
+	// After a '?' that '@' may be in the query, next to a password parameter:
+	// then nothing is quoted.
 	hosts := rest
 	if at := strings.LastIndex(rest, "@"); at >= 0 {
+		if strings.Contains(rest[:at], "?") {
+			return nil, errUserInfo
+		}
 		hosts = rest[at+1:]
 	}
 	if i := strings.IndexAny(hosts, "/?#"); i >= 0 {
@@ -66,7 +71,7 @@ func Parse(raw string) (*url.URL, error) {
 	return nil, errUserInfo
 }
 
-var errUserInfo = errors.New("URL cannot be parsed: percent-encode the characters / ? # @ % : in the user and password")
+var errUserInfo = errors.New("URL cannot be parsed: percent-encode the characters / ? # @ % : in the user, the password and the password parameter")
 
 // Redact is u.Redacted with the password query parameter (go-redis's
 // form for a Sentinel-managed master's password) masked as well.

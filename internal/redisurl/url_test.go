@@ -306,3 +306,17 @@ func TestAddTLSFilesRefuses(t *testing.T) {
 		}
 	}
 }
+
+// TestParseNeverQuotesQueryPassword: a Sentinel URL whose master password
+// parameter holds an unescaped '@' is refused without quoting any of it (the
+// text after that '@' is not a host list, whatever it looks like).
+func TestParseNeverQuotesQueryPassword(t *testing.T) {
+	for _, pw := range []string{"s3cr@t:x", "s3cr@t@x:y", "s3cr@t,x:1"} {
+		raw := "redis-sentinel://" + escaped + "@s1:26379,s2:26379?master=m&password=" + pw
+		_, err := Parse(raw)
+		if err == nil || !strings.Contains(err.Error(), "percent-encode") {
+			t.Fatalf("Parse(%q) = %v, want an error asking to percent-encode", raw, err)
+		}
+		assertNoSecret(t, err.Error(), pw, "t:x", "x:y", "t,x:1")
+	}
+}
