@@ -118,6 +118,10 @@ func ParseNode(raw string) (*redis.Options, error) {
 	if u.Scheme != "redis" && u.Scheme != "rediss" {
 		return nil, fmt.Errorf("URL %q: scheme must be redis:// or rediss:// for a single server, got %q", shown, u.Scheme)
 	}
+	if strings.Contains(u.Host, ",") {
+		// go-redis would read "a:1,b:2" as the host "a:1,b": refuse it here.
+		return nil, fmt.Errorf("URL %q names several servers; give each node its own URL", shown)
+	}
 	q := u.Query()
 	files := [3]string{q.Get(ParamTLSCAFile), q.Get(ParamTLSCertFile), q.Get(ParamTLSKeyFile)}
 	q.Del(ParamTLSCAFile)

@@ -151,6 +151,7 @@ func TestParseNodeRefuses(t *testing.T) {
 	for _, tc := range []struct{ raw, want string }{
 		{"redis-sentinel://" + escaped + "@s:26379?master=m", "scheme must be redis:// or rediss://"},
 		{"unix:///tmp/redis.sock", "has no host"},
+		{"redis://" + escaped + "@a:6379,b:6379", "names several servers"},
 		{"redis://" + escaped + "@h:6379/x", `invalid database number: "x"`},
 		{"redis://" + escaped + "@h:6379?bogus=1", "unexpected option: bogus"},
 		{"redis://" + escaped + "@h:0", `port "0"`},
