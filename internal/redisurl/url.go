@@ -53,8 +53,13 @@ func Parse(raw string) (*url.URL, error) {
 	}
 	// What follows the last '@' of the authority is host:port, never a
 	// secret: if it is well formed, the user info is what broke the parse.
+	// After a '?' that '@' may be in the query, next to a password parameter:
+	// then nothing is quoted.
 	hosts := rest
 	if at := strings.LastIndex(rest, "@"); at >= 0 {
+		if strings.Contains(rest[:at], "?") {
+			return nil, errUserInfo
+		}
 		hosts = rest[at+1:]
 	}
 	if i := strings.IndexAny(hosts, "/?#"); i >= 0 {
@@ -66,7 +71,7 @@ func Parse(raw string) (*url.URL, error) {
 	return nil, errUserInfo
 }
 
-var errUserInfo = errors.New("URL cannot be parsed: percent-encode the characters / ? # @ % : in the user and password")
+var errUserInfo = errors.New("URL cannot be parsed: percent-encode the characters / ? # @ % : in the user, the password and the password parameter")
 
 // Redact is u.Redacted with the password query parameter (go-redis's
 // form for a Sentinel-managed master's password) masked as well.
@@ -112,6 +117,10 @@ func ParseNode(raw string) (*redis.Options, error) {
 	shown := Redact(u)
 	if u.Scheme != "redis" && u.Scheme != "rediss" {
 		return nil, fmt.Errorf("URL %q: scheme must be redis:// or rediss:// for a single server, got %q", shown, u.Scheme)
+	}
+	if strings.Contains(u.Host, ",") {
+		// go-redis would read "a:1,b:2" as the host "a:1,b": refuse it here.
+		return nil, fmt.Errorf("URL %q names several servers; give each node its own URL", shown)
 	}
 	q := u.Query()
 	files := [3]string{q.Get(ParamTLSCAFile), q.Get(ParamTLSCertFile), q.Get(ParamTLSKeyFile)}
