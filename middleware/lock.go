@@ -22,6 +22,7 @@ type mw struct {
 	promos     map[promoKey][]string // started task IDs to report, per resource being promoted
 	promoReq   map[promoKey]bool     // a promotion was asked for since the last call
 	owed       map[string]string     // resource -> queue: a run ended while tasks of this process waited (promoteAfter)
+	parked     map[promoKey]bool     // the last promotion left records behind (promote's hint)
 	holders    map[string]int        // tasks of this process holding each resource
 	promoteErr bool                  // the last promotion failed
 	parkErr    bool                  // the last park call failed
@@ -47,7 +48,7 @@ func New(client *redlock.Client, key KeyFunc, opts ...Option) (asynq.MiddlewareF
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	m := &mw{client: client, key: key, cfg: cfg, waiters: make(map[string]int), promos: make(map[promoKey][]string), promoReq: make(map[promoKey]bool), owed: make(map[string]string)}
+	m := &mw{client: client, key: key, cfg: cfg, waiters: make(map[string]int), promos: make(map[promoKey][]string), promoReq: make(map[promoKey]bool), owed: make(map[string]string), parked: make(map[promoKey]bool)}
 	return func(next asynq.Handler) asynq.Handler {
 		return asynq.HandlerFunc(func(ctx context.Context, t *asynq.Task) error {
 			return m.process(ctx, t, next)

@@ -76,8 +76,8 @@ return n`)
 // not reached the set yet keeps its place for parkSettle (later records may
 // be promoted past it).
 // It first counts the started tasks (ARGV[11] on) as arrived, and stops
-// there when the FIFO does not exist: one round trip in all, also for the
-// resources with nothing parked (the common case).
+// there when the FIFO does not exist, so that a resource with tasks parked
+// needs one round trip in all.
 // KEYS: fifo, promoted zset. ARGV: task key prefix, pending, retry,
 // scheduled keys, now (ms), now (ns), depth, settle (ms), depth without
 // backlog, stale (ms), started IDs... Returns {remaining, id1, at1, id2, at2...}.
@@ -182,15 +182,27 @@ type promotion struct {
 // promote counts the started tasks as arrived and keeps up to d.busy
 // promoted tasks of res on their way, d.idle while the queue has no
 // backlog; it returns the tasks it promoted and how many records remain.
-func promote(ctx context.Context, broker redis.UniversalClient, queue, res string, started []string, d depths) ([]promotion, int, error) {
+// With parked (res had records at the last call) it runs the script at once,
+// one round trip; without, plain commands first, cheaper for a resource with
+// nothing parked (the common case), and the script only if the FIFO exists.
+func promote(ctx context.Context, broker redis.UniversalClient, queue, res string, started []string, d depths, parked bool) ([]promotion, int, error) {
+	fifo, promoted := fifoKey(queue, res), outKey(queue, res)
+	if !parked {
+		pipe := broker.Pipeline()
+		exists := pipe.Exists(ctx, fifo)
+		if len(started) > 0 {
+			pipe.ZRem(ctx, promoted, anys(started)...)
+		}
+		if _, err := pipe.Exec(ctx); err != nil || exists.Val() == 0 {
+			return nil, 0, err
+		}
+		started = nil
+	}
 	now := time.Now()
 	p := queuePrefix(queue)
-	args := []any{p + "t:", p + "pending", p + "retry", p + "scheduled",
-		now.UnixMilli(), now.UnixNano(), d.busy, parkSettle.Milliseconds(), d.idle, promotedStale.Milliseconds()}
-	for _, id := range started {
-		args = append(args, id)
-	}
-	vals, err := promoteScript.Run(ctx, broker, []string{fifoKey(queue, res), outKey(queue, res)}, args...).Slice()
+	args := append([]any{p + "t:", p + "pending", p + "retry", p + "scheduled",
+		now.UnixMilli(), now.UnixNano(), d.busy, parkSettle.Milliseconds(), d.idle, promotedStale.Milliseconds()}, anys(started)...)
+	vals, err := promoteScript.Run(ctx, broker, []string{fifo, promoted}, args...).Slice()
 	if err != nil || len(vals) == 0 {
 		return nil, 0, err
 	}
@@ -203,6 +215,14 @@ func promote(ctx context.Context, broker redis.UniversalClient, queue, res strin
 		out = append(out, promotion{id: id, parked: now.Sub(time.UnixMilli(ms))})
 	}
 	return out, int(left), nil
+}
+
+func anys(ss []string) []any {
+	out := make([]any, len(ss))
+	for i, s := range ss {
+		out[i] = s
+	}
+	return out
 }
 
 func newNonce() string {

@@ -118,10 +118,17 @@ func (m *mw) promoteLoop(k promoKey) {
 		m.promos[k], m.promoReq[k] = nil, false
 		m.mu.Unlock()
 		ctx, cancel := context.WithTimeout(context.Background(), lockutil.ReleaseTimeout)
-		moved, left, err := promote(ctx, m.cfg.broker, k.queue, k.res, ids, m.promoteDepth())
+		moved, left, err := promote(ctx, m.cfg.broker, k.queue, k.res, ids, m.promoteDepth(), m.hasParked(k))
 		cancel()
 		m.promoted(k, moved, left, err)
 	}
+}
+
+// hasParked reports whether the last promotion of k left records behind.
+func (m *mw) hasParked(k promoKey) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.parked[k]
 }
 
 // promoted reports one promotion call.
@@ -130,6 +137,13 @@ func (m *mw) promoted(k promoKey, moved []promotion, left int, err error) {
 		m.warnPromote(k.res, err)
 		return
 	}
+	m.mu.Lock()
+	if left > 0 {
+		m.parked[k] = true
+	} else {
+		delete(m.parked, k)
+	}
+	m.mu.Unlock()
 	m.warnPromote(k.res, nil)
 	for _, p := range moved {
 		m.observe(Event{Kind: evPromoted, TaskID: p.id, Resource: k.res, Wait: p.parked, Parked: left})

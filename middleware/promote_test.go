@@ -31,42 +31,64 @@ func (e *env) parkTasks(t *testing.T, queue, res string, n int) {
 
 // TestPromotionDepthFollowsTheBacklog: with no other task of the queue
 // pending, a promotion keeps the idle depth of tasks on their way; with a
-// backlog, the busy depth, and none more until promoted tasks start.
+// backlog, the busy depth, and none more until promoted tasks start; with
+// the parked hint (script at once) or without (plain commands first).
 func TestPromotionDepthFollowsTheBacklog(t *testing.T) {
-	ctx := context.Background()
 	d := depths{busy: 2, idle: 6}
 	for _, tc := range []struct {
 		name    string
 		backlog int // other tasks pending in the queue
 		want    int
 	}{{"idle queue", 0, d.idle}, {"backlog", 1, d.busy}} {
-		t.Run(tc.name, func(t *testing.T) {
-			e := newEnv(t)
-			queue := "q-" + tc.name[:4]
-			for i := range tc.backlog {
-				e.raw.LPush(ctx, queuePrefix(queue)+"pending", fmt.Sprintf("cold-%d", i))
-			}
-			e.parkTasks(t, queue, res, 10)
-			moved, left, err := promote(ctx, e.raw, queue, res, nil, d)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if len(moved) != tc.want || left != 10-tc.want {
-				t.Fatalf("promoted %d, %d left; want %d promoted", len(moved), left, tc.want)
-			}
-			// The promoted tasks are pending now; they are no backlog of
-			// their own, and nothing more moves until they start.
-			if again, _, err := promote(ctx, e.raw, queue, res, nil, d); err != nil || len(again) != 0 {
-				t.Fatalf("second promotion moved %d (err %v), want 0", len(again), err)
-			}
-			// One starts: asynq moves it from pending to active.
-			started := moved[0].id
-			e.raw.LRem(ctx, queuePrefix(queue)+"pending", 1, started)
-			e.raw.HSet(ctx, queuePrefix(queue)+"t:"+started, "state", "active")
-			if again, _, err := promote(ctx, e.raw, queue, res, []string{started}, d); err != nil || len(again) != 1 {
-				t.Fatalf("after one promoted task started, moved %d (err %v), want 1", len(again), err)
-			}
-		})
+		for _, hint := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s/parked=%v", tc.name, hint), func(t *testing.T) { promoteDepthCase(t, d, tc.backlog, tc.want, hint) })
+		}
+	}
+}
+
+func promoteDepthCase(t *testing.T, d depths, backlog, want int, hint bool) {
+	ctx := context.Background()
+	e := newEnv(t)
+	const queue = "q-depth"
+	for i := range backlog {
+		e.raw.LPush(ctx, queuePrefix(queue)+"pending", fmt.Sprintf("cold-%d", i))
+	}
+	e.parkTasks(t, queue, res, 10)
+	moved, left, err := promote(ctx, e.raw, queue, res, nil, d, hint)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(moved) != want || left != 10-want {
+		t.Fatalf("promoted %d, %d left; want %d promoted", len(moved), left, want)
+	}
+	// The promoted tasks are pending now; they are no backlog of their own,
+	// and nothing more moves until they start.
+	if again, _, err := promote(ctx, e.raw, queue, res, nil, d, hint); err != nil || len(again) != 0 {
+		t.Fatalf("second promotion moved %d (err %v), want 0", len(again), err)
+	}
+	// One starts: asynq moves it from pending to active.
+	started := moved[0].id
+	e.raw.LRem(ctx, queuePrefix(queue)+"pending", 1, started)
+	e.raw.HSet(ctx, queuePrefix(queue)+"t:"+started, "state", "active")
+	if again, _, err := promote(ctx, e.raw, queue, res, []string{started}, d, hint); err != nil || len(again) != 1 {
+		t.Fatalf("after one promoted task started, moved %d (err %v), want 1", len(again), err)
+	}
+}
+
+// TestPromotionCountsStartedTasksWithNothingParked: a started task leaves
+// the promoted set even when nothing is parked any more, whichever way the
+// call goes.
+func TestPromotionCountsStartedTasksWithNothingParked(t *testing.T) {
+	ctx := context.Background()
+	e := newEnv(t)
+	for _, hint := range []bool{false, true} {
+		e.raw.ZAdd(ctx, outKey("q", res), redis.Z{Score: 1, Member: "started"})
+		if moved, left, err := promote(ctx, e.raw, "q", res, []string{"started"}, depths{busy: 2, idle: 6}, hint); err != nil || len(moved) != 0 || left != 0 {
+			t.Fatalf("parked=%v: moved %d, left %d, err %v; want nothing", hint, len(moved), left, err)
+		}
+		if n := e.raw.ZCard(ctx, outKey("q", res)).Val(); n != 0 {
+			t.Fatalf("parked=%v: %d promoted task(s) still counted on their way", hint, n)
+		}
 	}
 }
 
@@ -82,7 +104,7 @@ func TestRunEndingBesideALocalWaiterLeavesThePromotionToIt(t *testing.T) {
 	cfg := defaultConfig()
 	cfg.broker, cfg.logger = e.raw, slog.Default()
 	m := &mw{client: e.locks, cfg: cfg, waiters: map[string]int{}, promos: map[promoKey][]string{},
-		promoReq: map[promoKey]bool{}, owed: map[string]string{}}
+		promoReq: map[promoKey]bool{}, owed: map[string]string{}, parked: map[promoKey]bool{}}
 	const queue = "q-owed"
 	owed := func(r string) string {
 		m.mu.Lock()
