@@ -100,6 +100,15 @@ var contenders = []contender{
 	{"redsync-failfast", openRedsync(true)},
 }
 
+// asynqlockAcquire is asynqlock taking every lock with Acquire, the entry
+// point of every caller that waits (the middleware, Run, the hot key), where
+// the plain asynqlock contender makes one attempt with TryAcquire.
+var asynqlockAcquire = contender{"asynqlock-acquire", openAsynqlockAcquire}
+
+// lockContenders are compared by the uncontended benchmarks: both of
+// asynqlock's entry points against redsync.
+var lockContenders = []contender{contenders[0], asynqlockAcquire, contenders[1], contenders[2]}
+
 // asynqlockPerWorker emulates one process per hot-key worker: each gets its
 // own redlock.Client over its own node clients, so there is no shared local
 // queue and they contend on the nodes as separate processes would.
@@ -128,6 +137,24 @@ func newRedlock(tb testing.TB, c *redistest.Cluster, opts ...redlock.Option) *re
 
 func openAsynqlock(tb testing.TB, c *redistest.Cluster) func(int) lib {
 	l := asynqlockLib(newRedlock(tb, c))
+	return func(int) lib { return l }
+}
+
+func openAsynqlockAcquire(tb testing.TB, c *redistest.Cluster) func(int) lib {
+	rc := newRedlock(tb, c)
+	l := asynqlockLib(rc)
+	l.once = func(ctx context.Context, key string) error {
+		lk, err := rc.Acquire(ctx, key, ttl)
+		if err != nil {
+			return fmt.Errorf("Acquire: %w", err)
+		}
+		if err := lk.Release(ctx); err != nil {
+			return fmt.Errorf("Release: %w", err)
+		}
+		return nil
+	}
+	handle := l.handle
+	l.handle = func(key string, _ bool) (lockFunc, unlockFunc) { return handle(key, true) }
 	return func(int) lib { return l }
 }
 

@@ -130,8 +130,12 @@ func (c *Client) acquireLoop(ctx context.Context, k keys, ttl time.Duration, lc 
 	return c.attemptLoop(ctx, k, ttl, lc, t, tk)
 }
 
-// attemptLoop is Acquire's rounds once the caller has its local turn t: it
-// queues on the nodes with ticket tk until it wins or gives up.
+// attemptLoop is Acquire's rounds once the caller has its local turn t. The
+// first round is a plain one (SET NX, or the fencing script), as TryAcquire's:
+// it takes a free key and cannot take one reserved for a queued waiter, so
+// an uncontended Acquire costs what Redlock costs. Only once that fails does
+// the caller queue on the nodes with ticket tk, taken before the first round
+// so that its place in the FIFO is its arrival (docs/HANDOVER.md).
 func (c *Client) attemptLoop(ctx context.Context, k keys, ttl time.Duration, lc *lockConfig, t *turn, tk *ticket) (*Lock, int, error) {
 	var w *watch
 	defer func() {
@@ -141,19 +145,21 @@ func (c *Client) attemptLoop(ctx context.Context, k keys, ttl time.Duration, lc 
 	}()
 	var last error
 	var timer *time.Timer
+	var queued *ticket // nil until the first round failed: nothing to leave on the nodes
 	for attempts := 1; ; attempts++ {
 		if w != nil {
 			w.reset()
 		}
-		l, err := c.attempt(ctx, k, ttl, lc, tk)
+		l, err := c.attempt(ctx, k, ttl, lc, queued)
 		if err == nil {
 			l.adoptTurn(t)
 			return l, attempts, nil
 		}
 		if ctx.Err() != nil || errors.Is(err, ErrClosed) {
-			c.giveUp(k, tk, t)
+			c.giveUp(k, queued, t)
 			return nil, attempts, waitError(ctx, err, last)
 		}
+		queued = tk
 		last = err
 		if w == nil && errors.Is(err, ErrLocked) {
 			// Subscribe to the release, then try once more at once: the
@@ -175,7 +181,7 @@ func (c *Client) attemptLoop(ctx context.Context, k keys, ttl time.Duration, lc 
 		}
 		select {
 		case <-ctx.Done():
-			c.giveUp(k, tk, t)
+			c.giveUp(k, queued, t)
 			return nil, attempts, waitError(ctx, nil, last)
 		case <-c.closed:
 			t.leave()

@@ -90,10 +90,12 @@ func (c *Client) leaveQueue(k keys, tk *ticket, mask uint64) {
 	c.broadcast("dequeue", k.resource, mask, 1, time.Now().Add(c.cfg.nodeTimeout), true, args, leaveQueueScript).idle()
 }
 
-// giveUp ends a waiter's wait: it leaves the nodes' queue and passes its
-// local turn on.
+// giveUp ends a waiter's wait: it leaves the nodes' queue (if it queued:
+// tk is nil when only plain rounds were sent) and passes its local turn on.
 func (c *Client) giveUp(k keys, tk *ticket, t *turn) {
-	c.leaveQueue(k, tk, c.allNodes())
+	if tk != nil {
+		c.leaveQueue(k, tk, c.allNodes())
+	}
 	t.leave()
 }
 

@@ -51,7 +51,7 @@ var (
 	fenceRaiseScript   = newScript("fence_raise.lua")
 	inspectScript      = newScript("inspect.lua")
 	turnScript         = newScript("queue.lua", "turn.lua")
-	queueReleaseScript = newScript("queue.lua", "queue_release.lua")
+	queueReleaseScript = newScript("release_unqueued.lua", "queue.lua", "queue_release.lua")
 	leaveQueueScript   = newScript("queue.lua", "leave_queue.lua")
 )
 
