@@ -76,7 +76,9 @@ type proofLoad struct {
 	NodeTimeout           time.Duration // 0: the workers' default (50ms)
 	KeepAlive, Fencing    bool
 	Duration              time.Duration
-	MaxOps                int // per process
+	Phase                 time.Duration    // alternate calm and busy phases (workerConfig.Phase)
+	Think                 [2]time.Duration // pause after a section in a calm phase
+	MaxOps                int              // per process
 	Faults                []faultStep
 	// WantViolations marks a negative control: evidence is kept when the
 	// checker finds nothing instead of when it finds something.
@@ -116,6 +118,7 @@ func runContention(t *testing.T, env *proofEnv, c proofLoad) runOutcome {
 			cfg.NodeTimeout = c.NodeTimeout
 		}
 		cfg.Duration, cfg.MaxOps = c.Duration, c.MaxOps
+		cfg.Phase, cfg.Think = c.Phase, c.Think
 		// Workers start concurrently: each pays for the binary's start-up.
 		wg.Go(func() { workers[i], errs[i] = launchWorker(t, cfg) })
 	}
@@ -215,6 +218,8 @@ func addStats(a, b workerStats) workerStats {
 	a.Extensions += b.Extensions
 	a.FailedExtensions += b.FailedExtensions
 	a.NodeErrors += b.NodeErrors
+	a.FirstRound += b.FirstRound
+	a.Retried += b.Retried
 	if a.FirstError == "" {
 		a.FirstError = b.FirstError
 	}

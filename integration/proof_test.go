@@ -49,13 +49,19 @@ const proofScenario = "contention: 4 processes × 3 goroutines, 4 resources, 5 n
 // records its row; note is added to the row's notes.
 func checkProof(t *testing.T, fault, note string, out runOutcome) {
 	t.Helper()
+	checkProofScenario(t, proofScenario, fault, note, out)
+}
+
+// checkProofScenario is checkProof for a row of another scenario.
+func checkProofScenario(t *testing.T, scenario, fault, note string, out runOutcome) {
+	t.Helper()
 	r := out.Result
 	notes := proofNotes(out)
 	if note != "" {
 		notes += "; " + note
 	}
 	report.Add(Row{
-		Scenario:   proofScenario,
+		Scenario:   scenario,
 		Fault:      fault,
 		Ops:        r.Writes,
 		Violations: r.Safety(),

@@ -71,6 +71,11 @@ type workerConfig struct {
 	KeepAlive   bool             `json:"keepAlive"`
 	Fencing     bool             `json:"fencing"`
 	Duration    time.Duration    `json:"duration"` // from "go" to the last acquisition
+	// With Phase set, the run alternates calm and busy phases of that
+	// length, calm first: in a calm phase each goroutine pauses a time in
+	// Think after every section, so most locks meet a free resource.
+	Phase time.Duration    `json:"phase,omitempty"`
+	Think [2]time.Duration `json:"think"`
 	MaxOps      int              `json:"maxOps"`
 	Limit       time.Duration    `json:"limit"` // hard bound on the worker's life
 	Out         string           `json:"out"`
@@ -95,6 +100,8 @@ type workerStats struct {
 	Extensions       int    `json:"extensions"`
 	FailedExtensions int    `json:"failedExtensions"`
 	NodeErrors       int    `json:"nodeErrors"`
+	FirstRound       int    `json:"firstRound"` // acquisitions decided by their first round (or handed over)
+	Retried          int    `json:"retried"`    // acquisitions that needed more rounds: the waiter queue engaged
 	FirstError       string `json:"firstError,omitempty"` // a sample, for notes
 }
 
@@ -118,6 +125,7 @@ type proofWorker struct {
 	stats    workerStats
 
 	extensions, failedExtensions, nodeErrors atomic.Int64
+	firstRound, retried                      atomic.Int64
 }
 
 // proofWorkerMain runs a worker from its JSON config and returns the exit
@@ -152,6 +160,10 @@ func (w *proofWorker) run() error {
 			w.failedExtensions.Add(1)
 		case e.Kind == redlock.EventNodeError:
 			w.nodeErrors.Add(1)
+		case e.Kind == redlock.EventAcquire && e.Err == nil && e.Attempts == 1:
+			w.firstRound.Add(1)
+		case e.Kind == redlock.EventAcquire && e.Err == nil:
+			w.retried.Add(1)
 		}
 	}
 	locks, err := redlock.NewFromURLs(w.cfg.Nodes, redlock.WithNodeTimeout(w.cfg.NodeTimeout), redlock.WithObserver(obs))
@@ -189,6 +201,7 @@ func (w *proofWorker) run() error {
 	w.stats.Extensions = int(w.extensions.Load())
 	w.stats.FailedExtensions = int(w.failedExtensions.Load())
 	w.stats.NodeErrors = int(w.nodeErrors.Load())
+	w.stats.FirstRound, w.stats.Retried = int(w.firstRound.Load()), int(w.retried.Load())
 	b, err := json.Marshal(workerOutput{ID: w.cfg.ID, Sections: w.sections, Stats: w.stats})
 	if err != nil {
 		return err
@@ -276,6 +289,7 @@ func (w *proofWorker) contend(ctx context.Context) error {
 				errs[g] = err
 				return
 			}
+			w.think(rng, stopAt)
 		}
 	}
 	for g := range w.cfg.Goroutines {
@@ -286,6 +300,19 @@ func (w *proofWorker) contend(ctx context.Context) error {
 	}
 	wg.Wait()
 	return errors.Join(errs...)
+}
+
+// think pauses a goroutine after a section while the run is in a calm
+// phase (see workerConfig.Phase).
+func (w *proofWorker) think(rng *rand.Rand, stopAt int64) {
+	if w.cfg.Phase <= 0 {
+		return
+	}
+	elapsed := time.Duration(stamp() - (stopAt - int64(w.cfg.Duration)))
+	if (elapsed/w.cfg.Phase)%2 == 0 {
+		th := w.cfg.Think
+		time.Sleep(th[0] + time.Duration(rng.Int64N(int64(th[1]-th[0])+1)))
+	}
 }
 
 // section is one critical section under l: read the register, wait d, write

@@ -1,0 +1,118 @@
+package integration
+
+import (
+	"context"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/asynqlock/asynqlock/internal/redistest"
+	"github.com/asynqlock/asynqlock/redlock"
+	"github.com/redis/go-redis/v9"
+)
+
+// commandCalls reads how many times each node ran cmd (INFO commandstats),
+// straight from redis-server, past the fault proxies.
+func commandCalls(t *testing.T, c *redistest.Cluster, cmd string) []int {
+	t.Helper()
+	out := make([]int, len(c.Nodes))
+	for i, n := range c.Nodes {
+		cl := redis.NewClient(redistest.ClientOptions(n.ServerAddr()))
+		info, err := cl.Info(within(t, 10*time.Second), "commandstats").Result()
+		_ = cl.Close()
+		if err != nil {
+			t.Fatalf("INFO commandstats on node %d: %v", i, err)
+		}
+		for line := range strings.Lines(info) {
+			rest, ok := strings.CutPrefix(strings.TrimSpace(line), "cmdstat_"+cmd+":calls=")
+			if ok {
+				n, _, _ := strings.Cut(rest, ",")
+				out[i], _ = strconv.Atoi(n)
+			}
+		}
+	}
+	return out
+}
+
+// lockUnlock takes resource with Acquire and releases it, then waits (with
+// Inspect, which each node runs after the calls sent before it) until every
+// node has run what the release sent.
+func lockUnlock(t *testing.T, cl *redlock.Client, resource string) {
+	t.Helper()
+	ctx := within(t, time.Minute)
+	l, err := cl.Acquire(ctx, resource, 10*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cl.Inspect(ctx, resource); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestUncontendedAcquireTakesTheFastPath: Acquire on a free key costs what
+// Redlock costs, one SET NX PX per node and one compare-and-delete script
+// for the release, counted by the nodes themselves; the waiter queue's
+// scripts run only under contention (the control below), and leave no
+// queue behind.
+func TestUncontendedAcquireTakesTheFastPath(t *testing.T) {
+	c := redistest.StartCluster(t, 3)
+	cl := urlLockClient(t, c, redlock.WithNodeTimeout(time.Second))
+	lockUnlock(t, cl, "warm-up") // connections, scripts
+	sets0, evals0 := commandCalls(t, c, "set"), commandCalls(t, c, "evalsha")
+	const n = 20
+	for i := range n {
+		lockUnlock(t, cl, "free-"+strconv.Itoa(i))
+	}
+	sets, evals := commandCalls(t, c, "set"), commandCalls(t, c, "evalsha")
+	for i := range c.Nodes {
+		// Per lock: one SET, then the release and Inspect scripts.
+		if d, e := sets[i]-sets0[i], evals[i]-evals0[i]; d != n || e != 2*n {
+			t.Errorf("node %d ran %d SETs and %d scripts for %d uncontended locks, want %d and %d (release, inspect)", i, d, e, n, n, 2*n)
+		}
+		nc := redis.NewClient(redistest.ClientOptions(c.Nodes[i].ServerAddr()))
+		queues, err := nc.Keys(within(t, 10*time.Second), "*:q*").Result()
+		_ = nc.Close()
+		if err != nil || len(queues) > 0 {
+			t.Errorf("node %d: waiter queues %v (%v) after uncontended locks", i, queues, err)
+		}
+	}
+
+	// Control: a waiter that meets a held key queues with the turn script.
+	holder, err := cl.Acquire(within(t, time.Minute), "busy", 10*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	other := urlLockClient(t, c, redlock.WithNodeTimeout(time.Second))
+	evals0 = commandCalls(t, c, "evalsha")
+	got := make(chan error, 1)
+	go func() {
+		l, err := other.Acquire(within(t, time.Minute), "busy", 10*time.Second)
+		got <- err
+		_ = l.Release(context.Background())
+	}()
+	// The waiter's first round is a plain SET, refused; then it queues:
+	// one turn script per node.
+	for deadline := time.Now().Add(30 * time.Second); sum(commandCalls(t, c, "evalsha"))-sum(evals0) < len(c.Nodes); {
+		if time.Now().After(deadline) {
+			t.Fatal("the waiter never ran the turn script: the counts cannot see the queue")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if err := holder.Release(within(t, time.Minute)); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-got; err != nil {
+		t.Fatal(err)
+	}
+}
+
+func sum(xs []int) (s int) {
+	for _, x := range xs {
+		s += x
+	}
+	return s
+}
