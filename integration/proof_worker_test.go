@@ -74,11 +74,11 @@ type workerConfig struct {
 	// With Phase set, the run alternates calm and busy phases of that
 	// length, calm first: in a calm phase each goroutine pauses a time in
 	// Think after every section, so most locks meet a free resource.
-	Phase time.Duration    `json:"phase,omitempty"`
-	Think [2]time.Duration `json:"think"`
-	MaxOps      int              `json:"maxOps"`
-	Limit       time.Duration    `json:"limit"` // hard bound on the worker's life
-	Out         string           `json:"out"`
+	Phase  time.Duration    `json:"phase,omitempty"`
+	Think  [2]time.Duration `json:"think"`
+	MaxOps int              `json:"maxOps"`
+	Limit  time.Duration    `json:"limit"` // hard bound on the worker's life
+	Out    string           `json:"out"`
 }
 
 // workerEvent is one line of a worker's stdout.
@@ -100,8 +100,8 @@ type workerStats struct {
 	Extensions       int    `json:"extensions"`
 	FailedExtensions int    `json:"failedExtensions"`
 	NodeErrors       int    `json:"nodeErrors"`
-	FirstRound       int    `json:"firstRound"` // acquisitions decided by their first round (or handed over)
-	Retried          int    `json:"retried"`    // acquisitions that needed more rounds: the waiter queue engaged
+	FirstRound       int    `json:"firstRound"`           // acquisitions decided by their first round (or handed over)
+	Retried          int    `json:"retried"`              // acquisitions that needed more rounds: the waiter queue engaged
 	FirstError       string `json:"firstError,omitempty"` // a sample, for notes
 }
 
