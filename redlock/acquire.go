@@ -76,13 +76,15 @@ func (c *Client) checkTTL(ttl time.Duration) error {
 // TryAcquire makes one attempt to lock resource for ttl. It fails with an
 // error matching ErrLocked when another holder has it, ErrQuorum when too many
 // nodes failed, or the context's error.
-func (c *Client) TryAcquire(ctx context.Context, resource string, ttl time.Duration, opts ...LockOption) (*Lock, error) {
+func (c *Client) TryAcquire(ctx context.Context, resource string, ttl time.Duration, opts ...LockOption) (l *Lock, err error) {
 	begin := time.Now()
+	span := c.startSpan(ctx, spanAcquire, resource)
+	defer func() { endAcquireSpan(span, l, 1, err) }()
 	ttl, lc, err := c.prepare(ctx, resource, ttl, opts)
 	if err != nil {
 		return nil, err
 	}
-	l, err := c.attempt(ctx, c.keysFor(resource), ttl, lc, nil)
+	l, err = c.attempt(ctx, c.keysFor(resource), ttl, lc, nil)
 	c.acquired(resource, begin, 1, err)
 	return l, err
 }
@@ -92,13 +94,16 @@ func (c *Client) TryAcquire(ctx context.Context, resource string, ttl time.Durat
 // delay; waiters of the same Client queue in FIFO order. When ctx ends it
 // returns ctx's error wrapped together with the last attempt's cause, so both
 // errors.Is(err, context.DeadlineExceeded) and errors.Is(err, ErrLocked) hold.
-func (c *Client) Acquire(ctx context.Context, resource string, ttl time.Duration, opts ...LockOption) (*Lock, error) {
+func (c *Client) Acquire(ctx context.Context, resource string, ttl time.Duration, opts ...LockOption) (l *Lock, err error) {
 	begin := time.Now()
+	span := c.startSpan(ctx, spanAcquire, resource)
+	attempts := 0
+	defer func() { endAcquireSpan(span, l, attempts, err) }()
 	ttl, lc, err := c.prepare(ctx, resource, ttl, opts)
 	if err != nil {
 		return nil, err
 	}
-	l, attempts, err := c.acquireLoop(ctx, c.keysFor(resource), ttl, lc)
+	l, attempts, err = c.acquireLoop(ctx, c.keysFor(resource), ttl, lc)
 	c.acquired(resource, begin, attempts, err)
 	return l, err
 }
@@ -112,6 +117,7 @@ func (c *Client) acquireLoop(ctx context.Context, k keys, ttl time.Duration, lc 
 		t, l, err = c.gates.enter(ctx, k.key, c.closed, &handoffReq{ttl: ttl, lc: lc, tk: tk})
 		if l != nil {
 			if err == nil {
+				l.via = handoverLocal
 				return l, 1, nil // handed over by the previous holder
 			}
 			if !c.spawn(func() { _ = l.Release(context.Background()) }) {
@@ -152,6 +158,9 @@ func (c *Client) attemptLoop(ctx context.Context, k keys, ttl time.Duration, lc 
 		}
 		l, err := c.attempt(ctx, k, ttl, lc, queued)
 		if err == nil {
+			if queued != nil {
+				l.via = handoverRemote
+			}
 			l.adoptTurn(t)
 			return l, attempts, nil
 		}

@@ -43,6 +43,7 @@ type Lock struct {
 	cause      error // why the lock was lost
 	turn       *turn
 	handoff    handoffState
+	via        string // how it was acquired: the asynqlock.handover span attribute
 }
 
 // keepalive is one KeepAlive context of a lock.
@@ -100,7 +101,7 @@ func lossGuard(ttl time.Duration) time.Duration {
 // newLock builds a held lock and arms its watchdog.
 func (c *Client) newLock(res keys, token string, fence int64, ttl time.Duration, start, until time.Time, lc *lockConfig) *Lock {
 	l := &Lock{
-		c: c, res: res, token: token, fence: fence, ttl: ttl,
+		c: c, res: res, token: token, fence: fence, ttl: ttl, via: handoverNone,
 		acquired: start, until: until, lastStart: start,
 		lost: make(chan struct{}), ended: make(chan struct{}),
 	}
@@ -174,6 +175,14 @@ func (l *Lock) Release(ctx context.Context) error {
 	if ctx == nil {
 		return invalidf("nil context: the lock is still held; release it with a live context")
 	}
+	span := l.c.startSpan(ctx, spanRelease, l.res.resource)
+	err := l.release(ctx)
+	endReleaseSpan(span, err)
+	return err
+}
+
+// release is Release once its span is started.
+func (l *Lock) release(ctx context.Context) error {
 	wasLost, prev, held := l.markReleased()
 	if !held {
 		return ErrNotHeld

@@ -1,6 +1,7 @@
 package redlock
 
 import (
+	"go.opentelemetry.io/otel/trace"
 	"log/slog"
 	"math"
 	"time"
@@ -35,6 +36,7 @@ type config struct {
 	batchWorkers   int
 	batchWindow    time.Duration
 	holderInfo     bool
+	tracerProvider trace.TracerProvider // nil: the global provider
 }
 
 func defaultConfig() config {

@@ -1,0 +1,118 @@
+package redlock
+
+import (
+	"context"
+	"errors"
+
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
+)
+
+// tracerName is the instrumentation scope of this package's spans.
+const tracerName = "github.com/asynqlock/asynqlock/redlock"
+
+// Span names and attribute keys (docs/TRACING.md lists them with their values).
+const (
+	spanAcquire  = "asynqlock.acquire"
+	spanRelease  = "asynqlock.release"
+	attrResource = attribute.Key("asynqlock.resource")
+	attrOutcome  = attribute.Key("asynqlock.outcome")
+	attrAttempts = attribute.Key("asynqlock.attempts")
+	attrFence    = attribute.Key("asynqlock.fence")
+	attrHandover = attribute.Key("asynqlock.handover")
+)
+
+// How a lock came to its holder: the asynqlock.handover attribute.
+const (
+	handoverNone   = "none"   // its own first round, the uncontended path
+	handoverLocal  = "local"  // handed over by a holder of this Client
+	handoverRemote = "remote" // won after queueing on the nodes
+)
+
+// WithTracerProvider sets the OpenTelemetry provider of the spans
+// asynqlock.acquire (every TryAcquire and Acquire) and asynqlock.release,
+// children of the span in the caller's context. Default:
+// otel.GetTracerProvider(), the global provider, which records nothing until
+// the application installs one; nil means the default.
+func WithTracerProvider(tp trace.TracerProvider) Option {
+	return func(c *config) { c.tracerProvider = tp }
+}
+
+// tracer returns the configured provider's tracer.
+func (c *config) tracer() trace.Tracer {
+	tp := c.tracerProvider
+	if tp == nil {
+		tp = otel.GetTracerProvider()
+	}
+	return tp.Tracer(tracerName)
+}
+
+// startSpan starts one of the client's spans as a child of ctx's span. The
+// returned context is not passed on: nothing below records spans of its own.
+func (c *Client) startSpan(ctx context.Context, name, resource string) trace.Span {
+	_, span := c.tracer.Start(ctx, name, trace.WithSpanKind(trace.SpanKindClient))
+	if span.IsRecording() {
+		span.SetAttributes(attrResource.String(resource))
+	}
+	return span
+}
+
+// endAcquireSpan records an acquisition's outcome and ends its span.
+func endAcquireSpan(span trace.Span, l *Lock, attempts int, err error) {
+	if span.IsRecording() {
+		span.SetAttributes(attrOutcome.String(outcomeOf(err)), attrAttempts.Int(attempts))
+		if l != nil {
+			span.SetAttributes(attrHandover.String(l.via))
+			if l.fence != 0 {
+				span.SetAttributes(attrFence.Int64(l.fence))
+			}
+		}
+		if err != nil && !errors.Is(err, ErrLocked) {
+			span.SetStatus(codes.Error, err.Error())
+		}
+	}
+	span.End()
+}
+
+// endReleaseSpan records a release's outcome and ends its span.
+func endReleaseSpan(span trace.Span, err error) {
+	if span.IsRecording() {
+		span.SetAttributes(attrOutcome.String(releaseOutcome(err)))
+		if err != nil {
+			span.SetStatus(codes.Error, err.Error())
+		}
+	}
+	span.End()
+}
+
+// outcomeOf names an acquisition's result for asynqlock.outcome.
+func outcomeOf(err error) string {
+	switch {
+	case err == nil:
+		return "acquired"
+	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		return "canceled"
+	case errors.Is(err, ErrLocked):
+		return "locked"
+	case errors.Is(err, ErrQuorum):
+		return "quorum"
+	}
+	return "error"
+}
+
+// releaseOutcome names a release's result for asynqlock.outcome.
+func releaseOutcome(err error) string {
+	switch {
+	case err == nil:
+		return "released"
+	case errors.Is(err, ErrLockLost):
+		return "lost"
+	case errors.Is(err, ErrNotHeld):
+		return "not_held"
+	case errors.Is(err, ErrQuorum):
+		return "quorum"
+	}
+	return "error"
+}
