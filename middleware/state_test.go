@@ -3,8 +3,8 @@ package middleware
 import (
 	"context"
 	"fmt"
-	"testing"
 	"sync/atomic"
+	"testing"
 	"testing/synctest"
 	"time"
 
