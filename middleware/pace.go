@@ -88,6 +88,9 @@ func (m *mw) typical(res string) time.Duration {
 	if e, ok := m.res[res]; ok && e.hold > 0 {
 		return max(e.hold, paceMinHold)
 	}
+	if d := m.holds.get(res); d > 0 {
+		return max(d, paceMinHold)
+	}
 	return paceFirstHold
 }
 
