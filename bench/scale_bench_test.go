@@ -149,4 +149,3 @@ func startScaleWorker(b *testing.B, cluster *redistest.Cluster, broker *redistes
 		}
 	})
 }
-
