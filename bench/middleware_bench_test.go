@@ -48,6 +48,10 @@ const (
 	hotSKU         = "HOT"
 )
 
+// threeHot are the hot SKUs of with-3-hot; the first is hotSKU, the one
+// measured.
+var threeHot = []string{hotSKU, "HOT-2", "HOT-3"}
+
 // tally counts a run's completed tasks and closes done when the last one of
 // total completes. A task that completes twice (asynq delivers at least
 // once) counts once more in dups.
@@ -310,14 +314,16 @@ func (inv *inventory) ProcessTask(ctx context.Context, t *asynq.Task) error {
 func BenchmarkMiddlewareHotMix(b *testing.B) {
 	cluster := redistest.StartCluster(b, nodes)
 	broker, store := redistest.StartNode(b), redistest.StartNode(b)
-	for _, name := range []string{"cold-only", "with-spread", "with-hot", "bare-with-hot"} {
+	for _, name := range []string{"cold-only", "with-spread", "with-hot", "with-3-hot", "bare-with-hot"} {
 		b.Run(name, func(b *testing.B) { runHotMix(b, cluster, broker, store, name) })
 	}
 }
 
 // hotMixTasks is the workload of a HotMix variant: task i of with-hot is hot
 // for even i and cold for odd i, due i slots after the first enqueue;
-// with-spread puts its even tasks on SKUs of their own; cold-only keeps the
+// with-spread puts its even tasks on SKUs of their own; with-3-hot spreads
+// them over three hot SKUs (hot-busy-% and the gaps are those of the first,
+// HOT; the three are alike); cold-only keeps the
 // odd ones, the same cold tasks at the same times.
 func hotMixTasks(name string) (tasks []adjustment, due []time.Duration, expected map[string]int64) {
 	expected = map[string]int64{}
@@ -330,6 +336,8 @@ func hotMixTasks(name string) (tasks []adjustment, due []time.Duration, expected
 			continue
 		case name == "with-spread":
 			sku = fmt.Sprintf("SPREAD-%03d", i/2)
+		case name == "with-3-hot":
+			sku = threeHot[i/2%len(threeHot)]
 		}
 		due = append(due, time.Duration(i)**hotMixPace)
 		tasks = append(tasks, adjustment{ID: len(tasks), SKU: sku, Delta: 1})
@@ -381,7 +389,7 @@ func runHotMix(b *testing.B, cluster *redistest.Cluster, broker, store *redistes
 	b.ReportMetric(millis(cpu1.proc-cpu0.proc), "go-cpu-ms")
 	b.ReportMetric(millis(cpu1.lock-cpu0.lock), "lock-cpu-ms")
 	b.ReportMetric(millis(cpu1.broker-cpu0.broker), "broker-cpu-ms")
-	if strings.HasSuffix(name, "with-hot") {
+	if strings.HasSuffix(name, "-hot") {
 		reportHot(b, tasks, ty.at, start, inv)
 	}
 	if f := ty.fails.Load(); f != 0 {

@@ -17,7 +17,7 @@ func (m *mw) conflict(ctx context.Context, t *asynq.Task, meta taskMeta, res str
 	ev := Event{Kind: evConflict, TaskType: t.Type(), TaskID: meta.id, Resource: res, Policy: m.cfg.policy.name(), Err: cause}
 	busy := &conflictError{resource: res, cause: cause}
 	if errors.Is(cause, redlock.ErrLocked) {
-		busy.delay = m.pace.delay(res)
+		busy.delay = m.delay(res)
 	}
 	action := m.cfg.policy.action
 	if errors.Is(cause, redlock.ErrQuorum) && !errors.Is(cause, redlock.ErrLocked) {

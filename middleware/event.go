@@ -10,7 +10,11 @@ import "time"
 //   - "rollback": the rollback hook ran (Err is its error);
 //   - "bad_key": the task's key could not be derived; it is archived;
 //   - "promoted": a parked task was moved to the front of its queue because
-//     a task of its resource started (Wait: how long it was parked).
+//     a task of its resource started (Wait: how long it was parked);
+//   - "parked": the count of tasks parked on the resource (Parked) changed
+//     without a park or promotion: records of tasks that came back by
+//     themselves were dropped. With the counts of "park" conflicts and
+//     "promoted" events, it keeps a gauge of parked tasks exact.
 //
 // Kind, Policy, Action and Handover are short fixed names, fit for metric
 // labels.
@@ -27,8 +31,8 @@ type Event struct {
 	// after waiting, "local" when a task of this process had just released
 	// it, else "remote".
 	Handover string
-	// Parked, for a "park" conflict and "promoted": tasks parked on the
-	// resource (in the task's queue) after the event.
+	// Parked, for a "park" conflict, "promoted" and "parked": tasks parked
+	// on the resource (in the task's queue) after the event.
 	Parked int
 }
 
@@ -40,6 +44,7 @@ const (
 	evRollback = "rollback"
 	evBadKey   = "bad_key"
 	evPromoted = "promoted"
+	evParked   = "parked"
 )
 
 func (m *mw) observe(e Event) {

@@ -19,16 +19,13 @@ var errHeldHere = fmt.Errorf("middleware: %w: held or waited for by tasks of thi
 // one round it does not wait for (docs/HOTKEYS.md).
 func (m *mw) countHolder(res string) (done func()) {
 	m.mu.Lock()
-	if m.holders == nil {
-		m.holders = make(map[string]int)
-	}
-	m.holders[res]++
+	e := m.entry(res)
+	e.holders++
 	m.mu.Unlock()
 	return func() {
 		m.mu.Lock()
-		if m.holders[res]--; m.holders[res] <= 0 {
-			delete(m.holders, res)
-		}
+		e.holders--
+		m.touched(res, e)
 		m.mu.Unlock()
 	}
 }
@@ -37,7 +34,8 @@ func (m *mw) countHolder(res string) (done func()) {
 func (m *mw) heldHere(res string) bool {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	return m.holders[res] > 0 || m.waiters[res] > 0
+	e, ok := m.res[res]
+	return ok && (e.holders > 0 || e.waiters > 0)
 }
 
 // sawOutage notes that a wait ended for want of a quorum: for the next

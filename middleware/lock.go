@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"hash/maphash"
 	"sync"
 	"time"
 
@@ -18,16 +19,13 @@ type mw struct {
 	cfg    config
 
 	mu         sync.Mutex
-	waiters    map[string]int        // tasks of this process waiting per resource
-	promos     map[promoKey][]string // started task IDs to report, per resource being promoted
-	promoReq   map[promoKey]bool     // a promotion was asked for since the last call
-	owed       map[string]string     // resource -> queue: a run ended while tasks of this process waited (promoteAfter)
-	parked     map[promoKey]bool     // the last promotion left records behind (promote's hint)
-	holders    map[string]int        // tasks of this process holding each resource
-	promoteErr bool                  // the last promotion failed
-	parkErr    bool                  // the last park call failed
-	outage     time.Time             // a wait ended for want of a quorum; until then arrivals try first
-	pace       pacer
+	res        map[string]*resState // per resource, while in use or contended lately (state.go)
+	idle       []idleRec            // idle entries kept a while, oldest first (from idleHead)
+	idleHead   int
+	holds      *holdTable // recent hold times of resources whose state was dropped (pace.go)
+	promoteErr bool       // the last promotion failed
+	parkErr    bool       // the last park call failed
+	outage     time.Time  // a wait ended for want of a quorum; until then arrivals try first
 }
 
 // New returns the middleware, or an error naming a bad argument.
@@ -48,12 +46,16 @@ func New(client *redlock.Client, key KeyFunc, opts ...Option) (asynq.MiddlewareF
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	m := &mw{client: client, key: key, cfg: cfg, waiters: make(map[string]int), promos: make(map[promoKey][]string), promoReq: make(map[promoKey]bool), owed: make(map[string]string), parked: make(map[promoKey]bool)}
+	m := newMW(client, key, cfg)
 	return func(next asynq.Handler) asynq.Handler {
 		return asynq.HandlerFunc(func(ctx context.Context, t *asynq.Task) error {
 			return m.process(ctx, t, next)
 		})
 	}, nil
+}
+
+func newMW(client *redlock.Client, key KeyFunc, cfg config) *mw {
+	return &mw{client: client, key: key, cfg: cfg, res: make(map[string]*resState), holds: &holdTable{seed: maphash.MakeSeed()}}
 }
 
 // Lock returns the middleware: use it with mux.Use or around one handler.
@@ -102,11 +104,13 @@ func (m *mw) process(ctx context.Context, t *asynq.Task, next asynq.Handler) err
 		}
 		waited = true
 	}
-	ev := Event{Kind: evAcquired, TaskType: t.Type(), TaskID: meta.id, Resource: res, Policy: m.cfg.policy.name(), Wait: time.Since(start)}
-	if waited {
-		ev.Handover = m.handoverKind(res, time.Now())
+	if m.cfg.observer != nil {
+		ev := Event{Kind: evAcquired, TaskType: t.Type(), TaskID: meta.id, Resource: res, Policy: m.cfg.policy.name(), Wait: time.Since(start)}
+		if waited {
+			ev.Handover = m.handoverKind(res, time.Now())
+		}
+		m.observe(ev)
 	}
-	m.observe(ev)
 	defer m.countHolder(res)()
 	m.promoteOnStart(meta.queue, res, meta.id)
 	return m.run(ctx, t, next, lock, meta, log)

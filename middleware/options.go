@@ -51,7 +51,8 @@ type config struct {
 	backstop        time.Duration // a fixed park backstop; 0 (no option sets it): from measured hold times
 	logger          *slog.Logger
 	observer        func(Event)
-	err             error // a refused option
+	waitCap         *WaitCap // bounds the waiters across resources; nil: none
+	err             error    // a refused option
 }
 
 func defaultConfig() config {
@@ -166,6 +167,22 @@ func WithBroker(broker redis.UniversalClient) Option {
 		c.broker = broker
 		c.enqueuer = asynq.NewClientFromRedisClient(broker)
 		c.inspector = asynq.NewInspectorFromRedisClient(broker)
+	}
+}
+
+// WithWaitCap bounds the tasks that wait for their locks at once across
+// all resources, shared with every middleware given the same cap (see
+// WaitCap): with several hot resources, each gets an equal share and other
+// tasks keep their workers. A task that finds no room is parked or
+// requeued as past WithMaxWaiters. worker.New sets one cap of half its
+// concurrency per worker. Default: none (WithMaxWaiters per resource only).
+func WithWaitCap(c *WaitCap) Option {
+	return func(cfg *config) {
+		if c == nil {
+			cfg.err = errors.New("middleware: WithWaitCap: nil cap")
+			return
+		}
+		cfg.waitCap = c
 	}
 }
 

@@ -40,6 +40,10 @@ const (
 	// promotedStale: a promoted task not started this long after its
 	// promotion no longer counts as on its way (it was lost or crashed).
 	promotedStale = 10 * time.Second
+	// promotedMark is what is left of the mark of a task found running
+	// while its record was dropped: enough for its wait and a requeue to
+	// end without it being parked again, far less than a park's mark.
+	promotedMark = time.Minute
 )
 
 func queuePrefix(queue string) string { return "asynq:{" + queue + "}:" }
@@ -75,22 +79,40 @@ return n`)
 // another reason: all are dropped, never run again. A record whose task has
 // not reached the set yet keeps its place for parkSettle (later records may
 // be promoted past it).
-// It first counts the started tasks (ARGV[11] on) as arrived, and stops
-// there when the FIFO does not exist, so that a resource with tasks parked
-// needs one round trip in all.
+// It first counts the started tasks (ARGV[12] on) as arrived and removes
+// their marks (they ran: the mark has done its work), and stops there when
+// the FIFO does not exist, so that a resource with tasks parked needs one
+// round trip in all. A promoted task that is neither pending nor active any
+// more (it ran, in a process that did not call) no longer counts as on its
+// way; one that is active may be waiting for the turn, and still counts.
+// A record dropped because its task is no longer parked (it came back by
+// its backstop) removes the task's mark if the task is gone or done, and
+// shortens it to promotedMark if it is running.
 // KEYS: fifo, promoted zset. ARGV: task key prefix, pending, retry,
 // scheduled keys, now (ms), now (ns), depth, settle (ms), depth without
-// backlog, stale (ms), started IDs... Returns {remaining, id1, at1, id2, at2...}.
+// backlog, stale (ms), mark prefix, started IDs... Returns {remaining, id1,
+// at1, id2, at2...}.
 var promoteScript = redis.NewScript(`
-for i = 11, #ARGV do redis.call('ZREM', KEYS[2], ARGV[i]) end
+for i = 12, #ARGV do
+  redis.call('ZREM', KEYS[2], ARGV[i])
+  redis.call('DEL', ARGV[11] .. ARGV[i])
+end
 if redis.call('EXISTS', KEYS[1]) == 0 then return {0} end
 local out = {0}
 local now = tonumber(ARGV[5])
 redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', now - tonumber(ARGV[10]))
-local outs = redis.call('ZRANGE', KEYS[2], 0, -1)
 local queued = 0
-for _, o in ipairs(outs) do
-  if redis.call('HGET', ARGV[1] .. o, 'state') == 'pending' then queued = queued + 1 end
+local outs = {}
+for _, o in ipairs(redis.call('ZRANGE', KEYS[2], 0, -1)) do
+  local st = redis.call('HGET', ARGV[1] .. o, 'state')
+  if st == 'pending' then
+    queued = queued + 1
+    table.insert(outs, o)
+  elseif st == 'active' then
+    table.insert(outs, o)
+  else
+    redis.call('ZREM', KEYS[2], o)
+  end
 end
 local depth = ARGV[7]
 if redis.call('LLEN', ARGV[2]) <= queued then depth = ARGV[9] end
@@ -122,6 +144,10 @@ for scanned = 1, ` + strconv.Itoa(parkScan) + ` do
         moved = moved + 1
         table.insert(out, id)
         table.insert(out, at)
+      elseif not state or state == 'completed' then
+        redis.call('DEL', ARGV[11] .. id)
+      elseif state == 'active' and redis.call('PTTL', ARGV[11] .. id) > ` + strconv.FormatInt(promotedMark.Milliseconds(), 10) + ` then
+        redis.call('PEXPIRE', ARGV[11] .. id, ` + strconv.FormatInt(promotedMark.Milliseconds(), 10) + `)
       end
     end
   end
@@ -192,6 +218,11 @@ func promote(ctx context.Context, broker redis.UniversalClient, queue, res strin
 		exists := pipe.Exists(ctx, fifo)
 		if len(started) > 0 {
 			pipe.ZRem(ctx, promoted, anys(started)...)
+			marks := make([]string, len(started))
+			for i, id := range started {
+				marks[i] = markKey(queue, id)
+			}
+			pipe.Del(ctx, marks...)
 		}
 		if _, err := pipe.Exec(ctx); err != nil || exists.Val() == 0 {
 			return nil, 0, err
@@ -201,7 +232,7 @@ func promote(ctx context.Context, broker redis.UniversalClient, queue, res strin
 	now := time.Now()
 	p := queuePrefix(queue)
 	args := append([]any{p + "t:", p + "pending", p + "retry", p + "scheduled",
-		now.UnixMilli(), now.UnixNano(), d.busy, parkSettle.Milliseconds(), d.idle, promotedStale.Milliseconds()}, anys(started)...)
+		now.UnixMilli(), now.UnixNano(), d.busy, parkSettle.Milliseconds(), d.idle, promotedStale.Milliseconds(), p + parkMarkPart}, anys(started)...)
 	vals, err := promoteScript.Run(ctx, broker, []string{fifo, promoted}, args...).Slice()
 	if err != nil || len(vals) == 0 {
 		return nil, 0, err
@@ -238,6 +269,6 @@ func (m *mw) backstop(res string, ahead int) time.Duration {
 	if m.cfg.backstop > 0 {
 		return m.cfg.backstop
 	}
-	d := 4 * time.Duration(ahead+1) * m.pace.typical(res)
+	d := 4 * time.Duration(ahead+1) * m.typical(res)
 	return min(max(d, parkBackstopMin), parkBackstopMax)
 }

@@ -23,6 +23,7 @@ func (m *mw) parkTask(ctx context.Context, t *asynq.Task, meta taskMeta, res str
 		return nil, false, nil
 	}
 	m.warnPark(res, nil)
+	m.parkedHere(meta.queue, res, p.fifo)
 	if p.again {
 		lock, err = m.waitParked(ctx, t, meta, res, start, log)
 		return lock, true, err
@@ -60,6 +61,7 @@ func (m *mw) parkCopy(ctx context.Context, t *asynq.Task, meta taskMeta, res str
 	// stored, while a copy promoted by nobody would wait for its backstop.
 	p, perr := m.park(ctx, meta.queue, res, meta.id, nextID(meta.id), true)
 	m.warnPark(res, perr)
+	m.parkedHere(meta.queue, res, p.fifo)
 	if err := m.resubmit(ctx, t, meta, busy, log); err != nil {
 		return nil, false, nil // the usual last-retry path takes over
 	}
@@ -71,18 +73,21 @@ func (m *mw) parkCopy(ctx context.Context, t *asynq.Task, meta taskMeta, res str
 // waitParked makes a task that was parked once wait for its lock rather
 // than be parked again, past the waiters' bound: it was promoted to run next
 // (or came back by its backstop). It waits within the Wait bound (2s at
-// least); if that ends first, it is requeued.
+// least); if that ends first, or the process's waiters are at their cap
+// across resources (WithWaitCap), it is requeued.
 func (m *mw) waitParked(ctx context.Context, t *asynq.Task, meta taskMeta, res string, start time.Time, log taskLog) (*redlock.Lock, error) {
-	m.forceWait(res)
-	lock, err := m.waitFor(ctx, res, max(m.cfg.policy.wait, defaultWait))
-	if err == nil {
-		return lock, nil
-	}
-	if ctx.Err() != nil || !errors.Is(err, redlock.ErrLocked) && !errors.Is(err, redlock.ErrQuorum) {
-		return nil, fmt.Errorf("task %s (id %s): acquiring %s: %w", t.Type(), meta.id, res, err)
+	err := error(errWaitCap)
+	if m.tryWaitParked(res) {
+		var lock *redlock.Lock
+		if lock, err = m.waitFor(ctx, res, max(m.cfg.policy.wait, defaultWait)); err == nil {
+			return lock, nil
+		}
+		if ctx.Err() != nil || !errors.Is(err, redlock.ErrLocked) && !errors.Is(err, redlock.ErrQuorum) {
+			return nil, fmt.Errorf("task %s (id %s): acquiring %s: %w", t.Type(), meta.id, res, err)
+		}
 	}
 	m.promoteAhead(meta.queue, res, meta.id) // no longer on its way: frees its promotion slot
-	busy := &conflictError{resource: res, cause: err, delay: m.pace.delay(res)}
+	busy := &conflictError{resource: res, cause: err, delay: m.delay(res)}
 	m.observe(Event{Kind: evConflict, TaskType: t.Type(), TaskID: meta.id, Resource: res, Policy: m.cfg.policy.name(), Action: "requeue", Wait: time.Since(start), Err: err})
 	log.Info("task requeued: parked once already and its resource stayed busy", "cause", err)
 	return nil, busy
@@ -92,7 +97,10 @@ func (m *mw) waitParked(ctx context.Context, t *asynq.Task, meta taskMeta, res s
 func (m *mw) waiting(res string) int {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	return m.waiters[res]
+	if e, ok := m.res[res]; ok {
+		return e.waiters
+	}
+	return 0
 }
 
 // warnPark logs a failing park call once per change of state.

@@ -13,24 +13,29 @@ import (
 // promoteDepth promoted tasks are on their way at any time, across
 // processes. It runs in the background (the task does not wait for the
 // broker), and calls for one resource are coalesced: one goroutine at a time
-// per resource calls the broker.
+// per resource and queue calls the broker.
 func (m *mw) promoteAhead(queue, res, started string) {
 	if m.cfg.broker == nil || queue == "" {
 		return
 	}
-	k := promoKey{queue, res}
 	m.mu.Lock()
-	ids, running := m.promos[k]
+	defer m.mu.Unlock()
+	e := m.entry(res)
+	p := e.promo(queue)
 	if started != "" {
-		ids = append(ids, started)
+		p.started = append(p.started, started)
 	}
-	m.promos[k] = ids
-	m.promoReq[k] = true
-	m.mu.Unlock()
-	if running {
-		return
+	m.request(res, e, p)
+}
+
+// request asks for a call for p (m.mu held), starting its goroutine if none
+// runs.
+func (m *mw) request(res string, e *resState, p *promoState) {
+	p.req = true
+	if !p.running {
+		p.running = true
+		go m.promoteLoop(res, e, p)
 	}
-	go m.promoteLoop(k)
 }
 
 // promoteAfter asks for a promotion when a run on res ended, unless the
@@ -41,21 +46,29 @@ func (m *mw) promoteAhead(queue, res, started string) {
 // without the lock (leaveWait), or the next run's end, so a turn passed in
 // this process costs one broker call, not two. One queue is owed per
 // resource: an owed promotion of another queue is asked for at once.
+// A resource that met no contention in this process lately asks for
+// nothing (docs/HOTKEYS.md, "Who promotes").
 func (m *mw) promoteAfter(queue, res string) {
 	if m.cfg.broker == nil || queue == "" {
 		return
 	}
 	m.mu.Lock()
-	passes := m.waiters[res] > 0 || m.holders[res] > 1
+	e := m.entry(res)
+	if !e.contended(time.Now()) && e.owed == "" {
+		m.touched(res, e)
+		m.mu.Unlock()
+		return
+	}
+	passes := e.waiters > 0 || e.holders > 1
 	other := ""
-	if q, ok := m.owed[res]; ok && q != queue {
-		other = q
+	if e.owed != "" && e.owed != queue {
+		other = e.owed
 	}
+	e.owed = ""
 	if passes {
-		m.owed[res] = queue
-	} else {
-		delete(m.owed, res)
+		e.owed = queue
 	}
+	m.touched(res, e)
 	m.mu.Unlock()
 	if other != "" {
 		m.promoteAhead(other, res, "")
@@ -67,8 +80,20 @@ func (m *mw) promoteAfter(queue, res string) {
 
 // promoteOnStart asks for a promotion when the task started (its ID) runs
 // on res, which covers one owed by a run's end if of the same queue (tasks
-// of one resource may come from several queues).
+// of one resource may come from several queues). A resource that met no
+// contention in this process lately asks for nothing.
 func (m *mw) promoteOnStart(queue, res, started string) {
+	if m.cfg.broker == nil || queue == "" {
+		return
+	}
+	m.mu.Lock()
+	e := m.entry(res)
+	want := e.contended(time.Now()) || e.owed != ""
+	m.touched(res, e)
+	m.mu.Unlock()
+	if !want {
+		return
+	}
 	m.promoteAhead(queue, res, started)
 	if q := m.takeOwed(res); q != "" && q != queue {
 		m.promoteAhead(q, res, "")
@@ -80,8 +105,13 @@ func (m *mw) promoteOnStart(queue, res, started string) {
 func (m *mw) takeOwed(res string) string {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	q := m.owed[res]
-	delete(m.owed, res)
+	e, ok := m.res[res]
+	if !ok {
+		return ""
+	}
+	q := e.owed
+	e.owed = ""
+	m.touched(res, e)
 	return q
 }
 
@@ -103,51 +133,119 @@ func (m *mw) promoteDepth() depths {
 	return depths{busy: max(2, n), idle: max(2, 3*n)}
 }
 
-type promoKey struct{ queue, res string }
+// Follow-up calls: a process that parked tasks on a resource, or whose
+// last call left records behind, calls again by itself when no start or end
+// of the resource made a call meanwhile, first followFirst after a park (its
+// task's run has returned by then and its record can be promoted), then
+// twice as long after each call that moved nothing, up to followMax, for
+// followFor after the records last changed. So every record is looked at
+// by the process that wrote it even when the resource's other processes
+// ask for nothing (docs/HOTKEYS.md, "Who promotes").
+const (
+	followFirst = 25 * time.Millisecond
+	followMax   = time.Second
+	followFor   = parkBackstopMax + parkSettle
+)
 
-func (m *mw) promoteLoop(k promoKey) {
+func (m *mw) promoteLoop(res string, e *resState, p *promoState) {
 	for {
 		m.mu.Lock()
-		ids := m.promos[k]
-		if !m.promoReq[k] {
-			delete(m.promos, k)
-			delete(m.promoReq, k)
+		if !p.req {
+			p.running = false
+			e.dropPromos()
+			m.touched(res, e)
 			m.mu.Unlock()
 			return
 		}
-		m.promos[k], m.promoReq[k] = nil, false
+		ids, hint := p.started, p.parked
+		p.started, p.req = nil, false
+		p.calls++
 		m.mu.Unlock()
 		ctx, cancel := context.WithTimeout(context.Background(), lockutil.ReleaseTimeout)
-		moved, left, err := promote(ctx, m.cfg.broker, k.queue, k.res, ids, m.promoteDepth(), m.hasParked(k))
+		moved, left, err := promote(ctx, m.cfg.broker, p.queue, res, ids, m.promoteDepth(), hint)
 		cancel()
-		m.promoted(k, moved, left, err)
+		m.promoted(res, e, p, moved, left, err)
 	}
 }
 
-// hasParked reports whether the last promotion of k left records behind.
-func (m *mw) hasParked(k promoKey) bool {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	return m.parked[k]
-}
-
-// promoted reports one promotion call.
-func (m *mw) promoted(k promoKey, moved []promotion, left int, err error) {
-	if err != nil {
-		m.warnPromote(k.res, err)
+// parkedHere notes a task of this process parked on res in queue, fifo
+// records long with it: the resource is contended, and a follow-up call
+// will promote the task once its run has returned.
+func (m *mw) parkedHere(queue, res string, fifo int) {
+	if fifo <= 0 {
 		return
 	}
 	m.mu.Lock()
-	if left > 0 {
-		m.parked[k] = true
-	} else {
-		delete(m.parked, k)
+	defer m.mu.Unlock()
+	now := time.Now()
+	e := m.entry(res)
+	e.contention(now)
+	p := e.promo(queue)
+	p.parked, p.left, p.since, p.backoff = true, fifo, now, followFirst
+	m.followUp(res, e, p, true)
+}
+
+// followUp schedules a follow-up call for p (m.mu held) unless one is.
+// now asks for it even if calls were made meanwhile (a park's record).
+func (m *mw) followUp(res string, e *resState, p *promoState, now bool) {
+	if p.follow {
+		return
+	}
+	p.follow = true
+	d := max(p.backoff, followFirst)
+	calls := p.calls
+	if now {
+		calls = -1
+	}
+	time.AfterFunc(d, func() {
+		m.mu.Lock()
+		defer m.mu.Unlock()
+		p.follow = false
+		if !p.parked {
+			m.touched(res, e)
+			return
+		}
+		if p.calls != calls {
+			m.followUp(res, e, p, false) // others called meanwhile: look later
+			return
+		}
+		p.backoff = min(2*d, followMax)
+		m.request(res, e, p)
+	})
+}
+
+// promoted reports one promotion call: the tasks it moved as "promoted"
+// events, or, when it moved none, a changed count of records as a
+// "parked" event, so that what observers count returns to zero when the
+// records are gone (the tasks came back by themselves).
+func (m *mw) promoted(res string, e *resState, p *promoState, moved []promotion, left int, err error) {
+	m.warnPromote(res, err)
+	now := time.Now()
+	m.mu.Lock()
+	changed := err == nil && (left != p.left || len(moved) > 0)
+	if err == nil {
+		p.parked, p.left = left > 0, left
+	}
+	if changed {
+		p.since = now
+	}
+	if len(moved) > 0 {
+		p.backoff = followFirst
+	}
+	if p.parked && now.Sub(p.since) >= followFor {
+		p.parked = false // given up: the tasks return by their backstop
+	}
+	if p.parked {
+		e.contention(now)
+		m.followUp(res, e, p, false)
 	}
 	m.mu.Unlock()
-	m.warnPromote(k.res, nil)
-	for _, p := range moved {
-		m.observe(Event{Kind: evPromoted, TaskID: p.id, Resource: k.res, Wait: p.parked, Parked: left})
-		m.cfg.logger.Debug("parked task promoted", "task_id", p.id, "queue", k.queue, "resource", k.res, "parked_for", p.parked, "still_parked", left)
+	if changed && len(moved) == 0 {
+		m.observe(Event{Kind: evParked, Resource: res, Parked: left})
+	}
+	for _, pr := range moved {
+		m.observe(Event{Kind: evPromoted, TaskID: pr.id, Resource: res, Wait: pr.parked, Parked: left})
+		m.cfg.logger.Debug("parked task promoted", "task_id", pr.id, "queue", p.queue, "resource", res, "parked_for", pr.parked, "still_parked", left)
 	}
 }
 
@@ -175,7 +273,7 @@ func (m *mw) brokerState(failing *bool, res string, err error, down, up string) 
 // handoverKind tells whether a lock obtained after waiting passed from a task
 // of this process ("local") or of another ("remote").
 func (m *mw) handoverKind(res string, acquired time.Time) string {
-	if r := m.pace.lastRelease(res); !r.IsZero() && acquired.Sub(r) < localHandover {
+	if r := m.lastRelease(res); !r.IsZero() && acquired.Sub(r) < localHandover {
 		return "local"
 	}
 	return "remote"

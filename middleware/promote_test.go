@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hibiken/asynq"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -103,13 +104,15 @@ func TestRunEndingBesideALocalWaiterLeavesThePromotionToIt(t *testing.T) {
 	e := newEnv(t)
 	cfg := defaultConfig()
 	cfg.broker, cfg.logger = e.raw, slog.Default()
-	m := &mw{client: e.locks, cfg: cfg, waiters: map[string]int{}, promos: map[promoKey][]string{},
-		promoReq: map[promoKey]bool{}, owed: map[string]string{}, parked: map[promoKey]bool{}}
+	m := newMW(e.locks, nil, cfg)
 	const queue = "q-owed"
 	owed := func(r string) string {
 		m.mu.Lock()
 		defer m.mu.Unlock()
-		return m.owed[r]
+		if e, ok := m.res[r]; ok {
+			return e.owed
+		}
+		return ""
 	}
 	promotedFrom := func(r string) {
 		t.Helper()
@@ -124,6 +127,9 @@ func TestRunEndingBesideALocalWaiterLeavesThePromotionToIt(t *testing.T) {
 		e.parkTasks(t, queue, r, 5)
 	}
 
+	for _, r := range []string{"alone", "got", "early", "gave-up"} {
+		m.contended(r) // only a contended resource promotes
+	}
 	m.promoteAfter(queue, "alone")
 	promotedFrom("alone")
 
@@ -157,23 +163,33 @@ func TestRunEndingBesideALocalWaiterLeavesThePromotionToIt(t *testing.T) {
 		t.Fatal("got a lock the other client holds")
 	}
 	promotedFrom("gave-up")
-	if len(m.owed) != 0 {
-		t.Fatalf("promotions still owed: %v", m.owed)
+	for _, r := range []string{"alone", "got", "early", "gave-up"} {
+		if q := owed(r); q != "" {
+			t.Fatalf("promotion of %s still owed to %s", r, q)
+		}
 	}
 }
 
 // TestHandlerPanicPromotesParkedTasks: a run that ends in a panic promotes
 // the tasks parked meanwhile, as any other end does; without it they would
-// wait for their backstop.
+// wait for their backstop. The resource met contention in this process (a
+// task of it conflicted meanwhile): only then do its ends promote.
 func TestHandlerPanicPromotesParkedTasks(t *testing.T) {
 	ctx := context.Background()
 	e := newEnv(t)
 	withMeta(t, taskMeta{id: "t1", queue: "default", maxRetry: 3, known: true})
+	cfg := defaultConfig()
+	WithBroker(e.raw)(&cfg)
+	if err := cfg.validate(); err != nil {
+		t.Fatal(err)
+	}
+	m := newMW(e.locks, ByField("sku"), cfg)
 	rec := &recorder{fn: func(context.Context) error {
 		e.parkTasks(t, "default", res, 3)
+		m.contended(res)
 		panic("handler bug")
 	}}
-	h := Lock(e.locks, ByField("sku"), WithBroker(e.raw))(rec)
+	h := asynq.HandlerFunc(func(ctx context.Context, t *asynq.Task) error { return m.process(ctx, t, rec) })
 	func() {
 		defer func() {
 			if recover() == nil {

@@ -54,8 +54,7 @@ func (m *mw) run(ctx context.Context, t *asynq.Task, next asynq.Handler, lock *r
 // hold time, and a promotion of what waits for res.
 func (m *mw) ended(queue, res string, acquired time.Time) {
 	now := time.Now()
-	m.pace.held(res, now.Sub(acquired))
-	m.pace.releasedAt(res, now)
+	m.ranFor(res, now.Sub(acquired), now)
 	m.promoteAfter(queue, res)
 }
 

@@ -54,7 +54,7 @@ func (m *mw) waitFor(ctx context.Context, res string, bound time.Duration) (lock
 			now, known := m.holderOf(ctx, res)
 			if !known {
 				noQuorum = true
-			} else if now != "" && now == holder && !m.pace.lastRelease(res).After(since) {
+			} else if now != "" && now == holder && !m.lastRelease(res).After(since) {
 				same++
 			} else {
 				same = 0
@@ -136,25 +136,46 @@ func (m *mw) freshShare(soft bool) int {
 // wait, or (soft) the tasks ahead should be done within the Wait bound and
 // sooner than a requeued task could come back.
 func (m *mw) enterWait(res string, soft bool) bool {
-	m.mu.Lock()
-	n := m.waiters[res]
-	m.mu.Unlock()
+	n := m.waiting(res)
 	if n >= m.freshShare(soft) {
 		if !soft || m.cfg.maxWaiters == 0 {
 			return false
 		}
-		if ahead := time.Duration(n+1) * m.pace.typical(res); ahead >= min(requeueTrip, m.cfg.policy.wait) {
+		if ahead := time.Duration(n+1) * m.typical(res); ahead >= min(requeueTrip, m.cfg.policy.wait) {
 			return false
 		}
 	}
-	m.forceWait(res)
+	if !m.cfg.waitCap.enter(res) {
+		return false
+	}
+	m.countWaiter(res)
 	return true
 }
 
-// forceWait counts a waiter of res whatever the bound.
+// forceWait counts a waiter of res whatever the bounds, the cap across
+// resources included (a task on its last retry must not be archived).
 func (m *mw) forceWait(res string) {
+	m.cfg.waitCap.force(res)
+	m.countWaiter(res)
+}
+
+// tryWaitParked counts a waiter of res that was parked once: past the
+// resource's share, but within the cap across resources (false: no room).
+func (m *mw) tryWaitParked(res string) bool {
+	if !m.cfg.waitCap.enter(res) {
+		return false
+	}
+	m.countWaiter(res)
+	return true
+}
+
+// countWaiter counts a waiter of res (its cap slot taken) and notes the
+// contention.
+func (m *mw) countWaiter(res string) {
 	m.mu.Lock()
-	m.waiters[res]++
+	e := m.entry(res)
+	e.waiters++
+	e.contention(time.Now())
 	m.mu.Unlock()
 }
 
@@ -162,9 +183,11 @@ func (m *mw) forceWait(res string) {
 // waiters (promoteAfter) is asked for here if this one leaves without the
 // lock; one that got it asks at its start (promoteOnStart).
 func (m *mw) leaveWait(res string, got bool) {
+	m.cfg.waitCap.leave(res)
 	m.mu.Lock()
-	if m.waiters[res]--; m.waiters[res] <= 0 {
-		delete(m.waiters, res)
+	if e, ok := m.res[res]; ok {
+		e.waiters--
+		m.touched(res, e)
 	}
 	m.mu.Unlock()
 	if got {

@@ -56,7 +56,7 @@ func (m *parkMetrics) observe(e middleware.Event) {
 		m.promotions.Inc()
 		m.parkTime.Observe(e.Wait.Seconds())
 		m.seen(e.Resource, e.Parked)
-	case e.Kind == "conflict" && e.Action == "park":
+	case e.Kind == "conflict" && e.Action == "park", e.Kind == "parked":
 		m.seen(e.Resource, e.Parked)
 	case e.Kind == "acquired" && e.Handover != "":
 		m.handovers.WithLabelValues(e.Handover).Inc()

@@ -9,6 +9,7 @@ import (
 
 	"github.com/asynqlock/asynqlock/internal/lockadmin"
 	"github.com/asynqlock/asynqlock/internal/workerconfig"
+	"github.com/asynqlock/asynqlock/middleware"
 	"github.com/asynqlock/asynqlock/redlock"
 	"github.com/hibiken/asynq"
 	queuemetrics "github.com/hibiken/asynq/x/metrics"
@@ -30,8 +31,9 @@ type Worker struct {
 	reg       *prometheus.Registry
 	metrics   *metrics
 	health    *health
-	nodes     nodeCheck    // lock nodes' identity and settings (nodecheck.go)
-	parked    parkedReader // for the /locks page
+	nodes     nodeCheck           // lock nodes' identity and settings (nodecheck.go)
+	parked    parkedReader        // for the /locks page
+	waitCap   *middleware.WaitCap // half the concurrency: waiters across resources, shared by every Handle
 
 	ready     atomic.Bool
 	stopping  atomic.Bool
@@ -63,7 +65,8 @@ func New(cfg Config, opts ...Option) (*Worker, error) {
 	}
 	redis.SetLogger(redisLogger{o.log})
 	b, _ := parseBroker(cfg.AsynqRedisURL, cfg.asynqTLS())
-	w := &Worker{cfg: cfg, log: o.log, broker: b.opt, mux: asynq.NewServeMux(), reg: prometheus.NewRegistry()}
+	w := &Worker{cfg: cfg, log: o.log, broker: b.opt, mux: asynq.NewServeMux(), reg: prometheus.NewRegistry(),
+		waitCap: middleware.NewWaitCap(max(1, cfg.Concurrency/2))}
 	w.metrics = newMetrics(w.reg)
 	w.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	locks, err := cfg.locks().NewClient(redlock.WithLogger(w.log),

@@ -1,0 +1,170 @@
+package middleware
+
+import "time"
+
+// resState is everything this process keeps about one resource: who of
+// the process holds or waits for it, its pace (measured hold time, requeue
+// slots), and its promotions per queue. It lives in one table (mw.res) with
+// one lifecycle: it exists while in use (a holder, a waiter, a promotion
+// call or follow-up, an owed promotion) and, once idle, is dropped at once
+// unless the resource met contention in this process lately (keepUntil):
+// what is learnt about a contended resource (its hold time, its requeue
+// slots, that it has parked tasks) is worth keeping a while, while an
+// uncontended resource, the common case, leaves nothing behind. Idle
+// entries kept for keepUntil wait in a FIFO and are dropped in O(1)
+// amortized per task (expire), never by a scan of the table.
+type resState struct {
+	holders int // tasks of this process holding the resource
+	waiters int // tasks of this process waiting for it
+	owed    string
+	promos  []*promoState // one per queue with promotion state
+
+	hold     time.Duration // moving average of how long a task holds the resource
+	next     time.Time     // the last requeue slot handed out
+	released time.Time     // when a task of this process last released it
+
+	keepUntil time.Time // contention seen: kept while idle until then
+	queued    bool      // in the idle FIFO
+}
+
+// promoState is the promotion state of one resource in one queue.
+type promoState struct {
+	queue   string
+	started []string // started task IDs to report at the next call
+	req     bool     // a call was asked for since the last one
+	running bool     // a goroutine makes the calls (promoteLoop)
+	parked  bool     // the last call (or a park here) left records behind
+	left    int      // records last reported to the observer
+	follow  bool     // a follow-up call is scheduled (followUp)
+	calls   int      // calls made, to tell whether others called meanwhile
+	backoff time.Duration
+	since   time.Time // last park here or call that changed the records
+}
+
+// busy reports whether the promotion state must be kept; its parked hint
+// alone does not: the resource's contention keeps it while it matters.
+func (p *promoState) busy() bool { return p.running || p.req || p.follow }
+
+// inUse reports whether the entry must be kept whatever its age.
+func (e *resState) inUse() bool {
+	if e.holders > 0 || e.waiters > 0 || e.owed != "" {
+		return true
+	}
+	for _, p := range e.promos {
+		if p.busy() {
+			return true
+		}
+	}
+	return false
+}
+
+// contended reports whether the resource met contention in this process
+// lately: only then do its starts and ends call the broker to promote.
+func (e *resState) contended(now time.Time) bool { return now.Before(e.keepUntil) }
+
+// idleKeep is how long an idle resource that met contention is remembered.
+const idleKeep = time.Minute
+
+// expirePerCall bounds the idle entries one call looks at: each entry
+// enters the idle FIFO at most once per idle period, so a constant per call
+// keeps the FIFO drained.
+const expirePerCall = 4
+
+// idleRec is an entry of the idle FIFO, due for a look at due.
+type idleRec struct {
+	res string
+	e   *resState
+	due time.Time
+}
+
+// entry returns res's state, made if missing; m.mu is held.
+func (m *mw) entry(res string) *resState {
+	e, ok := m.res[res]
+	if !ok {
+		m.expire(time.Now())
+		e = &resState{hold: m.holds.get(res)}
+		m.res[res] = e
+	}
+	return e
+}
+
+// touched drops e or queues it for dropping once idle; call it (m.mu held)
+// after every change that may leave e unused.
+func (m *mw) touched(res string, e *resState) {
+	now := time.Now()
+	m.expire(now)
+	if e.inUse() || e.queued {
+		return
+	}
+	if !e.contended(now) {
+		if m.res[res] == e {
+			delete(m.res, res)
+		}
+		return
+	}
+	e.queued = true
+	m.idle = append(m.idle, idleRec{res, e, e.keepUntil})
+}
+
+// contention notes contention on e at now: its state is kept idleKeep.
+func (e *resState) contention(now time.Time) {
+	e.keepUntil = now.Add(idleKeep)
+}
+
+// expire looks at the oldest idle entries, up to expirePerCall of those
+// due: one in use again leaves the FIFO (it returns when idle again), one
+// whose keepUntil moved on goes to the back, the others are dropped. The
+// FIFO is in the order entries became idle, about the order of their due
+// times: an entry may outlive its due by up to idleKeep, never longer.
+func (m *mw) expire(now time.Time) {
+	for range expirePerCall {
+		if m.idleHead >= len(m.idle) || now.Before(m.idle[m.idleHead].due) {
+			break
+		}
+		r := m.idle[m.idleHead]
+		m.idle[m.idleHead] = idleRec{}
+		m.idleHead++
+		switch {
+		case r.e.inUse():
+			r.e.queued = false
+		case r.e.contended(now):
+			m.idle = append(m.idle, idleRec{r.res, r.e, r.e.keepUntil})
+		default:
+			r.e.queued = false
+			if m.res[r.res] == r.e {
+				delete(m.res, r.res)
+			}
+		}
+	}
+	if m.idleHead > 64 && m.idleHead*2 > len(m.idle) {
+		m.idle = append(m.idle[:0], m.idle[m.idleHead:]...)
+		m.idleHead = 0
+	}
+}
+
+// promo returns e's promotion state of queue, made if missing.
+func (e *resState) promo(queue string) *promoState {
+	for _, p := range e.promos {
+		if p.queue == queue {
+			return p
+		}
+	}
+	p := &promoState{queue: queue}
+	e.promos = append(e.promos, p)
+	return p
+}
+
+// dropPromos forgets e's promotion states that hold nothing.
+func (e *resState) dropPromos() {
+	kept := e.promos[:0]
+	for _, p := range e.promos {
+		if p.busy() {
+			kept = append(kept, p)
+		}
+	}
+	clear(e.promos[len(kept):])
+	e.promos = kept
+	if len(kept) == 0 {
+		e.promos = nil
+	}
+}
