@@ -13,7 +13,8 @@ import (
 
 // claim wins the tick's lock, or reports why this run ends here. The lock
 // is never released after a run: it is the record of the tick, and
-// expires with its TTL.
+// expires with its TTL. It is left to expire at once, so that its expiry,
+// which is by design, is not reported by redlock as a lost lock.
 func (r *runner) claim(ev *Event, start time.Time, catchUp bool) bool {
 	res := tickResource(r.name, ev.Tick)
 	ttl := r.tickTTL()
@@ -31,6 +32,7 @@ func (r *runner) claim(ev *Event, start time.Time, catchUp bool) bool {
 		r.report(*ev)
 		return false
 	case err == nil:
+		_ = tl.LeaveToExpire() // nothing to do about a record already expired
 		return true
 	case r.stopped():
 		return false

@@ -34,6 +34,9 @@ type lease interface {
 	KeepAlive(ctx context.Context) (context.Context, context.CancelFunc)
 	// Release gives the lock up.
 	Release(ctx context.Context) error
+	// LeaveToExpire stops watching the lock without releasing it: its
+	// keys stay until their TTL, and their end is not reported as a loss.
+	LeaveToExpire() error
 }
 
 // redlockLocker adapts a *redlock.Client.

@@ -167,6 +167,23 @@ func (l *memLease) Release(context.Context) error {
 	return nil
 }
 
+// LeaveToExpire stops the lease's keep-alives and keeps its key until it
+// expires.
+func (l *memLease) LeaveToExpire() error {
+	m := l.c.m
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if l.released {
+		return redlock.ErrNotHeld
+	}
+	l.released = true
+	for _, cancel := range l.cancels {
+		cancel(nil)
+	}
+	l.cancels = nil
+	return nil
+}
+
 func (c *memClient) Record(ctx context.Context, resource string) (time.Duration, string, bool) {
 	c.m.mu.Lock()
 	defer c.m.mu.Unlock()
