@@ -156,8 +156,12 @@ func (s *Scheduler) Start() {
 // the running jobs' contexts are cancelled with cause ErrStopped and Stop
 // returns ctx's error without waiting further. The locks of ticks already
 // run are kept until their window ends (in the background), or expire if
-// the process exits first. Stop may be called more than once.
+// the process exits first. Stop may be called more than once. A nil ctx is
+// refused with ErrInvalid, and the Scheduler keeps running.
 func (s *Scheduler) Stop(ctx context.Context) error {
+	if ctx == nil {
+		return invalidf("nil context given to Stop: the scheduler still runs; stop it with a context that bounds the wait")
+	}
 	s.mu.Lock()
 	s.stopped = true
 	s.mu.Unlock()
