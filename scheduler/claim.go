@@ -33,6 +33,7 @@ func (r *runner) claim(ev *Event, start time.Time, catchUp bool) bool {
 		return false
 	case err == nil:
 		_ = tl.LeaveToExpire() // nothing to do about a record already expired
+		r.lockedAgain()
 		return true
 	case r.stopped():
 		return false
@@ -41,8 +42,7 @@ func (r *runner) claim(ev *Event, start time.Time, catchUp bool) bool {
 		return false
 	case bridge:
 		// The task ID alone keeps a second copy out of the queue.
-		r.cfg.logger.Warn("cron job: lock nodes unavailable, enqueueing by task ID only",
-			"job", r.name, "tick", ev.Tick, "replica", r.cfg.replica, "err", err)
+		r.enqueueByID(*ev, err)
 		return true
 	}
 	ev.Outcome, ev.Err = OutcomeLockError, err

@@ -61,6 +61,7 @@ type runner struct {
 	learned time.Duration // spec-less: the interval between the last two ticks
 	prev    time.Time     // spec-less: the last tick seen
 	state   entryState    // for Entries
+	trouble trouble       // what the job's last Warn or Error was about
 }
 
 // newRunner validates a job and derives its timings. sched may be nil.
