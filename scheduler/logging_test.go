@@ -25,14 +25,14 @@ func (l *logLines) Write(p []byte) (int, error) {
 	return l.buf.Write(p)
 }
 
-// at returns the lines at level (INFO, WARN, ERROR); with msg, those that
-// contain it.
+// at returns the lines at level (DEBUG, INFO, WARN, ERROR; "" for any)
+// that contain msg.
 func (l *logLines) at(level, msg string) []string {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	var out []string
 	for _, line := range strings.Split(l.buf.String(), "\n") {
-		if strings.Contains(line, "level="+level+" ") && strings.Contains(line, msg) {
+		if strings.Contains(line, "level="+level) && strings.Contains(line, msg) {
 			out = append(out, line)
 		}
 	}

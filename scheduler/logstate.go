@@ -14,6 +14,9 @@ type trouble struct {
 	repeats int     // reports of it since, logged at Debug
 	armed   bool    // overlap: a run ended since the last skip
 	byID    bool    // bridge: enqueueing by task ID alone, nodes unavailable
+	// outOfStep: another replica runs the job at other ticks (checkPhase);
+	// warned once for the life of the job.
+	outOfStep bool
 }
 
 // logLevel is the level at which ev is logged: its own level the first time
@@ -30,14 +33,14 @@ func (r *runner) logLevel(ev Event) slog.Level {
 	switch {
 	case lvl < slog.LevelWarn:
 		if prev != "" && t.ends(ev.Outcome) {
-			*t = trouble{byID: t.byID}
+			*t = trouble{byID: t.byID, outOfStep: t.outOfStep}
 		}
 	case prev == ev.Outcome:
 		t.repeats++
 		t.armed = false
 		lvl = slog.LevelDebug
 	default:
-		*t = trouble{outcome: ev.Outcome, byID: t.byID}
+		*t = trouble{outcome: ev.Outcome, byID: t.byID, outOfStep: t.outOfStep}
 	}
 	back := prev != "" && t.outcome == ""
 	r.mu.Unlock()

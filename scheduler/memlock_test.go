@@ -90,6 +90,7 @@ func (c *memClient) Acquire(ctx context.Context, resource string, ttl time.Durat
 }
 
 type memLease struct {
+	note     string // Mark's note
 	c        *memClient
 	res      string
 	ttl      time.Duration
@@ -200,4 +201,21 @@ func (c *memClient) Check(ctx context.Context) ([]clockReport, error) {
 		return nil, redlock.ErrClosed
 	}
 	return []clockReport{{Node: "mem:1", Offset: time.Duration(c.nodeOffset.Load())}}, nil
+}
+
+// Mark takes resource with note and leaves it to expire, or returns the
+// note of its holder.
+func (c *memClient) Mark(ctx context.Context, resource string, ttl time.Duration, note string) (string, error) {
+	l, err := c.TryAcquire(ctx, resource, ttl)
+	c.m.mu.Lock()
+	defer c.m.mu.Unlock()
+	if err != nil {
+		if cur := c.m.keys[resource]; cur != nil {
+			return cur.note, err
+		}
+		return "", err
+	}
+	l.(*memLease).note = note
+	l.(*memLease).released = true // left to expire
+	return "", nil
 }
