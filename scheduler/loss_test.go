@@ -65,7 +65,9 @@ func (v *opsView) lossesOf(prefix string) (lines, events int) {
 func opsClient(t *testing.T, v *opsView) (*redlock.Client, *embedded.Server) {
 	t.Helper()
 	node := embedded.StartT(t)
-	locks, err := redlock.NewFromURLs([]string{node.URL()}, redlock.WithNodeTimeout(300*time.Millisecond),
+	// A patient node timeout: on a loaded machine a slow answer must not
+	// pass for an outage (or a real loss of the control's lock).
+	locks, err := redlock.NewFromURLs([]string{node.URL()}, redlock.WithNodeTimeout(time.Second),
 		redlock.WithLogger(v.logger()), redlock.WithObserver(v.observe))
 	if err != nil {
 		t.Fatal(err)
@@ -82,7 +84,7 @@ func opsClient(t *testing.T, v *opsView) (*redlock.Client, *embedded.Server) {
 func TestTickRecordExpiryIsNotALoss(t *testing.T) {
 	v := &opsView{}
 	locks, _ := opsClient(t, v)
-	s, err := New(locks, WithLogger(v.logger()), WithSkew(100*time.Millisecond), WithTTL(time.Second))
+	s, err := New(locks, WithLogger(v.logger()), WithSkew(100*time.Millisecond), WithTTL(3*time.Second))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -137,15 +139,18 @@ func forceRelease(t *testing.T, locks *redlock.Client, resource string, started 
 	case <-time.After(20 * time.Second):
 		t.Fatal("the control job did not start")
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	states, err := locks.Inspect(ctx, resource)
-	if err != nil || len(states) != 1 || !states[0].Held() {
-		t.Fatalf("inspect %s: %v %+v", resource, err, states)
+	for ctx.Err() == nil { // a loaded machine may make a call time out
+		states, err := locks.Inspect(ctx, resource)
+		if err == nil && len(states) == 1 && states[0].Held() {
+			if n, err := lockadmin.ForceRelease(ctx, locks, resource, states[0].Token); n == 1 && err == nil {
+				return
+			}
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
-	if n, err := lockadmin.ForceRelease(ctx, locks, resource, states[0].Token); n != 1 || err != nil {
-		t.Fatalf("force release: %d, %v", n, err)
-	}
+	t.Fatalf("could not force-release %s", resource)
 }
 
 // waitFor waits for n values on ch.
