@@ -95,10 +95,10 @@ func TestRedlockMarkReadsTheNote(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	l := redlockLocker{locks}
-	if note, err := l.Mark(ctx, "cron:x:phase", 700*time.Millisecond, "tick 3000 every 3000"); err != nil || note != "" {
+	if note, err := l.Mark(ctx, "cron:x:phase", 2*time.Second, "tick 3000 every 3000"); err != nil || note != "" {
 		t.Fatalf("first mark: %q, %v", note, err)
 	}
-	note, err := l.Mark(ctx, "cron:x:phase", 700*time.Millisecond, "tick 4000 every 3000")
+	note, err := l.Mark(ctx, "cron:x:phase", 2*time.Second, "tick 4000 every 3000")
 	if !errors.Is(err, redlock.ErrLocked) || note != "tick 3000 every 3000" {
 		t.Fatalf("second mark: %q, %v; want the first one's note and ErrLocked", note, err)
 	}
