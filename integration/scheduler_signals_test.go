@@ -94,8 +94,12 @@ func TestCronSignalsOperatorsCanTrust(t *testing.T) {
 	if lost := log.lines("", "lock lost"); len(lost) != 0 || log.losses.Load() != 0 {
 		t.Errorf("%d loss events, lines:\n%s", log.losses.Load(), strings.Join(lost, "\n"))
 	}
-	if info := log.lines("INFO", "cron"); len(info) != 0 {
-		t.Errorf("cron lines at Info:\n%s", strings.Join(info, "\n"))
+	// At Info only the end of a trouble (a loaded machine's slow lock
+	// call is a lock error at Warn), never a line per tick.
+	info, back := log.lines("INFO", "cron"), log.lines("INFO", "back to normal")
+	troubles := len(log.lines("WARN", "msg=\"cron job ")) + len(log.lines("ERROR", "msg=\"cron job "))
+	if len(info) != len(back) || len(back) > troubles {
+		t.Errorf("cron lines at Info (%d after %d troubles):\n%s", len(info), troubles, strings.Join(info, "\n"))
 	}
 	if t.Failed() {
 		t.Logf("log:\n%s", log.buf.String())
