@@ -13,7 +13,8 @@ import (
 
 // claim wins the tick's lock, or reports why this run ends here. The lock
 // is never released after a run: it is the record of the tick, and
-// expires with its TTL.
+// expires with its TTL. It is left to expire at once, so that its expiry,
+// which is by design, is not reported by redlock as a lost lock.
 func (r *runner) claim(ev *Event, start time.Time, catchUp bool) bool {
 	res := tickResource(r.name, ev.Tick)
 	ttl := r.tickTTL()
@@ -31,6 +32,8 @@ func (r *runner) claim(ev *Event, start time.Time, catchUp bool) bool {
 		r.report(*ev)
 		return false
 	case err == nil:
+		_ = tl.LeaveToExpire() // nothing to do about a record already expired
+		r.lockedAgain()
 		return true
 	case r.stopped():
 		return false
@@ -39,8 +42,7 @@ func (r *runner) claim(ev *Event, start time.Time, catchUp bool) bool {
 		return false
 	case bridge:
 		// The task ID alone keeps a second copy out of the queue.
-		r.cfg.logger.Warn("cron job: lock nodes unavailable, enqueueing by task ID only",
-			"job", r.name, "tick", ev.Tick, "replica", r.cfg.replica, "err", err)
+		r.enqueueByID(*ev, err)
 		return true
 	}
 	ev.Outcome, ev.Err = OutcomeLockError, err

@@ -27,7 +27,8 @@
 //	s.Start()
 //	defer s.Stop(ctx)
 //
-// Every run is logged ([WithLogger]) and reported as an [Event] ([WithObserver]).
+// Every run is reported as an [Event] ([WithObserver]); changes of a job's state,
+// not its runs, are logged where [WithLogger] says (by default nowhere).
 // How ticks are named, recorded and caught up, and what happens on overlap, clock
 // offsets and daylight saving time: docs/CRON.md; why each tick runs at most once:
 // docs/SCHEDULER-PROOF.md.

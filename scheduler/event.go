@@ -60,22 +60,22 @@ var (
 	errCaughtUp = errors.New("scheduler: caught up: no replica ran this tick")
 )
 
-// level is the log level of an event.
+// level is the log level of an event, before repeats are muted (see
+// runner.logLevel): nothing a healthy job does per tick is logged above
+// Debug; a caught-up tick (once per start), skips and lock errors at Warn;
+// failures at Error.
 func (e Event) level() slog.Level {
 	switch e.Outcome {
-	case OutcomeRan:
-		return slog.LevelInfo
 	case OutcomeLate:
 		if errors.Is(e.Err, errCaughtUp) {
 			return slog.LevelWarn
 		}
-		return slog.LevelInfo
 	case OutcomeSkippedOverlap, OutcomeLockError, OutcomeSkippedBeyondSkew:
 		return slog.LevelWarn
 	case OutcomeFailed:
 		return slog.LevelError
 	}
-	return slog.LevelDebug // skipped_other_replica, clock
+	return slog.LevelDebug // ran, skipped_other_replica, waited, clock
 }
 
 // Event is what the observer receives for a run, or for a clock
@@ -114,7 +114,7 @@ func (r *runner) report(ev Event) {
 	if pe := (*panicError)(nil); errors.As(ev.Err, &pe) {
 		attrs = append(attrs, slog.String("stack", string(pe.stack)))
 	}
-	r.cfg.logger.LogAttrs(context.Background(), ev.level(), "cron job "+string(ev.Outcome), attrs...)
+	r.cfg.logger.LogAttrs(context.Background(), r.logLevel(ev), "cron job "+string(ev.Outcome), attrs...)
 	if r.cfg.observer != nil {
 		r.cfg.observer(ev)
 	}

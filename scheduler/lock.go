@@ -2,6 +2,7 @@ package scheduler
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"github.com/asynqlock/asynqlock/redlock"
@@ -25,6 +26,10 @@ type locker interface {
 	Record(ctx context.Context, resource string) (remaining time.Duration, token string, ok bool)
 	// Check measures this process's clock offset to each node.
 	Check(ctx context.Context) ([]clockReport, error)
+	// Mark takes resource for ttl with a note and leaves it to expire.
+	// When another holder has it, it fails with an error matching
+	// redlock.ErrLocked and returns that holder's note ("" if unknown).
+	Mark(ctx context.Context, resource string, ttl time.Duration, note string) (string, error)
 }
 
 // lease is a held lock: *redlock.Lock.
@@ -34,6 +39,9 @@ type lease interface {
 	KeepAlive(ctx context.Context) (context.Context, context.CancelFunc)
 	// Release gives the lock up.
 	Release(ctx context.Context) error
+	// LeaveToExpire stops watching the lock without releasing it: its
+	// keys stay until their TTL, and their end is not reported as a loss.
+	LeaveToExpire() error
 }
 
 // redlockLocker adapts a *redlock.Client.
@@ -95,4 +103,21 @@ func (r redlockLocker) Check(ctx context.Context) ([]clockReport, error) {
 		out[i] = clockReport{Node: n.Addr, Offset: n.ClockOffset, RTT: n.RTT, Err: n.Err} // Err: TIME failed
 	}
 	return out, nil
+}
+
+// Mark notes the holder in the lock's token (redlock.ContextWithHolder), so
+// that a contender reads it from the record; a client with
+// WithHolderInfo(false) records no note.
+func (r redlockLocker) Mark(ctx context.Context, resource string, ttl time.Duration, note string) (string, error) {
+	l, err := r.c.TryAcquire(redlock.ContextWithHolder(ctx, note), resource, ttl)
+	if err == nil {
+		_ = l.LeaveToExpire()
+		return "", nil
+	}
+	if !errors.Is(err, redlock.ErrLocked) {
+		return "", err
+	}
+	_, token, _ := r.Record(ctx, resource)
+	h, _ := redlock.ParseHolder(token)
+	return h.Name, err
 }

@@ -90,6 +90,7 @@ func (c *memClient) Acquire(ctx context.Context, resource string, ttl time.Durat
 }
 
 type memLease struct {
+	note     string // Mark's note
 	c        *memClient
 	res      string
 	ttl      time.Duration
@@ -167,6 +168,23 @@ func (l *memLease) Release(context.Context) error {
 	return nil
 }
 
+// LeaveToExpire stops the lease's keep-alives and keeps its key until it
+// expires.
+func (l *memLease) LeaveToExpire() error {
+	m := l.c.m
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if l.released {
+		return redlock.ErrNotHeld
+	}
+	l.released = true
+	for _, cancel := range l.cancels {
+		cancel(nil)
+	}
+	l.cancels = nil
+	return nil
+}
+
 func (c *memClient) Record(ctx context.Context, resource string) (time.Duration, string, bool) {
 	c.m.mu.Lock()
 	defer c.m.mu.Unlock()
@@ -183,4 +201,21 @@ func (c *memClient) Check(ctx context.Context) ([]clockReport, error) {
 		return nil, redlock.ErrClosed
 	}
 	return []clockReport{{Node: "mem:1", Offset: time.Duration(c.nodeOffset.Load())}}, nil
+}
+
+// Mark takes resource with note and leaves it to expire, or returns the
+// note of its holder.
+func (c *memClient) Mark(ctx context.Context, resource string, ttl time.Duration, note string) (string, error) {
+	l, err := c.TryAcquire(ctx, resource, ttl)
+	c.m.mu.Lock()
+	defer c.m.mu.Unlock()
+	if err != nil {
+		if cur := c.m.keys[resource]; cur != nil {
+			return cur.note, err
+		}
+		return "", err
+	}
+	l.(*memLease).note = note
+	l.(*memLease).released = true // left to expire
+	return "", nil
 }

@@ -43,7 +43,7 @@ func defaultConfig() config {
 		skew:    defaultSkew,
 		ttl:     defaultTTL,
 		loc:     time.UTC,
-		logger:  slog.Default(),
+		logger:  discard,
 		now:     time.Now,
 		replica: defaultReplica(),
 	}
@@ -57,7 +57,7 @@ func (c *config) apply(opts []Option) error {
 		o(c)
 	}
 	if c.logger == nil {
-		c.logger = slog.Default()
+		c.logger = discard
 	}
 	return c.validate()
 }
@@ -123,10 +123,19 @@ func WithDelayIfRunning(maxDelay time.Duration) Option {
 // as robfig/cron does; choose UTC to avoid both. Default: time.UTC.
 func WithLocation(loc *time.Location) Option { return func(c *config) { c.loc = loc } }
 
-// WithLogger sets the structured logger of results and skips (Info for
-// runs, Debug for ticks another replica ran, Warn for skips, late ticks
-// and clock offsets, Error for failures). Default (or nil): slog.Default().
+// WithLogger sets the structured logger of the job's changes of state. A
+// healthy job logs nothing above Debug (runs, ticks another replica ran,
+// waits); a Warn (skips, lock errors, a caught-up tick, clock offsets) or
+// an Error (failures, panics with their stack) is logged once when the
+// job's state changes, its repeats at Debug, and the first healthy run
+// after it at Info ("cron job back to normal"). Every event still reaches
+// the observer (WithObserver). Default (or nil): nothing is logged, as a
+// library should not write to slog.Default() unless asked; pass
+// WithLogger(slog.Default()) to log there.
 func WithLogger(l *slog.Logger) Option { return func(c *config) { c.logger = l } }
+
+// discard is the default logger: a library logs only where it is told to.
+var discard = slog.New(slog.DiscardHandler)
 
 // WithObserver installs a hook called once for each run with its outcome
 // (and once more when a late run starts), and with each clock measurement

@@ -29,7 +29,7 @@ func (r *runner) acquireRunning(ev Event, start time.Time) (lease, bool) {
 	case err == nil:
 		return rl, true
 	case r.stopped():
-		r.cfg.logger.Info("cron job not started: scheduler stopping", "job", r.name, "tick", ev.Tick)
+		r.cfg.logger.Debug("cron job not started: scheduler stopping", "job", r.name, "tick", ev.Tick)
 	case locked:
 		ev.Outcome, ev.Err = OutcomeSkippedOverlap, fmt.Errorf("scheduler: previous run still running: %w", err)
 		r.report(ev)

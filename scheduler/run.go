@@ -41,6 +41,7 @@ func (r *runner) tickOf(now time.Time) (time.Time, bool) {
 	}
 	r.mu.Lock()
 	if !r.prev.IsZero() && t.After(r.prev) {
+		r.regular = t.Sub(r.prev) == r.learned
 		r.learned = t.Sub(r.prev)
 	}
 	r.prev = t
@@ -53,6 +54,7 @@ func (r *runner) runTick(ev Event, start time.Time, catchUp bool) {
 	if !r.claim(&ev, start, catchUp) {
 		return
 	}
+	r.checkPhase(ev.Tick)
 	if catchUp {
 		r.report(Event{Tick: ev.Tick, Outcome: OutcomeLate, Duration: r.cfg.now().Sub(ev.Tick), Err: errCaughtUp})
 	}

@@ -59,8 +59,10 @@ type runner struct {
 
 	mu      sync.Mutex
 	learned time.Duration // spec-less: the interval between the last two ticks
+	regular bool          // spec-less: learned is also the interval before
 	prev    time.Time     // spec-less: the last tick seen
 	state   entryState    // for Entries
+	trouble trouble       // what the job's last Warn or Error was about
 }
 
 // newRunner validates a job and derives its timings. sched may be nil.

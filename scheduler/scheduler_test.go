@@ -179,3 +179,29 @@ func TestSchedulerLogsOutcomes(t *testing.T) {
 		time.Sleep(2 * time.Second)
 	})
 }
+
+// Stop(nil) is refused with ErrInvalid, as every other call refuses a nil
+// context, and leaves the Scheduler running: a later Stop still waits for
+// the running job. Before, Stop(nil) panicked.
+func TestSchedulerStopRefusesNilContext(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		rec := &recorder{}
+		s := newTestScheduler(t, newMemLocks().client(), WithSkew(300*time.Millisecond), WithObserver(rec.observe))
+		if err := s.Register("job", "* * * * * *", rec.job(0, 200*time.Millisecond)); err != nil {
+			t.Fatal(err)
+		}
+		s.Start()
+		var nilCtx context.Context
+		if err := s.Stop(nilCtx); !errors.Is(err, ErrInvalid) {
+			t.Fatalf("Stop(nil) = %v, want ErrInvalid", err)
+		}
+		time.Sleep(2100 * time.Millisecond)
+		if err := s.Stop(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		if n := rec.count(OutcomeRan); n != 2 {
+			t.Fatalf("%d runs after Stop(nil), want the 2 ticks of the scheduler still running", n)
+		}
+		time.Sleep(3 * time.Second) // the tick records expire
+	})
+}

@@ -28,6 +28,8 @@ import (
 //
 // robfig's "@every d" activates d after each cron's start, so replicas do
 // not share its ticks: schedule such jobs with c.Schedule(scheduler.Every(d), job).
+// A job that runs out of step with another replica's is detected once its
+// interval is known and warned of once (see docs/CRON.md).
 //
 // One wrapper may wrap several jobs (cron.WithChain): each gets its own
 // ticks and locks. The first job wrapped is named name, the others

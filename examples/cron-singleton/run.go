@@ -69,8 +69,7 @@ func (l *ledger) firing(r replica) cron.JobWrapper {
 // start runs the replica's cron: the robfig idiom, Singleton first to see
 // the run. Its clock offset is simulated: its cron fires on its own whole
 // seconds and Singleton reads its clock.
-func (r replica) start(locks *redlock.Client, l *ledger, out io.Writer) *cron.Cron {
-	logger := slog.New(slog.NewTextHandler(out, &slog.HandlerOptions{Level: slog.LevelWarn}))
+func (r replica) start(locks *redlock.Client, l *ledger, logger *slog.Logger) *cron.Cron {
 	singleton := scheduler.Singleton(locks, "heartbeat", scheduler.WithLogger(logger),
 		cronsim.WithReplica[scheduler.Option](r.name), // simulated: replicas in one process
 		cronsim.WithClock[scheduler.Option](func() time.Time { return time.Now().Add(r.offset) }))
@@ -119,17 +118,20 @@ func run(ctx context.Context, ticks int, out io.Writer) (map[time.Time]int, erro
 	fmt.Fprintln(out, `3 replicas, each: cron.New(cron.WithSeconds()), AddJob("* * * * * *", cron.NewChain(scheduler.Singleton(locks, "heartbeat")).Then(job))`)
 	fmt.Fprintln(out, "replica-2's clock is 700ms ahead of the lock nodes; replica-3's ticks arrive 300ms late; default skew 1s")
 	l := &ledger{fired: map[time.Time][]string{}, ran: map[time.Time][]string{}}
+	// One logger, one format, for the lock clients and the schedulers
+	// alike: a library logs only where it is told to.
+	logger := slog.New(slog.NewTextHandler(out, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	var crons []*cron.Cron
 	for _, r := range replicas {
 		// The embedded nodes share this process's CPU with the replicas: a
 		// patient node timeout keeps a slow answer on a loaded machine from
 		// passing for an outage (the tick would then run nowhere).
-		locks, err := redlock.NewFromURLs(urls, redlock.WithNodeTimeout(500*time.Millisecond))
+		locks, err := redlock.NewFromURLs(urls, redlock.WithNodeTimeout(500*time.Millisecond), redlock.WithLogger(logger))
 		if err != nil {
 			return nil, err
 		}
 		defer locks.Close()
-		crons = append(crons, r.start(locks, l, out))
+		crons = append(crons, r.start(locks, l, logger))
 	}
 	select {
 	case <-ctx.Done():

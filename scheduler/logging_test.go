@@ -1,0 +1,162 @@
+package scheduler
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"log/slog"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"testing/synctest"
+	"time"
+)
+
+// logLines is a log as an operator reads it: one text line per record.
+type logLines struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (l *logLines) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf.Write(p)
+}
+
+// at returns the lines at level (DEBUG, INFO, WARN, ERROR; "" for any)
+// that contain msg.
+func (l *logLines) at(level, msg string) []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var out []string
+	for _, line := range strings.Split(l.buf.String(), "\n") {
+		if strings.Contains(line, "level="+level) && strings.Contains(line, msg) {
+			out = append(out, line)
+		}
+	}
+	return out
+}
+
+// infoLogger logs lines at Info and above to l, as an operator runs it.
+func (l *logLines) infoLogger() *slog.Logger {
+	return slog.New(slog.NewTextHandler(l, &slog.HandlerOptions{Level: slog.LevelInfo}))
+}
+
+// A per-second job fails for three ticks, runs for three, fails for three
+// again: the log says so in three lines (Error when it starts failing, Info
+// when it is back, Error again), nothing per tick, while the observer gets
+// every run. The second failing period is the control: a repeat after a
+// change of state is logged again, so the count can exceed one per state.
+// Before, every run logged a line (Info for each success, Error for each
+// failure: nine lines).
+func TestLogOncePerChangeOfState(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		logs := &logLines{}
+		rec := &recorder{}
+		var n atomic.Int32
+		job := func(context.Context) error {
+			if k := n.Add(1); k <= 3 || k > 6 {
+				return errors.New("disk full")
+			}
+			return nil
+		}
+		s := newTestScheduler(t, newMemLocks().client(), WithSkew(300*time.Millisecond),
+			WithLogger(logs.infoLogger()), WithObserver(rec.observe))
+		if err := s.Register("flaky", "* * * * * *", job); err != nil {
+			t.Fatal(err)
+		}
+		s.Start()
+		time.Sleep(9500 * time.Millisecond)
+		if err := s.Stop(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		if got := rec.count(OutcomeFailed) + rec.count(OutcomeRan); got != 9 {
+			t.Fatalf("observer saw %d runs, want all 9", got)
+		}
+		failed, back := logs.at("ERROR", `msg="cron job failed"`), logs.at("INFO", `msg="cron job back to normal"`)
+		if len(failed) != 2 || len(back) != 1 {
+			t.Fatalf("want 2 failure lines and 1 back-to-normal line, got %d and %d:\n%s", len(failed), len(back), logs.buf.String())
+		}
+		if !strings.Contains(back[0], "after=failed") || !strings.Contains(back[0], "repeats=2") {
+			t.Fatalf("back-to-normal line does not say what ended: %s", back[0])
+		}
+		if info := logs.at("INFO", ""); len(info) != 1 {
+			t.Fatalf("%d Info lines, want only the change of state:\n%s", len(info), strings.Join(info, "\n"))
+		}
+		time.Sleep(3 * time.Second) // the tick records expire
+	})
+}
+
+// Two replicas of a job that always overruns its interval: each warns of
+// the skipped ticks once, and nothing is logged at Info (runs and ticks
+// the other replica took are Debug). Before, each skip was a Warn and each
+// run an Info.
+func TestLogNothingPerTickWhileHealthy(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		logs, rec := &logLines{}, &recorder{}
+		locks := newMemLocks()
+		long := func(ctx context.Context) error { time.Sleep(3500 * time.Millisecond); return nil }
+		opts := []Option{WithSkew(300 * time.Millisecond), WithLogger(logs.infoLogger()), WithObserver(rec.observe)}
+		a, b := newTestScheduler(t, locks.client(), opts...), newTestScheduler(t, locks.client(), opts...)
+		for _, s := range []*Scheduler{a, b} {
+			if err := s.Register("long", "* * * * * *", long); err != nil {
+				t.Fatal(err)
+			}
+			s.Start()
+		}
+		time.Sleep(8500 * time.Millisecond)
+		for _, s := range []*Scheduler{a, b} {
+			if err := s.Stop(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if lines := logs.at("INFO", ""); len(lines) != 0 {
+			t.Fatalf("%d Info lines while the job overran throughout:\n%s", len(lines), strings.Join(lines, "\n"))
+		}
+		// Each replica warns once; the control is the count of skips the
+		// observer got, which a warning per skip would have matched.
+		if warns := logs.at("WARN", "skipped_overlap"); len(warns) != 2 || rec.count(OutcomeSkippedOverlap) <= 2 {
+			t.Fatalf("%d overlap warnings for %d skips, want one per replica:\n%s", len(warns), rec.count(OutcomeSkippedOverlap), logs.buf.String())
+		}
+		time.Sleep(5 * time.Second)
+	})
+}
+
+// With no WithLogger, nothing goes to slog.Default(): a library logs only
+// where it is told to. The control passes slog.Default() explicitly and sees
+// the failure there.
+func TestNoLoggerLogsNothing(t *testing.T) {
+	for _, explicit := range []bool{false, true} {
+		t.Run(map[bool]string{false: "default", true: "control"}[explicit], func(t *testing.T) {
+			logs := &logLines{}
+			prev := slog.Default()
+			slog.SetDefault(logs.infoLogger())
+			t.Cleanup(func() { slog.SetDefault(prev) })
+			synctest.Test(t, func(t *testing.T) {
+				var opts []Option
+				if explicit {
+					opts = append(opts, WithLogger(slog.Default()))
+				}
+				s, err := newScheduler(newMemLocks().client(), append(opts, WithSkew(300*time.Millisecond)))
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := s.Register("fails", "* * * * * *", func(context.Context) error { return errors.New("disk full") }); err != nil {
+					t.Fatal(err)
+				}
+				s.Start()
+				time.Sleep(1500 * time.Millisecond)
+				if err := s.Stop(context.Background()); err != nil {
+					t.Fatal(err)
+				}
+				time.Sleep(3 * time.Second)
+			})
+			got := len(logs.at("ERROR", "disk full"))
+			if want := map[bool]int{false: 0, true: 1}[explicit]; got != want {
+				t.Fatalf("%d lines on slog.Default(), want %d:\n%s", got, want, logs.buf.String())
+			}
+		})
+	}
+}
