@@ -3,6 +3,7 @@ package scheduler
 import (
 	"context"
 	"errors"
+	"go.opentelemetry.io/otel/trace"
 	"log/slog"
 	"time"
 )
@@ -90,6 +91,8 @@ type Event struct {
 	Replica  string        // the replica that reports the event (its "<hostname>:<pid>")
 	Node     string        // clock: the lock node's address (no credentials)
 	Offset   time.Duration // clock: the node's clock minus this replica's
+
+	span trace.Span // the tick's span, ended by report
 }
 
 // report logs ev and hands it to the observer.
@@ -115,6 +118,7 @@ func (r *runner) report(ev Event) {
 		attrs = append(attrs, slog.String("stack", string(pe.stack)))
 	}
 	r.cfg.logger.LogAttrs(context.Background(), r.logLevel(ev), "cron job "+string(ev.Outcome), attrs...)
+	endTick(ev)
 	if r.cfg.observer != nil {
 		r.cfg.observer(ev)
 	}

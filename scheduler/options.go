@@ -1,6 +1,7 @@
 package scheduler
 
 import (
+	"go.opentelemetry.io/otel/trace"
 	"log/slog"
 	"os"
 	"strconv"
@@ -36,6 +37,8 @@ type config struct {
 	catchUp  time.Duration // 0: off
 	now      func() time.Time
 	replica  string
+	// tracerProvider is nil for the global provider.
+	tracerProvider trace.TracerProvider
 }
 
 func defaultConfig() config {

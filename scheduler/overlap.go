@@ -22,7 +22,7 @@ func (r *runner) acquireRunning(ev Event, start time.Time) (lease, bool) {
 		locked = errors.Is(err, redlock.ErrLocked) ||
 			errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, redlock.ErrQuorum)
 		if err == nil {
-			r.report(Event{Tick: ev.Tick, Outcome: OutcomeLate, Duration: time.Since(start), Err: errWaited})
+			r.report(Event{Tick: ev.Tick, Outcome: OutcomeLate, Duration: time.Since(start), Err: errWaited, span: ev.span})
 		}
 	}
 	switch {

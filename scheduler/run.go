@@ -51,12 +51,14 @@ func (r *runner) tickOf(now time.Time) (time.Time, bool) {
 
 // runTick wins the tick and runs the job (or enqueues the task).
 func (r *runner) runTick(ev Event, start time.Time, catchUp bool) {
+	r.startTick(&ev, catchUp)
+	defer ev.span.End() // a no-op once report ended it; ends the span of a run cut by Stop
 	if !r.claim(&ev, start, catchUp) {
 		return
 	}
 	r.checkPhase(ev.Tick)
 	if catchUp {
-		r.report(Event{Tick: ev.Tick, Outcome: OutcomeLate, Duration: r.cfg.now().Sub(ev.Tick), Err: errCaughtUp})
+		r.report(Event{Tick: ev.Tick, Outcome: OutcomeLate, Duration: r.cfg.now().Sub(ev.Tick), Err: errCaughtUp, span: ev.span})
 	}
 	if tj, ok := r.job.(*taskJob); ok {
 		r.enqueue(tj, ev)
@@ -72,7 +74,7 @@ func (r *runner) runTick(ev Event, start time.Time, catchUp bool) {
 // execute runs the job under its running lock, kept alive, and reports.
 func (r *runner) execute(rl lease, ev Event) {
 	kctx, stop := rl.KeepAlive(r.host.running)
-	ctx := r.withRun(kctx, ev)
+	ctx := withSpan(r.withRun(kctx, ev), ev)
 	began := time.Now()
 	err := r.call(ctx)
 	ev.Duration = time.Since(began)

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"go.opentelemetry.io/otel/trace"
 	"sync"
 	"time"
 
@@ -41,13 +42,14 @@ var background = &host{stopping: context.Background(), running: context.Backgrou
 // runner runs one job under the per-tick and running locks. It is the
 // cron.Job that Singleton and Scheduler hand to cron.
 type runner struct {
-	locks locker
-	name  string
-	sched cron.Schedule // nil: a run's tick is its whole second
-	cfg   config
-	job   cron.Job // a contextJob, a plain cron.Job or a *taskJob
-	host  *host
-	clock *clockWatch // measures this replica's clock offset; may be nil
+	locks  locker
+	name   string
+	sched  cron.Schedule // nil: a run's tick is its whole second
+	cfg    config
+	job    cron.Job // a contextJob, a plain cron.Job or a *taskJob
+	host   *host
+	tracer trace.Tracer
+	clock  *clockWatch // measures this replica's clock offset; may be nil
 
 	early     time.Duration // a run may start this long before its activation
 	margin    time.Duration // max(skew, minMargin)
@@ -78,7 +80,7 @@ func newRunner(locks locker, name string, sched cron.Schedule, job cron.Job, cfg
 			return nil, fmt.Errorf("%w (job %q)", err, name)
 		}
 	}
-	r := &runner{locks: locks, name: name, sched: sched, cfg: cfg, job: job, host: h}
+	r := &runner{locks: locks, name: name, sched: sched, cfg: cfg, job: job, host: h, tracer: cfg.tracer()}
 	if err := r.checkSchedule(); err != nil {
 		return nil, err
 	}

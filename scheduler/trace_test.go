@@ -1,0 +1,84 @@
+package scheduler
+
+import (
+	"context"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/robfig/cron/v3"
+	"go.opentelemetry.io/otel/attribute"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+)
+
+// Every tick a replica handles records asynqlock.cron.tick with the job and
+// the outcome; the job's own spans are children of the winner's tick span.
+// Two replicas, four ticks: each tick has one "ran" and one
+// "skipped_other_replica" span.
+func TestTickSpans(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		exp := tracetest.NewInMemoryExporter()
+		tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp))
+		defer func() { _ = tp.Shutdown(context.Background()) }()
+		locks := newMemLocks()
+		job := funcJob(func(ctx context.Context) error {
+			_, s := tp.Tracer("job").Start(ctx, "work")
+			s.End()
+			return nil
+		})
+		var crons []*cron.Cron
+		for range 2 {
+			w, err := newSingleton(locks.client(), "report", []Option{quiet, WithTracerProvider(tp)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			crons = append(crons, replica{}.start(w, job))
+		}
+		time.Sleep(4*time.Second + 500*time.Millisecond)
+		stopCrons(crons...)
+
+		perTick := map[string]map[string]int{}
+		ranSpans := map[string]bool{}
+		for _, s := range exp.GetSpans() {
+			if s.Name != spanTick {
+				continue
+			}
+			a := map[attribute.Key]string{}
+			for _, kv := range s.Attributes {
+				a[kv.Key] = kv.Value.Emit()
+			}
+			if a[attrJob] != "report" {
+				t.Errorf("tick span without the job: %v", s.Attributes)
+			}
+			if perTick[a[attrTick]] == nil {
+				perTick[a[attrTick]] = map[string]int{}
+			}
+			perTick[a[attrTick]][a[attrOutcome]]++
+			if a[attrOutcome] == string(OutcomeRan) {
+				ranSpans[s.SpanContext.SpanID().String()] = true
+			}
+		}
+		if len(perTick) < 4 {
+			t.Fatalf("spans of %d ticks, want 4: %v", len(perTick), perTick)
+		}
+		for tick, outcomes := range perTick {
+			if outcomes[string(OutcomeRan)] != 1 || outcomes[string(OutcomeSkippedOtherReplica)] != 1 || len(outcomes) != 2 {
+				t.Errorf("tick %s: outcomes %v, want one ran and one skipped_other_replica", tick, outcomes)
+			}
+		}
+		works := 0
+		for _, s := range exp.GetSpans() {
+			if s.Name == "work" {
+				works++
+				if !ranSpans[s.Parent.SpanID().String()] {
+					t.Errorf("the job's span is not a child of a ran tick span")
+				}
+			}
+		}
+		if works != len(ranSpans) {
+			t.Errorf("%d job spans for %d ticks run", works, len(ranSpans))
+		}
+		time.Sleep(6 * time.Second) // let the tick records expire
+	})
+}
