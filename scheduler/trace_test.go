@@ -46,7 +46,7 @@ func TestTickSpans(t *testing.T) {
 			}
 			a := map[attribute.Key]string{}
 			for _, kv := range s.Attributes {
-				a[kv.Key] = kv.Value.Emit()
+				a[kv.Key] = kv.Value.String()
 			}
 			if a[attrJob] != "report" {
 				t.Errorf("tick span without the job: %v", s.Attributes)
