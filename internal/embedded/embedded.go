@@ -9,20 +9,32 @@ import (
 // Server is an in-process Redis listening on a loopback port, with keys
 // expiring in real time. Its methods are safe for concurrent use.
 type Server struct {
-	mr   *miniredis.Miniredis
-	addr string
+	mr      *miniredis.Miniredis
+	addr    string
+	runID   string // INFO server run_id
+	version string // INFO server redis_version
+	port    int    // INFO server tcp_port
 }
 
 // Start starts an embedded Redis on a free 127.0.0.1 port whose TTLs expire
 // in real time and whose TIME is the wall clock (see the package
-// documentation). Close it when done.
+// documentation). It answers INFO (server section included, with a run_id of
+// its own) and CONFIG GET as lock-node checks expect of a redis-server (see
+// settings). Close it when done.
 func Start() (*Server, error) {
 	mr := miniredis.NewMiniRedis()
 	mr.ClockTTL(true)
 	if err := mr.StartAddr("127.0.0.1:0"); err != nil {
 		return nil, fmt.Errorf("embedded: start miniredis: %w", err)
 	}
-	return &Server{mr: mr, addr: mr.Addr()}, nil
+	s := &Server{mr: mr, addr: mr.Addr(), runID: newRunID(), version: miniredisVersion(), port: mr.Server().Addr().Port}
+	// Nobody knows the port yet, so no command arrives before these are in place.
+	if err := mr.Server().Register("CONFIG", s.config); err != nil {
+		mr.Close()
+		return nil, fmt.Errorf("embedded: %w", err)
+	}
+	mr.Server().SetPreHook(s.info)
+	return s, nil
 }
 
 // Addr returns the address the server listens on, "127.0.0.1:port".
@@ -33,7 +45,9 @@ func (s *Server) URL() string { return "redis://" + s.addr }
 
 // Miniredis returns the underlying miniredis, for inspection and fault
 // injection (for example SetError). Calling SetTime on it freezes TIME and
-// the expiry clock at the given instant.
+// the expiry clock at the given instant. Its SetError replaces the hook that
+// answers INFO: after SetError(""), INFO is miniredis's own again (no server
+// section).
 func (s *Server) Miniredis() *miniredis.Miniredis { return s.mr }
 
 // Close stops the server and closes its client connections. It is safe to
