@@ -5,16 +5,23 @@ import (
 	"io"
 	"os"
 	"strings"
+	"time"
 
 	"github.com/asynqlock/asynqlock/internal/embedded"
 )
+
+// embeddedNodeTimeout bounds each call to an embedded lock node (see
+// newReplica).
+const embeddedNodeTimeout = time.Second
 
 // servers are the Redis servers of a run: from the environment, or embedded.
 type servers struct {
 	broker string   // asynq's broker URL
 	nodes  []string // lock node URLs
-	store  string   // inventory store URL
-	stop   func()
+	// embeddedNodes is set when the lock nodes are embedded (in-process).
+	embeddedNodes bool
+	store         string // inventory store URL
+	stop          func()
 }
 
 // startServers starts embedded servers for whatever the environment does not
@@ -51,7 +58,8 @@ func startServers(out io.Writer) (*servers, error) {
 			}
 			s.nodes = append(s.nodes, u)
 		}
-		fmt.Fprintln(out, "REDLOCK_NODES not set: 5 embedded in-process lock nodes (real-time expiry)")
+		s.embeddedNodes = true
+		fmt.Fprintf(out, "REDLOCK_NODES not set: 5 embedded in-process lock nodes (real-time expiry, node timeout %v)\n", embeddedNodeTimeout)
 	}
 	if s.broker = os.Getenv("ASYNQ_REDIS_URL"); s.broker == "" {
 		if s.broker, err = start(); err != nil {
