@@ -194,7 +194,7 @@ func newReplica(cfg config, srv *servers, store *redis.Client, hotDone *hotTally
 	vars := map[string]string{
 		"ASYNQ_REDIS_URL":         srv.broker,
 		"REDLOCK_NODES":           strings.Join(srv.nodes, ","),
-		"REDLOCK_TTL":             "5s",
+		"REDLOCK_TTL":             "10s",
 		"WORKER_CONCURRENCY":      fmt.Sprint(cfg.concurrency),
 		"WORKER_SHUTDOWN_TIMEOUT": "5s",
 		"METRICS_ADDR":            "",
@@ -203,17 +203,19 @@ func newReplica(cfg config, srv *servers, store *redis.Client, hotDone *hotTally
 		// The default 50ms suits redis-server nodes. Embedded ones run in
 		// this process, beside the broker, the store and 3 replicas, and
 		// run their Lua scripts in Go: on a loaded machine a call waits
-		// for CPU longer than 50ms, the release "fails" and the node looks
-		// down although nothing is wrong. A second is still small against
-		// the 5s TTL (the worker wants at most a third of it).
+		// for CPU longer than 50ms (seconds on a heavily loaded one), the
+		// release "fails" and the node looks down although nothing is
+		// wrong. In-process nodes cannot fail on their own, so their
+		// timeout can be the largest the worker accepts, a third of the
+		// TTL (10s, the time a lost lock would hold its SKU up).
 		vars["REDLOCK_NODE_TIMEOUT"] = embeddedNodeTimeout.String()
 		// A readiness probe pings the nodes, then the broker, within one
-		// bound of max(interval, 1s, node timeout): with 1s node timeouts
-		// slow nodes would leave the (embedded, equally starved) broker's
-		// ping no time, and the broker would be reported unreachable.
-		// Probing every 5s gives each probe 5s; a demo needs no faster
+		// bound of max(interval, 1s, node timeout): slow nodes would leave
+		// the (embedded, equally starved) broker's ping no time, and the
+		// broker would be reported unreachable. Probing every 3 node
+		// timeouts gives the broker two of them; a demo needs no faster
 		// readiness.
-		vars["WORKER_READINESS_INTERVAL"] = "5s"
+		vars["WORKER_READINESS_INTERVAL"] = (3 * embeddedNodeTimeout).String()
 	}
 	wcfg, err := worker.LoadConfigFrom(vars)
 	if err != nil {
@@ -344,7 +346,8 @@ func report(ctx context.Context, store *redis.Client, skus []string, expected ma
 // landed but whose reply was lost applies nothing again. The marks are fields
 // of one hash per SKU rather than a key per task: the embedded store pays for
 // every key on every command (miniredis runs its real-time expiry over all
-// keys), and the hash's expiry still cleans them up on a real store.
+// keys), and on a real store a SKU's marks expire an hour after its last
+// adjustment.
 func adjust(ctx context.Context, store *redis.Client, taskID string, a adjustment, work time.Duration) error {
 	marks := "applied:" + a.SKU
 	if done, err := store.HExists(ctx, marks, taskID).Result(); err != nil || done {
