@@ -53,15 +53,48 @@ const (
 	quorumDelayMax   = 5 * time.Second
 )
 
+// Delay of a task recovered from a crashed worker (asynq.ErrLeaseExpired):
+// short, since it already waited about a minute in asynq's recoverer (see
+// RetryDelay), and jittered, since a crash returns up to a worker's
+// concurrency of tasks at once.
+const (
+	leaseExpiredDelayMin = 100 * time.Millisecond
+	leaseExpiredDelayMax = time.Second
+)
+
 // RetryDelay is for asynq.Config.RetryDelayFunc: a short jittered delay for
-// conflicts (paced by the resource's measured hold times), asynq's default
-// backoff otherwise. To combine it with a delay function of your own, call
-// RetryDelay when IsFailure(err) is false and yours otherwise.
+// conflicts (paced by the resource's measured hold times) and for tasks of a
+// crashed worker (asynq.ErrLeaseExpired), asynq's default backoff otherwise.
+// To combine it with a delay function of your own, call RetryDelay when
+// IsFailure(err) is false or err is asynq.ErrLeaseExpired, and yours
+// otherwise.
+//
+// A task whose worker crashed reaches RetryDelay only after asynq's lease
+// (30s, extended every 5s while the worker lives) has expired and its
+// recoverer, which runs once a minute on each server and takes leases expired
+// for at least 30s, has found it: 55s to about 2 minutes after the crash.
+// asynq's default backoff would add another 15-44s to a task that did not
+// fail on its own. Waiting longer protects nothing: the crashed worker's
+// locks have expired by then (a lock TTL shorter than the 55s, as the
+// default 30s, is what makes that so), and a worker that was only cut off
+// still holds its lock, so the recovered task meets a conflict and waits for
+// it, and fences reject a stale holder's late write. It still counts as a
+// failure (asynq's IsFailure), so a task that crashes its worker every time
+// is archived after its retry budget rather than crashing workers forever,
+// and asynq's recoverer paces those crashes to one a minute at most.
 func RetryDelay(n int, err error, t *asynq.Task) time.Duration {
 	if d, ok := conflictDelay(err); ok {
 		return d
 	}
+	if errors.Is(err, asynq.ErrLeaseExpired) {
+		return jitter(leaseExpiredDelayMin, leaseExpiredDelayMax)
+	}
 	return asynq.DefaultRetryDelayFunc(n, err, t)
+}
+
+// jitter returns a random duration in [lo, hi).
+func jitter(lo, hi time.Duration) time.Duration {
+	return lo + time.Duration(rand.Int64N(int64(hi-lo)))
 }
 
 func conflictDelay(err error) (time.Duration, bool) {
@@ -76,5 +109,5 @@ func conflictDelay(err error) (time.Duration, bool) {
 	case errors.As(err, &ce) && ce.delay > 0:
 		return ce.delay, true
 	}
-	return lo + time.Duration(rand.Int64N(int64(hi-lo))), true
+	return jitter(lo, hi), true
 }

@@ -191,14 +191,33 @@ func (h *hotTally) last() time.Time { return time.Unix(0, h.lastNs.Load()) }
 
 // newReplica builds one worker replica of the demo.
 func newReplica(cfg config, srv *servers, store *redis.Client, hotDone *hotTally) (*worker.Worker, error) {
-	wcfg, err := worker.LoadConfigFrom(map[string]string{
+	vars := map[string]string{
 		"ASYNQ_REDIS_URL":         srv.broker,
 		"REDLOCK_NODES":           strings.Join(srv.nodes, ","),
-		"REDLOCK_TTL":             "5s",
+		"REDLOCK_TTL":             "10s",
 		"WORKER_CONCURRENCY":      fmt.Sprint(cfg.concurrency),
 		"WORKER_SHUTDOWN_TIMEOUT": "5s",
 		"METRICS_ADDR":            "",
-	})
+	}
+	if srv.embeddedNodes {
+		// The default 50ms suits redis-server nodes. Embedded ones run in
+		// this process, beside the broker, the store and 3 replicas, and
+		// run their Lua scripts in Go: on a loaded machine a call waits
+		// for CPU longer than 50ms (seconds on a heavily loaded one), the
+		// release "fails" and the node looks down although nothing is
+		// wrong. In-process nodes cannot fail on their own, so their
+		// timeout can be the largest the worker accepts, a third of the
+		// TTL (10s, the time a lost lock would hold its SKU up).
+		vars["REDLOCK_NODE_TIMEOUT"] = embeddedNodeTimeout.String()
+		// A readiness probe pings the nodes, then the broker, within one
+		// bound of max(interval, 1s, node timeout): slow nodes would leave
+		// the (embedded, equally starved) broker's ping no time, and the
+		// broker would be reported unreachable. Probing every 3 node
+		// timeouts gives the broker two of them; a demo needs no faster
+		// readiness.
+		vars["WORKER_READINESS_INTERVAL"] = (3 * embeddedNodeTimeout).String()
+	}
+	wcfg, err := worker.LoadConfigFrom(vars)
 	if err != nil {
 		return nil, err
 	}
@@ -278,22 +297,42 @@ func waitDrained(ctx context.Context, broker string, n int, start time.Time, enq
 	}
 }
 
-// report prints expected vs actual stock per SKU.
+// report prints expected vs actual stock per SKU. A lost update loses an
+// adjustment whatever its sign, so without locks some SKUs end above their
+// expected stock (a lost decrement) and others below (a lost increment); the
+// table says so rather than leave a "gain" unexplained.
 func report(ctx context.Context, store *redis.Client, skus []string, expected map[string]int64, cfg config, mode string, took time.Duration, out io.Writer) (result, error) {
 	var res result
-	fmt.Fprintf(out, "\n%-8s %9s %9s %6s\n", "SKU", "expected", "actual", "off")
+	var above, below int
+	fmt.Fprintf(out, "\n%-8s %9s %9s %6s\n", "SKU", "expected", "actual", "diff")
 	for _, s := range skus {
 		got, err := store.Get(ctx, "stock:"+s).Int64()
 		if err != nil {
 			return res, fmt.Errorf("inventory store: %w", err)
 		}
 		want := initialStock + expected[s]
-		off := max(want-got, got-want)
-		if off != 0 {
+		diff := got - want
+		shown, note := "0", ""
+		switch {
+		case diff > 0:
+			above++
+			shown, note = fmt.Sprintf("%+d", diff), "  more decrements lost than increments"
+		case diff < 0:
+			below++
+			shown, note = fmt.Sprintf("%+d", diff), "  more increments lost than decrements"
+		}
+		if diff != 0 {
 			res.skusOff++
 		}
-		res.lost += off
-		fmt.Fprintf(out, "%-8s %9d %9d %6d\n", s, want, got, off)
+		res.lost += max(diff, -diff)
+		fmt.Fprintf(out, "%-8s %9d %9d %6s%s\n", s, want, got, shown, note)
+	}
+	if res.skusOff > 0 && cfg.noLock {
+		fmt.Fprintf(out, "\nEach adjustment reads the stock, works, then writes stock+delta. Without a lock two tasks of one\n"+
+			"SKU can read the same stock: the later write overwrites the earlier one, whose adjustment is lost\n"+
+			"whatever its sign. A SKU whose lost adjustments were mostly decrements (sales) ends above its\n"+
+			"expected stock (%d SKUs here), one that lost mostly increments (deliveries) below it (%d SKUs):\n"+
+			"nothing was gained: each SKU is off by the adjustments it lost.\n", above, below)
 	}
 	fmt.Fprintf(out, "\n%d adjustments in %v %s: %d SKUs wrong, %d stock units lost\n",
 		cfg.updates, took.Round(time.Millisecond), mode, res.skusOff, res.lost)
@@ -304,10 +343,14 @@ func report(ctx context.Context, store *redis.Client, skus []string, expected ma
 // nobody else touches the SKU meanwhile (the lock's job). It is idempotent,
 // as a handler under asynq's at-least-once delivery must be: the write and
 // the task's mark go in one transaction, so a retry of a task whose write
-// landed but whose reply was lost applies nothing again.
+// landed but whose reply was lost applies nothing again. The marks are fields
+// of one hash per SKU rather than a key per task: the embedded store pays for
+// every key on every command (miniredis runs its real-time expiry over all
+// keys), and on a real store a SKU's marks expire an hour after its last
+// adjustment.
 func adjust(ctx context.Context, store *redis.Client, taskID string, a adjustment, work time.Duration) error {
-	mark := "applied:" + taskID
-	if n, err := store.Exists(ctx, mark).Result(); err != nil || n == 1 {
+	marks := "applied:" + a.SKU
+	if done, err := store.HExists(ctx, marks, taskID).Result(); err != nil || done {
 		return err
 	}
 	stock, err := store.Get(ctx, "stock:"+a.SKU).Int64()
@@ -317,7 +360,8 @@ func adjust(ctx context.Context, store *redis.Client, taskID string, a adjustmen
 	time.Sleep(work)
 	_, err = store.TxPipelined(ctx, func(p redis.Pipeliner) error {
 		p.Set(ctx, "stock:"+a.SKU, stock+a.Delta, 0)
-		p.Set(ctx, mark, 1, time.Hour)
+		p.HSet(ctx, marks, taskID, 1)
+		p.Expire(ctx, marks, time.Hour)
 		return nil
 	})
 	return err

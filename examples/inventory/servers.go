@@ -5,16 +5,30 @@ import (
 	"io"
 	"os"
 	"strings"
+	"time"
 
 	"github.com/asynqlock/asynqlock/internal/embedded"
 )
+
+// embeddedNodeTimeout bounds each call to an embedded lock node (see
+// newReplica).
+const embeddedNodeTimeout = 3 * time.Second
+
+// coarseExpiry is the expiry tick of the embedded broker and store: exact
+// expiry would cost each of their commands a sorted walk over all their keys
+// (thousands of queued tasks in the broker), most of the demo's CPU beside
+// the Lua scripts; their TTLs (asynq's, the store's hour) need no precision.
+// The lock nodes keep exact expiry.
+const coarseExpiry = 50 * time.Millisecond
 
 // servers are the Redis servers of a run: from the environment, or embedded.
 type servers struct {
 	broker string   // asynq's broker URL
 	nodes  []string // lock node URLs
-	store  string   // inventory store URL
-	stop   func()
+	// embeddedNodes is set when the lock nodes are embedded (in-process).
+	embeddedNodes bool
+	store         string // inventory store URL
+	stop          func()
 }
 
 // startServers starts embedded servers for whatever the environment does not
@@ -26,8 +40,8 @@ func startServers(out io.Writer) (*servers, error) {
 			m.Close()
 		}
 	}}
-	start := func() (string, error) {
-		m, err := embedded.Start() // keys expire in real time, as on redis-server
+	start := func(opts ...embedded.Option) (string, error) {
+		m, err := embedded.Start(opts...) // keys expire in real time, as on redis-server
 		if err != nil {
 			return "", err
 		}
@@ -51,16 +65,17 @@ func startServers(out io.Writer) (*servers, error) {
 			}
 			s.nodes = append(s.nodes, u)
 		}
-		fmt.Fprintln(out, "REDLOCK_NODES not set: 5 embedded in-process lock nodes (real-time expiry)")
+		s.embeddedNodes = true
+		fmt.Fprintf(out, "REDLOCK_NODES not set: 5 embedded in-process lock nodes (real-time expiry, node timeout %v)\n", embeddedNodeTimeout)
 	}
 	if s.broker = os.Getenv("ASYNQ_REDIS_URL"); s.broker == "" {
-		if s.broker, err = start(); err != nil {
+		if s.broker, err = start(embedded.WithCoarseExpiry(coarseExpiry)); err != nil {
 			return fail(err)
 		}
 		fmt.Fprintln(out, "ASYNQ_REDIS_URL not set: an embedded in-process asynq broker")
 	}
 	if s.store = os.Getenv("INVENTORY_STORE_URL"); s.store == "" {
-		if s.store, err = start(); err != nil {
+		if s.store, err = start(embedded.WithCoarseExpiry(coarseExpiry)); err != nil {
 			return fail(err)
 		}
 		fmt.Fprintln(out, "INVENTORY_STORE_URL not set: an embedded in-process inventory store")

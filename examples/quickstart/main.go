@@ -27,7 +27,7 @@ func run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	w, err := worker.New(cfg) // asynq server + lock middleware + metrics + health + SIGTERM handling
+	w, err := worker.New(cfg) // asynq server + lock middleware (busy tasks parked in the broker) + metrics + health + SIGTERM
 	if err != nil {
 		return err
 	}

@@ -23,7 +23,10 @@
 // elapsed monotonic time was considered and rejected: each tick subtracts its
 // whole interval from every key, including keys created during that interval,
 // so a key could expire up to one tick plus any scheduling delay early, which
-// breaks tests of lock validity. ClockTTL, like redis-server itself, measures
+// breaks tests of lock validity. (WithCoarseExpiry offers exactly that, for
+// servers other than lock nodes: exact expiry costs every command a sorted
+// walk over all keys, which dominates a broker holding thousands of tasks.)
+// ClockTTL, like redis-server itself, measures
 // expiry against the wall clock, so a step of the system clock shifts TTLs.
 // A *RedisDB kept from Miniredis.DB does not trigger expiry by itself; go
 // through a command or a Miniredis method.

@@ -208,3 +208,33 @@ func TestStartNServesDistinctNodesUntilStopped(t *testing.T) {
 		}
 	}
 }
+
+// TestCoarseExpiryExpiresKeys: with WithCoarseExpiry, keys still expire by
+// themselves (within a few ticks, however loaded the machine: the test waits
+// up to a minute), and a long key keeps its TTL. How early a key may expire
+// depends on how late the ticker runs, so it is not asserted.
+func TestCoarseExpiryExpiresKeys(t *testing.T) {
+	s, err := Start(WithCoarseExpiry(10 * time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.Close)
+	c, ctx := client(t, s)
+	start := time.Now()
+	if err := c.Set(ctx, "short", "v", 100*time.Millisecond).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Set(ctx, "long", "v", time.Hour).Err(); err != nil {
+		t.Fatal(err)
+	}
+	for c.Exists(ctx, "short").Val() == 1 {
+		if time.Since(start) > time.Minute {
+			t.Fatal("a 100ms key still exists after a minute")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if pttl := c.PTTL(ctx, "long").Val(); pttl <= 0 || pttl > time.Hour {
+		t.Errorf("PTTL of a 1h key = %v", pttl)
+	}
+	s.Close() // stops the ticker; a second Close (cleanup) is harmless
+}
