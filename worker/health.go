@@ -20,6 +20,9 @@ type health struct {
 	m          *metrics
 	brokerAddr string // never credentials
 	quorum     int
+	// recovered is told that the broker (broker true) or the lock node at
+	// addr answers again: the dependencies' lines about it may return.
+	recovered func(addr string, broker bool)
 
 	mu        sync.Mutex
 	probed    bool
@@ -109,6 +112,7 @@ func (h *health) updateBroker(err error, first bool) {
 			h.log.Warn("broker unreachable", "addr", h.brokerAddr, "err", err)
 		} else if !first {
 			h.log.Info("broker reachable again", "addr", h.brokerAddr)
+			h.recover(h.brokerAddr, true)
 		}
 	}
 	h.brokerErr = err
@@ -125,6 +129,7 @@ func (h *health) updateNodes(nodes []lockadmin.NodeStatus, first bool) []string 
 			h.log.Warn("lock node unreachable", "node", i, "addr", n.Addr, "err", cause(n.Err))
 		} else if was != nil && n.Err == nil {
 			h.log.Info("lock node reachable again", "node", i, "addr", n.Addr)
+			h.recover(n.Addr, false)
 		}
 		h.nodeErr[i] = n.Err
 		boolGauge(h.m.nodeUp.WithLabelValues(n.Addr), n.Err == nil)
@@ -133,6 +138,13 @@ func (h *health) updateNodes(nodes []lockadmin.NodeStatus, first bool) []string 
 		}
 	}
 	return down
+}
+
+// recover tells recovered, if set, that a component answers again.
+func (h *health) recover(addr string, broker bool) {
+	if h.recovered != nil {
+		h.recovered(addr, broker)
+	}
 }
 
 func lockState(up, down, quorum int) string {

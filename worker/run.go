@@ -69,7 +69,7 @@ func (w *Worker) newServer() *asynq.Server {
 		DelayedTaskCheckInterval: w.cfg.DelayedTaskCheckInterval,
 		IsFailure:                middleware.IsFailure,
 		RetryDelayFunc:           middleware.RetryDelay,
-		Logger:                   asynqLogger{w.log},
+		Logger:                   asynqLogger{w.once.Logger(w.log, "asynq")},
 		LogLevel:                 asynqLevel(lvl),
 	})
 }

@@ -30,6 +30,7 @@ import (
 	"github.com/asynqlock/asynqlock/internal/workerconfig"
 	"github.com/asynqlock/asynqlock/redlock"
 	"github.com/asynqlock/asynqlock/worker"
+	"github.com/redis/go-redis/v9"
 )
 
 // Exit statuses.
@@ -105,6 +106,9 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return exitUsage
 	}
 	a.log = newLogger(cfg, stderr)
+	// go-redis's own lines (a failed dial per call to a dead node) as the
+	// command's, once each.
+	redis.SetLogger(workerconfig.RedisLog{L: workerconfig.NewOnce(0).Logger(a.log, "go-redis")})
 	if a.locks, a.names, err = lockClient(cfg, a.log); err != nil {
 		fmt.Fprintf(stderr, "asynqlock: %v\n", err)
 		return exitUsage

@@ -50,6 +50,17 @@ type result struct {
 // else from the test's environment), stdin and arguments, bounded in time.
 func cli(t *testing.T, urls []string, stdin string, args ...string) result {
 	t.Helper()
+	return cliRun(t, urls, nil, stdin, args...)
+}
+
+// cliEnv is cli with more environment variables and no stdin.
+func cliEnv(t *testing.T, urls, env []string, args ...string) result {
+	t.Helper()
+	return cliRun(t, urls, env, "", args...)
+}
+
+func cliRun(t *testing.T, urls, env []string, stdin string, args ...string) result {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, binary, args...)
@@ -57,6 +68,7 @@ func cli(t *testing.T, urls []string, stdin string, args ...string) result {
 	if urls != nil {
 		cmd.Env = append(cmd.Env, "REDLOCK_NODES="+strings.Join(urls, ","))
 	}
+	cmd.Env = append(cmd.Env, env...)
 	cmd.Stdin = strings.NewReader(stdin)
 	var out, errOut bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errOut
@@ -291,4 +303,40 @@ func TestConfigAndUsageErrors(t *testing.T) {
 	cli(t, urls, "", "show").want(t, 2)
 	cli(t, urls, "", "list", "--limit", "0").want(t, 2)
 	cli(t, urls, "", "--help").want(t, 0, "usage: asynqlock")
+}
+
+// TestDependencyLinesAreJSONAndOnce: with LOG_FORMAT=json every line the
+// command writes to stderr is JSON, go-redis's included, and go-redis's
+// failed dials to a node on a closed port are one line however many calls
+// the command makes to it.
+func TestDependencyLinesAreJSONAndOnce(t *testing.T) {
+	nodes := redistest.StartCluster(t, 2)
+	dead := redistest.ClosedAddr(t)
+	urls := append(nodes.URLs(), "redis://"+dead)
+	c := holderClient(t, nodes.URLs())
+	for i := range 20 {
+		if _, err := c.TryAcquire(within(t, 30*time.Second), fmt.Sprintf("r-%d", i), time.Minute); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r := cliEnv(t, urls, []string{"LOG_FORMAT=json"}, "list")
+	if r.code != 1 || !strings.Contains(r.out, "r-19") {
+		t.Fatalf("list with a node down: exit %d", r.code)
+	}
+	dials := 0
+	for line := range strings.Lines(r.errOut) {
+		var rec map[string]any
+		if err := json.Unmarshal([]byte(line), &rec); err != nil {
+			if strings.HasPrefix(line, "asynqlock list: ") {
+				continue // the command's own verdict
+			}
+			t.Fatalf("stderr line is not JSON: %q", line)
+		}
+		if rec["component"] == "go-redis" && strings.Contains(fmt.Sprint(rec["msg"]), dead) {
+			dials++
+		}
+	}
+	if dials != 1 {
+		t.Fatalf("%d go-redis lines about %s, want 1", dials, dead)
+	}
 }
