@@ -35,6 +35,7 @@ type config struct {
 	batchWorkers   int
 	batchWindow    time.Duration
 	holderInfo     bool
+	inspectOnly    bool // NewFromURLs keeps nodes it would refuse (the operator's check)
 }
 
 func defaultConfig() config {

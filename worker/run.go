@@ -37,6 +37,11 @@ func (w *Worker) Run(ctx context.Context) error {
 		return err
 	}
 	w.checkReady(ctx)
+	if err := w.brokerMisconfigured(); err != nil {
+		ep.close()
+		return fmt.Errorf("worker: refusing to start: %w", err)
+	}
+	w.warnFewNodes()
 	if err := srv.Start(w.mux); err != nil {
 		ep.close()
 		return fmt.Errorf("worker: start asynq server: %w", err)

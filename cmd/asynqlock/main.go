@@ -27,6 +27,7 @@ import (
 	"os"
 	"time"
 
+	"github.com/asynqlock/asynqlock/internal/lockadmin"
 	"github.com/asynqlock/asynqlock/internal/workerconfig"
 	"github.com/asynqlock/asynqlock/redlock"
 	"github.com/asynqlock/asynqlock/worker"
@@ -171,7 +172,9 @@ func lockClient(cfg worker.Config, log *slog.Logger) (*redlock.Client, []string,
 	lc := workerconfig.Locks{Nodes: cfg.RedlockNodes, NodeTimeout: cfg.NodeTimeout, DriftFactor: cfg.DriftFactor, Prefix: cfg.LockPrefix,
 		TLS: workerconfig.TLSFiles{CA: cfg.RedlockTLSCAFile, Cert: cfg.RedlockTLSCertFile, Key: cfg.RedlockTLSKeyFile}}
 	// An operator's reads are not latency-bound: give remote nodes time.
-	c, err := lc.NewClient(redlock.WithLogger(log), redlock.WithNodeTimeout(max(cfg.NodeTimeout, time.Second)))
+	// Nodes a worker would refuse (one server twice, a wrong password) are
+	// kept: the commands report them.
+	c, err := lc.NewClient(redlock.WithLogger(log), redlock.WithNodeTimeout(max(cfg.NodeTimeout, time.Second)), lockadmin.InspectOnly())
 	return c, lc.Names(), err
 }
 
