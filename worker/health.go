@@ -95,15 +95,30 @@ func (h *health) update(p probe) bool {
 
 	ready := p.brokerErr == nil && ln.up >= h.quorum && p.sameServer == nil
 	h.body = h.readyBody(ready, p, ln)
-	if first || ready != h.ready {
-		if ready {
-			h.log.Info("worker ready")
-		} else {
-			h.log.Warn("worker not ready", "why", strings.TrimPrefix(h.body, "not ready: "))
-		}
+	if !first && ready != h.ready {
+		h.logReadiness(ready)
 	}
 	h.probed, h.ready = true, ready
 	return ready
+}
+
+// logStartReadiness logs the first probe's readiness: Run calls it once the
+// worker has logged that it started, so that the lines come in that order.
+func (h *health) logStartReadiness() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.probed {
+		h.logReadiness(h.ready)
+	}
+}
+
+// logReadiness logs that the worker is ready, or not and why.
+func (h *health) logReadiness(ready bool) {
+	if ready {
+		h.log.Info("worker ready")
+	} else {
+		h.log.Warn("worker not ready", "why", strings.TrimPrefix(h.body, "not ready: "))
+	}
 }
 
 func (h *health) updateBroker(err error, first bool) {

@@ -48,6 +48,7 @@ func (w *Worker) Run(ctx context.Context) error {
 	}
 	w.startCrons()
 	w.log.Info("worker started", "concurrency", w.cfg.Concurrency, "queues", w.cfg.Queues, "lock_nodes", lockadmin.Nodes(w.locks), "metrics", w.Addr())
+	w.health.logStartReadiness()
 	probeDone := w.startProbes(ctx)
 
 	<-ctx.Done()
