@@ -32,6 +32,7 @@ type Worker struct {
 	metrics   *metrics
 	health    *health
 	nodes     nodeCheck    // lock nodes' identity and settings (nodecheck.go)
+	seen      lockAges     // when the /locks page first saw each claim (lockages.go)
 	parked    parkedReader // for the /locks page
 
 	ready     atomic.Bool
