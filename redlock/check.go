@@ -108,7 +108,9 @@ func (r NodeReport) Problems() []string {
 }
 
 // Check asks every node, at once and each within a few node timeouts, for
-// its identity, clock and settings. A node that fails has Err set; the error
+// its identity, clock and settings, and runs the release script on a key
+// nobody holds (it changes nothing) to find a node that would refuse every
+// lock (NodeReport.Misconfigured); SameServer compares the identities. A node that fails has Err set; the error
 // is reserved for bad input, a closed client and the end of ctx.
 func (c *Client) Check(ctx context.Context) ([]NodeReport, error) {
 	if ctx == nil {
