@@ -2,11 +2,15 @@ package integration
 
 import (
 	"context"
+	"errors"
+	"log/slog"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/asynqlock/asynqlock/internal/redistest"
+	"github.com/asynqlock/asynqlock/redlock"
+	"github.com/asynqlock/asynqlock/worker"
 	"github.com/hibiken/asynq"
 	"github.com/redis/go-redis/v9"
 )
@@ -48,7 +52,10 @@ func TestOpsACLUsersOnBrokerAndLockNodes(t *testing.T) {
 	noSecret(t, "the log", o.logs.String(), brokerPW, lockPW)
 }
 
-func TestOpsWrongNodePasswordIsLoudAndNamed(t *testing.T) {
+// TestOpsWrongNodePasswordIsRefusedAndNamed: a wrong password is a
+// configuration error, not an outage (issue 25): the worker is refused at
+// New, naming the node by its masked URL and WRONGPASS, never a password.
+func TestOpsWrongNodePasswordIsRefusedAndNamed(t *testing.T) {
 	const lockPW, wrongPW = "lock-Secret-2", "wrong-Secret-3"
 	var nodes, addrs []string
 	for i := range 3 {
@@ -61,20 +68,20 @@ func TestOpsWrongNodePasswordIsLoudAndNamed(t *testing.T) {
 		addrs = append(addrs, s.Addr())
 	}
 	broker := redistest.StartNode(t)
-	o := newOpsWorker(t, opsVars(broker.URL(), nodes, nil))
-	o.run(t)
-	o.waitRecord(t, "WARN", "lock node unreachable", map[string]string{"addr": addrs[2], "err": "WRONGPASS", "node": "2"}, 30*time.Second)
-	o.waitRecord(t, "WARN", "lock nodes degraded", map[string]string{"down": addrs[2]}, 30*time.Second)
-	body := o.waitReadyzBody(t, 200, 30*time.Second, "lock nodes degraded", "2 of 3 lock nodes up", addrs[2], "WRONGPASS")
-	if g := gauge(t, o.w, "asynqlock_lock_degraded", nil); g != 1 {
-		t.Fatalf("asynqlock_lock_degraded = %v, want 1", g)
+	cfg, err := worker.LoadConfigFrom(opsVars(broker.URL(), nodes, nil))
+	if err != nil {
+		t.Fatal(err)
 	}
-	if g := gauge(t, o.w, "asynqlock_lock_node_up", map[string]string{"node": addrs[2]}); g != 0 {
-		t.Fatalf("asynqlock_lock_node_up for the bad node = %v, want 0", g)
+	_, err = worker.New(cfg, worker.WithLogger(slog.New(slog.DiscardHandler)))
+	if !errors.Is(err, redlock.ErrMisconfigured) || !errors.Is(err, worker.ErrConfig) {
+		t.Fatalf("New = %v, want ErrMisconfigured and ErrConfig", err)
 	}
-	o.roundTrip(t, "degraded") // two of three still hold a quorum
-	noSecret(t, "the log", o.logs.String(), lockPW, wrongPW)
-	noSecret(t, "/readyz", body, lockPW, wrongPW)
+	for _, want := range []string{"REDLOCK_NODES", "node 2 (redis://locker:xxxxx@" + addrs[2] + ")", "WRONGPASS"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Fatalf("error %q does not say %q", err, want)
+		}
+	}
+	noSecret(t, "the error", err.Error(), lockPW, wrongPW)
 }
 
 func TestOpsTLSWithPrivateCAAndClientCertificates(t *testing.T) {

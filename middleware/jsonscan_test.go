@@ -3,6 +3,7 @@ package middleware
 import (
 	"context"
 	"runtime/debug"
+	"slices"
 	"strings"
 	"testing"
 
@@ -105,13 +106,13 @@ var byFieldCases = []struct{ path, payload string }{
 func checkFastMatchesSlow(t *testing.T, path, payload string) {
 	t.Helper()
 	parts := strings.Split(path, ".")
+	if slices.Contains(parts, "") {
+		return // ByField refuses such a path where it is written
+	}
 	want, wantErr := byFieldSlow(path, parts, []byte(payload))
 	got, gotErr := ByField(path)(context.Background(), task("t", payload))
 	if got != want || errText(gotErr) != errText(wantErr) {
 		t.Fatalf("ByField(%q) on %q = %q, %v; encoding/json says %q, %v", path, payload, got, gotErr, want, wantErr)
-	}
-	if path == "" {
-		return // ByField does not ask byFieldFast
 	}
 	fast, ok := byFieldFast(parts, []byte(payload))
 	switch {

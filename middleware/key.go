@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/hibiken/asynq"
@@ -15,7 +16,9 @@ import (
 
 // KeyFunc derives the lock key of a task. An empty key means the task runs
 // without a lock; an error means the task is malformed (it is archived with
-// asynq.SkipRetry and the error's message).
+// asynq.SkipRetry and the error's message). The helpers below never return
+// an empty key: ByField treats an empty field as malformed; write a KeyFunc
+// of your own that returns "" to run such tasks unlocked.
 type KeyFunc func(ctx context.Context, t *asynq.Task) (string, error)
 
 // ErrBadKey marks a task whose lock key cannot be derived.
@@ -27,11 +30,18 @@ func ByType() KeyFunc {
 }
 
 // ByField locks on a field of the task's JSON payload, e.g. "sku" or a dotted
-// path such as "order.item.sku". Strings, numbers and booleans are keys; a
-// missing field, null, an object or an array, or a payload that is not a
-// JSON object is an error naming the field.
+// path such as "order.item.sku". Non-empty strings, numbers and booleans are
+// keys; a missing field, an empty string, null, an object or an array, or a
+// payload that is not a JSON object is an error naming the field (the task
+// is archived: a task without its key is malformed, and running it unlocked
+// could lose an update). ByField panics on an empty path or a path with an
+// empty segment ("", "order..sku"), like regexp.MustCompile: such a key
+// could never be derived, so it is refused where it is written.
 func ByField(path string) KeyFunc {
 	parts := strings.Split(path, ".")
+	if slices.Contains(parts, "") {
+		panic(fmt.Sprintf("middleware: ByField(%q): empty field name in the path; expected e.g. \"sku\" or \"order.item.sku\"", path))
+	}
 	return func(_ context.Context, t *asynq.Task) (string, error) {
 		payload := t.Payload()
 		// The common case, a valid payload with the field present and a
@@ -39,10 +49,8 @@ func ByField(path string) KeyFunc {
 		// Everything else, in particular every error, goes through
 		// encoding/json so that results and messages do not depend on the
 		// shortcut.
-		if path != "" {
-			if key, ok := byFieldFast(parts, payload); ok {
-				return key, nil
-			}
+		if key, ok := byFieldFast(parts, payload); ok {
+			return key, nil
 		}
 		return byFieldSlow(path, parts, payload)
 	}
@@ -100,9 +108,6 @@ func byFieldFast(parts []string, payload []byte) (key string, ok bool) {
 // encoding/json. It is the reference for byFieldFast and produces every error
 // of ByField.
 func byFieldSlow(path string, parts []string, payload []byte) (string, error) {
-	if path == "" {
-		return "", fmt.Errorf("%w: empty field path", ErrBadKey)
-	}
 	// Walk down the path decoding one object level at a time into raw
 	// messages: only the fields on the path are ever decoded.
 	raw := json.RawMessage(payload)

@@ -37,7 +37,6 @@ func TestByField(t *testing.T) {
 		{"sku", `{"sku":{"a":1}}`, "not a string, number or boolean"},
 		{"order.sku", `{"order":"x"}`, `"order" is not a JSON object`},
 		{"sku", `[1,2]`, "is not a JSON object"},
-		{"", `{}`, "empty field path"},
 	}
 	for _, b := range bad {
 		_, err := ByField(b.path)(ctx, task("t", b.payload))
@@ -118,5 +117,21 @@ func TestEmptyKeyAndResourceNames(t *testing.T) {
 	}
 	if len(seen) != 3 {
 		t.Fatalf("resources %v", seen)
+	}
+}
+
+// TestByFieldRefusesAnEmptyPath: a path that names no field is refused where
+// it is written (it could never derive a key), saying why.
+func TestByFieldRefusesAnEmptyPath(t *testing.T) {
+	for _, path := range []string{"", "order..sku", "sku.", ".sku"} {
+		func() {
+			defer func() {
+				r := recover()
+				if msg, _ := r.(string); !strings.Contains(msg, "empty field name") || !strings.Contains(msg, "ByField") {
+					t.Errorf("ByField(%q) did not panic with a message naming the problem: %v", path, r)
+				}
+			}()
+			ByField(path)
+		}()
 	}
 }

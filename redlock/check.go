@@ -34,6 +34,15 @@ type NodeReport struct {
 	// CONFIG GET (an ACL, a renamed command, an embedded server): its
 	// identity (RunID "") or its settings are unknown; its clock is known.
 	ConfigErr error
+	// ClusterEnabled is INFO's cluster_enabled: the node is a Redis Cluster
+	// member.
+	ClusterEnabled bool
+	// Misconfigured is set, matching ErrMisconfigured, when the node refuses
+	// this client for a reason that retrying will not fix: a wrong password
+	// (WRONGPASS), none given (NOAUTH), an ACL that denies the lock's
+	// commands or keys (NOPERM), a command it does not know, or a Redis
+	// Cluster member given as a single server. It says what to change.
+	Misconfigured error
 }
 
 // evicts reports whether the node may evict lock keys under memory
@@ -53,6 +62,9 @@ func (r NodeReport) survivesRestart() bool {
 // Warnings lists what is wrong with this node's settings for Redlock, each
 // with what to change. Clock offsets are compared across nodes by the caller.
 func (r NodeReport) Warnings() []string {
+	if r.Misconfigured != nil {
+		return []string{r.Misconfigured.Error()}
+	}
 	if r.Err != nil {
 		return nil
 	}
@@ -77,8 +89,28 @@ func yesNo(b bool) string {
 	return "no"
 }
 
+// Problems lists what must be fixed on this node, each with what to change:
+// the subset of Warnings that breaks locking or its guarantee (a
+// misconfiguration, a policy that evicts lock keys). Persistence without
+// fsync on every write is not among them: it is safe under the
+// delayed-restart rule that Warnings states.
+func (r NodeReport) Problems() []string {
+	if r.Misconfigured != nil {
+		return []string{r.Misconfigured.Error()}
+	}
+	var p []string
+	for _, w := range r.Warnings() {
+		if r.evicts() && strings.HasPrefix(w, "maxmemory-policy") {
+			p = append(p, w)
+		}
+	}
+	return p
+}
+
 // Check asks every node, at once and each within a few node timeouts, for
-// its identity, clock and settings. A node that fails has Err set; the error
+// its identity, clock and settings, and runs the release script on a key
+// nobody holds (it changes nothing) to find a node that would refuse every
+// lock (NodeReport.Misconfigured); SameServer compares the identities. A node that fails has Err set; the error
 // is reserved for bad input, a closed client and the end of ctx.
 func (c *Client) Check(ctx context.Context) ([]NodeReport, error) {
 	if ctx == nil {
@@ -90,7 +122,7 @@ func (c *Client) Check(ctx context.Context) ([]NodeReport, error) {
 	out := make([]NodeReport, len(c.nodes))
 	var wg sync.WaitGroup
 	for i, n := range c.nodes {
-		wg.Go(func() { out[i] = checkNode(ctx, n, 4*c.cfg.nodeTimeout) })
+		wg.Go(func() { out[i] = checkNode(ctx, n, 4*c.cfg.nodeTimeout, c.cfg.prefix) })
 	}
 	wg.Wait()
 	if err := ctx.Err(); err != nil {
@@ -99,21 +131,29 @@ func (c *Client) Check(ctx context.Context) ([]NodeReport, error) {
 	return out, nil
 }
 
-// checkNode runs the three calls of Check on one node; it uses the node's
-// client directly, beside the batching worker, since nothing here is urgent.
-func checkNode(ctx context.Context, n *node, bound time.Duration) NodeReport {
+// checkNode runs the calls of Check on one node (TIME, INFO, CONFIG GET and
+// a release of a key nobody holds); it uses the node's client directly,
+// beside the batching worker, since nothing here is urgent.
+func checkNode(ctx context.Context, n *node, bound time.Duration, prefix string) NodeReport {
 	r := NodeReport{Node: n.idx, Addr: n.addr}
 	ctx, cancel := context.WithTimeout(ctx, bound)
 	defer cancel()
 	if r.Err = measureClock(ctx, n.client, &r); r.Err != nil {
+		r.Misconfigured = misconfigured(r.Err, false)
 		return r
 	}
-	info, err := n.client.Info(ctx, "server").Result()
+	r.Misconfigured = misconfigured(probeScript(ctx, n.client, prefix), true)
+	info, err := n.client.Info(ctx).Result() // default sections: server and cluster among them
 	if err != nil {
 		r.ConfigErr = err
 		return r
 	}
 	r.RunID, r.Version = infoField(info, "run_id"), infoField(info, "redis_version")
+	r.ClusterEnabled = infoField(info, "cluster_enabled") == "1"
+	if _, single := n.client.(*redis.Client); single && r.ClusterEnabled && r.Misconfigured == nil {
+		r.Misconfigured = fmt.Errorf("%w: a Redis Cluster member (cluster_enabled:1) given as a single server: "+
+			"it refuses the keys of other shards' slots (MOVED); give standalone servers, or the whole cluster as a *redis.ClusterClient to redlock.New", ErrMisconfigured)
+	}
 	r.ConfigErr = readSettings(ctx, n.client, &r)
 	return r
 }

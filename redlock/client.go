@@ -125,7 +125,13 @@ func nodeIdentity(i int, cl redis.UniversalClient) string {
 // creates are tuned for locking (short dial and I/O timeouts derived from the
 // node timeout, no command retries, context deadlines honoured) and closed by
 // Close. Errors name the URL by its position and redacted form, never with
-// its password.
+// its password. On first contact it asks every node that answers within a
+// few node timeouts who it is (INFO run_id) and runs the release script on a
+// key nobody holds: one server reached by two URLs (localhost and
+// 127.0.0.1, or /0 and /1) is refused (ErrSameServer), and so is a node no
+// retry would make usable (ErrMisconfigured: a wrong password, NOAUTH, an
+// ACL denial, an unknown command, a Redis Cluster member). A node that does
+// not answer yet is not refused: Check reports it later.
 func NewFromURLs(urls []string, opts ...Option) (*Client, error) {
 	if len(urls) == 0 {
 		return nil, invalidf("no node URLs given")
@@ -156,7 +162,24 @@ func NewFromURLs(urls []string, opts ...Option) (*Client, error) {
 		closeAll()
 		return nil, err
 	}
+	if !cfg.inspectOnly {
+		if err := c.firstContact(redactedURLs(urls)); err != nil {
+			_ = c.Close()
+			return nil, err
+		}
+	}
 	return c, nil
+}
+
+// redactedURLs are the URLs as errors may show them.
+func redactedURLs(urls []string) []string {
+	out := make([]string, len(urls))
+	for i, raw := range urls {
+		if u, err := redisurl.Parse(raw); err == nil {
+			out[i] = redisurl.Redact(u)
+		}
+	}
+	return out
 }
 
 // tuneForLocking sets client options so that a dead or paused node costs a

@@ -1,7 +1,10 @@
 package redlock
 
 import (
+	"context"
+	"errors"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/redis/go-redis/v9"
@@ -47,4 +50,145 @@ func checkClients(nodes []redis.UniversalClient) error {
 		return nil
 	}
 	return invalidf("client settings unfit for a lock node (NewFromURLs sets them for you): %s", strings.Join(msgs, "; "))
+}
+
+// ErrMisconfigured marks a lock node that refuses this client for a reason
+// that retrying will not fix (NodeReport.Misconfigured): NewFromURLs refuses
+// such a node at once rather than counting it as down.
+var ErrMisconfigured = errors.New("redlock: lock node misconfigured")
+
+// ErrSameServer means two nodes reach one Redis server (equal run IDs):
+// that server casts two votes, and Redlock's fault tolerance is gone.
+var ErrSameServer = errors.New("redlock: two lock nodes are one server")
+
+// permanentErrors are the error replies that no retry cures, by prefix,
+// with what to change; script says whether the error came from the lock's
+// own commands (unknown commands and ACL denials count only there: a node
+// may refuse TIME and still hold locks).
+var permanentErrors = []struct {
+	prefix, fix string
+	script      bool
+}{
+	{"WRONGPASS", "wrong user name or password: correct them in the node's URL", false},
+	{"NOAUTH", "the node needs a password and none is given: add user:password@ to the node's URL", false},
+	{"ERR AUTH", "a password is given but the node has none configured: remove it from the node's URL", false},
+	{"ERR Client sent AUTH", "a password is given but the node has none configured: remove it from the node's URL", false},
+	{"NOPERM", "the ACL user may not run the lock's commands on its keys: grant +@scripting +set +get +del +publish and the key prefix (~prefix*) and channels (&prefix*)", true},
+	{"ERR unknown command", "the node does not know a command the lock needs (renamed or disabled?): EVALSHA, EVAL, SET, GET, DEL and PUBLISH must be available", true},
+}
+
+// misconfigured classifies a node's error reply: an error matching
+// ErrMisconfigured that says what to change, or nil when err is nil or may
+// pass (a timeout, a refused connection, a node loading its data).
+func misconfigured(err error, script bool) error {
+	if err == nil {
+		return nil
+	}
+	msg := err.Error()
+	for _, p := range permanentErrors {
+		if strings.HasPrefix(msg, p.prefix) && (script || !p.script) {
+			return fmt.Errorf("%w: %s (%v)", ErrMisconfigured, p.fix, err)
+		}
+	}
+	return nil
+}
+
+// probeScript runs the release script on a key nobody holds (it changes
+// nothing): an ACL or a renamed command that would refuse every lock shows
+// here rather than as a node that never grants one.
+func probeScript(ctx context.Context, cl redis.UniversalClient, prefix string) error {
+	key := []string{prefix + "{asynqlock:check}"}
+	err := cl.EvalSha(ctx, releaseScript.sha, key, "no token is this", "").Err()
+	if err != nil && strings.HasPrefix(err.Error(), "NOSCRIPT") {
+		err = cl.Eval(ctx, releaseScript.src, key, "no token is this", "").Err()
+	}
+	return err
+}
+
+// SameServerError names the nodes that are one server. It matches
+// ErrSameServer.
+type SameServerError struct {
+	// Groups lists, per server reached more than once, the nodes reaching
+	// it (indexes, ascending).
+	Groups [][]int
+	// Addrs names the nodes, by index: addresses, or URLs with their
+	// passwords masked (two databases of one server share an address).
+	Addrs []string
+}
+
+// Error names every group by index and address.
+func (e *SameServerError) Error() string {
+	parts := make([]string, len(e.Groups))
+	for i, g := range e.Groups {
+		names := make([]string, len(g))
+		for j, n := range g {
+			names[j] = fmt.Sprintf("node %d (%s)", n, e.Addrs[n])
+		}
+		parts[i] = strings.Join(names, " and ")
+	}
+	return ErrSameServer.Error() + ": " + strings.Join(parts, "; ") +
+		" have the same run_id; give each lock node its own redis-server"
+}
+
+// Is makes errors.Is(err, ErrSameServer) true.
+func (e *SameServerError) Is(target error) bool { return target == ErrSameServer }
+
+// SameServer compares the run IDs of the nodes that answered Check and
+// returns a *SameServerError when two or more reach one server, else nil.
+// Spelling does not matter: localhost and 127.0.0.1, or two databases of one
+// server, are caught.
+func SameServer(reports []NodeReport) error {
+	byID := map[string][]int{}
+	var ids []string
+	e := &SameServerError{Addrs: make([]string, len(reports))}
+	for _, r := range reports {
+		if r.Node >= 0 && r.Node < len(e.Addrs) {
+			e.Addrs[r.Node] = r.Addr
+		}
+		if r.Err != nil || r.RunID == "" {
+			continue
+		}
+		if _, seen := byID[r.RunID]; !seen {
+			ids = append(ids, r.RunID)
+		}
+		byID[r.RunID] = append(byID[r.RunID], r.Node)
+	}
+	for _, id := range ids {
+		if g := byID[id]; len(g) > 1 {
+			slices.Sort(g)
+			e.Groups = append(e.Groups, g)
+		}
+	}
+	if len(e.Groups) == 0 {
+		return nil
+	}
+	return e
+}
+
+// firstContact checks the nodes of a new client as NewFromURLs does: every
+// node that answers within a few node timeouts is asked who it is and
+// whether it accepts the lock's commands; names are the nodes as errors may
+// show them (URLs with passwords masked). It returns an error matching
+// ErrInvalid and ErrSameServer or ErrMisconfigured for what no retry cures;
+// a node that does not answer is left to the lock's own calls (it may be
+// down for now).
+func (c *Client) firstContact(names []string) error {
+	reports, err := c.Check(context.Background())
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for _, r := range reports {
+		if r.Misconfigured != nil {
+			errs = append(errs, fmt.Errorf("node %d (%s): %w", r.Node, names[r.Node], r.Misconfigured))
+		}
+	}
+	if same := SameServer(reports); same != nil {
+		same.(*SameServerError).Addrs = names
+		errs = append(errs, same)
+	}
+	if len(errs) == 0 {
+		return nil
+	}
+	return fmt.Errorf("%w: %w", ErrInvalid, errors.Join(errs...))
 }

@@ -22,4 +22,5 @@ func init() {
 	}
 	lockhook.LocalQueue = func(on bool) any { return withLocalQueue(on) }
 	lockhook.BatchWindow = func(d time.Duration) any { return withBatchWindow(d) }
+	lockhook.InspectOnly = func() any { return Option(func(c *config) { c.inspectOnly = true }) }
 }

@@ -37,6 +37,7 @@ type config struct {
 	batchWindow    time.Duration
 	holderInfo     bool
 	tracerProvider trace.TracerProvider // nil: the global provider
+	inspectOnly    bool                 // NewFromURLs keeps nodes it would refuse (the operator's check)
 }
 
 func defaultConfig() config {

@@ -65,7 +65,11 @@ type Config struct {
 	// ConflictPolicy is what happens to a task whose resource is busy:
 	// wait, requeue, skip or fail.
 	ConflictPolicy string `env:"WORKER_CONFLICT_POLICY" envDefault:"wait"`
-	// ConflictWait bounds the wait of the "wait" policy.
+	// ConflictWait is the wait of the "wait" policy (middleware.Wait): a
+	// task whose holder stays put is requeued after at most 2×ConflictWait
+	// (one wait, then one renewal while it is parked in line); one whose
+	// resource keeps changing hands stays in line and may wait up to
+	// 15×ConflictWait, as long as the line moves.
 	ConflictWait time.Duration `env:"WORKER_CONFLICT_WAIT" envDefault:"2s"`
 	// ReadinessInterval is how often the broker and the lock nodes are
 	// probed for /readyz.
@@ -76,8 +80,11 @@ type Config struct {
 	// node that comes back is compared at once.
 	NodeCheckInterval time.Duration `env:"WORKER_NODE_CHECK_INTERVAL" envDefault:"10s"`
 	// MetricsAddr is the listen address of /metrics, /healthz, /readyz and
-	// /locks; set but empty, or "off", disables the endpoint.
-	MetricsAddr string `env:"METRICS_ADDR" envDefault:":9090"`
+	// /locks; set but empty, or "off", disables the endpoint. The default
+	// listens on loopback only, on a port of its own (not the Prometheus
+	// server's 9090): set ":10090" (every interface) for a scraper or a
+	// kubelet on another address; whoever reaches the port can read /locks.
+	MetricsAddr string `env:"METRICS_ADDR" envDefault:"127.0.0.1:10090"`
 	// LocksPage serves the read-only /locks page (held locks, holders,
 	// node health) on the METRICS_ADDR endpoint; false turns it off.
 	LocksPage bool `env:"WORKER_LOCKS_PAGE" envDefault:"true"`
@@ -129,10 +136,27 @@ func LoadConfigFrom(vars map[string]string) (Config, error) {
 	if v, ok := vars["METRICS_ADDR"]; ok && (strings.TrimSpace(v) == "" || strings.EqualFold(strings.TrimSpace(v), "off")) {
 		cfg.MetricsAddr = ""
 	}
-	ce.Problems = append(ce.Problems, cfg.check()...)
+	ce.Problems = append(ce.Problems, unparsed(cfg.check(), ce.Problems)...)
 	ce.Problems = append(ce.Problems, repeatedQueues(vars["WORKER_QUEUES"])...)
 	if len(ce.Problems) > 0 {
 		return cfg, ce
 	}
 	return cfg, nil
+}
+
+// unparsed drops from checks the problems of variables that already have
+// one (a value that did not parse is zero: "must be positive, got 0s" would
+// only repeat it).
+func unparsed(checks, known []problem) []problem {
+	seen := map[string]bool{}
+	for _, p := range known {
+		seen[p.Var] = true
+	}
+	var out []problem
+	for _, p := range checks {
+		if !seen[p.Var] {
+			out = append(out, p)
+		}
+	}
+	return out
 }

@@ -24,7 +24,7 @@ func TestLoadConfigDefaults(t *testing.T) {
 	}
 	if len(cfg.RedlockNodes) != 3 || cfg.LockTTL != 30*time.Second || cfg.NodeTimeout != 50*time.Millisecond ||
 		cfg.Concurrency != 10 || cfg.Queues["default"] != 1 || cfg.ShutdownTimeout != 30*time.Second ||
-		cfg.ConflictPolicy != "wait" || cfg.MetricsAddr != ":9090" || cfg.LogLevel != "info" || cfg.LogFormat != "text" ||
+		cfg.ConflictPolicy != "wait" || cfg.MetricsAddr != "127.0.0.1:10090" || cfg.LogLevel != "info" || cfg.LogFormat != "text" ||
 		cfg.ReadinessInterval != time.Second || cfg.NodeCheckInterval != 10*time.Second {
 		t.Fatalf("defaults: %+v", cfg)
 	}
@@ -158,7 +158,37 @@ func TestMetricsEndpointCanBeTurnedOff(t *testing.T) {
 		}
 	}
 	cfg, err := LoadConfigFrom(goodEnv())
-	if err != nil || cfg.MetricsAddr != ":9090" {
+	if err != nil || cfg.MetricsAddr != "127.0.0.1:10090" {
 		t.Fatalf("unset METRICS_ADDR: %q, %v; want the default", cfg.MetricsAddr, err)
+	}
+}
+
+// TestLoadConfigSaysOneThingPerMistake: a trailing comma in REDLOCK_NODES
+// is an empty entry (not "URL has no scheme"), and a duration that does
+// not parse is reported as such, without a second "must be positive".
+func TestLoadConfigSaysOneThingPerMistake(t *testing.T) {
+	vars := goodEnv()
+	vars["REDLOCK_NODES"] = "redis://a:6379,redis://b:6379,"
+	vars["REDLOCK_TTL"] = "abc"
+	_, err := LoadConfigFrom(vars)
+	var ce *workerconfig.Error
+	if !errors.As(err, &ce) {
+		t.Fatalf("got %v, want a configuration error", err)
+	}
+	var got []string
+	for _, p := range ce.Problems {
+		got = append(got, p.Var+": "+p.Message)
+	}
+	want := []string{
+		"REDLOCK_TTL: cannot be parsed; expected a duration such as 30s",
+		"REDLOCK_NODES: node 2: empty entry (a stray comma?)",
+	}
+	if len(got) != len(want) {
+		t.Fatalf("problems:\n%s\nwant exactly %d", strings.Join(got, "\n"), len(want))
+	}
+	for i, w := range want {
+		if !strings.HasPrefix(got[i], w) {
+			t.Errorf("problem %d: %q, want it to start with %q", i, got[i], w)
+		}
 	}
 }

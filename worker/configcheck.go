@@ -4,6 +4,7 @@ import (
 	"crypto/tls"
 	"fmt"
 	"math"
+	"strings"
 	"time"
 
 	"github.com/asynqlock/asynqlock/internal/redisurl"
@@ -43,6 +44,10 @@ func (c *Config) checkURLs() []problem {
 		}
 	}
 	for i, u := range c.locks().NodeURLs() {
+		if strings.TrimSpace(u) == "" {
+			ps = append(ps, problem{Var: "REDLOCK_NODES", Message: fmt.Sprintf("node %d: empty entry (a stray comma?); expected a redis:// or rediss:// URL between commas", i)})
+			continue
+		}
 		if _, err := redisurl.ParseNode(u); err != nil {
 			ps = append(ps, problem{Var: "REDLOCK_NODES", Message: fmt.Sprintf("node %d: %v", i, err)})
 		}

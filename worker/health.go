@@ -20,6 +20,9 @@ type health struct {
 	m          *metrics
 	brokerAddr string // never credentials
 	quorum     int
+	// recovered is told that the broker (broker true) or the lock node at
+	// addr answers again: the dependencies' lines about it may return.
+	recovered func(addr string, broker bool)
 
 	mu        sync.Mutex
 	probed    bool
@@ -92,15 +95,30 @@ func (h *health) update(p probe) bool {
 
 	ready := p.brokerErr == nil && ln.up >= h.quorum && p.sameServer == nil
 	h.body = h.readyBody(ready, p, ln)
-	if first || ready != h.ready {
-		if ready {
-			h.log.Info("worker ready")
-		} else {
-			h.log.Warn("worker not ready", "why", strings.TrimPrefix(h.body, "not ready: "))
-		}
+	if !first && ready != h.ready {
+		h.logReadiness(ready)
 	}
 	h.probed, h.ready = true, ready
 	return ready
+}
+
+// logStartReadiness logs the first probe's readiness: Run calls it once the
+// worker has logged that it started, so that the lines come in that order.
+func (h *health) logStartReadiness() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.probed {
+		h.logReadiness(h.ready)
+	}
+}
+
+// logReadiness logs that the worker is ready, or not and why.
+func (h *health) logReadiness(ready bool) {
+	if ready {
+		h.log.Info("worker ready")
+	} else {
+		h.log.Warn("worker not ready", "why", strings.TrimPrefix(h.body, "not ready: "))
+	}
 }
 
 func (h *health) updateBroker(err error, first bool) {
@@ -109,6 +127,7 @@ func (h *health) updateBroker(err error, first bool) {
 			h.log.Warn("broker unreachable", "addr", h.brokerAddr, "err", err)
 		} else if !first {
 			h.log.Info("broker reachable again", "addr", h.brokerAddr)
+			h.recover(h.brokerAddr, true)
 		}
 	}
 	h.brokerErr = err
@@ -125,6 +144,7 @@ func (h *health) updateNodes(nodes []lockadmin.NodeStatus, first bool) []string 
 			h.log.Warn("lock node unreachable", "node", i, "addr", n.Addr, "err", cause(n.Err))
 		} else if was != nil && n.Err == nil {
 			h.log.Info("lock node reachable again", "node", i, "addr", n.Addr)
+			h.recover(n.Addr, false)
 		}
 		h.nodeErr[i] = n.Err
 		boolGauge(h.m.nodeUp.WithLabelValues(n.Addr), n.Err == nil)
@@ -133,6 +153,13 @@ func (h *health) updateNodes(nodes []lockadmin.NodeStatus, first bool) []string 
 		}
 	}
 	return down
+}
+
+// recover tells recovered, if set, that a component answers again.
+func (h *health) recover(addr string, broker bool) {
+	if h.recovered != nil {
+		h.recovered(addr, broker)
+	}
 }
 
 func lockState(up, down, quorum int) string {

@@ -86,7 +86,10 @@ func (w *Worker) pageView(ctx context.Context) pageData {
 		}
 	}
 	v.Truncated = listing.Truncated
-	v.Locks = lockRows(listing.Locks, parked, lockadmin.Quorum(w.locks))
+	locks, ticks := splitTicks(listing.Locks)
+	v.Locks = lockRows(locks, parked, lockadmin.Quorum(w.locks))
+	w.seen.age(v.Locks, time.Now())
+	v.Ticks = tickRows(ticks)
 	return v
 }
 
@@ -96,6 +99,7 @@ type pageData struct {
 	Quorum                        int
 	Nodes                         []nodeRow
 	Locks                         []lockRow
+	Ticks                         []tickRow
 	Warnings, Errors              []string
 	Parking, Truncated            bool
 }
@@ -111,6 +115,9 @@ type lockRow struct {
 	Resource, Holder, Token, Nodes, TTL, Fence string
 	Minority                                   bool // the claim lacks a quorum: leftovers or a split
 	Parked                                     []string
+	Held                                       string    // how long it has been held, at least
+	since                                      time.Time // when this worker first saw the claim
+	token                                      string    // the whole token, which identifies the claim
 }
 
 func nodeRows(reports []redlock.NodeReport) ([]nodeRow, []string) {
@@ -156,11 +163,11 @@ func lockRows(locks []lockadmin.HeldLock, parked map[string][]string, quorum int
 		seen[l.Resource] = true
 		claims := lockadmin.Claims(l.Nodes)
 		if len(claims) == 0 { // found by the scan; the nodes that hold it did not answer
-			rows = append(rows, lockRow{Resource: l.Resource, Holder: "unknown: " + unanswered(l.Nodes), Minority: true, Parked: parked[l.Resource]})
+			rows = append(rows, lockRow{Resource: l.Resource, Holder: "unknown: " + unanswered(l.Nodes), Minority: true, Fence: "-", Parked: parked[l.Resource]})
 		}
 		for i, c := range claims {
-			row := lockRow{Resource: l.Resource, Holder: c.Holder.String(), Token: shortID(c.Token, 8),
-				Nodes: nodesText(c.Nodes, len(l.Nodes)), TTL: c.TTL.Round(time.Millisecond).String(), Minority: len(c.Nodes) < quorum}
+			row := lockRow{Resource: l.Resource, Holder: c.Holder.String(), Token: shortID(c.Token, 8), token: c.Token,
+				Nodes: nodesText(c.Nodes, len(l.Nodes)), TTL: c.TTL.Round(time.Millisecond).String(), Minority: len(c.Nodes) < quorum, Fence: "-"}
 			if c.Fence > 0 {
 				row.Fence = strconv.FormatInt(c.Fence, 10)
 			}
@@ -178,7 +185,7 @@ func lockRows(locks []lockadmin.HeldLock, parked map[string][]string, quorum int
 	}
 	slices.Sort(waiting)
 	for _, r := range waiting {
-		rows = append(rows, lockRow{Resource: r, Holder: "(not held)", Parked: parked[r]})
+		rows = append(rows, lockRow{Resource: r, Holder: "(not held)", Fence: "-", Parked: parked[r]})
 	}
 	return rows
 }

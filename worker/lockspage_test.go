@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/asynqlock/asynqlock/middleware"
+	"github.com/asynqlock/asynqlock/redlock"
 	"github.com/hibiken/asynq"
 )
 
@@ -128,9 +129,38 @@ func TestLocksPageInABrowser(t *testing.T) {
 	case <-time.After(30 * time.Second):
 		t.Fatal("task never started")
 	}
+	// A cron tick record, and a lock first seen after the task's: the page
+	// lists the record apart, and the locks oldest first (not by name).
+	tick := time.UnixMilli(1_790_000_000_000)
+	if _, err := w.Locks().TryAcquire(context.Background(), fmt.Sprintf("cron:heartbeat:%d", tick.UnixMilli()), time.Minute, redlock.WithHolder("heartbeat")); err != nil {
+		t.Fatal(err)
+	}
+	if code, _ := get(t, w, "/locks"); code != 200 {
+		t.Fatalf("/locks answered %d", code)
+	}
+	if _, err := w.Locks().TryAcquire(context.Background(), "report:nightly", time.Minute, redlock.WithFencing()); err != nil {
+		t.Fatal(err)
+	}
 	url := "http://" + w.Addr() + "/locks"
 	dom := chromium(t, bin, url, "--dump-dom")
 	host, _ := os.Hostname()
+	replica := fmt.Sprintf("%s pid %d", host, os.Getpid())
+	locksTable, _, _ := strings.Cut(dom, `id="ticks"`)
+	if i, j := strings.Index(locksTable, "task:stock:adjust:sku-7"), strings.Index(locksTable, "report:nightly"); i < 0 || j < i {
+		t.Errorf("locks not listed oldest first: sku-7 at %d, report:nightly at %d", i, j)
+	}
+	if strings.Contains(locksTable, "cron:heartbeat") {
+		t.Error("a cron tick record is listed among the held locks")
+	}
+	for _, want := range []string{
+		"<h2>Cron tick records</h2>", "<td><code>heartbeat</code></td><td>" + tick.UTC().Format("2006-01-02 15:04:05.000") + "</td><td>" + replica + "</td>",
+		`<td class="num">-</td>`, // the task's lock has no fence
+		"≥ ",                     // how long each lock has been held
+	} {
+		if !strings.Contains(dom, want) {
+			t.Errorf("the rendered page lacks %q", want)
+		}
+	}
 	for _, want := range []string{
 		"<title>asynqlock: locks on " + host + "</title>",
 		"stock:adjust " + taskID + " (" + host + fmt.Sprintf(" pid %d)", os.Getpid()),

@@ -4,10 +4,13 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"log"
 	"log/slog"
 	"strings"
 
+	"github.com/asynqlock/asynqlock/internal/workerconfig"
 	"github.com/hibiken/asynq"
+	"github.com/redis/go-redis/v9"
 )
 
 func parseLevel(s string) (slog.Level, error) {
@@ -43,25 +46,12 @@ func readableDurations(_ []string, a slog.Attr) slog.Attr {
 	return a
 }
 
-// redisLogger routes go-redis's internal log lines (failed dials, Sentinel
-// master changes) to slog, so that LOG_FORMAT applies to them too. go-redis
-// does not give them a level: lines that report a failure are Warn.
-type redisLogger struct{ l *slog.Logger }
-
-func (r redisLogger) Printf(ctx context.Context, format string, v ...any) {
-	msg := strings.TrimSpace(fmt.Sprintf(format, v...))
-	lvl := slog.LevelInfo
-	if l := strings.ToLower(msg); strings.Contains(l, "fail") || strings.Contains(l, "error") || strings.Contains(l, "panic") {
-		lvl = slog.LevelWarn
-	}
-	r.l.Log(ctx, lvl, msg, "component", "go-redis")
-}
-
-// asynqLogger routes asynq's own logs to slog.
+// asynqLogger routes asynq's own logs to slog; give it a Once logger
+// (component=asynq) to keep its repeated failures to one line per change.
 type asynqLogger struct{ l *slog.Logger }
 
 func (a asynqLogger) log(lvl slog.Level, args []any) {
-	a.l.Log(context.Background(), lvl, strings.TrimSpace(fmt.Sprint(args...)), "component", "asynq")
+	a.l.Log(context.Background(), lvl, strings.TrimSpace(fmt.Sprint(args...)))
 }
 
 func (a asynqLogger) Debug(args ...any) { a.log(slog.LevelDebug, args) }
@@ -81,4 +71,19 @@ func asynqLevel(l slog.Level) asynq.LogLevel {
 		return asynq.WarnLevel
 	}
 	return asynq.ErrorLevel
+}
+
+// dependencyLogs routes the dependencies' log lines (go-redis's process-wide
+// logger, and the log package's when the worker owns the default logger)
+// through a Once, so that each is logged once per change of state with
+// component=go-redis or component=log.
+func dependencyLogs(l *slog.Logger, ownsDefault bool) *workerconfig.Once {
+	once := workerconfig.NewOnce(workerconfig.OnceQuiet)
+	redis.SetLogger(workerconfig.RedisLog{L: once.Logger(l, "go-redis")})
+	if ownsDefault {
+		// After slog.SetDefault: lines written with the log package
+		// (asynq's queue metrics collector) join the configured stream.
+		log.SetOutput(workerconfig.LineWriter{L: once.Logger(l, "log")})
+	}
+	return once
 }

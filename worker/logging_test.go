@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/asynqlock/asynqlock/internal/workerconfig"
 )
 
 // With LOG_FORMAT=json, durations read "1.5s" and go-redis's lines are JSON
@@ -15,8 +17,9 @@ func TestJSONLogsReadableDurationsAndGoRedisLines(t *testing.T) {
 	var buf bytes.Buffer
 	l := newLogger(Config{LogFormat: "json", LogLevel: "info"}, &buf)
 	l.Info("worker shutting down", "timeout", 1500*time.Millisecond)
-	redisLogger{l}.Printf(context.Background(), "redis: connection pool: failed to dial after %d attempts: %v", 1, "connection refused")
-	redisLogger{l}.Printf(context.Background(), "sentinel: selected addr=%s", "127.0.0.1:1")
+	r := workerconfig.RedisLog{L: workerconfig.NewOnce(0).Logger(l, "go-redis")}
+	r.Printf(context.Background(), "redis: connection pool: failed to dial after %d attempts: %v", 1, "connection refused")
+	r.Printf(context.Background(), "sentinel: selected addr=%s", "127.0.0.1:1")
 	var recs []map[string]any
 	for _, line := range strings.Split(strings.TrimSpace(buf.String()), "\n") {
 		var r map[string]any

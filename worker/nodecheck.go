@@ -133,6 +133,9 @@ func (w *Worker) startNodeCheck(ctx context.Context) (<-chan struct{}, error) {
 	if err := w.checkNodes(ctx); err != nil {
 		return nil, fmt.Errorf("worker: refusing to start: %w", err)
 	}
+	if err := w.misconfigured(); err != nil {
+		return nil, fmt.Errorf("worker: refusing to start: %w", err)
+	}
 	// Tick at the readiness interval, check every NodeCheckInterval, or at
 	// once while a node is down: one that comes back is compared within a
 	// tick of its return.

@@ -123,23 +123,18 @@ func (p *switchProxy) serve() {
 }
 
 // TestWorkerRefusesToStartOnOneServerTwice: two spellings of one server in
-// REDLOCK_NODES make Run fail before serving, naming both URLs.
+// REDLOCK_NODES make New fail (the lock client compares run IDs on first
+// contact), naming both URLs.
 func TestWorkerRefusesToStartOnOneServerTwice(t *testing.T) {
 	f := newFixture(t)
 	_, port, _ := strings.Cut(f.nodes.Nodes[0].Addr(), ":")
 	dup := "redis://localhost:" + port
 	f.cfg.RedlockNodes[3] = dup
-	w, err := New(f.cfg, quiet())
-	if err != nil {
-		t.Fatal(err)
+	_, err := New(f.cfg, quiet())
+	if !errors.Is(err, lockadmin.ErrSameServer) || !errors.Is(err, ErrConfig) {
+		t.Fatalf("New = %v, want ErrSameServer and ErrConfig", err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	err = w.Run(ctx)
-	if !errors.Is(err, lockadmin.ErrSameServer) {
-		t.Fatalf("Run = %v, want ErrSameServer", err)
-	}
-	for _, want := range []string{"refusing to start", "node 0 (" + f.cfg.RedlockNodes[0] + ")", "node 3 (" + dup + ")"} {
+	for _, want := range []string{"REDLOCK_NODES", "node 0 (" + f.cfg.RedlockNodes[0] + ")", "node 3 (" + dup + ")"} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("error %q does not say %q", err, want)
 		}

@@ -37,12 +37,18 @@ func (w *Worker) Run(ctx context.Context) error {
 		return err
 	}
 	w.checkReady(ctx)
+	if err := w.brokerMisconfigured(); err != nil {
+		ep.close()
+		return fmt.Errorf("worker: refusing to start: %w", err)
+	}
+	w.warnFewNodes()
 	if err := srv.Start(w.mux); err != nil {
 		ep.close()
 		return fmt.Errorf("worker: start asynq server: %w", err)
 	}
 	w.startCrons()
 	w.log.Info("worker started", "concurrency", w.cfg.Concurrency, "queues", w.cfg.Queues, "lock_nodes", lockadmin.Nodes(w.locks), "metrics", w.Addr())
+	w.health.logStartReadiness()
 	probeDone := w.startProbes(ctx)
 
 	<-ctx.Done()
@@ -69,7 +75,7 @@ func (w *Worker) newServer() *asynq.Server {
 		DelayedTaskCheckInterval: w.cfg.DelayedTaskCheckInterval,
 		IsFailure:                middleware.IsFailure,
 		RetryDelayFunc:           middleware.RetryDelay,
-		Logger:                   asynqLogger{w.log},
+		Logger:                   asynqLogger{w.once.Logger(w.log, "asynq")},
 		LogLevel:                 asynqLevel(lvl),
 	})
 }

@@ -22,6 +22,7 @@ import (
 type Worker struct {
 	cfg       Config
 	log       *slog.Logger
+	once      *workerconfig.Once // the dependencies' lines, once per change (logging.go)
 	locks     *redlock.Client
 	broker    asynq.RedisConnOpt
 	client    *asynq.Client
@@ -32,6 +33,7 @@ type Worker struct {
 	metrics   *metrics
 	health    *health
 	nodes     nodeCheck           // lock nodes' identity and settings (nodecheck.go)
+	seen      lockAges            // when the /locks page first saw each claim (lockages.go)
 	parked    parkedReader        // for the /locks page
 	waitCap   *middleware.WaitCap // half the concurrency: waiters across resources, shared by every Handle
 
@@ -57,16 +59,15 @@ func New(cfg Config, opts ...Option) (*Worker, error) {
 	for _, opt := range opts {
 		opt(&o)
 	}
-	if o.log == nil {
-		// Lines written with the log package (asynq's queue metrics
-		// collector) join the configured stream too.
+	ownsDefault := o.log == nil
+	if ownsDefault {
 		slog.SetDefault(newLogger(cfg, os.Stderr))
 		o.log = slog.Default()
 	}
-	redis.SetLogger(redisLogger{o.log})
 	b, _ := parseBroker(cfg.AsynqRedisURL, cfg.asynqTLS())
 	w := &Worker{cfg: cfg, log: o.log, broker: b.opt, mux: asynq.NewServeMux(), reg: prometheus.NewRegistry(),
 		waitCap: middleware.NewWaitCap(max(1, cfg.Concurrency/2))}
+	w.once = dependencyLogs(o.log, ownsDefault)
 	w.metrics = newMetrics(w.reg)
 	w.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	locks, err := cfg.locks().NewClient(redlock.WithLogger(w.log),
@@ -75,7 +76,7 @@ func New(cfg Config, opts ...Option) (*Worker, error) {
 		return nil, err
 	}
 	w.locks = locks
-	w.health = &health{log: w.log, m: w.metrics, brokerAddr: b.addr, quorum: lockadmin.Quorum(locks)}
+	w.health = &health{log: w.log, m: w.metrics, brokerAddr: b.addr, quorum: lockadmin.Quorum(locks), recovered: w.recovered}
 	w.client = asynq.NewClient(b.opt)
 	w.inspector = asynq.NewInspector(b.opt)
 	w.ping = probeClient(b.opt)
@@ -110,4 +111,15 @@ func (w *Worker) Close() error {
 		err = errors.Join(w.client.Close(), w.inspector.Close(), w.ping.Close(), w.locks.Close())
 	})
 	return err
+}
+
+// recovered lets the dependencies' lines about a component that answers
+// again be logged again when it next fails: asynq's all when it is the
+// broker, those naming its address otherwise.
+func (w *Worker) recovered(addr string, broker bool) {
+	w.once.Forget(addr)
+	if broker {
+		w.once.ForgetSource("asynq")
+		w.once.ForgetSource("log")
+	}
 }

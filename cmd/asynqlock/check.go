@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/asynqlock/asynqlock/internal/lockadmin"
@@ -27,13 +28,14 @@ type checkJSON struct {
 	Warnings        []string `json:"warnings,omitempty"`
 }
 
-// errCheckFailed is a check that found a node down or two nodes that are
-// one server.
+// errCheckFailed is a check that found a problem: a node down,
+// misconfigured or able to evict lock keys, a clock far off, or two nodes
+// that are one server.
 var errCheckFailed = errors.New("check failed")
 
 // runCheck reports every node's reachability, identity, settings and clock,
-// then the problems across nodes. It fails when a node is unreachable or two
-// nodes are one server; settings and clocks are warnings.
+// then the problems across nodes. It fails (exit 1) on every problem found
+// (see verdict); persistence without fsync on every write is only a note.
 func runCheck(ctx context.Context, a *app, _ any, _ []string) error {
 	reports, err := a.locks.Check(ctx)
 	if err != nil {
@@ -58,15 +60,30 @@ func runCheck(ctx context.Context, a *app, _ any, _ []string) error {
 	} else if err := writeCheckTable(a, reports, same, clocks); err != nil {
 		return err
 	}
-	switch {
-	case same != nil && down > 0:
-		return fmt.Errorf("%w: %d of %d nodes unreachable; %v", errCheckFailed, down, len(reports), same)
-	case same != nil:
-		return fmt.Errorf("%w: %v", errCheckFailed, same)
-	case down > 0:
-		return fmt.Errorf("%w: %d of %d nodes unreachable (quorum %d)", errCheckFailed, down, len(reports), lockadmin.Quorum(a.locks))
+	return verdict(reports, same, clocks, down, lockadmin.Quorum(a.locks))
+}
+
+// verdict is check's error: every node down, pair of nodes that are one
+// server, node problem (misconfigured, evicting) and clock far off, or nil.
+// Persistence notes are not problems: they state the delayed-restart rule.
+func verdict(reports []redlock.NodeReport, same error, clocks []string, down, quorum int) error {
+	var found []string
+	if down > 0 {
+		found = append(found, fmt.Sprintf("%d of %d nodes unreachable (quorum %d)", down, len(reports), quorum))
 	}
-	return nil
+	if same != nil {
+		found = append(found, same.Error())
+	}
+	for _, r := range reports {
+		for _, p := range r.Problems() {
+			found = append(found, fmt.Sprintf("node %d (%s): %s", r.Node, r.Addr, p))
+		}
+	}
+	found = append(found, clocks...)
+	if len(found) == 0 {
+		return nil
+	}
+	return fmt.Errorf("%w: %s", errCheckFailed, strings.Join(found, "; "))
 }
 
 func writeCheckJSON(a *app, reports []redlock.NodeReport, same error, clocks []string) error {

@@ -46,7 +46,7 @@ func runList(ctx context.Context, a *app, flags any, args []string) error {
 		return writeJSON(a.out, out)
 	}
 	if len(l.Locks) == 0 {
-		fmt.Fprintf(a.out, "no locks held under %q\n", prefix)
+		fmt.Fprintf(a.out, "no locks held under key prefix %q with resource prefix %q\n", a.prefix, prefix)
 	} else {
 		t := newTable(a.out, "RESOURCE", "HOLDER", "NODES", "TTL", "FENCE")
 		for _, h := range l.Locks {
@@ -94,15 +94,15 @@ func runShow(ctx context.Context, a *app, _ any, args []string) error {
 	if err := t.flush(); err != nil {
 		return err
 	}
-	fmt.Fprintln(a.out, summary(args[0], states, lockadmin.Quorum(a.locks)))
+	fmt.Fprintln(a.out, summary(args[0], a.prefix, states, lockadmin.Quorum(a.locks)))
 	return nil
 }
 
 // summary says in one line who holds the resource.
-func summary(resource string, states []redlock.NodeState, quorum int) string {
+func summary(resource, prefix string, states []redlock.NodeState, quorum int) string {
 	groups := lockadmin.Claims(states)
 	if len(groups) == 0 {
-		return fmt.Sprintf("%s: not held", resource)
+		return fmt.Sprintf("%s: not held (key prefix %q)", resource, prefix)
 	}
 	for _, g := range groups {
 		if len(g.Nodes) >= quorum {

@@ -12,9 +12,12 @@
 //	asynqlock release [--yes] <resource>
 //	asynqlock check [--json]
 //
+// The common flag --nodes gives the lock node URLs instead of REDLOCK_NODES.
+//
 // Exit status: 0 on success, 1 when the command failed or found a problem
-// (a check that failed, a release refused or not confirmed), 2 for bad usage
-// or configuration.
+// (a node down, misconfigured or able to evict lock keys, a clock far off,
+// two nodes that are one server, a release of a lock that is not held,
+// refused or not confirmed), 2 for bad usage or configuration.
 package main
 
 import (
@@ -25,11 +28,14 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"strings"
 	"time"
 
+	"github.com/asynqlock/asynqlock/internal/lockadmin"
 	"github.com/asynqlock/asynqlock/internal/workerconfig"
 	"github.com/asynqlock/asynqlock/redlock"
 	"github.com/asynqlock/asynqlock/worker"
+	"github.com/redis/go-redis/v9"
 )
 
 // Exit statuses.
@@ -46,7 +52,8 @@ commands:
   check [--json]                                 reachability, identity, settings and clocks of the nodes
 
 common flags:
-  --timeout d   bound of the whole command (default 30s)
+  --timeout d      bound of the whole command (default 30s)
+  --nodes urls     lock node URLs, comma-separated (default: REDLOCK_NODES)
 
 The lock nodes and key prefix come from the worker's environment variables
 (REDLOCK_NODES, REDLOCK_PREFIX, REDLOCK_NODE_TIMEOUT, LOG_LEVEL, LOG_FORMAT).
@@ -67,6 +74,7 @@ type app struct {
 	log      *slog.Logger
 	locks    *redlock.Client
 	names    []string // node URLs, passwords masked
+	prefix   string   // the key prefix (REDLOCK_PREFIX)
 	json     bool
 }
 
@@ -87,6 +95,7 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("asynqlock "+args[0], flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	timeout := fs.Duration("timeout", 30*time.Second, "bound of the whole command")
+	nodes := fs.String("nodes", "", "lock node URLs, comma-separated (default: REDLOCK_NODES)")
 	a := &app{in: stdin, out: stdout, err: stderr}
 	fs.BoolVar(&a.json, "json", false, "print JSON instead of a table")
 	flags := cmd.flags(fs)
@@ -99,12 +108,16 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return exitUsage
 	}
 	// The worker's environment, of which only the lock variables matter.
-	cfg, err := worker.LoadConfig()
+	cfg, err := worker.LoadConfigFrom(environ(*nodes))
 	if err = workerconfig.Only(err, "REDLOCK_", "LOG_"); err != nil {
 		fmt.Fprintf(stderr, "asynqlock: %v\n", err)
 		return exitUsage
 	}
 	a.log = newLogger(cfg, stderr)
+	a.prefix = cfg.LockPrefix
+	// go-redis's own lines (a failed dial per call to a dead node) as the
+	// command's, once each.
+	redis.SetLogger(workerconfig.RedisLog{L: workerconfig.NewOnce(0).Logger(a.log, "go-redis")})
 	if a.locks, a.names, err = lockClient(cfg, a.log); err != nil {
 		fmt.Fprintf(stderr, "asynqlock: %v\n", err)
 		return exitUsage
@@ -120,6 +133,21 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return exitFailed
 	}
 	return exitOK
+}
+
+// environ is the process environment, with REDLOCK_NODES replaced by nodes
+// when it is given (--nodes).
+func environ(nodes string) map[string]string {
+	vars := map[string]string{}
+	for _, kv := range os.Environ() {
+		if k, v, ok := strings.Cut(kv, "="); ok {
+			vars[k] = v
+		}
+	}
+	if nodes != "" {
+		vars["REDLOCK_NODES"] = nodes
+	}
+	return vars
 }
 
 // command is one subcommand.
@@ -167,7 +195,9 @@ func lockClient(cfg worker.Config, log *slog.Logger) (*redlock.Client, []string,
 	lc := workerconfig.Locks{Nodes: cfg.RedlockNodes, NodeTimeout: cfg.NodeTimeout, DriftFactor: cfg.DriftFactor, Prefix: cfg.LockPrefix,
 		TLS: workerconfig.TLSFiles{CA: cfg.RedlockTLSCAFile, Cert: cfg.RedlockTLSCertFile, Key: cfg.RedlockTLSKeyFile}}
 	// An operator's reads are not latency-bound: give remote nodes time.
-	c, err := lc.NewClient(redlock.WithLogger(log), redlock.WithNodeTimeout(max(cfg.NodeTimeout, time.Second)))
+	// Nodes a worker would refuse (one server twice, a wrong password) are
+	// kept: the commands report them.
+	c, err := lc.NewClient(redlock.WithLogger(log), redlock.WithNodeTimeout(max(cfg.NodeTimeout, time.Second)), lockadmin.InspectOnly())
 	return c, lc.Names(), err
 }
 

@@ -18,7 +18,7 @@ type nodeJSON struct {
 	Node   int             `json:"node"`
 	Addr   string          `json:"addr"`
 	Held   bool            `json:"held"`
-	Token  string          `json:"token,omitempty"`
+	Token  string          `json:"token,omitempty"` // its first 8 characters, as the tables show
 	Holder *redlock.Holder `json:"holder,omitempty"`
 	TTLMs  int64           `json:"ttl_ms,omitempty"`
 	Fence  int64           `json:"fence,omitempty"`
@@ -34,7 +34,10 @@ type lockJSON struct {
 func toLockJSON(resource string, states []redlock.NodeState) lockJSON {
 	l := lockJSON{Resource: resource, Nodes: make([]nodeJSON, len(states))}
 	for i, s := range states {
-		n := nodeJSON{Node: s.Node, Addr: s.Addr, Held: s.Held(), Token: s.Token, TTLMs: s.TTL.Milliseconds(), Fence: s.Fence}
+		n := nodeJSON{Node: s.Node, Addr: s.Addr, Held: s.Held(), TTLMs: s.TTL.Milliseconds(), Fence: s.Fence}
+		if s.Held() {
+			n.Token = shortToken(s.Token) // a full token lets its bearer extend or release the lock
+		}
 		if h, ok := redlock.ParseHolder(s.Token); ok {
 			n.Holder = &h
 		}

@@ -17,6 +17,9 @@ func releaseFlags(fs *flag.FlagSet) any {
 	return fs.Bool("yes", false, "release without asking")
 }
 
+// errNotHeld is a release of a lock that no node holds.
+var errNotHeld = errors.New("nothing released")
+
 // errNotConfirmed is a release the operator did not confirm.
 var errNotConfirmed = errors.New("not confirmed: nothing released")
 
@@ -32,7 +35,7 @@ func runRelease(ctx context.Context, a *app, flags any, args []string) error {
 	groups := lockadmin.Claims(states)
 	if len(groups) == 0 {
 		fmt.Fprintf(a.out, "%s: not held on any node that answered; nothing to release\n", res)
-		return nil
+		return fmt.Errorf("%w: %q is not held under key prefix %q on any node that answered (check the name and REDLOCK_PREFIX)", errNotHeld, res, a.prefix)
 	}
 	for _, g := range groups {
 		fmt.Fprintf(a.out, "%s: held by %s on %s, TTL %s\n", res, claimHolder(g), nodeList(g.Nodes, len(states)), ttlText(g.TTL))

@@ -1,83 +1,26 @@
 package lockadmin
 
 import (
-	"errors"
 	"fmt"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/asynqlock/asynqlock/redlock"
 )
 
-// ErrSameServer means two node URLs reach one Redis server (equal run IDs):
-// that server casts two votes, and Redlock's fault tolerance is gone.
-var ErrSameServer = errors.New("redlock: two lock nodes are one server")
+// ErrSameServer means two node URLs reach one Redis server (redlock's).
+var ErrSameServer = redlock.ErrSameServer
 
 // ClockSkew is the clock distance past which the module's tools warn
 // (ClockWarnings' limit).
 const ClockSkew = time.Second
 
-// SameServerError names the nodes that are one server. It matches
-// ErrSameServer.
-type SameServerError struct {
-	// Groups lists, per server reached more than once, the nodes reaching
-	// it (indexes into the reports, ascending).
-	Groups [][]int
-	// Addrs are the nodes' addresses, by index.
-	Addrs []string
-}
+// SameServerError names the nodes that are one server (redlock's).
+type SameServerError = redlock.SameServerError
 
-// Error names every group by index and address.
-func (e *SameServerError) Error() string {
-	parts := make([]string, len(e.Groups))
-	for i, g := range e.Groups {
-		names := make([]string, len(g))
-		for j, n := range g {
-			names[j] = fmt.Sprintf("node %d (%s)", n, e.Addrs[n])
-		}
-		parts[i] = strings.Join(names, " and ")
-	}
-	return ErrSameServer.Error() + ": " + strings.Join(parts, "; ") +
-		" have the same run_id; give each lock node its own redis-server"
-}
-
-// Is makes errors.Is(err, ErrSameServer) true.
-func (e *SameServerError) Is(target error) bool { return target == ErrSameServer }
-
-// SameServer compares the run IDs of the nodes that answered Check and
-// returns a *SameServerError when two or more reach one server, else nil.
-// Spelling does not matter: localhost and 127.0.0.1, or two databases of one
-// server, are caught.
-func SameServer(reports []redlock.NodeReport) error {
-	byID := map[string][]int{}
-	var ids []string
-	for _, r := range reports {
-		if r.Err != nil || r.RunID == "" {
-			continue
-		}
-		if _, seen := byID[r.RunID]; !seen {
-			ids = append(ids, r.RunID)
-		}
-		byID[r.RunID] = append(byID[r.RunID], r.Node)
-	}
-	e := &SameServerError{Addrs: make([]string, len(reports))}
-	for _, r := range reports {
-		if r.Node >= 0 && r.Node < len(e.Addrs) {
-			e.Addrs[r.Node] = r.Addr
-		}
-	}
-	for _, id := range ids {
-		if g := byID[id]; len(g) > 1 {
-			slices.Sort(g)
-			e.Groups = append(e.Groups, g)
-		}
-	}
-	if len(e.Groups) == 0 {
-		return nil
-	}
-	return e
-}
+// SameServer compares the run IDs of the nodes that answered Check
+// (redlock.SameServer).
+func SameServer(reports []redlock.NodeReport) error { return redlock.SameServer(reports) }
 
 // ClockWarnings compares the clocks Check measured: a node whose clock is
 // more than limit from the median of the answering nodes is named (its TTLs

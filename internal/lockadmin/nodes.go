@@ -35,6 +35,11 @@ func WithBatchWindow(d time.Duration) redlock.Option {
 	return lockhook.BatchWindow(d).(redlock.Option)
 }
 
+// InspectOnly makes NewFromURLs keep the nodes it would refuse (one server
+// reached twice, a misconfigured node), for the operator's check, which
+// reports them.
+func InspectOnly() redlock.Option { return lockhook.InspectOnly().(redlock.Option) }
+
 // SurvivesRestart reports whether the node keeps every acknowledged write
 // across a crash (AOF with appendfsync always), so it may rejoin at once.
 // Otherwise it must stay down for the largest TTL after a crash.

@@ -35,6 +35,9 @@ var (
 	LocalQueue func(on bool) any
 	// BatchWindow sets the batch window of the nodes' workers.
 	BatchWindow func(d time.Duration) any
+	// InspectOnly makes NewFromURLs keep nodes it would refuse (one server
+	// twice, a misconfigured node), for a tool that reports them.
+	InspectOnly func() any
 )
 
 type inspectWaitKey struct{}

@@ -38,7 +38,7 @@ func (l Locks) NewClient(opts ...redlock.Option) (*redlock.Client, error) {
 	}, opts...)
 	c, err := redlock.NewFromURLs(l.NodeURLs(), all...)
 	if err != nil {
-		return nil, &Error{Problems: []Problem{{"REDLOCK_NODES", err.Error()}}}
+		return nil, &Error{Problems: []Problem{{"REDLOCK_NODES", err.Error()}}, Cause: err}
 	}
 	return c, nil
 }

@@ -20,7 +20,13 @@ type Problem struct {
 // never shown.
 type Error struct {
 	Problems []Problem
+	// Cause is the error behind the problems, when one error made them
+	// (errors.Is and errors.As reach it).
+	Cause error
 }
+
+// Unwrap returns the cause, if any.
+func (e *Error) Unwrap() error { return e.Cause }
 
 // Error lists the problems, one per line.
 func (e *Error) Error() string {
