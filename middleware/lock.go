@@ -10,6 +10,7 @@ import (
 
 	"github.com/asynqlock/asynqlock/redlock"
 	"github.com/hibiken/asynq"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // mw is one configured middleware.
@@ -24,9 +25,10 @@ type mw struct {
 	idleHead   int
 	holds      *holdTable // recent hold times of resources whose state was dropped (pace.go)
 	keeper     *keeper    // starts the keep-alives of long runs (keeper.go)
-	promoteErr bool       // the last promotion failed
-	parkErr    bool       // the last park call failed
-	outage     time.Time  // a wait ended for want of a quorum; until then arrivals try first
+	tracer     trace.Tracer
+	promoteErr bool      // the last promotion failed
+	parkErr    bool      // the last park call failed
+	outage     time.Time // a wait ended for want of a quorum; until then arrivals try first
 }
 
 // New returns the middleware, or an error naming a bad argument.
@@ -57,7 +59,7 @@ func New(client *redlock.Client, key KeyFunc, opts ...Option) (asynq.MiddlewareF
 
 func newMW(client *redlock.Client, key KeyFunc, cfg config) *mw {
 	return &mw{client: client, key: key, cfg: cfg, res: make(map[string]*resState), holds: &holdTable{seed: maphash.MakeSeed()},
-		keeper: newKeeper(keepAfterOf(cfg.ttl))}
+		keeper: newKeeper(keepAfterOf(cfg.ttl)), tracer: cfg.tracer()}
 }
 
 // Lock returns the middleware: use it with mux.Use or around one handler.

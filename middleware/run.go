@@ -26,6 +26,7 @@ func (m *mw) run(ctx context.Context, t *asynq.Task, next asynq.Handler, lock *r
 		// rollback's error is logged and observed by rollback.
 		p := recover()
 		lost := g.end(m.keeper)
+		traceLost(ctx, res, lost)
 		_ = m.cleanUp(ctx, t, meta, lock, lost != nil, fmt.Errorf("handler panicked: %v", p), log)
 		m.ended(meta.queue, res, acquired)
 		panic(p)
@@ -36,6 +37,7 @@ func (m *mw) run(ctx context.Context, t *asynq.Task, next asynq.Handler, lock *r
 	if lost != nil {
 		log.Warn("lock lost while the task ran", "cause", lost)
 		m.observe(Event{Kind: evLost, TaskType: t.Type(), TaskID: meta.id, Resource: res, Err: lost})
+		traceLost(ctx, res, lost)
 	}
 	cause := herr
 	if cause == nil {
