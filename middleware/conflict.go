@@ -75,7 +75,9 @@ func (m *mw) lastRetry(ctx context.Context, t *asynq.Task, meta taskMeta, res st
 	// No enqueuer, or the copy is known not to exist: wait for the lock as
 	// long as the task may run.
 	ev.Action = "wait-exhausted-budget"
-	lock, err := m.client.Acquire(ctx, res, m.cfg.ttl, m.cfg.lockOpts...)
+	wctx, span := m.startWait(ctx, res)
+	lock, err := m.client.Acquire(wctx, res, m.cfg.ttl, m.cfg.lockOpts...)
+	m.endWait(span, res, 1, err)
 	ev.Wait, ev.Err = time.Since(start), errors.Join(ev.Err, err)
 	m.observe(ev)
 	if err != nil {

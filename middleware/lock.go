@@ -10,6 +10,7 @@ import (
 
 	"github.com/asynqlock/asynqlock/redlock"
 	"github.com/hibiken/asynq"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // mw is one configured middleware.
@@ -23,9 +24,11 @@ type mw struct {
 	idle       []idleRec            // idle entries kept a while, oldest first (from idleHead)
 	idleHead   int
 	holds      *holdTable // recent hold times of resources whose state was dropped (pace.go)
-	promoteErr bool       // the last promotion failed
-	parkErr    bool       // the last park call failed
-	outage     time.Time  // a wait ended for want of a quorum; until then arrivals try first
+	keeper     *keeper    // starts the keep-alives of long runs (keeper.go)
+	tracer     trace.Tracer
+	promoteErr bool      // the last promotion failed
+	parkErr    bool      // the last park call failed
+	outage     time.Time // a wait ended for want of a quorum; until then arrivals try first
 }
 
 // New returns the middleware, or an error naming a bad argument.
@@ -55,7 +58,8 @@ func New(client *redlock.Client, key KeyFunc, opts ...Option) (asynq.MiddlewareF
 }
 
 func newMW(client *redlock.Client, key KeyFunc, cfg config) *mw {
-	return &mw{client: client, key: key, cfg: cfg, res: make(map[string]*resState), holds: &holdTable{seed: maphash.MakeSeed()}}
+	return &mw{client: client, key: key, cfg: cfg, res: make(map[string]*resState), holds: &holdTable{seed: maphash.MakeSeed()},
+		keeper: newKeeper(keepAfterOf(cfg.ttl)), tracer: cfg.tracer()}
 }
 
 // Lock returns the middleware: use it with mux.Use or around one handler.
@@ -111,7 +115,7 @@ func (m *mw) process(ctx context.Context, t *asynq.Task, next asynq.Handler) err
 		}
 		m.observe(ev)
 	}
-	defer m.countHolder(res)()
+	defer m.uncountHolder(res, m.countHolder(res))
 	m.promoteOnStart(meta.queue, res, meta.id)
 	return m.run(ctx, t, next, lock, meta, log)
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/asynqlock/asynqlock/redlock"
 	"github.com/hibiken/asynq"
 	"github.com/redis/go-redis/v9"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // Defaults of the options.
@@ -52,7 +53,8 @@ type config struct {
 	logger          *slog.Logger
 	observer        func(Event)
 	waitCap         *WaitCap // bounds the waiters across resources; nil: none
-	err             error    // a refused option
+	tracerProvider  trace.TracerProvider
+	err             error // a refused option
 }
 
 func defaultConfig() config {

@@ -30,6 +30,7 @@ func (m *mw) parkTask(ctx context.Context, t *asynq.Task, meta taskMeta, res str
 	}
 	busy := &conflictError{resource: res, cause: cause, delay: m.backstop(res, p.fifo-1), nonce: p.nonce}
 	m.observe(Event{Kind: evConflict, TaskType: t.Type(), TaskID: meta.id, Resource: res, Policy: m.cfg.policy.name(), Action: "park", Wait: time.Since(start), Err: cause, Parked: p.fifo})
+	traceParked(ctx, res, cause, p.fifo, busy.delay, "")
 	log.Info("task parked: resource busy", "cause", cause, "position", p.fifo, "backstop", busy.delay)
 	return nil, true, busy
 }
@@ -66,6 +67,9 @@ func (m *mw) parkCopy(ctx context.Context, t *asynq.Task, meta taskMeta, res str
 		return nil, false, nil // the usual last-retry path takes over
 	}
 	m.observe(Event{Kind: evConflict, TaskType: t.Type(), TaskID: meta.id, Resource: res, Policy: m.cfg.policy.name(), Action: "park", Wait: time.Since(start), Err: cause, Parked: p.fifo})
+	if perr == nil { // recorded: it comes back on a promotion
+		traceParked(ctx, res, cause, p.fifo, busy.delay, nextID(meta.id))
+	}
 	log.Info("task parked on its last retry: resource busy; a copy was resubmitted", "cause", cause, "copy_id", nextID(meta.id), "position", p.fifo, "backstop", busy.delay)
 	return nil, true, fmt.Errorf("task %s (id %s) parked as %s: %w: %w", t.Type(), meta.id, nextID(meta.id), busy, asynq.RevokeTask)
 }

@@ -144,12 +144,12 @@ func TestRunEndingBesideALocalWaiterLeavesThePromotionToIt(t *testing.T) {
 
 	ended, successor := m.countHolder("early"), m.countHolder("early")
 	m.promoteAfter(queue, "early")
-	ended()
+	m.uncountHolder("early", ended)
 	if q := owed("early"); q != queue {
 		t.Fatalf("owed %q after a run ended behind a successor that started, want %q", q, queue)
 	}
 	m.promoteAfter(queue, "early")
-	successor()
+	m.uncountHolder("early", successor)
 	promotedFrom("early")
 
 	held, err := e.other.TryAcquire(ctx, "gave-up", 10*time.Second)

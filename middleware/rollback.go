@@ -33,6 +33,7 @@ func (m *mw) rollback(ctx context.Context, t *asynq.Task, meta taskMeta, lock *r
 	kctx = withLockInfo(kctx, lock)
 	err := m.callRollback(kctx, t, cause)
 	stop()
+	traceRollback(ctx, res, lost, cause, err)
 	if err != nil {
 		err = fmt.Errorf("task %s (id %s): rollback: %w", t.Type(), meta.id, err)
 		log.Error("rollback failed", "err", err)

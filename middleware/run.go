@@ -25,17 +25,19 @@ func (m *mw) run(ctx context.Context, t *asynq.Task, next asynq.Handler, lock *r
 		// let asynq see the panic (it turns it into a failed run). The
 		// rollback's error is logged and observed by rollback.
 		p := recover()
-		lost := g.end()
+		lost := g.end(m.keeper)
+		traceLost(ctx, res, lost)
 		_ = m.cleanUp(ctx, t, meta, lock, lost != nil, fmt.Errorf("handler panicked: %v", p), log)
 		m.ended(meta.queue, res, acquired)
 		panic(p)
 	}()
-	herr := next.ProcessTask(g.ctx, t)
+	herr := next.ProcessTask(g, t)
 	finished = true
-	lost := g.end()
+	lost := g.end(m.keeper)
 	if lost != nil {
 		log.Warn("lock lost while the task ran", "cause", lost)
 		m.observe(Event{Kind: evLost, TaskType: t.Type(), TaskID: meta.id, Resource: res, Err: lost})
+		traceLost(ctx, res, lost)
 	}
 	cause := herr
 	if cause == nil {
@@ -58,37 +60,25 @@ func (m *mw) ended(queue, res string, acquired time.Time) {
 	m.promoteAfter(queue, res)
 }
 
-// guarded is a handler's run under its lock.
-type guarded struct {
-	ctx context.Context // the handler's: cancelled with the loss's cause when the lock is lost
-	end func() (lost error)
-}
-
 // guard keeps lock alive for the handler and gives it a context that is
 // cancelled when the lock is lost and carries the lock (LockFromContext).
-// end stops it all and returns the loss's cause (nil if the lock was kept).
-func (m *mw) guard(ctx context.Context, lock *redlock.Lock) guarded {
-	hold := m.hold(ctx, lock)
+// Its end stops it all and returns the loss's cause (nil if the lock was
+// kept). The extensions do not follow the task's context: asynq may stop
+// waiting for a handler at its deadline, but the lock must outlive the
+// handler itself. In the default mode the keep-alive starts only if the
+// handler is still running keepAfter later (keeper); in progress mode it
+// follows the handler's reports from the start.
+func (m *mw) guard(ctx context.Context, lock *redlock.Lock) *guard {
 	hctx, cancel := context.WithCancelCause(ctx)
-	stopLoss := context.AfterFunc(hold.ctx, func() {
-		if cause := context.Cause(hold.ctx); errors.Is(cause, redlock.ErrLockLost) {
-			cancel(cause)
-		}
-	})
-	hctx = withLockInfo(hctx, lock)
-	if hold.progress != nil {
-		hctx = context.WithValue(hctx, progressKey{}, hold.progress)
+	g := &guard{Context: hctx, cancel: cancel, info: lockInfoOf(lock), lock: lock, base: ctx}
+	if m.cfg.progress <= 0 {
+		m.keeper.add(g)
+		return g
 	}
-	return guarded{ctx: hctx, end: func() error {
-		lost := context.Cause(hold.ctx)
-		if !errors.Is(lost, redlock.ErrLockLost) {
-			lost = nil
-		}
-		stopLoss()
-		hold.stop()
-		cancel(nil)
-		return lost
-	}}
+	h := m.holdOnProgress(context.WithoutCancel(ctx), lock)
+	g.progress = h.progress
+	g.watch(h.ctx, h.stop)
+	return g
 }
 
 // cleanUp runs the rollback hook if there is one and the handler failed or

@@ -23,11 +23,11 @@ func (m *mw) idleEntries() (kept, queued int) {
 // runUncontended walks res through what one uncontended task does to the
 // state: a holder starts, promotes on start, ends, promotes after.
 func (m *mw) runUncontended(res string) {
-	done := m.countHolder(res)
+	e := m.countHolder(res)
 	m.promoteOnStart("q", res, "id")
 	m.ranFor(res, time.Millisecond, time.Now())
 	m.promoteAfter("q", res)
-	done()
+	m.uncountHolder(res, e)
 }
 
 // TestHundredThousandResourcesLeaveNothingBehind: uncontended resources

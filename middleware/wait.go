@@ -37,8 +37,12 @@ func (m *mw) acquire(ctx context.Context, res string) (lock *redlock.Lock, waite
 // the back, and with asynq's default RetryDelayFunc keeps it away 15s or more.
 func (m *mw) waitFor(ctx context.Context, res string, bound time.Duration) (lock *redlock.Lock, err error) {
 	defer func() { m.leaveWait(res, lock != nil) }()
+	ctx, span := m.startWait(ctx, res)
+	rounds := 0
+	defer func() { m.endWait(span, res, rounds, err) }()
 	holder, same := "", 0
 	for round := 1; ; round++ {
+		rounds = round
 		since := time.Now()
 		wctx, cancel := context.WithTimeout(ctx, bound)
 		lock, err = m.client.Acquire(wctx, res, m.cfg.ttl, m.cfg.lockOpts...)

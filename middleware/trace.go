@@ -1,0 +1,147 @@
+package middleware
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/asynqlock/asynqlock/redlock"
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
+)
+
+// tracerName is the instrumentation scope of the middleware's spans.
+const tracerName = "github.com/asynqlock/asynqlock/middleware"
+
+// The wait span, the events on the task's span, and their attributes
+// (docs/MIDDLEWARE.md, "Tracing").
+const (
+	spanWait      = "asynqlock.wait"
+	eventParked   = "asynqlock.parked"
+	eventLost     = "asynqlock.lost"
+	eventRollback = "asynqlock.rollback"
+
+	attrResource = attribute.Key("asynqlock.resource")
+	attrReason   = attribute.Key("asynqlock.reason")
+	attrOutcome  = attribute.Key("asynqlock.outcome")
+	attrHandover = attribute.Key("asynqlock.handover")
+	attrRounds   = attribute.Key("asynqlock.rounds")
+	attrPosition = attribute.Key("asynqlock.position")
+	attrBackstop = attribute.Key("asynqlock.backstop_ms")
+	attrCopy     = attribute.Key("asynqlock.copy_id")
+	attrCause    = attribute.Key("asynqlock.cause")
+	attrError    = attribute.Key("asynqlock.error")
+)
+
+// WithTracerProvider sets the OpenTelemetry provider of the span the
+// middleware records itself: asynqlock.wait, for the time a task waits for
+// its busy lock (a child of the task's span, with the lock client's
+// asynqlock.acquire spans of the wait under it). The events
+// asynqlock.parked, asynqlock.lost and asynqlock.rollback go to the task's
+// span, whoever recorded it. The lock client records its own spans with its
+// own provider (redlock.WithTracerProvider). Default:
+// otel.GetTracerProvider(), the global provider, which records nothing until
+// the application installs one; nil means the default.
+func WithTracerProvider(tp trace.TracerProvider) Option {
+	return func(c *config) { c.tracerProvider = tp }
+}
+
+// tracer returns the configured provider's tracer.
+func (c *config) tracer() trace.Tracer {
+	tp := c.tracerProvider
+	if tp == nil {
+		tp = otel.GetTracerProvider()
+	}
+	return tp.Tracer(tracerName)
+}
+
+// startWait starts the wait span of a task that waits for res; the
+// returned context carries it, so that the acquisitions of the wait are its
+// children. Only tasks that meet a busy lock get here: an uncontended task
+// pays nothing for it.
+func (m *mw) startWait(ctx context.Context, res string) (context.Context, trace.Span) {
+	ctx, span := m.tracer.Start(ctx, spanWait, trace.WithSpanKind(trace.SpanKindInternal))
+	if span.IsRecording() {
+		span.SetAttributes(attrResource.String(res))
+	}
+	return ctx, span
+}
+
+// endWait records how a wait ended: rounds of the wait bound it took, and
+// the lock's handover ("local" or "remote") when it got the lock.
+func (m *mw) endWait(span trace.Span, res string, rounds int, err error) {
+	if span.IsRecording() {
+		span.SetAttributes(attrOutcome.String(waitOutcome(err)), attrRounds.Int(rounds))
+		if err == nil {
+			span.SetAttributes(attrHandover.String(m.handoverKind(res, time.Now())))
+		} else if !errors.Is(err, redlock.ErrLocked) {
+			span.SetStatus(codes.Error, err.Error())
+		}
+	}
+	span.End()
+}
+
+// waitOutcome names how a wait ended, as redlock's asynqlock.outcome does.
+func waitOutcome(err error) string {
+	switch {
+	case err == nil:
+		return "acquired"
+	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		return "canceled"
+	case errors.Is(err, redlock.ErrLocked):
+		return "locked"
+	case errors.Is(err, redlock.ErrQuorum):
+		return "quorum"
+	}
+	return "error"
+}
+
+// taskEvent adds an event to the span of the task's context, if it records.
+func taskEvent(ctx context.Context, name string, attrs ...attribute.KeyValue) {
+	if span := trace.SpanFromContext(ctx); span.IsRecording() {
+		span.AddEvent(name, trace.WithAttributes(attrs...))
+	}
+}
+
+// traceParked notes on the task's span that it was parked at position in
+// res's FIFO, back by itself after backstop; copyID names the resubmitted
+// copy that returns instead (a task on its last retry), or is empty.
+func traceParked(ctx context.Context, res string, cause error, position int, backstop time.Duration, copyID string) {
+	if !trace.SpanFromContext(ctx).IsRecording() {
+		return
+	}
+	attrs := []attribute.KeyValue{attrResource.String(res), attrReason.String(cause.Error()),
+		attrPosition.Int(position), attrBackstop.Int64(backstop.Milliseconds())}
+	if copyID != "" {
+		attrs = append(attrs, attrCopy.String(copyID))
+	}
+	taskEvent(ctx, eventParked, attrs...)
+}
+
+// traceRollback notes on the task's span that the rollback hook ran after
+// cause (lost: the lock had been lost); err is the hook's error.
+func traceRollback(ctx context.Context, res string, lost bool, cause, err error) {
+	if !trace.SpanFromContext(ctx).IsRecording() {
+		return
+	}
+	reason := "handler_error"
+	if lost {
+		reason = "lock_lost"
+	}
+	attrs := []attribute.KeyValue{attrResource.String(res), attrReason.String(reason), attrCause.String(cause.Error()), attrOutcome.String("ok")}
+	if err != nil {
+		attrs[3] = attrOutcome.String("failed")
+		attrs = append(attrs, attrError.String(err.Error()))
+	}
+	taskEvent(ctx, eventRollback, attrs...)
+}
+
+// traceLost notes on the task's span that its lock was lost while the
+// handler ran, and why (the lock ran out, or its max hold ended).
+func traceLost(ctx context.Context, res string, lost error) {
+	if lost != nil {
+		taskEvent(ctx, eventLost, attrResource.String(res), attrReason.String(lost.Error()))
+	}
+}
