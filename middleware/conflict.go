@@ -56,7 +56,7 @@ func (m *mw) lastRetry(ctx context.Context, t *asynq.Task, meta taskMeta, res st
 		if err == nil {
 			ev.Wait, ev.Err = time.Since(start), cause
 			m.observe(ev)
-			log.Info("busy task resubmitted on its last retry")
+			log.Debug("busy task resubmitted on its last retry")
 			return nil, fmt.Errorf("task %s (id %s) resubmitted: %w: %w", t.Type(), meta.id, busy, asynq.RevokeTask)
 		}
 		ev.Err = errors.Join(cause, err)
@@ -105,7 +105,7 @@ func (m *mw) skipOrFail(t *asynq.Task, meta taskMeta, action action, ev Event, b
 	if action == actSkip {
 		ev.Action = "skip"
 		m.observe(ev)
-		log.Info("task skipped: resource busy", "cause", busy.cause)
+		log.Debug("task skipped: resource busy", "cause", busy.cause)
 		return nil
 	}
 	ev.Action = "fail"

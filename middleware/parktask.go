@@ -31,7 +31,7 @@ func (m *mw) parkTask(ctx context.Context, t *asynq.Task, meta taskMeta, res str
 	busy := &conflictError{resource: res, cause: cause, delay: m.backstop(res, p.fifo-1), nonce: p.nonce}
 	m.observe(Event{Kind: evConflict, TaskType: t.Type(), TaskID: meta.id, Resource: res, Policy: m.cfg.policy.name(), Action: "park", Wait: time.Since(start), Err: cause, Parked: p.fifo})
 	traceParked(ctx, res, cause, p.fifo, busy.delay, "")
-	log.Info("task parked: resource busy", "cause", cause, "position", p.fifo, "backstop", busy.delay)
+	log.Debug("task parked: resource busy", "cause", cause, "position", p.fifo, "backstop", busy.delay)
 	return nil, true, busy
 }
 
@@ -70,7 +70,7 @@ func (m *mw) parkCopy(ctx context.Context, t *asynq.Task, meta taskMeta, res str
 	if perr == nil { // recorded: it comes back on a promotion
 		traceParked(ctx, res, cause, p.fifo, busy.delay, nextID(meta.id))
 	}
-	log.Info("task parked on its last retry: resource busy; a copy was resubmitted", "cause", cause, "copy_id", nextID(meta.id), "position", p.fifo, "backstop", busy.delay)
+	log.Debug("task parked on its last retry: resource busy; a copy was resubmitted", "cause", cause, "copy_id", nextID(meta.id), "position", p.fifo, "backstop", busy.delay)
 	return nil, true, fmt.Errorf("task %s (id %s) parked as %s: %w: %w", t.Type(), meta.id, nextID(meta.id), busy, asynq.RevokeTask)
 }
 
@@ -93,7 +93,7 @@ func (m *mw) waitParked(ctx context.Context, t *asynq.Task, meta taskMeta, res s
 	m.promoteAhead(meta.queue, res, meta.id) // no longer on its way: frees its promotion slot
 	busy := &conflictError{resource: res, cause: err, delay: m.delay(res)}
 	m.observe(Event{Kind: evConflict, TaskType: t.Type(), TaskID: meta.id, Resource: res, Policy: m.cfg.policy.name(), Action: "requeue", Wait: time.Since(start), Err: err})
-	log.Info("task requeued: parked once already and its resource stayed busy", "cause", err)
+	log.Debug("task requeued: parked once already and its resource stayed busy", "cause", err)
 	return nil, busy
 }
 

@@ -38,7 +38,7 @@ func (m *mw) rollback(ctx context.Context, t *asynq.Task, meta taskMeta, lock *r
 		err = fmt.Errorf("task %s (id %s): rollback: %w", t.Type(), meta.id, err)
 		log.Error("rollback failed", "err", err)
 	} else {
-		log.Info("rolled back", "cause", cause)
+		log.Debug("rolled back", "cause", cause)
 	}
 	m.observe(Event{Kind: evRollback, TaskType: t.Type(), TaskID: meta.id, Resource: res, Err: err})
 	return lock, err

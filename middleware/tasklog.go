@@ -20,6 +20,5 @@ func (t taskLog) log(level slog.Level, msg string, args ...any) {
 }
 
 func (t taskLog) Debug(msg string, args ...any) { t.log(slog.LevelDebug, msg, args...) }
-func (t taskLog) Info(msg string, args ...any)  { t.log(slog.LevelInfo, msg, args...) }
 func (t taskLog) Warn(msg string, args ...any)  { t.log(slog.LevelWarn, msg, args...) }
 func (t taskLog) Error(msg string, args ...any) { t.log(slog.LevelError, msg, args...) }

@@ -23,7 +23,7 @@ func TestWorkerParksHotTasksVisibly(t *testing.T) {
 	f := newFixture(t)
 	f.cfg.Concurrency = 4
 	var logs workertest.Buffer
-	w, err := New(f.cfg, WithLogger(slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelInfo}))))
+	w, err := New(f.cfg, WithLogger(slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -78,7 +78,13 @@ func TestWorkerParksHotTasksVisibly(t *testing.T) {
 		}
 	}
 	if l := logs.String(); !strings.Contains(l, "task parked: resource busy") || !strings.Contains(l, "resource=task:stock:adjust:HOT") {
-		t.Errorf("no log line says a task was parked and why:\n%s", l)
+		t.Errorf("no debug line says a task was parked and why:\n%s", l)
+	}
+	// A library says nothing at Info per task or per park.
+	for line := range strings.Lines(logs.String()) {
+		if strings.Contains(line, "task parked") && !strings.Contains(line, "level=DEBUG") {
+			t.Errorf("a park logged above Debug: %s", line)
+		}
 	}
 }
 
