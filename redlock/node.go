@@ -300,6 +300,9 @@ func (n *node) execBatch(batch []*call, now time.Time) {
 	// NOSCRIPT answer is retried after the rest of its batch, which would
 	// reorder a node's calls.
 	load := !n.loaded && hasScript(live)
+	if load && n.loadEveryMaster(ctx) {
+		load = false // a cluster's masters each got them outside the pipeline
+	}
 	pre := 0
 	if load {
 		pre = len(allScripts)
