@@ -34,6 +34,17 @@ type NodeReport struct {
 	// CONFIG GET (an ACL, a renamed command, an embedded server): its
 	// identity (RunID "") or its settings are unknown; its clock is known.
 	ConfigErr error
+	// ClusterEnabled is the server's cluster_enabled: on a node given as a
+	// single server it means a cluster member that answers MOVED for most
+	// keys (see Warnings).
+	ClusterEnabled bool
+	// Shards are the reports of each master of a node that is a Redis
+	// Cluster, by address (nil for a single server). The node's own fields
+	// then sum them up: RunID lists every shard's run_id, comma-separated;
+	// Err and ConfigErr are the first shard's failure; RTT and ClockOffset
+	// those of the shard farthest off; the settings those of a shard that
+	// can evict or lose writes, if any.
+	Shards []NodeReport
 }
 
 // evicts reports whether the node may evict lock keys under memory
@@ -53,8 +64,14 @@ func (r NodeReport) survivesRestart() bool {
 // Warnings lists what is wrong with this node's settings for Redlock, each
 // with what to change. Clock offsets are compared across nodes by the caller.
 func (r NodeReport) Warnings() []string {
+	if r.Shards != nil {
+		return shardWarnings(r.Shards)
+	}
 	if r.Err != nil {
 		return nil
+	}
+	if r.ClusterEnabled {
+		return []string{fmt.Sprintf("a Redis Cluster member given as a single server: most keys answer MOVED; write the node as redis-cluster://%s (rediss-cluster:// for TLS)", r.Addr)}
 	}
 	if r.ConfigErr != nil {
 		return []string{fmt.Sprintf("identity or settings unknown (INFO or CONFIG GET refused: %v): allow both for this user to have them checked", r.ConfigErr)}
@@ -102,19 +119,30 @@ func (c *Client) Check(ctx context.Context) ([]NodeReport, error) {
 // checkNode runs the three calls of Check on one node; it uses the node's
 // client directly, beside the batching worker, since nothing here is urgent.
 func checkNode(ctx context.Context, n *node, bound time.Duration) NodeReport {
-	r := NodeReport{Node: n.idx, Addr: n.addr}
 	ctx, cancel := context.WithTimeout(ctx, bound)
 	defer cancel()
-	if r.Err = measureClock(ctx, n.client, &r); r.Err != nil {
+	if cc, ok := n.client.(*redis.ClusterClient); ok {
+		return checkCluster(ctx, n, cc)
+	}
+	return checkServer(ctx, n.idx, n.addr, n.client)
+}
+
+// checkServer runs the calls of Check on one server.
+func checkServer(ctx context.Context, idx int, addr string, cl redis.UniversalClient) NodeReport {
+	r := NodeReport{Node: idx, Addr: addr}
+	if r.Err = measureClock(ctx, cl, &r); r.Err != nil {
 		return r
 	}
-	info, err := n.client.Info(ctx, "server").Result()
+	info, err := cl.Info(ctx, "server").Result()
 	if err != nil {
 		r.ConfigErr = err
 		return r
 	}
 	r.RunID, r.Version = infoField(info, "run_id"), infoField(info, "redis_version")
-	r.ConfigErr = readSettings(ctx, n.client, &r)
+	if info, err := cl.Info(ctx, "cluster").Result(); err == nil {
+		r.ClusterEnabled = infoField(info, "cluster_enabled") == "1"
+	}
+	r.ConfigErr = readSettings(ctx, cl, &r)
 	return r
 }
 

@@ -2,6 +2,10 @@ package redlock
 
 import (
 	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -64,4 +68,89 @@ func (n *node) loadEveryMaster(ctx context.Context) bool {
 	})
 	n.loaded = err == nil
 	return true
+}
+
+// checkCluster runs Check's calls on every master of a cluster node, since a
+// keyless command reaches one arbitrary shard, and sums the shards up.
+func checkCluster(ctx context.Context, n *node, cc *redis.ClusterClient) NodeReport {
+	var mu sync.Mutex
+	var shards []NodeReport
+	err := cc.ForEachMaster(ctx, func(ctx context.Context, m *redis.Client) error {
+		s := checkServer(ctx, n.idx, m.Options().Addr, m)
+		mu.Lock()
+		defer mu.Unlock()
+		shards = append(shards, s)
+		return nil
+	})
+	r := NodeReport{Node: n.idx, Addr: n.addr}
+	if err != nil && len(shards) == 0 {
+		r.Err = err // not even the cluster's layout is known
+		return r
+	}
+	slices.SortFunc(shards, func(a, b NodeReport) int { return strings.Compare(a.Addr, b.Addr) })
+	summarize(&r, shards)
+	return r
+}
+
+// summarize fills a cluster node's report from its shards' (see
+// NodeReport.Shards).
+func summarize(r *NodeReport, shards []NodeReport) {
+	r.Shards = shards
+	var ids, versions []string
+	worst := time.Duration(-1)
+	for _, s := range shards {
+		switch {
+		case s.Err != nil && r.Err == nil:
+			r.Err = fmt.Errorf("shard %s: %w", s.Addr, s.Err)
+		case s.ConfigErr != nil && r.ConfigErr == nil:
+			r.ConfigErr = fmt.Errorf("shard %s: %w", s.Addr, s.ConfigErr)
+		}
+		if s.Err != nil {
+			continue
+		}
+		ids = append(ids, s.RunID)
+		if !slices.Contains(versions, s.Version) {
+			versions = append(versions, s.Version)
+		}
+		if off := s.ClockOffset.Abs(); off > worst {
+			worst, r.ClockOffset, r.RTT = off, s.ClockOffset, s.RTT
+		}
+	}
+	r.RunID, r.Version = strings.Join(ids, ","), strings.Join(versions, ",")
+	r.ClusterEnabled = true
+	worstSettings(r, shards)
+}
+
+// worstSettings copies the settings of the shards that break an assumption
+// (eviction, writes lost on a crash), else the first shard's.
+func worstSettings(r *NodeReport, shards []NodeReport) {
+	first := true
+	for _, s := range shards {
+		if s.Err != nil || s.ConfigErr != nil {
+			continue
+		}
+		if first || s.evicts() {
+			r.MaxmemoryPolicy, r.Maxmemory = s.MaxmemoryPolicy, s.Maxmemory
+		}
+		if first || !s.survivesRestart() {
+			r.AppendOnly, r.AppendFsync = s.AppendOnly, s.AppendFsync
+		}
+		first = false
+	}
+}
+
+// shardWarnings are the shards' warnings, each naming its shard.
+func shardWarnings(shards []NodeReport) []string {
+	var w []string
+	for _, s := range shards {
+		if s.Err != nil {
+			w = append(w, fmt.Sprintf("shard %s unreachable: %v", s.Addr, s.Err))
+			continue
+		}
+		s.ClusterEnabled = false // a shard is meant to be one
+		for _, m := range s.Warnings() {
+			w = append(w, "shard "+s.Addr+": "+m)
+		}
+	}
+	return w
 }

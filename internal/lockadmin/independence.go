@@ -42,6 +42,25 @@ func (e *SameServerError) Error() string {
 		" have the same run_id; give each lock node its own redis-server"
 }
 
+// runIDs are the server identities of a node that answered Check: its
+// run_id, or each shard's of a Redis Cluster, so that two lock nodes
+// sharing any one server are caught.
+func runIDs(r redlock.NodeReport) []string {
+	if r.Shards == nil {
+		if r.Err != nil || r.RunID == "" {
+			return nil
+		}
+		return []string{r.RunID}
+	}
+	var ids []string
+	for _, s := range r.Shards {
+		if s.Err == nil && s.RunID != "" {
+			ids = append(ids, s.RunID)
+		}
+	}
+	return ids
+}
+
 // Is makes errors.Is(err, ErrSameServer) true.
 func (e *SameServerError) Is(target error) bool { return target == ErrSameServer }
 
@@ -53,13 +72,14 @@ func SameServer(reports []redlock.NodeReport) error {
 	byID := map[string][]int{}
 	var ids []string
 	for _, r := range reports {
-		if r.Err != nil || r.RunID == "" {
-			continue
+		for _, id := range runIDs(r) {
+			if _, seen := byID[id]; !seen {
+				ids = append(ids, id)
+			}
+			if !slices.Contains(byID[id], r.Node) {
+				byID[id] = append(byID[id], r.Node)
+			}
 		}
-		if _, seen := byID[r.RunID]; !seen {
-			ids = append(ids, r.RunID)
-		}
-		byID[r.RunID] = append(byID[r.RunID], r.Node)
 	}
 	e := &SameServerError{Addrs: make([]string, len(reports))}
 	for _, r := range reports {
@@ -68,8 +88,10 @@ func SameServer(reports []redlock.NodeReport) error {
 		}
 	}
 	for _, id := range ids {
-		if g := byID[id]; len(g) > 1 {
-			slices.Sort(g)
+		g := byID[id]
+		slices.Sort(g)
+		// Two clusters sharing servers share several run IDs: one group.
+		if len(g) > 1 && !slices.ContainsFunc(e.Groups, func(h []int) bool { return slices.Equal(g, h) }) {
 			e.Groups = append(e.Groups, g)
 		}
 	}
@@ -112,4 +134,24 @@ func ClockWarnings(reports []redlock.NodeReport, limit time.Duration) []string {
 			median.Abs().Round(time.Millisecond)))
 	}
 	return w
+}
+
+// ErrClusterAsSingle means a node given as a single server (redis://) is a
+// Redis Cluster member: it answers MOVED for the keys of other shards, so
+// most resources could never reach a quorum.
+var ErrClusterAsSingle = errors.New("redlock: a Redis Cluster member given as a single server")
+
+// ClusterAsSingle returns an error naming every node given as a single server
+// that reported cluster_enabled:1, with the form to write, else nil.
+func ClusterAsSingle(reports []redlock.NodeReport) error {
+	var parts []string
+	for _, r := range reports {
+		if r.Shards == nil && r.Err == nil && r.ClusterEnabled {
+			parts = append(parts, fmt.Sprintf("node %d (%s): write redis-cluster://%s (rediss-cluster:// for TLS)", r.Node, r.Addr, r.Addr))
+		}
+	}
+	if parts == nil {
+		return nil
+	}
+	return fmt.Errorf("%w: %s", ErrClusterAsSingle, strings.Join(parts, "; "))
 }
