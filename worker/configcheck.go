@@ -43,7 +43,7 @@ func (c *Config) checkURLs() []problem {
 		}
 	}
 	for i, u := range c.locks().NodeURLs() {
-		if _, err := redisurl.ParseNode(u); err != nil {
+		if _, _, err := redisurl.ParseLockNode(u); err != nil {
 			ps = append(ps, problem{Var: "REDLOCK_NODES", Message: fmt.Sprintf("node %d: %v", i, err)})
 		}
 	}
