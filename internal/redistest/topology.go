@@ -115,3 +115,31 @@ func StartRedisCluster(tb testing.TB, n int) []string {
 	}
 	return addrs
 }
+
+// LockClusterURL is the lock-node URL of a Redis Cluster started by
+// StartRedisCluster: redis-cluster://first?addr=second&addr=..., one node in
+// a comma-separated REDLOCK_NODES.
+func LockClusterURL(addrs []string) string {
+	u := "redis-cluster://" + addrs[0]
+	for i, a := range addrs[1:] {
+		sep := "&"
+		if i == 0 {
+			sep = "?"
+		}
+		u += sep + "addr=" + a
+	}
+	return u
+}
+
+// StartLockClusters starts n Redis Clusters of shards masters each, the lock
+// nodes of a Redlock over clusters, and returns their LockClusterURLs and
+// each cluster's master addresses.
+func StartLockClusters(tb testing.TB, n, shards int) (urls []string, addrs [][]string) {
+	tb.Helper()
+	for range n {
+		a := StartRedisCluster(tb, shards)
+		addrs = append(addrs, a)
+		urls = append(urls, LockClusterURL(a))
+	}
+	return urls, addrs
+}
