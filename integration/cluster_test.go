@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"net/http"
 	"slices"
 	"strings"
 	"sync"
@@ -310,5 +312,27 @@ func TestClusterWorkerFromEnv(t *testing.T) {
 	defer tally.mu.Unlock()
 	if len(tally.overlap) > 0 || tally.ran["hot"] != 30 || tally.ran["}x"] != 1 {
 		t.Fatalf("overlaps %q; ran %v", tally.overlap, tally.ran)
+	}
+	locksPageShowsClusterLock(t, w.Addr(), urls)
+}
+
+// locksPageShowsClusterLock: the worker's /locks page lists a lock held on
+// the cluster nodes, under a name with a brace, on all three nodes.
+func locksPageShowsClusterLock(t *testing.T, addr string, urls []string) {
+	t.Helper()
+	ctx := context.Background()
+	l, err := newClusterLocks(t, urls).TryAcquire(ctx, "held-}x", time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = l.Release(ctx) }()
+	resp, err := http.Get("http://" + addr + "/locks")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != 200 || !strings.Contains(string(body), "held-}x") || !strings.Contains(string(body), "3/3 (0,1,2)") {
+		t.Fatalf("/locks %d:\n%s", resp.StatusCode, body)
 	}
 }
