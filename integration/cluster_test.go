@@ -220,6 +220,21 @@ func TestClusterMemberAsSingleServer(t *testing.T) {
 	if err := lockadmin.ClusterAsSingle(reports); err == nil || !strings.Contains(err.Error(), "redis-cluster://"+addrs[0]) {
 		t.Fatalf("ClusterAsSingle = %v, want the cluster form named", err)
 	}
+	// Used anyway, its MOVED answers name the fix.
+	hinted := false
+	for i := 0; i < 30 && !hinted; i++ {
+		l, err := c.TryAcquire(context.Background(), fmt.Sprintf("r%d", i), 10*time.Second)
+		if err == nil {
+			states, _ := c.Inspect(context.Background(), l.Resource())
+			_ = l.Release(context.Background())
+			hinted = states[2].Err != nil && strings.Contains(states[2].Err.Error(), "write the node as redis-cluster://"+addrs[0])
+			continue
+		}
+		hinted = strings.Contains(err.Error(), "MOVED") && strings.Contains(err.Error(), "redis-cluster://"+addrs[0])
+	}
+	if !hinted {
+		t.Fatal("no MOVED answer named the cluster form")
+	}
 	broker := redistest.StartNode(t)
 	w := newWorker(t, map[string]string{
 		"ASYNQ_REDIS_URL": broker.URL(), "REDLOCK_NODES": strings.Join(urls, ","), "REDLOCK_NODE_TIMEOUT": "1s",

@@ -154,3 +154,16 @@ func shardWarnings(shards []NodeReport) []string {
 	}
 	return w
 }
+
+// movedHint names the fix on a MOVED answer from a node given as a single
+// server: it is a Redis Cluster member, and keys of other shards' slots can
+// never be set there. Other errors are returned as they are.
+func (n *node) movedHint(err error) error {
+	if err == nil || !redis.HasErrorPrefix(err, "MOVED") {
+		return err
+	}
+	if _, single := n.client.(*redis.Client); !single {
+		return err
+	}
+	return fmt.Errorf("%w (a Redis Cluster member given as a single server: write the node as redis-cluster://%s)", err, n.addr)
+}

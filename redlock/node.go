@@ -370,6 +370,7 @@ func (n *node) evalSource(ctx context.Context, calls []*call, cmds []*redis.Cmd)
 
 // answer delivers a call's reply and reports its failure.
 func (n *node) answer(c *call, val any, err error) {
+	err = n.movedHint(err)
 	if err != nil && err != redis.Nil && n.failed != nil {
 		n.failed(c.op, c.resource, c.node, err)
 	}
