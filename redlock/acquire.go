@@ -10,7 +10,7 @@ import (
 )
 
 // keys are the Redis names used for one resource. The hash tag keeps them in
-// one slot should a node be a Redis Cluster.
+// one slot should a node be a Redis Cluster (see keyOf).
 type keys struct {
 	resource string
 	key      string // the lock: token with a TTL
@@ -19,7 +19,7 @@ type keys struct {
 }
 
 func (c *Client) keysFor(resource string) keys {
-	k := c.cfg.prefix + "{" + resource + "}"
+	k := keyOf(c.cfg.prefix, resource)
 	return keys{resource: resource, key: k, fenceKey: k + ":fence", channel: k + ":released"}
 }
 

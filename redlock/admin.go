@@ -20,18 +20,23 @@ func (c *Client) scan(ctx context.Context, resourcePrefix string) ([]string, []e
 	if c.isClosed() {
 		return nil, nil, ErrClosed
 	}
-	match := globEscape(c.cfg.prefix) + "{" + globEscape(resourcePrefix) + "*}"
 	var found []string
 	errs := make([]error, len(c.nodes))
 	for i, n := range c.nodes {
-		names, err := c.scanNode(ctx, n, match)
-		if ctx.Err() != nil {
-			return nil, nil, ctx.Err()
+		for _, match := range c.scanPatterns(resourcePrefix) {
+			names, err := c.scanNode(ctx, n, match)
+			if ctx.Err() != nil {
+				return nil, nil, ctx.Err()
+			}
+			if err != nil && errs[i] == nil {
+				errs[i] = &NodeError{Node: i, Addr: n.addr, Op: "scan", Err: err}
+			}
+			for _, name := range names {
+				if strings.HasPrefix(name, resourcePrefix) {
+					found = append(found, name)
+				}
+			}
 		}
-		if err != nil {
-			errs[i] = &NodeError{Node: i, Addr: n.addr, Op: "scan", Err: err}
-		}
-		found = append(found, names...)
 	}
 	return found, errs, nil
 }
@@ -39,8 +44,8 @@ func (c *Client) scan(ctx context.Context, resourcePrefix string) ([]string, []e
 // scanBatch is the COUNT hint of each SCAN call.
 const scanBatch = 1000
 
-// scanNode returns the resources whose lock key (prefix{resource}) on n
-// matches the pattern; fencing counters (prefix{resource}:fence) are skipped.
+// scanNode returns the resources whose lock key (see keyOf) on n matches the
+// pattern; fencing counters and queues are skipped.
 func (c *Client) scanNode(ctx context.Context, n *node, match string) ([]string, error) {
 	var names []string
 	scan := func(ctx context.Context, cl redis.Cmdable) error {
@@ -71,15 +76,6 @@ func (c *Client) scanNode(ctx context.Context, n *node, match string) ([]string,
 		})
 	}
 	return names, scan(ctx, n.client)
-}
-
-// resourceOf returns the resource of a lock key, and false for other keys.
-func (c *Client) resourceOf(key string) (string, bool) {
-	rest, ok := strings.CutPrefix(key, c.cfg.prefix+"{")
-	if !ok || !strings.HasSuffix(rest, "}") {
-		return "", false
-	}
-	return rest[:len(rest)-1], true
 }
 
 // globEscape quotes the characters SCAN's MATCH pattern treats specially.

@@ -34,8 +34,8 @@ type NodeReport struct {
 	// CONFIG GET (an ACL, a renamed command, an embedded server): its
 	// identity (RunID "") or its settings are unknown; its clock is known.
 	ConfigErr error
-	// ClusterEnabled is INFO's cluster_enabled: the node is a Redis Cluster
-	// member.
+	// ClusterEnabled is INFO's cluster_enabled: on a node given as a single
+	// server it means a cluster member that answers MOVED for most keys.
 	ClusterEnabled bool
 	// Misconfigured is set, matching ErrMisconfigured, when the node refuses
 	// this client for a reason that retrying will not fix: a wrong password
@@ -43,6 +43,13 @@ type NodeReport struct {
 	// commands or keys (NOPERM), a command it does not know, or a Redis
 	// Cluster member given as a single server. It says what to change.
 	Misconfigured error
+	// Shards are the reports of each master of a node that is a Redis
+	// Cluster, by address (nil for a single server). The node's own fields
+	// then sum them up: RunID lists every shard's run_id, comma-separated;
+	// Err and ConfigErr are the first shard's failure; RTT and ClockOffset
+	// those of the shard farthest off; the settings those of a shard that
+	// can evict or lose writes, if any.
+	Shards []NodeReport
 }
 
 // evicts reports whether the node may evict lock keys under memory
@@ -65,8 +72,14 @@ func (r NodeReport) Warnings() []string {
 	if r.Misconfigured != nil {
 		return []string{r.Misconfigured.Error()}
 	}
+	if r.Shards != nil {
+		return shardWarnings(r.Shards)
+	}
 	if r.Err != nil {
 		return nil
+	}
+	if r.ClusterEnabled {
+		return []string{fmt.Sprintf("a Redis Cluster member given as a single server: most keys answer MOVED; write the node as redis-cluster://%s (rediss-cluster:// for TLS)", r.Addr)}
 	}
 	if r.ConfigErr != nil {
 		return []string{fmt.Sprintf("identity or settings unknown (INFO or CONFIG GET refused: %v): allow both for this user to have them checked", r.ConfigErr)}
@@ -133,28 +146,47 @@ func (c *Client) Check(ctx context.Context) ([]NodeReport, error) {
 
 // checkNode runs the calls of Check on one node (TIME, INFO, CONFIG GET and
 // a release of a key nobody holds); it uses the node's client directly,
-// beside the batching worker, since nothing here is urgent.
+// beside the batching worker, since nothing here is urgent. A cluster node
+// is checked on every master.
 func checkNode(ctx context.Context, n *node, bound time.Duration, prefix string) NodeReport {
-	r := NodeReport{Node: n.idx, Addr: n.addr}
 	ctx, cancel := context.WithTimeout(ctx, bound)
 	defer cancel()
-	if r.Err = measureClock(ctx, n.client, &r); r.Err != nil {
+	if cc, ok := n.client.(*redis.ClusterClient); ok {
+		r := checkCluster(ctx, n, cc)
+		if r.Misconfigured == nil && r.Err == nil {
+			r.Misconfigured = misconfigured(probeScript(ctx, cc, prefix), true)
+		}
+		return r
+	}
+	_, single := n.client.(*redis.Client)
+	r := checkServer(ctx, n.idx, n.addr, n.client)
+	if r.Err == nil && r.Misconfigured == nil {
+		r.Misconfigured = misconfigured(probeScript(ctx, n.client, prefix), true)
+	}
+	if single && r.ClusterEnabled && r.Misconfigured == nil {
+		r.Misconfigured = fmt.Errorf("%w: a Redis Cluster member (cluster_enabled:1) given as a single server: "+
+			"it refuses the keys of other shards' slots (MOVED); write the node as redis-cluster://%s, "+
+			"or give the whole cluster as a *redis.ClusterClient to redlock.New", ErrMisconfigured, n.addr)
+	}
+	return r
+}
+
+// checkServer runs the clock, identity and settings calls of Check on one
+// server (a node, or one master of a cluster node).
+func checkServer(ctx context.Context, idx int, addr string, cl redis.UniversalClient) NodeReport {
+	r := NodeReport{Node: idx, Addr: addr}
+	if r.Err = measureClock(ctx, cl, &r); r.Err != nil {
 		r.Misconfigured = misconfigured(r.Err, false)
 		return r
 	}
-	r.Misconfigured = misconfigured(probeScript(ctx, n.client, prefix), true)
-	info, err := n.client.Info(ctx).Result() // default sections: server and cluster among them
+	info, err := cl.Info(ctx).Result() // default sections: server and cluster among them
 	if err != nil {
 		r.ConfigErr = err
 		return r
 	}
 	r.RunID, r.Version = infoField(info, "run_id"), infoField(info, "redis_version")
 	r.ClusterEnabled = infoField(info, "cluster_enabled") == "1"
-	if _, single := n.client.(*redis.Client); single && r.ClusterEnabled && r.Misconfigured == nil {
-		r.Misconfigured = fmt.Errorf("%w: a Redis Cluster member (cluster_enabled:1) given as a single server: "+
-			"it refuses the keys of other shards' slots (MOVED); give standalone servers, or the whole cluster as a *redis.ClusterClient to redlock.New", ErrMisconfigured)
-	}
-	r.ConfigErr = readSettings(ctx, n.client, &r)
+	r.ConfigErr = readSettings(ctx, cl, &r)
 	return r
 }
 

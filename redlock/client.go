@@ -9,10 +9,9 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/asynqlock/asynqlock/internal/redisurl"
 	"github.com/redis/go-redis/v9"
 	"github.com/redis/go-redis/v9/maintnotifications"
-
-	"github.com/asynqlock/asynqlock/internal/redisurl"
 )
 
 // Client acquires Redlock locks over a fixed set of independent Redis masters.
@@ -119,7 +118,9 @@ func nodeIdentity(i int, cl redis.UniversalClient) string {
 }
 
 // NewFromURLs dials one node per URL: redis://[user:password@]host:port[/db]
-// or rediss:// for TLS, with go-redis URL parameters allowed and, for
+// or rediss:// for TLS, or a whole Redis Cluster as one node with
+// redis-cluster://[user:password@]host:port[?addr=host2:port2&addr=...] or
+// rediss-cluster://, with go-redis URL parameters allowed and, for
 // rediss://, tls_ca_file (a private CA), tls_cert_file and tls_key_file (a
 // client certificate). The clients it
 // creates are tuned for locking (short dial and I/O timeouts derived from the
@@ -149,13 +150,12 @@ func NewFromURLs(urls []string, opts ...Option) (*Client, error) {
 		}
 	}
 	for i, raw := range urls {
-		o, err := redisurl.ParseNode(raw)
+		cl, err := dialNode(raw, cfg.nodeTimeout)
 		if err != nil {
 			closeAll()
 			return nil, fmt.Errorf("node %d: %w", i, invalidf("%v", err))
 		}
-		tuneForLocking(o, cfg.nodeTimeout)
-		clients = append(clients, redis.NewClient(o))
+		clients = append(clients, cl)
 	}
 	c, err := newClient(clients, clients, opts)
 	if err != nil {

@@ -145,17 +145,20 @@ func SameServer(reports []NodeReport) error {
 		if r.Node >= 0 && r.Node < len(e.Addrs) {
 			e.Addrs[r.Node] = r.Addr
 		}
-		if r.Err != nil || r.RunID == "" {
-			continue
+		for _, id := range runIDs(r) {
+			if _, seen := byID[id]; !seen {
+				ids = append(ids, id)
+			}
+			if !slices.Contains(byID[id], r.Node) {
+				byID[id] = append(byID[id], r.Node)
+			}
 		}
-		if _, seen := byID[r.RunID]; !seen {
-			ids = append(ids, r.RunID)
-		}
-		byID[r.RunID] = append(byID[r.RunID], r.Node)
 	}
 	for _, id := range ids {
-		if g := byID[id]; len(g) > 1 {
-			slices.Sort(g)
+		g := byID[id]
+		slices.Sort(g)
+		// Two clusters sharing servers share several run IDs: one group.
+		if len(g) > 1 && !slices.ContainsFunc(e.Groups, func(h []int) bool { return slices.Equal(g, h) }) {
 			e.Groups = append(e.Groups, g)
 		}
 	}
@@ -163,6 +166,25 @@ func SameServer(reports []NodeReport) error {
 		return nil
 	}
 	return e
+}
+
+// runIDs are the server identities of a node that answered Check: its
+// run_id, or each shard's of a Redis Cluster, so that two lock nodes
+// sharing any one server are caught.
+func runIDs(r NodeReport) []string {
+	if r.Shards == nil {
+		if r.Err != nil || r.RunID == "" {
+			return nil
+		}
+		return []string{r.RunID}
+	}
+	var ids []string
+	for _, s := range r.Shards {
+		if s.Err == nil && s.RunID != "" {
+			ids = append(ids, s.RunID)
+		}
+	}
+	return ids
 }
 
 // firstContact checks the nodes of a new client as NewFromURLs does: every

@@ -300,6 +300,9 @@ func (n *node) execBatch(batch []*call, now time.Time) {
 	// NOSCRIPT answer is retried after the rest of its batch, which would
 	// reorder a node's calls.
 	load := !n.loaded && hasScript(live)
+	if load && n.loadEveryMaster(ctx) {
+		load = false // a cluster's masters each got them outside the pipeline
+	}
 	pre := 0
 	if load {
 		pre = len(allScripts)
@@ -367,6 +370,7 @@ func (n *node) evalSource(ctx context.Context, calls []*call, cmds []*redis.Cmd)
 
 // answer delivers a call's reply and reports its failure.
 func (n *node) answer(c *call, val any, err error) {
+	err = n.movedHint(err)
 	if err != nil && err != redis.Nil && n.failed != nil {
 		n.failed(c.op, c.resource, c.node, err)
 	}

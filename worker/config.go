@@ -27,7 +27,10 @@ type Config struct {
 	AsynqTLSCertFile string `env:"ASYNQ_TLS_CERT_FILE"`
 	AsynqTLSKeyFile  string `env:"ASYNQ_TLS_KEY_FILE"`
 	// RedlockNodes are the lock nodes: independent masters, as
-	// redis:// or rediss:// URLs, comma-separated.
+	// redis:// or rediss:// URLs, comma-separated; a node that is a whole
+	// Redis Cluster is redis-cluster:// or rediss-cluster://[user:password@]
+	// host:port[?addr=host:port&addr=...] (seeds as parameters: the comma
+	// separates nodes).
 	RedlockNodes []string `env:"REDLOCK_NODES,required,notEmpty" envSeparator:","`
 	// RedlockTLSCAFile is a PEM file of the private CA that signs the lock
 	// nodes' certificates, for rediss node URLs that name none.

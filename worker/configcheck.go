@@ -45,10 +45,10 @@ func (c *Config) checkURLs() []problem {
 	}
 	for i, u := range c.locks().NodeURLs() {
 		if strings.TrimSpace(u) == "" {
-			ps = append(ps, problem{Var: "REDLOCK_NODES", Message: fmt.Sprintf("node %d: empty entry (a stray comma?); expected a redis:// or rediss:// URL between commas", i)})
+			ps = append(ps, problem{Var: "REDLOCK_NODES", Message: fmt.Sprintf("node %d: empty entry (a stray comma?); expected a redis://, rediss:// or redis-cluster:// URL between commas", i)})
 			continue
 		}
-		if _, err := redisurl.ParseNode(u); err != nil {
+		if _, _, err := redisurl.ParseLockNode(u); err != nil {
 			ps = append(ps, problem{Var: "REDLOCK_NODES", Message: fmt.Sprintf("node %d: %v", i, err)})
 		}
 	}

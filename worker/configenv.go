@@ -46,7 +46,7 @@ var expectations = map[string]string{
 	"WORKER_READINESS_INTERVAL":          "a duration such as 1s",
 	"WORKER_NODE_CHECK_INTERVAL":         "a duration such as 10s",
 	"ASYNQ_REDIS_URL":                    "a redis://, rediss://, redis-sentinel:// or redis-cluster:// URL",
-	"REDLOCK_NODES":                      "a comma-separated list of redis:// or rediss:// URLs",
+	"REDLOCK_NODES":                      "a comma-separated list of redis://, rediss:// or redis-cluster:// URLs",
 }
 
 // problemOf turns an env error into a problem naming the variable.

@@ -126,11 +126,16 @@ func (nc *nodeCheck) snapshot() ([]redlock.NodeReport, time.Time, error) {
 }
 
 // startNodeCheck checks the nodes before the worker starts: two nodes that
-// are one server refuse the start. Then it checks them every
+// are one server, or a cluster member given as a single server, refuse the
+// start. Then it checks them every
 // NodeCheckInterval until ctx ends; the returned channel is closed when it
 // stopped.
 func (w *Worker) startNodeCheck(ctx context.Context) (<-chan struct{}, error) {
 	if err := w.checkNodes(ctx); err != nil {
+		return nil, fmt.Errorf("worker: refusing to start: %w", err)
+	}
+	reports, _, _ := w.nodes.snapshot()
+	if err := lockadmin.ClusterAsSingle(reports); err != nil {
 		return nil, fmt.Errorf("worker: refusing to start: %w", err)
 	}
 	if err := w.misconfigured(); err != nil {

@@ -26,6 +26,8 @@ type checkJSON struct {
 	AppendOnly      bool     `json:"appendonly"`
 	AppendFsync     string   `json:"appendfsync,omitempty"`
 	Warnings        []string `json:"warnings,omitempty"`
+	// Shards are the masters of a node that is a Redis Cluster.
+	Shards []checkJSON `json:"shards,omitempty"`
 }
 
 // errCheckFailed is a check that found a problem: a node down,
@@ -41,7 +43,9 @@ func runCheck(ctx context.Context, a *app, _ any, _ []string) error {
 	if err != nil {
 		return err
 	}
-	same := lockadmin.SameServer(reports)
+	// A cluster member given as a single server fails like a shared server:
+	// most keys would answer MOVED.
+	same := errors.Join(lockadmin.SameServer(reports), lockadmin.ClusterAsSingle(reports))
 	var se *lockadmin.SameServerError
 	if errors.As(same, &se) {
 		se.Addrs = a.names // the URLs tell two databases of one server apart
@@ -98,20 +102,42 @@ func writeCheckJSON(a *app, reports []redlock.NodeReport, same error, clocks []s
 		out.SameServer = se.Groups
 	}
 	for _, r := range reports {
-		n := checkJSON{Node: r.Node, Addr: r.Addr, Reachable: r.Err == nil, RunID: r.RunID, Version: r.Version,
-			RTTMs: ms(r.RTT), ClockOffsetMs: ms(r.ClockOffset), MaxmemoryPolicy: r.MaxmemoryPolicy, Maxmemory: r.Maxmemory,
-			AppendOnly: r.AppendOnly, AppendFsync: r.AppendFsync, Warnings: r.Warnings()}
-		if r.Err != nil {
-			n.Error = r.Err.Error()
+		n := checkRow(r)
+		for _, s := range r.Shards {
+			n.Shards = append(n.Shards, checkRow(s))
 		}
 		out.Nodes = append(out.Nodes, n)
 	}
 	return writeJSON(a.out, out)
 }
 
+// checkRow is one node's, or one shard's, report in JSON.
+func checkRow(r redlock.NodeReport) checkJSON {
+	n := checkJSON{Node: r.Node, Addr: r.Addr, Reachable: r.Err == nil, RunID: r.RunID, Version: r.Version,
+		RTTMs: ms(r.RTT), ClockOffsetMs: ms(r.ClockOffset), MaxmemoryPolicy: r.MaxmemoryPolicy, Maxmemory: r.Maxmemory,
+		AppendOnly: r.AppendOnly, AppendFsync: r.AppendFsync, Warnings: r.Warnings()}
+	if r.Err != nil {
+		n.Error = r.Err.Error()
+	}
+	return n
+}
+
+// shardsOf are the rows of a node in the table: itself, or each shard of a
+// Redis Cluster.
+func shardsOf(r redlock.NodeReport) []redlock.NodeReport {
+	if r.Shards != nil {
+		return r.Shards
+	}
+	return []redlock.NodeReport{r}
+}
+
 func writeCheckTable(a *app, reports []redlock.NodeReport, same error, clocks []string) error {
 	t := newTable(a.out, "NODE", "ADDR", "STATUS", "RUN_ID", "VERSION", "RTT", "CLOCK", "MAXMEMORY-POLICY", "APPENDONLY/FSYNC")
+	var rows []redlock.NodeReport
 	for _, r := range reports {
+		rows = append(rows, shardsOf(r)...)
+	}
+	for _, r := range rows {
 		if r.Err != nil {
 			t.row(fmt.Sprint(r.Node), r.Addr, "DOWN: "+r.Err.Error(), "-", "-", "-", "-", "-", "-")
 			continue

@@ -1,7 +1,9 @@
 package lockadmin
 
 import (
+	"errors"
 	"fmt"
+	"strings"
 	"slices"
 	"time"
 
@@ -55,4 +57,24 @@ func ClockWarnings(reports []redlock.NodeReport, limit time.Duration) []string {
 			median.Abs().Round(time.Millisecond)))
 	}
 	return w
+}
+
+// ErrClusterAsSingle means a node given as a single server (redis://) is a
+// Redis Cluster member: it answers MOVED for the keys of other shards, so
+// most resources could never reach a quorum.
+var ErrClusterAsSingle = errors.New("redlock: a Redis Cluster member given as a single server")
+
+// ClusterAsSingle returns an error naming every node given as a single server
+// that reported cluster_enabled:1, with the form to write, else nil.
+func ClusterAsSingle(reports []redlock.NodeReport) error {
+	var parts []string
+	for _, r := range reports {
+		if r.Shards == nil && r.Err == nil && r.ClusterEnabled {
+			parts = append(parts, fmt.Sprintf("node %d (%s): write redis-cluster://%s (rediss-cluster:// for TLS)", r.Node, r.Addr, r.Addr))
+		}
+	}
+	if parts == nil {
+		return nil
+	}
+	return fmt.Errorf("%w: %s", ErrClusterAsSingle, strings.Join(parts, "; "))
 }

@@ -78,6 +78,123 @@ func StartRedisCluster(tb testing.TB, n int) []string {
 			"--cluster-node-timeout", "5000"))
 		addrs[i] = s.Addr()
 	}
+	formCluster(tb, addrs)
+	return addrs
+}
+
+// LockClusterURL is the lock-node URL of a Redis Cluster started by
+// StartRedisCluster: redis-cluster://first?addr=second&addr=..., one node in
+// a comma-separated REDLOCK_NODES.
+func LockClusterURL(addrs []string) string {
+	u := "redis-cluster://" + addrs[0]
+	for i, a := range addrs[1:] {
+		sep := "&"
+		if i == 0 {
+			sep = "?"
+		}
+		u += sep + "addr=" + a
+	}
+	return u
+}
+
+// StartLockClusters starts n Redis Clusters of shards masters each, the lock
+// nodes of a Redlock over clusters, and returns their LockClusterURLs and
+// each cluster's master addresses.
+func StartLockClusters(tb testing.TB, n, shards int) (urls []string, addrs [][]string) {
+	tb.Helper()
+	for range n {
+		a := StartRedisCluster(tb, shards)
+		addrs = append(addrs, a)
+		urls = append(urls, LockClusterURL(a))
+	}
+	return urls, addrs
+}
+
+// Kill stops the server at once (SIGKILL), as a crash would.
+func (s *Server) Kill() error { return s.proc.kill() }
+
+// StartReplicatedCluster starts a Redis Cluster of n masters, each with one
+// replica, that fails a dead master over within a few seconds
+// (cluster-node-timeout 1s). It returns the masters and replicas[i], the
+// replica of masters[i]; all are stopped by tb.Cleanup.
+func StartReplicatedCluster(tb testing.TB, n int) (masters, replicas []*Server) {
+	tb.Helper()
+	// Validity factor 0: a replica takes over however long ago it last
+	// heard from its master, so a test's failover never waits on data age.
+	args := WithArgs("--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf", "--cluster-node-timeout", "1000",
+		"--cluster-replica-validity-factor", "0")
+	for range n {
+		masters = append(masters, StartServer(tb, args))
+		replicas = append(replicas, StartServer(tb, args))
+	}
+	addrs := make([]string, n)
+	for i, m := range masters {
+		addrs[i] = m.Addr()
+	}
+	formCluster(tb, addrs)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	first := newSetupClient(addrs[0])
+	defer first.Close()
+	for i, r := range replicas {
+		if err := first.Do(ctx, "cluster", "meet", loopback, r.Port).Err(); err != nil {
+			tb.Fatalf("redistest: cluster meet %s: %v", r.Addr(), err)
+		}
+		mc, rc := newSetupClient(addrs[i]), newSetupClient(r.Addr())
+		id, err := mc.Do(ctx, "cluster", "myid").Text()
+		_ = mc.Close()
+		for err == nil {
+			// The replica must know the master before it can follow it.
+			if err = rc.Do(ctx, "cluster", "replicate", id).Err(); err == nil || ctx.Err() != nil {
+				break
+			}
+			err = nil
+			time.Sleep(50 * time.Millisecond)
+		}
+		_ = rc.Close()
+		if err != nil {
+			tb.Fatalf("redistest: %s replicate %s: %v", r.Addr(), addrs[i], err)
+		}
+	}
+	waitClusterOK(ctx, tb, append(addrs, replicaAddrs(replicas)...), 2*n)
+	for _, r := range replicas {
+		waitInfo(ctx, tb, r.Addr(), "replication", "master_link_status:up")
+	}
+	return masters, replicas
+}
+
+// waitInfo waits until the INFO section of the server at addr contains
+// want, failing tb when ctx ends first.
+func waitInfo(ctx context.Context, tb testing.TB, addr, section, want string) {
+	tb.Helper()
+	c := newSetupClient(addr)
+	defer c.Close()
+	for {
+		info, err := c.Info(ctx, section).Result()
+		if err == nil && strings.Contains(info, want) {
+			return
+		}
+		if ctx.Err() != nil {
+			tb.Fatalf("redistest: %s: no %q in INFO %s in time: %v", addr, want, section, err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func replicaAddrs(rs []*Server) []string {
+	out := make([]string, len(rs))
+	for i, r := range rs {
+		out[i] = r.Addr()
+	}
+	return out
+}
+
+// formCluster shares the 16384 slots among the servers at addrs in equal
+// ranges, introduces them to each other, and waits until every one sees
+// them all and the cluster state ok.
+func formCluster(tb testing.TB, addrs []string) {
+	tb.Helper()
+	n := len(addrs)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	clients := make([]*redis.Client, n)
@@ -101,17 +218,26 @@ func StartRedisCluster(tb testing.TB, n int) []string {
 			}
 		}
 	}
-	for _, c := range clients {
+	waitClusterOK(ctx, tb, addrs, n)
+}
+
+// waitClusterOK waits until every server at addrs reports the cluster state
+// ok with known nodes, failing tb when ctx ends first.
+func waitClusterOK(ctx context.Context, tb testing.TB, addrs []string, known int) {
+	tb.Helper()
+	for _, a := range addrs {
+		c := newSetupClient(a)
 		for {
 			info, err := c.ClusterInfo(ctx).Result()
-			if err == nil && strings.Contains(info, "cluster_state:ok") && strings.Contains(info, fmt.Sprintf("cluster_known_nodes:%d", n)) {
+			if err == nil && strings.Contains(info, "cluster_state:ok") && strings.Contains(info, fmt.Sprintf("cluster_known_nodes:%d", known)) {
 				break
 			}
 			if ctx.Err() != nil {
-				tb.Fatalf("redistest: cluster not ok within 30s: %v %s", err, info)
+				_ = c.Close()
+				tb.Fatalf("redistest: cluster not ok in time at %s: %v %s", a, err, info)
 			}
 			time.Sleep(50 * time.Millisecond)
 		}
+		_ = c.Close()
 	}
-	return addrs
 }

@@ -1,0 +1,353 @@
+package integration
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/asynqlock/asynqlock/internal/lockadmin"
+	"github.com/asynqlock/asynqlock/internal/redistest"
+	"github.com/asynqlock/asynqlock/middleware"
+	"github.com/asynqlock/asynqlock/redlock"
+	"github.com/hibiken/asynq"
+	"github.com/redis/go-redis/v9"
+)
+
+// Lock nodes that are each a Redis Cluster (issue 22): three clusters of
+// three shards, configured by redis-cluster:// URLs.
+
+// clusterBraceNames put braces where Redis Cluster reads a hash tag, and
+// enough plain names to land on every shard.
+func clusterBraceNames() []string {
+	names := []string{"{", "}", "}x", "{}", "x{y}z", "a}:fence", "a}", "{a}", "}}", "a}:q", "a{b"}
+	for i := range 30 {
+		names = append(names, fmt.Sprintf("sku-%d", i))
+	}
+	return names
+}
+
+// newClusterLocks is a client over cluster lock nodes with a patient node
+// timeout (a loaded machine; these tests are not about timing).
+func newClusterLocks(t *testing.T, urls []string) *redlock.Client {
+	t.Helper()
+	c, err := redlock.NewFromURLs(urls, redlock.WithNodeTimeout(time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	return c
+}
+
+func TestClusterLockNodes(t *testing.T) {
+	urls, addrs := redistest.StartLockClusters(t, 3, 3)
+	c := newClusterLocks(t, urls)
+	t.Run("names with braces", func(t *testing.T) { clusterBraceNamesCase(t, c) })
+	t.Run("waiter on a hashed name", func(t *testing.T) { clusterWaiterCase(t, c) })
+	t.Run("scripts on every master", func(t *testing.T) { clusterScriptsCase(t, addrs) })
+	t.Run("listing", func(t *testing.T) { clusterListCase(t, c) })
+	t.Run("check per shard", func(t *testing.T) { clusterCheckCase(t, urls, addrs) })
+}
+
+// clusterBraceNamesCase: every name is taken (fenced), refused to a second
+// caller, released (no CROSSSLOT) and taken again with a larger fence.
+func clusterBraceNamesCase(t *testing.T, c *redlock.Client) {
+	ctx := context.Background()
+	for _, name := range clusterBraceNames() {
+		l, err := c.TryAcquire(ctx, name, 30*time.Second, redlock.WithFencing())
+		if err != nil {
+			t.Fatalf("%q: %v", name, err)
+		}
+		if _, err := c.TryAcquire(ctx, name, 30*time.Second); !errors.Is(err, redlock.ErrLocked) {
+			t.Fatalf("%q: second caller got %v, want ErrLocked", name, err)
+		}
+		if err := l.Release(ctx); err != nil {
+			t.Fatalf("%q: release: %v", name, err)
+		}
+		l2, err := c.TryAcquire(ctx, name, 30*time.Second, redlock.WithFencing())
+		if err != nil || l2.Fence() <= l.Fence() {
+			t.Fatalf("%q: again: %v, fence %d after %d", name, err, l2.Fence(), l.Fence())
+		}
+		if err := l2.Release(ctx); err != nil {
+			t.Fatalf("%q: second release: %v", name, err)
+		}
+	}
+}
+
+// clusterWaiterCase: a waiter on a name with '}' joins the queue (a
+// multi-key script) and gets the lock when it is released.
+func clusterWaiterCase(t *testing.T, c *redlock.Client) {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	for _, name := range []string{"}x", "a}:fence", "plain"} {
+		held, err := c.Acquire(ctx, name, 30*time.Second, redlock.WithFencing())
+		if err != nil {
+			t.Fatalf("%q: %v", name, err)
+		}
+		got := make(chan error, 1)
+		go func() {
+			l, err := c.Acquire(ctx, name, 30*time.Second, redlock.WithFencing())
+			if err == nil {
+				err = l.Release(ctx)
+			}
+			got <- err
+		}()
+		// Give the waiter time to queue (a multi-key script): the test
+		// holds either way, but proves the queue only if it did.
+		time.Sleep(300 * time.Millisecond)
+		if err := held.Release(ctx); err != nil {
+			t.Fatalf("%q: release: %v", name, err)
+		}
+		if err := <-got; err != nil {
+			t.Fatalf("%q: waiter: %v", name, err)
+		}
+	}
+}
+
+// clusterScriptsCase: after the cases above, every master of every lock node
+// loaded the scripts and none answered NOSCRIPT.
+func clusterScriptsCase(t *testing.T, addrs [][]string) {
+	ctx := context.Background()
+	for _, cluster := range addrs {
+		for _, a := range cluster {
+			cl := redis.NewClient(redistest.ClientOptions(a))
+			stats, err := cl.Info(ctx, "commandstats", "errorstats").Result()
+			_ = cl.Close()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !strings.Contains(stats, "cmdstat_script|load:") || strings.Contains(stats, "errorstat_NOSCRIPT") {
+				t.Fatalf("master %s: scripts not preloaded:\n%s", a, stats)
+			}
+		}
+	}
+}
+
+// clusterListCase: the operator's listing finds held locks of both key
+// forms on every shard, and no fence or queue key.
+func clusterListCase(t *testing.T, c *redlock.Client) {
+	ctx := context.Background()
+	names := clusterBraceNames()
+	for _, name := range names {
+		l, err := c.TryAcquire(ctx, name, 30*time.Second, redlock.WithFencing())
+		if err != nil {
+			t.Fatalf("%q: %v", name, err)
+		}
+		defer func() { _ = l.Release(ctx) }()
+	}
+	got, err := lockadmin.List(ctx, c, "", 1000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var listed []string
+	for _, l := range got.Locks {
+		listed = append(listed, l.Resource)
+	}
+	slices.Sort(listed)
+	slices.Sort(names)
+	if !slices.Equal(listed, names) {
+		t.Fatalf("listed %q, want %q", listed, names)
+	}
+}
+
+// clusterCheckCase: Check reports every shard of every node, with distinct
+// identities; an evicting shard is named; a second URL to one cluster (by
+// another seed) is caught as the same servers.
+func clusterCheckCase(t *testing.T, urls []string, addrs [][]string) {
+	ctx := context.Background()
+	evicting := addrs[1][2]
+	cl := redis.NewClient(redistest.ClientOptions(evicting))
+	defer cl.Close()
+	if err := cl.ConfigSet(ctx, "maxmemory-policy", "allkeys-lru").Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := cl.ConfigSet(ctx, "maxmemory", "1gb").Err(); err != nil {
+		t.Fatal(err)
+	}
+	defer cl.ConfigSet(ctx, "maxmemory", "0")
+	c := newClusterLocks(t, urls)
+	reports, err := c.Check(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, r := range reports {
+		if r.Err != nil || len(r.Shards) != 3 {
+			t.Fatalf("node %d: %v, %d shards", i, r.Err, len(r.Shards))
+		}
+		for _, s := range r.Shards {
+			if !slices.Contains(addrs[i], s.Addr) || s.RunID == "" {
+				t.Fatalf("node %d: shard %+v not one of %v", i, s, addrs[i])
+			}
+		}
+	}
+	warned := strings.Join(reports[1].Warnings(), "\n")
+	if !strings.Contains(warned, evicting) || !strings.Contains(warned, "allkeys-lru") {
+		t.Fatalf("node 1 warnings %q do not name shard %s", warned, evicting)
+	}
+	if err := lockadmin.SameServer(reports); err != nil {
+		t.Fatalf("independent clusters reported as one: %v", err)
+	}
+	again := newClusterLocks(t, []string{urls[0], urls[1], redistest.LockClusterURL([]string{addrs[0][2]})})
+	reports, err = again.Check(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var se *lockadmin.SameServerError
+	if err := lockadmin.SameServer(reports); !errors.As(err, &se) || len(se.Groups) != 1 || !slices.Equal(se.Groups[0], []int{0, 2}) {
+		t.Fatalf("one cluster listed twice: %v, want nodes 0 and 2 as one", err)
+	}
+}
+
+// TestClusterMemberAsSingleServer: a redis:// URL naming one master of a
+// cluster is warned by Check with the URL to write, and refused by the
+// worker at start.
+func TestClusterMemberAsSingleServer(t *testing.T) {
+	addrs := redistest.StartRedisCluster(t, 3)
+	plain := redistest.StartCluster(t, 2)
+	urls := append(plain.URLs(), "redis://"+addrs[0])
+	c := newClusterLocks(t, urls)
+	reports, err := c.Check(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := lockadmin.ClusterAsSingle(reports); err == nil || !strings.Contains(err.Error(), "redis-cluster://"+addrs[0]) {
+		t.Fatalf("ClusterAsSingle = %v, want the cluster form named", err)
+	}
+	// Used anyway, its MOVED answers name the fix.
+	hinted := false
+	for i := 0; i < 30 && !hinted; i++ {
+		l, err := c.TryAcquire(context.Background(), fmt.Sprintf("r%d", i), 10*time.Second)
+		if err == nil {
+			states, _ := c.Inspect(context.Background(), l.Resource())
+			_ = l.Release(context.Background())
+			hinted = states[2].Err != nil && strings.Contains(states[2].Err.Error(), "write the node as redis-cluster://"+addrs[0])
+			continue
+		}
+		hinted = strings.Contains(err.Error(), "MOVED") && strings.Contains(err.Error(), "redis-cluster://"+addrs[0])
+	}
+	if !hinted {
+		t.Fatal("no MOVED answer named the cluster form")
+	}
+	broker := redistest.StartNode(t)
+	w := newWorker(t, map[string]string{
+		"ASYNQ_REDIS_URL": broker.URL(), "REDLOCK_NODES": strings.Join(urls, ","), "REDLOCK_NODE_TIMEOUT": "1s",
+		"METRICS_ADDR": "127.0.0.1:0", "LOG_LEVEL": "error",
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	if err := w.Run(ctx); err == nil || !strings.Contains(err.Error(), "redis-cluster://"+addrs[0]) {
+		t.Fatalf("Run = %v, want a refusal naming redis-cluster://%s", err, addrs[0])
+	}
+}
+
+// clusterTally counts a worker's tasks per SKU: how many ran, and whether
+// two of one SKU ever overlapped.
+type clusterTally struct {
+	mu      sync.Mutex
+	running map[string]int
+	ran     map[string]int
+	overlap []string
+	done    chan struct{}
+	want    int
+	total   int
+}
+
+func (c *clusterTally) start(sku string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.running[sku]++; c.running[sku] > 1 {
+		c.overlap = append(c.overlap, sku)
+	}
+}
+
+func (c *clusterTally) end(sku string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.running[sku]--
+	c.ran[sku]++
+	if c.total++; c.total == c.want {
+		close(c.done)
+	}
+}
+
+// TestClusterWorkerFromEnv: a worker configured only by its variables, with
+// three cluster lock nodes and a cluster broker, runs every task of a hot
+// SKU and of cold ones (with braces) exactly once, one at a time per SKU.
+func TestClusterWorkerFromEnv(t *testing.T) {
+	urls, _ := redistest.StartLockClusters(t, 3, 3)
+	broker := redistest.StartRedisCluster(t, 3)
+	w := newWorker(t, map[string]string{
+		"ASYNQ_REDIS_URL":            "redis-cluster://" + strings.Join(broker, ","),
+		"REDLOCK_NODES":              strings.Join(urls, ","),
+		"REDLOCK_NODE_TIMEOUT":       "1s",
+		"WORKER_CONCURRENCY":         "8",
+		"WORKER_SHUTDOWN_TIMEOUT":    "2s",
+		"WORKER_TASK_CHECK_INTERVAL": "50ms",
+		"METRICS_ADDR":               "127.0.0.1:0",
+		"LOG_LEVEL":                  "error",
+	})
+	skus := []string{"}x", "a}:fence", "{", "cold-1", "cold-2"}
+	for range 30 {
+		skus = append(skus, "hot")
+	}
+	tally := &clusterTally{running: map[string]int{}, ran: map[string]int{}, done: make(chan struct{}), want: len(skus)}
+	h := asynq.HandlerFunc(func(_ context.Context, tk *asynq.Task) error {
+		var p struct{ SKU string }
+		if err := json.Unmarshal(tk.Payload(), &p); err != nil {
+			return err
+		}
+		tally.start(p.SKU)
+		time.Sleep(5 * time.Millisecond) // long enough for a second holder to show
+		tally.end(p.SKU)
+		return nil
+	})
+	if err := w.Handle("cluster:sku", h, middleware.ByField("sku")); err != nil {
+		t.Fatal(err)
+	}
+	runWorker(t, w)
+	for i, sku := range skus {
+		payload, _ := json.Marshal(map[string]any{"sku": sku, "n": i})
+		if _, err := w.Client().Enqueue(asynq.NewTask("cluster:sku", payload)); err != nil {
+			t.Fatalf("enqueue: %v", err)
+		}
+	}
+	select {
+	case <-tally.done:
+	case <-time.After(120 * time.Second):
+		t.Fatalf("ran %d of %d tasks within 120s", tally.total, tally.want)
+	}
+	tally.mu.Lock()
+	defer tally.mu.Unlock()
+	if len(tally.overlap) > 0 || tally.ran["hot"] != 30 || tally.ran["}x"] != 1 {
+		t.Fatalf("overlaps %q; ran %v", tally.overlap, tally.ran)
+	}
+	locksPageShowsClusterLock(t, w.Addr(), urls)
+}
+
+// locksPageShowsClusterLock: the worker's /locks page lists a lock held on
+// the cluster nodes, under a name with a brace, on all three nodes.
+func locksPageShowsClusterLock(t *testing.T, addr string, urls []string) {
+	t.Helper()
+	ctx := context.Background()
+	l, err := newClusterLocks(t, urls).TryAcquire(ctx, "held-}x", time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = l.Release(ctx) }()
+	resp, err := http.Get("http://" + addr + "/locks")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != 200 || !strings.Contains(string(body), "held-}x") || !strings.Contains(string(body), "3/3 (0,1,2)") {
+		t.Fatalf("/locks %d:\n%s", resp.StatusCode, body)
+	}
+}

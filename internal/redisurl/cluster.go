@@ -1,0 +1,84 @@
+package redisurl
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Cluster URL schemes of a lock node that is a whole Redis Cluster.
+const (
+	SchemeCluster    = "redis-cluster"
+	SchemeClusterTLS = "rediss-cluster"
+)
+
+// IsCluster reports whether raw is a redis-cluster:// or rediss-cluster://
+// URL, the form of a lock node that is a whole Redis Cluster.
+func IsCluster(raw string) bool {
+	scheme, _, _ := strings.Cut(strings.TrimSpace(raw), "://")
+	return scheme == SchemeCluster || scheme == SchemeClusterTLS
+}
+
+// ParseClusterNode parses redis-cluster://[user:pw@]host:port (or
+// rediss-cluster:// for TLS, with the TLS file parameters): ONE lock node
+// that is a Redis Cluster, reached through the seed host:port and further
+// seeds written as go-redis's cluster URLs write them (?addr=h2:p2&addr=h3:p3)
+// rather than with commas, since the comma separates lock nodes. Errors show
+// the URL redacted.
+func ParseClusterNode(raw string) (*redis.ClusterOptions, error) {
+	u, err := Parse(raw)
+	if err != nil {
+		return nil, err
+	}
+	shown := Redact(u)
+	if u.Scheme != SchemeCluster && u.Scheme != SchemeClusterTLS {
+		return nil, fmt.Errorf("URL %q: scheme must be redis-cluster:// or rediss-cluster:// for a Redis Cluster, got %q", shown, u.Scheme)
+	}
+	if strings.Contains(u.Host, ",") {
+		return nil, fmt.Errorf("URL %q: give a cluster's further seeds as ?addr=host:port parameters; a comma separates lock nodes", shown)
+	}
+	if strings.Trim(u.Path, "/") != "" {
+		return nil, fmt.Errorf("URL %q: a Redis Cluster has only database 0; remove the path", shown)
+	}
+	q := u.Query()
+	files := [3]string{q.Get(ParamTLSCAFile), q.Get(ParamTLSCertFile), q.Get(ParamTLSKeyFile)}
+	q.Del(ParamTLSCAFile)
+	q.Del(ParamTLSCertFile)
+	q.Del(ParamTLSKeyFile)
+	u.RawQuery = q.Encode()
+	u.Scheme = strings.TrimSuffix(u.Scheme, "-cluster") // go-redis's cluster URLs say redis:// or rediss://
+	o, err := redis.ParseClusterURL(u.String())
+	if err != nil {
+		msg := err.Error()
+		if p, ok := u.User.Password(); ok && p != "" {
+			msg = strings.ReplaceAll(msg, p, "xxxxx")
+		}
+		return nil, fmt.Errorf("URL %q: %s", shown, msg)
+	}
+	if files != [3]string{} {
+		if o.TLSConfig == nil {
+			return nil, fmt.Errorf("URL %q: TLS parameters need the rediss-cluster:// scheme", shown)
+		}
+		if err := AddTLSFiles(o.TLSConfig, files[0], files[1], files[2]); err != nil {
+			return nil, fmt.Errorf("URL %q: %v", shown, err)
+		}
+	}
+	return o, nil
+}
+
+// ParseLockNode parses a lock node URL of either form: a single server
+// (redis://, rediss://; see ParseNode) returned as single, or a Redis
+// Cluster (redis-cluster://, rediss-cluster://; see ParseClusterNode)
+// returned as cluster. Exactly one of the two is set when err is nil.
+func ParseLockNode(raw string) (single *redis.Options, cluster *redis.ClusterOptions, err error) {
+	if IsCluster(raw) {
+		cluster, err = ParseClusterNode(raw)
+		return nil, cluster, err
+	}
+	single, err = ParseNode(raw)
+	if err != nil && strings.Contains(err.Error(), "scheme must be") {
+		err = fmt.Errorf("%w (or redis-cluster:// or rediss-cluster:// for a Redis Cluster)", err)
+	}
+	return single, nil, err
+}

@@ -1,0 +1,172 @@
+package redlock
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/redis/go-redis/v9/maintnotifications"
+
+	"github.com/asynqlock/asynqlock/internal/redisurl"
+)
+
+// dialNode makes the client of one node URL: a *redis.Client for a single
+// server, a *redis.ClusterClient for a redis-cluster:// URL (one lock node
+// whose shards split the keys), both tuned for locking.
+func dialNode(raw string, nodeTimeout time.Duration) (redis.UniversalClient, error) {
+	single, cluster, err := redisurl.ParseLockNode(raw)
+	if err != nil {
+		return nil, err
+	}
+	if cluster != nil {
+		tuneClusterForLocking(cluster, nodeTimeout)
+		return redis.NewClusterClient(cluster), nil
+	}
+	tuneForLocking(single, nodeTimeout)
+	return redis.NewClient(single), nil
+}
+
+// tuneClusterForLocking applies tuneForLocking's settings to every shard's
+// client. Redirections (MOVED, ASK) stay allowed: they are how the client
+// follows a slot to its new master after a failover.
+func tuneClusterForLocking(o *redis.ClusterOptions, nodeTimeout time.Duration) {
+	s := &redis.Options{
+		DialTimeout: o.DialTimeout, ReadTimeout: o.ReadTimeout, WriteTimeout: o.WriteTimeout,
+		PoolTimeout: o.PoolTimeout, DialerRetries: o.DialerRetries, Protocol: o.Protocol,
+		MaintNotificationsConfig: o.MaintNotificationsConfig,
+	}
+	tuneForLocking(s, nodeTimeout)
+	o.ContextTimeoutEnabled, o.MaxRetries, o.DialerRetries = s.ContextTimeoutEnabled, s.MaxRetries, s.DialerRetries
+	o.DialTimeout, o.ReadTimeout, o.WriteTimeout, o.PoolTimeout = s.DialTimeout, s.ReadTimeout, s.WriteTimeout, s.PoolTimeout
+	o.Protocol = s.Protocol
+	if o.MaintNotificationsConfig == nil {
+		o.MaintNotificationsConfig = &maintnotifications.Config{Mode: maintnotifications.ModeDisabled}
+	}
+}
+
+// loadEveryMaster loads the scripts on every master of a cluster node, since
+// a keyless SCRIPT LOAD in the pipeline reaches only one shard and the others
+// would answer NOSCRIPT on first use. It reports false, doing nothing, for a
+// single server, whose pipeline loads them. A master that appears later (a
+// failover) answers NOSCRIPT once, which clears loaded and loads again.
+func (n *node) loadEveryMaster(ctx context.Context) bool {
+	cc, ok := n.client.(*redis.ClusterClient)
+	if !ok {
+		return false
+	}
+	err := cc.ForEachMaster(ctx, func(ctx context.Context, m *redis.Client) error {
+		p := m.Pipeline()
+		for _, s := range allScripts {
+			p.ScriptLoad(ctx, s.src)
+		}
+		_, err := p.Exec(ctx)
+		return err
+	})
+	n.loaded = err == nil
+	return true
+}
+
+// checkCluster runs Check's calls on every master of a cluster node, since a
+// keyless command reaches one arbitrary shard, and sums the shards up.
+func checkCluster(ctx context.Context, n *node, cc *redis.ClusterClient) NodeReport {
+	var mu sync.Mutex
+	var shards []NodeReport
+	err := cc.ForEachMaster(ctx, func(ctx context.Context, m *redis.Client) error {
+		s := checkServer(ctx, n.idx, m.Options().Addr, m)
+		mu.Lock()
+		defer mu.Unlock()
+		shards = append(shards, s)
+		return nil
+	})
+	r := NodeReport{Node: n.idx, Addr: n.addr}
+	if err != nil && len(shards) == 0 {
+		r.Err = err // not even the cluster's layout is known
+		return r
+	}
+	slices.SortFunc(shards, func(a, b NodeReport) int { return strings.Compare(a.Addr, b.Addr) })
+	summarize(&r, shards)
+	return r
+}
+
+// summarize fills a cluster node's report from its shards' (see
+// NodeReport.Shards).
+func summarize(r *NodeReport, shards []NodeReport) {
+	r.Shards = shards
+	var ids, versions []string
+	worst := time.Duration(-1)
+	for _, s := range shards {
+		if s.Misconfigured != nil && r.Misconfigured == nil {
+			r.Misconfigured = fmt.Errorf("shard %s: %w", s.Addr, s.Misconfigured)
+		}
+		switch {
+		case s.Err != nil && r.Err == nil:
+			r.Err = fmt.Errorf("shard %s: %w", s.Addr, s.Err)
+		case s.ConfigErr != nil && r.ConfigErr == nil:
+			r.ConfigErr = fmt.Errorf("shard %s: %w", s.Addr, s.ConfigErr)
+		}
+		if s.Err != nil {
+			continue
+		}
+		ids = append(ids, s.RunID)
+		if !slices.Contains(versions, s.Version) {
+			versions = append(versions, s.Version)
+		}
+		if off := s.ClockOffset.Abs(); off > worst {
+			worst, r.ClockOffset, r.RTT = off, s.ClockOffset, s.RTT
+		}
+	}
+	r.RunID, r.Version = strings.Join(ids, ","), strings.Join(versions, ",")
+	r.ClusterEnabled = true
+	worstSettings(r, shards)
+}
+
+// worstSettings copies the settings of the shards that break an assumption
+// (eviction, writes lost on a crash), else the first shard's.
+func worstSettings(r *NodeReport, shards []NodeReport) {
+	first := true
+	for _, s := range shards {
+		if s.Err != nil || s.ConfigErr != nil {
+			continue
+		}
+		if first || s.evicts() {
+			r.MaxmemoryPolicy, r.Maxmemory = s.MaxmemoryPolicy, s.Maxmemory
+		}
+		if first || !s.survivesRestart() {
+			r.AppendOnly, r.AppendFsync = s.AppendOnly, s.AppendFsync
+		}
+		first = false
+	}
+}
+
+// shardWarnings are the shards' warnings, each naming its shard.
+func shardWarnings(shards []NodeReport) []string {
+	var w []string
+	for _, s := range shards {
+		if s.Err != nil {
+			w = append(w, fmt.Sprintf("shard %s unreachable: %v", s.Addr, s.Err))
+			continue
+		}
+		s.ClusterEnabled = false // a shard is meant to be one
+		for _, m := range s.Warnings() {
+			w = append(w, "shard "+s.Addr+": "+m)
+		}
+	}
+	return w
+}
+
+// movedHint names the fix on a MOVED answer from a node given as a single
+// server: it is a Redis Cluster member, and keys of other shards' slots can
+// never be set there. Other errors are returned as they are.
+func (n *node) movedHint(err error) error {
+	if err == nil || !redis.HasErrorPrefix(err, "MOVED") {
+		return err
+	}
+	if _, single := n.client.(*redis.Client); !single {
+		return err
+	}
+	return fmt.Errorf("%w (a Redis Cluster member given as a single server: write the node as redis-cluster://%s)", err, n.addr)
+}

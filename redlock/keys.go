@@ -1,0 +1,70 @@
+package redlock
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"strings"
+)
+
+// tagLen is the length of the hash tag of a resource name containing '}'.
+const tagLen = 16
+
+// keyOf is the lock key of resource: prefix{resource}, the form running
+// deployments already hold, for every name without '}'. Redis Cluster hashes
+// the text between the first '{' and the first '}' after it, so a '}' in
+// the name would cut the tag short and scatter the lock, fence and queue keys
+// (the key plus a suffix) over several slots: CROSSSLOT on every script.
+// Such a name is tagged with a hash of itself instead, followed by the name
+// verbatim: prefix{hash}resource. The two forms cannot meet: in the first,
+// the first '}' after the tag's '{' is the key's last byte; in the second it
+// is followed by the name, which is not empty.
+func keyOf(prefix, resource string) string {
+	if !strings.Contains(resource, "}") {
+		return prefix + "{" + resource + "}"
+	}
+	return prefix + "{" + nameTag(resource) + "}" + resource
+}
+
+// nameTag is the hash tag of a name containing '}': 64 bits of its SHA-256
+// in hex, which never contain '{' or '}'.
+func nameTag(resource string) string {
+	sum := sha256.Sum256([]byte(resource))
+	return hex.EncodeToString(sum[:tagLen/2])
+}
+
+// resourceOf returns the resource of a lock key, and false for other keys
+// (fencing counters, queues and keys of other programs): the inverse of
+// keyOf. A key of the hashed form counts only if its tag is the hash of the
+// name that follows, which tells the lock key of a name apart from a suffix
+// key of another (prefix{hash}a}:fence is the fence of "a}", not a lock).
+func (c *Client) resourceOf(key string) (string, bool) {
+	rest, ok := strings.CutPrefix(key, c.cfg.prefix+"{")
+	if !ok {
+		return "", false
+	}
+	end := strings.IndexByte(rest, '}')
+	switch {
+	case end < 0:
+		return "", false
+	case end == len(rest)-1:
+		return rest[:end], end > 0
+	}
+	tag, name := rest[:end], rest[end+1:]
+	if len(tag) != tagLen || !strings.Contains(name, "}") || nameTag(name) != tag {
+		return "", false
+	}
+	return name, true
+}
+
+// scanPatterns are the SCAN MATCH patterns that find the lock keys of the
+// names starting with resourcePrefix: one per key form (a prefix containing
+// '}' only has names of the hashed form). They match some other keys too,
+// which resourceOf and the caller's prefix check drop.
+func (c *Client) scanPatterns(resourcePrefix string) []string {
+	p := globEscape(c.cfg.prefix) + "{"
+	hashed := p + strings.Repeat("?", tagLen) + "}" + globEscape(resourcePrefix) + "*"
+	if strings.Contains(resourcePrefix, "}") {
+		return []string{hashed}
+	}
+	return []string{p + globEscape(resourcePrefix) + "*}", hashed}
+}
