@@ -3,7 +3,6 @@ package redlock
 import (
 	"errors"
 	"fmt"
-	"go.opentelemetry.io/otel/trace"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -34,7 +33,7 @@ type Client struct {
 	busy atomic.Int64
 	// procHolder names this process in every token (see holder.go).
 	procHolder string
-	tracer     trace.Tracer
+	tracer     *tracers
 }
 
 // New returns a Client over the given nodes: independent Redis masters (not
@@ -91,7 +90,7 @@ func newClient(nodes []redis.UniversalClient, owned []redis.UniversalClient, opt
 
 // start builds a Client over ready nodes and starts their workers.
 func start(cfg config, nodes []*node, owned []redis.UniversalClient) *Client {
-	c := &Client{cfg: cfg, nodes: nodes, q: quorum(len(nodes)), owned: owned, closed: make(chan struct{}), procHolder: processHolder(), tracer: cfg.tracer()}
+	c := &Client{cfg: cfg, nodes: nodes, q: quorum(len(nodes)), owned: owned, closed: make(chan struct{}), procHolder: processHolder(), tracer: newTracers(cfg.tracerProvider)}
 	for _, n := range c.nodes {
 		n.failed = c.nodeFailed
 		n.window, n.busy = cfg.batchWindow, &c.busy

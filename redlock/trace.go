@@ -3,6 +3,7 @@ package redlock
 import (
 	"context"
 	"errors"
+	"sync/atomic"
 
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
@@ -40,19 +41,57 @@ func WithTracerProvider(tp trace.TracerProvider) Option {
 	return func(c *config) { c.tracerProvider = tp }
 }
 
-// tracer returns the configured provider's tracer.
-func (c *config) tracer() trace.Tracer {
-	tp := c.tracerProvider
-	if tp == nil {
-		tp = otel.GetTracerProvider()
+// unsetGlobal is the global provider before an application sets one: it
+// records nothing, and starting a span on it still allocates, so the
+// common path, a lock taken without tracing, skips it.
+var unsetGlobal = otel.GetTracerProvider()
+
+// noSpan is what startSpan returns when nothing would record.
+var noSpan = trace.SpanFromContext(context.Background())
+
+// tracers caches the tracer of the provider in use.
+type tracers struct {
+	fixed trace.Tracer // from WithTracerProvider, nil for the global provider
+	cur   atomic.Pointer[tracerOf]
+}
+
+type tracerOf struct {
+	tp trace.TracerProvider
+	t  trace.Tracer
+}
+
+func newTracers(tp trace.TracerProvider) *tracers {
+	if tp != nil {
+		return &tracers{fixed: tp.Tracer(tracerName)}
 	}
-	return tp.Tracer(tracerName)
+	return &tracers{}
+}
+
+// get returns the tracer to use now, nil when no provider is set.
+func (ts *tracers) get() trace.Tracer {
+	if ts.fixed != nil {
+		return ts.fixed
+	}
+	tp := otel.GetTracerProvider()
+	if tp == unsetGlobal {
+		return nil
+	}
+	if cur := ts.cur.Load(); cur != nil && cur.tp == tp {
+		return cur.t
+	}
+	t := tp.Tracer(tracerName)
+	ts.cur.Store(&tracerOf{tp: tp, t: t})
+	return t
 }
 
 // startSpan starts one of the client's spans as a child of ctx's span. The
 // returned context is not passed on: nothing below records spans of its own.
 func (c *Client) startSpan(ctx context.Context, name, resource string) trace.Span {
-	_, span := c.tracer.Start(ctx, name, trace.WithSpanKind(trace.SpanKindClient))
+	t := c.tracer.get()
+	if t == nil {
+		return noSpan
+	}
+	_, span := t.Start(ctx, name, trace.WithSpanKind(trace.SpanKindClient))
 	if span.IsRecording() {
 		span.SetAttributes(attrResource.String(resource))
 	}

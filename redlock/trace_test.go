@@ -7,6 +7,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
@@ -128,5 +129,27 @@ func TestSpanOutcomes(t *testing.T) {
 		if got := outcomeOf(tt.err); got != tt.want {
 			t.Errorf("outcomeOf(%v) = %q, want %q", tt.err, got, tt.want)
 		}
+	}
+}
+
+// TestGlobalProviderSetLater: with no provider given, spans go to the
+// global provider once the application sets one, and nothing is started
+// before (the untraced common path allocates no span).
+func TestGlobalProviderSetLater(t *testing.T) {
+	c, _ := memClient(t, 3)
+	if c.tracer.get() != nil {
+		t.Skip("a global tracer provider is already set in this test binary")
+	}
+	tp, exp := tracing(t)
+	prev := otel.GetTracerProvider()
+	otel.SetTracerProvider(tp)
+	t.Cleanup(func() { otel.SetTracerProvider(prev) })
+	l, err := c.TryAcquire(context.Background(), "later", time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = l.Release(context.Background())
+	if n := len(spansNamed(exp, spanAcquire)); n != 1 {
+		t.Fatalf("%d acquire spans after the global provider was set, want 1", n)
 	}
 }
