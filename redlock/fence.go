@@ -39,24 +39,41 @@ func (c *Client) settleFence(ctx context.Context, r *round, rd fenceReader, k ke
 	if err != nil {
 		return 0, err
 	}
-	have := bits.OnesCount64(carry)
-	if have >= copies {
+	if bits.OnesCount64(carry) >= copies {
+		// So many nodes set this round's key that no other holder can
+		// have had a quorum since: no fence was handed out meanwhile.
 		return fence, nil
 	}
+	return fence, c.raiseFence(ctx, k, fence, copies, deadline, until)
+}
+
+// raiseFence proves fence against what the nodes hold now, before it is
+// handed out: it raises every node's counter to it and needs copies nodes
+// to answer that they hold exactly it. An answer read in the won round does
+// not count, since that node may have lost its data since and let another
+// holder in. A node that holds a larger counter fails the fence: a larger
+// one may have been handed out (one node lost its data while this round
+// was out), and the copies of any such fence that survive overlap every
+// copies nodes, so this fence could never be proven anyway.
+func (c *Client) raiseFence(ctx context.Context, k keys, fence int64, copies int, deadline, until time.Time) error {
 	args := fenceRaiseScript.args([]string{k.fenceKey}, fence, c.cfg.fenceRetention.Milliseconds())
-	r2 := c.broadcast("fence", k.resource, c.allNodes()&^carry, copies-have, deadline, false, args, fenceRaiseScript)
-	err = r2.collect(ctx, deadline, classifyOne)
+	r := c.broadcast("fence", k.resource, c.allNodes(), copies, deadline, false, args, fenceRaiseScript)
+	err := r.wait(ctx, deadline, classifyOne, func() bool { return r.t.decided() || r.t.refused > 0 })
 	switch {
 	case err != nil:
-		return 0, err
-	case !r2.t.success():
-		return 0, r2.err([]error{ErrQuorum}, fmt.Sprintf(
+		return err
+	case r.t.refused > 0:
+		return r.err([]error{ErrQuorum}, fmt.Sprintf(
+			"fencing token %d refused: %d of %d nodes already carry a larger one (a node's data loss let another holder in while this round was out)",
+			fence, r.t.refused, len(c.nodes)))
+	case !r.t.success():
+		return r.err([]error{ErrQuorum}, fmt.Sprintf(
 			"fencing token stored on %d of %d nodes; a fence is issued only once %d carry it, so that it survives one node's data loss",
-			have+r2.t.ok, len(c.nodes), copies))
+			r.t.ok, len(c.nodes), copies))
 	case !time.Now().Before(until):
-		return 0, r2.err([]error{ErrQuorum}, "fencing counter settled after the validity ended")
+		return r.err([]error{ErrQuorum}, "fencing counter settled after the validity ended")
 	}
-	return fence, nil
+	return nil
 }
 
 // highestCounter returns the highest counter among the nodes that granted a
