@@ -72,7 +72,7 @@ func (m *mw) guard(ctx context.Context, lock *redlock.Lock) guarded {
 	hold := m.hold(ctx, lock)
 	hctx, cancel := context.WithCancelCause(ctx)
 	stopLoss := context.AfterFunc(hold.ctx, func() {
-		if cause := context.Cause(hold.ctx); errors.Is(cause, redlock.ErrLockLost) {
+		if cause := notKept(hold.ctx); cause != nil {
 			cancel(cause)
 		}
 	})
@@ -81,15 +81,29 @@ func (m *mw) guard(ctx context.Context, lock *redlock.Lock) guarded {
 		hctx = context.WithValue(hctx, progressKey{}, hold.progress)
 	}
 	return guarded{ctx: hctx, end: func() error {
-		lost := context.Cause(hold.ctx)
-		if !errors.Is(lost, redlock.ErrLockLost) {
-			lost = nil
-		}
+		lost := notKept(hold.ctx)
 		stopLoss()
 		hold.stop()
 		cancel(nil)
 		return lost
 	}}
+}
+
+// notKept returns why the hold's context ended when the lock was not kept
+// to the handler's end, nil while it lives or after a plain stop (release,
+// end of the run). A keep-alive that could not run (the lock client closed
+// before or as it started: a worker's shutdown race) is a loss at once: no
+// extension will come, and the watchdog's later loss cannot cancel a context
+// already ended, so waiting for it would tell the handler nothing.
+func notKept(hold context.Context) error {
+	cause := context.Cause(hold)
+	switch {
+	case cause == nil, errors.Is(cause, redlock.ErrLockLost):
+		return cause
+	case errors.Is(cause, context.Canceled):
+		return nil
+	}
+	return fmt.Errorf("%w: the lock could not be kept alive: %w", redlock.ErrLockLost, cause)
 }
 
 // cleanUp runs the rollback hook if there is one and the handler failed or

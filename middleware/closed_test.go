@@ -1,0 +1,58 @@
+package middleware
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/asynqlock/asynqlock/internal/embedded"
+	"github.com/asynqlock/asynqlock/redlock"
+)
+
+// TestClientClosedRightAfterAcquireIsALoss (issue 20, finding 3): the lock
+// client closes between the acquire and the keep-alive's start (a worker's
+// shutdown race), so the lock can no longer be extended. The handler must be
+// told before Until, with a cause matching redlock.ErrLockLost, and the task
+// must not be reported as done.
+func TestClientClosedRightAfterAcquireIsALoss(t *testing.T) {
+	srv := embedded.StartT(t)
+	var c *redlock.Client
+	var closeOnce sync.Once
+	closeOnAcquire := func(e redlock.Event) {
+		if e.Kind == redlock.EventAcquire && e.Err == nil {
+			closeOnce.Do(func() { _ = c.Close() })
+		}
+	}
+	c, err := redlock.NewFromURLs([]string{srv.URL()}, redlock.WithNodeTimeout(100*time.Millisecond), redlock.WithObserver(closeOnAcquire))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	withMeta(t, taskMeta{id: "t1", maxRetry: 3, known: true})
+	var told bool
+	var cause error
+	var until time.Time
+	rec := &recorder{fn: func(hctx context.Context) error {
+		li, _ := LockFromContext(hctx)
+		until = li.Until
+		select {
+		case <-hctx.Done():
+			told, cause = time.Now().Before(until), context.Cause(hctx)
+		case <-time.After(time.Until(until) + 2*time.Second): // well past the validity
+		}
+		return nil
+	}}
+	h := Lock(c, ByField("sku"), WithTTL(time.Second))(rec)
+	err = h.ProcessTask(context.Background(), adjust())
+	if rec.count() != 1 {
+		t.Fatalf("handler ran %d times, want 1", rec.count())
+	}
+	if !told || !errors.Is(cause, redlock.ErrLockLost) {
+		t.Errorf("handler told before Until: %v (cause %v), want told with a cause matching ErrLockLost", told, cause)
+	}
+	if err == nil || !errors.Is(err, redlock.ErrLockLost) {
+		t.Errorf("task returned %v, want an error matching ErrLockLost (never a success)", err)
+	}
+}
