@@ -282,6 +282,20 @@ func (l *Lock) dropResidue(r *round, deadline time.Time) {
 	l.c.unlockQueuedOn(l.res, l.token, r.notSet())
 }
 
+// dropPrevAtEnd, for a lock being lost (l.mu held), releases the
+// predecessor's token a failed early hand-over left behind (handoff.prev)
+// once l's validity has ended: a lost lock may never be released, and prev
+// may have a far longer TTL than l. Not before: until then l's holder may
+// still run, protected by keys that hold either token.
+func (l *Lock) dropPrevAtEnd() {
+	prev := l.handoff.prev
+	if prev == "" {
+		return
+	}
+	c, res := l.c, l.res
+	time.AfterFunc(time.Until(l.until), func() { c.unlockQueued(res, prev) })
+}
+
 // confirmHandOver applies the round of a hand-over whose successor l started
 // at once: its validity now counts from the round. When the round failed, l
 // keeps the validity it started with and stays unconfirmed: its keys (its

@@ -2,6 +2,7 @@ package redlock
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -63,4 +64,51 @@ func TestSuccessfulHandOverLeavesNoPredecessorKey(t *testing.T) {
 			})
 		})
 	}
+}
+
+// TestLostEarlySuccessorFreesThePredecessorAtItsEnd (issue 20, suspicion
+// 7): an early successor whose round failed on two of three nodes (its call
+// dropped there, then the resend failed) keeps the predecessor's token
+// there; it cannot extend, so it is lost, and its owner never releases it.
+// The predecessor's token (TTL 1m) must go once the successor's validity
+// has ended, not at its own TTL.
+func TestLostEarlySuccessorFreesThePredecessorAtItsEnd(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c, mems := memClient(t, 3, WithNodeTimeout(50*time.Millisecond))
+		holder, err := c.Acquire(context.Background(), "r", time.Minute)
+		if err != nil {
+			t.Fatal(err)
+		}
+		next := waitFor(context.Background(), c, "r", time.Second)
+		synctest.Wait()
+		for _, m := range mems[:2] {
+			m.set(func(m *memNode) { m.delay = 100 * time.Millisecond })
+		}
+		go func() { _, _ = c.TryAcquire(context.Background(), "other", time.Second) }() // nodes 0 and 1 busy
+		time.Sleep(time.Millisecond)
+		go func() { _ = holder.Release(context.Background()) }()
+		got := <-next
+		if got.err != nil {
+			t.Fatal(got.err)
+		}
+		for _, m := range mems[:2] {
+			m.set(func(m *memNode) { m.err = errMemDown }) // the resend fails too
+		}
+		kctx, stop := got.l.KeepAlive(context.Background())
+		defer stop()
+		<-kctx.Done()
+		if !errors.Is(context.Cause(kctx), ErrLockLost) {
+			t.Fatalf("successor ended with %v, want a loss", context.Cause(kctx))
+		}
+		for _, m := range mems[:2] {
+			m.set(func(m *memNode) { m.err, m.delay = nil, 0 })
+		}
+		if n := holders(c, mems, "r", holder.Token()); n == 0 {
+			t.Fatal("the predecessor's token was not left behind: the case is not forced")
+		}
+		time.Sleep(2 * time.Second) // well past the successor's validity
+		if n := holders(c, mems, "r", holder.Token()); n > 0 {
+			t.Fatalf("the predecessor's token (TTL 1m) is still on %d nodes after its lost successor's validity ended", n)
+		}
+	})
 }
