@@ -56,3 +56,28 @@ func TestClientClosedRightAfterAcquireIsALoss(t *testing.T) {
 		t.Errorf("task returned %v, want an error matching ErrLockLost (never a success)", err)
 	}
 }
+
+// TestLossAfterTheHandlerReturnedIsNoFailure (issue 20, suspicion 6): the
+// handler returns nil while its lock is valid; the watchdog declares the
+// lock lost (the node went away, so no extension came) before the
+// middleware ends the run. The run finished protected: it must not be
+// reported as lost and retried.
+func TestLossAfterTheHandlerReturnedIsNoFailure(t *testing.T) {
+	e := newEnv(t)
+	withMeta(t, taskMeta{id: "t1", maxRetry: 3, known: true})
+	old := afterHandler
+	afterHandler = func(l *redlock.Lock) {
+		e.srv.Close() // no extension can come now
+		select {
+		case <-l.Lost():
+		case <-time.After(time.Minute):
+			t.Error("the lock was never declared lost")
+		}
+	}
+	t.Cleanup(func() { afterHandler = old })
+	rec := &recorder{fn: func(context.Context) error { return nil }}
+	h := Lock(e.locks, ByField("sku"), WithTTL(time.Second))(rec)
+	if err := h.ProcessTask(context.Background(), adjust()); err != nil {
+		t.Fatalf("a run that returned before its lock was declared lost: %v, want nil", err)
+	}
+}

@@ -31,8 +31,10 @@ func (m *mw) run(ctx context.Context, t *asynq.Task, next asynq.Handler, lock *r
 		panic(p)
 	}()
 	herr := next.ProcessTask(g.ctx, t)
+	returned := time.Now()
 	finished = true
-	lost := g.end()
+	afterHandler(lock)
+	lost := declaredBefore(g.end(), lock, m.cfg.ttl, returned)
 	if lost != nil {
 		log.Warn("lock lost while the task ran", "cause", lost)
 		m.observe(Event{Kind: evLost, TaskType: t.Type(), TaskID: meta.id, Resource: res, Err: lost})
@@ -87,6 +89,35 @@ func (m *mw) guard(ctx context.Context, lock *redlock.Lock) guarded {
 		cancel(nil)
 		return lost
 	}}
+}
+
+// afterHandler runs between a handler's return and the end of its guard; a
+// test seam for the loss that comes in between.
+var afterHandler = func(*redlock.Lock) {}
+
+// declaredBefore keeps a loss only if it may have been declared before the
+// handler returned: a run that finished first was protected to its end, and
+// retrying it would run finished work again. The watchdog declares its
+// losses (the bare ErrLockLost, ErrMaxHold) a guard before Until (a tenth of
+// the TTL within [50ms, 500ms], at most a quarter of it; see Lock.Until), and
+// its timer never fires early, so a handler that returned before that point
+// returned before the loss. ttl is the TTL the lock was taken with; an
+// extension never raises it, so its guard is the largest. Any other loss
+// (keys found gone, a keep-alive that could not run) counts whenever it
+// came.
+func declaredBefore(lost error, lock *redlock.Lock, ttl time.Duration, returned time.Time) error {
+	if lost != redlock.ErrLockLost && lost != redlock.ErrMaxHold { // the watchdog's own values, not wrapped
+		return lost
+	}
+	if returned.Before(lock.Until().Add(-lossGuard(ttl))) {
+		return nil
+	}
+	return lost
+}
+
+// lossGuard is redlock's documented loss guard for ttl (Lock.Until).
+func lossGuard(ttl time.Duration) time.Duration {
+	return min(max(ttl/10, 50*time.Millisecond), 500*time.Millisecond, ttl/4)
 }
 
 // notKept returns why the hold's context ended when the lock was not kept
