@@ -32,19 +32,22 @@ func fenceAfterLoss(t *testing.T, path string) {
 	opts := []Option{WithNodeTimeout(100 * time.Millisecond)}
 	x, mems := memClient(t, 5, opts...)
 	y := memClientOn(t, mems, opts...)
+	// The faults are installed before any call (the workers read do), and
+	// switched on by the flags.
+	var lag, refuse, slow atomic.Bool
+	x.nodes[1].do = lagged(mems[1], &lag, 60*time.Millisecond)
+	for _, i := range []int{3, 4} {
+		x.nodes[i].do = refusingLocks(mems[i], &refuse)
+	}
+	y.nodes[4].do = slowRaise(mems[4], &slow, 200*time.Millisecond)
 	prime, err := y.TryAcquire(ctx, "r", time.Minute, WithFencing())
 	if err != nil {
 		t.Fatal(err)
 	}
 	_ = prime.Release(ctx)
 	time.Sleep(time.Second) // node clocks now seed counters far above C
-	var lag, refuse atomic.Bool
-	x.nodes[1].do = lagged(mems[1], &lag, 60*time.Millisecond)
-	for _, i := range []int{3, 4} {
-		x.nodes[i].do = refusingLocks(mems[i], &refuse)
-	}
-	y.nodes[4].do = slowRaise(mems[4], 200*time.Millisecond)
 	refuse.Store(true)
+	slow.Store(true)
 	var got <-chan acquired
 	if path == "acquire" {
 		lag.Store(true)
@@ -101,10 +104,10 @@ func refusingLocks(m *memNode, on *atomic.Bool) func(context.Context, []*redis.C
 	}
 }
 
-// slowRaise runs fence raises on m only after d.
-func slowRaise(m *memNode, d time.Duration) func(context.Context, []*redis.Cmd) {
+// slowRaise runs fence raises on m only after d, while on is set.
+func slowRaise(m *memNode, on *atomic.Bool, d time.Duration) func(context.Context, []*redis.Cmd) {
 	return func(ctx context.Context, cmds []*redis.Cmd) {
-		if sends(cmds, fenceRaiseScript) {
+		if on.Load() && sends(cmds, fenceRaiseScript) {
 			time.Sleep(d)
 		}
 		m.do(ctx, cmds)
