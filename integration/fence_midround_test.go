@@ -91,7 +91,7 @@ func TestProofFenceAfterDataLossMidRound(t *testing.T) {
 		Scenario: "fenced: 2 clients, 1 resource, 5 nodes, X's round still out",
 		Fault:    "node 0 restarted without data at once between X's fenced round and its late answer",
 		Ops:      2 - min(1, boolInt(got.err != nil)), Violations: inverted,
-		Notes: fmt.Sprintf("Y got fence %d on nodes 0, 3 and 4 after the restart; %s (a raise that finds a larger counter refuses the fence, and only nodes that answer the raise count as carrying it)", ly.Fence(), outcome),
+		Notes: fmt.Sprintf("Y got fence %d on nodes 0, 3 and 4 after the restart; %s (a raise that finds a larger counter makes X fence again above it, and only nodes that answer the raise count as carrying it)", ly.Fence(), outcome),
 	})
 	t.Log(outcome, "; Y's fence", ly.Fence())
 	if inverted > 0 {

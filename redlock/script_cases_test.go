@@ -88,10 +88,10 @@ var lockCases = []struct {
 		q.holder("after", "C")
 	}},
 	{"raising a counter never lowers it, and says so", func(q *queueCase) {
-		q.want("raise", q.raise(100), "1")
+		q.want("raise", q.raise(100), "100")
 		q.want("counter", q.b.get(q.k.fenceKey), "100")
-		q.want("equal", q.raise(100), "1")
-		q.want("lower", q.raise(50), "0")
+		q.want("equal", q.raise(100), "100")
+		q.want("lower", q.raise(50), "100")
 		q.want("counter after lower", q.b.get(q.k.fenceKey), "100")
 		q.want("fenced", q.fenced("A", 60000), "101")
 	}},
