@@ -163,7 +163,7 @@ func (g *guard) keepAlive() {
 func (g *guard) watch(kctx context.Context, stop context.CancelFunc) {
 	g.kctx, g.stopKA = kctx, stop
 	g.stopLoss = context.AfterFunc(kctx, func() {
-		if cause := context.Cause(kctx); errors.Is(cause, redlock.ErrLockLost) {
+		if cause := notKept(kctx); cause != nil {
 			g.cancel(cause)
 		}
 	})
@@ -177,7 +177,7 @@ func (g *guard) end(k *keeper) (lost error) {
 	g.ended = true
 	kctx := g.kctx
 	if kctx != nil {
-		lost = context.Cause(kctx)
+		lost = notKept(kctx)
 		g.stopLoss()
 		g.stopKA()
 	}

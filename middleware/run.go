@@ -32,8 +32,10 @@ func (m *mw) run(ctx context.Context, t *asynq.Task, next asynq.Handler, lock *r
 		panic(p)
 	}()
 	herr := next.ProcessTask(g, t)
+	returned := time.Now()
 	finished = true
-	lost := g.end(m.keeper)
+	afterHandler(lock)
+	lost := declaredBefore(g.end(m.keeper), lock, m.cfg.ttl, returned)
 	if lost != nil {
 		log.Warn("lock lost while the task ran", "cause", lost)
 		m.observe(Event{Kind: evLost, TaskType: t.Type(), TaskID: meta.id, Resource: res, Err: lost})
@@ -79,6 +81,52 @@ func (m *mw) guard(ctx context.Context, lock *redlock.Lock) *guard {
 	g.progress = h.progress
 	g.watch(h.ctx, h.stop)
 	return g
+}
+
+// afterHandler runs between a handler's return and the end of its guard; a
+// test seam for the loss that comes in between.
+var afterHandler = func(*redlock.Lock) {}
+
+// declaredBefore keeps a loss only if it may have been declared before the
+// handler returned: a run that finished first was protected to its end, and
+// retrying it would run finished work again. The watchdog declares its
+// losses (the bare ErrLockLost, ErrMaxHold) a guard before Until (a tenth of
+// the TTL within [50ms, 500ms], at most a quarter of it; see Lock.Until), and
+// its timer never fires early, so a handler that returned before that point
+// returned before the loss. ttl is the TTL the lock was taken with; an
+// extension never raises it, so its guard is the largest. Any other loss
+// (keys found gone, a keep-alive that could not run) counts whenever it
+// came.
+func declaredBefore(lost error, lock *redlock.Lock, ttl time.Duration, returned time.Time) error {
+	if lost != redlock.ErrLockLost && lost != redlock.ErrMaxHold { // the watchdog's own values, not wrapped
+		return lost
+	}
+	if returned.Before(lock.Until().Add(-lossGuard(ttl))) {
+		return nil
+	}
+	return lost
+}
+
+// lossGuard is redlock's documented loss guard for ttl (Lock.Until).
+func lossGuard(ttl time.Duration) time.Duration {
+	return min(max(ttl/10, 50*time.Millisecond), 500*time.Millisecond, ttl/4)
+}
+
+// notKept returns why the hold's context ended when the lock was not kept
+// to the handler's end, nil while it lives or after a plain stop (release,
+// end of the run). A keep-alive that could not run (the lock client closed
+// before or as it started: a worker's shutdown race) is a loss at once: no
+// extension will come, and the watchdog's later loss cannot cancel a context
+// already ended, so waiting for it would tell the handler nothing.
+func notKept(hold context.Context) error {
+	cause := context.Cause(hold)
+	switch {
+	case cause == nil, errors.Is(cause, redlock.ErrLockLost):
+		return cause
+	case errors.Is(cause, context.Canceled):
+		return nil
+	}
+	return fmt.Errorf("%w: the lock could not be kept alive: %w", redlock.ErrLockLost, cause)
 }
 
 // cleanUp runs the rollback hook if there is one and the handler failed or

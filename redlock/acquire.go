@@ -58,6 +58,7 @@ func (c *Client) prepare(ctx context.Context, resource string, ttl time.Duration
 		return 0, nil, invalidf("max hold must not be negative, got %v", lc.maxHold)
 	}
 	lc.suffix = c.holderSuffix(ctx, lc)
+	c.awaitWarm(ctx) // a fresh client's first call: see awaitWarm
 	return ttl.Truncate(time.Millisecond), lc, ctx.Err()
 }
 

@@ -1,6 +1,7 @@
 package redlock
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"strings"
@@ -34,6 +35,10 @@ type Client struct {
 	// procHolder names this process in every token (see holder.go).
 	procHolder string
 	tracer     *tracers
+	// warmed is closed once every node's worker has dialed it and loaded
+	// the scripts, or failed to; cold counts those still at it.
+	warmed chan struct{}
+	cold   atomic.Int32
 }
 
 // New returns a Client over the given nodes: independent Redis masters (not
@@ -90,13 +95,24 @@ func newClient(nodes []redis.UniversalClient, owned []redis.UniversalClient, opt
 
 // start builds a Client over ready nodes and starts their workers.
 func start(cfg config, nodes []*node, owned []redis.UniversalClient) *Client {
-	c := &Client{cfg: cfg, nodes: nodes, q: quorum(len(nodes)), owned: owned, closed: make(chan struct{}), procHolder: processHolder(), tracer: newTracers(cfg.tracerProvider)}
+	c := &Client{cfg: cfg, nodes: nodes, q: quorum(len(nodes)), owned: owned, closed: make(chan struct{}), procHolder: processHolder(),
+		tracer: newTracers(cfg.tracerProvider), warmed: make(chan struct{})}
+	c.cold.Store(int32(len(nodes)))
+	warmed := func() {
+		if c.cold.Add(-1) == 0 {
+			close(c.warmed)
+		}
+	}
 	for _, n := range c.nodes {
 		n.failed = c.nodeFailed
 		n.window, n.busy = cfg.batchWindow, &c.busy
-		for range cfg.batchWorkers {
+		for w := range cfg.batchWorkers {
 			c.work.Add(1)
-			go n.serve(c.closed, &c.work)
+			if w == 0 {
+				go n.serve(c.closed, &c.work, warmed)
+			} else {
+				go n.serve(c.closed, &c.work, nil)
+			}
 		}
 	}
 	c.notify = newNotifier(c)
@@ -231,6 +247,32 @@ func (c *Client) Close() error {
 		}
 	})
 	return err
+}
+
+// awaitWarm holds a call made while the nodes are still being dialed
+// (right after New) until they are ready, at most warmWait: its node timeout
+// then starts once the node answers at network speed, instead of paying for
+// the dial and the script load inside it.
+func (c *Client) awaitWarm(ctx context.Context) {
+	select {
+	case <-c.warmed:
+		return
+	default:
+	}
+	t := time.NewTimer(c.warmWait())
+	defer t.Stop()
+	select {
+	case <-c.warmed:
+	case <-t.C:
+	case <-ctx.Done():
+	case <-c.closed:
+	}
+}
+
+// warmWait bounds awaitWarm: the dial and I/O timeout NewFromURLs gives its
+// clients (a dead node costs that much once, not more).
+func (c *Client) warmWait() time.Duration {
+	return max(4*c.cfg.nodeTimeout, 200*time.Millisecond)
 }
 
 func (c *Client) isClosed() bool {

@@ -39,24 +39,75 @@ func (c *Client) settleFence(ctx context.Context, r *round, rd fenceReader, k ke
 	if err != nil {
 		return 0, err
 	}
-	have := bits.OnesCount64(carry)
-	if have >= copies {
+	if bits.OnesCount64(carry) >= copies {
+		// So many nodes set this round's key that no other holder can
+		// have had a quorum since: no fence was handed out meanwhile.
 		return fence, nil
 	}
-	args := fenceRaiseScript.args([]string{k.fenceKey}, fence, c.cfg.fenceRetention.Milliseconds())
-	r2 := c.broadcast("fence", k.resource, c.allNodes()&^carry, copies-have, deadline, false, args, fenceRaiseScript)
-	err = r2.collect(ctx, deadline, classifyOne)
-	switch {
-	case err != nil:
-		return 0, err
-	case !r2.t.success():
-		return 0, r2.err([]error{ErrQuorum}, fmt.Sprintf(
-			"fencing token stored on %d of %d nodes; a fence is issued only once %d carry it, so that it survives one node's data loss",
-			have+r2.t.ok, len(c.nodes), copies))
-	case !time.Now().Before(until):
-		return 0, r2.err([]error{ErrQuorum}, "fencing counter settled after the validity ended")
+	return c.raiseFence(ctx, k, fence, copies, deadline, until)
+}
+
+// raiseFence proves fence against what the nodes hold now, before it is
+// handed out: it raises every node's counter to it and needs copies nodes
+// to answer that they hold exactly it. An answer read in the won round does
+// not count, since that node may have lost its data since and let another
+// holder in. A node that holds a larger counter (another holder's fence
+// after such a loss, or this round's own bump on a node not heard in time)
+// makes it fence again, above the largest counter seen, at most
+// maxRefences times: the copies of any fence handed out before that survive
+// overlap every copies nodes, so a fence proven this way is larger than
+// each of them. It returns the fence proven.
+func (c *Client) raiseFence(ctx context.Context, k keys, fence int64, copies int, deadline, until time.Time) (int64, error) {
+	for range maxRefences {
+		args := fenceRaiseScript.args([]string{k.fenceKey}, fence, c.cfg.fenceRetention.Milliseconds())
+		r := c.broadcast("fence", k.resource, c.allNodes(), copies, deadline, false, args, fenceRaiseScript)
+		classify := func(rep reply) outcome { return classifyRaise(rep, fence) }
+		err := r.wait(ctx, deadline, classify, func() bool { return r.t.decided() || r.t.refused > 0 })
+		switch {
+		case err != nil:
+			return 0, err
+		case r.t.refused > 0:
+			fence = largestRaise(r) + 1
+			continue
+		case !r.t.success():
+			return 0, r.err([]error{ErrQuorum}, fmt.Sprintf(
+				"fencing token stored on %d of %d nodes; a fence is issued only once %d carry it, so that it survives one node's data loss",
+				r.t.ok, len(c.nodes), copies))
+		case !time.Now().Before(until):
+			return 0, r.err([]error{ErrQuorum}, "fencing counter settled after the validity ended")
+		}
+		return fence, nil
 	}
-	return fence, nil
+	return 0, &opError{kinds: []error{ErrQuorum}, summary: fmt.Sprintf(
+		"fencing token not settled: nodes kept answering larger counters %d times (a node's data loss let other holders in)", maxRefences)}
+}
+
+// maxRefences bounds how often raiseFence fences again above a larger
+// counter: once covers a lost node's other holder or this round's unheard
+// bump; more means the counters move under it.
+const maxRefences = 3
+
+// classifyRaise counts a node that holds exactly fence as OK, one that holds
+// a larger counter as refused.
+func classifyRaise(rep reply, fence int64) outcome {
+	if rep.err != nil {
+		return outFailed
+	}
+	if v, ok := rep.val.(int64); ok && v == fence {
+		return outOK
+	}
+	return outRefused
+}
+
+// largestRaise is the largest counter a raise round's nodes answered.
+func largestRaise(r *round) int64 {
+	var m int64
+	for _, sl := range r.slots {
+		if v, ok := sl.val.(int64); ok && sl.out == outRefused {
+			m = max(m, v)
+		}
+	}
+	return m
 }
 
 // highestCounter returns the highest counter among the nodes that granted a

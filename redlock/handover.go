@@ -195,7 +195,13 @@ func (l *Lock) handOver(ctx context.Context, w *waiter, until time.Time, ho hand
 		next.mu.Unlock()
 	}
 	done := make(chan error, 1)
-	settling := c.spawn(func() { done <- l.settleHandOver(r, deadline, w, next, token, start, settled) })
+	settling := c.spawn(func() {
+		passed, err := l.settleHandOver(r, deadline, w, next, token, start, settled)
+		done <- err
+		if passed {
+			l.dropResidue(r, deadline)
+		}
+	})
 	if early || !settling {
 		// The waiter is readied after the node calls and the settling
 		// goroutine: Go runs the goroutine readied last as soon as this one
@@ -224,8 +230,9 @@ func (l *Lock) handOver(ctx context.Context, w *waiter, until time.Time, ho hand
 // the lock on the new token. Otherwise a waiter that was still waiting
 // acquires by itself once both tokens are released (reserving the key for
 // the nodes' queue head); one that had started keeps its lock and the
-// validity it was given (confirmHandOver), and nothing is released.
-func (l *Lock) settleHandOver(r *round, deadline time.Time, w *waiter, next *Lock, token string, start time.Time, settled chan struct{}) error {
+// validity it was given (confirmHandOver), and nothing is released. passed
+// reports that the successor holds the lock by this round.
+func (l *Lock) settleHandOver(r *round, deadline time.Time, w *waiter, next *Lock, token string, start time.Time, settled chan struct{}) (passed bool, _ error) {
 	c, k, req := l.c, l.res, w.req
 	// Decided for the successor; when it did not get the lock, Release's
 	// answer for l also needs to know whether a majority dropped l's token.
@@ -259,7 +266,34 @@ func (l *Lock) settleHandOver(r *round, deadline time.Time, w *waiter, next *Loc
 		}
 	}
 	c.observe(Event{Kind: EventHandOver, Resource: k.resource, Err: err})
-	return r.releaseResult(err)
+	return err == nil, r.releaseResult(err)
+}
+
+// dropResidue releases l's token where a hand-over round that passed the
+// lock on did not set the new one (a call dropped past its deadline, a
+// failed or slow node): Release said nil for l, and a key left there would
+// hold the resource for the rest of l's TTL, so that one more failed node
+// would make a free resource unlockable. It hears the round's stragglers
+// first (within its deadline), so that the common round costs nothing more;
+// the release reaches each node after the round's call, so it finds the new
+// token where that call ran late.
+func (l *Lock) dropResidue(r *round, deadline time.Time) {
+	_ = r.collectAll(context.Background(), deadline, classifyTurn)
+	l.c.unlockQueuedOn(l.res, l.token, r.notSet())
+}
+
+// dropPrevAtEnd, for a lock being lost (l.mu held), releases the
+// predecessor's token a failed early hand-over left behind (handoff.prev)
+// once l's validity has ended: a lost lock may never be released, and prev
+// may have a far longer TTL than l. Not before: until then l's holder may
+// still run, protected by keys that hold either token.
+func (l *Lock) dropPrevAtEnd() {
+	prev := l.handoff.prev
+	if prev == "" {
+		return
+	}
+	c, res := l.c, l.res
+	time.AfterFunc(time.Until(l.until), func() { c.unlockQueued(res, prev) })
 }
 
 // confirmHandOver applies the round of a hand-over whose successor l started
@@ -358,10 +392,14 @@ func (c *Client) handedLock(r *round, k keys, token string, start time.Time, req
 // unlockQueued releases token on every node, reserving the key for the
 // queue head and announcing it, without waiting for the answers.
 func (c *Client) unlockQueued(k keys, token string) {
-	if c.isClosed() {
+	c.unlockQueuedOn(k, token, c.allNodes())
+}
+
+// unlockQueuedOn is unlockQueued on the nodes in mask.
+func (c *Client) unlockQueuedOn(k keys, token string, mask uint64) {
+	if mask == 0 || c.isClosed() {
 		return
 	}
-	mask := c.allNodes()
 	c.broadcast("release", k.resource, mask, len(c.nodes), time.Now().Add(c.cfg.nodeTimeout), true, c.releaseArgs(k, token), queueReleaseScript).idle()
 }
 

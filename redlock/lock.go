@@ -156,6 +156,7 @@ func (l *Lock) loseLocked(cause error) (report func()) {
 	}
 	l.keepalives = nil
 	l.turn.leave()
+	l.dropPrevAtEnd()
 	held := time.Since(l.acquired)
 	return func() {
 		l.c.cfg.logger.Warn("redlock lock lost", "resource", l.res.resource, "cause", cause)

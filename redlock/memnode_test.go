@@ -209,10 +209,14 @@ func (m *memNode) exec(c *redis.Cmd) {
 		if v, ok := m.getLocked(keys[0]); ok {
 			cur = num(v)
 		}
-		if cur < num(argv[0]) {
+		switch {
+		case cur > num(argv[0]):
+			c.SetVal(cur)
+			return
+		case cur < num(argv[0]):
 			m.data[keys[0]] = memEntry{val: str(argv[0]), exp: now.Add(time.Duration(num(argv[1])) * time.Millisecond)}
 		}
-		c.SetVal(int64(1))
+		c.SetVal(num(argv[0]))
 	case inspectScript:
 		var tok, fence any
 		pttl := int64(-2)

@@ -162,9 +162,14 @@ func (n *node) takeSpill(batch []*call) []*call {
 }
 
 // serve runs one batching worker until closed; then it answers what is left.
-func (n *node) serve(closed <-chan struct{}, wg *sync.WaitGroup) {
+// It first warms the node up (warmed, when set, is called once that ended).
+func (n *node) serve(closed <-chan struct{}, wg *sync.WaitGroup, warmed func()) {
 	defer wg.Done()
 	defer n.closeConn()
+	if warmed != nil {
+		n.warmUp()
+		warmed()
+	}
 	batch := make([]*call, 0, maxBatch)
 	linger := time.NewTimer(time.Hour)
 	linger.Stop()
@@ -197,6 +202,28 @@ func (n *node) serve(closed <-chan struct{}, wg *sync.WaitGroup) {
 		n.execBatch(batch, now)
 		clear(batch)
 		batch = batch[:0]
+	}
+}
+
+// warmUp dials the node and loads the scripts before any call needs them:
+// a first call that paid for both inside its node timeout failed on a loaded
+// machine (issue 20). In-memory test nodes (no client) need none. A failure
+// leaves the work to the first batch, as before.
+func (n *node) warmUp() {
+	if n.client == nil {
+		return
+	}
+	ctx := context.Background()
+	cmds := make([]*redis.Cmd, len(allScripts))
+	for i, s := range allScripts {
+		cmds[i] = redis.NewCmd(ctx, "script", "load", s.src)
+	}
+	n.do(ctx, cmds)
+	n.loaded = true
+	for _, cmd := range cmds {
+		if cmd.Err() != nil {
+			n.loaded = false
+		}
 	}
 }
 

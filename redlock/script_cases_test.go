@@ -87,10 +87,11 @@ var lockCases = []struct {
 		q.want("second", q.fenced("C", 60000), fmt.Sprint(f1+1))
 		q.holder("after", "C")
 	}},
-	{"raising a counter never lowers it", func(q *queueCase) {
-		q.want("raise", q.raise(100), "1")
+	{"raising a counter never lowers it, and says so", func(q *queueCase) {
+		q.want("raise", q.raise(100), "100")
 		q.want("counter", q.b.get(q.k.fenceKey), "100")
-		q.want("lower", q.raise(50), "1")
+		q.want("equal", q.raise(100), "100")
+		q.want("lower", q.raise(50), "100")
 		q.want("counter after lower", q.b.get(q.k.fenceKey), "100")
 		q.want("fenced", q.fenced("A", 60000), "101")
 	}},
