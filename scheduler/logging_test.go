@@ -124,38 +124,50 @@ func TestLogNothingPerTickWhileHealthy(t *testing.T) {
 	})
 }
 
-// With no WithLogger, nothing goes to slog.Default(): a library logs only
-// where it is told to. The control passes slog.Default() explicitly and sees
-// the failure there.
-func TestNoLoggerLogsNothing(t *testing.T) {
-	for _, explicit := range []bool{false, true} {
-		t.Run(map[bool]string{false: "default", true: "control"}[explicit], func(t *testing.T) {
+// With no WithLogger the scheduler logs to slog.Default(), as redlock and
+// the middleware do: a failing job's error reaches it once (nothing fails
+// silently), a healthy job writes nothing there at Info. The control gives
+// a discarding logger and sees nothing.
+func TestDefaultLoggerShowsFailuresOnly(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		opts      []Option
+		fail      bool
+		want, all int
+	}{
+		{name: "failing", fail: true, want: 1, all: 1},
+		{name: "healthy", all: 0},
+		{name: "control-discard", opts: []Option{WithLogger(slog.New(slog.DiscardHandler))}, fail: true, all: 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
 			logs := &logLines{}
 			prev := slog.Default()
 			slog.SetDefault(logs.infoLogger())
 			t.Cleanup(func() { slog.SetDefault(prev) })
 			synctest.Test(t, func(t *testing.T) {
-				var opts []Option
-				if explicit {
-					opts = append(opts, WithLogger(slog.Default()))
-				}
-				s, err := newScheduler(newMemLocks().client(), append(opts, WithSkew(300*time.Millisecond)))
+				s, err := newScheduler(newMemLocks().client(), append(tc.opts, WithSkew(300*time.Millisecond)))
 				if err != nil {
 					t.Fatal(err)
 				}
-				if err := s.Register("fails", "* * * * * *", func(context.Context) error { return errors.New("disk full") }); err != nil {
+				job := func(context.Context) error { return nil }
+				if tc.fail {
+					job = func(context.Context) error { return errors.New("disk full") }
+				}
+				if err := s.Register("job", "* * * * * *", job); err != nil {
 					t.Fatal(err)
 				}
 				s.Start()
-				time.Sleep(1500 * time.Millisecond)
+				time.Sleep(3500 * time.Millisecond)
 				if err := s.Stop(context.Background()); err != nil {
 					t.Fatal(err)
 				}
 				time.Sleep(3 * time.Second)
 			})
-			got := len(logs.at("ERROR", "disk full"))
-			if want := map[bool]int{false: 0, true: 1}[explicit]; got != want {
-				t.Fatalf("%d lines on slog.Default(), want %d:\n%s", got, want, logs.buf.String())
+			if got := len(logs.at("ERROR", "disk full")); got != tc.want {
+				t.Fatalf("%d error lines on slog.Default(), want %d:\n%s", got, tc.want, logs.buf.String())
+			}
+			if got := len(logs.at("", "")); got != tc.all {
+				t.Fatalf("%d lines on slog.Default(), want %d:\n%s", got, tc.all, logs.buf.String())
 			}
 		})
 	}

@@ -46,7 +46,7 @@ func defaultConfig() config {
 		skew:    defaultSkew,
 		ttl:     defaultTTL,
 		loc:     time.UTC,
-		logger:  discard,
+		logger:  slog.Default(),
 		now:     time.Now,
 		replica: defaultReplica(),
 	}
@@ -60,7 +60,7 @@ func (c *config) apply(opts []Option) error {
 		o(c)
 	}
 	if c.logger == nil {
-		c.logger = discard
+		c.logger = slog.Default()
 	}
 	return c.validate()
 }
@@ -132,13 +132,11 @@ func WithLocation(loc *time.Location) Option { return func(c *config) { c.loc = 
 // an Error (failures, panics with their stack) is logged once when the
 // job's state changes, its repeats at Debug, and the first healthy run
 // after it at Info ("cron job back to normal"). Every event still reaches
-// the observer (WithObserver). Default (or nil): nothing is logged, as a
-// library should not write to slog.Default() unless asked; pass
-// WithLogger(slog.Default()) to log there.
+// the observer (WithObserver). Default (or nil): slog.Default(), as in
+// redlock and middleware, so a failure is seen at the default level while
+// a healthy job writes nothing there; pass a discarding logger for silence.
 func WithLogger(l *slog.Logger) Option { return func(c *config) { c.logger = l } }
 
-// discard is the default logger: a library logs only where it is told to.
-var discard = slog.New(slog.DiscardHandler)
 
 // WithObserver installs a hook called once for each run with its outcome
 // (and once more when a late run starts), and with each clock measurement
