@@ -5,7 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/asynqlock/asynqlock/worker"
 	"io"
+	"log/slog"
 	"net/http"
 	"slices"
 	"strings"
@@ -36,9 +38,9 @@ func clusterBraceNames() []string {
 
 // newClusterLocks is a client over cluster lock nodes with a patient node
 // timeout (a loaded machine; these tests are not about timing).
-func newClusterLocks(t *testing.T, urls []string) *redlock.Client {
+func newClusterLocks(t *testing.T, urls []string, opts ...redlock.Option) *redlock.Client {
 	t.Helper()
-	c, err := redlock.NewFromURLs(urls, redlock.WithNodeTimeout(time.Second))
+	c, err := redlock.NewFromURLs(urls, append([]redlock.Option{redlock.WithNodeTimeout(time.Second)}, opts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -194,7 +196,12 @@ func clusterCheckCase(t *testing.T, urls []string, addrs [][]string) {
 	if err := lockadmin.SameServer(reports); err != nil {
 		t.Fatalf("independent clusters reported as one: %v", err)
 	}
-	again := newClusterLocks(t, []string{urls[0], urls[1], redistest.LockClusterURL([]string{addrs[0][2]})})
+	twice := []string{urls[0], urls[1], redistest.LockClusterURL([]string{addrs[0][2]})}
+	if _, err := redlock.NewFromURLs(twice, redlock.WithNodeTimeout(time.Second)); !errors.Is(err, redlock.ErrSameServer) {
+		t.Fatalf("NewFromURLs with one cluster listed twice: %v, want ErrSameServer", err)
+	}
+	// The operator's check keeps such nodes to report them.
+	again := newClusterLocks(t, twice, lockadmin.InspectOnly())
 	reports, err = again.Check(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -206,13 +213,18 @@ func clusterCheckCase(t *testing.T, urls []string, addrs [][]string) {
 }
 
 // TestClusterMemberAsSingleServer: a redis:// URL naming one master of a
-// cluster is warned by Check with the URL to write, and refused by the
-// worker at start.
+// cluster is refused by NewFromURLs and by the worker at start, and warned
+// by Check with the URL to write.
 func TestClusterMemberAsSingleServer(t *testing.T) {
 	addrs := redistest.StartRedisCluster(t, 3)
 	plain := redistest.StartCluster(t, 2)
 	urls := append(plain.URLs(), "redis://"+addrs[0])
-	c := newClusterLocks(t, urls)
+	if _, err := redlock.NewFromURLs(urls, redlock.WithNodeTimeout(time.Second)); !errors.Is(err, redlock.ErrMisconfigured) ||
+		!strings.Contains(err.Error(), "redis-cluster://"+addrs[0]) {
+		t.Fatalf("NewFromURLs with a cluster member as redis://: %v, want ErrMisconfigured naming the cluster form", err)
+	}
+	// The operator's check keeps such a node to report it.
+	c := newClusterLocks(t, urls, lockadmin.InspectOnly())
 	reports, err := c.Check(context.Background())
 	if err != nil {
 		t.Fatal(err)
@@ -236,14 +248,15 @@ func TestClusterMemberAsSingleServer(t *testing.T) {
 		t.Fatal("no MOVED answer named the cluster form")
 	}
 	broker := redistest.StartNode(t)
-	w := newWorker(t, map[string]string{
+	cfg, err := worker.LoadConfigFrom(map[string]string{
 		"ASYNQ_REDIS_URL": broker.URL(), "REDLOCK_NODES": strings.Join(urls, ","), "REDLOCK_NODE_TIMEOUT": "1s",
 		"METRICS_ADDR": "127.0.0.1:0", "LOG_LEVEL": "error",
 	})
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	if err := w.Run(ctx); err == nil || !strings.Contains(err.Error(), "redis-cluster://"+addrs[0]) {
-		t.Fatalf("Run = %v, want a refusal naming redis-cluster://%s", err, addrs[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := worker.New(cfg, worker.WithLogger(slog.New(slog.DiscardHandler))); err == nil || !strings.Contains(err.Error(), "redis-cluster://"+addrs[0]) {
+		t.Fatalf("worker.New = %v, want a refusal naming redis-cluster://%s", err, addrs[0])
 	}
 }
 

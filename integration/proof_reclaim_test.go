@@ -52,23 +52,33 @@ func reclaimOrphans(t *testing.T, insp *asynq.Inspector, orphans map[string]bool
 	// the same a little later: the bound allows for it.
 	deadline = killedAt.Add(80 * time.Second)
 	for reclaimed.IsZero() {
-		retry, err := insp.ListRetryTasks("default", asynq.PageSize(100))
-		must(err)
-		var due []*asynq.TaskInfo
-		for _, ti := range retry {
-			if orphans[ti.ID] && strings.Contains(ti.LastErr, asynq.ErrLeaseExpired.Error()) {
+		done, due := 0, []*asynq.TaskInfo{}
+		for id := range orphans {
+			switch ti, err := insp.GetTaskInfo("default", id); {
+			case errors.Is(err, asynq.ErrTaskNotFound):
+				done++ // run again and deleted already
+			case err != nil:
+				t.Fatal(err)
+			case ti.State == asynq.TaskStateRetry && strings.Contains(ti.LastErr, asynq.ErrLeaseExpired.Error()):
 				due = append(due, ti)
+			case ti.State != asynq.TaskStateActive || !ti.IsOrphaned:
+				// Moved on already: middleware.RetryDelay gives a recovered
+				// task less than a second, so it may be past the retry set.
+				done++
 			}
 		}
 		switch {
-		case len(due) == len(orphans):
+		case done+len(due) == len(orphans):
 			reclaimed = time.Now()
 			for _, ti := range due {
 				backoff = append(backoff, time.Until(ti.NextProcessAt))
-				must(insp.RunTask("default", ti.ID))
+				if err := insp.RunTask("default", ti.ID); err != nil && !errors.Is(err, asynq.ErrTaskNotFound) {
+					// It left the retry set on its own meanwhile.
+					t.Logf("run %s: %v", ti.ID, err)
+				}
 			}
 		case time.Now().After(deadline):
-			t.Fatalf("%d of %d tasks of the killed worker reclaimed %v after the kill", len(due), len(orphans), time.Since(killedAt))
+			t.Fatalf("%d of %d tasks of the killed worker reclaimed %v after the kill", done+len(due), len(orphans), time.Since(killedAt))
 		default:
 			time.Sleep(100 * time.Millisecond)
 		}

@@ -214,6 +214,9 @@ func (n *node) warmUp() {
 		return
 	}
 	ctx := context.Background()
+	if n.loadEveryMaster(ctx) {
+		return // a cluster node: every master loaded them (or loaded stays false)
+	}
 	cmds := make([]*redis.Cmd, len(allScripts))
 	for i, s := range allScripts {
 		cmds[i] = redis.NewCmd(ctx, "script", "load", s.src)
