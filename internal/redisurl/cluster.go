@@ -41,28 +41,14 @@ func ParseClusterNode(raw string) (*redis.ClusterOptions, error) {
 	if strings.Trim(u.Path, "/") != "" {
 		return nil, fmt.Errorf("URL %q: a Redis Cluster has only database 0; remove the path", shown)
 	}
-	q := u.Query()
-	files := [3]string{q.Get(ParamTLSCAFile), q.Get(ParamTLSCertFile), q.Get(ParamTLSKeyFile)}
-	q.Del(ParamTLSCAFile)
-	q.Del(ParamTLSCertFile)
-	q.Del(ParamTLSKeyFile)
-	u.RawQuery = q.Encode()
+	files := takeTLSFiles(u)
 	u.Scheme = strings.TrimSuffix(u.Scheme, "-cluster") // go-redis's cluster URLs say redis:// or rediss://
 	o, err := redis.ParseClusterURL(u.String())
 	if err != nil {
-		msg := err.Error()
-		if p, ok := u.User.Password(); ok && p != "" {
-			msg = strings.ReplaceAll(msg, p, "xxxxx")
-		}
-		return nil, fmt.Errorf("URL %q: %s", shown, msg)
+		return nil, goRedisError(u, shown, err)
 	}
-	if files != [3]string{} {
-		if o.TLSConfig == nil {
-			return nil, fmt.Errorf("URL %q: TLS parameters need the rediss-cluster:// scheme", shown)
-		}
-		if err := AddTLSFiles(o.TLSConfig, files[0], files[1], files[2]); err != nil {
-			return nil, fmt.Errorf("URL %q: %v", shown, err)
-		}
+	if err := files.apply(o.TLSConfig, shown, "rediss-cluster://"); err != nil {
+		return nil, err
 	}
 	return o, nil
 }

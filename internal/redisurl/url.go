@@ -122,29 +122,55 @@ func ParseNode(raw string) (*redis.Options, error) {
 		// go-redis would read "a:1,b:2" as the host "a:1,b": refuse it here.
 		return nil, fmt.Errorf("URL %q names several servers; give each node its own URL", shown)
 	}
+	files := takeTLSFiles(u)
+	o, err := redis.ParseURL(u.String())
+	if err != nil {
+		return nil, goRedisError(u, shown, err)
+	}
+	if err := files.apply(o.TLSConfig, shown, "rediss://"); err != nil {
+		return nil, err
+	}
+	return o, nil
+}
+
+// tlsParams are the TLS file parameters of a URL: CA, certificate, key.
+type tlsParams [3]string
+
+// takeTLSFiles removes the TLS file parameters from u, which go-redis does
+// not know, and returns them.
+func takeTLSFiles(u *url.URL) tlsParams {
 	q := u.Query()
-	files := [3]string{q.Get(ParamTLSCAFile), q.Get(ParamTLSCertFile), q.Get(ParamTLSKeyFile)}
+	files := tlsParams{q.Get(ParamTLSCAFile), q.Get(ParamTLSCertFile), q.Get(ParamTLSKeyFile)}
 	q.Del(ParamTLSCAFile)
 	q.Del(ParamTLSCertFile)
 	q.Del(ParamTLSKeyFile)
 	u.RawQuery = q.Encode()
-	o, err := redis.ParseURL(u.String())
-	if err != nil {
-		msg := err.Error()
-		if p, ok := u.User.Password(); ok && p != "" {
-			msg = strings.ReplaceAll(msg, p, "xxxxx")
-		}
-		return nil, fmt.Errorf("URL %q: %s", shown, msg)
+	return files
+}
+
+// apply adds the files to cfg, the TLS configuration go-redis parsed (nil
+// without the TLS scheme, which tlsScheme names).
+func (f tlsParams) apply(cfg *tls.Config, shown, tlsScheme string) error {
+	if f == (tlsParams{}) {
+		return nil
 	}
-	if files != [3]string{} {
-		if o.TLSConfig == nil {
-			return nil, fmt.Errorf("URL %q: TLS parameters need the rediss:// scheme", shown)
-		}
-		if err := AddTLSFiles(o.TLSConfig, files[0], files[1], files[2]); err != nil {
-			return nil, fmt.Errorf("URL %q: %v", shown, err)
-		}
+	if cfg == nil {
+		return fmt.Errorf("URL %q: TLS parameters need the %s scheme", shown, tlsScheme)
 	}
-	return o, nil
+	if err := AddTLSFiles(cfg, f[0], f[1], f[2]); err != nil {
+		return fmt.Errorf("URL %q: %v", shown, err)
+	}
+	return nil
+}
+
+// goRedisError reports go-redis's parse error of u by its shown form, with
+// the password masked should go-redis quote it.
+func goRedisError(u *url.URL, shown string, err error) error {
+	msg := err.Error()
+	if p, ok := u.User.Password(); ok && p != "" {
+		msg = strings.ReplaceAll(msg, p, "xxxxx")
+	}
+	return fmt.Errorf("URL %q: %s", shown, msg)
 }
 
 // AddTLSFiles completes cfg with a private CA (caFile: the server
