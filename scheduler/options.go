@@ -137,7 +137,6 @@ func WithLocation(loc *time.Location) Option { return func(c *config) { c.loc = 
 // a healthy job writes nothing there; pass a discarding logger for silence.
 func WithLogger(l *slog.Logger) Option { return func(c *config) { c.logger = l } }
 
-
 // WithObserver installs a hook called once for each run with its outcome
 // (and once more when a late run starts), and with each clock measurement
 // (OutcomeClock), e.g. to feed metrics. It is called synchronously, on the

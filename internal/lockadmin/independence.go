@@ -3,8 +3,8 @@ package lockadmin
 import (
 	"errors"
 	"fmt"
-	"strings"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/asynqlock/asynqlock/redlock"
