@@ -24,29 +24,77 @@ type env struct {
 
 func newEnv(t *testing.T) *env {
 	t.Helper()
+	// A node timeout twice the default: the embedded node answers a
+	// loaded machine under -race slower than 50ms; the TTLs used here
+	// (200ms and up) leave room for it.
+	return newEnvWith(t, redlock.WithRetryDelay(5*time.Millisecond, 10*time.Millisecond),
+		redlock.WithNodeTimeout(100*time.Millisecond))
+}
+
+// patientNodeTimeout is the node timeout of patient clients: a loaded
+// machine under -race (load ~15 on 2 cores) was seen to miss 100ms, and a
+// round that misses it fails with ErrQuorum, which a test that is not about
+// node timeouts must never see. A TTL must exceed it (plus the drift
+// allowance): 1.2s and up.
+const patientNodeTimeout = time.Second
+
+// patient returns the options of a patient lock client, then opts: node
+// timeout patientNodeTimeout, and the library's default retry delays
+// (25ms-100ms) rather than newEnv's 5ms-10ms, with which a waiter sends the
+// node a script every few milliseconds besides awaiting the release
+// notification, and a starved process answers all of them late.
+func patient(opts ...redlock.Option) []redlock.Option {
+	return append([]redlock.Option{redlock.WithNodeTimeout(patientNodeTimeout),
+		redlock.WithRetryDelay(25*time.Millisecond, 100*time.Millisecond)}, opts...)
+}
+
+// patientEnv is newEnv with patient lock clients, for tests that are not
+// about timing.
+func patientEnv(t *testing.T) *env {
+	t.Helper()
+	return newEnvWith(t, patient()...)
+}
+
+// newEnvWith is newEnv with lock clients made with opts.
+func newEnvWith(t *testing.T, opts ...redlock.Option) *env {
+	t.Helper()
 	srv := embedded.StartT(t)
-	mk := func() *redlock.Client {
-		// A node timeout twice the default: the embedded node answers a
-		// loaded machine under -race slower than 50ms; the TTLs used here
-		// (200ms and up) leave room for it.
-		c, err := redlock.NewFromURLs([]string{srv.URL()}, redlock.WithRetryDelay(5*time.Millisecond, 10*time.Millisecond),
-			redlock.WithNodeTimeout(100*time.Millisecond))
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = c.Close() })
-		return c
-	}
 	raw := redis.NewClient(&redis.Options{Addr: srv.Addr()})
 	t.Cleanup(func() { _ = raw.Close() })
-	return &env{locks: mk(), other: mk(), raw: raw, srv: srv}
+	e := &env{raw: raw, srv: srv}
+	e.locks, e.other = e.client(t, opts...), e.client(t, opts...)
+	return e
+}
+
+// client returns a new lock client of the env's node made with opts,
+// closed at the end of the test.
+func (e *env) client(t *testing.T, opts ...redlock.Option) *redlock.Client {
+	t.Helper()
+	c, err := redlock.NewFromURLs([]string{e.srv.URL()}, opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	return c
 }
 
 // busyEnv is newEnv with the task metadata m and res held by the other
 // client (released at the end of the test if still held).
 func busyEnv(t *testing.T, m taskMeta) (*env, *redlock.Lock) {
 	t.Helper()
-	e := newEnv(t)
+	return holdRes(t, newEnv(t), m)
+}
+
+// patientBusyEnv is busyEnv on a patientEnv.
+func patientBusyEnv(t *testing.T, m taskMeta) (*env, *redlock.Lock) {
+	t.Helper()
+	return holdRes(t, patientEnv(t), m)
+}
+
+// holdRes gives handlers the task metadata m and has e's other client hold
+// res (released at the end of the test if still held).
+func holdRes(t *testing.T, e *env, m taskMeta) (*env, *redlock.Lock) {
+	t.Helper()
 	withMeta(t, m)
 	held, err := e.other.TryAcquire(context.Background(), res, 10*time.Second)
 	if err != nil {
@@ -54,6 +102,21 @@ func busyEnv(t *testing.T, m taskMeta) (*env, *redlock.Lock) {
 	}
 	t.Cleanup(func() { _ = held.Release(context.Background()) })
 	return e, held
+}
+
+// lockMW is Lock(client, key, opts...)(next) with the middleware itself
+// returned too, for tests that watch its state (m.waiting).
+func lockMW(t *testing.T, client *redlock.Client, key KeyFunc, next asynq.Handler, opts ...Option) (*mw, asynq.Handler) {
+	t.Helper()
+	cfg := defaultConfig()
+	for _, o := range opts {
+		o(&cfg)
+	}
+	if err := cfg.validate(); err != nil {
+		t.Fatal(err)
+	}
+	m := newMW(client, key, cfg)
+	return m, asynq.HandlerFunc(func(ctx context.Context, task *asynq.Task) error { return m.process(ctx, task, next) })
 }
 
 // withMeta makes handlers see asynq metadata as if run by a server.

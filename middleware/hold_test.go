@@ -3,29 +3,54 @@ package middleware
 import (
 	"context"
 	"errors"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/asynqlock/asynqlock/redlock"
 )
 
+// extensions counts a lock client's successful extensions.
+type extensions struct{ n atomic.Int32 }
+
+func (x *extensions) Observe(ev redlock.Event) {
+	if ev.Kind == redlock.EventExtend && ev.Err == nil {
+		x.n.Add(1)
+	}
+}
+
 // TestProgressModeStall: a handler that reports progress keeps its lock
-// beyond the TTL; once it stops reporting, it loses the lock within the
-// stall bound plus the TTL and its context is cancelled with ErrLockLost.
+// beyond the TTL; once it stops reporting, the keep-alive stops within the
+// stall bound, so the lock runs out within the stall bound plus the TTL,
+// and the handler's context is cancelled with ErrLockLost.
+//
+// Not a test of timing: its clients have a 1s node timeout and a TTL that
+// allows it (a 300ms TTL with a 100ms node timeout lost the lock while
+// progress was reported, on a loaded machine under -race). The bound is
+// checked in extensions, which load cannot add: successful extensions start
+// at least TTL/3 apart, so after the last report there are at most one in
+// flight, stall/(TTL/3) within the stall bound and one for a stall check
+// that a loaded machine runs late. A keep-alive that ignored the stall
+// would extend every TTL/3 until the handler gave up (30s, some 75 times).
 func TestProgressModeStall(t *testing.T) {
-	e := newEnv(t)
+	e := patientEnv(t)
+	var ext extensions
+	locks := e.client(t, patient(redlock.WithObserver(ext.Observe))...)
 	withMeta(t, taskMeta{id: "t1", maxRetry: 3, known: true})
-	const ttl = 300 * time.Millisecond
-	const stall = 200 * time.Millisecond
+	const ttl = 1200 * time.Millisecond
+	const stall = ttl / 3
 	var heldAfterProgress string
+	var extBefore int32
 	var stalledFor time.Duration
 	var cause error
 	rec := &recorder{fn: func(ctx context.Context) error {
 		li, _ := LockFromContext(ctx)
-		for range 10 { // 1s of progress: more than three TTLs
+		for range 42 { // 4.2s of progress: more than three TTLs
 			Progress(ctx)
 			time.Sleep(100 * time.Millisecond)
 		}
+		Progress(ctx) // the last report
+		extBefore = ext.n.Load()
 		heldAfterProgress = e.holder(t, res)
 		if heldAfterProgress != li.Token {
 			return errors.New("lock not kept while progressing")
@@ -33,22 +58,22 @@ func TestProgressModeStall(t *testing.T) {
 		start := time.Now()
 		select { // hang, as a stuck handler would
 		case <-ctx.Done():
-		case <-time.After(10 * time.Second):
+		case <-time.After(30 * time.Second):
 		}
 		stalledFor = time.Since(start)
 		cause = context.Cause(ctx)
 		return ctx.Err()
 	}}
-	h := Lock(e.locks, ByField("sku"), WithTTL(ttl), WithProgress(stall))(rec)
+	h := Lock(locks, ByField("sku"), WithTTL(ttl), WithProgress(stall))(rec)
 	err := h.ProcessTask(context.Background(), adjust())
 	if heldAfterProgress == "" {
 		t.Fatal("lock lost while the handler reported progress")
 	}
 	if !errors.Is(cause, redlock.ErrLockLost) || !errors.Is(err, redlock.ErrLockLost) {
-		t.Fatalf("cause %v, task error %v; want ErrLockLost", cause, err)
+		t.Fatalf("cause %v, task error %v after %v of stall; want ErrLockLost", cause, err, stalledFor)
 	}
-	if stalledFor > stall+ttl+ttl {
-		t.Fatalf("stalled handler held the lock %v (stall %v, ttl %v)", stalledFor, stall, ttl)
+	if n, most := ext.n.Load()-extBefore, int32(stall/(ttl/3))+2; n > most {
+		t.Fatalf("%d extensions after the last report (stall %v, ttl %v), want at most %d: the keep-alive went on past the stall bound", n, stall, ttl, most)
 	}
 }
 
@@ -103,13 +128,31 @@ func TestHandlerPanicReleasesLock(t *testing.T) {
 	}
 }
 
+// maxHoldExtensions bounds the successful extensions of a lock capped at
+// maxHold by clients of node timeout patientNodeTimeout: they start at
+// least a third of their TTL apart, a TTL exceeds the node timeout, and
+// none starts past the cap. Load cannot add any; a keep-alive that ignored
+// the cap would extend every TTL/3 until the handler gave up (30s).
+func maxHoldExtensions(maxHold time.Duration) int32 {
+	return int32(maxHold / (patientNodeTimeout / 3))
+}
+
 // TestFencingAndMaxHold: redlock.WithFencing exposes a growing fence; redlock.WithMaxHold
-// cuts a long handler off.
+// cuts a long handler off: its context is cancelled with ErrMaxHold, and
+// the lock is not extended past the cap.
+//
+// Not a test of timing: its clients have a 1s node timeout and TTLs that
+// allow it (with a 100ms node timeout and a 200ms TTL, an extension missed
+// on a loaded machine under -race loses the lock before the cap, with
+// ErrLockLost). The cap is checked in extensions, which load cannot add,
+// not in wall-clock time.
 func TestFencingAndMaxHold(t *testing.T) {
-	e := newEnv(t)
+	e := patientEnv(t)
+	var ext extensions
+	locks := e.client(t, patient(redlock.WithObserver(ext.Observe))...)
 	withMeta(t, taskMeta{id: "t1", maxRetry: 3, known: true})
 	rec := &recorder{}
-	h := Lock(e.locks, ByField("sku"), WithLockOptions(redlock.WithFencing()))(rec)
+	h := Lock(locks, ByField("sku"), WithLockOptions(redlock.WithFencing()))(rec)
 	for range 2 {
 		if err := h.ProcessTask(context.Background(), adjust()); err != nil {
 			t.Fatal(err)
@@ -118,19 +161,23 @@ func TestFencingAndMaxHold(t *testing.T) {
 	if len(rec.infos) != 2 || rec.infos[0].Fence <= 0 || rec.infos[1].Fence <= rec.infos[0].Fence {
 		t.Fatalf("fences %+v", rec.infos)
 	}
+	const maxHold = 2400 * time.Millisecond // two TTLs
 	var cause error
 	long := &recorder{fn: func(ctx context.Context) error {
-		<-ctx.Done()
+		select {
+		case <-ctx.Done():
+		case <-time.After(30 * time.Second):
+		}
 		cause = context.Cause(ctx)
 		return ctx.Err()
 	}}
-	start := time.Now()
-	_ = Lock(e.locks, ByField("sku"), WithTTL(200*time.Millisecond), WithLockOptions(redlock.WithMaxHold(500*time.Millisecond)))(long).ProcessTask(context.Background(), adjust())
+	before := ext.n.Load()
+	_ = Lock(locks, ByField("sku"), WithTTL(1200*time.Millisecond), WithLockOptions(redlock.WithMaxHold(maxHold)))(long).ProcessTask(context.Background(), adjust())
 	if !errors.Is(cause, redlock.ErrMaxHold) {
 		t.Fatalf("cause %v, want ErrMaxHold", cause)
 	}
-	if held := time.Since(start); held > 2*time.Second {
-		t.Fatalf("handler kept the lock %v with a 500ms cap", held)
+	if n, most := ext.n.Load()-before, maxHoldExtensions(maxHold); n > most {
+		t.Fatalf("lock extended %d times with a %v cap, want at most %d", n, maxHold, most)
 	}
 }
 
@@ -205,11 +252,17 @@ func TestProgressModeResumes(t *testing.T) {
 
 // TestProgressModeMaxHold: in progress mode too, a max hold given with
 // WithLockOptions cuts the handler off with redlock.ErrMaxHold, however
-// much progress it reports.
+// much progress it reports, and the lock is not extended past the cap.
+// Not a test of timing: as TestFencingAndMaxHold (a 200ms TTL with a 100ms
+// node timeout ended in ErrLockLost before the cap on a loaded machine).
 func TestProgressModeMaxHold(t *testing.T) {
-	e := newEnv(t)
+	e := patientEnv(t)
+	var ext extensions
+	locks := e.client(t, patient(redlock.WithObserver(ext.Observe))...)
 	withMeta(t, taskMeta{id: "t1", maxRetry: 3, known: true})
+	const maxHold = 2400 * time.Millisecond // two TTLs
 	var cause error
+	giveUp := time.After(30 * time.Second)
 	rec := &recorder{fn: func(ctx context.Context) error {
 		for {
 			Progress(ctx)
@@ -217,17 +270,18 @@ func TestProgressModeMaxHold(t *testing.T) {
 			case <-ctx.Done():
 				cause = context.Cause(ctx)
 				return ctx.Err()
+			case <-giveUp:
+				return errors.New("still held 30s into a 2.4s cap")
 			case <-time.After(20 * time.Millisecond):
 			}
 		}
 	}}
-	start := time.Now()
-	_ = Lock(e.locks, ByField("sku"), WithTTL(200*time.Millisecond), WithProgress(time.Second),
-		WithLockOptions(redlock.WithMaxHold(500*time.Millisecond)))(rec).ProcessTask(context.Background(), adjust())
+	_ = Lock(locks, ByField("sku"), WithTTL(1200*time.Millisecond), WithProgress(time.Second),
+		WithLockOptions(redlock.WithMaxHold(maxHold)))(rec).ProcessTask(context.Background(), adjust())
 	if !errors.Is(cause, redlock.ErrMaxHold) {
 		t.Fatalf("cause %v, want ErrMaxHold", cause)
 	}
-	if held := time.Since(start); held > 3*time.Second {
-		t.Fatalf("handler kept the lock %v with a 500ms cap", held)
+	if n, most := ext.n.Load(), maxHoldExtensions(maxHold); n > most {
+		t.Fatalf("lock extended %d times with a %v cap, want at most %d", n, maxHold, most)
 	}
 }

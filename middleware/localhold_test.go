@@ -3,6 +3,7 @@ package middleware
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -25,17 +26,18 @@ func (f *failedAcquires) Observe(ev redlock.Event) {
 // task of the same process holds its resource waits without a TryAcquire
 // round (the nodes could only refuse it) and runs after the holder; beside
 // another process's holder it still tries first (the control).
+//
+// Not a test of timing: its clients have a 1s node timeout (with 100ms, a
+// loaded machine under -race saw the first task's TryAcquire fail with
+// ErrQuorum, and an acquisition failed so would count as a refusal), and it
+// watches the middleware's waiters rather than sleeping: each arrival is
+// checked once it waits, so a late goroutine neither passes the check
+// unseen nor fails the control.
 func TestArrivalBesideALocalHolderSkipsTryAcquire(t *testing.T) {
 	ctx := context.Background()
-	e := newEnv(t)
+	e := patientEnv(t)
 	var failed failedAcquires
-	lc, err := redlock.NewFromURLs([]string{e.srv.URL()}, redlock.WithRetryDelay(5*time.Millisecond, 10*time.Millisecond),
-		redlock.WithNodeTimeout(100*time.Millisecond), redlock.WithObserver(failed.Observe))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = lc.Close() })
-	e.locks = lc
+	lc := e.client(t, patient(redlock.WithObserver(failed.Observe))...)
 	withMeta(t, taskMeta{id: "t1", maxRetry: 3, known: true})
 	release := make(chan struct{})
 	var runs atomic.Int32
@@ -45,17 +47,20 @@ func TestArrivalBesideALocalHolderSkipsTryAcquire(t *testing.T) {
 		}
 		return nil
 	}}
-	h := Lock(e.locks, ByField("sku"), WithPolicy(Wait(5*time.Second)))(rec)
+	m, h := lockMW(t, lc, ByField("sku"), rec, WithPolicy(Wait(5*time.Second)))
 	done := make(chan error, 2)
 	go func() { done <- h.ProcessTask(ctx, adjust()) }()
-	for deadline := time.Now().Add(10 * time.Second); e.holder(t, res) == ""; time.Sleep(10 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatal("the first task never held its lock")
+	waitFor(t, "the first task holding its lock", func() bool {
+		select {
+		case err := <-done:
+			t.Fatalf("the first task ended (%v) instead of holding its lock", err)
+		default:
 		}
-	}
+		return runs.Load() == 1 && e.holder(t, res) != ""
+	})
 	before := failed.n.Load()
 	go func() { done <- h.ProcessTask(ctx, adjust()) }()
-	time.Sleep(300 * time.Millisecond) // the second task is waiting
+	waitFor(t, "the second task waiting", func() bool { return m.waiting(res) == 1 })
 	if n := failed.n.Load() - before; n != 0 {
 		t.Fatalf("the task arriving beside a local holder was refused %d times, want no TryAcquire", n)
 	}
@@ -79,7 +84,7 @@ func TestArrivalBesideALocalHolderSkipsTryAcquire(t *testing.T) {
 	}
 	before = failed.n.Load()
 	go func() { done <- h.ProcessTask(ctx, adjust()) }()
-	time.Sleep(300 * time.Millisecond)
+	waitFor(t, "the task arriving beside another process's holder waiting", func() bool { return m.waiting(res) == 1 })
 	if n := failed.n.Load() - before; n == 0 {
 		t.Fatal("the task arriving beside another process's holder was never refused: the control cannot fail")
 	}
@@ -142,9 +147,16 @@ func TestParkingLeavesHalfTheShareToPromotedTasks(t *testing.T) {
 // stop answering, its wait ends at the next bound end as an outage
 // (requeued for want of a quorum), not renewed bound after bound and then
 // reported as a conflict; tasks arriving after that try the nodes first.
+//
+// Not a test of timing: its clients have a 1s node timeout (with 100ms, a
+// loaded machine under -race saw the second task's wait end in ErrQuorum
+// before the outage), it watches the middleware's waiters rather than
+// sleeping, and its wait bound, which is also how long arrivals try the
+// nodes first after an outage, is long enough for the last arrival to come
+// within it on a loaded machine (with 200ms it could come after).
 func TestWaiterBehindALocalHolderEndsOnANodeOutage(t *testing.T) {
 	ctx := context.Background()
-	e := newEnv(t)
+	e := patientEnv(t)
 	withMeta(t, taskMeta{id: "t1", maxRetry: 3, known: true})
 	first, second := make(chan struct{}), make(chan struct{})
 	defer close(second)
@@ -158,24 +170,20 @@ func TestWaiterBehindALocalHolderEndsOnANodeOutage(t *testing.T) {
 		}
 		return nil
 	}}
-	h := Lock(e.locks, ByField("sku"), WithPolicy(Wait(200*time.Millisecond)), WithMaxWaiters(4))(rec)
+	m, h := lockMW(t, e.locks, ByField("sku"), rec, WithPolicy(Wait(3*time.Second)), WithMaxWaiters(4))
 	done := make(chan error, 3)
 	go func() { done <- h.ProcessTask(ctx, adjust()) }()
 	waitRuns := func(n int32) {
 		t.Helper()
-		for deadline := time.Now().Add(10 * time.Second); runs.Load() < n; time.Sleep(10 * time.Millisecond) {
-			if time.Now().After(deadline) {
-				t.Fatalf("handler runs %d, want %d", runs.Load(), n)
-			}
-		}
+		waitFor(t, fmt.Sprintf("%d handler runs", n), func() bool { return runs.Load() >= n })
 	}
 	waitRuns(1)
-	go func() { done <- h.ProcessTask(ctx, adjust()) }() // waits on the node
-	time.Sleep(100 * time.Millisecond)
-	go func() { done <- h.ProcessTask(ctx, adjust()) }() // waits behind it, in the process
-	time.Sleep(100 * time.Millisecond)
+	go func() { done <- h.ProcessTask(ctx, adjust()) }()
+	go func() { done <- h.ProcessTask(ctx, adjust()) }()
+	// One waits on the node, the other behind it, in the process.
+	waitFor(t, "two tasks waiting", func() bool { return m.waiting(res) == 2 })
 	close(first)
-	waitRuns(2) // the second task holds the lock, acquired by waiting
+	waitRuns(2) // a waiting task holds the lock, acquired by waiting
 	if err := <-done; err != nil {
 		t.Fatal(err)
 	}
