@@ -95,9 +95,20 @@ func TestParkedGaugeReturnsToZero(t *testing.T) {
 	// asynq moves b to the retry set with its error, after the promotion
 	// a's end asked for (under load, asynq's Retry call may come that late;
 	// the new code does not depend on it).
-	time.Sleep(200 * time.Millisecond)
-	e.raw.HSet(ctx, taskKey+"b", "state", "retry", "msg", err.Error())
-	e.raw.ZAdd(ctx, queuePrefix("default")+"retry", redis.Z{Score: float64(time.Now().Add(time.Minute).Unix()), Member: "b"})
+	// asynq's Retry is one script: the move is atomic here too, or a
+	// follow-up call between the two writes sees a task in no state. It
+	// comes well within parkSettle of the park, as asynq's does: a task
+	// still active that long after its park is taken for one running
+	// elsewhere and its record dropped (a loaded CI machine once delayed
+	// a 200ms sleep here past it).
+	time.Sleep(20 * time.Millisecond)
+	if _, err2 := e.raw.TxPipelined(ctx, func(p redis.Pipeliner) error {
+		p.HSet(ctx, taskKey+"b", "state", "retry", "msg", err.Error())
+		p.ZAdd(ctx, queuePrefix("default")+"retry", redis.Z{Score: float64(time.Now().Add(time.Minute).Unix()), Member: "b"})
+		return nil
+	}); err2 != nil {
+		t.Fatal(err2)
+	}
 
 	waitFor(t, "the parked task promoted and the parked count back to zero", func() bool {
 		n, p := g.read()
