@@ -112,13 +112,19 @@ func TestLogNothingPerTickWhileHealthy(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		if lines := logs.at("INFO", ""); len(lines) != 0 {
+		// At Info only a change of state: a replica that skipped and then
+		// won a tick logs "back to normal" once (which replica wins which
+		// tick depends on scheduling).
+		back := logs.at("INFO", "cron job back to normal")
+		if lines := logs.at("INFO", ""); len(lines) != len(back) {
 			t.Fatalf("%d Info lines while the job overran throughout:\n%s", len(lines), strings.Join(lines, "\n"))
 		}
-		// Each replica warns once; the control is the count of skips the
-		// observer got, which a warning per skip would have matched.
-		if warns := logs.at("WARN", "skipped_overlap"); len(warns) != 2 || rec.count(OutcomeSkippedOverlap) <= 2 {
-			t.Fatalf("%d overlap warnings for %d skips, want one per replica:\n%s", len(warns), rec.count(OutcomeSkippedOverlap), logs.buf.String())
+		// Warnings come per change of state, not per skip: the control is
+		// the count of skips the observer got, which a warning per skip
+		// would have matched.
+		warns := logs.at("WARN", "skipped_overlap")
+		if skips := rec.count(OutcomeSkippedOverlap); len(warns) == 0 || len(warns) >= skips || len(back) > len(warns) {
+			t.Fatalf("%d overlap warnings and %d recoveries for %d skips, want a warning per change of state:\n%s", len(warns), len(back), skips, logs.buf.String())
 		}
 		time.Sleep(5 * time.Second)
 	})
