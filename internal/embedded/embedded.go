@@ -6,12 +6,14 @@ import (
 	"time"
 
 	"github.com/alicebob/miniredis/v2"
+	"github.com/alicebob/miniredis/v2/server"
 )
 
 // Server is an in-process Redis listening on a loopback port, with keys
 // expiring in real time. Its methods are safe for concurrent use.
 type Server struct {
 	mr      *miniredis.Miniredis
+	srv     *server.Server // mr's server, kept: mr.Server() reads a field Close clears without a lock
 	addr    string
 	runID   string // INFO server run_id
 	version string // INFO server redis_version
@@ -37,14 +39,15 @@ func Start(opts ...Option) (*Server, error) {
 	if err := mr.StartAddr("127.0.0.1:0"); err != nil {
 		return nil, fmt.Errorf("embedded: start miniredis: %w", err)
 	}
-	s := &Server{mr: mr, addr: mr.Addr(), runID: newRunID(), version: miniredisVersion(), port: mr.Server().Addr().Port,
+	srv := mr.Server()
+	s := &Server{mr: mr, srv: srv, addr: mr.Addr(), runID: newRunID(), version: miniredisVersion(), port: srv.Addr().Port,
 		done: make(chan struct{})}
 	// Nobody knows the port yet, so no command arrives before these are in place.
-	if err := mr.Server().Register("CONFIG", s.config); err != nil {
+	if err := srv.Register("CONFIG", s.config); err != nil {
 		mr.Close()
 		return nil, fmt.Errorf("embedded: %w", err)
 	}
-	mr.Server().SetPreHook(s.info)
+	srv.SetPreHook(s.info)
 	if o.tick > 0 {
 		s.ticking.Add(1)
 		go s.tickEvery(o.tick)

@@ -3,6 +3,7 @@ package embedded_test
 import (
 	"context"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -117,4 +118,31 @@ func fmtAny(v any) string {
 		b.WriteString(v)
 	}
 	return b.String()
+}
+
+// TestInfoWhileClosing asks INFO from several connections while the server
+// closes: an answer or a connection error, never a crash (the INFO hook read
+// miniredis's server field, which Close clears, and panicked on nil) or a
+// race (run with -race).
+func TestInfoWhileClosing(t *testing.T) {
+	for range 10 {
+		s := embedded.StartT(t)
+		var wg sync.WaitGroup
+		for range 4 {
+			c := redis.NewClient(&redis.Options{Addr: s.Addr(), MaxRetries: -1, DisableIdentity: true})
+			t.Cleanup(func() { _ = c.Close() })
+			wg.Go(func() {
+				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+				defer cancel()
+				for range 200 {
+					if err := c.Info(ctx).Err(); err != nil {
+						return
+					}
+				}
+			})
+		}
+		time.Sleep(time.Millisecond)
+		s.Close()
+		wg.Wait()
+	}
 }
