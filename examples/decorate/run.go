@@ -11,9 +11,9 @@ import (
 	"sync"
 	"time"
 
-	"github.com/asynqlock/asynqlock/internal/embedded"
 	"github.com/asynqlock/asynqlock/middleware"
 	"github.com/asynqlock/asynqlock/redlock"
+	"github.com/asynqlock/asynqlock/redlocktest"
 	"github.com/hibiken/asynq"
 )
 
@@ -51,7 +51,7 @@ func (j *journal) observe(e middleware.Event) {
 }
 
 func run(ctx context.Context, out io.Writer) error {
-	urls, stop, err := embedded.StartN(4) // 3 lock nodes and a broker
+	urls, stop, err := redlocktest.StartNodes(4) // 3 lock nodes and a broker
 	if err != nil {
 		return err
 	}
