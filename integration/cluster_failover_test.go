@@ -15,11 +15,23 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
+// recoveryBound is how long after a replica's promotion lock node 0 may take
+// to grant on the failed-over shard's slots again: 20 cluster-node-timeouts
+// (1s, redistest.StartReplicatedCluster), generous for a loaded machine.
+// go-redis alone took a whole ClusterStateReloadInterval (60s) to notice.
+const recoveryBound = 20 * time.Second
+
 // TestClusterShardFailover: lock node 0 is a 3-shard cluster with a replica
 // per master; its first master is killed during a run. Every lock stays
 // exclusive and acquirable (the two other nodes keep the quorum), and once
-// the replica took over, node 0 grants locks on that shard's slots again.
+// the replica took over, node 0 grants locks on that shard's slots again
+// within recoveryBound. Then a second master is killed while nobody locks:
+// node 0 recovers as fast from the first call that finds the shard moved.
 func TestClusterShardFailover(t *testing.T) {
+	start := time.Now()
+	phase := func(format string, args ...any) {
+		t.Logf("%5.1fs: %s", time.Since(start).Seconds(), fmt.Sprintf(format, args...))
+	}
 	masters, replicas := redistest.StartReplicatedCluster(t, 3)
 	plain := redistest.StartCluster(t, 2)
 	seeds := []string{masters[1].Addr(), masters[2].Addr(), replicas[0].Addr()}
@@ -27,6 +39,7 @@ func TestClusterShardFailover(t *testing.T) {
 	c := newClusterLocks(t, urls)
 	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
 	defer cancel()
+	phase("clusters up; killing master %s under load", masters[0].Addr())
 
 	var promoted atomic.Bool
 	errs := make(chan error, 8)
@@ -40,6 +53,7 @@ func TestClusterShardFailover(t *testing.T) {
 		}
 	})
 	promoted.Store(true)
+	phase("replica %s promoted: %v", replicas[0].Addr(), failedOver)
 	wg.Wait()
 	close(errs)
 	for err := range errs {
@@ -50,7 +64,19 @@ func TestClusterShardFailover(t *testing.T) {
 	if !failedOver {
 		t.Fatal("the replica was not promoted within the test's budget")
 	}
-	waitNodeZeroHolds(ctx, t, c)
+	phase("workers done")
+	waitNodeZeroHolds(ctx, t, c, "after", phase)
+
+	phase("killing master %s with no lock traffic", masters[1].Addr())
+	if !waitPromoted(ctx, t, replicas[1].Addr(), func() {
+		if err := masters[1].Kill(); err != nil {
+			t.Error(err)
+		}
+	}) {
+		t.Fatal("the second replica was not promoted within the test's budget")
+	}
+	phase("replica %s promoted", replicas[1].Addr())
+	waitNodeZeroHolds(ctx, t, c, "idle", phase)
 }
 
 // failoverWorker locks and unlocks 8 resources of its own in turn, through
@@ -97,12 +123,17 @@ func waitPromoted(ctx context.Context, t *testing.T, addr string, kill func()) b
 	return false
 }
 
-// waitNodeZeroHolds waits until locks on 30 resources (over every slot range)
-// are held on all three nodes, node 0's failed-over shard included.
-func waitNodeZeroHolds(ctx context.Context, t *testing.T, c *redlock.Client) {
+// waitNodeZeroHolds waits, at most recoveryBound, until locks on 30
+// resources named prefix-i (over every slot range) are held on all three
+// nodes, node 0's failed-over shards included. It logs node 0's first
+// refusal and the recovery through phase.
+func waitNodeZeroHolds(ctx context.Context, t *testing.T, c *redlock.Client, prefix string, phase func(string, ...any)) {
 	t.Helper()
+	ctx, cancel := context.WithTimeout(ctx, recoveryBound)
+	defer cancel()
+	refused := 0
 	for i := 0; i < 30; {
-		name := fmt.Sprintf("after-%d", i)
+		name := fmt.Sprintf("%s-%d", prefix, i)
 		l, err := c.TryAcquire(ctx, name, 30*time.Second)
 		if err != nil {
 			t.Fatalf("%q: %v", name, err)
@@ -113,9 +144,14 @@ func waitNodeZeroHolds(ctx context.Context, t *testing.T, c *redlock.Client) {
 			i++
 			continue
 		}
+		if refused++; refused == 1 {
+			phase("node 0 does not hold %q: %v %+v", name, err, states)
+		}
 		if ctx.Err() != nil {
-			t.Fatalf("%q: node 0 still not holding after the failover: %v %+v", name, err, states)
+			t.Fatalf("%q: node 0 still not holding %v after the failover (%d refusals): %v %+v",
+				name, recoveryBound, refused, err, states)
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
+	phase("node 0 holds all %d %s-* resources (%d refusals on the way)", 30, prefix, refused)
 }

@@ -22,7 +22,11 @@ import (
 // once asynq can reclaim A's orphaned tasks (see reclaimOrphans). Nothing is
 // lost, nothing applied twice, the stock is exact, nothing is archived, and
 // the parked tasks came back (by promotion or their backstop) without A.
+// Like TestProofWorkerCrash, it waits about a minute for asynq's lease and
+// recoverer, asleep on servers and processes of its own, so it runs in
+// parallel with the other parallel tests.
 func TestProofWorkerCrashHotSKU(t *testing.T) {
+	t.Parallel()
 	const nTasks = 40
 	env := startProofEnv(t)
 	insp := inspector(t, env.store)

@@ -37,8 +37,12 @@ import (
 // default backoff (15-44s for a first retry); that wait proves nothing about
 // locks, so the test runs the reclaimed tasks at once with
 // Inspector.RunTask, as an operator would, and reports when asynq would
-// have run them.
+// have run them. The wait is asynq's, not the lock's (the SKUs pass to B
+// within a couple of seconds, TTL included), and the test spends it asleep
+// on its own servers and processes: it runs in parallel with the other
+// parallel tests, TestProofWorkerCrashHotSKU among them.
 func TestProofWorkerCrash(t *testing.T) {
+	t.Parallel()
 	const (
 		nTasks = 36
 		nSKUs  = 4

@@ -110,7 +110,7 @@ func start(cfg config, nodes []*node, owned []redis.UniversalClient) *Client {
 		}
 	}
 	for _, n := range c.nodes {
-		n.failed = c.nodeFailed
+		n.failed, n.debug = c.nodeFailed, cfg.logger.Debug
 		n.window, n.busy = cfg.batchWindow, &c.busy
 		for w := range cfg.batchWorkers {
 			c.work.Add(1)

@@ -32,8 +32,18 @@ func dialNode(raw string, nodeTimeout time.Duration) (redis.UniversalClient, err
 
 // tuneClusterForLocking applies tuneForLocking's settings to every shard's
 // client. Redirections (MOVED, ASK) stay allowed: they are how the client
-// follows a slot to its new master after a failover.
+// follows a slot to its new master after a failover. But MaxRedirects also
+// counts go-redis's retries of network errors and timeouts, each after a
+// backoff and to the same address until the slot map is reloaded: its
+// default 3 made one batch to a dead shard master cost four attempts (a
+// lone command to an unreachable one took 17 node timeouts, measured; 8
+// with one retry), stalling the node's calls to every shard behind it. One
+// redirection follows a MOVED or an ASK; the lock node reloads the map
+// itself after a failed batch (node.reloadSlots).
 func tuneClusterForLocking(o *redis.ClusterOptions, nodeTimeout time.Duration) {
+	if o.MaxRedirects == 0 {
+		o.MaxRedirects = 1
+	}
 	s := &redis.Options{
 		DialTimeout: o.DialTimeout, ReadTimeout: o.ReadTimeout, WriteTimeout: o.WriteTimeout,
 		PoolTimeout: o.PoolTimeout, DialerRetries: o.DialerRetries, Protocol: o.Protocol,

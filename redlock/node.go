@@ -56,6 +56,8 @@ type node struct {
 	// failed reports a call's failure (logs, observer), also when nobody
 	// waits for the answer any more.
 	failed func(op, resource string, node int, err error)
+	// debug logs at Debug level (nil: not at all).
+	debug func(msg string, args ...any)
 	// window is how long the worker may wait for more calls while busy
 	// exceeds the batch (the batch window, docs/BATCHING.md); busy is the client's count of
 	// held locks and waiting callers.
@@ -438,10 +440,33 @@ func (n *node) run(ctx context.Context, cmds []*redis.Cmd) {
 		}
 		_, _ = pipe.Exec(ctx)
 	}
-	if n.conn != nil && connBroken(cmds) {
+	if !connBroken(cmds) {
+		return
+	}
+	if n.conn != nil {
 		_ = n.conn.Close() // the next batch gets a fresh connection
 		n.conn = nil
 	}
+	if cc, ok := n.client.(*redis.ClusterClient); ok {
+		n.reloadSlots(ctx, cc)
+	}
+}
+
+// reloadSlots has a cluster node's client reload its slot map after a batch
+// failed on the connection (a refused dial, a reset, a timeout): the shard
+// master it dialed may have died and been failed over. go-redis reloads the
+// map by itself only on a MOVED, ASK or READONLY answer, which a dead master
+// never gives, or once the map is ClusterStateReloadInterval old (60s by
+// default): until then it keeps sending that shard's keys to the dead
+// address, and the lock node refuses every resource of the shard long after
+// the cluster recovered. The reload runs in the background, one at a time
+// (go-redis folds the requests made meanwhile into one more, 200ms later),
+// so this costs the worker nothing; the next batch follows the new map.
+func (n *node) reloadSlots(ctx context.Context, cc *redis.ClusterClient) {
+	if n.debug != nil {
+		n.debug("redlock cluster node: a shard failed on the connection; reloading the slot map", "node", n.idx, "addr", n.addr)
+	}
+	cc.ReloadState(ctx)
 }
 
 // connBroken reports whether a batch failed on the connection rather than

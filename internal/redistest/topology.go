@@ -121,8 +121,10 @@ func StartReplicatedCluster(tb testing.TB, n int) (masters, replicas []*Server) 
 	tb.Helper()
 	// Validity factor 0: a replica takes over however long ago it last
 	// heard from its master, so a test's failover never waits on data age.
+	// Diskless sync delay 0: a master sends its replica the first sync at
+	// once instead of waiting 5s for more replicas to share it.
 	args := WithArgs("--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf", "--cluster-node-timeout", "1000",
-		"--cluster-replica-validity-factor", "0")
+		"--cluster-replica-validity-factor", "0", "--repl-diskless-sync-delay", "0")
 	for range n {
 		masters = append(masters, StartServer(tb, args))
 		replicas = append(replicas, StartServer(tb, args))
