@@ -123,8 +123,10 @@ func (r NodeReport) Problems() []string {
 // Check asks every node, at once and each within a few node timeouts, for
 // its identity, clock and settings, and runs the release script on a key
 // nobody holds (it changes nothing) to find a node that would refuse every
-// lock (NodeReport.Misconfigured); SameServer compares the identities. A node that fails has Err set; the error
-// is reserved for bad input, a closed client and the end of ctx.
+// lock (NodeReport.Misconfigured); SameServer compares the identities. A node
+// that fails has Err set; the error is reserved for bad input, a closed
+// client and the end of ctx. On a client just made it first waits, at most
+// 4 node timeouts, for the nodes to be dialed and their scripts loaded.
 func (c *Client) Check(ctx context.Context) ([]NodeReport, error) {
 	if ctx == nil {
 		return nil, invalidf("nil context")
@@ -132,6 +134,9 @@ func (c *Client) Check(ctx context.Context) ([]NodeReport, error) {
 	if c.isClosed() {
 		return nil, ErrClosed
 	}
+	// The script probe goes after the workers' own script loads: a probe
+	// ahead of them met NOSCRIPT on a cluster master and fell back to EVAL.
+	c.awaitWarm(ctx)
 	out := make([]NodeReport, len(c.nodes))
 	var wg sync.WaitGroup
 	for i, n := range c.nodes {
