@@ -5,6 +5,8 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"io"
+	"log/slog"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"sync"
@@ -189,5 +191,56 @@ func wantPB(t *testing.T, s *tracepb.Span, want map[string]string) {
 		if got[k] != v {
 			t.Errorf("span %s: %s = %q, want %q (all: %v)", s.GetName(), k, got[k], v, got)
 		}
+	}
+}
+
+// TestExportFailureLoggedOncePerChange: a worker whose collector refuses
+// connections logs one Warn naming the endpoint however many batches fail,
+// nothing from OpenTelemetry's error handler, and still runs its tasks.
+func TestExportFailureLoggedOncePerChange(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	endpoint := "http://" + ln.Addr().String()
+	_ = ln.Close() // nothing listens there now: every export is refused
+	t.Setenv(envEndpoint, endpoint)
+	t.Setenv(envTracesEndpoint, "")
+	t.Setenv("OTEL_BSP_SCHEDULE_DELAY", "20") // a batch every 20ms rather than 5s
+	f := newFixture(t)
+	rec := &logRecorder{}
+	w, err := New(f.cfg, WithLogger(slog.New(rec)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ran := make(chan struct{}, 10)
+	err = w.Handle("stock:adjust", asynq.HandlerFunc(func(context.Context, *asynq.Task) error {
+		ran <- struct{}{}
+		return nil
+	}), middleware.ByField("sku"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	stop := start(t, w)
+	const tasks = 5
+	for range tasks {
+		if _, err := w.Client().Enqueue(asynq.NewTask("stock:adjust", []byte(`{"sku":"A"}`))); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case <-ran:
+		case <-time.After(30 * time.Second):
+			t.Fatal("a task never ran")
+		}
+		time.Sleep(60 * time.Millisecond) // its spans go in a batch of their own
+	}
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	if n := rec.count("WARN trace export failing", "endpoint="+endpoint, "refused"); n != 1 {
+		t.Fatalf("%d 'trace export failing' lines, want 1: %v", n, rec.recs)
+	}
+	if n := rec.count("opentelemetry:"); n != 0 {
+		t.Fatalf("%d lines from OpenTelemetry's error handler: %v", n, rec.recs)
 	}
 }
