@@ -43,7 +43,7 @@ func (w *Worker) Handle(taskType string, h asynq.Handler, key middleware.KeyFunc
 		}
 		h = mw(h)
 	}
-	w.mux.Handle(taskType, w.traceTasks(w.track(nameHolder(h))))
+	w.mux.Handle(taskType, w.taskSpans(w.track(nameHolder(h))))
 	return nil
 }
 

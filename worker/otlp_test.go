@@ -143,7 +143,7 @@ func TestWorkerExportsTaskAndLockSpansOverOTLP(t *testing.T) {
 	if err := stop(); err != nil { // flushes the spans
 		t.Fatal(err)
 	}
-	task := one(t, col, spanTask)
+	task := one(t, col, "asynq.task")
 	wantPB(t, task, map[string]string{"messaging.system": "asynq", "asynq.task.type": "stock:adjust", "asynq.task.id": info.ID,
 		"asynq.queue": "default", "asynq.task.retry_count": "0", "asynq.task.max_retry": "3", "asynq.task.outcome": "ok"})
 	if task.GetKind() != tracepb.Span_SPAN_KIND_CONSUMER || col.service[hex.EncodeToString(task.GetSpanId())] != "inventory-worker" {

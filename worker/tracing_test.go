@@ -9,13 +9,8 @@ import (
 	"testing"
 
 	"github.com/asynqlock/asynqlock/internal/workerconfig"
-	"github.com/asynqlock/asynqlock/middleware"
-	"github.com/hibiken/asynq"
 	"go.opentelemetry.io/otel"
-	"go.opentelemetry.io/otel/attribute"
-	"go.opentelemetry.io/otel/codes"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
-	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 )
 
 // TestOTelEnv: an endpoint turns export on, OTEL_SDK_DISABLED and
@@ -83,8 +78,9 @@ func TestNewRefusesABadOTLPEndpoint(t *testing.T) {
 }
 
 // TestNoEndpointInstallsNothing: with no OTLP endpoint set, New makes no
-// trace pipeline, leaves the global provider as it was, and its task spans
-// follow the global provider (none while it is unset).
+// trace pipeline and leaves the global provider as it was (its task spans
+// follow the global provider: none while it is unset, see
+// middleware.TraceTasks).
 func TestNoEndpointInstallsNothing(t *testing.T) {
 	t.Setenv(envEndpoint, "")
 	t.Setenv(envTracesEndpoint, "")
@@ -98,53 +94,11 @@ func TestNoEndpointInstallsNothing(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer w.Close()
-	if w.traces != nil || w.tracer != nil {
+	if w.traces != nil {
 		t.Fatal("a trace pipeline was made with no endpoint set")
 	}
 	if otel.GetTracerProvider() != before {
 		t.Fatal("New changed the global tracer provider with no endpoint set")
-	}
-	if before == unsetGlobal && w.taskTracer() != nil {
-		t.Fatal("task spans are started while no provider is set")
-	}
-}
-
-// TestTaskSpanStatus: a task's span ends with outcome ok, failed (error
-// status, the error recorded) or conflict (no error: retried without
-// consuming a retry), and with an error status when the handler panics.
-func TestTaskSpanStatus(t *testing.T) {
-	exp := tracetest.NewInMemoryExporter()
-	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp))
-	t.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
-	w := &Worker{tracer: tp.Tracer(traceScope)}
-	conflict := fmt.Errorf("busy: %w", middleware.ErrConflict)
-	for _, tc := range []struct {
-		err     error
-		outcome string
-		status  codes.Code
-	}{{nil, outcomeOK, codes.Unset}, {errors.New("boom"), outcomeFailed, codes.Error}, {conflict, outcomeConflicted, codes.Unset}} {
-		exp.Reset()
-		h := w.traceTasks(asynq.HandlerFunc(func(context.Context, *asynq.Task) error { return tc.err }))
-		if err := h.ProcessTask(context.Background(), asynq.NewTask("stock:adjust", nil)); err != tc.err {
-			t.Fatalf("the handler's error %v came back as %v", tc.err, err)
-		}
-		s := exp.GetSpans()
-		if len(s) != 1 || s[0].Name != spanTask || s[0].Status.Code != tc.status {
-			t.Fatalf("error %v: spans %+v, want one %s with status %v", tc.err, s, spanTask, tc.status)
-		}
-		a := spanAttrs(s[0].Attributes)
-		if a[attrTaskOutcome] != tc.outcome || a[attrTaskType] != "stock:adjust" || a[attrSystem] != "asynq" {
-			t.Fatalf("error %v: attributes %v", tc.err, a)
-		}
-	}
-	exp.Reset()
-	h := w.traceTasks(asynq.HandlerFunc(func(context.Context, *asynq.Task) error { panic("bad") }))
-	func() {
-		defer func() { _ = recover() }()
-		_ = h.ProcessTask(context.Background(), asynq.NewTask("stock:adjust", nil))
-	}()
-	if s := exp.GetSpans(); len(s) != 1 || s[0].Status.Code != codes.Error {
-		t.Fatalf("a panicking handler's span: %+v", s)
 	}
 }
 
@@ -196,12 +150,3 @@ type fakeExporter struct{ err error }
 
 func (f *fakeExporter) ExportSpans(context.Context, []sdktrace.ReadOnlySpan) error { return f.err }
 func (f *fakeExporter) Shutdown(context.Context) error                             { return nil }
-
-// spanAttrs returns attributes by key, as strings.
-func spanAttrs(kvs []attribute.KeyValue) map[attribute.Key]string {
-	m := map[attribute.Key]string{}
-	for _, kv := range kvs {
-		m[kv.Key] = kv.Value.String()
-	}
-	return m
-}

@@ -17,7 +17,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/redis/go-redis/v9"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
-	"go.opentelemetry.io/otel/trace"
 )
 
 // Worker is an asynq server whose handlers hold per-resource locks.
@@ -48,7 +47,7 @@ type Worker struct {
 	crons     *crons // hosted cron schedulers, made on first use
 	cronOnce  sync.Once
 	traces    *sdktrace.TracerProvider // the OTLP pipeline New made (tracing.go), or nil
-	tracer    trace.Tracer             // traces' tracer, or nil: the global provider's
+	taskSpans asynq.MiddlewareFunc     // the asynq.task span around each task, in traces or the global provider
 	tracesTo  string                   // traces' endpoint, for the start line
 }
 
@@ -106,8 +105,9 @@ func (w *Worker) newLocks(otelCfg otelEnv) error {
 		return err
 	}
 	lockOpts := []redlock.Option{redlock.WithLogger(w.log), redlock.WithObserver(w.metrics.observeLock)}
+	w.taskSpans = middleware.TraceTasks(nil)
 	if traces != nil {
-		w.traces, w.tracer, w.tracesTo = traces, traces.Tracer(traceScope), otelCfg.endpoint
+		w.traces, w.tracesTo, w.taskSpans = traces, otelCfg.endpoint, middleware.TraceTasks(traces)
 		lockOpts = append(lockOpts, redlock.WithTracerProvider(traces))
 	}
 	locks, err := w.cfg.locks().NewClient(lockOpts...)
