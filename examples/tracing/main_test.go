@@ -1,0 +1,78 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"strings"
+	"testing"
+
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+)
+
+// TestTracingExample runs the example: every run of a task is a trace
+// rooted at asynq.task with the task's attributes; every task's last run
+// got its lock (an acquisition that won, under the task's span or its
+// wait), ran the handler's span and released the lock, all in the task's
+// trace; a run that was parked says so in an event and ends as a conflict.
+func TestTracingExample(t *testing.T) {
+	spans, err := run(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := newForest(spans)
+	last := map[string]tracetest.SpanStub{}
+	for _, r := range f.roots {
+		if r.Name != "asynq.task" {
+			t.Fatalf("a trace rooted at %s, want asynq.task", r.Name)
+		}
+		a := attrMap(r)
+		for _, k := range []string{"asynq.task.type", "asynq.task.id", "asynq.queue", "asynq.task.retry_count", "messaging.system"} {
+			if a[k] == "" {
+				t.Errorf("task span lacks %s: %v", k, r.Attributes)
+			}
+		}
+		if hasEvent(r, "asynqlock.parked") && a["asynq.task.outcome"] != "conflict" {
+			t.Errorf("a parked run ended %q", a["asynq.task.outcome"])
+		}
+		last[taskID(r)] = r
+	}
+	if len(last) != hotTasks {
+		t.Fatalf("runs of %d tasks, want %d", len(last), hotTasks)
+	}
+	for id, r := range last {
+		names := map[string]int{}
+		f.walk(r, func(s tracetest.SpanStub) {
+			if s.SpanContext.TraceID() != r.SpanContext.TraceID() {
+				t.Errorf("task %s: span %s in another trace", id, s.Name)
+			}
+			if s.Name == "asynqlock.acquire" && attrMap(s)["asynqlock.outcome"] == "acquired" {
+				names["won"]++
+			}
+			names[s.Name]++
+		})
+		if attrMap(r)["asynq.task.outcome"] != "ok" || names["won"] != 1 || names["stock.update"] != 1 || names["asynqlock.release"] != 1 {
+			t.Errorf("task %s's last run: %v (outcome %s)", id, names, attrMap(r)["asynq.task.outcome"])
+		}
+	}
+	var out bytes.Buffer
+	printRuns(&out, spans, true)
+	if n := strings.Count(out.String(), "\nasynq.task "); n != len(f.roots) || !strings.Contains(out.String(), "└─ asynqlock.release") {
+		t.Errorf("%d trees printed for %d runs:\n%s", n, len(f.roots), out.String())
+	}
+}
+
+// walk calls fn for every descendant of s.
+func (f forest) walk(s tracetest.SpanStub, fn func(tracetest.SpanStub)) {
+	for _, k := range f.children[s.SpanContext.SpanID()] {
+		fn(k)
+		f.walk(k, fn)
+	}
+}
+
+func attrMap(s tracetest.SpanStub) map[string]string {
+	m := map[string]string{}
+	for _, kv := range s.Attributes {
+		m[string(kv.Key)] = kv.Value.String()
+	}
+	return m
+}
