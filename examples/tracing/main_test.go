@@ -3,6 +3,8 @@ package main
 import (
 	"bytes"
 	"context"
+	"os"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -54,6 +56,7 @@ func TestTracingExample(t *testing.T) {
 			t.Errorf("task %s's last run: %v (outcome %s)", id, names, attrMap(r)["asynq.task.outcome"])
 		}
 	}
+	readmeQuotesThis(t, spans)
 	var out bytes.Buffer
 	printRuns(&out, spans, true)
 	if n := strings.Count(out.String(), "\nasynq.task "); n != len(f.roots) || !strings.Contains(out.String(), "└─ asynqlock.release") {
@@ -75,4 +78,68 @@ func attrMap(s tracetest.SpanStub) map[string]string {
 		m[string(kv.Key)] = kv.Value.String()
 	}
 	return m
+}
+
+// sometimes are the spans and events a run records or not, by its timing:
+// whether a task waits in a worker or is parked.
+var sometimes = map[string]bool{"asynqlock.wait": true, "asynqlock.parked": true}
+
+// readmeQuotesThis checks the README's Tracing section against the spans
+// of a run: its block quoted after the command is this program's output (a
+// header, then tree lines), and every span name, event name and attribute
+// key it shows is one the program records.
+func readmeQuotesThis(t *testing.T, spans tracetest.SpanStubs) {
+	t.Helper()
+	b, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, sec, _ := strings.Cut(string(b), "\n## Tracing\n")
+	sec, _, _ = strings.Cut(sec, "\n## ")
+	m := regexp.MustCompile("(?s)`go run ./examples/tracing`.*?```text\n(.*?)```").FindStringSubmatch(sec)
+	if m == nil {
+		t.Fatal("README's Tracing section quotes no output after `go run ./examples/tracing`")
+	}
+	known := map[string]bool{}
+	for _, s := range spans {
+		known[s.Name] = true
+		for _, kv := range s.Attributes {
+			known[string(kv.Key)] = true
+		}
+		for _, ev := range s.Events {
+			known[ev.Name] = true
+			for _, kv := range ev.Attributes {
+				known[string(kv.Key)] = true
+			}
+		}
+	}
+	lines := strings.Split(strings.TrimSpace(m[1]), "\n")
+	if !regexp.MustCompile(`^\d+ runs of \d+ tasks; the runs of task [0-9a-f-]+:$`).MatchString(lines[0]) {
+		t.Errorf("README's first line is not the program's header: %q", lines[0])
+	}
+	span := regexp.MustCompile(`^[│├└─ ]*(· event )?([\w.]+) (at \+)?\d+\.\d\dms`)
+	key := regexp.MustCompile(` ([\w.]+)=`)
+	for _, l := range lines[1:] {
+		if l == "" {
+			continue
+		}
+		sm := span.FindStringSubmatch(l)
+		if sm == nil {
+			t.Errorf("README line is no span or event line of this program: %q", l)
+			continue
+		}
+		if !known[sm[2]] && sometimes[sm[2]] {
+			t.Logf("this run recorded no %s (it depends on the run's timing): its README line is not checked", sm[2])
+			continue
+		}
+		if !known[sm[2]] {
+			t.Errorf("README shows %s, which this program does not record", sm[2])
+			continue
+		}
+		for _, k := range key.FindAllStringSubmatch(l, -1) {
+			if !known[k[1]] {
+				t.Errorf("README shows attribute %s, which this program does not record", k[1])
+			}
+		}
+	}
 }
