@@ -89,3 +89,25 @@ func TestTraceTasksGlobalProvider(t *testing.T) {
 		t.Fatalf("after the global provider was set: %d spans", len(s))
 	}
 }
+
+// BenchmarkTraceTasksOff: the cost of TraceTasks(nil) per task while no
+// tracer provider is set, against the bare handler (run with -benchmem:
+// no allocation).
+func BenchmarkTraceTasksOff(b *testing.B) {
+	if otel.GetTracerProvider() != unsetGlobal {
+		b.Skip("a global tracer provider is set in this test binary")
+	}
+	bare := asynq.HandlerFunc(func(context.Context, *asynq.Task) error { return nil })
+	task, ctx := asynq.NewTask("stock:adjust", nil), context.Background()
+	for _, v := range []struct {
+		name string
+		h    asynq.Handler
+	}{{"bare", bare}, {"tracetasks-off", TraceTasks(nil)(bare)}} {
+		b.Run(v.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				_ = v.h.ProcessTask(ctx, task)
+			}
+		})
+	}
+}
