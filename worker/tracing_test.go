@@ -85,16 +85,7 @@ func TestNoEndpointInstallsNothing(t *testing.T) {
 	t.Setenv(envEndpoint, "")
 	t.Setenv(envTracesEndpoint, "")
 	before := otel.GetTracerProvider()
-	cfg, err := LoadConfigFrom(goodEnv())
-	if err != nil {
-		t.Fatal(err)
-	}
-	w, err := New(cfg, quiet())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer w.Close()
-	if w.traces != nil {
+	if w := offline(t); w.traces != nil {
 		t.Fatal("a trace pipeline was made with no endpoint set")
 	}
 	if otel.GetTracerProvider() != before {

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"sort"
@@ -11,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/asynqlock/asynqlock/internal/drain"
 	"github.com/asynqlock/asynqlock/internal/embedded"
 	"github.com/asynqlock/asynqlock/middleware"
 	"github.com/asynqlock/asynqlock/redlock"
@@ -151,20 +151,5 @@ func enqueueAndDrain(ctx context.Context, broker asynq.RedisClientOpt) error {
 			return err
 		}
 	}
-	insp := asynq.NewInspector(broker)
-	defer insp.Close()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		qi, err := insp.GetQueueInfo("default")
-		if err != nil {
-			return err
-		}
-		if qi.Pending+qi.Active+qi.Scheduled+qi.Retry == 0 && qi.Processed >= len(tasks) {
-			return nil
-		}
-		if time.Now().After(deadline) {
-			return errors.New("tasks not done after 30s")
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	return drain.Queue(ctx, broker, "default", len(tasks), 30*time.Second)
 }

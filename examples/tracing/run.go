@@ -3,11 +3,10 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"errors"
-	"fmt"
 	"strings"
 	"time"
 
+	"github.com/asynqlock/asynqlock/internal/drain"
 	"github.com/asynqlock/asynqlock/internal/embedded"
 	"github.com/asynqlock/asynqlock/middleware"
 	"github.com/asynqlock/asynqlock/redlock"
@@ -69,7 +68,7 @@ func serve(ctx context.Context, broker asynq.RedisClientOpt, locks *redlock.Clie
 		return err
 	}
 	defer srv.Shutdown()
-	return drain(ctx, broker)
+	return drain.Queue(ctx, broker, "default", hotTasks, 30*time.Second)
 }
 
 // enqueue puts the hot SKU's adjustments in the queue before any worker
@@ -84,28 +83,4 @@ func enqueue(ctx context.Context, broker asynq.RedisClientOpt) error {
 		}
 	}
 	return nil
-}
-
-// drain waits, at most 30s, until every task is processed.
-func drain(ctx context.Context, broker asynq.RedisClientOpt) error {
-	insp := asynq.NewInspector(broker)
-	defer insp.Close()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		qi, err := insp.GetQueueInfo("default")
-		if err != nil {
-			return err
-		}
-		if qi.Pending+qi.Active+qi.Scheduled+qi.Retry == 0 && qi.Processed >= hotTasks {
-			return nil
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("tasks not done after 30s: %+v", qi)
-		}
-		select {
-		case <-ctx.Done():
-			return errors.Join(ctx.Err(), errors.New("tasks not done"))
-		case <-time.After(20 * time.Millisecond):
-		}
-	}
 }
