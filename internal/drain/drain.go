@@ -11,7 +11,7 @@ import (
 )
 
 // poll is how often the queue is looked at.
-const poll = 20 * time.Millisecond
+const poll = 50 * time.Millisecond
 
 // Queue waits until queue has processed at least n tasks and holds none
 // pending, active, scheduled or retrying; it gives up after limit, or when
