@@ -42,20 +42,21 @@ type Client struct {
 }
 
 // New returns a Client over the given nodes: independent Redis masters (not
-// replicas of each other), usually 3 or 5. The clients stay owned by the
-// caller: Close does not close them. A dead or paused node never delays a
-// decided answer, but each node's calls run one batch at a time, so a call
-// to a dead node holds every call queued behind it. New therefore refuses
-// (ErrInvalid, naming each setting) a *redis.Client with command retries
-// (set MaxRetries: -1), more than one dial attempt (set DialerRetries: 1) or
-// no read or write timeout. Give the clients short dial, read and write
-// timeouts too (a few node timeouts; go-redis's defaults are 5s), and
-// ContextTimeoutEnabled: true, as NewFromURLs does. Clients of other kinds
-// are not checked.
+// replicas of each other), usually 3 or 5. Any go-redis client is taken, as
+// the user already has it. The clients stay owned by the caller: Close does
+// not close them.
+//
+// A dead or paused node never delays a decided answer, but each node's calls
+// run one batch at a time, so a call to a dead node holds every call queued
+// behind it. A *redis.Client whose settings would let that cost more than
+// the node timeout (go-redis's defaults: 3 command retries, 5 dial attempts
+// of 5s; or a disabled read or write timeout) is therefore not used for the
+// lock's calls as is: New makes a client of its own from its options
+// (address, database, credentials, TLS, dialer and hooks alike) with no
+// command retries, one dial attempt and dial, read and write timeouts of
+// 4 node timeouts (at least 200ms), and Close closes that one. Clients of
+// other kinds are used as given.
 func New(nodes []redis.UniversalClient, opts ...Option) (*Client, error) {
-	if err := checkClients(nodes); err != nil {
-		return nil, err
-	}
 	return newClient(nodes, nil, opts)
 }
 
@@ -82,13 +83,18 @@ func newClient(nodes []redis.UniversalClient, owned []redis.UniversalClient, opt
 		if cl == nil {
 			return nil, invalidf("node %d is a nil client", i)
 		}
-		addr := nodeAddr(i, cl)
 		id := nodeIdentity(i, cl)
 		if j, dup := seen[id]; dup {
-			return nil, invalidf("node %d (%s) is the same node as node %d: Redlock needs independent nodes", i, addr, j)
+			return nil, invalidf("node %d (%s) is the same node as node %d: Redlock needs independent nodes", i, nodeAddr(i, cl), j)
 		}
 		seen[id] = i
-		list = append(list, newNode(i, addr, cl))
+	}
+	for i, cl := range nodes {
+		if own := fitForLocking(cl, cfg.nodeTimeout); own != nil {
+			owned = append(owned, own)
+			cl = own
+		}
+		list = append(list, newNode(i, nodeAddr(i, cl), cl))
 	}
 	return start(cfg, list, owned), nil
 }
@@ -209,7 +215,7 @@ func tuneForLocking(o *redis.Options, nodeTimeout time.Duration) {
 		// Lock nodes are standalone masters; skip the handshake round trip.
 		o.MaintNotificationsConfig = &maintnotifications.Config{Mode: maintnotifications.ModeDisabled}
 	}
-	io := max(4*nodeTimeout, 200*time.Millisecond)
+	io := ioTimeout(nodeTimeout)
 	if o.DialTimeout == 0 || o.DialTimeout > io {
 		o.DialTimeout = io
 	}
@@ -228,6 +234,13 @@ func tuneForLocking(o *redis.Options, nodeTimeout time.Duration) {
 		// socket peek (one more syscall) around every command on RESP3.
 		o.Protocol = 2
 	}
+}
+
+// ioTimeout is a lock node's dial, read and write timeout: a few node
+// timeouts, so that a slow answer still arrives while a dead node costs
+// little more than the node timeout.
+func ioTimeout(nodeTimeout time.Duration) time.Duration {
+	return max(4*nodeTimeout, 200*time.Millisecond)
 }
 
 // Close stops the client: pending waits end with ErrClosed, background work

@@ -4,14 +4,19 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
+	"reflect"
+	"runtime"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 )
 
 // checkClient lists the settings of a caller's *redis.Client that make a
-// dead or stuck node cost far more than the node timeout: each node's calls
+// dead or stuck node cost far more than the node timeout (New then makes a
+// client of its own, see fitForLocking): each node's calls
 // run one batch at a time, so whatever one call to a dead node costs, every
 // call queued behind it waits too. Options are read after go-redis filled in
 // its defaults. Clients of other kinds are not checked.
@@ -34,22 +39,43 @@ func checkClient(cl redis.UniversalClient) []string {
 	return bad
 }
 
-// checkClients refuses clients given to New whose settings would let one
-// dead node stall its calls (see checkClient), naming every problem at once.
-func checkClients(nodes []redis.UniversalClient) error {
-	var msgs []string
-	for i, cl := range nodes {
-		if cl == nil {
-			continue // reported by newClient
-		}
-		for _, m := range checkClient(cl) {
-			msgs = append(msgs, fmt.Sprintf("node %d (%s): %s", i, nodeAddr(i, cl), m))
-		}
-	}
-	if len(msgs) == 0 {
+// fitForLocking returns a client of the lock's own for a caller's
+// *redis.Client whose settings checkClient finds unfit, made from a copy of
+// its options with tuneForLocking's settings; nil when cl is fit, or of
+// another kind, and is used as given.
+func fitForLocking(cl redis.UniversalClient, nodeTimeout time.Duration) redis.UniversalClient {
+	if len(checkClient(cl)) == 0 {
 		return nil
 	}
-	return invalidf("client settings unfit for a lock node (NewFromURLs sets them for you): %s", strings.Join(msgs, "; "))
+	o := *cl.(*redis.Client).Options() // filled in by go-redis: reset what tuneForLocking decides
+	io := ioTimeout(nodeTimeout)
+	for _, d := range []*time.Duration{&o.ReadTimeout, &o.WriteTimeout, &o.PoolTimeout} {
+		if *d < 0 || *d > io {
+			*d = 0
+		}
+	}
+	o.DialerRetries, o.Protocol = 0, 0
+	// The caller's client registered its handlers with these; the lock's
+	// client has no use for push notifications (RESP2, see tuneForLocking).
+	o.PushNotificationProcessor, o.MaintNotificationsConfig = nil, nil
+	if isDefaultDialer(o.Dialer) {
+		o.Dialer = nil // go-redis's own, bound to the caller's dial timeout: a new one is made
+	}
+	tuneForLocking(&o, nodeTimeout)
+	return redis.NewClient(&o)
+}
+
+// isDefaultDialer reports whether d is the dialer go-redis gives a client
+// that has none (NewDialer's closure, bound to that client's options), by
+// its function's name: inlining gives each call site of NewDialer a closure
+// of its own, so the code pointer cannot tell. TestDefaultDialerIsRecognised
+// keeps this true across go-redis versions.
+func isDefaultDialer(d func(context.Context, string, string) (net.Conn, error)) bool {
+	if d == nil {
+		return false
+	}
+	fn := runtime.FuncForPC(reflect.ValueOf(d).Pointer())
+	return fn != nil && strings.HasPrefix(fn.Name(), "github.com/redis/go-redis/v9.") && strings.Contains(fn.Name(), "NewDialer.func")
 }
 
 // ErrMisconfigured marks a lock node that refuses this client for a reason

@@ -3,6 +3,7 @@ package redlock
 import (
 	"context"
 	"errors"
+	"net"
 	"strings"
 	"testing"
 	"testing/synctest"
@@ -10,10 +11,11 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/asynqlock/asynqlock/internal/embedded"
 	"github.com/asynqlock/asynqlock/internal/redisurl"
 )
 
-// lockNodeClient is a client to addr with the settings New requires.
+// lockNodeClient is a client to addr with the settings New uses as given.
 func lockNodeClient(addr string, db int) *redis.Client {
 	return redis.NewClient(&redis.Options{Addr: addr, DB: db, MaxRetries: -1, DialerRetries: 1})
 }
@@ -199,33 +201,75 @@ func TestNewFromURLsTunesClientsForLocking(t *testing.T) {
 	}
 }
 
-// TestNewRefusesClientSettingsThatStallANode: go-redis's defaults (3 command
-// retries, 5 dial attempts) and disabled timeouts let one dead node hold its
-// whole queue; New names each setting of each node and what to set.
-func TestNewRefusesClientSettingsThatStallANode(t *testing.T) {
-	def := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"})
-	noTimeout := redis.NewClient(&redis.Options{Addr: "127.0.0.1:2", MaxRetries: -1, DialerRetries: 1, ReadTimeout: -1})
-	good := lockNodeClient("127.0.0.1:3", 0)
+// TestNewTakesDefaultClients: clients made with go-redis's defaults (3
+// command retries, 5 dial attempts of 5s, 3s reads) or with no read timeout
+// are taken; the lock's calls go through clients of its own with the
+// settings that keep a dead node's cost near the node timeout, closed by
+// Close, while the caller's clients stay open and untouched; a client
+// already fit is used as given.
+func TestNewTakesDefaultClients(t *testing.T) {
+	srvs := []*embedded.Server{embedded.StartT(t), embedded.StartT(t), embedded.StartT(t)}
+	def := redis.NewClient(&redis.Options{Addr: srvs[0].Addr()})
+	noTimeout := redis.NewClient(&redis.Options{Addr: srvs[1].Addr(), MaxRetries: -1, DialerRetries: 1, ReadTimeout: -1})
+	good := lockNodeClient(srvs[2].Addr(), 0)
+	users := []*redis.Client{def, noTimeout, good}
 	t.Cleanup(func() { def.Close(); noTimeout.Close(); good.Close() })
-	_, err := New([]redis.UniversalClient{def, noTimeout, good})
-	if !errors.Is(err, ErrInvalid) {
-		t.Fatalf("New with go-redis's default settings: %v, want ErrInvalid", err)
+	c, err := New([]redis.UniversalClient{def, noTimeout, good}, WithNodeTimeout(100*time.Millisecond))
+	if err != nil {
+		t.Fatalf("New with go-redis's default settings: %v", err)
 	}
-	for _, want := range []string{
-		"node 0 (127.0.0.1:1): MaxRetries is 3", "set MaxRetries: -1",
-		"node 0 (127.0.0.1:1): DialerRetries is 5", "set DialerRetries: 1",
-		"node 1 (127.0.0.1:2): ReadTimeout or WriteTimeout is disabled",
-	} {
-		if !strings.Contains(err.Error(), want) {
-			t.Errorf("error %q does not say %q", err, want)
+	for i, n := range c.nodes {
+		if bad := checkClient(n.client); len(bad) != 0 {
+			t.Errorf("node %d: the lock's client is unfit: %v", i, bad)
+		}
+		o := n.client.(*redis.Client).Options()
+		if i < 2 && (o.DialTimeout > 400*time.Millisecond || o.ReadTimeout > 400*time.Millisecond) {
+			t.Errorf("node %d: dial %v, read %v; want at most 4 node timeouts", i, o.DialTimeout, o.ReadTimeout)
+		}
+		if (i < 2) == (n.client == redis.UniversalClient(users[i])) {
+			t.Errorf("node %d: used the caller's client as given: %v", i, i == 2)
 		}
 	}
-	if strings.Contains(err.Error(), "node 2") {
-		t.Errorf("error %q blames the well-configured node", err)
-	}
-	c, err := New([]redis.UniversalClient{good})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	l, err := c.TryAcquire(ctx, "default-clients", 10*time.Second)
 	if err != nil {
-		t.Fatalf("New with MaxRetries -1 and DialerRetries 1: %v", err)
+		t.Fatal(err)
 	}
-	c.Close()
+	for i, s := range srvs { // a node past the quorum may answer after TryAcquire returned
+		for tok := ""; tok != l.Token(); tok, _ = s.Miniredis().Get(keyOf(c.cfg.prefix, "default-clients")) {
+			if ctx.Err() != nil {
+				t.Fatalf("node %d holds %q, want the token", i, tok)
+			}
+			time.Sleep(time.Millisecond)
+		}
+	}
+	if err := l.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+	for i, u := range users {
+		if err := u.Ping(ctx).Err(); err != nil {
+			t.Errorf("the caller's client %d no longer works after Close: %v", i, err)
+		}
+	}
+}
+
+// TestDefaultDialerIsRecognised: go-redis's own dialer is bound to the
+// options of the client it was made for (its dial timeout), so the lock's
+// client must not inherit it; a dialer of the caller's is kept.
+func TestDefaultDialerIsRecognised(t *testing.T) {
+	def := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"})
+	own := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", Dialer: func(ctx context.Context, network, addr string) (net.Conn, error) {
+		return (&net.Dialer{}).DialContext(ctx, network, addr)
+	}})
+	t.Cleanup(func() { def.Close(); own.Close() })
+	if !isDefaultDialer(def.Options().Dialer) {
+		t.Error("go-redis's default dialer not recognised")
+	}
+	if isDefaultDialer(own.Options().Dialer) || isDefaultDialer(nil) {
+		t.Error("a caller's dialer (or none) taken for go-redis's default")
+	}
 }

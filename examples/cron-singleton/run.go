@@ -12,8 +12,8 @@ import (
 	"time"
 
 	"github.com/asynqlock/asynqlock/internal/cronsim"
-	"github.com/asynqlock/asynqlock/internal/embedded"
 	"github.com/asynqlock/asynqlock/redlock"
+	"github.com/asynqlock/asynqlock/redlocktest"
 	"github.com/asynqlock/asynqlock/scheduler"
 	"github.com/robfig/cron/v3"
 )
@@ -36,7 +36,7 @@ func lockNodes(out io.Writer) ([]string, func(), error) {
 	if env := os.Getenv("REDLOCK_NODES"); env != "" {
 		return strings.Split(env, ","), func() {}, nil
 	}
-	urls, stop, err := embedded.StartN(5)
+	urls, stop, err := redlocktest.StartNodes(5)
 	if err != nil {
 		return nil, nil, err
 	}

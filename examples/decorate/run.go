@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"sort"
@@ -10,10 +11,9 @@ import (
 	"sync"
 	"time"
 
-	"github.com/asynqlock/asynqlock/internal/drain"
-	"github.com/asynqlock/asynqlock/internal/embedded"
 	"github.com/asynqlock/asynqlock/middleware"
 	"github.com/asynqlock/asynqlock/redlock"
+	"github.com/asynqlock/asynqlock/redlocktest"
 	"github.com/hibiken/asynq"
 )
 
@@ -51,7 +51,7 @@ func (j *journal) observe(e middleware.Event) {
 }
 
 func run(ctx context.Context, out io.Writer) error {
-	urls, stop, err := embedded.StartN(4) // 3 lock nodes and a broker
+	urls, stop, err := redlocktest.StartNodes(4) // 3 lock nodes and a broker
 	if err != nil {
 		return err
 	}
@@ -151,5 +151,20 @@ func enqueueAndDrain(ctx context.Context, broker asynq.RedisClientOpt) error {
 			return err
 		}
 	}
-	return drain.Queue(ctx, broker, "default", len(tasks), 30*time.Second)
+	insp := asynq.NewInspector(broker)
+	defer insp.Close()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		qi, err := insp.GetQueueInfo("default")
+		if err != nil {
+			return err
+		}
+		if qi.Pending+qi.Active+qi.Scheduled+qi.Retry == 0 && qi.Processed >= len(tasks) {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return errors.New("tasks not done after 30s")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 }

@@ -13,9 +13,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/asynqlock/asynqlock/internal/embedded"
 	"github.com/asynqlock/asynqlock/middleware"
 	"github.com/asynqlock/asynqlock/redlock"
+	"github.com/asynqlock/asynqlock/redlocktest"
 	"github.com/hibiken/asynq"
 	"github.com/redis/go-redis/v9"
 	"github.com/robfig/cron/v3"
@@ -89,7 +89,7 @@ func regions(t *testing.T, src string) map[string]string {
 // REDLOCK_NODES as the snippets read it.
 func servers(t *testing.T) (nodes []string, broker string) {
 	t.Helper()
-	urls, stop, err := embedded.StartN(4)
+	urls, stop, err := redlocktest.StartNodes(4)
 	if err != nil {
 		t.Fatal(err)
 	}

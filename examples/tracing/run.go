@@ -3,13 +3,13 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"strings"
 	"time"
 
-	"github.com/asynqlock/asynqlock/internal/drain"
-	"github.com/asynqlock/asynqlock/internal/embedded"
 	"github.com/asynqlock/asynqlock/middleware"
 	"github.com/asynqlock/asynqlock/redlock"
+	"github.com/asynqlock/asynqlock/redlocktest"
 	"github.com/hibiken/asynq"
 	"github.com/redis/go-redis/v9"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
@@ -22,7 +22,7 @@ const hotTasks = 4
 
 // run processes the hot SKU's tasks and returns the spans recorded.
 func run(ctx context.Context) (tracetest.SpanStubs, error) {
-	urls, stop, err := embedded.StartN(4) // 3 lock nodes and a broker
+	urls, stop, err := redlocktest.StartNodes(4) // 3 lock nodes and a broker
 	if err != nil {
 		return nil, err
 	}
@@ -68,7 +68,7 @@ func serve(ctx context.Context, broker asynq.RedisClientOpt, locks *redlock.Clie
 		return err
 	}
 	defer srv.Shutdown()
-	return drain.Queue(ctx, broker, "default", hotTasks, 30*time.Second)
+	return drain(ctx, broker)
 }
 
 // enqueue puts the hot SKU's adjustments in the queue before any worker
@@ -83,4 +83,27 @@ func enqueue(ctx context.Context, broker asynq.RedisClientOpt) error {
 		}
 	}
 	return nil
+}
+
+// drain waits, at most 30s, until every task is processed.
+func drain(ctx context.Context, broker asynq.RedisClientOpt) error {
+	insp := asynq.NewInspector(broker)
+	defer insp.Close()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		qi, err := insp.GetQueueInfo("default")
+		switch {
+		case err != nil:
+			return err
+		case qi.Pending+qi.Active+qi.Scheduled+qi.Retry == 0 && qi.Processed >= hotTasks:
+			return nil
+		case time.Now().After(deadline):
+			return fmt.Errorf("tasks not done after 30s: %d processed of %d", qi.Processed, hotTasks)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
 }
