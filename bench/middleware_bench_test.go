@@ -142,7 +142,8 @@ func enqueue(b *testing.B, c *asynq.Client, queue string, tasks []adjustment, at
 
 // BenchmarkMiddlewareThroughput measures tasks per second through one asynq
 // server (Concurrency -bench.mwworkers, 16) with and without the lock
-// middleware, on the same broker, store and 5 lock nodes. Every task has its
+// middleware (and with it behind middleware.TraceTasks while no tracer
+// provider is set: tracing off), on the same broker, store and 5 lock nodes. Every task has its
 // own SKU, so the lock never conflicts: the difference is the cost of one
 // TryAcquire, one KeepAlive and one Release per task, plus the middleware's
 // own work (ByField decodes the payload again). The handler decodes the
@@ -156,16 +157,18 @@ func enqueue(b *testing.B, c *asynq.Client, queue string, tasks []adjustment, at
 func BenchmarkMiddlewareThroughput(b *testing.B) {
 	cluster := redistest.StartCluster(b, nodes)
 	broker, store := redistest.StartNode(b), redistest.StartNode(b)
-	for _, locked := range []bool{false, true} {
-		name := "plain"
-		if locked {
-			name = "locked"
-		}
-		b.Run(name, func(b *testing.B) { runThroughput(b, cluster, broker, store, name, locked) })
+	for _, v := range []struct {
+		name           string
+		locked, traced bool
+	}{{"plain", false, false}, {"locked", true, false}, {"locked-tasktrace", true, true}} {
+		b.Run(v.name, func(b *testing.B) { runThroughput(b, cluster, broker, store, v.name, v.locked, v.traced) })
 	}
 }
 
-func runThroughput(b *testing.B, cluster *redistest.Cluster, broker, store *redistest.Node, name string, locked bool) {
+// runThroughput is one variant: plain, locked, or locked with
+// middleware.TraceTasks(nil) outermost as the worker runs it, with no
+// tracer provider set (tracing off).
+func runThroughput(b *testing.B, cluster *redistest.Cluster, broker, store *redistest.Node, name string, locked, traced bool) {
 	flush(b, broker, store)
 	queue := freshQueue(name)
 	lockPrefix := "mw:" + queue + ":"
@@ -192,6 +195,9 @@ func runThroughput(b *testing.B, cluster *redistest.Cluster, broker, store *redi
 	var conflicts counter
 	if locked {
 		h = middleware.Lock(rc, middleware.ByField("sku"), middleware.WithObserver(conflicts.observe))(h)
+	}
+	if traced {
+		h = middleware.TraceTasks(nil)(h)
 	}
 	// Outermost in both variants, so that a task counts once its lock is
 	// released; it decodes the payload once more, in both.

@@ -77,7 +77,7 @@ func (m *mw) lastRetry(ctx context.Context, t *asynq.Task, meta taskMeta, res st
 	ev.Action = "wait-exhausted-budget"
 	wctx, span := m.startWait(ctx, res)
 	lock, err := m.client.Acquire(wctx, res, m.cfg.ttl, m.cfg.lockOpts...)
-	m.endWait(span, res, 1, err)
+	m.endWait(span, 1, err)
 	ev.Wait, ev.Err = time.Since(start), errors.Join(ev.Err, err)
 	m.observe(ev)
 	if err != nil {

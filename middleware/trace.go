@@ -26,7 +26,6 @@ const (
 	attrResource = attribute.Key("asynqlock.resource")
 	attrReason   = attribute.Key("asynqlock.reason")
 	attrOutcome  = attribute.Key("asynqlock.outcome")
-	attrHandover = attribute.Key("asynqlock.handover")
 	attrRounds   = attribute.Key("asynqlock.rounds")
 	attrPosition = attribute.Key("asynqlock.position")
 	attrBackstop = attribute.Key("asynqlock.backstop_ms")
@@ -69,14 +68,13 @@ func (m *mw) startWait(ctx context.Context, res string) (context.Context, trace.
 	return ctx, span
 }
 
-// endWait records how a wait ended: rounds of the wait bound it took, and
-// the lock's handover ("local" or "remote") when it got the lock.
-func (m *mw) endWait(span trace.Span, res string, rounds int, err error) {
+// endWait records how a wait ended and the rounds of the wait bound it
+// took. How the lock came (asynqlock.handover) is on the acquisition that
+// ended the wait, a child span, from the lock client that knows it.
+func (m *mw) endWait(span trace.Span, rounds int, err error) {
 	if span.IsRecording() {
 		span.SetAttributes(attrOutcome.String(waitOutcome(err)), attrRounds.Int(rounds))
-		if err == nil {
-			span.SetAttributes(attrHandover.String(m.handoverKind(res, time.Now())))
-		} else if !errors.Is(err, redlock.ErrLocked) {
+		if err != nil && !errors.Is(err, redlock.ErrLocked) {
 			span.SetStatus(codes.Error, err.Error())
 		}
 	}

@@ -39,7 +39,7 @@ func (m *mw) waitFor(ctx context.Context, res string, bound time.Duration) (lock
 	defer func() { m.leaveWait(res, lock != nil) }()
 	ctx, span := m.startWait(ctx, res)
 	rounds := 0
-	defer func() { m.endWait(span, res, rounds, err) }()
+	defer func() { m.endWait(span, rounds, err) }()
 	holder, same := "", 0
 	for round := 1; ; round++ {
 		rounds = round

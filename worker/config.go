@@ -121,7 +121,8 @@ func environ() map[string]string {
 }
 
 // LoadConfigFrom reads the configuration from the given variables, reporting
-// every bad or missing one at once.
+// every bad or missing one at once, the OTEL_* tracing variables that New
+// reads from the process environment among them.
 func LoadConfigFrom(vars map[string]string) (Config, error) {
 	var cfg Config
 	ce := &workerconfig.Error{}
@@ -141,6 +142,8 @@ func LoadConfigFrom(vars map[string]string) (Config, error) {
 	}
 	ce.Problems = append(ce.Problems, unparsed(cfg.check(), ce.Problems)...)
 	ce.Problems = append(ce.Problems, repeatedQueues(vars["WORKER_QUEUES"])...)
+	_, otelProblems := readOTelEnv(func(k string) string { return vars[k] })
+	ce.Problems = append(ce.Problems, otelProblems...)
 	if len(ce.Problems) > 0 {
 		return cfg, ce
 	}

@@ -31,4 +31,11 @@
 // tasks finish within WORKER_SHUTDOWN_TIMEOUT (asynq puts unfinished ones
 // back in the queue) and waits for their handlers, so that their locks are
 // released, before it closes its connections.
+//
+// With OTEL_EXPORTER_OTLP_ENDPOINT (or OTEL_EXPORTER_OTLP_TRACES_ENDPOINT)
+// set, the worker exports traces over OTLP/HTTP, configured by the standard
+// OTEL_* variables: a span asynq.task per task (middleware.TraceTasks) with
+// the lock's spans and events under it, and a span per cron tick. Without
+// it nothing is installed; the spans go to the global provider once the
+// application sets one.
 package worker

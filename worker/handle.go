@@ -13,7 +13,8 @@ import (
 // key (see the middleware package) with the configured TTL and conflict
 // policy, its busy tasks parked in the broker; opts come after those (a
 // middleware.WithObserver among them replaces the one feeding the worker's
-// task metrics). A nil key runs the handler unlocked. Handle must be called
+// task metrics). A nil key runs the handler unlocked. Every task runs in a
+// span asynq.task when tracing is on (see New). Handle must be called
 // before Run.
 func (w *Worker) Handle(taskType string, h asynq.Handler, key middleware.KeyFunc, opts ...middleware.Option) error {
 	if taskType == "" || h == nil {
@@ -33,13 +34,16 @@ func (w *Worker) Handle(taskType string, h asynq.Handler, key middleware.KeyFunc
 			middleware.WithLogger(w.log),
 			middleware.WithObserver(w.metrics.observeTask),
 		}, opts...)
+		if w.traces != nil {
+			all = append([]middleware.Option{middleware.WithTracerProvider(w.traces)}, all...)
+		}
 		mw, err := middleware.New(w.locks, key, all...)
 		if err != nil {
 			return fmt.Errorf("worker: %s: %w", taskType, err)
 		}
 		h = mw(h)
 	}
-	w.mux.Handle(taskType, w.track(nameHolder(h)))
+	w.mux.Handle(taskType, w.taskSpans(w.track(nameHolder(h))))
 	return nil
 }
 

@@ -74,12 +74,13 @@ func asynqLevel(l slog.Level) asynq.LogLevel {
 }
 
 // dependencyLogs routes the dependencies' log lines (go-redis's process-wide
-// logger, and the log package's when the worker owns the default logger)
-// through a Once, so that each is logged once per change of state with
-// component=go-redis or component=log.
+// logger, OpenTelemetry's, and the log package's when the worker owns the
+// default logger) through a Once, so that each is logged once per change of
+// state with component=go-redis, component=otel or component=log.
 func dependencyLogs(l *slog.Logger, ownsDefault bool) *workerconfig.Once {
 	once := workerconfig.NewOnce(workerconfig.OnceQuiet)
 	redis.SetLogger(workerconfig.RedisLog{L: once.Logger(l, "go-redis")})
+	otelLogs(l, once)
 	if ownsDefault {
 		// After slog.SetDefault: lines written with the log package
 		// (asynq's queue metrics collector) join the configured stream.

@@ -29,6 +29,9 @@ type crons struct {
 func (w *Worker) Scheduler(opts ...scheduler.Option) (*scheduler.Scheduler, error) {
 	c := w.cronHost()
 	base := []scheduler.Option{scheduler.WithLogger(w.log)}
+	if w.traces != nil {
+		base = append(base, scheduler.WithTracerProvider(w.traces))
+	}
 	wired := []scheduler.Option{
 		scheduler.WithObserver(func(e scheduler.Event) {
 			switch {

@@ -16,6 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/redis/go-redis/v9"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 )
 
 // Worker is an asynq server whose handlers hold per-resource locks.
@@ -45,14 +46,28 @@ type Worker struct {
 	running   atomic.Bool
 	crons     *crons // hosted cron schedulers, made on first use
 	cronOnce  sync.Once
+	traces    *sdktrace.TracerProvider // the OTLP pipeline New made (tracing.go), or nil
+	taskSpans asynq.MiddlewareFunc     // the asynq.task span around each task, in traces or the global provider
+	tracesTo  string                   // traces' endpoint, for the start line
 }
 
 // New builds a worker from cfg: it connects nothing yet beyond creating
 // clients; Run starts serving. Register handlers with Handle before Run.
 // A configuration that cannot work is refused with an error matching
-// ErrConfig.
+// ErrConfig, a bad OTEL_* tracing variable among them.
+//
+// When OTEL_EXPORTER_OTLP_ENDPOINT or OTEL_EXPORTER_OTLP_TRACES_ENDPOINT is
+// set (and neither OTEL_SDK_DISABLED=true nor OTEL_TRACES_EXPORTER=none),
+// New exports traces over OTLP/HTTP, configured by the standard OTEL_*
+// variables (service name, resource, headers, sampler, batching), through a
+// batch span processor that Close flushes; the provider becomes the global
+// one, unless the application set its own first (then the worker's spans go
+// there). Either way the worker records a span asynq.task per task it runs,
+// the parent of the lock's spans. With no endpoint set nothing is installed
+// and tracing costs nothing until the application sets a global provider.
 func New(cfg Config, opts ...Option) (*Worker, error) {
-	if ps := cfg.check(); len(ps) > 0 {
+	otelCfg, otelProblems := readOTelEnv(os.Getenv)
+	if ps := append(cfg.check(), otelProblems...); len(ps) > 0 {
 		return nil, &workerconfig.Error{Problems: ps}
 	}
 	var o options
@@ -70,19 +85,37 @@ func New(cfg Config, opts ...Option) (*Worker, error) {
 	w.once = dependencyLogs(o.log, ownsDefault)
 	w.metrics = newMetrics(w.reg)
 	w.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	locks, err := cfg.locks().NewClient(redlock.WithLogger(w.log),
-		redlock.WithObserver(w.metrics.observeLock))
-	if err != nil {
+	if err := w.newLocks(otelCfg); err != nil {
 		return nil, err
 	}
-	w.locks = locks
-	w.health = &health{log: w.log, m: w.metrics, brokerAddr: b.addr, quorum: lockadmin.Quorum(locks), recovered: w.recovered}
+	w.health = &health{log: w.log, m: w.metrics, brokerAddr: b.addr, quorum: lockadmin.Quorum(w.locks), recovered: w.recovered}
 	w.client = asynq.NewClient(b.opt)
 	w.inspector = asynq.NewInspector(b.opt)
 	w.ping = probeClient(b.opt)
 	w.parked = newBrokerParked(w.ping, cfg.Queues)
 	w.reg.MustRegister(queuemetrics.NewQueueMetricsCollector(w.inspector))
 	return w, nil
+}
+
+// newLocks makes the trace pipeline otelCfg asks for, then the lock client,
+// its spans in that pipeline.
+func (w *Worker) newLocks(otelCfg otelEnv) error {
+	traces, err := startTracing(otelCfg, w.log, w.once)
+	if err != nil {
+		return err
+	}
+	lockOpts := []redlock.Option{redlock.WithLogger(w.log), redlock.WithObserver(w.metrics.observeLock)}
+	w.taskSpans = middleware.TraceTasks(nil)
+	if traces != nil {
+		w.traces, w.tracesTo, w.taskSpans = traces, otelCfg.endpoint, middleware.TraceTasks(traces)
+		lockOpts = append(lockOpts, redlock.WithTracerProvider(traces))
+	}
+	locks, err := w.cfg.locks().NewClient(lockOpts...)
+	if err != nil {
+		return errors.Join(err, w.stopTracing())
+	}
+	w.locks = locks
+	return nil
 }
 
 // Locks returns the worker's lock client, for locks outside its handlers'
@@ -103,12 +136,13 @@ func (w *Worker) Addr() string {
 	return a
 }
 
-// Close releases the worker's connections; Run does it on return. Call it
-// for a worker that is never run.
+// Close releases the worker's connections and flushes its buffered spans
+// (for up to 5s); Run does it on return. Call it for a worker that is never
+// run.
 func (w *Worker) Close() error {
 	var err error
 	w.closeOnce.Do(func() {
-		err = errors.Join(w.client.Close(), w.inspector.Close(), w.ping.Close(), w.locks.Close())
+		err = errors.Join(w.client.Close(), w.inspector.Close(), w.ping.Close(), w.locks.Close(), w.stopTracing())
 	})
 	return err
 }

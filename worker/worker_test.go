@@ -220,10 +220,10 @@ func TestGracefulShutdownReleasesLocks(t *testing.T) {
 	}
 }
 
-func TestNewRejectsBadConfigAndHandlers(t *testing.T) {
-	if _, err := New(Config{}); !errors.Is(err, ErrConfig) {
-		t.Fatalf("empty config: %v", err)
-	}
+// offline is a worker of goodEnv's configuration, never run (its servers
+// do not exist), closed when the test ends.
+func offline(t *testing.T) *Worker {
+	t.Helper()
 	cfg, err := LoadConfigFrom(goodEnv())
 	if err != nil {
 		t.Fatal(err)
@@ -232,7 +232,15 @@ func TestNewRejectsBadConfigAndHandlers(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer w.Close()
+	t.Cleanup(func() { _ = w.Close() })
+	return w
+}
+
+func TestNewRejectsBadConfigAndHandlers(t *testing.T) {
+	if _, err := New(Config{}); !errors.Is(err, ErrConfig) {
+		t.Fatalf("empty config: %v", err)
+	}
+	w := offline(t)
 	if err := w.Handle("", nil, nil); err == nil {
 		t.Fatal("empty Handle accepted")
 	}
