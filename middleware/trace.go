@@ -73,7 +73,7 @@ func (m *mw) startWait(ctx context.Context, res string) (context.Context, trace.
 // ended the wait, a child span, from the lock client that knows it.
 func (m *mw) endWait(span trace.Span, rounds int, err error) {
 	if span.IsRecording() {
-		span.SetAttributes(attrOutcome.String(waitOutcome(err)), attrRounds.Int(rounds))
+		span.SetAttributes(attrOutcome.String(string(redlock.OutcomeOf(err))), attrRounds.Int(rounds))
 		if err != nil && !errors.Is(err, redlock.ErrLocked) {
 			span.SetStatus(codes.Error, err.Error())
 		}
@@ -81,20 +81,6 @@ func (m *mw) endWait(span trace.Span, rounds int, err error) {
 	span.End()
 }
 
-// waitOutcome names how a wait ended, as redlock's asynqlock.outcome does.
-func waitOutcome(err error) string {
-	switch {
-	case err == nil:
-		return "acquired"
-	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
-		return "canceled"
-	case errors.Is(err, redlock.ErrLocked):
-		return "locked"
-	case errors.Is(err, redlock.ErrQuorum):
-		return "quorum"
-	}
-	return "error"
-}
 
 // taskEvent adds an event to the span of the task's context, if it records.
 func taskEvent(ctx context.Context, name string, attrs ...attribute.KeyValue) {

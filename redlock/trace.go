@@ -102,7 +102,7 @@ func (c *Client) startSpan(ctx context.Context, name, resource string) trace.Spa
 // endAcquireSpan records an acquisition's outcome and ends its span.
 func endAcquireSpan(span trace.Span, l *Lock, attempts int, err error) {
 	if span.IsRecording() {
-		span.SetAttributes(attrOutcome.String(outcomeOf(err)), attrAttempts.Int(attempts))
+		span.SetAttributes(attrOutcome.String(string(OutcomeOf(err))), attrAttempts.Int(attempts))
 		if l != nil {
 			span.SetAttributes(attrHandover.String(l.via))
 			if l.fence != 0 {
@@ -125,21 +125,6 @@ func endReleaseSpan(span trace.Span, err error) {
 		}
 	}
 	span.End()
-}
-
-// outcomeOf names an acquisition's result for asynqlock.outcome.
-func outcomeOf(err error) string {
-	switch {
-	case err == nil:
-		return "acquired"
-	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
-		return "canceled"
-	case errors.Is(err, ErrLocked):
-		return "locked"
-	case errors.Is(err, ErrQuorum):
-		return "quorum"
-	}
-	return "error"
 }
 
 // releaseOutcome names a release's result for asynqlock.outcome.

@@ -114,11 +114,12 @@ func TestAcquireAndReleaseSpans(t *testing.T) {
 	})
 }
 
-// TestSpanOutcomes: failures are named in asynqlock.outcome.
+// TestSpanOutcomes: failures are named in asynqlock.outcome (and the
+// worker's outcome label) by OutcomeOf.
 func TestSpanOutcomes(t *testing.T) {
 	for _, tt := range []struct {
 		err  error
-		want string
+		want Outcome
 	}{
 		{nil, "acquired"},
 		{&opError{kinds: []error{ErrLocked}}, "locked"},
@@ -126,8 +127,8 @@ func TestSpanOutcomes(t *testing.T) {
 		{context.DeadlineExceeded, "canceled"},
 		{ErrClosed, "error"},
 	} {
-		if got := outcomeOf(tt.err); got != tt.want {
-			t.Errorf("outcomeOf(%v) = %q, want %q", tt.err, got, tt.want)
+		if got := OutcomeOf(tt.err); got != tt.want {
+			t.Errorf("OutcomeOf(%v) = %q, want %q", tt.err, got, tt.want)
 		}
 	}
 }

@@ -1,7 +1,6 @@
 package worker
 
 import (
-	"errors"
 
 	"github.com/asynqlock/asynqlock/middleware"
 	"github.com/asynqlock/asynqlock/redlock"
@@ -52,7 +51,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 func (m *metrics) observeLock(e redlock.Event) {
 	switch e.Kind {
 	case redlock.EventAcquire:
-		m.acquire.WithLabelValues(outcome(e.Err)).Observe(e.Duration.Seconds())
+		m.acquire.WithLabelValues(string(redlock.OutcomeOf(e.Err))).Observe(e.Duration.Seconds())
 	case redlock.EventExtend:
 		if e.Err == nil {
 			m.extensions.WithLabelValues("ok").Inc()
@@ -83,17 +82,6 @@ func (m *metrics) observeTask(e middleware.Event) {
 	}
 }
 
-func outcome(err error) string {
-	switch {
-	case err == nil:
-		return "acquired"
-	case errors.Is(err, redlock.ErrLocked):
-		return "locked"
-	case errors.Is(err, redlock.ErrQuorum):
-		return "quorum"
-	}
-	return "error"
-}
 
 func boolGauge(g prometheus.Gauge, v bool) {
 	if v {
