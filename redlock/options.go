@@ -139,6 +139,8 @@ type lockConfig struct {
 	maxHold time.Duration
 	holder  string // WithHolder's name
 	suffix  string // the holder part of this acquisition's tokens
+	limit   int    // WithLimit's n; 0 when not given (one holder)
+	limited bool   // WithLimit was given
 }
 
 // LockOption configures one acquisition.
