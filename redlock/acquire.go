@@ -16,10 +16,6 @@ type keys struct {
 	key      string // the lock: token with a TTL (a slot's key under WithLimit)
 	fenceKey string // the fencing counter
 	channel  string // release announcements
-	// Under WithLimit(n), n > 1: which slot key is, n, and the resource's
-	// own lock key, which holds the limit's mark (limit.go).
-	slot, limit int
-	mark        string
 }
 
 func (c *Client) keysFor(resource string) keys {
@@ -336,7 +332,7 @@ func (c *Client) attempt(ctx context.Context, k keys, ttl time.Duration, lc *loc
 	if err != nil {
 		return nil, err
 	}
-	if err := mismatchOf(r, k); err != nil {
+	if err := mismatchOf(r, k, lc.limit); err != nil {
 		return nil, err
 	}
 	e := r.err(r.t.causes(), fmt.Sprintf("%d of %d nodes set (quorum %d), %d held by another, %d failed",
@@ -356,7 +352,7 @@ func (c *Client) roundArgs(k keys, token string, ttl time.Duration, lc *lockConf
 	switch {
 	case tk != nil:
 		return turnScript, c.turnArgs(k, "", token, ttl, tk, lc, false), classifyTurn
-	case k.limit > 1:
+	case lc.limit > 1:
 		return slotAcquireScript, c.slotArgs(k, token, ttlMs, lc), classifySlot
 	case lc.fencing:
 		return fenceAcquireScript, fenceAcquireScript.args(k.bothKeys(), token, ttlMs, c.cfg.fenceRetention.Milliseconds()), classifySet

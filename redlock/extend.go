@@ -54,8 +54,8 @@ func (l *Lock) extend(ctx context.Context, ttl time.Duration) error {
 		deadline = until
 	}
 	s, args := extendScript, extendScript.args(l.res.lockKeys(), l.token, ttl.Milliseconds())
-	if l.res.limit > 1 {
-		s, args = slotExtendScript, slotExtendScript.args([]string{l.res.key, l.res.mark}, l.token, ttl.Milliseconds(), limitMark(l.res.limit))
+	if l.limit > 1 {
+		s, args = slotExtendScript, slotExtendScript.args([]string{l.res.key, l.res.markKey()}, l.token, ttl.Milliseconds(), limitMark(int(l.limit)))
 	}
 	r := c.broadcast("extend", l.res.resource, c.allNodes(), c.q, deadline, false, args, s)
 	err := r.collect(ctx, deadline, classifyOne)

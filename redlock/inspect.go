@@ -85,7 +85,7 @@ func (c *Client) inspect(ctx context.Context, resource string, timeout time.Dura
 func (c *Client) inspectSlots(ctx context.Context, resource string, n int, timeout time.Duration) ([]NodeState, error) {
 	names := make([]string, n+1)
 	for i := range n {
-		names[i] = c.slotKeys(resource, i, n).key
+		names[i] = c.slotKeys(resource, i).key
 	}
 	names[n] = c.keysFor(resource).fenceKey
 	deadline := time.Now().Add(timeout)

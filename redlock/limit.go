@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	mrand "math/rand/v2"
 	"strconv"
 	"strings"
@@ -39,17 +40,21 @@ const markPrefix = "limit:"
 // waiter queue serve only n = 1: waiters of a resource of n > 1 slots queue
 // in FIFO order in their process and retry woken by releases.
 func WithLimit(n int) LockOption {
-	return func(c *lockConfig) { c.limit, c.limited = n, true }
+	return func(c *lockConfig) { c.limit, c.limited = int32(max(min(n, MaxLimit+1), math.MinInt32)), true }
 }
 
 // Slot returns which of the resource's n slots the lock holds, in [0, n),
 // when it was acquired WithLimit(n); 0 otherwise.
-func (l *Lock) Slot() int { return l.res.slot }
+func (l *Lock) Slot() int { return int(l.slot) }
 
 // checkLimit validates WithLimit's n.
 func checkLimit(lc *lockConfig) error {
-	if lc.limited && (lc.limit < 1 || lc.limit > MaxLimit) {
-		return invalidf("limit must be in [1, %d], got %d", MaxLimit, lc.limit)
+	switch {
+	case !lc.limited:
+	case lc.limit < 1:
+		return invalidf("limit must be at least 1, got %d", lc.limit)
+	case lc.limit > MaxLimit:
+		return invalidf("limit must be at most %d", MaxLimit)
 	}
 	return nil
 }
@@ -58,12 +63,16 @@ func checkLimit(lc *lockConfig) error {
 // limit of n are held.
 func limitMark(n int) string { return markPrefix + strconv.Itoa(n) }
 
-// slotKeys are the keys of slot i of n of resource: the slot's lock key
-// beside the resource's (same hash tag), the resource's fencing counter and
-// release channel, shared by the slots.
-func (c *Client) slotKeys(resource string, i, n int) keys {
+// markKey is the resource's own lock key, which holds the limit's mark
+// while slots are held: the slot key without its suffix.
+func (k keys) markKey() string { return k.key[:strings.LastIndex(k.key, ":slot:")] }
+
+// slotKeys are the keys of slot i of resource: the slot's lock key beside
+// the resource's (same hash tag), the resource's fencing counter and release
+// channel, shared by the slots.
+func (c *Client) slotKeys(resource string, i int) keys {
 	k := c.keysFor(resource)
-	k.mark, k.key, k.slot, k.limit = k.key, slotKey(k.key, i), i, n
+	k.key = slotKey(k.key, i)
 	return k
 }
 
@@ -71,7 +80,7 @@ func slotKey(lockKey string, i int) string { return lockKey + ":slot:" + strconv
 
 // slotArgs builds slotAcquireScript's arguments.
 func (c *Client) slotArgs(k keys, token string, ttlMs int64, lc *lockConfig) []any {
-	return slotAcquireScript.args([]string{k.key, k.mark, k.fenceKey}, token, ttlMs, limitMark(k.limit),
+	return slotAcquireScript.args([]string{k.key, k.markKey(), k.fenceKey}, token, ttlMs, limitMark(int(lc.limit)),
 		flag(lc.fencing), c.cfg.fenceRetention.Milliseconds())
 }
 
@@ -86,13 +95,13 @@ func classifySlot(rep reply) outcome {
 
 // mismatchOf returns an error matching ErrLimitMismatch when a node of a
 // failed round answered that the resource is used with another limit: a
-// slot round's string, or a turn round's mark.
-func mismatchOf(r *round, k keys) error {
+// slot round's string (limit > 1), or a turn round's mark.
+func mismatchOf(r *round, k keys, limit int32) error {
 	for i, sl := range r.slots {
 		other := ""
 		switch v := sl.val.(type) {
 		case string:
-			if k.limit > 1 { // a plain SET answers "OK"
+			if limit > 1 { // a plain SET answers "OK"
 				other = v
 			}
 		case []any:
@@ -104,7 +113,7 @@ func mismatchOf(r *round, k keys) error {
 			continue
 		}
 		return &opError{kinds: []error{ErrLimitMismatch}, summary: fmt.Sprintf(
-			"resource %q is used here with limit %d and on node %d with %s", k.resource, max(k.limit, 1), i, limitText(other))}
+			"resource %q is used here with limit %d and on node %d with %s", k.resource, max(limit, 1), i, limitText(other))}
 	}
 	return nil
 }
@@ -121,11 +130,13 @@ func limitText(other string) string {
 // slot on, until one is won. When all are refused it returns an error that
 // matches the causes of every slot's failure (ErrLocked when all are held).
 func (c *Client) trySlots(ctx context.Context, resource string, ttl time.Duration, lc *lockConfig) (*Lock, error) {
-	n := lc.limit
+	n := int(lc.limit)
 	start := mrand.IntN(n)
 	all := &opError{summary: fmt.Sprintf("none of the %d slots could be taken", n)}
 	for i := range n {
-		l, err := c.attempt(ctx, c.slotKeys(resource, (start+i)%n, n), ttl, lc, nil)
+		slot := (start + i) % n
+		lc.slot = uint16(slot)
+		l, err := c.attempt(ctx, c.slotKeys(resource, slot), ttl, lc, nil)
 		if err == nil {
 			return l, nil
 		}
@@ -171,7 +182,7 @@ func (c *Client) acquireLimited(ctx context.Context, resource string, ttl time.D
 	if c.cfg.localQueue {
 		var err error
 		// No handoffReq: a slot is never handed over (see WithLimit).
-		t, _, err = c.gates.enter(ctx, base.key+"#"+strconv.Itoa(lc.limit), lc.limit, c.closed, nil)
+		t, _, err = c.gates.enter(ctx, base.key+"#"+strconv.Itoa(int(lc.limit)), int(lc.limit), c.closed, nil)
 		if err != nil {
 			if errors.Is(err, ErrClosed) {
 				return nil, 0, err

@@ -202,8 +202,8 @@ func TestLimitInspectAndExtendPerSlot(t *testing.T) {
 	if err := locks[0].Extend(ctx, time.Minute); err != nil {
 		t.Fatal(err)
 	}
-	k := c.slotKeys("r", locks[0].Slot(), 3)
-	if slot, mark := raw.PTTL(ctx, k.key).Val(), raw.PTTL(ctx, k.mark).Val(); mark < slot || slot < 30*time.Second {
+	k := c.slotKeys("r", locks[0].Slot())
+	if slot, mark := raw.PTTL(ctx, k.key).Val(), raw.PTTL(ctx, k.markKey()).Val(); mark < slot || slot < 30*time.Second {
 		t.Fatalf("after Extend(1m): slot TTL %v, mark TTL %v", slot, mark)
 	}
 }

@@ -35,7 +35,9 @@ type Lock struct {
 	until      time.Time // end of validity (monotonic)
 	lastStart  time.Time // start of the last successful acquire or extend
 	state      lockState
-	capped     bool // keep-alive stopped at the max hold
+	capped     bool   // keep-alive stopped at the max hold
+	slot       uint16 // under WithLimit(limit), limit > 1: the slot held (limit.go)
+	limit      uint16
 	lost       chan struct{}
 	ended      chan struct{} // closed when the lock is released or lost
 	watchdog   *time.Timer
@@ -107,6 +109,9 @@ func (c *Client) newLock(res keys, token string, fence int64, ttl time.Duration,
 	}
 	if lc.maxHold > 0 {
 		l.holdEnd = start.Add(lc.maxHold)
+	}
+	if lc.limit > 1 {
+		l.slot, l.limit = lc.slot, uint16(lc.limit)
 	}
 	c.busy.Add(1)
 	l.mu.Lock() // the watchdog may fire at once and reads l.watchdog
