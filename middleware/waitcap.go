@@ -40,9 +40,10 @@ func (c *WaitCap) Waiting() int {
 	return c.total
 }
 
-// enter takes a slot for a waiter of res if the cap and res's share allow.
-// A nil cap always allows.
-func (c *WaitCap) enter(res string) bool {
+// enter takes a slot for a waiter of res if the cap and res's share allow;
+// a resource of limit slots (WithLimit) has limit shares. A nil cap always
+// allows.
+func (c *WaitCap) enter(res string, limit int) bool {
 	if c == nil {
 		return true
 	}
@@ -53,7 +54,7 @@ func (c *WaitCap) enter(res string) bool {
 	if n == 0 {
 		resources++
 	}
-	if c.total >= c.max || n >= max(1, c.max/resources) {
+	if c.total >= c.max || n >= min(c.max, limit*max(1, c.max/resources)) {
 		return false
 	}
 	c.total++

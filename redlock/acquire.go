@@ -328,7 +328,7 @@ func (c *Client) attempt(ctx context.Context, k keys, ttl time.Duration, lc *loc
 			err = r.err([]error{ErrQuorum}, fmt.Sprintf("quorum reached after %v, past the validity of ttl %v", time.Since(start).Round(time.Microsecond), ttl))
 		}
 	}
-	c.undo(k, token, r.unsent)
+	c.undo(k, token, r.unsent, int(lc.limit))
 	if err != nil {
 		return nil, err
 	}
@@ -366,7 +366,15 @@ func (c *Client) roundArgs(k keys, token string, ttl time.Duration, lc *lockConf
 // and then seen its own retry refused, and compare-and-delete is harmless
 // where the key is not ours. Nodes run calls in order, so the undo reaches
 // a straggler after its SET.
-func (c *Client) undo(k keys, token string, unsent uint64) {
+func (c *Client) undo(k keys, token string, unsent uint64, limit int) {
+	if limit > 1 {
+		mask := c.allNodes() &^ unsent
+		if mask != 0 && !c.isClosed() {
+			s, args := slotRelease(k, token, "", limit)
+			c.broadcast("release", k.resource, mask, bits.OnesCount64(mask), time.Now().Add(c.cfg.nodeTimeout), true, args, s).idle()
+		}
+		return
+	}
 	c.unlock(k, token, c.allNodes()&^unsent)
 }
 

@@ -84,6 +84,18 @@ func (c *Client) slotArgs(k keys, token string, ttlMs int64, lc *lockConfig) []a
 		flag(lc.fencing), c.cfg.fenceRetention.Milliseconds())
 }
 
+// slotRelease builds the release of slot key k (of limit slots) for token,
+// announced on channel ('' for none).
+func slotRelease(k keys, token, channel string, limit int) (*script, []any) {
+	mark := k.markKey()
+	names := make([]string, 2, 2+limit)
+	names[0], names[1] = k.key, mark
+	for i := range limit {
+		names = append(names, slotKey(mark, i))
+	}
+	return slotReleaseScript, slotReleaseScript.args(names, token, channel, limitMark(limit))
+}
+
 // classifySlot is for slotAcquireScript: a number means set, nil held by
 // another, a string another limit's holder (see mismatchOf).
 func classifySlot(rep reply) outcome {

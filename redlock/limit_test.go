@@ -224,3 +224,37 @@ func embeddedPair(t *testing.T) (*Client, *Client) {
 	}
 	return cs[0], cs[1]
 }
+
+// TestLimitCanChangeOnceAllSlotsAreReleased: the last slot's release takes
+// the limit's mark away, so the resource can be used with another limit
+// (or none) at once.
+func TestLimitCanChangeOnceAllSlotsAreReleased(t *testing.T) {
+	ctx := context.Background()
+	c, raw := embeddedClient(t)
+	a, err := c.TryAcquire(ctx, "r", 30*time.Second, WithLimit(3))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := c.TryAcquire(ctx, "r", 30*time.Second, WithLimit(3))
+	if err != nil {
+		t.Fatal(err)
+	}
+	mark := c.keysFor("r").key
+	if err := a.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := raw.Get(ctx, mark).Val(); got != "limit:3" {
+		t.Fatalf("mark %q while a slot is held, want limit:3", got)
+	}
+	if err := b.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if n := raw.Exists(ctx, mark).Val(); n != 0 {
+		t.Fatal("the limit's mark outlived the last slot")
+	}
+	l, err := c.TryAcquire(ctx, "r", 30*time.Second)
+	if err != nil {
+		t.Fatalf("a plain lock once every slot was released: %v", err)
+	}
+	_ = l.Release(ctx)
+}

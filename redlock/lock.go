@@ -250,7 +250,11 @@ func (l *Lock) markReleased() (wasLost bool, prev string, held bool) {
 func (l *Lock) releaseOnNodes(ctx context.Context, wasLost bool) error {
 	c := l.c
 	deadline := time.Now().Add(c.cfg.nodeTimeout)
-	r := c.broadcast("release", l.res.resource, c.allNodes()&^l.unsent, c.q, deadline, true, c.releaseArgs(l.res, l.token), queueReleaseScript)
+	s, args := queueReleaseScript, c.releaseArgs(l.res, l.token)
+	if l.limit > 1 {
+		s, args = slotRelease(l.res, l.token, l.res.channel, int(l.limit))
+	}
+	r := c.broadcast("release", l.res.resource, c.allNodes()&^l.unsent, c.q, deadline, true, args, s)
 	err := r.collect(ctx, deadline, classifyOne)
 	switch {
 	case wasLost:

@@ -56,8 +56,9 @@ var (
 	slotAcquireScript  = newScript("slot_acquire.lua")
 	slotExtendScript   = newScript("slot_extend.lua")
 	inspectSlotsScript = newScript("inspect_slots.lua")
+	slotReleaseScript  = newScript("slot_release.lua")
 )
 
 // allScripts are loaded on a node before its first script call.
 var allScripts = []*script{releaseScript, extendScript, fenceAcquireScript, fenceRaiseScript, inspectScript, turnScript, queueReleaseScript, leaveQueueScript,
-	slotAcquireScript, slotExtendScript, inspectSlotsScript}
+	slotAcquireScript, slotExtendScript, inspectSlotsScript, slotReleaseScript}
