@@ -85,7 +85,7 @@ func (c *Client) slotArgs(k keys, token string, ttlMs int64, lc *lockConfig) []a
 }
 
 // slotRelease builds the release of slot key k (of limit slots) for token,
-// announced on channel (” for none).
+// announced on channel (none when empty).
 func slotRelease(k keys, token, channel string, limit int) (*script, []any) {
 	mark := k.markKey()
 	names := make([]string, 2, 2+limit)
