@@ -258,3 +258,24 @@ func TestLimitCanChangeOnceAllSlotsAreReleased(t *testing.T) {
 	}
 	_ = l.Release(ctx)
 }
+
+// TestLimitForceReleaseFreesTheSlot: the operator's release of a slot's
+// token frees that slot.
+func TestLimitForceReleaseFreesTheSlot(t *testing.T) {
+	ctx := context.Background()
+	c, _ := embeddedClient(t)
+	a, err := c.TryAcquire(ctx, "r", 30*time.Second, WithLimit(2))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.TryAcquire(ctx, "r", 30*time.Second, WithLimit(2)); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := c.forceRelease(ctx, "r", a.Token()); err != nil || n != 1 {
+		t.Fatalf("force release of slot %d: %d nodes, %v", a.Slot(), n, err)
+	}
+	l, err := c.TryAcquire(ctx, "r", 30*time.Second, WithLimit(2))
+	if err != nil || l.Slot() != a.Slot() {
+		t.Fatalf("after the force release: slot %v, %v; want slot %d", slotOf(l), err, a.Slot())
+	}
+}
