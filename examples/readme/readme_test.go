@@ -256,3 +256,27 @@ func TestReadmeRedlock(t *testing.T) {
 		t.Errorf("a write with the earlier holder's fence: %v; want it rejected", err)
 	}
 }
+
+// TestReadmeLimits runs the Limits snippet: its handlers register, and it
+// holds and releases one of the provider's slots.
+func TestReadmeLimits(t *testing.T) {
+	nodes, _ := servers(t)
+	locks := lockClient(t, nodes)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	mux := asynq.NewServeMux()
+	noop := asynq.HandlerFunc(func(context.Context, *asynq.Task) error { return nil })
+	var runErr error
+	out := captureStdout(t, func() { runErr = limits(ctx, locks, mux, noop, noop) })
+	if runErr != nil || !strings.HasPrefix(out, "holding slot ") {
+		t.Fatalf("printed %q, err %v", out, runErr)
+	}
+	for _, typ := range []string{"tenant:import", "payment:charge"} {
+		if _, pattern := mux.Handler(asynq.NewTask(typ, nil)); pattern != typ {
+			t.Errorf("no handler for %s", typ)
+		}
+	}
+	if _, err := locks.TryAcquire(ctx, "payment-provider", 10*time.Second, redlock.WithLimit(10)); err != nil {
+		t.Errorf("the slot was not released: %v", err)
+	}
+}
