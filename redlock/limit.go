@@ -80,8 +80,8 @@ func slotKey(lockKey string, i int) string { return lockKey + ":slot:" + strconv
 
 // slotArgs builds slotAcquireScript's arguments.
 func (c *Client) slotArgs(k keys, token string, ttlMs int64, lc *lockConfig) []any {
-	return slotAcquireScript.args([]string{k.key, k.markKey(), k.fenceKey}, token, ttlMs, limitMark(int(lc.limit)),
-		flag(lc.fencing), c.cfg.fenceRetention.Milliseconds())
+	return slotAcquireScript.args([]string{k.key, k.fenceKey, k.markKey()}, token, ttlMs,
+		c.cfg.fenceRetention.Milliseconds(), limitMark(int(lc.limit)), flag(lc.fencing))
 }
 
 // slotRelease builds the release of slot key k (of limit slots) for token,

@@ -63,10 +63,10 @@ func slotHolds(t *testing.T, nodes []*redis.Client, reach []int, token string, n
 	ctx := context.Background()
 	k := keyOf(defaultPrefix, "r")
 	for s := range n {
-		keys := []string{slotKey(k, s), k, k + ":fence"}
+		keys := []string{slotKey(k, s), k + ":fence", k}
 		ok := 0
 		for _, i := range reach {
-			v, err := nodes[i].Eval(ctx, slotAcquireScript.src, keys, token, 60000, limitMark(n), "0", 60000).Result()
+			v, err := nodes[i].Eval(ctx, slotAcquireScript.src, keys, token, 60000, 60000, limitMark(n), "0").Result()
 			if err != nil && !errors.Is(err, redis.Nil) {
 				t.Fatal(err)
 			}
