@@ -279,3 +279,51 @@ func TestLimitForceReleaseFreesTheSlot(t *testing.T) {
 		t.Fatalf("after the force release: slot %v, %v; want slot %d", slotOf(l), err, a.Slot())
 	}
 }
+
+// TestGateLetsLimitCallersThrough: a resource's local queue lets limit
+// callers ask the nodes at once; the next waits, in FIFO order, for one of
+// them to leave.
+func TestGateLetsLimitCallersThrough(t *testing.T) {
+	var gs gates
+	ctx := context.Background()
+	never := make(chan struct{})
+	a, _, err := gs.enter(ctx, "k", 2, never, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := gs.enter(ctx, "k", 2, never, nil); err != nil {
+		t.Fatal(err)
+	}
+	order := make(chan int, 2)
+	for i := range 2 {
+		go func() {
+			tn, _, err := gs.enter(ctx, "k", 2, never, nil)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			order <- i
+			tn.leave()
+		}()
+		queuedWithin(t, &gs, "k", i+1) // queue the second behind the first
+	}
+	a.leave()
+	if first, second := <-order, <-order; first != 0 || second != 1 {
+		t.Fatalf("waiters went through in order %d, %d", first, second)
+	}
+}
+
+// queuedWithin waits (at most 10s) until n callers queue for key.
+func queuedWithin(t *testing.T, gs *gates, key string, n int) {
+	t.Helper()
+	for range 10000 {
+		gs.mu.Lock()
+		queued := len(gs.m[key].queue)
+		gs.mu.Unlock()
+		if queued == n {
+			return
+		}
+		time.Sleep(time.Millisecond)
+	}
+	t.Fatalf("%d callers not queued for %s after 10s", n, key)
+}
