@@ -89,7 +89,7 @@ func (c *Client) TryAcquire(ctx context.Context, resource string, ttl time.Durat
 		return nil, err
 	}
 	if lc.limit > 1 {
-		l, err = c.trySlots(ctx, resource, ttl, lc)
+		l, err = c.trySlots(ctx, resource, ttl, lc, -1)
 	} else {
 		l, err = c.attempt(ctx, c.keysFor(resource), ttl, lc, nil)
 	}
@@ -200,6 +200,7 @@ type pauser struct {
 	c     *Client
 	w     *watch
 	timer *time.Timer
+	woke  bool // the last pause ended with an announcement
 }
 
 // reset forgets the announcements heard before the next attempt.
@@ -232,12 +233,14 @@ func (p *pauser) pause(ctx context.Context, err error) error {
 	if p.w != nil {
 		wake = p.w.C
 	}
+	p.woke = false
 	select {
 	case <-ctx.Done():
 		return ctx.Err()
 	case <-p.c.closed:
 		return ErrClosed
 	case <-wake:
+		p.woke = true
 	case <-p.timer.C:
 	}
 	return nil
@@ -370,7 +373,7 @@ func (c *Client) undo(k keys, token string, unsent uint64, limit int) {
 	if limit > 1 {
 		mask := c.allNodes() &^ unsent
 		if mask != 0 && !c.isClosed() {
-			s, args := slotRelease(k, token, "", limit)
+			s, args := slotRelease(k, token, "", 0, limit) // unannounced: no slot named
 			c.broadcast("release", k.resource, mask, bits.OnesCount64(mask), time.Now().Add(c.cfg.nodeTimeout), true, args, s).idle()
 		}
 		return

@@ -84,16 +84,16 @@ func (c *Client) slotArgs(k keys, token string, ttlMs int64, lc *lockConfig) []a
 		c.cfg.fenceRetention.Milliseconds(), limitMark(int(lc.limit)), flag(lc.fencing))
 }
 
-// slotRelease builds the release of slot key k (of limit slots) for token,
-// announced on channel (none when empty).
-func slotRelease(k keys, token, channel string, limit int) (*script, []any) {
+// slotRelease builds the release of slot key k (slot of limit) for token,
+// announced on channel (none when empty) with the slot's number.
+func slotRelease(k keys, token, channel string, slot, limit int) (*script, []any) {
 	mark := k.markKey()
 	names := make([]string, 2, 2+limit)
 	names[0], names[1] = k.key, mark
 	for i := range limit {
 		names = append(names, slotKey(mark, i))
 	}
-	return slotReleaseScript, slotReleaseScript.args(names, token, channel, limitMark(limit))
+	return slotReleaseScript, slotReleaseScript.args(names, token, channel, limitMark(limit), strconv.Itoa(slot))
 }
 
 // classifySlot is for slotAcquireScript: a number means set, nil held by
@@ -139,13 +139,16 @@ func limitText(other string) string {
 }
 
 // trySlots makes one round per slot of a limited resource, from a random
-// slot on, until one is won. When all are refused it returns an error that
-// matches the causes of every slot's failure (ErrLocked when all are held).
-func (c *Client) trySlots(ctx context.Context, resource string, ttl time.Duration, lc *lockConfig) (*Lock, error) {
-	n := int(lc.limit)
-	start := mrand.IntN(n)
-	all := &opError{summary: fmt.Sprintf("none of the %d slots could be taken", n)}
-	for i := range n {
+// slot on, until one is won; or, with only >= 0, one round for that slot.
+// When all are refused it returns an error that matches the causes of every
+// slot's failure (ErrLocked when all are held).
+func (c *Client) trySlots(ctx context.Context, resource string, ttl time.Duration, lc *lockConfig, only int) (*Lock, error) {
+	n, start, tries := int(lc.limit), only, 1
+	if only < 0 {
+		start, tries = mrand.IntN(n), n
+	}
+	all := &opError{summary: fmt.Sprintf("none of the %d slots could be taken", tries)}
+	for i := range tries {
 		slot := (start + i) % n
 		lc.slot = uint16(slot)
 		l, err := c.attempt(ctx, c.slotKeys(resource, slot), ttl, lc, nil)
@@ -187,7 +190,9 @@ func appendNew(errs []error, e error) []error {
 
 // acquireLimited is Acquire for a resource of n > 1 slots: up to n callers
 // of this client at once (in FIFO order) try the slots, each woken by the
-// release of any slot or after the retry delay.
+// release of any slot (then it tries that slot alone: the others were held
+// at its last try, and their releases are announced too) or after the retry
+// delay (then all slots).
 func (c *Client) acquireLimited(ctx context.Context, resource string, ttl time.Duration, lc *lockConfig) (*Lock, int, error) {
 	base := c.keysFor(resource)
 	var t *turn
@@ -205,9 +210,10 @@ func (c *Client) acquireLimited(ctx context.Context, resource string, ttl time.D
 	p := pauser{c: c}
 	defer p.stop()
 	var last error
+	only := -1
 	for attempts := 1; ; attempts++ {
 		p.reset()
-		l, err := c.trySlots(ctx, resource, ttl, lc)
+		l, err := c.trySlots(ctx, resource, ttl, lc, only)
 		if err == nil {
 			l.adoptTurn(t)
 			return l, attempts, nil
@@ -225,5 +231,19 @@ func (c *Client) acquireLimited(ctx context.Context, resource string, ttl time.D
 			t.leave()
 			return nil, attempts, waitError(ctx, err, last)
 		}
+		only = announcedSlot(&p, int(lc.limit))
 	}
+}
+
+// announcedSlot is the slot whose release woke the pause, -1 when the pause
+// ended otherwise (or the announcement names no slot of limit).
+func announcedSlot(p *pauser, limit int) int {
+	if !p.woke || p.w == nil {
+		return -1
+	}
+	s, err := strconv.Atoi(p.w.payload())
+	if err != nil || s < 0 || s >= limit {
+		return -1
+	}
+	return s
 }
