@@ -56,7 +56,9 @@ func drainLimited(t *testing.T, nodes *redistest.Cluster, broker *redistest.Node
 	h := &importRuns{work: 40 * time.Millisecond, runs: map[string]int{}}
 	pc := newParkCount()
 	defer func() {
-		t.Logf("limit %d: parked %d, requeued %d, promoted %d, hand-overs %v", limit, pc.get("park"), pc.get("requeue"), pc.promoted, pc.handover)
+		pc.mu.Lock()
+		defer pc.mu.Unlock()
+		t.Logf("limit %d: parked %d, requeued %d, promoted %d, hand-overs %v", limit, pc.actions["park"], pc.actions["requeue"], pc.promoted, pc.handover)
 	}()
 	start := time.Now()
 	for range 3 {
