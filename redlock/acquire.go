@@ -126,7 +126,7 @@ func (c *Client) acquireLoop(ctx context.Context, k keys, ttl time.Duration, lc 
 	if c.cfg.localQueue {
 		var l *Lock
 		var err error
-		t, l, err = c.gates.enter(ctx, k.key, 1, c.closed, &handoffReq{ttl: ttl, lc: lc, tk: tk})
+		t, l, err = c.gates.enter(ctx, k.key, c.closed, &handoffReq{ttl: ttl, lc: lc, tk: tk})
 		if l != nil {
 			if err == nil {
 				l.via = handoverLocal

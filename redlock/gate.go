@@ -15,9 +15,6 @@ type gates struct {
 
 type gate struct {
 	queue []*waiter // callers waiting for their turn, oldest first
-	// active counts the turns taken (at most limit, the resource's
-	// WithLimit): a resource of n slots lets n callers ask the nodes.
-	active, limit int
 }
 
 type waiter struct {
@@ -37,24 +34,19 @@ type turn struct {
 	once sync.Once
 }
 
-// enter waits until the caller is at the head of key's queue (among the
-// first limit callers of a resource of limit slots), ctx ends or closed is
-// closed (then it returns ErrClosed). A lock handed over by the
+// enter waits until the caller is at the head of key's queue, ctx ends or
+// closed is closed (then it returns ErrClosed). A lock handed over by the
 // previous holder comes with the turn (then the turn is nil: the lock has
 // it); it can come with an error too, when the caller gave up as it arrived:
 // the caller must release it.
-func (gs *gates) enter(ctx context.Context, key string, limit int, closed <-chan struct{}, req *handoffReq) (*turn, *Lock, error) {
+func (gs *gates) enter(ctx context.Context, key string, closed <-chan struct{}, req *handoffReq) (*turn, *Lock, error) {
 	gs.mu.Lock()
 	if gs.m == nil {
 		gs.m = make(map[string]*gate)
 	}
 	g, busy := gs.m[key]
 	if !busy {
-		g = &gate{limit: max(limit, 1)}
-		gs.m[key] = g
-	}
-	if g.active < g.limit {
-		g.active++
+		gs.m[key] = &gate{}
 		gs.mu.Unlock()
 		return &turn{gs: gs, key: key}, nil, nil
 	}
@@ -118,9 +110,7 @@ func (t *turn) leave() {
 			return
 		}
 		if len(g.queue) == 0 {
-			if g.active--; g.active <= 0 {
-				delete(gs.m, t.key)
-			}
+			delete(gs.m, t.key)
 			return
 		}
 		w := g.queue[0]

@@ -188,18 +188,21 @@ func appendNew(errs []error, e error) []error {
 	return append(errs, e)
 }
 
-// acquireLimited is Acquire for a resource of n > 1 slots: up to n callers
-// of this client at once (in FIFO order) try the slots, each woken by the
-// release of any slot (then it tries that slot alone: the others were held
-// at its last try, and their releases are announced too) or after the retry
-// delay (then all slots).
+// acquireLimited is Acquire for a resource of n > 1 slots. As for one
+// holder, only the first of this client's callers (in FIFO order) tries the
+// nodes, so that a release sets one caller per process on the freed slot,
+// not all of them; once it holds a slot, the next caller tries the others.
+// It is woken by the release of any slot (then it tries that slot alone:
+// the others were held at its last try, and their releases are announced
+// too) or by the retry delay (then it tries all slots).
 func (c *Client) acquireLimited(ctx context.Context, resource string, ttl time.Duration, lc *lockConfig) (*Lock, int, error) {
 	base := c.keysFor(resource)
 	var t *turn
 	if c.cfg.localQueue {
 		var err error
-		// No handoffReq: a slot is never handed over (see WithLimit).
-		t, _, err = c.gates.enter(ctx, base.key+"#"+strconv.Itoa(int(lc.limit)), int(lc.limit), c.closed, nil)
+		// No handoffReq: a slot is never handed over (see WithLimit), and a
+		// slot does not keep the turn.
+		t, _, err = c.gates.enter(ctx, base.key+"#"+strconv.Itoa(int(lc.limit)), c.closed, nil)
 		if err != nil {
 			if errors.Is(err, ErrClosed) {
 				return nil, 0, err
@@ -215,7 +218,7 @@ func (c *Client) acquireLimited(ctx context.Context, resource string, ttl time.D
 		p.reset()
 		l, err := c.trySlots(ctx, resource, ttl, lc, only)
 		if err == nil {
-			l.adoptTurn(t)
+			t.leave() // the next caller of this client tries the other slots
 			return l, attempts, nil
 		}
 		if ctx.Err() != nil || errors.Is(err, ErrClosed) || errors.Is(err, ErrLimitMismatch) {
