@@ -279,3 +279,40 @@ func TestLimitForceReleaseFreesTheSlot(t *testing.T) {
 		t.Fatalf("after the force release: slot %v, %v; want slot %d", slotOf(l), err, a.Slot())
 	}
 }
+
+// TestLimitSlotKeepAliveAndLoss: a slot is kept alive like a lock, and its
+// holder learns of its loss (its key gone) through KeepAlive's context.
+func TestLimitSlotKeepAliveAndLoss(t *testing.T) {
+	ctx := context.Background()
+	c, raw := embeddedClient(t)
+	l, err := c.TryAcquire(ctx, "r", 1500*time.Millisecond, WithLimit(2))
+	if err != nil {
+		t.Fatal(err)
+	}
+	work, stop := l.KeepAlive(ctx)
+	defer stop()
+	k := c.slotKeys("r", l.Slot()).key
+	extended, prev := 0, raw.PTTL(ctx, k).Val()
+	for range 1000 { // at most 20s: see two extensions of the slot's key
+		time.Sleep(20 * time.Millisecond)
+		ttl := raw.PTTL(ctx, k).Val()
+		if ttl > prev {
+			extended++
+		}
+		if prev = ttl; extended == 2 || work.Err() != nil {
+			break
+		}
+	}
+	if extended < 2 || work.Err() != nil {
+		t.Fatalf("slot not kept alive: %d extensions seen, %v", extended, context.Cause(work))
+	}
+	raw.Del(ctx, k)
+	select {
+	case <-work.Done():
+	case <-time.After(20 * time.Second):
+		t.Fatal("the slot's loss was not signalled")
+	}
+	if !errors.Is(context.Cause(work), ErrLockLost) {
+		t.Fatalf("cause %v, want ErrLockLost", context.Cause(work))
+	}
+}
