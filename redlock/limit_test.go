@@ -203,7 +203,8 @@ func TestLimitInspectAndExtendPerSlot(t *testing.T) {
 		t.Fatal(err)
 	}
 	k := c.slotKeys("r", locks[0].Slot())
-	if slot, mark := raw.PTTL(ctx, k.key).Val(), raw.PTTL(ctx, k.markKey()).Val(); mark < slot || slot < 30*time.Second {
+	// Both are set to the TTL in one script; they are read one after the other.
+	if slot, mark := raw.PTTL(ctx, k.key).Val(), raw.PTTL(ctx, k.markKey()).Val(); mark < slot-100*time.Millisecond || slot < 30*time.Second {
 		t.Fatalf("after Extend(1m): slot TTL %v, mark TTL %v", slot, mark)
 	}
 }
