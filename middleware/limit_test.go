@@ -117,10 +117,19 @@ func TestLimitCountsSlotsInShares(t *testing.T) {
 	if got, want := m.typical("x"), one.typical("x")/3; got != want {
 		t.Errorf("a turn every %v, want %v", got, want)
 	}
-	c := NewWaitCap(4)
-	for i := range 4 {
+	c := NewWaitCap(8)
+	if !c.enter("s", 1) {
+		t.Fatal("a waiter of a one-slot resource refused under an empty cap")
+	}
+	for i := range 6 { // 3 of 4 slots waiting: 3/4 of the cap
 		if !c.enter("r", 3) {
-			t.Fatalf("waiter %d of a 3-slot resource refused under a cap of 4", i)
+			t.Fatalf("waiter %d of a 3-slot resource refused beside a 1-slot one under a cap of 8", i)
 		}
+	}
+	if c.enter("r", 3) {
+		t.Fatal("a 3-slot resource went past its share of 3/4 of the cap")
+	}
+	if !c.enter("s", 1) || c.enter("s", 1) {
+		t.Fatal("the 1-slot resource did not get its share of 1/4 of the cap, exactly")
 	}
 }

@@ -174,7 +174,7 @@ func (m *mw) enterWait(res string, soft bool) bool {
 // forceWait counts a waiter of res whatever the bounds, the cap across
 // resources included (a task on its last retry must not be archived).
 func (m *mw) forceWait(res string) {
-	m.cfg.waitCap.force(res)
+	m.cfg.waitCap.force(res, m.cfg.limit)
 	m.countWaiter(res)
 }
 
