@@ -14,9 +14,9 @@ var errWaitCap = fmt.Errorf("middleware: %w: the waiters across resources are at
 // WaitCap bounds the tasks of a process that wait for their locks at once,
 // across all resources, so that however many resources are hot at once,
 // other tasks keep workers. Within the cap, each resource with waiters gets
-// an equal share (at least one): n hot resources take turns with about
-// cap/n waiters each, and a newly hot resource finds room as soon as a
-// waiter of a resource above its share leaves. Share one WaitCap among the
+// an equal share per slot (WithLimit; at least one): n hot resources of one
+// slot take turns with about cap/n waiters each, and a newly hot resource
+// finds room as soon as a waiter of a resource above its share leaves. Share one WaitCap among the
 // middlewares of a process (one per task type) with WithWaitCap; it is safe
 // for concurrent use. Tasks on their last retry may wait past it (asynq
 // would archive them otherwise).
