@@ -17,12 +17,16 @@ type quietRedis struct{}
 func (quietRedis) Printf(context.Context, string, ...any) {}
 
 // TestMain silences go-redis, then either runs a proof worker (when the
-// test binary was re-executed as one, see proof_worker_test.go, or as an
-// asynq task worker, see proof_taskworker_test.go) or runs the
+// test binary was re-executed as one, see proof_worker_test.go, as an
+// asynq task worker, see proof_taskworker_test.go, or as a limit worker,
+// see limit_process_test.go) or runs the
 // tests and, when ASYNQLOCK_RELIABILITY_REPORT names a file, writes the
 // reliability report from the rows they recorded (see report_test.go).
 func TestMain(m *testing.M) {
 	redis.SetLogger(quietRedis{})
+	if cfg := os.Getenv(limitWorkerEnv); cfg != "" { // a limit worker process (limit_process_test.go)
+		os.Exit(limitWorkerMain(cfg))
+	}
 	if cfg := os.Getenv(proofWorkerEnv); cfg != "" {
 		if isTaskWorker(cfg) { // an asynq worker process (proof_taskworker_test.go)
 			os.Exit(taskWorkerMain(cfg))

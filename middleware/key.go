@@ -24,7 +24,8 @@ type KeyFunc func(ctx context.Context, t *asynq.Task) (string, error)
 // ErrBadKey marks a task whose lock key cannot be derived.
 var ErrBadKey = errors.New("middleware: cannot derive the task's lock key")
 
-// ByType locks on the task type: one task of each type at a time.
+// ByType locks on the task type: one task of each type at a time, or with
+// WithLimit(n) at most n, across every worker and process.
 func ByType() KeyFunc {
 	return func(_ context.Context, t *asynq.Task) (string, error) { return t.Type(), nil }
 }

@@ -7,9 +7,9 @@ import (
 	"github.com/asynqlock/asynqlock/redlock"
 )
 
-// errHeldHere is the conflict of a task that found its resource held or
-// waited for by tasks of this process: a TryAcquire round could only be
-// refused, or take the lock ahead of a waiter.
+// errHeldHere is the conflict of a task that found its resource held (all
+// its slots) or waited for by tasks of this process: a TryAcquire round
+// could only be refused, or take the lock ahead of a waiter.
 var errHeldHere = fmt.Errorf("middleware: %w: held or waited for by tasks of this process", redlock.ErrLocked)
 
 // countHolder counts a task of this process that holds res until
@@ -34,12 +34,13 @@ func (m *mw) uncountHolder(res string, e *resState) {
 	m.mu.Unlock()
 }
 
-// heldHere reports whether tasks of this process hold or wait for res.
+// heldHere reports whether tasks of this process wait for res, or hold
+// all of its slots (WithLimit).
 func (m *mw) heldHere(res string) bool {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	e, ok := m.res[res]
-	return ok && (e.holders > 0 || e.waiters > 0)
+	return ok && (e.holders >= m.cfg.limit || e.waiters > 0)
 }
 
 // sawOutage notes that a wait ended for want of a quorum: for the next

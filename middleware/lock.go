@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/maphash"
+	"slices"
 	"sync"
 	"time"
 
@@ -58,6 +59,9 @@ func New(client *redlock.Client, key KeyFunc, opts ...Option) (asynq.MiddlewareF
 }
 
 func newMW(client *redlock.Client, key KeyFunc, cfg config) *mw {
+	if cfg.limit > 1 {
+		cfg.lockOpts = append(slices.Clip(cfg.lockOpts), redlock.WithLimit(cfg.limit))
+	}
 	return &mw{client: client, key: key, cfg: cfg, res: make(map[string]*resState), holds: &holdTable{seed: maphash.MakeSeed()},
 		keeper: newKeeper(keepAfterOf(cfg.ttl)), tracer: cfg.tracer()}
 }

@@ -42,6 +42,7 @@ type config struct {
 	shared          bool
 	policy          Policy
 	maxWaiters      int
+	limit           int // WithLimit's n: holders of one resource at once
 	lockOpts        []redlock.LockOption
 	progress        time.Duration
 	rollback        func(ctx context.Context, t *asynq.Task, cause error) error
@@ -62,6 +63,7 @@ func defaultConfig() config {
 		ttl:             defaultTTL,
 		policy:          Wait(defaultWait),
 		maxWaiters:      defaultMaxWaiters,
+		limit:           1,
 		rollbackTimeout: defaultRollbackTimeout,
 	}
 }
@@ -78,6 +80,8 @@ func (c *config) validate() error {
 		return fmt.Errorf("middleware: wait bound must not be negative, got %v", c.policy.wait)
 	case c.maxWaiters < 0:
 		return fmt.Errorf("middleware: max waiters must not be negative, got %d", c.maxWaiters)
+	case c.limit < 1 || c.limit > redlock.MaxLimit:
+		return fmt.Errorf("middleware: limit must be in [1, %d], got %d", redlock.MaxLimit, c.limit)
 	case c.progress < 0:
 		return fmt.Errorf("middleware: progress stall bound must not be negative, got %v", c.progress)
 	case c.rollbackTimeout <= 0:
@@ -126,6 +130,18 @@ func WithPolicy(p Policy) Option { return func(c *config) { c.policy = p } }
 // done (from measured hold times) sooner than a requeued task could come back
 // and within the Wait bound. 0 means no task waits. Default: 2.
 func WithMaxWaiters(n int) Option { return func(c *config) { c.maxWaiters = n } }
+
+// WithLimit lets up to n tasks with the same key run at once, across every
+// worker and process that uses the key's resource (each holds one of its n
+// slots, see redlock.WithLimit); with ByType, it is a cluster-wide
+// concurrency limit per task type. Waiting, parking, promotion and the
+// shares of WithMaxWaiters and WithWaitCap count slots: a resource of n
+// slots may have n times as many waiters, promoted tasks and requeue slots.
+// Every middleware and lock client that uses a resource must give it the
+// same n; a task that meets another n fails with redlock.ErrLimitMismatch
+// (retried as any failure). n must be in [1, redlock.MaxLimit]. Default: 1,
+// one task per key at a time.
+func WithLimit(n int) Option { return func(c *config) { c.limit = n } }
 
 // WithProgress switches to progress mode: the lock is kept alive only while
 // the handler calls Progress(ctx) at least once per stall; a handler that

@@ -28,6 +28,8 @@ func TestNewRejectsBadArguments(t *testing.T) {
 		{name: "policy", key: ByType(), opts: []Option{WithPolicy(Policy{})}, want: "policy is not set"},
 		{name: "wait", key: ByType(), opts: []Option{WithPolicy(Wait(-1))}, want: "wait bound"},
 		{name: "waiters", key: ByType(), opts: []Option{WithMaxWaiters(-1)}, want: "max waiters"},
+		{name: "limit 0", key: ByType(), opts: []Option{WithLimit(0)}, want: "limit must be in [1, 1024], got 0"},
+		{name: "limit -1", key: ByType(), opts: []Option{WithLimit(-1)}, want: "limit must be in [1, 1024], got -1"},
 		{name: "progress", key: ByType(), opts: []Option{WithProgress(-1)}, want: "progress stall bound"},
 		{name: "rollback timeout", key: ByType(), opts: []Option{WithRollbackTimeout(0)}, want: "rollback timeout"},
 		{name: "nil option", key: ByType(), opts: []Option{nil}, want: "nil option"},

@@ -81,17 +81,18 @@ func (m *mw) ranFor(res string, d time.Duration, now time.Time) {
 	m.touched(res, e)
 }
 
-// typical returns the typical hold time of res (a guess before any run).
+// typical returns how often a turn of res comes: its typical hold time (a
+// guess before any run), over its slots (WithLimit).
 func (m *mw) typical(res string) time.Duration {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	d := paceFirstHold
 	if e, ok := m.res[res]; ok && e.hold > 0 {
-		return max(e.hold, paceMinHold)
+		d = max(e.hold, paceMinHold)
+	} else if h := m.holds.get(res); h > 0 {
+		d = max(h, paceMinHold)
 	}
-	if d := m.holds.get(res); d > 0 {
-		return max(d, paceMinHold)
-	}
-	return paceFirstHold
+	return d / time.Duration(m.cfg.limit)
 }
 
 // lastRelease returns when a task of this process last released res.
@@ -115,6 +116,7 @@ func (m *mw) delay(res string) time.Duration {
 	if e.hold == 0 {
 		step = paceFirstHold
 	}
+	step /= time.Duration(m.cfg.limit) // n slots free up n times as often
 	e.next = lockutil.Later(e.next, now).Add(step)
 	e.contention(lockutil.Later(now, e.next))
 	d := e.next.Sub(now)

@@ -41,7 +41,8 @@ func (m *mw) request(res string, e *resState, p *promoState) {
 // promoteAfter asks for a promotion when a run on res ended, unless the
 // turn passes in this process: tasks of it wait for res, or one holds it
 // already (an early hand-over may start the next run before this one's end
-// is seen here; the ended run still counts as a holder). Then it is owed:
+// is seen here; the ended run still counts as a holder; under WithLimit(n),
+// more than n holders). Then it is owed:
 // the next start here asks for it (promoteOnStart), or a waiter leaving
 // without the lock (leaveWait), or the next run's end, so a turn passed in
 // this process costs one broker call, not two. One queue is owed per
@@ -59,7 +60,7 @@ func (m *mw) promoteAfter(queue, res string) {
 		m.mu.Unlock()
 		return
 	}
-	passes := e.waiters > 0 || e.holders > 1
+	passes := e.waiters > 0 || e.holders > m.cfg.limit
 	other := ""
 	if e.owed != "" && e.owed != queue {
 		other = e.owed
@@ -128,8 +129,9 @@ type depths struct {
 // what one process lets wait while it has none, so that more of the waiting
 // tasks land in the holder's process and the turn passes locally, the cheap
 // way (docs/HOTKEYS.md).
+// A resource of n slots (WithLimit) has n times the depth.
 func (m *mw) promoteDepth() depths {
-	n := max(1, m.cfg.maxWaiters)
+	n := max(1, m.cfg.maxWaiters) * m.cfg.limit
 	return depths{busy: max(2, n), idle: max(2, 3*n)}
 }
 

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/asynqlock/asynqlock/internal/lockutil"
@@ -80,7 +82,9 @@ func (m *mw) waitFor(ctx context.Context, res string, bound time.Duration) (lock
 }
 
 // holderOf returns the token most lock nodes report for res ("" when
-// none); known is false when fewer than a majority of the nodes answered.
+// none), or for a resource of several slots (WithLimit) each slot's, in
+// slot order; known is false when fewer than a majority of the nodes
+// answered.
 func (m *mw) holderOf(ctx context.Context, res string) (token string, known bool) {
 	ictx, cancel := context.WithTimeout(ctx, lockutil.ReleaseTimeout)
 	defer cancel()
@@ -89,19 +93,29 @@ func (m *mw) holderOf(ctx context.Context, res string) (token string, known bool
 		return "", false
 	}
 	count := map[string]int{}
-	best, answered := "", 0
+	best := make([]string, 1)
+	nodes, answered := 0, 0
 	for _, st := range states {
-		if st.Err != nil {
-			continue
-		}
-		answered++
-		if st.Token != "" {
-			if count[st.Token]++; count[st.Token] > count[best] {
-				best = st.Token
+		if st.Slot == 0 {
+			nodes++
+			if st.Err == nil {
+				answered++
 			}
 		}
+		if st.Err != nil || st.Token == "" {
+			continue
+		}
+		for len(best) <= st.Slot {
+			best = append(best, "")
+		}
+		if count[st.Token]++; count[st.Token] > count[best[st.Slot]] {
+			best[st.Slot] = st.Token
+		}
 	}
-	return best, answered > len(states)/2
+	if slices.ContainsFunc(best, func(s string) bool { return s != "" }) {
+		token = strings.Join(best, " ")
+	}
+	return strings.TrimSpace(token), answered > nodes/2
 }
 
 // waitRounds bounds how many times a wait is renewed while its resource
@@ -129,11 +143,12 @@ const requeueTrip = 5 * time.Second
 // in FIFO order and would otherwise find the share taken. Fewer tasks
 // waiting in workers also leave more workers to other resources during a
 // burst (docs/HOTKEYS.md).
+// A resource of n slots (WithLimit) has n times the share.
 func (m *mw) freshShare(soft bool) int {
 	if soft || m.cfg.maxWaiters <= 1 {
-		return m.cfg.maxWaiters
+		return m.cfg.maxWaiters * m.cfg.limit
 	}
-	return m.cfg.maxWaiters / 2
+	return m.cfg.maxWaiters / 2 * m.cfg.limit
 }
 
 // enterWait counts a waiter of res if there is room: fewer than freshShare
@@ -149,7 +164,7 @@ func (m *mw) enterWait(res string, soft bool) bool {
 			return false
 		}
 	}
-	if !m.cfg.waitCap.enter(res) {
+	if !m.cfg.waitCap.enter(res, m.cfg.limit) {
 		return false
 	}
 	m.countWaiter(res)
@@ -159,14 +174,14 @@ func (m *mw) enterWait(res string, soft bool) bool {
 // forceWait counts a waiter of res whatever the bounds, the cap across
 // resources included (a task on its last retry must not be archived).
 func (m *mw) forceWait(res string) {
-	m.cfg.waitCap.force(res)
+	m.cfg.waitCap.force(res, m.cfg.limit)
 	m.countWaiter(res)
 }
 
 // tryWaitParked counts a waiter of res that was parked once: past the
 // resource's share, but within the cap across resources (false: no room).
 func (m *mw) tryWaitParked(res string) bool {
-	if !m.cfg.waitCap.enter(res) {
+	if !m.cfg.waitCap.enter(res, m.cfg.limit) {
 		return false
 	}
 	m.countWaiter(res)

@@ -14,23 +14,25 @@ var errWaitCap = fmt.Errorf("middleware: %w: the waiters across resources are at
 // WaitCap bounds the tasks of a process that wait for their locks at once,
 // across all resources, so that however many resources are hot at once,
 // other tasks keep workers. Within the cap, each resource with waiters gets
-// an equal share (at least one): n hot resources take turns with about
-// cap/n waiters each, and a newly hot resource finds room as soon as a
-// waiter of a resource above its share leaves. Share one WaitCap among the
+// an equal share per slot (WithLimit; at least one): n hot resources of one
+// slot take turns with about cap/n waiters each, and a newly hot resource
+// finds room as soon as a waiter of a resource above its share leaves. Share one WaitCap among the
 // middlewares of a process (one per task type) with WithWaitCap; it is safe
 // for concurrent use. Tasks on their last retry may wait past it (asynq
 // would archive them otherwise).
 type WaitCap struct {
 	max int
 
-	mu    sync.Mutex
-	total int
-	per   map[string]int // waiters per resource; only resources with waiters
+	mu     sync.Mutex
+	total  int
+	per    map[string]int // waiters per resource; only resources with waiters
+	slots  map[string]int // the slots (WithLimit) of each resource in per
+	weight int            // the sum of slots
 }
 
 // NewWaitCap returns a cap of n waiting tasks (n >= 1).
 func NewWaitCap(n int) *WaitCap {
-	return &WaitCap{max: max(n, 1), per: make(map[string]int)}
+	return &WaitCap{max: max(n, 1), per: make(map[string]int), slots: make(map[string]int)}
 }
 
 // Waiting returns how many tasks wait under the cap now.
@@ -40,36 +42,45 @@ func (c *WaitCap) Waiting() int {
 	return c.total
 }
 
-// enter takes a slot for a waiter of res if the cap and res's share allow.
-// A nil cap always allows.
-func (c *WaitCap) enter(res string) bool {
+// enter takes a slot for a waiter of res if the cap and res's share allow:
+// shares are weighed by the resources' slots (WithLimit), so a resource of
+// limit slots gets limit times the share of a resource of one. A nil cap
+// always allows.
+func (c *WaitCap) enter(res string, limit int) bool {
 	if c == nil {
 		return true
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	n := c.per[res]
-	resources := len(c.per)
+	n, weight := c.per[res], c.weight
 	if n == 0 {
-		resources++
+		weight += limit
 	}
-	if c.total >= c.max || n >= max(1, c.max/resources) {
+	if c.total >= c.max || n >= max(1, c.max*limit/weight) {
 		return false
 	}
-	c.total++
-	c.per[res] = n + 1
+	c.add(res, limit)
 	return true
 }
 
 // force takes a slot for a waiter of res whatever the cap.
-func (c *WaitCap) force(res string) {
+func (c *WaitCap) force(res string, limit int) {
 	if c == nil {
 		return
 	}
 	c.mu.Lock()
+	c.add(res, limit)
+	c.mu.Unlock()
+}
+
+// add counts a waiter of res, a resource of limit slots; c.mu is held.
+func (c *WaitCap) add(res string, limit int) {
+	if c.per[res] == 0 {
+		c.slots[res] = limit
+		c.weight += limit
+	}
 	c.total++
 	c.per[res]++
-	c.mu.Unlock()
 }
 
 // leave gives a waiter's slot back.
@@ -81,6 +92,8 @@ func (c *WaitCap) leave(res string) {
 	defer c.mu.Unlock()
 	if c.per[res]--; c.per[res] <= 0 {
 		delete(c.per, res)
+		c.weight -= c.slots[res]
+		delete(c.slots, res)
 	}
 	c.total--
 }

@@ -16,25 +16,25 @@ import (
 func TestWaitCapShares(t *testing.T) {
 	c := NewWaitCap(4)
 	for i := range 4 {
-		if !c.enter("a") {
+		if !c.enter("a", 1) {
 			t.Fatalf("a's waiter %d refused: a alone may take the whole cap", i)
 		}
 	}
-	if c.Waiting() != 4 || c.enter("b") {
+	if c.Waiting() != 4 || c.enter("b", 1) {
 		t.Fatalf("%d waiting; a second resource entered a full cap", c.Waiting())
 	}
 	c.leave("a")
-	if !c.enter("b") {
+	if !c.enter("b", 1) {
 		t.Fatal("b refused a free slot")
 	}
 	c.leave("a")
-	if c.enter("a") {
+	if c.enter("a", 1) {
 		t.Fatal("a took more than its share (2 of 4) beside b")
 	}
-	if !c.enter("b") {
+	if !c.enter("b", 1) {
 		t.Fatal("b refused its share")
 	}
-	if c.enter("b") {
+	if c.enter("b", 1) {
 		t.Fatal("b took more than its share")
 	}
 }

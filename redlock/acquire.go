@@ -13,7 +13,7 @@ import (
 // one slot should a node be a Redis Cluster (see keyOf).
 type keys struct {
 	resource string
-	key      string // the lock: token with a TTL
+	key      string // the lock: token with a TTL (a slot's key under WithLimit)
 	fenceKey string // the fencing counter
 	channel  string // release announcements
 }
@@ -57,6 +57,9 @@ func (c *Client) prepare(ctx context.Context, resource string, ttl time.Duration
 	if lc.maxHold < 0 {
 		return 0, nil, invalidf("max hold must not be negative, got %v", lc.maxHold)
 	}
+	if err := checkLimit(lc); err != nil {
+		return 0, nil, err
+	}
 	lc.suffix = c.holderSuffix(ctx, lc)
 	c.awaitWarm(ctx) // a fresh client's first call: see awaitWarm
 	return ttl.Truncate(time.Millisecond), lc, ctx.Err()
@@ -85,7 +88,11 @@ func (c *Client) TryAcquire(ctx context.Context, resource string, ttl time.Durat
 	if err != nil {
 		return nil, err
 	}
-	l, err = c.attempt(ctx, c.keysFor(resource), ttl, lc, nil)
+	if lc.limit > 1 {
+		l, err = c.trySlots(ctx, resource, ttl, lc, -1)
+	} else {
+		l, err = c.attempt(ctx, c.keysFor(resource), ttl, lc, nil)
+	}
 	c.acquired(resource, begin, 1, err)
 	return l, err
 }
@@ -104,7 +111,11 @@ func (c *Client) Acquire(ctx context.Context, resource string, ttl time.Duration
 	if err != nil {
 		return nil, err
 	}
-	l, attempts, err = c.acquireLoop(ctx, c.keysFor(resource), ttl, lc)
+	if lc.limit > 1 {
+		l, attempts, err = c.acquireLimited(ctx, resource, ttl, lc)
+	} else {
+		l, attempts, err = c.acquireLoop(ctx, c.keysFor(resource), ttl, lc)
+	}
 	c.acquired(resource, begin, attempts, err)
 	return l, err
 }
@@ -144,19 +155,12 @@ func (c *Client) acquireLoop(ctx context.Context, k keys, ttl time.Duration, lc 
 // the caller queue on the nodes with ticket tk, taken before the first round
 // so that its place in the FIFO is its arrival (docs/HANDOVER.md).
 func (c *Client) attemptLoop(ctx context.Context, k keys, ttl time.Duration, lc *lockConfig, t *turn, tk *ticket) (*Lock, int, error) {
-	var w *watch
-	defer func() {
-		if w != nil {
-			w.close()
-		}
-	}()
+	p := pauser{c: c}
+	defer p.stop()
 	var last error
-	var timer *time.Timer
 	var queued *ticket // nil until the first round failed: nothing to leave on the nodes
 	for attempts := 1; ; attempts++ {
-		if w != nil {
-			w.reset()
-		}
+		p.reset()
 		l, err := c.attempt(ctx, k, ttl, lc, queued)
 		if err == nil {
 			if queued != nil {
@@ -165,41 +169,81 @@ func (c *Client) attemptLoop(ctx context.Context, k keys, ttl time.Duration, lc 
 			l.adoptTurn(t)
 			return l, attempts, nil
 		}
-		if ctx.Err() != nil || errors.Is(err, ErrClosed) {
+		if ctx.Err() != nil || errors.Is(err, ErrClosed) || errors.Is(err, ErrLimitMismatch) {
 			c.giveUp(k, queued, t)
 			return nil, attempts, waitError(ctx, err, last)
 		}
 		queued = tk
 		last = err
-		if w == nil && errors.Is(err, ErrLocked) {
+		if p.w == nil && errors.Is(err, ErrLocked) {
 			// Subscribe to the release, then try once more at once: the
 			// holder may have released between the attempt and now.
-			w = c.notify.watch(ctx, k.channel)
-			w.forWaiter(tk.id)
+			p.w = c.notify.watch(ctx, k.channel)
+			p.w.forWaiter(tk.id)
 			continue
 		}
-		d := c.delayAfter(err)
-		if timer == nil {
-			timer = time.NewTimer(d)
-			defer timer.Stop()
-		} else {
-			timer.Reset(d)
-		}
-		var wake <-chan struct{}
-		if w != nil {
-			wake = w.C
-		}
-		select {
-		case <-ctx.Done():
-			c.giveUp(k, queued, t)
-			return nil, attempts, waitError(ctx, nil, last)
-		case <-c.closed:
+		switch err := p.pause(ctx, err); {
+		case errors.Is(err, ErrClosed):
 			t.leave()
 			return nil, attempts, ErrClosed
-		case <-wake:
-		case <-timer.C:
+		case err != nil:
+			c.giveUp(k, queued, t)
+			return nil, attempts, waitError(ctx, nil, last)
 		}
 	}
+}
+
+// pauser is an Acquire's wait between two attempts: for a release
+// announcement (once w watches the resource), the retry delay, the end of
+// ctx or the client's close.
+type pauser struct {
+	c     *Client
+	w     *watch
+	timer *time.Timer
+	woke  bool // the last pause ended with an announcement
+}
+
+// reset forgets the announcements heard before the next attempt.
+func (p *pauser) reset() {
+	if p.w != nil {
+		p.w.reset()
+	}
+}
+
+// stop ends the watch and the timer.
+func (p *pauser) stop() {
+	if p.w != nil {
+		p.w.close()
+	}
+	if p.timer != nil {
+		p.timer.Stop()
+	}
+}
+
+// pause waits before the attempt that follows one that failed with err. It
+// returns ctx's error or ErrClosed when the wait must end instead.
+func (p *pauser) pause(ctx context.Context, err error) error {
+	d := p.c.delayAfter(err)
+	if p.timer == nil {
+		p.timer = time.NewTimer(d)
+	} else {
+		p.timer.Reset(d)
+	}
+	var wake <-chan struct{}
+	if p.w != nil {
+		wake = p.w.C
+	}
+	p.woke = false
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-p.c.closed:
+		return ErrClosed
+	case <-wake:
+		p.woke = true
+	case <-p.timer.C:
+	}
+	return nil
 }
 
 // delayAfter is the wait before the next attempt after a failed one, when no
@@ -263,18 +307,7 @@ func (c *Client) acquired(resource string, begin time.Time, attempts int, err er
 // undone on every node that may hold the token, stragglers included.
 func (c *Client) attempt(ctx context.Context, k keys, ttl time.Duration, lc *lockConfig, tk *ticket) (*Lock, error) {
 	token := newToken(lc.suffix)
-	ttlMs := ttl.Milliseconds()
-	var args []any
-	var s *script
-	classify := classifySet
-	if tk != nil {
-		s, args, classify = turnScript, c.turnArgs(k, "", token, ttl, tk, lc, false), classifyTurn
-	} else if lc.fencing {
-		s = fenceAcquireScript
-		args = s.args(k.bothKeys(), token, ttlMs, c.cfg.fenceRetention.Milliseconds())
-	} else {
-		args = []any{"set", k.key, token, "nx", "px", ttlMs}
-	}
+	s, args, classify := c.roundArgs(k, token, ttl, lc, tk)
 	start := time.Now()
 	deadline := start.Add(c.cfg.nodeTimeout)
 	r := c.broadcast("acquire", k.resource, c.allNodes(), c.q, deadline, false, args, s)
@@ -298,8 +331,11 @@ func (c *Client) attempt(ctx context.Context, k keys, ttl time.Duration, lc *loc
 			err = r.err([]error{ErrQuorum}, fmt.Sprintf("quorum reached after %v, past the validity of ttl %v", time.Since(start).Round(time.Microsecond), ttl))
 		}
 	}
-	c.undo(k, token, r.unsent)
+	c.undo(k, token, r.unsent, int(lc.limit))
 	if err != nil {
+		return nil, err
+	}
+	if err := mismatchOf(r, k, lc.limit); err != nil {
 		return nil, err
 	}
 	e := r.err(r.t.causes(), fmt.Sprintf("%d of %d nodes set (quorum %d), %d held by another, %d failed",
@@ -311,13 +347,37 @@ func (c *Client) attempt(ctx context.Context, k keys, ttl time.Duration, lc *loc
 	return nil, e
 }
 
+// roundArgs builds an acquisition round's command: with a ticket,
+// turnScript; for a slot of a limited resource, slotAcquireScript; with
+// fencing, fenceAcquireScript; else a plain SET NX PX (s is nil).
+func (c *Client) roundArgs(k keys, token string, ttl time.Duration, lc *lockConfig, tk *ticket) (s *script, args []any, classify func(reply) outcome) {
+	ttlMs := ttl.Milliseconds()
+	switch {
+	case tk != nil:
+		return turnScript, c.turnArgs(k, "", token, ttl, tk, lc, false), classifyTurn
+	case lc.limit > 1:
+		return slotAcquireScript, c.slotArgs(k, token, ttlMs, lc), classifySlot
+	case lc.fencing:
+		return fenceAcquireScript, fenceAcquireScript.args(k.bothKeys(), token, ttlMs, c.cfg.fenceRetention.Milliseconds()), classifySet
+	}
+	return nil, []any{"set", k.key, token, "nx", "px", ttlMs}, classifySet
+}
+
 // undo releases a failed attempt's token on every node its SET was queued
 // for (not those in unsent). Even a node that answered that another holder
 // has the key gets it: a client that retries commands may have set our key
 // and then seen its own retry refused, and compare-and-delete is harmless
 // where the key is not ours. Nodes run calls in order, so the undo reaches
 // a straggler after its SET.
-func (c *Client) undo(k keys, token string, unsent uint64) {
+func (c *Client) undo(k keys, token string, unsent uint64, limit int) {
+	if limit > 1 {
+		mask := c.allNodes() &^ unsent
+		if mask != 0 && !c.isClosed() {
+			s, args := slotRelease(k, token, "", 0, limit) // unannounced: no slot named
+			c.broadcast("release", k.resource, mask, bits.OnesCount64(mask), time.Now().Add(c.cfg.nodeTimeout), true, args, s).idle()
+		}
+		return
+	}
 	c.unlock(k, token, c.allNodes()&^unsent)
 }
 

@@ -90,7 +90,22 @@ func globEscape(s string) string {
 	return b.String()
 }
 
-// forceRelease deletes resource's lock key on every node where it still
+// slotOf returns the slot that token holds on some node, and the limit,
+// when resource is used with one (limit 0 otherwise).
+func (c *Client) slotOf(ctx context.Context, resource, token string) (slot, limit int) {
+	states, err := c.inspect(ctx, resource, c.cfg.nodeTimeout)
+	if err != nil {
+		return 0, 0
+	}
+	for _, st := range states {
+		if st.Limit > 1 && st.Token == token {
+			return st.Slot, st.Limit
+		}
+	}
+	return 0, 0
+}
+
+// forceRelease deletes resource's lock key (or its slot's key) on every node where it still
 // holds token and announces the release to waiters; it reports on how many
 // nodes a key was deleted. A key that meanwhile changed hands is left alone.
 // It is the operator's break-glass (see internal/lockadmin).
@@ -105,9 +120,13 @@ func (c *Client) forceRelease(ctx context.Context, resource, token string) (int,
 		return 0, invalidf("ForceRelease needs a resource and a token (got %q, %q)", resource, token)
 	}
 	k := c.keysFor(resource)
+	s, args := releaseScript, releaseScript.args(k.lockKeys(), token, k.channel)
+	if slot, limit := c.slotOf(ctx, resource, token); limit > 1 {
+		k = c.slotKeys(resource, slot)
+		s, args = slotRelease(k, token, k.channel, slot, limit)
+	}
 	deadline := time.Now().Add(c.cfg.nodeTimeout)
-	args := releaseScript.args(k.lockKeys(), token, k.channel)
-	r := c.broadcast("release", resource, c.allNodes(), len(c.nodes), deadline, true, args, releaseScript)
+	r := c.broadcast("release", resource, c.allNodes(), len(c.nodes), deadline, true, args, s)
 	if err := r.collectAll(ctx, deadline, classifyOne); err != nil {
 		return 0, err
 	}

@@ -28,6 +28,10 @@ var (
 	// ErrInvalid marks bad input: an empty resource, a bad TTL, bad nodes or
 	// options. The message names what is wrong.
 	ErrInvalid = errors.New("redlock: invalid argument")
+	// ErrLimitMismatch means the resource is held by callers that use it
+	// with another limit (WithLimit): every caller must use one resource
+	// with the same n.
+	ErrLimitMismatch = errors.New("redlock: resource is used with another limit")
 	// ErrClosed means the Client was closed.
 	ErrClosed = errors.New("redlock: client closed")
 )

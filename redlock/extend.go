@@ -53,8 +53,11 @@ func (l *Lock) extend(ctx context.Context, ttl time.Duration) error {
 	if until.Before(deadline) {
 		deadline = until
 	}
-	args := extendScript.args(l.res.lockKeys(), l.token, ttl.Milliseconds())
-	r := c.broadcast("extend", l.res.resource, c.allNodes(), c.q, deadline, false, args, extendScript)
+	s, args := extendScript, extendScript.args(l.res.lockKeys(), l.token, ttl.Milliseconds())
+	if l.limit > 1 {
+		s, args = slotExtendScript, slotExtendScript.args([]string{l.res.key, l.res.markKey()}, l.token, ttl.Milliseconds(), limitMark(int(l.limit)))
+	}
+	r := c.broadcast("extend", l.res.resource, c.allNodes(), c.q, deadline, false, args, s)
 	err := r.collect(ctx, deadline, classifyOne)
 	if err != nil {
 		return err

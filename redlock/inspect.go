@@ -20,6 +20,9 @@ type NodeState struct {
 	// Reserved: the key is free but kept, for TTL, for the first waiter of
 	// the nodes' FIFO queue (docs/HANDOVER.md); Token is then "".
 	Reserved bool
+	// Slot and Limit describe a resource used WithLimit(n), n > 1: this
+	// state is the node's view of slot Slot of Limit. Both are 0 otherwise.
+	Slot, Limit int
 }
 
 // Held reports whether this node holds a lock key for the resource.
@@ -28,7 +31,9 @@ func (s NodeState) Held() bool { return s.Token != "" }
 // Inspect asks every node who holds resource and for how long, waiting at
 // most the node timeout for each. A node that fails or times out has Err set;
 // the error is reserved for bad input and the end of ctx. A resource is held
-// by the token that a quorum (len(states)/2+1) of the nodes carry.
+// by the token that a quorum of the nodes carry. It returns one state per
+// node, or, for a resource held WithLimit(n) (its mark is on some node),
+// one per slot and node, slot by slot (Slot, Limit): n × the nodes.
 func (c *Client) Inspect(ctx context.Context, resource string) ([]NodeState, error) {
 	wait := c.cfg.nodeTimeout
 	if ctx != nil {
@@ -51,19 +56,53 @@ func (c *Client) inspect(ctx context.Context, resource string, timeout time.Dura
 	k := c.keysFor(resource)
 	deadline := time.Now().Add(timeout)
 	args := inspectScript.args(k.bothKeys())
-	mask := c.allNodes()
-	r := c.broadcast("inspect", resource, mask, len(c.nodes), deadline, false, args, inspectScript)
+	r := c.broadcast("inspect", resource, c.allNodes(), len(c.nodes), deadline, false, args, inspectScript)
 	if err := r.collectAll(ctx, deadline, classifyAnswered); err != nil {
 		return nil, err
 	}
 	out := make([]NodeState, len(c.nodes))
+	limit := 0
 	for i, n := range c.nodes {
 		sl := r.slots[i]
 		st := NodeState{Node: i, Addr: n.addr, Err: sl.err}
 		if sl.out == outOK {
 			st = parseInspect(st, sl.val)
 		}
+		if m, ok := strings.CutPrefix(st.Token, markPrefix); ok {
+			n, _ := strconv.Atoi(m)
+			limit = max(limit, min(n, MaxLimit))
+		}
 		out[i] = st
+	}
+	if limit > 1 {
+		return c.inspectSlots(ctx, resource, limit, timeout)
+	}
+	return out, nil
+}
+
+// inspectSlots is Inspect of a resource whose lock key holds the mark of a
+// limit of n slots: each node's view of each slot, slot by slot.
+func (c *Client) inspectSlots(ctx context.Context, resource string, n int, timeout time.Duration) ([]NodeState, error) {
+	names := make([]string, n+1)
+	for i := range n {
+		names[i] = c.slotKeys(resource, i).key
+	}
+	names[n] = c.keysFor(resource).fenceKey
+	deadline := time.Now().Add(timeout)
+	r := c.broadcast("inspect", resource, c.allNodes(), len(c.nodes), deadline, false, inspectSlotsScript.args(names), inspectSlotsScript)
+	if err := r.collectAll(ctx, deadline, classifyAnswered); err != nil {
+		return nil, err
+	}
+	out := make([]NodeState, 0, n*len(c.nodes))
+	for s := range n {
+		for i, nd := range c.nodes {
+			sl := r.slots[i]
+			st := NodeState{Node: i, Addr: nd.addr, Err: sl.err, Slot: s, Limit: n}
+			if vals, ok := sl.val.([]any); ok && sl.out == outOK && len(vals) == 2*n+1 {
+				st = parseInspect(st, []any{vals[2*s], vals[2*s+1], vals[2*n]})
+			}
+			out = append(out, st)
+		}
 	}
 	return out, nil
 }

@@ -35,7 +35,9 @@ type Lock struct {
 	until      time.Time // end of validity (monotonic)
 	lastStart  time.Time // start of the last successful acquire or extend
 	state      lockState
-	capped     bool // keep-alive stopped at the max hold
+	capped     bool   // keep-alive stopped at the max hold
+	slot       uint16 // under WithLimit(limit), limit > 1: the slot held (limit.go)
+	limit      uint16
 	lost       chan struct{}
 	ended      chan struct{} // closed when the lock is released or lost
 	watchdog   *time.Timer
@@ -107,6 +109,9 @@ func (c *Client) newLock(res keys, token string, fence int64, ttl time.Duration,
 	}
 	if lc.maxHold > 0 {
 		l.holdEnd = start.Add(lc.maxHold)
+	}
+	if lc.limit > 1 {
+		l.slot, l.limit = lc.slot, uint16(lc.limit)
 	}
 	c.busy.Add(1)
 	l.mu.Lock() // the watchdog may fire at once and reads l.watchdog
@@ -245,7 +250,11 @@ func (l *Lock) markReleased() (wasLost bool, prev string, held bool) {
 func (l *Lock) releaseOnNodes(ctx context.Context, wasLost bool) error {
 	c := l.c
 	deadline := time.Now().Add(c.cfg.nodeTimeout)
-	r := c.broadcast("release", l.res.resource, c.allNodes()&^l.unsent, c.q, deadline, true, c.releaseArgs(l.res, l.token), queueReleaseScript)
+	s, args := queueReleaseScript, c.releaseArgs(l.res, l.token)
+	if l.limit > 1 {
+		s, args = slotRelease(l.res, l.token, l.res.channel, int(l.slot), int(l.limit))
+	}
+	r := c.broadcast("release", l.res.resource, c.allNodes()&^l.unsent, c.q, deadline, true, args, s)
 	err := r.collect(ctx, deadline, classifyOne)
 	switch {
 	case wasLost:

@@ -114,6 +114,9 @@ func (mq *memQueue) turn(argv []any) []any {
 	cur, held := m.getLocked(k[0])
 	mine := held && old != "" && cur == old
 	if held && !mine && !strings.HasPrefix(cur, reservePrefix) {
+		if strings.HasPrefix(cur, markPrefix) {
+			return []any{int64(0), int64(0), int64(0), int64(0), cur}
+		}
 		mq.enqueue(score, id, lease)
 		return []any{int64(0), int64(0), int64(0), int64(0)}
 	}

@@ -40,6 +40,7 @@ type watch struct {
 	C       chan struct{}
 	seen    uint64 // nodes that announced a release since reset; under n.mu
 	id      string // the waiter's queue id: ignore releases reserved for others; under n.mu
+	last    string // the announcement that last fired C (a slot's number, see limit.go); under n.mu
 }
 
 func newNotifier(c *Client) *notifier {
@@ -138,6 +139,7 @@ func (n *notifier) dispatch(i int, msgs <-chan *redis.Message) {
 				w.seen |= bit
 				if bits.OnesCount64(w.seen) >= n.c.q {
 					w.seen = 0
+					w.last = m.Payload
 					select {
 					case w.C <- struct{}{}:
 					default:
@@ -153,12 +155,19 @@ func (n *notifier) dispatch(i int, msgs <-chan *redis.Message) {
 // that only releases after the attempt wake the waiter.
 func (w *watch) reset() {
 	w.n.mu.Lock()
-	w.seen = 0
+	w.seen, w.last = 0, ""
 	w.n.mu.Unlock()
 	select {
 	case <-w.C:
 	default:
 	}
+}
+
+// payload returns the announcement that last fired C since the reset.
+func (w *watch) payload() string {
+	w.n.mu.Lock()
+	defer w.n.mu.Unlock()
+	return w.last
 }
 
 // close ends the watch; the last watcher of a channel schedules its

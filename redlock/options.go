@@ -136,6 +136,9 @@ func WithObserver(f func(Event)) Option { return func(c *config) { c.observer = 
 // lockConfig holds per-lock options.
 type lockConfig struct {
 	fencing bool
+	limited bool   // WithLimit was given
+	slot    uint16 // under WithLimit: the slot the current round asks for
+	limit   int32  // WithLimit's n, clamped to [MinInt32, MaxLimit+1]; 0 when not given (one holder)
 	maxHold time.Duration
 	holder  string // WithHolder's name
 	suffix  string // the holder part of this acquisition's tokens

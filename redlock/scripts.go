@@ -53,7 +53,12 @@ var (
 	turnScript         = newScript("queue.lua", "turn.lua")
 	queueReleaseScript = newScript("release_unqueued.lua", "queue.lua", "queue_release.lua")
 	leaveQueueScript   = newScript("queue.lua", "leave_queue.lua")
+	slotAcquireScript  = newScript("slot_acquire.lua", "fence_acquire.lua")
+	slotExtendScript   = newScript("slot_extend.lua", "extend.lua")
+	inspectSlotsScript = newScript("inspect_slots.lua")
+	slotReleaseScript  = newScript("slot_release.lua")
 )
 
 // allScripts are loaded on a node before its first script call.
-var allScripts = []*script{releaseScript, extendScript, fenceAcquireScript, fenceRaiseScript, inspectScript, turnScript, queueReleaseScript, leaveQueueScript}
+var allScripts = []*script{releaseScript, extendScript, fenceAcquireScript, fenceRaiseScript, inspectScript, turnScript, queueReleaseScript, leaveQueueScript,
+	slotAcquireScript, slotExtendScript, inspectSlotsScript, slotReleaseScript}

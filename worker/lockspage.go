@@ -113,7 +113,8 @@ type nodeRow struct {
 
 type lockRow struct {
 	Resource, Holder, Token, Nodes, TTL, Fence string
-	Minority                                   bool // the claim lacks a quorum: leftovers or a split
+	Slot                                       string // "slot 1/3" under a limit, else ""
+	Minority                                   bool   // the claim lacks a quorum: leftovers or a split
 	Parked                                     []string
 	Held                                       string    // how long it has been held, at least
 	since                                      time.Time // when this worker first saw the claim
@@ -166,8 +167,8 @@ func lockRows(locks []lockadmin.HeldLock, parked map[string][]string, quorum int
 			rows = append(rows, lockRow{Resource: l.Resource, Holder: "unknown: " + unanswered(l.Nodes), Minority: true, Fence: "-", Parked: parked[l.Resource]})
 		}
 		for i, c := range claims {
-			row := lockRow{Resource: l.Resource, Holder: c.Holder.String(), Token: shortID(c.Token, 8), token: c.Token,
-				Nodes: nodesText(c.Nodes, len(l.Nodes)), TTL: c.TTL.Round(time.Millisecond).String(), Minority: len(c.Nodes) < quorum, Fence: "-"}
+			row := lockRow{Resource: l.Resource, Slot: c.SlotText(), Holder: c.Holder.String(), Token: shortID(c.Token, 8), token: c.Token,
+				Nodes: nodesText(c.Nodes, lockadmin.NodeCount(l.Nodes)), TTL: c.TTL.Round(time.Millisecond).String(), Minority: len(c.Nodes) < quorum, Fence: "-"}
 			if c.Fence > 0 {
 				row.Fence = strconv.FormatInt(c.Fence, 10)
 			}

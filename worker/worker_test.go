@@ -247,4 +247,11 @@ func TestNewRejectsBadConfigAndHandlers(t *testing.T) {
 	if err := w.Handle("x", asynq.HandlerFunc(func(context.Context, *asynq.Task) error { return nil }), middleware.ByType(), middleware.WithTTL(-1)); err == nil {
 		t.Fatal("bad middleware option accepted")
 	}
+	noop := asynq.HandlerFunc(func(context.Context, *asynq.Task) error { return nil })
+	if err := w.Handle("import", noop, middleware.ByField("tenant"), middleware.WithLimit(0)); err == nil || !strings.Contains(err.Error(), "limit") {
+		t.Fatalf("limit 0 accepted by Handle: %v", err)
+	}
+	if err := w.Handle("import", noop, middleware.ByField("tenant"), middleware.WithLimit(3)); err != nil {
+		t.Fatalf("Handle with WithLimit(3): %v", err)
+	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"strings"
 
 	"github.com/asynqlock/asynqlock/internal/lockadmin"
 	"github.com/asynqlock/asynqlock/redlock"
@@ -52,10 +53,10 @@ func runList(ctx context.Context, a *app, flags any, args []string) error {
 		for _, h := range l.Locks {
 			claims := lockadmin.Claims(h.Nodes)
 			for _, g := range claims {
-				t.row(h.Resource, claimHolder(g), nodeList(g.Nodes, len(h.Nodes)), ttlText(g.TTL), fenceText(g.Fence))
+				t.row(resourceText(h.Resource, g), claimHolder(g), nodeList(g.Nodes, lockadmin.NodeCount(h.Nodes)), ttlText(g.TTL), fenceText(g.Fence))
 			}
 			if len(claims) == 0 { // found by the scan, then no node that answered held it
-				t.row(h.Resource, "? (nodes did not answer)", fmt.Sprintf("%d/%d failed", failed(h.Nodes), len(h.Nodes)), "-", "-")
+				t.row(h.Resource, "? (nodes did not answer)", fmt.Sprintf("%d/%d failed", failed(h.Nodes), lockadmin.NodeCount(h.Nodes)), "-", "-")
 			}
 		}
 		if err := t.flush(); err != nil {
@@ -89,7 +90,11 @@ func runShow(ctx context.Context, a *app, _ any, args []string) error {
 		if s.Err != nil {
 			holder, errText = "?", s.Err.Error()
 		}
-		t.row(fmt.Sprint(s.Node), s.Addr, holder, tok, ttlText(s.TTL), fenceText(s.Fence), errText)
+		node := fmt.Sprint(s.Node)
+		if s.Limit > 1 {
+			node += fmt.Sprintf(" (slot %d/%d)", s.Slot, s.Limit)
+		}
+		t.row(node, s.Addr, holder, tok, ttlText(s.TTL), fenceText(s.Fence), errText)
 	}
 	if err := t.flush(); err != nil {
 		return err
@@ -98,19 +103,32 @@ func runShow(ctx context.Context, a *app, _ any, args []string) error {
 	return nil
 }
 
-// summary says in one line who holds the resource.
+// summary says in one line who holds the resource (each held slot of a
+// resource used with a limit).
 func summary(resource, prefix string, states []redlock.NodeState, quorum int) string {
 	groups := lockadmin.Claims(states)
 	if len(groups) == 0 {
 		return fmt.Sprintf("%s: not held (key prefix %q)", resource, prefix)
 	}
+	var held []string
 	for _, g := range groups {
 		if len(g.Nodes) >= quorum {
-			return fmt.Sprintf("%s: held by %s on %s, quorum %d", resource, claimHolder(g), nodeList(g.Nodes, len(states)), quorum)
+			held = append(held, fmt.Sprintf("%s on %s", resourceText("by "+claimHolder(g), g), nodeList(g.Nodes, lockadmin.NodeCount(states))))
 		}
+	}
+	if len(held) > 0 {
+		return fmt.Sprintf("%s: held %s, quorum %d", resource, strings.Join(held, "; "), quorum)
 	}
 	return fmt.Sprintf("%s: keys on %d node(s) but no holder has the quorum of %d (leftovers that expire at their TTL, or an acquisition in progress)",
 		resource, len(states)-countFree(states), quorum)
+}
+
+// resourceText is text followed by the claim's slot, if any.
+func resourceText(text string, g lockadmin.Claim) string {
+	if s := g.SlotText(); s != "" {
+		return text + " (" + s + ")"
+	}
+	return text
 }
 
 func failed(states []redlock.NodeState) int {

@@ -360,3 +360,28 @@ func TestDependencyLinesAreJSONAndOnce(t *testing.T) {
 		t.Fatalf("%d go-redis lines about %s, want 1", dials, dead)
 	}
 }
+
+// TestListAndShowSlots: a resource used WithLimit shows each held slot, on
+// the nodes counted once.
+func TestListAndShowSlots(t *testing.T) {
+	nodes := redistest.StartCluster(t, 3)
+	urls := nodes.URLs()
+	ctx := within(t, 60*time.Second)
+	c := holderClient(t, urls)
+	var slots []int
+	for range 2 {
+		l, err := c.TryAcquire(ctx, "tenant-7", time.Minute, redlock.WithLimit(3), redlock.WithHolder("import"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		slots = append(slots, l.Slot())
+	}
+	r := cli(t, urls, "", "list")
+	want := []string{"RESOURCE", "3/3 (0,1,2)"}
+	for _, s := range slots {
+		want = append(want, fmt.Sprintf("tenant-7 (slot %d/3)", s))
+	}
+	r.want(t, 0, want...)
+	r = cli(t, urls, "", "show", "tenant-7")
+	r.want(t, 0, fmt.Sprintf("0 (slot %d/3)", slots[0]), fmt.Sprintf("(slot %d/3) on 3/3", slots[1]))
+}

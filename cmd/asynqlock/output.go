@@ -22,6 +22,8 @@ type nodeJSON struct {
 	Holder *redlock.Holder `json:"holder,omitempty"`
 	TTLMs  int64           `json:"ttl_ms,omitempty"`
 	Fence  int64           `json:"fence,omitempty"`
+	Slot   *int            `json:"slot,omitempty"`  // under a limit: which slot this state describes
+	Limit  int             `json:"limit,omitempty"` // the resource's limit, when it has one
 	Error  string          `json:"error,omitempty"`
 }
 
@@ -35,6 +37,9 @@ func toLockJSON(resource string, states []redlock.NodeState) lockJSON {
 	l := lockJSON{Resource: resource, Nodes: make([]nodeJSON, len(states))}
 	for i, s := range states {
 		n := nodeJSON{Node: s.Node, Addr: s.Addr, Held: s.Held(), TTLMs: s.TTL.Milliseconds(), Fence: s.Fence}
+		if s.Limit > 1 {
+			n.Slot, n.Limit = &s.Slot, s.Limit
+		}
 		if s.Held() {
 			n.Token = shortToken(s.Token) // a full token lets its bearer extend or release the lock
 		}

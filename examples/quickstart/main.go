@@ -32,18 +32,14 @@ func run(ctx context.Context) error {
 		return err
 	}
 	defer w.Close()
-	err = w.Handle("stock:adjust", asynq.HandlerFunc(adjustStock), middleware.ByField("sku"), middleware.WithRollback(undoAdjustment))
-	if err != nil {
+	if err := w.Handle("stock:adjust", asynq.HandlerFunc(adjustStock), middleware.ByField("sku"), middleware.WithRollback(undoAdjustment)); err != nil {
 		return err
 	}
 	return w.Run(ctx) // until SIGINT/SIGTERM (nil), or a failure; in-flight locks released
 }
 
-// adjustStock runs alone for its SKU; ctx is cancelled if the lock is lost.
-func adjustStock(ctx context.Context, t *asynq.Task) error {
-	lock, _ := middleware.LockFromContext(ctx) // resource, token, fence
-	_ = lock
-	return nil // your update
-}
+// adjustStock runs alone for its SKU; ctx is cancelled if the lock is lost, and
+// middleware.LockFromContext(ctx) gives the lock (resource, token, fence).
+func adjustStock(ctx context.Context, t *asynq.Task) error { return nil /* your update */ }
 
 func undoAdjustment(ctx context.Context, t *asynq.Task, cause error) error { return nil }

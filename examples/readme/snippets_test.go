@@ -116,10 +116,26 @@ func perResource(ctx context.Context, locks *redlock.Client, adjust func(context
 	if err := store.Write(work, lock.Fence(), record); err != nil { // storage rejects smaller fences
 		return err
 	}
-	states, _ := locks.Inspect(ctx, "report") // holder token, TTL and fence per node
-	for _, s := range states {
-		fmt.Println(s.Addr, s.Token != "", s.TTL.Round(time.Second), s.Fence)
-	}
 	// README:end
 	return nil
+}
+
+// limits is the README's Limits snippet: per-key and per-type limits on
+// handlers, and a slot taken directly.
+func limits(ctx context.Context, locks *redlock.Client, mux *asynq.ServeMux, importFile, charge asynq.Handler) error {
+	// README:begin limits
+	// At most 3 imports per tenant at once, across every worker and process:
+	mux.Handle("tenant:import", middleware.Lock(locks, middleware.ByField("tenant"),
+		middleware.WithLimit(3))(importFile))
+	// At most 10 calls to the payment provider at once in the cluster (per task type):
+	mux.Handle("payment:charge", middleware.Lock(locks, middleware.ByType(),
+		middleware.WithLimit(10))(charge))
+	// Or directly: one of 10 slots, each a Redlock lock of its own.
+	lock, err := locks.Acquire(ctx, "payment-provider", 30*time.Second, redlock.WithLimit(10))
+	if err != nil {
+		return err
+	}
+	fmt.Println("holding slot", lock.Slot())
+	return lock.Release(ctx)
+	// README:end
 }

@@ -2,6 +2,7 @@ package lockadmin
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	"github.com/asynqlock/asynqlock/internal/lockhook"
@@ -30,6 +31,31 @@ type Claim struct {
 	Nodes  []int          // node indexes, ascending
 	TTL    time.Duration  // the shortest remaining TTL among those nodes
 	Fence  int64          // the highest fencing counter among those nodes
+	// Slot and Limit: the slot the token holds, of a resource used
+	// redlock.WithLimit(Limit); both 0 otherwise.
+	Slot, Limit int
+}
+
+// NodeCount is the number of nodes a resource's states (Inspect, List)
+// describe: one state per node, or per node and slot for a resource of
+// several slots.
+func NodeCount(states []redlock.NodeState) int {
+	n := 0
+	for _, s := range states {
+		if s.Slot == 0 {
+			n++
+		}
+	}
+	return n
+}
+
+// SlotText names a claim's slot ("slot 1/3"), "" for a resource without a
+// limit.
+func (c Claim) SlotText() string {
+	if c.Limit < 2 {
+		return ""
+	}
+	return fmt.Sprintf("slot %d/%d", c.Slot, c.Limit)
 }
 
 // Claims groups a resource's node states (Inspect, List) by token, in node
@@ -46,7 +72,7 @@ func Claims(states []redlock.NodeState) []Claim {
 			h, _ := redlock.ParseHolder(s.Token)
 			i = len(out)
 			at[s.Token] = i
-			out = append(out, Claim{Token: s.Token, Holder: h, TTL: s.TTL})
+			out = append(out, Claim{Token: s.Token, Holder: h, TTL: s.TTL, Slot: s.Slot, Limit: s.Limit})
 		}
 		c := &out[i]
 		c.Nodes = append(c.Nodes, s.Node)

@@ -11,10 +11,15 @@
 -- ARGV[4] ticket; ARGV[5] waiter id; ARGV[6] lease in ms; ARGV[7] '1' to
 -- bump the fence; ARGV[8] counter retention in ms; ARGV[9] release channel;
 -- ARGV[10] '1' for keep mode
--- Returns {old released (0/1), new set (0/1), fence or 0, jumped the queue (0/1)}.
+-- Returns {old released (0/1), new set (0/1), fence or 0, jumped the queue (0/1)},
+-- and, when the key holds the mark of slots taken WithLimit (limit.go),
+-- {0, 0, 0, 0, mark}: the caller uses the resource with another limit.
 local cur = redis.call('GET', KEYS[1])
 local mine = cur ~= false and ARGV[1] ~= '' and cur == ARGV[1]
 if cur and not mine and string.sub(cur, 1, 7) ~= 'queued:' then
+	if string.sub(cur, 1, 6) == 'limit:' then
+		return {0, 0, 0, 0, cur}
+	end
 	enqueue(ARGV[4], ARGV[5], ARGV[6])
 	return {0, 0, 0, 0}
 end

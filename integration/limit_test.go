@@ -1,0 +1,141 @@
+package integration
+
+import (
+	"context"
+	"errors"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/asynqlock/asynqlock/internal/lockadmin"
+	"github.com/asynqlock/asynqlock/internal/redistest"
+	"github.com/asynqlock/asynqlock/redlock"
+)
+
+// limitRun is what limitContention saw.
+type limitRun struct {
+	ops, peak int64
+	slots     map[int]int64 // acquisitions per slot
+}
+
+// limitContention has workers on the clients (round robin) take resource
+// WithLimit(n) until maxOps acquisitions or d passed, each holding it a
+// moment; it fails the test when more than n hold it at once or one slot
+// has two holders. midway runs once, after a third of maxOps.
+func limitContention(t *testing.T, clients []*redlock.Client, workers, n int, d time.Duration, maxOps int64, midway func()) limitRun {
+	t.Helper()
+	var inside, peak, done atomic.Int64
+	slotIn := make([]atomic.Int32, n)
+	var mu sync.Mutex
+	slots := map[int]int64{}
+	var once sync.Once
+	deadline := time.Now().Add(d)
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Go(func() {
+			cl := clients[w%len(clients)]
+			rng := rand.New(rand.NewPCG(uint64(w), 21))
+			for time.Now().Before(deadline) && done.Load() < maxOps {
+				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+				l, err := cl.Acquire(ctx, "tenant", 5*time.Second, redlock.WithLimit(n))
+				cancel()
+				if err != nil {
+					t.Errorf("worker %d: %v", w, err)
+					return
+				}
+				s := l.Slot()
+				if !slotIn[s].CompareAndSwap(0, 1) {
+					t.Errorf("slot %d held twice at once", s)
+				}
+				now := inside.Add(1)
+				for p := peak.Load(); now > p && !peak.CompareAndSwap(p, now); p = peak.Load() {
+				}
+				if now > int64(n) {
+					t.Errorf("%d holders at once with limit %d", now, n)
+				}
+				time.Sleep(time.Duration(500+rng.IntN(2000)) * time.Microsecond)
+				inside.Add(-1)
+				slotIn[s].Store(0)
+				if err := l.Release(context.Background()); err != nil && !errors.Is(err, redlock.ErrQuorum) {
+					t.Errorf("worker %d: release: %v", w, err)
+				}
+				mu.Lock()
+				slots[s]++
+				mu.Unlock()
+				if done.Add(1) == maxOps/3 && midway != nil {
+					once.Do(midway)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	return limitRun{ops: done.Load(), peak: peak.Load(), slots: slots}
+}
+
+// TestLimitAtMostNHoldersWithANodeKilled: twelve workers on four
+// independent clients (as four processes; two without the in-process
+// queue) share a resource WithLimit(3) on five redis-server nodes, one of
+// them killed a third of the way: never more than 3 holders, never two on
+// one slot, and all 3 slots held at once at some point.
+func TestLimitAtMostNHoldersWithANodeKilled(t *testing.T) {
+	c := redistest.StartCluster(t, 5)
+	opts := []redlock.Option{redlock.WithNodeTimeout(time.Second), redlock.WithRetryDelay(time.Millisecond, 10*time.Millisecond)}
+	clients := []*redlock.Client{
+		lockClient(t, c, opts...),
+		urlLockClient(t, c, opts...),
+		lockClient(t, c, append(opts, lockadmin.WithLocalQueue(false))...),
+		lockClient(t, c, append(opts, lockadmin.WithLocalQueue(false))...),
+	}
+	const n = 3
+	run := limitContention(t, clients, 12, n, 20*time.Second, 900, func() {
+		if err := c.Nodes[4].Kill(); err != nil {
+			t.Error(err)
+		}
+	})
+	if run.peak != n {
+		t.Errorf("at most %d holders at once, want the limit %d reached", run.peak, n)
+	}
+	for s := range n {
+		if run.slots[s] == 0 {
+			t.Errorf("slot %d never held (%v)", s, run.slots)
+		}
+	}
+	t.Logf("%d acquisitions, peak %d holders, per slot %v", run.ops, run.peak, run.slots)
+}
+
+// TestLimitMismatchRefusedOnServers: on redis-server nodes, a caller with
+// another limit is refused with ErrLimitMismatch while slots are held.
+func TestLimitMismatchRefusedOnServers(t *testing.T) {
+	c := redistest.StartCluster(t, 3)
+	a := urlLockClient(t, c, redlock.WithNodeTimeout(time.Second))
+	b := urlLockClient(t, c, redlock.WithNodeTimeout(time.Second))
+	ctx := within(t, time.Minute)
+	l, err := a.Acquire(ctx, "r", 10*time.Second, redlock.WithLimit(3))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.Acquire(ctx, "r", 10*time.Second, redlock.WithLimit(4)); !errors.Is(err, redlock.ErrLimitMismatch) {
+		t.Fatalf("limit 4 beside limit 3: %v, want ErrLimitMismatch", err)
+	}
+	if _, err := b.Acquire(ctx, "r", 10*time.Second); !errors.Is(err, redlock.ErrLimitMismatch) {
+		t.Fatalf("no limit beside limit 3: %v, want ErrLimitMismatch", err)
+	}
+	if _, err := b.TryAcquire(ctx, "r", 10*time.Second, redlock.WithLimit(0)); !errors.Is(err, redlock.ErrInvalid) {
+		t.Fatalf("limit 0: %v, want ErrInvalid", err)
+	}
+	states, err := b.Inspect(ctx, "r")
+	if err != nil {
+		t.Fatal(err)
+	}
+	held := 0
+	for _, s := range states {
+		if s.Token == l.Token() && s.Slot == l.Slot() && s.Limit == 3 {
+			held++
+		}
+	}
+	if held < 2 {
+		t.Fatalf("Inspect shows the slot's token on %d of 3 nodes: %+v", held, states)
+	}
+}

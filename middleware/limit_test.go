@@ -1,0 +1,135 @@
+package middleware
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/asynqlock/asynqlock/redlock"
+	"github.com/hibiken/asynq"
+)
+
+// TestLimitRunsUpToNTasksOfAKey: with WithLimit(3), three tasks of one key
+// run at once, the others wait for a slot, and all run in the end.
+func TestLimitRunsUpToNTasksOfAKey(t *testing.T) {
+	e := patientEnv(t)
+	withMeta(t, taskMeta{id: "t", queue: "default"})
+	const n, tasks = 3, 6
+	var inside, peak atomic.Int32
+	release := make(chan struct{})
+	h := asynq.HandlerFunc(func(ctx context.Context, _ *asynq.Task) error {
+		now := inside.Add(1)
+		defer inside.Add(-1)
+		for p := peak.Load(); now > p && !peak.CompareAndSwap(p, now); p = peak.Load() {
+		}
+		select {
+		case <-release:
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	})
+	_, wrapped := lockMW(t, e.locks, ByType(), h, WithLimit(n), WithTTL(5*time.Second), WithPolicy(Wait(time.Minute)))
+	errs := make(chan error, tasks)
+	var wg sync.WaitGroup
+	for range tasks {
+		wg.Go(func() { errs <- wrapped.ProcessTask(context.Background(), task("import", "{}")) })
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for inside.Load() < n && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond)
+	}
+	if got := inside.Load(); got != n {
+		t.Fatalf("%d tasks of one key running with limit %d", got, n)
+	}
+	states, err := e.locks.Inspect(context.Background(), "task:import:import")
+	if err != nil {
+		t.Fatal(err)
+	}
+	held := 0
+	for _, s := range states {
+		if s.Held() {
+			held++
+		}
+	}
+	if held != n {
+		t.Fatalf("%d slots held on the node, want %d: %+v", held, n, states)
+	}
+	close(release)
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Error(err)
+		}
+	}
+	if p := peak.Load(); p != n {
+		t.Fatalf("peak %d tasks at once, want %d", p, n)
+	}
+}
+
+// TestLimitMismatchFailsTheTask: a task whose resource is held with
+// another limit fails with ErrLimitMismatch, never as a conflict.
+func TestLimitMismatchFailsTheTask(t *testing.T) {
+	e := patientEnv(t)
+	withMeta(t, taskMeta{id: "t", queue: "default"})
+	held, err := e.other.TryAcquire(context.Background(), "task:import:import", 5*time.Second, redlock.WithLimit(2))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = held.Release(context.Background()) }()
+	rec := &recorder{}
+	_, wrapped := lockMW(t, e.locks, ByType(), rec, WithLimit(3))
+	if err := wrapped.ProcessTask(context.Background(), task("import", "{}")); !errors.Is(err, redlock.ErrLimitMismatch) {
+		t.Fatalf("task beside holders of limit 2 with limit 3: %v, want ErrLimitMismatch", err)
+	}
+	if rec.count() != 0 {
+		t.Fatal("the handler ran")
+	}
+}
+
+// TestLimitCountsSlotsInShares: a resource of n slots is held here only
+// once n tasks hold it, and has n times the shares of waiters and promoted
+// tasks, and n times the pace.
+func TestLimitCountsSlotsInShares(t *testing.T) {
+	e := patientEnv(t)
+	m, _ := lockMW(t, e.locks, ByType(), &recorder{}, WithLimit(3), WithMaxWaiters(2))
+	one, _ := lockMW(t, e.locks, ByType(), &recorder{}, WithMaxWaiters(2))
+	ent := m.countHolder("r")
+	if m.heldHere("r") {
+		t.Fatal("one holder of 3 slots counts as held here")
+	}
+	m.countHolder("r")
+	m.countHolder("r")
+	if !m.heldHere("r") {
+		t.Fatal("3 holders of 3 slots do not count as held here")
+	}
+	m.uncountHolder("r", ent)
+	if got, want := m.freshShare(true), 3*one.freshShare(true); got != want {
+		t.Errorf("share of waiters %d, want %d", got, want)
+	}
+	if got, want := m.promoteDepth(), (depths{busy: 6, idle: 18}); got != want {
+		t.Errorf("promotion depths %+v, want %+v", got, want)
+	}
+	if got, want := m.typical("x"), one.typical("x")/3; got != want {
+		t.Errorf("a turn every %v, want %v", got, want)
+	}
+	c := NewWaitCap(8)
+	if !c.enter("s", 1) {
+		t.Fatal("a waiter of a one-slot resource refused under an empty cap")
+	}
+	for i := range 6 { // 3 of 4 slots waiting: 3/4 of the cap
+		if !c.enter("r", 3) {
+			t.Fatalf("waiter %d of a 3-slot resource refused beside a 1-slot one under a cap of 8", i)
+		}
+	}
+	if c.enter("r", 3) {
+		t.Fatal("a 3-slot resource went past its share of 3/4 of the cap")
+	}
+	if !c.enter("s", 1) || c.enter("s", 1) {
+		t.Fatal("the 1-slot resource did not get its share of 1/4 of the cap, exactly")
+	}
+}

@@ -1,0 +1,252 @@
+package redlock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	mrand "math/rand/v2"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// A resource locked WithLimit(n), n > 1, has n slots, each a Redlock lock
+// of its own (its key beside the resource's, under the same hash tag), so a
+// slot is as safe and as fault tolerant as a plain lock. The resource's own
+// lock key carries the limit's mark while any slot is held, which refuses
+// plain holders and holders of another limit (docs/REDLOCK.md, "Limits").
+
+// MaxLimit is the largest n WithLimit accepts: a TryAcquire of a full
+// resource makes one round per slot.
+const MaxLimit = 1024
+
+// markPrefix starts the limit's mark; tokens (rand.Text) are upper case and
+// reservations start with reservePrefix, so they never start with it.
+// lua/slot_acquire.lua and lua/turn.lua spell it out.
+const markPrefix = "limit:"
+
+// WithLimit lets up to n holders have the resource at once: each holds one
+// of n slots (Lock.Slot), and each slot is a quorum lock of its own, with the
+// safety and fault tolerance of a single lock. TryAcquire fails with
+// ErrLocked when all n are held; Acquire waits for whichever slot frees
+// first, woken by the release of any. Fences (WithFencing) grow across the
+// holders of all slots: one counter per resource. Every caller must use a
+// resource with the same n: a caller with another n (WithLimit(1) or no
+// WithLimit included) is refused with ErrLimitMismatch while the others hold
+// it, except TryAcquire and the first round of Acquire without a limit,
+// which see ErrLocked. n must be in [1, MaxLimit]; WithLimit(1) is the
+// default, one holder. Local hand-over (docs/HANDOVER.md) and the nodes'
+// waiter queue serve only n = 1: waiters of a resource of n > 1 slots queue
+// in FIFO order in their process and retry woken by releases.
+func WithLimit(n int) LockOption {
+	return func(c *lockConfig) { c.limit, c.limited = int32(max(min(n, MaxLimit+1), math.MinInt32)), true }
+}
+
+// Slot returns which of the resource's n slots the lock holds, in [0, n),
+// when it was acquired WithLimit(n); 0 otherwise.
+func (l *Lock) Slot() int { return int(l.slot) }
+
+// checkLimit validates WithLimit's n.
+func checkLimit(lc *lockConfig) error {
+	switch {
+	case !lc.limited:
+	case lc.limit < 1:
+		return invalidf("limit must be at least 1, got %d", lc.limit)
+	case lc.limit > MaxLimit:
+		return invalidf("limit must be at most %d", MaxLimit)
+	}
+	return nil
+}
+
+// limitMark is the value the resource's lock key holds while slots of a
+// limit of n are held.
+func limitMark(n int) string { return markPrefix + strconv.Itoa(n) }
+
+// markKey is the resource's own lock key, which holds the limit's mark
+// while slots are held: the slot key without its suffix.
+func (k keys) markKey() string { return k.key[:strings.LastIndex(k.key, ":slot:")] }
+
+// slotKeys are the keys of slot i of resource: the slot's lock key beside
+// the resource's (same hash tag), the resource's fencing counter and release
+// channel, shared by the slots.
+func (c *Client) slotKeys(resource string, i int) keys {
+	k := c.keysFor(resource)
+	k.key = slotKey(k.key, i)
+	return k
+}
+
+func slotKey(lockKey string, i int) string { return lockKey + ":slot:" + strconv.Itoa(i) }
+
+// slotArgs builds slotAcquireScript's arguments.
+func (c *Client) slotArgs(k keys, token string, ttlMs int64, lc *lockConfig) []any {
+	return slotAcquireScript.args([]string{k.key, k.fenceKey, k.markKey()}, token, ttlMs,
+		c.cfg.fenceRetention.Milliseconds(), limitMark(int(lc.limit)), flag(lc.fencing))
+}
+
+// slotRelease builds the release of slot key k (slot of limit) for token,
+// announced on channel (none when empty) with the slot's number.
+func slotRelease(k keys, token, channel string, slot, limit int) (*script, []any) {
+	mark := k.markKey()
+	names := make([]string, 2, 2+limit)
+	names[0], names[1] = k.key, mark
+	for i := range limit {
+		names = append(names, slotKey(mark, i))
+	}
+	return slotReleaseScript, slotReleaseScript.args(names, token, channel, limitMark(limit), strconv.Itoa(slot))
+}
+
+// classifySlot is for slotAcquireScript: a number means set, nil held by
+// another, a string another limit's holder (see mismatchOf).
+func classifySlot(rep reply) outcome {
+	if _, other := rep.val.(string); other && rep.err == nil {
+		return outRefused
+	}
+	return classifySet(rep)
+}
+
+// mismatchOf returns an error matching ErrLimitMismatch when a node of a
+// failed round answered that the resource is used with another limit: a
+// slot round's string (limit > 1), or a turn round's mark.
+func mismatchOf(r *round, k keys, limit int32) error {
+	for i, sl := range r.slots {
+		other := ""
+		switch v := sl.val.(type) {
+		case string:
+			if limit > 1 { // a plain SET answers "OK"
+				other = v
+			}
+		case []any:
+			if len(v) == 5 {
+				other, _ = v[4].(string)
+			}
+		}
+		if other == "" {
+			continue
+		}
+		return &opError{kinds: []error{ErrLimitMismatch}, summary: fmt.Sprintf(
+			"resource %q is used here with limit %d and on node %d with %s", k.resource, max(limit, 1), i, limitText(other))}
+	}
+	return nil
+}
+
+// limitText describes another caller's limit from what a node answered.
+func limitText(other string) string {
+	if n, ok := strings.CutPrefix(other, markPrefix); ok {
+		return "limit " + n
+	}
+	return "no limit (one holder)"
+}
+
+// trySlots makes one round per slot of a limited resource, from a random
+// slot on, until one is won; or, with only >= 0, one round for that slot.
+// When all are refused it returns an error that matches the causes of every
+// slot's failure (ErrLocked when all are held).
+func (c *Client) trySlots(ctx context.Context, resource string, ttl time.Duration, lc *lockConfig, only int) (*Lock, error) {
+	n, start, tries := int(lc.limit), only, 1
+	if only < 0 {
+		start, tries = mrand.IntN(n), n
+	}
+	all := &opError{summary: fmt.Sprintf("none of the %d slots could be taken", tries)}
+	for i := range tries {
+		slot := (start + i) % n
+		lc.slot = uint16(slot)
+		l, err := c.attempt(ctx, c.slotKeys(resource, slot), ttl, lc, nil)
+		if err == nil {
+			return l, nil
+		}
+		if ctx.Err() != nil || errors.Is(err, ErrClosed) || errors.Is(err, ErrLimitMismatch) {
+			return nil, err
+		}
+		all.add(err)
+	}
+	return nil, all
+}
+
+// add merges a slot's failure into e: its causes, its node errors (the
+// last slot's), and whether it was a split.
+func (e *opError) add(err error) {
+	var oe *opError
+	if !errors.As(err, &oe) {
+		e.kinds = appendNew(e.kinds, ErrQuorum)
+		return
+	}
+	for _, k := range oe.kinds {
+		e.kinds = appendNew(e.kinds, k)
+	}
+	e.nodes = oe.nodes
+	e.split = e.split || oe.split
+	e.took = max(e.took, oe.took)
+}
+
+func appendNew(errs []error, e error) []error {
+	for _, x := range errs {
+		if x == e {
+			return errs
+		}
+	}
+	return append(errs, e)
+}
+
+// acquireLimited is Acquire for a resource of n > 1 slots. As for one
+// holder, only the first of this client's callers (in FIFO order) tries the
+// nodes, so that a release sets one caller per process on the freed slot,
+// not all of them; once it holds a slot, the next caller tries the others.
+// It is woken by the release of any slot (then it tries that slot alone:
+// the others were held at its last try, and their releases are announced
+// too) or by the retry delay (then it tries all slots).
+func (c *Client) acquireLimited(ctx context.Context, resource string, ttl time.Duration, lc *lockConfig) (*Lock, int, error) {
+	base := c.keysFor(resource)
+	var t *turn
+	if c.cfg.localQueue {
+		var err error
+		// No handoffReq: a slot is never handed over (see WithLimit), and a
+		// slot does not keep the turn.
+		t, _, err = c.gates.enter(ctx, base.key+"#"+strconv.Itoa(int(lc.limit)), c.closed, nil)
+		if err != nil {
+			if errors.Is(err, ErrClosed) {
+				return nil, 0, err
+			}
+			return nil, 0, waitError(ctx, nil, &opError{kinds: []error{ErrLocked}, summary: "waited behind other callers of this client"})
+		}
+	}
+	p := pauser{c: c}
+	defer p.stop()
+	var last error
+	only := -1
+	for attempts := 1; ; attempts++ {
+		p.reset()
+		l, err := c.trySlots(ctx, resource, ttl, lc, only)
+		if err == nil {
+			t.leave() // the next caller of this client tries the other slots
+			return l, attempts, nil
+		}
+		if ctx.Err() != nil || errors.Is(err, ErrClosed) || errors.Is(err, ErrLimitMismatch) {
+			t.leave()
+			return nil, attempts, waitError(ctx, err, last)
+		}
+		last = err
+		if p.w == nil && errors.Is(err, ErrLocked) {
+			p.w = c.notify.watch(ctx, base.channel)
+			continue // a slot may have been released before the watch
+		}
+		if err := p.pause(ctx, err); err != nil {
+			t.leave()
+			return nil, attempts, waitError(ctx, err, last)
+		}
+		only = announcedSlot(&p, int(lc.limit))
+	}
+}
+
+// announcedSlot is the slot whose release woke the pause, -1 when the pause
+// ended otherwise (or the announcement names no slot of limit).
+func announcedSlot(p *pauser, limit int) int {
+	if !p.woke || p.w == nil {
+		return -1
+	}
+	s, err := strconv.Atoi(p.w.payload())
+	if err != nil || s < 0 || s >= limit {
+		return -1
+	}
+	return s
+}

@@ -1,0 +1,319 @@
+package redlock
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/asynqlock/asynqlock/internal/embedded"
+)
+
+// TestLimitGivesDistinctSlotsUpToN: n TryAcquires hold the n slots, the
+// next is refused with ErrLocked, and a released slot is taken again.
+func TestLimitGivesDistinctSlotsUpToN(t *testing.T) {
+	ctx := context.Background()
+	c, _ := embeddedClient(t)
+	const n = 3
+	held := map[int]*Lock{}
+	for range n {
+		l, err := c.TryAcquire(ctx, "tenant-1", 5*time.Second, WithLimit(n))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if s := l.Slot(); s < 0 || s >= n || held[s] != nil {
+			t.Fatalf("slot %d given twice or out of [0, %d)", s, n)
+		}
+		held[l.Slot()] = l
+	}
+	if _, err := c.TryAcquire(ctx, "tenant-1", 5*time.Second, WithLimit(n)); !errors.Is(err, ErrLocked) {
+		t.Fatalf("TryAcquire with all %d slots held: %v, want ErrLocked", n, err)
+	}
+	if err := held[1].Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	l, err := c.TryAcquire(ctx, "tenant-1", 5*time.Second, WithLimit(n))
+	if err != nil || l.Slot() != 1 {
+		t.Fatalf("after slot 1's release: slot %v, err %v; want slot 1", slotOf(l), err)
+	}
+	plain, err := c.TryAcquire(ctx, "other", 5*time.Second)
+	if err != nil || plain.Slot() != 0 {
+		t.Fatalf("a lock without WithLimit: slot %v, err %v; want 0", slotOf(plain), err)
+	}
+}
+
+func slotOf(l *Lock) any {
+	if l == nil {
+		return "none"
+	}
+	return l.Slot()
+}
+
+// TestLimitRefusesBadN: n outside [1, MaxLimit] is bad input.
+func TestLimitRefusesBadN(t *testing.T) {
+	c, _ := embeddedClient(t)
+	for _, n := range []int{0, -1, MaxLimit + 1} {
+		if _, err := c.TryAcquire(context.Background(), "r", time.Second, WithLimit(n)); !errors.Is(err, ErrInvalid) {
+			t.Errorf("TryAcquire WithLimit(%d): %v, want ErrInvalid", n, err)
+		}
+		if _, err := c.Acquire(context.Background(), "r", time.Second, WithLimit(n)); !errors.Is(err, ErrInvalid) {
+			t.Errorf("Acquire WithLimit(%d): %v, want ErrInvalid", n, err)
+		}
+	}
+}
+
+// TestLimitOneIsThePlainLock: WithLimit(1) takes the resource's own key,
+// as without the option.
+func TestLimitOneIsThePlainLock(t *testing.T) {
+	ctx := context.Background()
+	c, raw := embeddedClient(t)
+	l, err := c.TryAcquire(ctx, "r", 5*time.Second, WithLimit(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := raw.Get(ctx, c.keysFor("r").key).Val(); got != l.Token() {
+		t.Fatalf("WithLimit(1) left %q on the resource's key, want its token", got)
+	}
+	if _, err := c.TryAcquire(ctx, "r", 5*time.Second); !errors.Is(err, ErrLocked) {
+		t.Fatalf("a plain TryAcquire beside WithLimit(1): %v, want ErrLocked", err)
+	}
+}
+
+// TestLimitMismatchIsRefused: callers that use one resource with different
+// limits never share it, and are told why.
+func TestLimitMismatchIsRefused(t *testing.T) {
+	ctx := context.Background()
+	c, _ := embeddedClient(t)
+	if _, err := c.TryAcquire(ctx, "r", 5*time.Second, WithLimit(3)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.TryAcquire(ctx, "r", 5*time.Second, WithLimit(2)); !errors.Is(err, ErrLimitMismatch) {
+		t.Fatalf("WithLimit(2) beside holders WithLimit(3): %v, want ErrLimitMismatch", err)
+	}
+	if _, err := c.TryAcquire(ctx, "r", 5*time.Second); !errors.Is(err, ErrLocked) {
+		t.Fatalf("plain TryAcquire beside holders WithLimit(3): %v, want ErrLocked", err)
+	}
+	actx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if _, err := c.Acquire(actx, "r", 5*time.Second); !errors.Is(err, ErrLimitMismatch) || actx.Err() != nil {
+		t.Fatalf("plain Acquire beside holders WithLimit(3): %v, want ErrLimitMismatch before its deadline", err)
+	}
+
+	if _, err := c.TryAcquire(ctx, "p", 5*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.TryAcquire(ctx, "p", 5*time.Second, WithLimit(3)); !errors.Is(err, ErrLimitMismatch) {
+		t.Fatalf("WithLimit(3) beside a plain holder: %v, want ErrLimitMismatch", err)
+	}
+	if _, err := c.Acquire(actx, "p", 5*time.Second, WithLimit(3)); !errors.Is(err, ErrLimitMismatch) || actx.Err() != nil {
+		t.Fatalf("Acquire WithLimit(3) beside a plain holder: %v, want ErrLimitMismatch before its deadline", err)
+	}
+}
+
+// TestLimitAcquireWaitsForAnySlot: with every slot held, Acquire gets the
+// slot that frees, woken by its release.
+func TestLimitAcquireWaitsForAnySlot(t *testing.T) {
+	ctx := context.Background()
+	c, other := embeddedPair(t)
+	a, err := c.TryAcquire(ctx, "r", 30*time.Second, WithLimit(2))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := c.TryAcquire(ctx, "r", 30*time.Second, WithLimit(2))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, waiter := range []*Client{c, other} { // the same client, and another process
+		got := make(chan *Lock, 1)
+		go func() {
+			wctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+			defer cancel()
+			l, err := waiter.Acquire(wctx, "r", 30*time.Second, WithLimit(2))
+			if err != nil {
+				t.Error(err)
+			}
+			got <- l
+		}()
+		time.Sleep(50 * time.Millisecond) // most likely waiting by now; either way it must get the freed slot
+		if err := b.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+		l := <-got
+		if l == nil {
+			return
+		}
+		if l.Slot() != b.Slot() || l.Slot() == a.Slot() {
+			t.Fatalf("waiter got slot %d; slot %d was freed, %d is held", l.Slot(), b.Slot(), a.Slot())
+		}
+		b = l
+	}
+}
+
+// TestLimitFencesGrowAcrossSlots: one fencing counter per resource, whatever
+// the slot.
+func TestLimitFencesGrowAcrossSlots(t *testing.T) {
+	ctx := context.Background()
+	c, _ := embeddedClient(t)
+	var last int64
+	var held []*Lock
+	for i := range 6 {
+		l, err := c.TryAcquire(ctx, "r", 5*time.Second, WithLimit(3), WithFencing())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if l.Fence() <= last {
+			t.Fatalf("acquisition %d (slot %d): fence %d after %d", i, l.Slot(), l.Fence(), last)
+		}
+		last = l.Fence()
+		held = append(held, l)
+		if len(held) == 3 {
+			_ = held[0].Release(ctx)
+			held = held[1:]
+		}
+	}
+}
+
+// TestLimitInspectAndExtendPerSlot: Inspect shows each slot's holder; an
+// extension keeps the limit's mark at least as long as the slot.
+func TestLimitInspectAndExtendPerSlot(t *testing.T) {
+	ctx := context.Background()
+	c, raw := embeddedClient(t)
+	var locks []*Lock
+	for range 2 {
+		l, err := c.TryAcquire(ctx, "r", 5*time.Second, WithLimit(3))
+		if err != nil {
+			t.Fatal(err)
+		}
+		locks = append(locks, l)
+	}
+	states, err := c.Inspect(ctx, "r")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(states) != 3 {
+		t.Fatalf("Inspect of 3 slots on 1 node: %d states", len(states))
+	}
+	for _, l := range locks {
+		st := states[l.Slot()]
+		if st.Slot != l.Slot() || st.Limit != 3 || st.Token != l.Token() {
+			t.Fatalf("slot %d: state %+v, want its token", l.Slot(), st)
+		}
+	}
+	if err := locks[0].Extend(ctx, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	k := c.slotKeys("r", locks[0].Slot())
+	// Both are set to the TTL in one script; they are read one after the other.
+	if slot, mark := raw.PTTL(ctx, k.key).Val(), raw.PTTL(ctx, k.markKey()).Val(); mark < slot-100*time.Millisecond || slot < 30*time.Second {
+		t.Fatalf("after Extend(1m): slot TTL %v, mark TTL %v", slot, mark)
+	}
+}
+
+// embeddedPair returns two Clients, as of two processes, over one embedded
+// Redis.
+func embeddedPair(t *testing.T) (*Client, *Client) {
+	t.Helper()
+	srv := embedded.StartT(t)
+	var cs [2]*Client
+	for i := range cs {
+		c, err := NewFromURLs([]string{srv.URL()}, WithNodeTimeout(time.Second))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = c.Close() })
+		cs[i] = c
+	}
+	return cs[0], cs[1]
+}
+
+// TestLimitCanChangeOnceAllSlotsAreReleased: the last slot's release takes
+// the limit's mark away, so the resource can be used with another limit
+// (or none) at once.
+func TestLimitCanChangeOnceAllSlotsAreReleased(t *testing.T) {
+	ctx := context.Background()
+	c, raw := embeddedClient(t)
+	a, err := c.TryAcquire(ctx, "r", 30*time.Second, WithLimit(3))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := c.TryAcquire(ctx, "r", 30*time.Second, WithLimit(3))
+	if err != nil {
+		t.Fatal(err)
+	}
+	mark := c.keysFor("r").key
+	if err := a.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := raw.Get(ctx, mark).Val(); got != "limit:3" {
+		t.Fatalf("mark %q while a slot is held, want limit:3", got)
+	}
+	if err := b.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if n := raw.Exists(ctx, mark).Val(); n != 0 {
+		t.Fatal("the limit's mark outlived the last slot")
+	}
+	l, err := c.TryAcquire(ctx, "r", 30*time.Second)
+	if err != nil {
+		t.Fatalf("a plain lock once every slot was released: %v", err)
+	}
+	_ = l.Release(ctx)
+}
+
+// TestLimitForceReleaseFreesTheSlot: the operator's release of a slot's
+// token frees that slot.
+func TestLimitForceReleaseFreesTheSlot(t *testing.T) {
+	ctx := context.Background()
+	c, _ := embeddedClient(t)
+	a, err := c.TryAcquire(ctx, "r", 30*time.Second, WithLimit(2))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.TryAcquire(ctx, "r", 30*time.Second, WithLimit(2)); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := c.forceRelease(ctx, "r", a.Token()); err != nil || n != 1 {
+		t.Fatalf("force release of slot %d: %d nodes, %v", a.Slot(), n, err)
+	}
+	l, err := c.TryAcquire(ctx, "r", 30*time.Second, WithLimit(2))
+	if err != nil || l.Slot() != a.Slot() {
+		t.Fatalf("after the force release: slot %v, %v; want slot %d", slotOf(l), err, a.Slot())
+	}
+}
+
+// TestLimitSlotKeepAliveAndLoss: a slot is kept alive like a lock, and its
+// holder learns of its loss (its key gone) through KeepAlive's context.
+func TestLimitSlotKeepAliveAndLoss(t *testing.T) {
+	ctx := context.Background()
+	c, raw := embeddedClient(t)
+	l, err := c.TryAcquire(ctx, "r", 1500*time.Millisecond, WithLimit(2))
+	if err != nil {
+		t.Fatal(err)
+	}
+	work, stop := l.KeepAlive(ctx)
+	defer stop()
+	k := c.slotKeys("r", l.Slot()).key
+	extended, prev := 0, raw.PTTL(ctx, k).Val()
+	for range 1000 { // at most 20s: see two extensions of the slot's key
+		time.Sleep(20 * time.Millisecond)
+		ttl := raw.PTTL(ctx, k).Val()
+		if ttl > prev {
+			extended++
+		}
+		if prev = ttl; extended == 2 || work.Err() != nil {
+			break
+		}
+	}
+	if extended < 2 || work.Err() != nil {
+		t.Fatalf("slot not kept alive: %d extensions seen, %v", extended, context.Cause(work))
+	}
+	raw.Del(ctx, k)
+	select {
+	case <-work.Done():
+	case <-time.After(20 * time.Second):
+		t.Fatal("the slot's loss was not signalled")
+	}
+	if !errors.Is(context.Cause(work), ErrLockLost) {
+		t.Fatalf("cause %v, want ErrLockLost", context.Cause(work))
+	}
+}
