@@ -232,10 +232,8 @@ func TestReadmeRedlock(t *testing.T) {
 		return ctx.Err()
 	}
 	st := &store{}
-	var runErr error
-	runErr = perResource(ctx, locks, adjust, st, "report #1")
-	if runErr != nil {
-		t.Fatal(runErr)
+	if err := perResource(ctx, locks, adjust, st, "report #1"); err != nil {
+		t.Fatal(err)
 	}
 	if !slices.Equal(adjusted, []string{"A-100"}) {
 		t.Errorf("adjusted %v, want [A-100]", adjusted)
