@@ -14,7 +14,7 @@ import (
 // lock nodes are unreachable). It returns a lock only when it ended up
 // waiting for, and getting, the lock.
 func (m *mw) conflict(ctx context.Context, t *asynq.Task, meta taskMeta, res string, cause error, start time.Time, log taskLog) (*redlock.Lock, error) {
-	ev := Event{Kind: evConflict, TaskType: t.Type(), TaskID: meta.id, Resource: res, Policy: m.cfg.policy.name(), Err: cause}
+	ev := Event{Kind: EventConflict, TaskType: t.Type(), TaskID: meta.id, Resource: res, Policy: m.cfg.policy.name(), Err: cause}
 	busy := &conflictError{resource: res, cause: cause}
 	if errors.Is(cause, redlock.ErrLocked) {
 		busy.delay = m.delay(res)

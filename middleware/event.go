@@ -2,24 +2,39 @@ package middleware
 
 import "time"
 
-// Event is what the observer (WithObserver) receives. Kind is one of:
-//   - "acquired": the task got its lock after waiting (Wait, Handover);
-//   - "conflict": the resource was held; Action says what was done ("park",
-//     "requeue", "skip", "fail", "resubmit", "wait-exhausted-budget");
-//   - "lost": the lock was lost while the handler ran;
-//   - "rollback": the rollback hook ran (Err is its error);
-//   - "bad_key": the task's key could not be derived; it is archived;
-//   - "promoted": a parked task was moved to the front of its queue because
-//     a task of its resource started (Wait: how long it was parked);
-//   - "parked": the count of tasks parked on the resource (Parked) changed
-//     without a park or promotion: records of tasks that came back by
-//     themselves were dropped. With the counts of "park" conflicts and
-//     "promoted" events, it keeps a gauge of parked tasks exact.
-//
-// Kind, Policy, Action and Handover are short fixed names, fit for metric
-// labels.
+// EventKind tells what an Event reports. Its values are short snake_case
+// names, fit for metric labels and span attributes, as redlock's EventKind
+// and the scheduler's Outcome are.
+type EventKind string
+
+// Event kinds.
+const (
+	// EventAcquired: the task got its lock after waiting (Wait, Handover).
+	EventAcquired EventKind = "acquired"
+	// EventConflict: the resource was held; Action says what was done
+	// ("park", "requeue", "skip", "fail", "resubmit",
+	// "wait-exhausted-budget").
+	EventConflict EventKind = "conflict"
+	// EventLost: the lock was lost while the handler ran.
+	EventLost EventKind = "lost"
+	// EventRollback: the rollback hook ran (Err is its error).
+	EventRollback EventKind = "rollback"
+	// EventBadKey: the task's key could not be derived; it is archived.
+	EventBadKey EventKind = "bad_key"
+	// EventPromoted: a parked task was moved to the front of its queue
+	// because a task of its resource started (Wait: how long it was parked).
+	EventPromoted EventKind = "promoted"
+	// EventParked: the count of tasks parked on the resource (Parked)
+	// changed without a park or promotion: records of tasks that came back
+	// by themselves were dropped. With the counts of "park" conflicts and
+	// EventPromoted, it keeps a gauge of parked tasks exact.
+	EventParked EventKind = "parked"
+)
+
+// Event is what the observer (WithObserver) receives. Kind, Policy, Action
+// and Handover are short fixed names, fit for metric labels.
 type Event struct {
-	Kind     string
+	Kind     EventKind
 	TaskType string
 	TaskID   string
 	Resource string
@@ -35,17 +50,6 @@ type Event struct {
 	// on the resource (in the task's queue) after the event.
 	Parked int
 }
-
-// Event kinds.
-const (
-	evAcquired = "acquired"
-	evConflict = "conflict"
-	evLost     = "lost"
-	evRollback = "rollback"
-	evBadKey   = "bad_key"
-	evPromoted = "promoted"
-	evParked   = "parked"
-)
 
 func (m *mw) observe(e Event) {
 	if m.cfg.observer != nil {

@@ -37,9 +37,9 @@ func (g *gauge) observe(e Event) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	switch {
-	case e.Kind == evConflict && e.Action == "park", e.Kind == evParked:
+	case e.Kind == EventConflict && e.Action == "park", e.Kind == EventParked:
 		g.last[e.Resource] = e.Parked
-	case e.Kind == evPromoted:
+	case e.Kind == EventPromoted:
 		g.last[e.Resource] = e.Parked
 		g.promoted = append(g.promoted, e)
 	}

@@ -113,7 +113,7 @@ func (m *mw) process(ctx context.Context, t *asynq.Task, next asynq.Handler) err
 		waited = true
 	}
 	if m.cfg.observer != nil {
-		ev := Event{Kind: evAcquired, TaskType: t.Type(), TaskID: meta.id, Resource: res, Policy: m.cfg.policy.name(), Wait: time.Since(start)}
+		ev := Event{Kind: EventAcquired, TaskType: t.Type(), TaskID: meta.id, Resource: res, Policy: m.cfg.policy.name(), Wait: time.Since(start)}
 		if waited {
 			ev.Handover = m.handoverKind(res, time.Now())
 		}

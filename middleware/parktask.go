@@ -29,7 +29,7 @@ func (m *mw) parkTask(ctx context.Context, t *asynq.Task, meta taskMeta, res str
 		return lock, true, err
 	}
 	busy := &conflictError{resource: res, cause: cause, delay: m.backstop(res, p.fifo-1), nonce: p.nonce}
-	m.observe(Event{Kind: evConflict, TaskType: t.Type(), TaskID: meta.id, Resource: res, Policy: m.cfg.policy.name(), Action: "park", Wait: time.Since(start), Err: cause, Parked: p.fifo})
+	m.observe(Event{Kind: EventConflict, TaskType: t.Type(), TaskID: meta.id, Resource: res, Policy: m.cfg.policy.name(), Action: "park", Wait: time.Since(start), Err: cause, Parked: p.fifo})
 	traceParked(ctx, res, cause, p.fifo, busy.delay, "")
 	log.Debug("task parked: resource busy", "cause", cause, "position", p.fifo, "backstop", busy.delay)
 	return nil, true, busy
@@ -66,7 +66,7 @@ func (m *mw) parkCopy(ctx context.Context, t *asynq.Task, meta taskMeta, res str
 	if err := m.resubmit(ctx, t, meta, busy, log); err != nil {
 		return nil, false, nil // the usual last-retry path takes over
 	}
-	m.observe(Event{Kind: evConflict, TaskType: t.Type(), TaskID: meta.id, Resource: res, Policy: m.cfg.policy.name(), Action: "park", Wait: time.Since(start), Err: cause, Parked: p.fifo})
+	m.observe(Event{Kind: EventConflict, TaskType: t.Type(), TaskID: meta.id, Resource: res, Policy: m.cfg.policy.name(), Action: "park", Wait: time.Since(start), Err: cause, Parked: p.fifo})
 	if perr == nil { // recorded: it comes back on a promotion
 		traceParked(ctx, res, cause, p.fifo, busy.delay, nextID(meta.id))
 	}
@@ -92,7 +92,7 @@ func (m *mw) waitParked(ctx context.Context, t *asynq.Task, meta taskMeta, res s
 	}
 	m.promoteAhead(meta.queue, res, meta.id) // no longer on its way: frees its promotion slot
 	busy := &conflictError{resource: res, cause: err, delay: m.delay(res)}
-	m.observe(Event{Kind: evConflict, TaskType: t.Type(), TaskID: meta.id, Resource: res, Policy: m.cfg.policy.name(), Action: "requeue", Wait: time.Since(start), Err: err})
+	m.observe(Event{Kind: EventConflict, TaskType: t.Type(), TaskID: meta.id, Resource: res, Policy: m.cfg.policy.name(), Action: "requeue", Wait: time.Since(start), Err: err})
 	log.Debug("task requeued: parked once already and its resource stayed busy", "cause", err)
 	return nil, busy
 }

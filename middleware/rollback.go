@@ -25,7 +25,7 @@ func (m *mw) rollback(ctx context.Context, t *asynq.Task, meta taskMeta, lock *r
 		if err != nil {
 			err = fmt.Errorf("task %s (id %s): rollback not run: lock %s lost and not re-acquired: %w: %w", t.Type(), meta.id, res, redlock.ErrLockLost, err)
 			log.Error("rollback not run", "err", err)
-			m.observe(Event{Kind: evRollback, TaskType: t.Type(), TaskID: meta.id, Resource: res, Err: err})
+			m.observe(Event{Kind: EventRollback, TaskType: t.Type(), TaskID: meta.id, Resource: res, Err: err})
 			return nil, err
 		}
 	}
@@ -40,7 +40,7 @@ func (m *mw) rollback(ctx context.Context, t *asynq.Task, meta taskMeta, lock *r
 	} else {
 		log.Debug("rolled back", "cause", cause)
 	}
-	m.observe(Event{Kind: evRollback, TaskType: t.Type(), TaskID: meta.id, Resource: res, Err: err})
+	m.observe(Event{Kind: EventRollback, TaskType: t.Type(), TaskID: meta.id, Resource: res, Err: err})
 	return lock, err
 }
 

@@ -38,7 +38,7 @@ func (m *mw) run(ctx context.Context, t *asynq.Task, next asynq.Handler, lock *r
 	lost := declaredBefore(g.end(m.keeper), lock, m.cfg.ttl, returned)
 	if lost != nil {
 		log.Warn("lock lost while the task ran", "cause", lost)
-		m.observe(Event{Kind: evLost, TaskType: t.Type(), TaskID: meta.id, Resource: res, Err: lost})
+		m.observe(Event{Kind: EventLost, TaskType: t.Type(), TaskID: meta.id, Resource: res, Err: lost})
 		traceLost(ctx, res, lost)
 	}
 	cause := herr

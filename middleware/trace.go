@@ -81,7 +81,6 @@ func (m *mw) endWait(span trace.Span, rounds int, err error) {
 	span.End()
 }
 
-
 // taskEvent adds an event to the span of the task's context, if it records.
 func taskEvent(ctx context.Context, name string, attrs ...attribute.KeyValue) {
 	if span := trace.SpanFromContext(ctx); span.IsRecording() {

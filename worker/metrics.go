@@ -1,7 +1,6 @@
 package worker
 
 import (
-
 	"github.com/asynqlock/asynqlock/middleware"
 	"github.com/asynqlock/asynqlock/redlock"
 	"github.com/prometheus/client_golang/prometheus"
@@ -69,19 +68,18 @@ func (m *metrics) observeLock(e redlock.Event) {
 func (m *metrics) observeTask(e middleware.Event) {
 	m.park.observe(e)
 	switch e.Kind {
-	case "conflict":
+	case middleware.EventConflict:
 		m.conflicts.WithLabelValues(e.Policy, e.Action).Inc()
-	case "rollback":
+	case middleware.EventRollback:
 		if e.Err == nil {
 			m.rollbacks.WithLabelValues("ok").Inc()
 		} else {
 			m.rollbacks.WithLabelValues("failed").Inc()
 		}
-	case "bad_key":
+	case middleware.EventBadKey:
 		m.badKeys.Inc()
 	}
 }
-
 
 func boolGauge(g prometheus.Gauge, v bool) {
 	if v {

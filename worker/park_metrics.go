@@ -52,13 +52,13 @@ func newParkMetrics(reg prometheus.Registerer) *parkMetrics {
 // observe takes the middleware events about parking and hand-overs.
 func (m *parkMetrics) observe(e middleware.Event) {
 	switch {
-	case e.Kind == "promoted":
+	case e.Kind == middleware.EventPromoted:
 		m.promotions.Inc()
 		m.parkTime.Observe(e.Wait.Seconds())
 		m.seen(e.Resource, e.Parked)
-	case e.Kind == "conflict" && e.Action == "park", e.Kind == "parked":
+	case e.Kind == middleware.EventConflict && e.Action == "park", e.Kind == middleware.EventParked:
 		m.seen(e.Resource, e.Parked)
-	case e.Kind == "acquired" && e.Handover != "":
+	case e.Kind == middleware.EventAcquired && e.Handover != "":
 		m.handovers.WithLabelValues(e.Handover).Inc()
 	}
 }

@@ -43,9 +43,9 @@ func (j *journal) print(out io.Writer) {
 // observe records the middleware's conflicts and rollbacks.
 func (j *journal) observe(e middleware.Event) {
 	switch e.Kind {
-	case "conflict":
+	case middleware.EventConflict:
 		j.add("conflict %s: %s -> %s", e.TaskType, e.Resource, e.Action)
-	case "rollback":
+	case middleware.EventRollback:
 		j.add("rollback %s: %s (err: %v)", e.TaskType, e.Resource, e.Err)
 	}
 }
