@@ -10,7 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/asynqlock/asynqlock/internal/lockadmin"
 	"github.com/asynqlock/asynqlock/internal/redistest"
 	"github.com/asynqlock/asynqlock/redlock"
 	"github.com/go-redsync/redsync/v4"
@@ -120,7 +119,7 @@ func newRedlock(tb testing.TB, c *redistest.Cluster, opts ...redlock.Option) *re
 		opts = append(opts, redlock.WithNodeTimeout(*nodeTimeout))
 	}
 	if *batchWindow >= 0 {
-		opts = append(opts, lockadmin.WithBatchWindow(*batchWindow))
+		opts = append(opts, redlock.WithBatchWindow(*batchWindow))
 	}
 	rc, err := redlock.New(nodeClients(tb, c), opts...)
 	if err != nil {

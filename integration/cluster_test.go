@@ -201,7 +201,7 @@ func clusterCheckCase(t *testing.T, urls []string, addrs [][]string) {
 		t.Fatalf("NewFromURLs with one cluster listed twice: %v, want ErrSameServer", err)
 	}
 	// The operator's check keeps such nodes to report them.
-	again := newClusterLocks(t, twice, lockadmin.InspectOnly())
+	again := newClusterLocks(t, twice, redlock.WithInspectOnly())
 	reports, err = again.Check(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -224,7 +224,7 @@ func TestClusterMemberAsSingleServer(t *testing.T) {
 		t.Fatalf("NewFromURLs with a cluster member as redis://: %v, want ErrMisconfigured naming the cluster form", err)
 	}
 	// The operator's check keeps such a node to report it.
-	c := newClusterLocks(t, urls, lockadmin.InspectOnly())
+	c := newClusterLocks(t, urls, redlock.WithInspectOnly())
 	reports, err := c.Check(context.Background())
 	if err != nil {
 		t.Fatal(err)

@@ -5,8 +5,6 @@ import (
 	"strconv"
 	"strings"
 	"time"
-
-	"github.com/asynqlock/asynqlock/internal/lockhook"
 )
 
 // NodeState is one node's view of a resource.
@@ -35,11 +33,7 @@ func (s NodeState) Held() bool { return s.Token != "" }
 // node, or, for a resource held WithLimit(n) (its mark is on some node),
 // one per slot and node, slot by slot (Slot, Limit): n × the nodes.
 func (c *Client) Inspect(ctx context.Context, resource string) ([]NodeState, error) {
-	wait := c.cfg.nodeTimeout
-	if ctx != nil {
-		wait = max(wait, lockhook.InspectWait(ctx))
-	}
-	return c.inspect(ctx, resource, wait)
+	return c.inspect(ctx, resource, c.cfg.nodeTimeout)
 }
 
 // inspect is Inspect with every node's answer awaited for at most timeout.

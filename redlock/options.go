@@ -102,18 +102,25 @@ func WithRetryDelay(min, max time.Duration) Option {
 // node clocks differ by less than the retention. Default: 7 days.
 func WithFenceRetention(d time.Duration) Option { return func(c *config) { c.fenceRetention = d } }
 
-// withLocalQueue turns the in-process FIFO queue of Acquire waiters on or off
+// WithLocalQueue turns the in-process FIFO queue of Acquire waiters on or off
 // (default on). With it, only the head of each resource's queue contends on
-// the nodes, and a release hands the lock to the next local waiter at once.
-// Safety never depends on it: the quorum decides. Tests and benchmarks reach
-// it through internal/lockadmin.
-func withLocalQueue(on bool) Option { return func(c *config) { c.localQueue = on } }
+// the nodes, and a release hands the lock to the next local waiter in one
+// round. Off, every caller contends on the nodes by itself, as callers in
+// separate processes do (tests and benchmarks of that case use it). Safety
+// never depends on it: the quorum decides.
+func WithLocalQueue(on bool) Option { return func(c *config) { c.localQueue = on } }
 
-// withBatchWindow sets how long a node's worker may hold a call back to send
-// it together with others (default 100µs; 0 sends every call at once); see
-// docs/BATCHING.md. It must not exceed a quarter of the node timeout.
-// Benchmarks reach it through internal/lockadmin.
-func withBatchWindow(d time.Duration) Option { return func(c *config) { c.batchWindow = d } }
+// WithBatchWindow sets how long a node's worker may hold a call back to send
+// it together with others while callers overlap (default 100µs; 0 sends
+// every call at once; a lone caller never waits); see docs/BATCHING.md. It
+// must not exceed a quarter of the node timeout.
+func WithBatchWindow(d time.Duration) Option { return func(c *config) { c.batchWindow = d } }
+
+// WithInspectOnly makes NewFromURLs keep the nodes it would refuse (one
+// server reached twice, a misconfigured node) instead of failing, for a tool
+// that reports them (`asynqlock check`). Default: refused. Do not lock with
+// such a client: its nodes may not be independent.
+func WithInspectOnly() Option { return func(c *config) { c.inspectOnly = true } }
 
 // WithLogger sets the structured logger. Node failures are logged at Warn
 // once per change of state, with the node's address and the cause. Default:

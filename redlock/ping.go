@@ -3,21 +3,19 @@ package redlock
 import (
 	"context"
 	"time"
-
-	"github.com/asynqlock/asynqlock/internal/lockhook"
 )
 
 // pingNodes pings every node at once and reports each one's answer, waiting
 // for all of them (at most the node timeout), so that a probe can tell which
 // nodes are down and whether a quorum is left.
-func (c *Client) pingNodes(ctx context.Context) ([]lockhook.NodeStatus, error) {
+func (c *Client) pingNodes(ctx context.Context) ([]NodeStatus, error) {
 	r, err := c.pingAll(ctx)
 	if err != nil {
 		return nil, err
 	}
-	out := make([]lockhook.NodeStatus, len(c.nodes))
+	out := make([]NodeStatus, len(c.nodes))
 	for i, n := range c.nodes {
-		out[i] = lockhook.NodeStatus{Node: i, Addr: n.addr}
+		out[i] = NodeStatus{Node: i, Addr: n.addr}
 		if sl := r.slots[i]; sl.out != outOK {
 			cause := sl.err
 			if cause == nil {

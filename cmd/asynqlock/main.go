@@ -31,7 +31,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/asynqlock/asynqlock/internal/lockadmin"
 	"github.com/asynqlock/asynqlock/internal/workerconfig"
 	"github.com/asynqlock/asynqlock/redlock"
 	"github.com/asynqlock/asynqlock/worker"
@@ -197,7 +196,7 @@ func lockClient(cfg worker.Config, log *slog.Logger) (*redlock.Client, []string,
 	// An operator's reads are not latency-bound: give remote nodes time.
 	// Nodes a worker would refuse (one server twice, a wrong password) are
 	// kept: the commands report them.
-	c, err := lc.NewClient(redlock.WithLogger(log), redlock.WithNodeTimeout(max(cfg.NodeTimeout, time.Second)), lockadmin.InspectOnly())
+	c, err := lc.NewClient(redlock.WithLogger(log), redlock.WithNodeTimeout(max(cfg.NodeTimeout, time.Second)), redlock.WithInspectOnly())
 	return c, lc.Names(), err
 }
 

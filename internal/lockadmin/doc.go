@@ -1,7 +1,6 @@
-// Package lockadmin holds the operator's side of redlock that the module's
-// own tools need (cmd/asynqlock, the worker's health checks and /locks page)
-// and library users do not: listing held locks, breaking one, pinging the
-// nodes, and judging the reports of redlock.Client.Check (same server twice,
-// clocks apart). It also gives tests and benchmarks the client's tuning
-// knobs that are not options of the public API.
+// Package lockadmin builds the module's own operator views on redlock's
+// Admin calls (cmd/asynqlock, the worker's health checks and /locks page):
+// the held locks grouped by holder and slot, a forced release by token, and
+// judgements of redlock.Client.Check's reports (same server twice, clocks
+// apart).
 package lockadmin

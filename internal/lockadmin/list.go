@@ -7,7 +7,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/asynqlock/asynqlock/internal/lockhook"
 	"github.com/asynqlock/asynqlock/redlock"
 )
 
@@ -48,7 +47,7 @@ func List(ctx context.Context, c *redlock.Client, resourcePrefix string, limit i
 	if limit <= 0 {
 		limit = ListLimit
 	}
-	found, scanErrs, err := lockhook.Scan(c, ctx, resourcePrefix)
+	found, scanErrs, err := c.Admin().Scan(ctx, resourcePrefix)
 	if err != nil {
 		return nil, err
 	}
@@ -76,14 +75,13 @@ func List(ctx context.Context, c *redlock.Client, resourcePrefix string, limit i
 func inspectAll(ctx context.Context, c *redlock.Client, names []string) ([]HeldLock, error) {
 	locks := make([]HeldLock, len(names))
 	errs := make([]error, len(names))
-	ictx := lockhook.WithInspectWait(ctx, listNodeTimeout)
 	sem := make(chan struct{}, 16)
 	var wg sync.WaitGroup
 	for i, r := range names {
 		sem <- struct{}{}
 		wg.Go(func() {
 			defer func() { <-sem }()
-			st, err := c.Inspect(ictx, r)
+			st, err := c.Admin().Inspect(ctx, r, listNodeTimeout)
 			locks[i], errs[i] = HeldLock{Resource: r, Nodes: st}, err
 		})
 	}
