@@ -55,6 +55,8 @@ func TestClusterLockNodes(t *testing.T) {
 	t.Run("waiter on a hashed name", func(t *testing.T) { clusterWaiterCase(t, c) })
 	t.Run("scripts on every master", func(t *testing.T) { clusterScriptsCase(t, addrs) })
 	t.Run("listing", func(t *testing.T) { clusterListCase(t, c) })
+	t.Run("FIFO across clients", func(t *testing.T) { clusterFIFOCase(t, urls, addrs) })
+	t.Run("waiter subscribed on another shard", func(t *testing.T) { clusterCrossShardWakeCase(t, urls, addrs) })
 	t.Run("check per shard", func(t *testing.T) { clusterCheckCase(t, urls, addrs) })
 }
 
