@@ -51,6 +51,7 @@ func TestClusterLockNodes(t *testing.T) {
 	t.Run("listing", func(t *testing.T) { clusterListCase(t, c) })
 	t.Run("FIFO across clients", func(t *testing.T) { clusterFIFOCase(t, urls, addrs) })
 	t.Run("waiter subscribed on another shard", func(t *testing.T) { clusterCrossShardWakeCase(t, urls, addrs) })
+	t.Run("fences over every shard", func(t *testing.T) { clusterFencesCase(t, c, addrs) })
 	t.Run("check per shard", func(t *testing.T) { clusterCheckCase(t, urls, addrs) })
 }
 
@@ -152,6 +153,29 @@ func clusterListCase(t *testing.T, c *redlock.Client) {
 	slices.Sort(names)
 	if !slices.Equal(listed, names) {
 		t.Fatalf("listed %q, want %q", listed, names)
+	}
+}
+
+// clusterFencesCase: 300 fenced acquisitions, round-robin over names whose
+// keys lie on every shard of every node (and names with '}'), each fence
+// larger than the one before it for its name.
+func clusterFencesCase(t *testing.T, c *redlock.Client, addrs [][]string) {
+	ctx := within(t, 2*time.Minute)
+	names := append(redistest.SpreadNames(t, addrs, "fence-", clusterKey), "fence-}a", "}fence-b")
+	last := map[string]int64{}
+	for i := range 300 {
+		name := names[i%len(names)]
+		l, err := c.Acquire(ctx, name, 30*time.Second, redlock.WithFencing())
+		if err != nil {
+			t.Fatalf("acquisition %d of %q: %v", i, name, err)
+		}
+		if l.Fence() <= last[name] {
+			t.Fatalf("acquisition %d of %q: fence %d after %d", i, name, l.Fence(), last[name])
+		}
+		last[name] = l.Fence()
+		if err := l.Release(ctx); err != nil {
+			t.Fatalf("release %d of %q: %v", i, name, err)
+		}
 	}
 }
 
