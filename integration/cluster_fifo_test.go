@@ -146,16 +146,42 @@ func subscribers(ctx context.Context, t *testing.T, cc *redis.ClusterClient, cha
 // every node, on another master than the key of the resource it waits
 // for (the release is announced on the key's master) is woken by the
 // release. Its retry delay is a minute, past the wait's bound: only the
-// announcement can bring it the lock in time.
+// announcement can bring it the lock in time. go-redis opens the
+// connection on a random master of each node; when a client's masters
+// leave no such resource (they are one of each shard), another client is
+// tried.
 func clusterCrossShardWakeCase(t *testing.T, urls []string, addrs [][]string) {
 	ctx := within(t, 2*time.Minute)
 	ccs := clusterClients(t, addrs)
 	holder := newClusterLocks(t, urls)
-	waiter := newClusterLocks(t, urls, redlock.WithRetryDelay(time.Minute, time.Minute))
-	var at []string // per node, the master of the waiter's connection
-	waitBehind(ctx, t, holder, waiter, ccs, "wake-probe", func() {
+	for try := range 16 {
+		waiter := newClusterLocks(t, urls, redlock.WithRetryDelay(time.Minute, time.Minute))
+		at := subscribedAt(ctx, t, holder, waiter, ccs, fmt.Sprintf("wake-probe-%d", try))
+		name, ok := elsewhere(ctx, t, ccs, at)
+		if !ok {
+			_ = waiter.Close()
+			continue
+		}
+		waitBehind(ctx, t, holder, waiter, ccs, name, func() {
+			for i, cc := range ccs {
+				if subs := subscribers(ctx, t, cc, clusterKey(name)+":released"); subs[at[i]] != 1 || subs[masterOf(ctx, t, cc, clusterKey(name))] != 0 {
+					t.Fatalf("node %d: subscriptions %v, want the waiter's on %s, none on the key's master", i, subs, at[i])
+				}
+			}
+		})
+		return
+	}
+	t.Fatal("16 clients' pub/sub connections all sat on one master of each shard")
+}
+
+// subscribedAt returns, per node, the master the waiter's pub/sub
+// connection sits on: it has the waiter wait for probe behind holder.
+func subscribedAt(ctx context.Context, t *testing.T, holder, waiter *redlock.Client, ccs []*redis.ClusterClient, probe string) []string {
+	t.Helper()
+	var at []string
+	waitBehind(ctx, t, holder, waiter, ccs, probe, func() {
 		for _, cc := range ccs {
-			for m, n := range subscribers(ctx, t, cc, clusterKey("wake-probe")+":released") {
+			for m, n := range subscribers(ctx, t, cc, clusterKey(probe)+":released") {
 				if n > 0 {
 					at = append(at, m)
 				}
@@ -165,19 +191,12 @@ func clusterCrossShardWakeCase(t *testing.T, urls []string, addrs [][]string) {
 			t.Fatalf("the waiter's subscriptions are on masters %v, want one per node", at)
 		}
 	})
-	name := elsewhere(ctx, t, ccs, at)
-	waitBehind(ctx, t, holder, waiter, ccs, name, func() {
-		for i, cc := range ccs {
-			if subs := subscribers(ctx, t, cc, clusterKey(name)+":released"); subs[at[i]] != 1 || subs[masterOf(ctx, t, cc, clusterKey(name))] != 0 {
-				t.Fatalf("node %d: subscriptions %v, want the waiter's on %s, none on the key's master", i, subs, at[i])
-			}
-		}
-	})
+	return at
 }
 
 // elsewhere returns a resource name whose key is, on every node i, on
-// another master than at[i].
-func elsewhere(ctx context.Context, t *testing.T, ccs []*redis.ClusterClient, at []string) string {
+// another master than at[i]; false if none is (at holds every shard).
+func elsewhere(ctx context.Context, t *testing.T, ccs []*redis.ClusterClient, at []string) (string, bool) {
 	t.Helper()
 	for i := range 256 {
 		name, apart := fmt.Sprintf("wake-%d", i), true
@@ -185,11 +204,10 @@ func elsewhere(ctx context.Context, t *testing.T, ccs []*redis.ClusterClient, at
 			apart = apart && masterOf(ctx, t, cc, clusterKey(name)) != at[n]
 		}
 		if apart {
-			return name
+			return name, true
 		}
 	}
-	t.Fatalf("no name with its key away from masters %v", at)
-	return ""
+	return "", false
 }
 
 // waitBehind has holder hold name and waiter wait for it; once the waiter
