@@ -132,6 +132,10 @@ func (c *Client) Check(ctx context.Context) ([]NodeReport, error) {
 	if c.isClosed() {
 		return nil, ErrClosed
 	}
+	// After the warm-up (right after New, at most warmWait): the script
+	// probe then finds the scripts where the warm-up loaded them, on every
+	// master of a cluster node, instead of racing it into a NOSCRIPT.
+	c.awaitWarm(ctx)
 	out := make([]NodeReport, len(c.nodes))
 	var wg sync.WaitGroup
 	for i, n := range c.nodes {
