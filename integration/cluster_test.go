@@ -2,24 +2,18 @@ package integration
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/asynqlock/asynqlock/worker"
-	"io"
 	"log/slog"
-	"net/http"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/asynqlock/asynqlock/internal/lockadmin"
 	"github.com/asynqlock/asynqlock/internal/redistest"
-	"github.com/asynqlock/asynqlock/middleware"
 	"github.com/asynqlock/asynqlock/redlock"
-	"github.com/hibiken/asynq"
+	"github.com/asynqlock/asynqlock/worker"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -55,6 +49,9 @@ func TestClusterLockNodes(t *testing.T) {
 	t.Run("waiter on a hashed name", func(t *testing.T) { clusterWaiterCase(t, c) })
 	t.Run("scripts on every master", func(t *testing.T) { clusterScriptsCase(t, addrs) })
 	t.Run("listing", func(t *testing.T) { clusterListCase(t, c) })
+	t.Run("FIFO across clients", func(t *testing.T) { clusterFIFOCase(t, urls, addrs) })
+	t.Run("waiter subscribed on another shard", func(t *testing.T) { clusterCrossShardWakeCase(t, urls, addrs) })
+	t.Run("fences over every shard", func(t *testing.T) { clusterFencesCase(t, c, addrs) })
 	t.Run("check per shard", func(t *testing.T) { clusterCheckCase(t, urls, addrs) })
 }
 
@@ -159,6 +156,29 @@ func clusterListCase(t *testing.T, c *redlock.Client) {
 	}
 }
 
+// clusterFencesCase: 300 fenced acquisitions, round-robin over names whose
+// keys lie on every shard of every node (and names with '}'), each fence
+// larger than the one before it for its name.
+func clusterFencesCase(t *testing.T, c *redlock.Client, addrs [][]string) {
+	ctx := within(t, 2*time.Minute)
+	names := append(redistest.SpreadNames(t, addrs, "fence-", clusterKey), "fence-}a", "}fence-b")
+	last := map[string]int64{}
+	for i := range 300 {
+		name := names[i%len(names)]
+		l, err := c.Acquire(ctx, name, 30*time.Second, redlock.WithFencing())
+		if err != nil {
+			t.Fatalf("acquisition %d of %q: %v", i, name, err)
+		}
+		if l.Fence() <= last[name] {
+			t.Fatalf("acquisition %d of %q: fence %d after %d", i, name, l.Fence(), last[name])
+		}
+		last[name] = l.Fence()
+		if err := l.Release(ctx); err != nil {
+			t.Fatalf("release %d of %q: %v", i, name, err)
+		}
+	}
+}
+
 // clusterCheckCase: Check reports every shard of every node, with distinct
 // identities; an evicting shard is named; a second URL to one cluster (by
 // another seed) is caught as the same servers.
@@ -257,110 +277,5 @@ func TestClusterMemberAsSingleServer(t *testing.T) {
 	}
 	if _, err := worker.New(cfg, worker.WithLogger(slog.New(slog.DiscardHandler))); err == nil || !strings.Contains(err.Error(), "redis-cluster://"+addrs[0]) {
 		t.Fatalf("worker.New = %v, want a refusal naming redis-cluster://%s", err, addrs[0])
-	}
-}
-
-// clusterTally counts a worker's tasks per SKU: how many ran, and whether
-// two of one SKU ever overlapped.
-type clusterTally struct {
-	mu      sync.Mutex
-	running map[string]int
-	ran     map[string]int
-	overlap []string
-	done    chan struct{}
-	want    int
-	total   int
-}
-
-func (c *clusterTally) start(sku string) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.running[sku]++; c.running[sku] > 1 {
-		c.overlap = append(c.overlap, sku)
-	}
-}
-
-func (c *clusterTally) end(sku string) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.running[sku]--
-	c.ran[sku]++
-	if c.total++; c.total == c.want {
-		close(c.done)
-	}
-}
-
-// TestClusterWorkerFromEnv: a worker configured only by its variables, with
-// three cluster lock nodes and a cluster broker, runs every task of a hot
-// SKU and of cold ones (with braces) exactly once, one at a time per SKU.
-func TestClusterWorkerFromEnv(t *testing.T) {
-	urls, _ := redistest.StartLockClusters(t, 3, 3)
-	broker := redistest.StartRedisCluster(t, 3)
-	w := newWorker(t, map[string]string{
-		"ASYNQ_REDIS_URL":            "redis-cluster://" + strings.Join(broker, ","),
-		"REDLOCK_NODES":              strings.Join(urls, ","),
-		"REDLOCK_NODE_TIMEOUT":       "1s",
-		"WORKER_CONCURRENCY":         "8",
-		"WORKER_SHUTDOWN_TIMEOUT":    "2s",
-		"WORKER_TASK_CHECK_INTERVAL": "50ms",
-		"METRICS_ADDR":               "127.0.0.1:0",
-		"LOG_LEVEL":                  "error",
-	})
-	skus := []string{"}x", "a}:fence", "{", "cold-1", "cold-2"}
-	for range 30 {
-		skus = append(skus, "hot")
-	}
-	tally := &clusterTally{running: map[string]int{}, ran: map[string]int{}, done: make(chan struct{}), want: len(skus)}
-	h := asynq.HandlerFunc(func(_ context.Context, tk *asynq.Task) error {
-		var p struct{ SKU string }
-		if err := json.Unmarshal(tk.Payload(), &p); err != nil {
-			return err
-		}
-		tally.start(p.SKU)
-		time.Sleep(5 * time.Millisecond) // long enough for a second holder to show
-		tally.end(p.SKU)
-		return nil
-	})
-	if err := w.Handle("cluster:sku", h, middleware.ByField("sku")); err != nil {
-		t.Fatal(err)
-	}
-	runWorker(t, w)
-	for i, sku := range skus {
-		payload, _ := json.Marshal(map[string]any{"sku": sku, "n": i})
-		if _, err := w.Client().Enqueue(asynq.NewTask("cluster:sku", payload)); err != nil {
-			t.Fatalf("enqueue: %v", err)
-		}
-	}
-	select {
-	case <-tally.done:
-	case <-time.After(120 * time.Second):
-		t.Fatalf("ran %d of %d tasks within 120s", tally.total, tally.want)
-	}
-	tally.mu.Lock()
-	defer tally.mu.Unlock()
-	if len(tally.overlap) > 0 || tally.ran["hot"] != 30 || tally.ran["}x"] != 1 {
-		t.Fatalf("overlaps %q; ran %v", tally.overlap, tally.ran)
-	}
-	locksPageShowsClusterLock(t, w.Addr(), urls)
-}
-
-// locksPageShowsClusterLock: the worker's /locks page lists a lock held on
-// the cluster nodes, under a name with a brace, on all three nodes.
-func locksPageShowsClusterLock(t *testing.T, addr string, urls []string) {
-	t.Helper()
-	ctx := context.Background()
-	l, err := newClusterLocks(t, urls).TryAcquire(ctx, "held-}x", time.Minute)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = l.Release(ctx) }()
-	resp, err := http.Get("http://" + addr + "/locks")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	body, _ := io.ReadAll(resp.Body)
-	if resp.StatusCode != 200 || !strings.Contains(string(body), "held-}x") || !strings.Contains(string(body), "3/3 (0,1,2)") {
-		t.Fatalf("/locks %d:\n%s", resp.StatusCode, body)
 	}
 }

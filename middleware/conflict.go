@@ -49,10 +49,11 @@ func (m *mw) conflict(ctx context.Context, t *asynq.Task, meta taskMeta, res str
 // waits for the lock as long as the task may run.
 func (m *mw) lastRetry(ctx context.Context, t *asynq.Task, meta taskMeta, res string, ev Event, busy *conflictError, start time.Time, log taskLog) (*redlock.Lock, error) {
 	cause := busy.cause
-	dropCopy := false
+	dropCopy, copyID := false, ""
 	if m.cfg.enqueuer != nil {
 		ev.Action = "resubmit"
-		err := m.resubmit(ctx, t, meta, busy, log)
+		copyID = m.copyID(meta)
+		err := m.resubmit(ctx, t, meta, copyID, busy, log)
 		if err == nil {
 			ev.Wait, ev.Err = time.Since(start), cause
 			m.observe(ev)
@@ -60,7 +61,7 @@ func (m *mw) lastRetry(ctx context.Context, t *asynq.Task, meta taskMeta, res st
 			return nil, fmt.Errorf("task %s (id %s) resubmitted: %w: %w", t.Type(), meta.id, busy, asynq.RevokeTask)
 		}
 		ev.Err = errors.Join(cause, err)
-		if !m.copyAbsent(meta) {
+		if !m.copyAbsent(meta, copyID) {
 			// The copy may have been stored all the same (a lost reply):
 			// running this run as well could apply the task twice, while
 			// an archived task stays visible and can be run again.
@@ -85,7 +86,7 @@ func (m *mw) lastRetry(ctx context.Context, t *asynq.Task, meta taskMeta, res st
 		return nil, fmt.Errorf("task %s (id %s) on its last retry: %w", t.Type(), meta.id, &conflictError{resource: res, cause: err})
 	}
 	if dropCopy {
-		copyRuns, err := m.dropLateCopy(meta, log)
+		copyRuns, err := m.dropLateCopy(meta, copyID, log)
 		if copyRuns || err != nil {
 			m.release(ctx, lock, log)
 		}

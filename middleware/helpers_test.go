@@ -176,6 +176,7 @@ type fakeEnqueuer struct {
 	err         error
 	lostReplies int
 	calls       int
+	failed      [][]asynq.Option // the options of each enqueue that failed with err
 }
 
 func (f *fakeEnqueuer) EnqueueContext(_ context.Context, task *asynq.Task, opts ...asynq.Option) (*asynq.TaskInfo, error) {
@@ -183,6 +184,7 @@ func (f *fakeEnqueuer) EnqueueContext(_ context.Context, task *asynq.Task, opts 
 	defer f.mu.Unlock()
 	f.calls++
 	if f.err != nil {
+		f.failed = append(f.failed, opts)
 		return nil, f.err
 	}
 	id := ""

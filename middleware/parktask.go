@@ -60,18 +60,19 @@ func (m *mw) parkCopy(ctx context.Context, t *asynq.Task, meta taskMeta, res str
 	busy := &conflictError{resource: res, cause: cause, delay: m.backstop(res, m.waiting(res))}
 	// Recorded first: the record waits parkSettle for its copy to be
 	// stored, while a copy promoted by nobody would wait for its backstop.
-	p, perr := m.park(ctx, meta.queue, res, meta.id, nextID(meta.id), true)
+	id := m.copyID(meta)
+	p, perr := m.park(ctx, meta.queue, res, meta.id, id, true)
 	m.warnPark(res, perr)
 	m.parkedHere(meta.queue, res, p.fifo)
-	if err := m.resubmit(ctx, t, meta, busy, log); err != nil {
+	if err := m.resubmit(ctx, t, meta, id, busy, log); err != nil {
 		return nil, false, nil // the usual last-retry path takes over
 	}
 	m.observe(Event{Kind: EventConflict, TaskType: t.Type(), TaskID: meta.id, Resource: res, Policy: m.cfg.policy.name(), Action: "park", Wait: time.Since(start), Err: cause, Parked: p.fifo})
 	if perr == nil { // recorded: it comes back on a promotion
-		traceParked(ctx, res, cause, p.fifo, busy.delay, nextID(meta.id))
+		traceParked(ctx, res, cause, p.fifo, busy.delay, id)
 	}
-	log.Debug("task parked on its last retry: resource busy; a copy was resubmitted", "cause", cause, "copy_id", nextID(meta.id), "position", p.fifo, "backstop", busy.delay)
-	return nil, true, fmt.Errorf("task %s (id %s) parked as %s: %w: %w", t.Type(), meta.id, nextID(meta.id), busy, asynq.RevokeTask)
+	log.Debug("task parked on its last retry: resource busy; a copy was resubmitted", "cause", cause, "copy_id", id, "position", p.fifo, "backstop", busy.delay)
+	return nil, true, fmt.Errorf("task %s (id %s) parked as %s: %w: %w", t.Type(), meta.id, id, busy, asynq.RevokeTask)
 }
 
 // waitParked makes a task that was parked once wait for its lock rather

@@ -3,36 +3,41 @@ package middleware
 import (
 	"context"
 	"errors"
-	"strconv"
-	"strings"
 	"time"
 
 	"github.com/asynqlock/asynqlock/internal/lockutil"
 	"github.com/hibiken/asynq"
 )
 
-// resubmitMark separates a task ID from its resubmission count.
-const resubmitMark = "~r"
+// Completed copies are kept (asynq's Retention) for as long as the run that
+// resubmitted them may still look for them, and a margin: see copyRetention.
+const (
+	copyKeepMargin  = time.Minute
+	copyKeepDefault = 30 * time.Minute // asynq's default task timeout
+)
 
 // errInspectTimeout is an inspector call that did not answer in time.
 var errInspectTimeout = errors.New("no answer from the broker within the resubmission timeout")
 
-// resubmit enqueues a copy of the task under a derived ID (so that a crash
-// between resubmitting and revoking cannot make two copies), in the same
-// queue with the same retry budget (and, with an inspector, the same
-// timeout, deadline and retention), after a conflict delay. A failed enqueue
-// is tried once more: the derived ID makes a repeat safe, and a copy stored
-// by the first try despite its error then shows as a conflict on the ID.
-func (m *mw) resubmit(ctx context.Context, t *asynq.Task, meta taskMeta, busy *conflictError, log taskLog) error {
+// resubmit enqueues a copy of the task under the derived ID id (see copyID;
+// so that a crash between resubmitting and revoking cannot make two
+// copies), in the same queue with the same retry budget (and, with an
+// inspector, the same timeout, deadline and retention), after a conflict
+// delay. A failed enqueue is tried once more: the derived ID makes a repeat
+// safe, and a copy stored by the first try despite its error then shows as
+// a conflict on the ID.
+func (m *mw) resubmit(ctx context.Context, t *asynq.Task, meta taskMeta, id string, busy *conflictError, log taskLog) error {
 	d, _ := conflictDelay(busy)
 	// The copy keeps what is left of the retry budget (nothing, on a last
 	// retry): conflicts never consume it, and a resubmission must not
 	// refill it.
-	opts := []asynq.Option{asynq.TaskID(nextID(meta.id)), asynq.MaxRetry(max(meta.maxRetry-meta.retried, 0)), asynq.ProcessIn(d)}
+	opts := []asynq.Option{asynq.TaskID(id), asynq.MaxRetry(max(meta.maxRetry-meta.retried, 0)), asynq.ProcessIn(d)}
 	if meta.queue != "" {
 		opts = append(opts, asynq.Queue(meta.queue))
 	}
-	opts = append(opts, m.originalOptions(meta, log)...)
+	extra, retention := m.originalOptions(meta, log)
+	opts = append(opts, extra...)
+	opts = append(opts, asynq.Retention(max(retention, copyRetention(ctx))))
 	var err error
 	for range 2 {
 		ectx, cancel := lockutil.Detached(ctx)
@@ -45,16 +50,30 @@ func (m *mw) resubmit(ctx context.Context, t *asynq.Task, meta taskMeta, busy *c
 	return err
 }
 
+// copyRetention is how long a completed copy stays in the broker: as long
+// as the resubmitting run may still wait for its lock (its deadline) and a
+// margin. A failed resubmission whose copy was stored all the same, late,
+// may then complete before that run gets its lock; the run reads the copy
+// as completed (see dropLateCopy) instead of "not found", which would look
+// like "never stored" and make it run the task a second time.
+func copyRetention(ctx context.Context) time.Duration {
+	if dl, ok := ctx.Deadline(); ok {
+		return max(time.Until(dl), 0) + copyKeepMargin
+	}
+	return copyKeepDefault + copyKeepMargin
+}
+
 // originalOptions looks up the options of the running task that asynq does
-// not pass to its handler, when an inspector is configured.
-func (m *mw) originalOptions(meta taskMeta, log taskLog) []asynq.Option {
+// not pass to its handler, when an inspector is configured: its timeout and
+// deadline as options, and its retention.
+func (m *mw) originalOptions(meta taskMeta, log taskLog) ([]asynq.Option, time.Duration) {
 	if m.cfg.inspector == nil || meta.queue == "" {
-		return nil
+		return nil, 0
 	}
 	info, err := inspect(func() (*asynq.TaskInfo, error) { return m.cfg.inspector.GetTaskInfo(meta.queue, meta.id) })
 	if err != nil {
 		log.Warn("resubmitting without the task's timeout, deadline and retention: lookup failed", "err", err)
-		return nil
+		return nil, 0
 	}
 	var opts []asynq.Option
 	if info.Timeout > 0 {
@@ -63,43 +82,59 @@ func (m *mw) originalOptions(meta taskMeta, log taskLog) []asynq.Option {
 	if !info.Deadline.IsZero() {
 		opts = append(opts, asynq.Deadline(info.Deadline))
 	}
-	if info.Retention > 0 {
-		opts = append(opts, asynq.Retention(info.Retention))
-	}
-	return opts
+	return opts, info.Retention
 }
 
-// copyAbsent reports whether the broker says the resubmitted copy does not
-// exist; false when it cannot tell (no inspector, no answer).
-func (m *mw) copyAbsent(meta taskMeta) bool {
+// copyAbsent reports whether the broker says the resubmitted copy id does
+// not exist; false when it cannot tell (no inspector, no answer).
+func (m *mw) copyAbsent(meta taskMeta, id string) bool {
 	if m.cfg.inspector == nil || meta.queue == "" {
 		return false
 	}
-	_, err := inspect(func() (*asynq.TaskInfo, error) { return m.cfg.inspector.GetTaskInfo(meta.queue, nextID(meta.id)) })
+	_, err := m.lookupCopy(meta, id)
 	return errors.Is(err, asynq.ErrTaskNotFound)
 }
 
 // dropLateCopy runs after a failed resubmission, once the task got its lock,
 // just before it runs: a copy whose enqueue was still on its way when
-// copyAbsent looked would run the task a second time, so it is deleted.
-// copyRuns reports a copy that exists and cannot be deleted (it is running):
-// the copy does the work. err means the broker could not tell.
-func (m *mw) dropLateCopy(meta taskMeta, log taskLog) (copyRuns bool, err error) {
-	id := nextID(meta.id)
+// copyAbsent looked would run the task a second time, so it is deleted; one
+// that completed meanwhile did the work, and is kept long enough to be seen
+// (copyRetention): "not found" means never stored. copyRuns reports a copy
+// that did or does the work (completed, or running and so not deletable):
+// this run must not. err means the broker could not tell. Looking before
+// deleting matters: asynq deletes a completed task too. A copy cannot
+// complete between the two, as this run holds the lock.
+func (m *mw) dropLateCopy(meta taskMeta, id string, log taskLog) (copyRuns bool, err error) {
+	info, err := m.lookupCopy(meta, id)
+	switch {
+	case errors.Is(err, asynq.ErrTaskNotFound):
+		return false, nil
+	case err != nil:
+		return false, err
+	case info.State == asynq.TaskStateCompleted:
+		log.Warn("a resubmitted copy that was stored late completed the task; this run does not", "copy_id", id)
+		return true, nil
+	}
 	_, derr := inspect(func() (struct{}, error) { return struct{}{}, m.cfg.inspector.DeleteTask(meta.queue, id) })
 	switch {
 	case derr == nil:
 		log.Warn("deleted a resubmitted copy that was stored late; this run does the work", "copy_id", id)
 		return false, nil
 	case errors.Is(derr, asynq.ErrTaskNotFound):
-		return false, nil
+		return false, nil // gone meanwhile: revoked by its own run
 	}
-	if _, gerr := inspect(func() (*asynq.TaskInfo, error) { return m.cfg.inspector.GetTaskInfo(meta.queue, id) }); gerr == nil {
-		return true, nil
+	if _, gerr := m.lookupCopy(meta, id); gerr == nil {
+		return true, nil // running: not deletable
 	} else if !errors.Is(gerr, asynq.ErrTaskNotFound) {
 		return false, errors.Join(derr, gerr)
 	}
-	return false, nil // gone meanwhile: it completed or was deleted
+	return false, nil // gone meanwhile
+}
+
+// lookupCopy looks a resubmitted copy up, bounded by the resubmission
+// timeout.
+func (m *mw) lookupCopy(meta taskMeta, id string) (*asynq.TaskInfo, error) {
+	return inspect(func() (*asynq.TaskInfo, error) { return m.cfg.inspector.GetTaskInfo(meta.queue, id) })
 }
 
 // inspect runs an inspector call, which takes no context, bounded by the
@@ -124,15 +159,4 @@ func inspect[T any](f func() (T, error)) (T, error) {
 		var zero T
 		return zero, errInspectTimeout
 	}
-}
-
-// nextID derives the ID of a resubmitted task: "id~r1", then "id~r2"...
-func nextID(id string) string {
-	base, n := id, 0
-	if i := strings.LastIndex(id, resubmitMark); i >= 0 {
-		if k, err := strconv.Atoi(id[i+len(resubmitMark):]); err == nil {
-			base, n = id[:i], k
-		}
-	}
-	return base + resubmitMark + strconv.Itoa(n+1)
 }
