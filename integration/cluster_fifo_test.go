@@ -155,7 +155,10 @@ func clusterCrossShardWakeCase(t *testing.T, urls []string, addrs [][]string) {
 	ccs := clusterClients(t, addrs)
 	holder := newClusterLocks(t, urls)
 	for try := range 16 {
-		waiter := newClusterLocks(t, urls, redlock.WithRetryDelay(time.Minute, time.Minute))
+		// A node timeout far above the machine's worst delay: one node
+		// missing the waiter's queued round would leave it to the minute's
+		// retry, past the wait's bound (seen once under a loaded full run).
+		waiter := newClusterLocks(t, urls, redlock.WithRetryDelay(time.Minute, time.Minute), redlock.WithNodeTimeout(5*time.Second))
 		at := subscribedAt(ctx, t, holder, waiter, ccs, fmt.Sprintf("wake-probe-%d", try))
 		name, ok := elsewhere(ctx, t, ccs, at)
 		if !ok {
