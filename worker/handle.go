@@ -30,7 +30,6 @@ func (w *Worker) Handle(taskType string, h asynq.Handler, key middleware.KeyFunc
 			middleware.WithPolicy(policy),
 			middleware.WithBroker(w.ping),
 			middleware.WithMaxWaiters(max(1, w.cfg.Concurrency/2)),
-			middleware.WithWaitCap(w.waitCap),
 			middleware.WithLogger(w.log),
 			middleware.WithObserver(w.metrics.observeTask),
 		}, opts...)

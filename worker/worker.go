@@ -33,10 +33,9 @@ type Worker struct {
 	reg       *prometheus.Registry
 	metrics   *metrics
 	health    *health
-	nodes     nodeCheck           // lock nodes' identity and settings (nodecheck.go)
-	seen      lockAges            // when the /locks page first saw each claim (lockages.go)
-	parked    parkedReader        // for the /locks page
-	waitCap   *middleware.WaitCap // half the concurrency: waiters across resources, shared by every Handle
+	nodes     nodeCheck    // lock nodes' identity and settings (nodecheck.go)
+	seen      lockAges     // when the /locks page first saw each claim (lockages.go)
+	parked    parkedReader // for the /locks page
 
 	ready     atomic.Bool
 	stopping  atomic.Bool
@@ -80,8 +79,7 @@ func New(cfg Config, opts ...Option) (*Worker, error) {
 		o.log = slog.Default()
 	}
 	b, _ := parseBroker(cfg.AsynqRedisURL, cfg.asynqTLS())
-	w := &Worker{cfg: cfg, log: o.log, broker: b.opt, mux: asynq.NewServeMux(), reg: prometheus.NewRegistry(),
-		waitCap: middleware.NewWaitCap(max(1, cfg.Concurrency/2))}
+	w := &Worker{cfg: cfg, log: o.log, broker: b.opt, mux: asynq.NewServeMux(), reg: prometheus.NewRegistry()}
 	w.once = dependencyLogs(o.log, ownsDefault)
 	w.metrics = newMetrics(w.reg)
 	w.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
