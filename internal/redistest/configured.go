@@ -137,11 +137,12 @@ func (s *Server) Addr() string { return net.JoinHostPort(loopback, strconv.Itoa(
 // TLSAddr is the TLS address, 127.0.0.1:TLSPort.
 func (s *Server) TLSAddr() string { return net.JoinHostPort(loopback, strconv.Itoa(s.TLSPort)) }
 
-// ClosedAddr returns a loopback address where nothing listened a moment ago:
-// a node that is down from the start.
+// ClosedAddr returns a loopback address that refuses connections until tb
+// ends, and that no listener can take meanwhile: a node that is down from
+// the start.
 func ClosedAddr(tb testing.TB) string {
 	tb.Helper()
-	port, err := freePort()
+	port, err := reserveClosedPort(tb)
 	if err != nil {
 		tb.Fatal(err)
 	}

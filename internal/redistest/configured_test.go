@@ -4,9 +4,11 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"net"
 	"os"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -74,5 +76,20 @@ func TestStartSentinelAnswersForItsMaster(t *testing.T) {
 func TestClosedAddrRefuses(t *testing.T) {
 	if err := Client(t, ClosedAddr(t)).Ping(context.Background()).Err(); err == nil {
 		t.Fatal("something answered at ClosedAddr")
+	}
+}
+
+// TestClosedAddrStaysClosed: the address refuses connections, and no
+// listener (not even one on port 0 asking the kernel for any) can take it
+// while the test runs.
+func TestClosedAddrStaysClosed(t *testing.T) {
+	addr := ClosedAddr(t)
+	if c, err := net.DialTimeout("tcp", addr, 5*time.Second); err == nil {
+		_ = c.Close()
+		t.Fatalf("%s accepted a connection", addr)
+	}
+	if ln, err := net.Listen("tcp", addr); err == nil {
+		_ = ln.Close()
+		t.Fatalf("a listener took %s", addr)
 	}
 }
