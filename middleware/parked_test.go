@@ -69,3 +69,22 @@ func TestBrokerFailureIsLoggedOncePerChange(t *testing.T) {
 		t.Fatalf("want one recovery line and no password, got:\n%s", out)
 	}
 }
+
+// TestClosedBrokerClientIsNoFailure: a promotion that meets the broker
+// client closed by the application's shutdown warns nothing (the demo
+// printed such a line at its end).
+func TestClosedBrokerClientIsNoFailure(t *testing.T) {
+	var buf workertest.Buffer
+	logger := slog.New(slog.NewTextHandler(&buf, nil))
+	broker := redis.NewClient(&redis.Options{Addr: "127.0.0.1:6399"})
+	_ = broker.Close()
+	m := &mw{cfg: config{broker: broker, logger: logger}}
+	m.warnPromote(res, broker.Ping(context.Background()).Err())
+	if out := buf.String(); strings.Contains(out, "level=WARN") {
+		t.Fatalf("a closed client was reported as a broker failure:\n%s", out)
+	}
+	m.warnPromote(res, errors.New("connection refused"))
+	if out := buf.String(); !strings.Contains(out, "level=WARN") {
+		t.Fatalf("a real failure after it was not reported:\n%s", out)
+	}
+}

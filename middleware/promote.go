@@ -2,9 +2,11 @@ package middleware
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"github.com/asynqlock/asynqlock/internal/lockutil"
+	"github.com/redis/go-redis/v9"
 )
 
 // promoteAhead releases parked tasks of res when a task of res starts
@@ -258,8 +260,14 @@ func (m *mw) warnPromote(res string, err error) {
 }
 
 // brokerState logs a broker call's failure once per change of state:
-// *failing is the state (guarded by m.mu), down and up the messages.
+// *failing is the state (guarded by m.mu), down and up the messages. A
+// broker client the application closed (it is shutting down) is no broker
+// failure: Debug only, the state unchanged.
 func (m *mw) brokerState(failing *bool, res string, err error, down, up string) {
+	if errors.Is(err, redis.ErrClosed) {
+		m.cfg.logger.Debug(down, "resource", res, "broker", lockutil.Addr(m.cfg.broker), "err", err)
+		return
+	}
 	m.mu.Lock()
 	was := *failing
 	*failing = err != nil
