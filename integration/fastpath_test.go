@@ -62,16 +62,20 @@ func TestUncontendedAcquireTakesTheFastPath(t *testing.T) {
 	c := redistest.StartCluster(t, 3)
 	cl := urlLockClient(t, c, redlock.WithNodeTimeout(time.Second))
 	lockUnlock(t, cl, "warm-up") // connections, scripts
-	sets0, evals0 := commandCalls(t, c, "set"), commandCalls(t, c, "evalsha")
+	sets0, evals0, pubs0 := commandCalls(t, c, "set"), commandCalls(t, c, "evalsha"), commandCalls(t, c, "publish")
 	const n = 20
 	for i := range n {
 		lockUnlock(t, cl, "free-"+strconv.Itoa(i))
 	}
-	sets, evals := commandCalls(t, c, "set"), commandCalls(t, c, "evalsha")
+	sets, evals, pubs := commandCalls(t, c, "set"), commandCalls(t, c, "evalsha"), commandCalls(t, c, "publish")
 	for i := range c.Nodes {
-		// Per lock: one SET, then the release and Inspect scripts.
+		// Per lock: one SET, then the release and Inspect scripts; the
+		// release announces nothing, since nobody queued.
 		if d, e := sets[i]-sets0[i], evals[i]-evals0[i]; d != n || e != 2*n {
 			t.Errorf("node %d ran %d SETs and %d scripts for %d uncontended locks, want %d and %d (release, inspect)", i, d, e, n, n, 2*n)
+		}
+		if p := pubs[i] - pubs0[i]; p != 0 {
+			t.Errorf("node %d announced %d of %d uncontended releases, want none", i, p, n)
 		}
 		nc := redis.NewClient(redistest.ClientOptions(c.Nodes[i].ServerAddr()))
 		queues, err := nc.Keys(within(t, 10*time.Second), "*:q*").Result()
@@ -102,11 +106,17 @@ func TestUncontendedAcquireTakesTheFastPath(t *testing.T) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
+	pubs0 = commandCalls(t, c, "publish")
 	if err := holder.Release(within(t, time.Minute)); err != nil {
 		t.Fatal(err)
 	}
 	if err := <-got; err != nil {
 		t.Fatal(err)
+	}
+	// Control: the release with a waiter queued announces it on every node
+	// that ran it (the waiter's retry delay alone would also wake it).
+	if p := sum(commandCalls(t, c, "publish")) - sum(pubs0); p < len(c.Nodes)/2+1 {
+		t.Errorf("the release with a waiter queued was announced on %d nodes, want at least a quorum", p)
 	}
 }
 

@@ -171,6 +171,10 @@ func (m *memNode) execQueue(s *script, keys []string, argv []any) (val any, ok b
 		if v, held := m.getLocked(keys[0]); !held || v != str(argv[0]) {
 			return int64(0), true
 		}
+		if mq.q == nil || len(mq.q.m) == 0 { // release_unqueued.lua: unannounced
+			delete(m.data, keys[0])
+			return int64(1), true
+		}
 		mq.free(num(argv[1]))
 		return int64(1), true
 	case leaveQueueScript:

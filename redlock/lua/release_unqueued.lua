@@ -1,7 +1,9 @@
 -- release_unqueued (sent before queue.lua in queue_release): the common
--- case of a release, a resource nobody queues for, as cheap as release.lua:
--- no prelude, no queue helpers (measured: 2.6µs a call against 3.5µs with
--- the prelude). It does what queue_release does when the queue is absent.
+-- case of a release, a resource nobody queues for: a compare-and-delete, no
+-- prelude, no queue helpers (measured: 2.6µs a call against 3.5µs with the
+-- prelude) and no announcement (1.9µs against 2.6µs with it): a waiter
+-- queues on the nodes (turn.lua) before it waits for one, so a node without
+-- a queue has nobody to wake.
 -- KEYS as queue.lua
 -- ARGV as queue_release.lua
 -- Returns 1, or 0 when the key was not ours; when waiters are queued it
@@ -11,8 +13,5 @@ if redis.call('EXISTS', KEYS[2]) == 0 then
 		return 0
 	end
 	redis.call('DEL', KEYS[1])
-	if ARGV[3] ~= '' then
-		redis.call('PUBLISH', ARGV[3], '1')
-	end
 	return 1
 end
