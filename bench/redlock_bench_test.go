@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"runtime"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -95,8 +96,9 @@ const distinctWorkers = 32
 // BenchmarkDistinctKeys measures throughput without contention: 32
 // goroutines, each on its own key, lock and unlock in a loop, b.N operations
 // in all; asynqlock once with TryAcquire (one attempt) and once with Acquire
-// (asynqlock-acquire). Reports operations per second, allocations per
-// operation, and CPU time per operation of this process (go-cpu-µs/op) and
+// (asynqlock-acquire). Reports operations per second, the p50 and p99 of
+// one lock+unlock's latency amid the 32, allocations per operation, and
+// CPU time per operation of this process (go-cpu-µs/op) and
 // of the five redis-servers together (redis-cpu-µs/op): on a loaded machine
 // the CPU figures move far less than the wall-clock ones.
 func BenchmarkDistinctKeys(b *testing.B) {
@@ -113,19 +115,23 @@ func BenchmarkDistinctKeys(b *testing.B) {
 			for g := range hs {
 				hs[g].lock, hs[g].unlock = l.handle(prefix+strconv.Itoa(g), false)
 			}
+			// lat[i] is the i-th lock+unlock's latency, whichever goroutine ran it.
+			var lat []time.Duration
 			run := func(total int64) error {
 				ctx, cancel := context.WithTimeout(b.Context(), opBudget)
 				defer cancel()
 				fe := &firstError{cancel: cancel}
 				var next atomic.Int64
 				var wg sync.WaitGroup
+				lat = make([]time.Duration, total)
 				for g, h := range hs {
 					wg.Go(func() {
-						for next.Add(1) <= total {
+						for i := next.Add(1); i <= total; i = next.Add(1) {
 							if err := ctx.Err(); err != nil {
 								fe.set(fmt.Errorf("goroutine %d: stopped: %w", g, err))
 								return
 							}
+							t0 := time.Now()
 							if err := h.lock(ctx); err != nil {
 								fe.set(fmt.Errorf("goroutine %d: lock: %w", g, err))
 								return
@@ -134,6 +140,7 @@ func BenchmarkDistinctKeys(b *testing.B) {
 								fe.set(fmt.Errorf("goroutine %d: unlock: %w", g, err))
 								return
 							}
+							lat[i-1] = time.Since(t0)
 						}
 					})
 				}
@@ -156,6 +163,9 @@ func BenchmarkDistinctKeys(b *testing.B) {
 				b.Fatal(err)
 			}
 			b.ReportMetric(float64(b.N)/elapsed.Seconds(), "ops/s")
+			slices.Sort(lat)
+			b.ReportMetric(micros(percentile(lat, 0.50)), "p50-µs")
+			b.ReportMetric(micros(percentile(lat, 0.99)), "p99-µs")
 			b.ReportMetric(micros(cpu1-cpu0)/float64(b.N), "go-cpu-µs/op")
 			b.ReportMetric(micros(srvCPU1-srvCPU0)/float64(b.N), "redis-cpu-µs/op")
 		})

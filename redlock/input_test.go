@@ -62,6 +62,27 @@ func TestNewRejectsBadNodes(t *testing.T) {
 	c.Close()
 }
 
+// TestDefaultBatchWindowFitsTheNodeTimeout: the default window (1ms) never
+// makes a short node timeout a bad configuration; it shrinks to a quarter of
+// it, while an explicit window that does not fit is refused (above).
+func TestDefaultBatchWindowFitsTheNodeTimeout(t *testing.T) {
+	a := lockNodeClient("127.0.0.1:1", 0)
+	t.Cleanup(func() { a.Close() })
+	for _, tc := range []struct {
+		timeout, want time.Duration
+	}{{defaultNodeTimeout, time.Millisecond}, {2 * time.Millisecond, 500 * time.Microsecond}} {
+		c, err := New([]redis.UniversalClient{a}, WithNodeTimeout(tc.timeout))
+		if err != nil {
+			t.Fatalf("node timeout %v: %v", tc.timeout, err)
+		}
+		got := c.nodes[0].window
+		c.Close()
+		if got != tc.want {
+			t.Errorf("node timeout %v: batch window %v, want %v", tc.timeout, got, tc.want)
+		}
+	}
+}
+
 func TestCallsRejectBadInput(t *testing.T) {
 	// Real time: a generous node timeout for the calls that do reach the nodes.
 	c, _ := memClient(t, 3, WithNodeTimeout(500*time.Millisecond))

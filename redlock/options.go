@@ -15,7 +15,7 @@ const (
 	defaultRetryMin       = 25 * time.Millisecond
 	defaultRetryMax       = 100 * time.Millisecond
 	defaultFenceRetention = 7 * 24 * time.Hour
-	defaultBatchWindow    = 100 * time.Microsecond
+	defaultBatchWindow    = time.Millisecond
 	// driftFloor is the fixed part of the clock-drift allowance (2ms in the
 	// Redlock text).
 	driftFloor = 2 * time.Millisecond
@@ -35,6 +35,7 @@ type config struct {
 	observer       func(Event)
 	batchWorkers   int
 	batchWindow    time.Duration
+	windowSet      bool // WithBatchWindow was given; else the default, fitted to the node timeout
 	holderInfo     bool
 	tracerProvider trace.TracerProvider // nil: the global provider
 	inspectOnly    bool                 // NewFromURLs keeps nodes it would refuse (the operator's check)
@@ -57,6 +58,9 @@ func defaultConfig() config {
 }
 
 func (c *config) validate() error {
+	if !c.windowSet {
+		c.batchWindow = min(defaultBatchWindow, c.nodeTimeout/4)
+	}
 	switch {
 	case c.nodeTimeout <= 0:
 		return invalidf("node timeout must be positive, got %v", c.nodeTimeout)
@@ -111,10 +115,13 @@ func WithFenceRetention(d time.Duration) Option { return func(c *config) { c.fen
 func WithLocalQueue(on bool) Option { return func(c *config) { c.localQueue = on } }
 
 // WithBatchWindow sets how long a node's worker may hold a call back to send
-// it together with others while callers overlap (default 100µs; 0 sends
-// every call at once; a lone caller never waits); see docs/BATCHING.md. It
-// must not exceed a quarter of the node timeout.
-func WithBatchWindow(d time.Duration) Option { return func(c *config) { c.batchWindow = d } }
+// it together with others while callers overlap (default 1ms, or a quarter
+// of the node timeout when that is less; 0 sends every call at once; a lone
+// caller never waits); see docs/BATCHING.md. It must not exceed a quarter of
+// the node timeout.
+func WithBatchWindow(d time.Duration) Option {
+	return func(c *config) { c.batchWindow, c.windowSet = d, true }
+}
 
 // WithInspectOnly makes NewFromURLs keep the nodes it would refuse (one
 // server reached twice, a misconfigured node) instead of failing, for a tool
