@@ -382,7 +382,7 @@ func (c *Client) handedLock(r *round, k keys, token string, start time.Time, req
 	var fence int64
 	if req.lc.fencing {
 		var err error
-		if fence, err = c.settleFence(context.Background(), r, turnFences, k, until); err != nil {
+		if fence, err = c.settleFence(context.Background(), r, turnFences, k, until, stepOf(req.lc)); err != nil {
 			return nil, err
 		}
 	}

@@ -30,8 +30,11 @@ const markPrefix = "limit:"
 // of n slots (Lock.Slot), and each slot is a quorum lock of its own, with the
 // safety and fault tolerance of a single lock. TryAcquire fails with
 // ErrLocked when all n are held; Acquire waits for whichever slot frees
-// first, woken by the release of any. Fences (WithFencing) grow across the
-// holders of all slots: one counter per resource. Every caller must use a
+// first, woken by the release of any. Fences (WithFencing) come from one
+// counter per resource: no two holders of the resource share one, and each
+// is larger than every fence handed out before its acquisition began,
+// whatever their slots (holders of slot s of n take fences equal to s
+// modulo n; docs/REDLOCK.md, "Limits"). Every caller must use a
 // resource with the same n: a caller with another n (WithLimit(1) or no
 // WithLimit included) is refused with ErrLimitMismatch while the others hold
 // it, except TryAcquire and the first round of Acquire without a limit,
@@ -81,7 +84,7 @@ func slotKey(lockKey string, i int) string { return lockKey + ":slot:" + strconv
 // slotArgs builds slotAcquireScript's arguments.
 func (c *Client) slotArgs(k keys, token string, ttlMs int64, lc *lockConfig) []any {
 	return slotAcquireScript.args([]string{k.key, k.fenceKey, k.markKey()}, token, ttlMs,
-		c.cfg.fenceRetention.Milliseconds(), limitMark(int(lc.limit)), flag(lc.fencing))
+		c.cfg.fenceRetention.Milliseconds(), limitMark(int(lc.limit)), flag(lc.fencing), lc.limit, lc.slot)
 }
 
 // slotRelease builds the release of slot key k (slot of limit) for token,

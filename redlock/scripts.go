@@ -53,7 +53,7 @@ var (
 	turnScript         = newScript("queue.lua", "turn.lua")
 	queueReleaseScript = newScript("release_unqueued.lua", "queue.lua", "queue_release.lua")
 	leaveQueueScript   = newScript("queue.lua", "leave_queue.lua")
-	slotAcquireScript  = newScript("slot_acquire.lua", "fence_acquire.lua")
+	slotAcquireScript  = newScript("slot_acquire.lua")
 	slotExtendScript   = newScript("slot_extend.lua", "extend.lua")
 	inspectSlotsScript = newScript("inspect_slots.lua")
 	slotReleaseScript  = newScript("slot_release.lua")
