@@ -75,25 +75,7 @@ func TestLimitFencesOfOverlappingSlotsDiffer(t *testing.T) {
 	ctx := context.Background()
 	raws := servers(t, 3)
 	raised, release := make(chan struct{}), make(chan struct{})
-	var once sync.Once
-	x := wrappedClient(t, raws, func(i int, run func(context.Context, []*redis.Cmd)) func(context.Context, []*redis.Cmd) {
-		if i == 1 {
-			run = failing(run, slotAcquireScript)
-		}
-		return func(ctx context.Context, cmds []*redis.Cmd) {
-			if sends(cmds, fenceRaiseScript) {
-				once.Do(func() { close(raised) })
-				<-release
-			}
-			run(ctx, cmds)
-		}
-	})
-	y := wrappedClient(t, raws, func(i int, run func(context.Context, []*redis.Cmd)) func(context.Context, []*redis.Cmd) {
-		if i == 0 {
-			return failing(run, slotAcquireScript)
-		}
-		return run
-	})
+	x, y := overlappingClients(t, raws, raised, release)
 	k := x.keysFor("r")
 	for i, c := range []int{1000, 1000, 10} {
 		raws[i].Set(ctx, k.fenceKey, c, time.Hour)
@@ -140,6 +122,33 @@ func TestLimitFencesOfOverlappingSlotsDiffer(t *testing.T) {
 			t.Errorf("slot %d holds fence %d, not of its class modulo %d", l.Slot(), l.Fence(), n)
 		}
 	}
+}
+
+// overlappingClients builds TestLimitFencesOfOverlappingSlotsDiffer's X,
+// whose slot acquisitions fail on node 1 and whose fence raises wait for
+// release (raised is closed at the first), and Y, whose slot acquisitions
+// fail on node 0.
+func overlappingClients(t *testing.T, raws []*redis.Client, raised, release chan struct{}) (x, y *Client) {
+	var once sync.Once
+	x = wrappedClient(t, raws, func(i int, run func(context.Context, []*redis.Cmd)) func(context.Context, []*redis.Cmd) {
+		if i == 1 {
+			run = failing(run, slotAcquireScript)
+		}
+		return func(ctx context.Context, cmds []*redis.Cmd) {
+			if sends(cmds, fenceRaiseScript) {
+				once.Do(func() { close(raised) })
+				<-release
+			}
+			run(ctx, cmds)
+		}
+	})
+	y = wrappedClient(t, raws, func(i int, run func(context.Context, []*redis.Cmd)) func(context.Context, []*redis.Cmd) {
+		if i == 0 {
+			return failing(run, slotAcquireScript)
+		}
+		return run
+	})
+	return x, y
 }
 
 // TestSlotFenceStepMatchesGo: slot_acquire.lua bumps a counter to the least
