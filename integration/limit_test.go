@@ -138,3 +138,33 @@ func TestLimitMismatchRefusedOnServers(t *testing.T) {
 		t.Fatalf("Inspect shows the slot's token on %d of 3 nodes: %+v", held, states)
 	}
 }
+
+// TestLimitFencesOnServers: on redis-server nodes (real Lua, whose numbers
+// are doubles), each slot's fences are of its class modulo n, seeded from
+// the nodes' clocks in microseconds, and they grow across every slot: all
+// n held at once hold n different fences.
+func TestLimitFencesOnServers(t *testing.T) {
+	c := redistest.StartCluster(t, 3)
+	a := urlLockClient(t, c, redlock.WithNodeTimeout(time.Second))
+	ctx := within(t, time.Minute)
+	const n = 3
+	var last int64
+	var held []*redlock.Lock
+	for i := range 12 {
+		l, err := a.TryAcquire(ctx, "r", 10*time.Second, redlock.WithLimit(n), redlock.WithFencing())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if l.Fence() <= last || l.Fence()%n != int64(l.Slot()) {
+			t.Fatalf("acquisition %d: slot %d, fence %d after %d: want larger and %d modulo %d", i, l.Slot(), l.Fence(), last, l.Slot(), n)
+		}
+		last = l.Fence()
+		if held = append(held, l); len(held) == n {
+			_ = held[0].Release(ctx)
+			held = held[1:]
+		}
+	}
+	if last < time.Now().Add(-time.Hour).UnixMicro() {
+		t.Fatalf("fence %d: not seeded from the nodes' clocks", last)
+	}
+}

@@ -317,7 +317,7 @@ func (c *Client) attempt(ctx context.Context, k keys, ttl time.Duration, lc *loc
 		var fence int64
 		if time.Now().Before(until) {
 			if lc.fencing {
-				fence, err = c.settleFence(ctx, r, fencesOf(tk != nil), k, until)
+				fence, err = c.settleFence(ctx, r, fencesOf(tk != nil), k, until, stepOf(lc))
 			}
 			if err == nil {
 				if tk != nil {

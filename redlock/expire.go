@@ -23,7 +23,7 @@ func (l *Lock) LeaveToExpire() error {
 		// A failed early hand-over left the predecessor's token where it
 		// did not reach: free those keys as Release would, so that they
 		// do not outlive this lock's own.
-		l.c.unlockQueued(l.res, prev)
+		l.unlockQueued(prev)
 	}
 	if wasLost {
 		return &opError{kinds: []error{ErrLockLost}, summary: "left to expire after its validity ended"}

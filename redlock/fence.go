@@ -20,8 +20,8 @@ func fenceCopies(n, q int) int { return min(n, n-q+2) }
 // whose counter is at least this fence, even after one node lost its
 // counters, and so gets a larger one. A fence that cannot be stored that
 // widely is refused (ErrQuorum): handing it out could let a later fence go
-// backwards.
-func (c *Client) settleFence(ctx context.Context, r *round, rd fenceReader, k keys, until time.Time) (int64, error) {
+// backwards. step says which fences the holder may take (a slot's class).
+func (c *Client) settleFence(ctx context.Context, r *round, rd fenceReader, k keys, until time.Time, step fenceStep) (int64, error) {
 	copies := fenceCopies(len(c.nodes), c.q)
 	deadline := time.Now().Add(c.cfg.nodeTimeout)
 	if until.Before(deadline) {
@@ -39,13 +39,48 @@ func (c *Client) settleFence(ctx context.Context, r *round, rd fenceReader, k ke
 	if err != nil {
 		return 0, err
 	}
+	if f := step.atLeast(fence); f != fence {
+		// Not of the slot's class (a node answered another script's
+		// counter): prove the next fence of the class instead.
+		fence, carry = f, 0
+	}
 	if bits.OnesCount64(carry) >= copies {
 		// So many nodes set this round's key that no other holder can
 		// have had a quorum since: no fence was handed out meanwhile.
 		return fence, nil
 	}
-	return c.raiseFence(ctx, k, fence, copies, deadline, until)
+	return c.raiseFence(ctx, k, fence, copies, deadline, until, step)
 }
+
+// fenceStep is the class of fences a holder may take: every fence for a
+// plain lock; for slot s of a limit n > 1, those equal to s modulo n, so
+// that holders of different slots, whose rounds may overlap in time, never
+// get the same fence (docs/REDLOCK.md, "Limits"). lua/slot_acquire.lua
+// bumps the counters alike.
+type fenceStep struct{ n, slot int64 }
+
+// stepOf is the fence class of an acquisition configured by lc.
+func stepOf(lc *lockConfig) fenceStep {
+	if lc.limit > 1 {
+		return fenceStep{n: int64(lc.limit), slot: int64(lc.slot)}
+	}
+	return fenceStep{n: 1}
+}
+
+// atLeast is the least fence of the class that is at least c.
+func (s fenceStep) atLeast(c int64) int64 {
+	if s.n <= 1 {
+		return c
+	}
+	d := s.slot - c%s.n
+	if d < 0 {
+		d += s.n
+	}
+	return c + d
+}
+
+// above is the least fence of the class that is larger than c.
+func (s fenceStep) above(c int64) int64 { return s.atLeast(c + 1) }
 
 // raiseFence proves fence against what the nodes hold now, before it is
 // handed out: it raises every node's counter to it and needs copies nodes
@@ -53,11 +88,12 @@ func (c *Client) settleFence(ctx context.Context, r *round, rd fenceReader, k ke
 // not count, since that node may have lost its data since and let another
 // holder in. A node that holds a larger counter (another holder's fence
 // after such a loss, or this round's own bump on a node not heard in time)
-// makes it fence again, above the largest counter seen, at most
+// makes it fence again, above the largest counter seen (the least fence
+// of step's class above it), at most
 // maxRefences times: the copies of any fence handed out before that survive
 // overlap every copies nodes, so a fence proven this way is larger than
 // each of them. It returns the fence proven.
-func (c *Client) raiseFence(ctx context.Context, k keys, fence int64, copies int, deadline, until time.Time) (int64, error) {
+func (c *Client) raiseFence(ctx context.Context, k keys, fence int64, copies int, deadline, until time.Time, step fenceStep) (int64, error) {
 	for range maxRefences {
 		args := fenceRaiseScript.args([]string{k.fenceKey}, fence, c.cfg.fenceRetention.Milliseconds())
 		r := c.broadcast("fence", k.resource, c.allNodes(), copies, deadline, false, args, fenceRaiseScript)
@@ -67,7 +103,7 @@ func (c *Client) raiseFence(ctx context.Context, k keys, fence int64, copies int
 		case err != nil:
 			return 0, err
 		case r.t.refused > 0:
-			fence = largestRaise(r) + 1
+			fence = step.above(largestRaise(r))
 			continue
 		case !r.t.success():
 			return 0, r.err([]error{ErrQuorum}, fmt.Sprintf(

@@ -15,6 +15,10 @@ type gates struct {
 
 type gate struct {
 	queue []*waiter // callers waiting for their turn, oldest first
+	// idle is, for a resource of n > 1 slots, the caller holding the turn
+	// while it pauses between rounds: a release of a slot by this client
+	// may hand the slot to it (see park).
+	idle *waiter
 }
 
 type waiter struct {
@@ -32,6 +36,10 @@ type turn struct {
 	gs   *gates
 	key  string
 	once sync.Once
+	// slots: not the turn but a slot holder's handle on its resource's
+	// queue (n > 1): it never passes the turn (holders of slots do not hold
+	// it) and it hands its slot to the idle caller (see park).
+	slots bool
 }
 
 // enter waits until the caller is at the head of key's queue, ctx ends or
@@ -98,7 +106,7 @@ func grantedTurn(gs *gates, key string, w *waiter) *turn {
 // leave hands the turn to the next waiter, or frees the resource's queue.
 // It is idempotent and safe on a nil turn.
 func (t *turn) leave() {
-	if t == nil {
+	if t == nil || t.slots {
 		return
 	}
 	t.once.Do(func() {
@@ -119,4 +127,60 @@ func (t *turn) leave() {
 		w.granted = true
 		close(w.ready)
 	})
+}
+
+// park makes the caller holding the turn t of a resource of n > 1 slots
+// claimable while it pauses between rounds: it is the oldest of this
+// client's callers, so a slot this client releases meanwhile may be handed
+// to it (handover.go). unpark ends that. Only this caller is ever handed a
+// slot, which keeps the process's callers in FIFO order.
+func (t *turn) park(req *handoffReq) *waiter {
+	if t == nil {
+		return nil
+	}
+	w := &waiter{ready: make(chan struct{}), req: req}
+	t.gs.mu.Lock()
+	if g := t.gs.m[t.key]; g != nil {
+		g.idle = w
+	}
+	t.gs.mu.Unlock()
+	return w
+}
+
+// unpark ends the pause of the parked caller w. A slot handed to it comes
+// back (nil when none, or when the hand-over failed: the caller acquires by
+// itself); a hand-over under way is waited for. When ctx ends or the
+// client closes first, the error comes back, with the lock if it arrived
+// as the caller gave up (the caller releases it); otherwise the hand-over's
+// sender releases what it gets.
+func (t *turn) unpark(ctx context.Context, w *waiter, closed <-chan struct{}) (*Lock, error) {
+	if w == nil {
+		return nil, nil
+	}
+	gs := t.gs
+	gs.mu.Lock()
+	if !w.claimed {
+		if g := gs.m[t.key]; g != nil && g.idle == w {
+			g.idle = nil
+		}
+		gs.mu.Unlock()
+		return nil, nil
+	}
+	gs.mu.Unlock()
+	var err error
+	select {
+	case <-w.ready:
+		return w.lock, nil
+	case <-ctx.Done():
+		err = ctx.Err()
+	case <-closed:
+		err = ErrClosed
+	}
+	gs.mu.Lock()
+	defer gs.mu.Unlock()
+	if w.granted {
+		return w.lock, err
+	}
+	w.gone = true
+	return nil, err
 }

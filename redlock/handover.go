@@ -46,6 +46,15 @@ func (t *turn) claim() *waiter {
 	}
 	t.gs.mu.Lock()
 	defer t.gs.mu.Unlock()
+	if t.slots {
+		g := t.gs.m[t.key]
+		if g == nil || g.idle == nil {
+			return nil
+		}
+		w := g.idle
+		g.idle, w.claimed = nil, true
+		return w
+	}
 	g := t.head()
 	if g == nil {
 		return nil
@@ -65,6 +74,10 @@ func (t *turn) waited() bool {
 	}
 	t.gs.mu.Lock()
 	defer t.gs.mu.Unlock()
+	if t.slots {
+		g := t.gs.m[t.key]
+		return g != nil && g.idle != nil
+	}
 	return t.head() != nil
 }
 
@@ -82,10 +95,12 @@ func (t *turn) head() *gate {
 // nil (it then acquires by itself). When the waiter gave up meanwhile, gone
 // is true and the lock is returned for the caller to release (its turn
 // moves on then).
+// A slot holder's handle (t.slots) passes only the lock: the waiter holds
+// its turn already.
 func (t *turn) pass(w *waiter, l *Lock) (orphan *Lock, gone bool) {
 	t.once.Do(func() {
 		gs := t.gs
-		next := &turn{gs: gs, key: t.key}
+		next := &turn{gs: gs, key: t.key, slots: t.slots}
 		if l != nil {
 			l.adoptTurn(next)
 		}
@@ -93,7 +108,7 @@ func (t *turn) pass(w *waiter, l *Lock) (orphan *Lock, gone bool) {
 		if w.gone {
 			gs.mu.Unlock()
 			if l == nil {
-				next.leave()
+				next.leave() // a slot handle's does nothing
 			}
 			orphan, gone = l, true
 			return
@@ -117,6 +132,13 @@ func (l *Lock) tryHandOver(ctx context.Context) (handed bool, err error) {
 	w := l.turn.claim()
 	if w == nil {
 		return false, nil
+	}
+	if l.limit > 1 {
+		// The waiter asked for any slot: it gets this one. Its ticket
+		// stays out: slots have no waiter queue on the nodes.
+		lc := *w.req.lc
+		lc.slot = l.slot
+		w.req = &handoffReq{ttl: w.req.ttl, lc: &lc}
 	}
 	return true, l.handOver(ctx, w, until, ho)
 }
@@ -182,8 +204,8 @@ func (l *Lock) handOver(ctx context.Context, w *waiter, until time.Time, ho hand
 	until = minTime(until, start.Add(req.ttl-driftAllowance(req.ttl, c.cfg.driftFactor)))
 	early := confirmed && !req.lc.fencing && time.Until(until) > 2*c.cfg.nodeTimeout+lossGuard(req.ttl)
 	deadline := start.Add(c.cfg.nodeTimeout)
-	args := c.turnArgs(k, l.token, token, req.ttl, req.tk, req.lc, early)
-	r := c.broadcast("handover", k.resource, c.allNodes(), c.q, deadline, false, args, turnScript)
+	s, args := c.turnCall(k, l.token, token, req, early)
+	r := c.broadcast("handover", k.resource, c.allNodes(), c.q, deadline, false, args, s)
 	var next *Lock
 	var settled chan struct{}
 	if early {
@@ -196,7 +218,7 @@ func (l *Lock) handOver(ctx context.Context, w *waiter, until time.Time, ho hand
 	}
 	done := make(chan error, 1)
 	settling := c.spawn(func() {
-		passed, err := l.settleHandOver(r, deadline, w, next, token, start, settled)
+		passed, err := l.settleHandOver(r, deadline, w, next, token, start, settled, ho)
 		done <- err
 		if passed {
 			l.dropResidue(r, deadline)
@@ -232,7 +254,7 @@ func (l *Lock) handOver(ctx context.Context, w *waiter, until time.Time, ho hand
 // the nodes' queue head); one that had started keeps its lock and the
 // validity it was given (confirmHandOver), and nothing is released. passed
 // reports that the successor holds the lock by this round.
-func (l *Lock) settleHandOver(r *round, deadline time.Time, w *waiter, next *Lock, token string, start time.Time, settled chan struct{}) (passed bool, _ error) {
+func (l *Lock) settleHandOver(r *round, deadline time.Time, w *waiter, next *Lock, token string, start time.Time, settled chan struct{}, ho handoffState) (passed bool, _ error) {
 	c, k, req := l.c, l.res, w.req
 	// Decided for the successor; when it did not get the lock, Release's
 	// answer for l also needs to know whether a majority dropped l's token.
@@ -248,8 +270,14 @@ func (l *Lock) settleHandOver(r *round, deadline time.Time, w *waiter, next *Loc
 		err = next.confirmHandOver(r, start, l.token, req)
 		close(settled) // next's release may go on (settledHandoff)
 	} else if next, err = c.handedLock(r, k, token, start, req); err != nil {
-		c.unlockQueued(k, token)
-		c.unlockQueued(k, l.token)
+		l.unlockQueued(token)
+		l.unlockQueued(l.token)
+	} else if r.jumped() {
+		// A slot's hand-over (no queue on the nodes) counts as passing
+		// ahead of other processes' waiters, in this mode too.
+		next.mu.Lock()
+		next.handoff = ho.jumped(time.Now())
+		next.mu.Unlock()
 	}
 	if mask := r.notGranted(); err == nil && mask != 0 {
 		c.leaveQueue(k, req.tk, mask)
@@ -279,7 +307,7 @@ func (l *Lock) settleHandOver(r *round, deadline time.Time, w *waiter, next *Loc
 // token where that call ran late.
 func (l *Lock) dropResidue(r *round, deadline time.Time) {
 	_ = r.collectAll(context.Background(), deadline, classifyTurn)
-	l.c.unlockQueuedOn(l.res, l.token, r.notSet())
+	l.unlockQueuedOn(l.token, r.notSet())
 }
 
 // dropPrevAtEnd, for a lock being lost (l.mu held), releases the
@@ -292,8 +320,7 @@ func (l *Lock) dropPrevAtEnd() {
 	if prev == "" {
 		return
 	}
-	c, res := l.c, l.res
-	time.AfterFunc(time.Until(l.until), func() { c.unlockQueued(res, prev) })
+	time.AfterFunc(time.Until(l.until), func() { l.unlockQueued(prev) })
 }
 
 // confirmHandOver applies the round of a hand-over whose successor l started
@@ -314,7 +341,7 @@ func (l *Lock) confirmHandOver(r *round, start time.Time, prev string, req *hand
 		case stateReleased:
 			// l was released before the round failed, without prev; its
 			// ticket, queued where the round was refused, is dead.
-			c.unlockQueued(l.res, prev)
+			l.unlockQueued(prev)
 			c.leaveQueue(l.res, req.tk, r.notSet())
 		}
 		l.mu.Unlock()
@@ -325,11 +352,7 @@ func (l *Lock) confirmHandOver(r *round, start time.Time, prev string, req *hand
 	// release goes to the nodes' queue.
 	ho := handoffState{}
 	if r.jumped() {
-		ho.jumps, ho.firstJump = l.handoff.jumps+1, l.handoff.firstJump
-		if ho.jumps == 1 {
-			ho.firstJump = time.Now()
-		}
-		ho.yield = ho.jumps >= maxJumps
+		ho = l.handoff.jumped(time.Now())
 	}
 	l.handoff = ho
 	if l.state == stateHeld {
@@ -338,6 +361,17 @@ func (l *Lock) confirmHandOver(r *round, start time.Time, prev string, req *hand
 	}
 	l.mu.Unlock()
 	return nil
+}
+
+// jumped is the hand-over state of the successor of a lock whose state is
+// ho, passed on ahead of waiters of other processes at now: one more jump.
+func (ho handoffState) jumped(now time.Time) handoffState {
+	next := handoffState{jumps: ho.jumps + 1, firstJump: ho.firstJump}
+	if next.jumps == 1 {
+		next.firstJump = now
+	}
+	next.yield = next.jumps >= maxJumps
+	return next
 }
 
 // releaseResult is Release's answer for the previous holder of a hand-over
@@ -382,25 +416,31 @@ func (c *Client) handedLock(r *round, k keys, token string, start time.Time, req
 	var fence int64
 	if req.lc.fencing {
 		var err error
-		if fence, err = c.settleFence(context.Background(), r, turnFences, k, until); err != nil {
+		if fence, err = c.settleFence(context.Background(), r, turnFences, k, until, stepOf(req.lc)); err != nil {
 			return nil, err
 		}
 	}
 	return c.newLock(k, token, fence, req.ttl, start, until, req.lc), nil
 }
 
-// unlockQueued releases token on every node, reserving the key for the
-// queue head and announcing it, without waiting for the answers.
-func (c *Client) unlockQueued(k keys, token string) {
-	c.unlockQueuedOn(k, token, c.allNodes())
+// unlockQueued releases token from l's key (its slot's, under a limit) on
+// every node, reserving the key for the queue head and announcing it,
+// without waiting for the answers.
+func (l *Lock) unlockQueued(token string) {
+	l.unlockQueuedOn(token, l.c.allNodes())
 }
 
 // unlockQueuedOn is unlockQueued on the nodes in mask.
-func (c *Client) unlockQueuedOn(k keys, token string, mask uint64) {
+func (l *Lock) unlockQueuedOn(token string, mask uint64) {
+	c, k := l.c, l.res
 	if mask == 0 || c.isClosed() {
 		return
 	}
-	c.broadcast("release", k.resource, mask, len(c.nodes), time.Now().Add(c.cfg.nodeTimeout), true, c.releaseArgs(k, token), queueReleaseScript).idle()
+	s, args := queueReleaseScript, c.releaseArgs(k, token)
+	if l.limit > 1 {
+		s, args = slotRelease(k, token, k.channel, int(l.slot), int(l.limit))
+	}
+	c.broadcast("release", k.resource, mask, len(c.nodes), time.Now().Add(c.cfg.nodeTimeout), true, args, s).idle()
 }
 
 // notGranted is the mask of nodes that did not answer that they set the
@@ -436,8 +476,8 @@ func (c *Client) retryTurn(k keys, prev, token string, req *handoffReq, mask uin
 	if mask == 0 || c.isClosed() {
 		return
 	}
-	args := c.turnArgs(k, prev, token, req.ttl, req.tk, req.lc, true)
-	c.broadcast("handover", k.resource, mask, 1, time.Now().Add(c.cfg.nodeTimeout), true, args, turnScript).idle()
+	s, args := c.turnCall(k, prev, token, req, true)
+	c.broadcast("handover", k.resource, mask, 1, time.Now().Add(c.cfg.nodeTimeout), true, args, s).idle()
 	c.leaveQueue(k, req.tk, mask)
 }
 

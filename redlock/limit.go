@@ -30,15 +30,20 @@ const markPrefix = "limit:"
 // of n slots (Lock.Slot), and each slot is a quorum lock of its own, with the
 // safety and fault tolerance of a single lock. TryAcquire fails with
 // ErrLocked when all n are held; Acquire waits for whichever slot frees
-// first, woken by the release of any. Fences (WithFencing) grow across the
-// holders of all slots: one counter per resource. Every caller must use a
+// first, woken by the release of any. Fences (WithFencing) come from one
+// counter per resource: no two holders of the resource share one, and each
+// is larger than every fence handed out before its acquisition began,
+// whatever their slots (holders of slot s of n take fences equal to s
+// modulo n; docs/REDLOCK.md, "Limits"). Every caller must use a
 // resource with the same n: a caller with another n (WithLimit(1) or no
 // WithLimit included) is refused with ErrLimitMismatch while the others hold
 // it, except TryAcquire and the first round of Acquire without a limit,
 // which see ErrLocked. n must be in [1, MaxLimit]; WithLimit(1) is the
-// default, one holder. Local hand-over (docs/HANDOVER.md) and the nodes'
-// waiter queue serve only n = 1: waiters of a resource of n > 1 slots queue
-// in FIFO order in their process and retry woken by releases.
+// default, one holder. Waiters of a resource of n > 1 slots queue in FIFO
+// order in their process, and a slot released by their Client is handed to
+// the first of them in one round (docs/HANDOVER.md); the nodes' waiter queue
+// serves only n = 1, so waiters of different processes retry woken by
+// releases.
 func WithLimit(n int) LockOption {
 	return func(c *lockConfig) { c.limit, c.limited = int32(max(min(n, MaxLimit+1), math.MinInt32)), true }
 }
@@ -81,7 +86,7 @@ func slotKey(lockKey string, i int) string { return lockKey + ":slot:" + strconv
 // slotArgs builds slotAcquireScript's arguments.
 func (c *Client) slotArgs(k keys, token string, ttlMs int64, lc *lockConfig) []any {
 	return slotAcquireScript.args([]string{k.key, k.fenceKey, k.markKey()}, token, ttlMs,
-		c.cfg.fenceRetention.Milliseconds(), limitMark(int(lc.limit)), flag(lc.fencing))
+		c.cfg.fenceRetention.Milliseconds(), limitMark(int(lc.limit)), flag(lc.fencing), lc.limit, lc.slot)
 }
 
 // slotRelease builds the release of slot key k (slot of limit) for token,
@@ -153,6 +158,11 @@ func (c *Client) trySlots(ctx context.Context, resource string, ttl time.Duratio
 		lc.slot = uint16(slot)
 		l, err := c.attempt(ctx, c.slotKeys(resource, slot), ttl, lc, nil)
 		if err == nil {
+			if c.cfg.localQueue {
+				// Its release may hand the slot to this client's next
+				// caller (docs/HANDOVER.md).
+				l.adoptTurn(&turn{gs: &c.gates, key: gateKey(c.keysFor(resource), lc.limit), slots: true})
+			}
 			return l, nil
 		}
 		if ctx.Err() != nil || errors.Is(err, ErrClosed) || errors.Is(err, ErrLimitMismatch) {
@@ -194,15 +204,15 @@ func appendNew(errs []error, e error) []error {
 // not all of them; once it holds a slot, the next caller tries the others.
 // It is woken by the release of any slot (then it tries that slot alone:
 // the others were held at its last try, and their releases are announced
-// too) or by the retry delay (then it tries all slots).
+// too) or by the retry delay (then it tries all slots). While it pauses, a
+// slot this client releases is handed to it in one round (pauseParked).
 func (c *Client) acquireLimited(ctx context.Context, resource string, ttl time.Duration, lc *lockConfig) (*Lock, int, error) {
-	base := c.keysFor(resource)
 	var t *turn
 	if c.cfg.localQueue {
 		var err error
-		// No handoffReq: a slot is never handed over (see WithLimit), and a
-		// slot does not keep the turn.
-		t, _, err = c.gates.enter(ctx, base.key+"#"+strconv.Itoa(int(lc.limit)), c.closed, nil)
+		// No handoffReq: only the caller holding the turn is handed a
+		// slot (park), and a slot does not keep the turn.
+		t, _, err = c.gates.enter(ctx, gateKey(c.keysFor(resource), lc.limit), c.closed, nil)
 		if err != nil {
 			if errors.Is(err, ErrClosed) {
 				return nil, 0, err
@@ -210,6 +220,7 @@ func (c *Client) acquireLimited(ctx context.Context, resource string, ttl time.D
 			return nil, 0, waitError(ctx, nil, &opError{kinds: []error{ErrLocked}, summary: "waited behind other callers of this client"})
 		}
 	}
+	req := &handoffReq{ttl: ttl, lc: lc}
 	p := pauser{c: c}
 	defer p.stop()
 	var last error
@@ -227,15 +238,77 @@ func (c *Client) acquireLimited(ctx context.Context, resource string, ttl time.D
 		}
 		last = err
 		if p.w == nil && errors.Is(err, ErrLocked) {
-			p.w = c.notify.watch(ctx, base.channel)
+			p.w = c.notify.watch(ctx, c.keysFor(resource).channel)
 			continue // a slot may have been released before the watch
 		}
-		if err := p.pause(ctx, err); err != nil {
+		l, err = c.pauseParked(ctx, &p, t, req, err)
+		if l != nil {
+			t.leave()
+			l.via = handoverLocal
+			return l, attempts, nil
+		}
+		if err != nil {
 			t.leave()
 			return nil, attempts, waitError(ctx, err, last)
 		}
 		only = announcedSlot(&p, int(lc.limit))
 	}
+}
+
+// gateKey names the local queue of a resource's callers with limit n.
+func gateKey(base keys, n int32) string { return base.key + "#" + strconv.Itoa(int(n)) }
+
+// pauseParked is acquireLimited's pause after a failed try (last), with
+// the caller parked on its turn t (see park): a slot this client releases
+// meanwhile is handed to it, and comes back. It returns ctx's error or
+// ErrClosed when the wait must end instead.
+func (c *Client) pauseParked(ctx context.Context, p *pauser, t *turn, req *handoffReq, last error) (*Lock, error) {
+	w := t.park(req)
+	var handed <-chan struct{}
+	if w != nil {
+		handed = w.ready
+	}
+	perr := p.pauseOr(ctx, last, handed)
+	l, err := t.unpark(ctx, w, c.closed)
+	switch {
+	case l != nil && err == nil:
+		return l, nil
+	case l != nil:
+		// It arrived as the caller gave up.
+		if !c.spawn(func() { _ = l.Release(context.Background()) }) {
+			_ = l.Release(context.Background())
+		}
+		return nil, err
+	case err != nil:
+		return nil, err
+	}
+	return nil, perr
+}
+
+// pauseOr is pause that also ends when handed is closed (nil: never).
+func (p *pauser) pauseOr(ctx context.Context, err error, handed <-chan struct{}) error {
+	d := p.c.delayAfter(err)
+	if p.timer == nil {
+		p.timer = time.NewTimer(d)
+	} else {
+		p.timer.Reset(d)
+	}
+	var wake <-chan struct{}
+	if p.w != nil {
+		wake = p.w.C
+	}
+	p.woke = false
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-p.c.closed:
+		return ErrClosed
+	case <-wake:
+		p.woke = true
+	case <-handed:
+	case <-p.timer.C:
+	}
+	return nil
 }
 
 // announcedSlot is the slot whose release woke the pause, -1 when the pause

@@ -207,7 +207,7 @@ func (l *Lock) release(ctx context.Context) error {
 	if prev != "" {
 		// A failed early hand-over left the predecessor's token where
 		// it did not reach; it goes before this lock's own keys.
-		c.unlockQueued(l.res, prev)
+		l.unlockQueued(prev)
 	}
 	if !wasLost && ctx.Err() == nil {
 		var err error

@@ -68,6 +68,18 @@ func (c *Client) turnArgs(k keys, old, token string, ttl time.Duration, tk *tick
 		flag(lc.fencing), c.cfg.fenceRetention.Milliseconds(), k.channel, flag(keep))
 }
 
+// turnCall builds a hand-over round's script and arguments for req (see
+// turnArgs): for a slot of a limited resource, slotTurnScript, which has no
+// waiter queue.
+func (c *Client) turnCall(k keys, old, token string, req *handoffReq, keep bool) (*script, []any) {
+	lc := req.lc
+	if lc.limit > 1 {
+		return slotTurnScript, slotTurnScript.args([]string{k.key, k.fenceKey, k.markKey()}, old, token, req.ttl.Milliseconds(),
+			limitMark(int(lc.limit)), flag(lc.fencing), c.cfg.fenceRetention.Milliseconds(), lc.limit, lc.slot)
+	}
+	return turnScript, c.turnArgs(k, old, token, req.ttl, req.tk, lc, keep)
+}
+
 func flag(b bool) string {
 	if b {
 		return "1"
@@ -82,8 +94,9 @@ func (c *Client) releaseArgs(k keys, token string) []any {
 
 // leaveQueue takes a waiter that gave up out of the queue on the nodes in
 // mask, without waiting for the answers.
+// A nil tk (a slot's hand-over, which never queues) has nothing to leave.
 func (c *Client) leaveQueue(k keys, tk *ticket, mask uint64) {
-	if mask == 0 || c.isClosed() {
+	if mask == 0 || tk == nil || c.isClosed() {
 		return
 	}
 	args := leaveQueueScript.args(k.queueKeys()[:3], tk.id, c.queueLease().Milliseconds(), k.channel)

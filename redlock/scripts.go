@@ -53,7 +53,8 @@ var (
 	turnScript         = newScript("queue.lua", "turn.lua")
 	queueReleaseScript = newScript("release_unqueued.lua", "queue.lua", "queue_release.lua")
 	leaveQueueScript   = newScript("queue.lua", "leave_queue.lua")
-	slotAcquireScript  = newScript("slot_acquire.lua", "fence_acquire.lua")
+	slotAcquireScript  = newScript("slot_fence.lua", "slot_acquire.lua")
+	slotTurnScript     = newScript("slot_fence.lua", "slot_turn.lua")
 	slotExtendScript   = newScript("slot_extend.lua", "extend.lua")
 	inspectSlotsScript = newScript("inspect_slots.lua")
 	slotReleaseScript  = newScript("slot_release.lua")
@@ -61,4 +62,4 @@ var (
 
 // allScripts are loaded on a node before its first script call.
 var allScripts = []*script{releaseScript, extendScript, fenceAcquireScript, fenceRaiseScript, inspectScript, turnScript, queueReleaseScript, leaveQueueScript,
-	slotAcquireScript, slotExtendScript, inspectSlotsScript, slotReleaseScript}
+	slotAcquireScript, slotExtendScript, inspectSlotsScript, slotReleaseScript, slotTurnScript}

@@ -65,6 +65,10 @@ type Config struct {
 	// (requeued conflicts among them) are moved back to their queue; asynq's
 	// own default of 5s would make a busy resource's tasks wait that long.
 	DelayedTaskCheckInterval time.Duration `env:"WORKER_DELAYED_TASK_CHECK_INTERVAL" envDefault:"250ms"`
+	// Limits maps task types to their limit (middleware.WithLimit): up to
+	// n tasks of one key of that type run at once, across every worker;
+	// "tenant:import=3,payment:charge=10". Handle's own WithLimit wins.
+	Limits map[string]int `env:"WORKER_LIMITS" envSeparator:"," envKeyValSeparator:"="`
 	// ConflictPolicy is what happens to a task whose resource is busy:
 	// wait, requeue, skip or fail.
 	ConflictPolicy string `env:"WORKER_CONFLICT_POLICY" envDefault:"wait"`

@@ -83,6 +83,10 @@ func TestLoadConfigReportsEveryProblemAtOnce(t *testing.T) {
 			"ASYNQ_REDIS_URL": "redis://broker:6379", "REDLOCK_NODES": "redis://a:1",
 			"REDLOCK_DRIFT_FACTOR": "NaN", "WORKER_CONFLICT_WAIT": "0s",
 		}, []string{"REDLOCK_DRIFT_FACTOR", "WORKER_CONFLICT_WAIT"}},
+		{"limits out of range", map[string]string{
+			"ASYNQ_REDIS_URL": "redis://broker:6379", "REDLOCK_NODES": "redis://a:1",
+			"WORKER_LIMITS": "tenant:import=0,payment:charge=10,bulk=100000",
+		}, []string{"WORKER_LIMITS: bulk: the limit must be in [1, 1024], got 100000", "WORKER_LIMITS: tenant:import: the limit must be in [1, 1024], got 0"}},
 		{"queue named twice", map[string]string{
 			"ASYNQ_REDIS_URL": "redis://broker:6379", "REDLOCK_NODES": "redis://a:1",
 			"WORKER_QUEUES": "critical:6,default:3,critical:1",
@@ -190,5 +194,22 @@ func TestLoadConfigSaysOneThingPerMistake(t *testing.T) {
 		if !strings.HasPrefix(got[i], w) {
 			t.Errorf("problem %d: %q, want it to start with %q", i, got[i], w)
 		}
+	}
+}
+
+// TestLoadConfigLimits: WORKER_LIMITS maps task types (colons and all) to
+// the limit their handlers get, unless Handle is given its own.
+func TestLoadConfigLimits(t *testing.T) {
+	vars := goodEnv()
+	vars["WORKER_LIMITS"] = "tenant:import=3,payment:charge=10"
+	cfg, err := LoadConfigFrom(vars)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(cfg.Limits) != 2 || cfg.Limits["tenant:import"] != 3 || cfg.Limits["payment:charge"] != 10 {
+		t.Fatalf("limits %v", cfg.Limits)
+	}
+	if len(cfg.limitOf("tenant:import")) != 1 || cfg.limitOf("other") != nil {
+		t.Fatal("limitOf: one option for a listed type, none for another")
 	}
 }

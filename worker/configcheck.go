@@ -3,12 +3,15 @@ package worker
 import (
 	"crypto/tls"
 	"fmt"
+	"maps"
 	"math"
+	"slices"
 	"strings"
 	"time"
 
 	"github.com/asynqlock/asynqlock/internal/redisurl"
 	"github.com/asynqlock/asynqlock/internal/workerconfig"
+	"github.com/asynqlock/asynqlock/redlock"
 )
 
 // asynqTLS is the broker's TLS files from the environment.
@@ -87,6 +90,11 @@ func (c *Config) check() []problem {
 	ps = append(ps, c.checkQueues()...)
 	if _, err := c.policy(); err != nil {
 		add("WORKER_CONFLICT_POLICY", "%v", err)
+	}
+	for _, typ := range slices.Sorted(maps.Keys(c.Limits)) {
+		if n := c.Limits[typ]; n < 1 || n > redlock.MaxLimit {
+			add("WORKER_LIMITS", "%s: the limit must be in [1, %d], got %d", typ, redlock.MaxLimit, n)
+		}
 	}
 	if c.ConflictWait < 0 || c.ConflictPolicy == "wait" && c.ConflictWait == 0 {
 		add("WORKER_CONFLICT_WAIT", "must be positive with the wait policy (use requeue for no wait), got %v", c.ConflictWait)

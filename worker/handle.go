@@ -32,7 +32,8 @@ func (w *Worker) Handle(taskType string, h asynq.Handler, key middleware.KeyFunc
 			middleware.WithMaxWaiters(max(1, w.cfg.Concurrency/2)),
 			middleware.WithLogger(w.log),
 			middleware.WithObserver(w.metrics.observeTask),
-		}, opts...)
+		}, w.cfg.limitOf(taskType)...)
+		all = append(all, opts...)
 		if w.traces != nil {
 			all = append([]middleware.Option{middleware.WithTracerProvider(w.traces)}, all...)
 		}

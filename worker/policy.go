@@ -21,3 +21,11 @@ func (c *Config) policy() (middleware.Policy, error) {
 	}
 	return middleware.Policy{}, fmt.Errorf("must be wait, requeue, skip or fail, got %q", c.ConflictPolicy)
 }
+
+// limitOf is WORKER_LIMITS's option for taskType's handlers, if any.
+func (c *Config) limitOf(taskType string) []middleware.Option {
+	if n, ok := c.Limits[taskType]; ok {
+		return []middleware.Option{middleware.WithLimit(n)}
+	}
+	return nil
+}

@@ -254,4 +254,13 @@ func TestNewRejectsBadConfigAndHandlers(t *testing.T) {
 	if err := w.Handle("import", noop, middleware.ByField("tenant"), middleware.WithLimit(3)); err != nil {
 		t.Fatalf("Handle with WithLimit(3): %v", err)
 	}
+	// WORKER_LIMITS's limit reaches the type's handlers (a bad one, which
+	// LoadConfig refuses, shows it), and Handle's own option wins.
+	w.cfg.Limits = map[string]int{"export": 0}
+	if err := w.Handle("export", noop, middleware.ByField("tenant")); err == nil || !strings.Contains(err.Error(), "limit") {
+		t.Fatalf("WORKER_LIMITS export=0 did not reach Handle: %v", err)
+	}
+	if err := w.Handle("export", noop, middleware.ByField("tenant"), middleware.WithLimit(2)); err != nil {
+		t.Fatalf("Handle's WithLimit(2) beside WORKER_LIMITS: %v", err)
+	}
 }
