@@ -50,12 +50,14 @@ func (m *mw) resubmit(ctx context.Context, t *asynq.Task, meta taskMeta, id stri
 	return err
 }
 
-// copyRetention is how long a completed copy stays in the broker: as long
-// as the resubmitting run may still wait for its lock (its deadline) and a
-// margin. A failed resubmission whose copy was stored all the same, late,
-// may then complete before that run gets its lock; the run reads the copy
-// as completed (see dropLateCopy) instead of "not found", which would look
-// like "never stored" and make it run the task a second time.
+// copyRetention is how long a completed copy (or a marker) stays in the
+// broker: as long as the resubmitting run may still wait for its lock (its
+// deadline) and a margin. A failed resubmission whose copy was stored all
+// the same may complete before that run claims the copy's ID; the copy
+// then still holds the ID (see claimCopyID) instead of leaving it free,
+// which would look like "never stored" and make the run do the task a
+// second time. A marker holds the ID that long against copies still on
+// their way.
 func copyRetention(ctx context.Context) time.Duration {
 	if dl, ok := ctx.Deadline(); ok {
 		return max(time.Until(dl), 0) + copyKeepMargin
@@ -83,52 +85,6 @@ func (m *mw) originalOptions(meta taskMeta, log taskLog) ([]asynq.Option, time.D
 		opts = append(opts, asynq.Deadline(info.Deadline))
 	}
 	return opts, info.Retention
-}
-
-// copyAbsent reports whether the broker says the resubmitted copy id does
-// not exist; false when it cannot tell (no inspector, no answer).
-func (m *mw) copyAbsent(meta taskMeta, id string) bool {
-	if m.cfg.inspector == nil || meta.queue == "" {
-		return false
-	}
-	_, err := m.lookupCopy(meta, id)
-	return errors.Is(err, asynq.ErrTaskNotFound)
-}
-
-// dropLateCopy runs after a failed resubmission, once the task got its lock,
-// just before it runs: a copy whose enqueue was still on its way when
-// copyAbsent looked would run the task a second time, so it is deleted; one
-// that completed meanwhile did the work, and is kept long enough to be seen
-// (copyRetention): "not found" means never stored. copyRuns reports a copy
-// that did or does the work (completed, or running and so not deletable):
-// this run must not. err means the broker could not tell. Looking before
-// deleting matters: asynq deletes a completed task too. A copy cannot
-// complete between the two, as this run holds the lock.
-func (m *mw) dropLateCopy(meta taskMeta, id string, log taskLog) (copyRuns bool, err error) {
-	info, err := m.lookupCopy(meta, id)
-	switch {
-	case errors.Is(err, asynq.ErrTaskNotFound):
-		return false, nil
-	case err != nil:
-		return false, err
-	case info.State == asynq.TaskStateCompleted:
-		log.Warn("a resubmitted copy that was stored late completed the task; this run does not", "copy_id", id)
-		return true, nil
-	}
-	_, derr := inspect(func() (struct{}, error) { return struct{}{}, m.cfg.inspector.DeleteTask(meta.queue, id) })
-	switch {
-	case derr == nil:
-		log.Warn("deleted a resubmitted copy that was stored late; this run does the work", "copy_id", id)
-		return false, nil
-	case errors.Is(derr, asynq.ErrTaskNotFound):
-		return false, nil // gone meanwhile: revoked by its own run
-	}
-	if _, gerr := m.lookupCopy(meta, id); gerr == nil {
-		return true, nil // running: not deletable
-	} else if !errors.Is(gerr, asynq.ErrTaskNotFound) {
-		return false, errors.Join(derr, gerr)
-	}
-	return false, nil // gone meanwhile
 }
 
 // lookupCopy looks a resubmitted copy up, bounded by the resubmission
