@@ -98,7 +98,11 @@ func (m *mw) resubmitOrClaim(ctx context.Context, t *asynq.Task, meta taskMeta, 
 			return true, fmt.Errorf("task %s (id %s): resubmitting after %w: %w", t.Type(), meta.id, busy, errors.Join(rerr, cerr))
 		}
 		if !stored {
-			log.Error("could not resubmit a busy task on its last retry; waiting for its lock instead", "err", rerr, "copy_id", id)
+			if errors.Is(rerr, errClaimed) {
+				log.Debug("busy task's copy ID claimed by an earlier delivery; waiting for its lock instead", "copy_id", id)
+			} else {
+				log.Error("could not resubmit a busy task on its last retry; waiting for its lock instead", "err", rerr, "copy_id", id)
+			}
 			return false, nil
 		}
 		log.Debug("a resubmission that failed stored its copy all the same", "copy_id", id, "err", rerr)

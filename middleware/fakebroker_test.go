@@ -19,12 +19,13 @@ import (
 // enqueues fail and are held, as requests still on their way: land stores
 // them late, as the broker would run them (refused on a taken ID). With
 // lostReplies n, the n enqueues that follow store their task but report
-// errLostReply.
+// errLostReply. With failLookups n, the first n lookups fail.
 type fakeBroker struct {
 	mu           sync.Mutex
 	tasks        map[string]*brokerTask
 	order        []string // IDs in the order they were stored
 	failEnqueues int
+	failLookups  int // the first n lookups fail
 	lostReplies  int
 	calls        int
 	held         []*brokerTask // failed enqueues not landed yet
@@ -112,6 +113,10 @@ func (b *fakeBroker) land() {
 func (b *fakeBroker) GetTaskInfo(queue, id string) (*asynq.TaskInfo, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	if b.failLookups > 0 {
+		b.failLookups--
+		return nil, errLateEnqueue
+	}
 	bt, ok := b.tasks[id]
 	if !ok {
 		return nil, fmt.Errorf("asynq: %w", asynq.ErrTaskNotFound)

@@ -196,3 +196,20 @@ func TestParkedCopyFailureKeepsItsID(t *testing.T) {
 		t.Fatalf("the task ran %d times (broker holds %v), want once, by its first copy", n, b.stored())
 	}
 }
+
+// TestMarkerIsNeverTakenForACopy: a delivery of the task meets the marker
+// an earlier delivery left under its copy's ID, and the lookup that would
+// have stepped over it fails. The resubmission then conflicts with the
+// marker: that is no copy stored (revoking the run would lose the task).
+// The marker holds the ID against any copy, so the run does the work.
+func TestMarkerIsNeverTakenForACopy(t *testing.T) {
+	ctx := context.Background()
+	_, held, b, rec, h := lastRetryBroker(t)
+	b.failEnqueues, b.failLookups = 0, 1
+	b.store(&brokerTask{task: asynq.NewTaskWithHeaders("stock:adjust", nil, map[string]string{markerHeader: "abc"}),
+		id: "abc~r1", state: asynq.TaskStateCompleted})
+	b.onEnqueue = func(int) { _ = held.Release(ctx) }
+	if err := h.ProcessTask(ctx, adjust()); err != nil || rec.count() != 1 {
+		t.Fatalf("err %v, runs %d; want the task run by this delivery (broker holds %v)", err, rec.count(), b.stored())
+	}
+}

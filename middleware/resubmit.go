@@ -25,7 +25,7 @@ var errInspectTimeout = errors.New("no answer from the broker within the resubmi
 // inspector, the same timeout, deadline and retention), after a conflict
 // delay. A failed enqueue is tried once more: the derived ID makes a repeat
 // safe, and a copy stored by the first try despite its error then shows as
-// a conflict on the ID.
+// a conflict on the ID, unless a marker holds the ID (errClaimed).
 func (m *mw) resubmit(ctx context.Context, t *asynq.Task, meta taskMeta, id string, busy *conflictError, log taskLog) error {
 	d, _ := conflictDelay(busy)
 	// The copy keeps what is left of the retry budget (nothing, on a last
@@ -43,11 +43,34 @@ func (m *mw) resubmit(ctx context.Context, t *asynq.Task, meta taskMeta, id stri
 		ectx, cancel := lockutil.Detached(ctx)
 		_, err = m.cfg.enqueuer.EnqueueContext(ectx, asynq.NewTaskWithHeaders(t.Type(), t.Payload(), t.Headers()), opts...)
 		cancel()
-		if err == nil || errors.Is(err, asynq.ErrTaskIDConflict) {
-			return nil // stored now, or by an earlier try or run of this task
+		if errors.Is(err, asynq.ErrTaskIDConflict) {
+			return m.notMarker(meta, id)
+		}
+		if err == nil {
+			return nil
 		}
 	}
 	return err
+}
+
+// errClaimed is a resubmission refused because a marker holds the copy's
+// ID: an earlier delivery of the task claimed it (claimCopyID), and a copy
+// can never be stored under it.
+var errClaimed = errors.New("the copy's ID is claimed by a marker of an earlier delivery")
+
+// notMarker tells, after a conflict on id, a copy (stored by an earlier try
+// or delivery of this task: nil) from a marker (errClaimed), which carries
+// no task: taking it for a stored copy would revoke the run and lose the
+// task. copyID steps over markers, but its lookup may have failed. A lookup
+// that cannot tell counts as a copy, as before markers existed.
+func (m *mw) notMarker(meta taskMeta, id string) error {
+	if m.cfg.inspector == nil || meta.queue == "" {
+		return nil
+	}
+	if info, err := m.lookupCopy(meta, id); err == nil && isMarker(info) {
+		return errClaimed
+	}
+	return nil
 }
 
 // copyRetention is how long a completed copy (or a marker) stays in the
