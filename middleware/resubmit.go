@@ -73,14 +73,13 @@ func (m *mw) notMarker(meta taskMeta, id string) error {
 	return nil
 }
 
-// copyRetention is how long a completed copy (or a marker) stays in the
-// broker: as long as the resubmitting run may still wait for its lock (its
-// deadline) and a margin. A failed resubmission whose copy was stored all
+// copyRetention is how long a completed copy stays in the broker: as long
+// as the resubmitting run may still wait for its lock (its deadline) and a
+// margin. A failed resubmission whose copy was stored all
 // the same may complete before that run claims the copy's ID; the copy
 // then still holds the ID (see claimCopyID) instead of leaving it free,
 // which would look like "never stored" and make the run do the task a
-// second time. A marker holds the ID that long against copies still on
-// their way.
+// second time. A marker holds its ID at least as long (markerRetention).
 func copyRetention(ctx context.Context) time.Duration {
 	if dl, ok := ctx.Deadline(); ok {
 		return max(time.Until(dl), 0) + copyKeepMargin
