@@ -29,10 +29,13 @@ func (m *mw) conflict(ctx context.Context, t *asynq.Task, meta taskMeta, res str
 	if action == actSkip || action == actFail {
 		return nil, m.skipOrFail(t, meta, action, ev, busy, start, log)
 	}
+	copyID := ""
 	if m.cfg.broker != nil && meta.queue != "" && errors.Is(cause, redlock.ErrLocked) {
-		if lock, done, err := m.parkTask(ctx, t, meta, res, cause, start, log); done {
+		lock, id, done, err := m.parkTask(ctx, t, meta, res, cause, start, log)
+		if done {
 			return lock, err
 		}
+		copyID = id
 	}
 	if !meta.budgetSpent() {
 		ev.Action, ev.Wait = "requeue", time.Since(start)
@@ -40,41 +43,27 @@ func (m *mw) conflict(ctx context.Context, t *asynq.Task, meta taskMeta, res str
 		log.Debug("task requeued: resource busy", "cause", cause)
 		return nil, busy
 	}
-	return m.lastRetry(ctx, t, meta, res, ev, busy, start, log)
+	return m.lastRetry(ctx, t, meta, res, copyID, ev, busy, start, log)
 }
 
 // lastRetry handles a busy task on its last retry, where asynq archives on
-// any error and a conflict must not: it resubmits a copy (and revokes this
-// run), or, without an enqueuer or when the copy is known not to exist,
+// any error and a conflict must not: it resubmits a copy under copyID
+// (picked here when empty: parkCopy passes the ID its failed resubmission
+// used, which a late copy may still take) and revokes this run, or,
+// without an enqueuer or when the copy's ID is claimed (resubmitOrClaim),
 // waits for the lock as long as the task may run.
-func (m *mw) lastRetry(ctx context.Context, t *asynq.Task, meta taskMeta, res string, ev Event, busy *conflictError, start time.Time, log taskLog) (*redlock.Lock, error) {
-	cause := busy.cause
-	dropCopy, copyID := false, ""
+func (m *mw) lastRetry(ctx context.Context, t *asynq.Task, meta taskMeta, res, copyID string, ev Event, busy *conflictError, start time.Time, log taskLog) (*redlock.Lock, error) {
 	if m.cfg.enqueuer != nil {
 		ev.Action = "resubmit"
-		copyID = m.copyID(meta)
-		err := m.resubmit(ctx, t, meta, copyID, busy, log)
-		if err == nil {
-			ev.Wait, ev.Err = time.Since(start), cause
-			m.observe(ev)
-			log.Debug("busy task resubmitted on its last retry")
-			return nil, fmt.Errorf("task %s (id %s) resubmitted: %w: %w", t.Type(), meta.id, busy, asynq.RevokeTask)
+		if copyID == "" {
+			copyID = m.copyID(meta)
 		}
-		ev.Err = errors.Join(cause, err)
-		if !m.copyAbsent(meta, copyID) {
-			// The copy may have been stored all the same (a lost reply):
-			// running this run as well could apply the task twice, while
-			// an archived task stays visible and can be run again.
-			ev.Wait = time.Since(start)
-			m.observe(ev)
-			log.Error("could not resubmit a busy task on its last retry nor tell whether its copy was stored; asynq archives it", "err", err)
-			return nil, fmt.Errorf("task %s (id %s): resubmitting after %w: %w", t.Type(), meta.id, busy, err)
+		if done, err := m.resubmitOrClaim(ctx, t, meta, copyID, &ev, busy, start, log); done {
+			return nil, err
 		}
-		log.Error("could not resubmit a busy task on its last retry; waiting for its lock instead", "err", err)
-		dropCopy = true
 	}
-	// No enqueuer, or the copy is known not to exist: wait for the lock as
-	// long as the task may run.
+	// No enqueuer, or no copy exists nor can be stored: wait for the lock
+	// as long as the task may run.
 	ev.Action = "wait-exhausted-budget"
 	wctx, span := m.startWait(ctx, res)
 	lock, err := m.client.Acquire(wctx, res, m.cfg.ttl, m.cfg.lockOpts...)
@@ -85,19 +74,43 @@ func (m *mw) lastRetry(ctx context.Context, t *asynq.Task, meta taskMeta, res st
 		log.Error("busy task on its last retry could not get its lock before its deadline", "err", err)
 		return nil, fmt.Errorf("task %s (id %s) on its last retry: %w", t.Type(), meta.id, &conflictError{resource: res, cause: err})
 	}
-	if dropCopy {
-		copyRuns, err := m.dropLateCopy(meta, copyID, log)
-		if copyRuns || err != nil {
-			m.release(ctx, lock, log)
-		}
-		switch {
-		case copyRuns:
-			return nil, fmt.Errorf("task %s (id %s): its resubmitted copy runs instead: %w", t.Type(), meta.id, asynq.RevokeTask)
-		case err != nil:
-			return nil, fmt.Errorf("task %s (id %s): cannot tell whether a late resubmitted copy exists: %w", t.Type(), meta.id, err)
-		}
-	}
 	return lock, nil
+}
+
+// resubmitOrClaim resubmits the task under id and revokes this run; when
+// the resubmission fails, it claims id with a marker (claimCopyID) so that
+// this run may do the work itself, with no copy that could do it again.
+// done is true when this run ends with err: revoked because a copy carries
+// the task, or failed because the broker could not tell whether one does
+// (running then could apply the task twice, while an archived task stays
+// visible and can be run again).
+func (m *mw) resubmitOrClaim(ctx context.Context, t *asynq.Task, meta taskMeta, id string, ev *Event, busy *conflictError, start time.Time, log taskLog) (done bool, err error) {
+	rerr := m.resubmit(ctx, t, meta, id, busy, log)
+	if rerr == nil {
+		ev.Err = busy.cause
+	} else {
+		ev.Err = errors.Join(busy.cause, rerr)
+		stored, cerr := m.claimCopyID(ctx, t, meta, id)
+		if cerr != nil {
+			ev.Wait = time.Since(start)
+			m.observe(*ev)
+			log.Error("could not resubmit a busy task on its last retry nor tell whether its copy was stored; asynq archives it", "err", errors.Join(rerr, cerr))
+			return true, fmt.Errorf("task %s (id %s): resubmitting after %w: %w", t.Type(), meta.id, busy, errors.Join(rerr, cerr))
+		}
+		if !stored {
+			if errors.Is(rerr, errClaimed) {
+				log.Debug("busy task's copy ID claimed by an earlier delivery; waiting for its lock instead", "copy_id", id)
+			} else {
+				log.Error("could not resubmit a busy task on its last retry; waiting for its lock instead", "err", rerr, "copy_id", id)
+			}
+			return false, nil
+		}
+		log.Debug("a resubmission that failed stored its copy all the same", "copy_id", id, "err", rerr)
+	}
+	ev.Wait = time.Since(start)
+	m.observe(*ev)
+	log.Debug("busy task resubmitted on its last retry")
+	return true, fmt.Errorf("task %s (id %s) resubmitted: %w: %w", t.Type(), meta.id, busy, asynq.RevokeTask)
 }
 
 // skipOrFail applies the Skip or Fail policy to a busy task.

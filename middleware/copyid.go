@@ -29,10 +29,12 @@ func nextID(id string) string {
 // (completed and kept, or archived) in an earlier run of the task, such as
 // an archived task an operator runs again: that copy is no copy of this
 // run, and a conflict with it must not pass for this run's copy being
-// stored (which would revoke the run and enqueue nothing). Such IDs are
-// stepped over to the next generation. A copy that is still live (pending,
-// scheduled, retrying, running), or a lookup that fails, keeps the ID: a
-// conflict on it is this run's copy stored by an earlier try or delivery.
+// stored (which would revoke the run and enqueue nothing). So is a marker
+// (claimCopyID), in any state: an earlier delivery of this task claimed the
+// ID, and a copy stored under it would never run. Such IDs are stepped over
+// to the next generation. A copy that is still live (pending, scheduled,
+// retrying, running), or a lookup that fails, keeps the ID: a conflict on
+// it is this run's copy stored by an earlier try or delivery.
 func (m *mw) copyID(meta taskMeta) string {
 	id := nextID(meta.id)
 	if m.cfg.inspector == nil || meta.queue == "" {
@@ -40,7 +42,7 @@ func (m *mw) copyID(meta taskMeta) string {
 	}
 	for range maxCopyGenerations {
 		info, err := m.lookupCopy(meta, id)
-		if err != nil || !finished(info.State) {
+		if err != nil || !finished(info.State) && !isMarker(info) {
 			return id
 		}
 		id = nextID(id)

@@ -88,6 +88,12 @@ func (m *mw) resource(t *asynq.Task, key string) string {
 // process runs one task: key, lock (or the conflict policy), handler.
 func (m *mw) process(ctx context.Context, t *asynq.Task, next asynq.Handler) error {
 	meta := metaOf(ctx)
+	if by, ok := t.Headers()[markerHeader]; ok {
+		// A marker only holds its ID against a late copy (claimCopyID):
+		// the task it stands for is run by its original.
+		m.cfg.logger.Debug("a marker ran: nothing to do", "task_id", meta.id, "task_type", t.Type(), "claimed_by", by)
+		return nil
+	}
 	key, err := m.key(ctx, t)
 	if err != nil {
 		return m.badKey(t, meta, err)

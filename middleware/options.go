@@ -168,8 +168,12 @@ func WithRollbackTimeout(d time.Duration) Option { return func(c *config) { c.ro
 //     archive it on any error) is resubmitted under a derived ID with its
 //     timeout, deadline and retention (kept as completed at least until
 //     the run's deadline, so that a copy stored late and completed is told
-//     from one never stored), and the current run revoked; without it, such
-//     a task waits for its lock as long as its deadline allows;
+//     from one never stored), and the current run revoked; when that
+//     fails, the run claims the copy's ID with a marker (a task with no
+//     payload that runs nothing) before it does the work itself, so that a
+//     copy still on its way is never stored (docs/MIDDLEWARE.md); without
+//     WithBroker, such a task waits for its lock as long as its deadline
+//     allows;
 //   - busy tasks are parked: kept in asynq's retry set, recorded in a FIFO
 //     per queue and resource, and moved to the front of their queue when a
 //     task of their resource starts running (a backstop delay brings them

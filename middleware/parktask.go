@@ -12,50 +12,53 @@ import (
 
 // parkTask parks a task that met its resource busy (see WithBroker). done
 // is false when parking could not be done (no queue, broker unreachable):
-// the caller then requeues the task as without parking.
-func (m *mw) parkTask(ctx context.Context, t *asynq.Task, meta taskMeta, res string, cause error, start time.Time, log taskLog) (lock *redlock.Lock, done bool, err error) {
+// the caller then requeues the task as without parking, or, on a last
+// retry, resubmits it under copyID when set (the ID of a resubmission that
+// failed, whose copy may still land).
+func (m *mw) parkTask(ctx context.Context, t *asynq.Task, meta taskMeta, res string, cause error, start time.Time, log taskLog) (lock *redlock.Lock, copyID string, done bool, err error) {
 	if meta.budgetSpent() {
 		return m.parkCopy(ctx, t, meta, res, cause, start, log)
 	}
 	p, perr := m.park(ctx, meta.queue, res, meta.id, meta.id, false)
 	if perr != nil {
 		m.warnPark(res, perr)
-		return nil, false, nil
+		return nil, "", false, nil
 	}
 	m.warnPark(res, nil)
 	m.parkedHere(meta.queue, res, p.fifo)
 	if p.again {
 		lock, err = m.waitParked(ctx, t, meta, res, start, log)
-		return lock, true, err
+		return lock, "", true, err
 	}
 	busy := &conflictError{resource: res, cause: cause, delay: m.backstop(res, p.fifo-1), nonce: p.nonce}
 	m.observe(Event{Kind: EventConflict, TaskType: t.Type(), TaskID: meta.id, Resource: res, Policy: m.cfg.policy.name(), Action: "park", Wait: time.Since(start), Err: cause, Parked: p.fifo})
 	traceParked(ctx, res, cause, p.fifo, busy.delay, "")
 	log.Debug("task parked: resource busy", "cause", cause, "position", p.fifo, "backstop", busy.delay)
-	return nil, true, busy
+	return nil, "", true, busy
 }
 
 // parkCopy parks a task on its last retry, which asynq would archive on any
 // error: a copy is resubmitted to the scheduled set with the backstop delay
-// and recorded, and this run is revoked.
-func (m *mw) parkCopy(ctx context.Context, t *asynq.Task, meta taskMeta, res string, cause error, start time.Time, log taskLog) (*redlock.Lock, bool, error) {
+// and recorded, and this run is revoked. A resubmission that fails hands
+// its copy's ID to the usual last-retry path.
+func (m *mw) parkCopy(ctx context.Context, t *asynq.Task, meta taskMeta, res string, cause error, start time.Time, log taskLog) (*redlock.Lock, string, bool, error) {
 	if m.cfg.enqueuer == nil {
-		return nil, false, nil
+		return nil, "", false, nil
 	}
 	again, err := m.wasParked(ctx, meta.queue, meta.id)
 	if err != nil {
 		m.warnPark(res, err)
-		return nil, false, nil
+		return nil, "", false, nil
 	}
 	if again {
 		// Waits like any parked task; if the wait ends first, the usual
 		// last-retry path resubmits it (it must not be archived).
 		m.forceWait(res)
 		if lock, err := m.waitFor(ctx, res, max(m.cfg.policy.wait, defaultWait)); err == nil {
-			return lock, true, nil
+			return lock, "", true, nil
 		}
 		m.promoteAhead(meta.queue, res, meta.id) // no longer on its way: frees its promotion slot
-		return nil, false, nil
+		return nil, "", false, nil
 	}
 	busy := &conflictError{resource: res, cause: cause, delay: m.backstop(res, m.waiting(res))}
 	// Recorded first: the record waits parkSettle for its copy to be
@@ -65,14 +68,16 @@ func (m *mw) parkCopy(ctx context.Context, t *asynq.Task, meta taskMeta, res str
 	m.warnPark(res, perr)
 	m.parkedHere(meta.queue, res, p.fifo)
 	if err := m.resubmit(ctx, t, meta, id, busy, log); err != nil {
-		return nil, false, nil // the usual last-retry path takes over
+		// The usual last-retry path takes over, with this ID: a copy
+		// stored late under it, even one that ran already, must show.
+		return nil, id, false, nil
 	}
 	m.observe(Event{Kind: EventConflict, TaskType: t.Type(), TaskID: meta.id, Resource: res, Policy: m.cfg.policy.name(), Action: "park", Wait: time.Since(start), Err: cause, Parked: p.fifo})
 	if perr == nil { // recorded: it comes back on a promotion
 		traceParked(ctx, res, cause, p.fifo, busy.delay, id)
 	}
 	log.Debug("task parked on its last retry: resource busy; a copy was resubmitted", "cause", cause, "copy_id", id, "position", p.fifo, "backstop", busy.delay)
-	return nil, true, fmt.Errorf("task %s (id %s) parked as %s: %w: %w", t.Type(), meta.id, id, busy, asynq.RevokeTask)
+	return nil, "", true, fmt.Errorf("task %s (id %s) parked as %s: %w: %w", t.Type(), meta.id, id, busy, asynq.RevokeTask)
 }
 
 // waitParked makes a task that was parked once wait for its lock rather

@@ -25,7 +25,7 @@ var errInspectTimeout = errors.New("no answer from the broker within the resubmi
 // inspector, the same timeout, deadline and retention), after a conflict
 // delay. A failed enqueue is tried once more: the derived ID makes a repeat
 // safe, and a copy stored by the first try despite its error then shows as
-// a conflict on the ID.
+// a conflict on the ID, unless a marker holds the ID (errClaimed).
 func (m *mw) resubmit(ctx context.Context, t *asynq.Task, meta taskMeta, id string, busy *conflictError, log taskLog) error {
 	d, _ := conflictDelay(busy)
 	// The copy keeps what is left of the retry budget (nothing, on a last
@@ -43,19 +43,43 @@ func (m *mw) resubmit(ctx context.Context, t *asynq.Task, meta taskMeta, id stri
 		ectx, cancel := lockutil.Detached(ctx)
 		_, err = m.cfg.enqueuer.EnqueueContext(ectx, asynq.NewTaskWithHeaders(t.Type(), t.Payload(), t.Headers()), opts...)
 		cancel()
-		if err == nil || errors.Is(err, asynq.ErrTaskIDConflict) {
-			return nil // stored now, or by an earlier try or run of this task
+		if errors.Is(err, asynq.ErrTaskIDConflict) {
+			return m.notMarker(meta, id)
+		}
+		if err == nil {
+			return nil
 		}
 	}
 	return err
 }
 
+// errClaimed is a resubmission refused because a marker holds the copy's
+// ID: an earlier delivery of the task claimed it (claimCopyID), and a copy
+// can never be stored under it.
+var errClaimed = errors.New("the copy's ID is claimed by a marker of an earlier delivery")
+
+// notMarker tells, after a conflict on id, a copy (stored by an earlier try
+// or delivery of this task: nil) from a marker (errClaimed), which carries
+// no task: taking it for a stored copy would revoke the run and lose the
+// task. copyID steps over markers, but its lookup may have failed. A lookup
+// that cannot tell counts as a copy, as before markers existed.
+func (m *mw) notMarker(meta taskMeta, id string) error {
+	if m.cfg.inspector == nil || meta.queue == "" {
+		return nil
+	}
+	if info, err := m.lookupCopy(meta, id); err == nil && isMarker(info) {
+		return errClaimed
+	}
+	return nil
+}
+
 // copyRetention is how long a completed copy stays in the broker: as long
 // as the resubmitting run may still wait for its lock (its deadline) and a
-// margin. A failed resubmission whose copy was stored all the same, late,
-// may then complete before that run gets its lock; the run reads the copy
-// as completed (see dropLateCopy) instead of "not found", which would look
-// like "never stored" and make it run the task a second time.
+// margin. A failed resubmission whose copy was stored all
+// the same may complete before that run claims the copy's ID; the copy
+// then still holds the ID (see claimCopyID) instead of leaving it free,
+// which would look like "never stored" and make the run do the task a
+// second time. A marker holds its ID at least as long (markerRetention).
 func copyRetention(ctx context.Context) time.Duration {
 	if dl, ok := ctx.Deadline(); ok {
 		return max(time.Until(dl), 0) + copyKeepMargin
@@ -83,52 +107,6 @@ func (m *mw) originalOptions(meta taskMeta, log taskLog) ([]asynq.Option, time.D
 		opts = append(opts, asynq.Deadline(info.Deadline))
 	}
 	return opts, info.Retention
-}
-
-// copyAbsent reports whether the broker says the resubmitted copy id does
-// not exist; false when it cannot tell (no inspector, no answer).
-func (m *mw) copyAbsent(meta taskMeta, id string) bool {
-	if m.cfg.inspector == nil || meta.queue == "" {
-		return false
-	}
-	_, err := m.lookupCopy(meta, id)
-	return errors.Is(err, asynq.ErrTaskNotFound)
-}
-
-// dropLateCopy runs after a failed resubmission, once the task got its lock,
-// just before it runs: a copy whose enqueue was still on its way when
-// copyAbsent looked would run the task a second time, so it is deleted; one
-// that completed meanwhile did the work, and is kept long enough to be seen
-// (copyRetention): "not found" means never stored. copyRuns reports a copy
-// that did or does the work (completed, or running and so not deletable):
-// this run must not. err means the broker could not tell. Looking before
-// deleting matters: asynq deletes a completed task too. A copy cannot
-// complete between the two, as this run holds the lock.
-func (m *mw) dropLateCopy(meta taskMeta, id string, log taskLog) (copyRuns bool, err error) {
-	info, err := m.lookupCopy(meta, id)
-	switch {
-	case errors.Is(err, asynq.ErrTaskNotFound):
-		return false, nil
-	case err != nil:
-		return false, err
-	case info.State == asynq.TaskStateCompleted:
-		log.Warn("a resubmitted copy that was stored late completed the task; this run does not", "copy_id", id)
-		return true, nil
-	}
-	_, derr := inspect(func() (struct{}, error) { return struct{}{}, m.cfg.inspector.DeleteTask(meta.queue, id) })
-	switch {
-	case derr == nil:
-		log.Warn("deleted a resubmitted copy that was stored late; this run does the work", "copy_id", id)
-		return false, nil
-	case errors.Is(derr, asynq.ErrTaskNotFound):
-		return false, nil // gone meanwhile: revoked by its own run
-	}
-	if _, gerr := m.lookupCopy(meta, id); gerr == nil {
-		return true, nil // running: not deletable
-	} else if !errors.Is(gerr, asynq.ErrTaskNotFound) {
-		return false, errors.Join(derr, gerr)
-	}
-	return false, nil // gone meanwhile
 }
 
 // lookupCopy looks a resubmitted copy up, bounded by the resubmission
