@@ -168,13 +168,17 @@ func oneRound(t *testing.T, sc *scriptCounter, raws []*redis.Client, key string,
 
 // TestLimitLocalWaitersAreHandedSlotsInOrder: three callers of one client
 // wait for a full resource; each release hands the freed slot to the one
-// that has waited longest, and never to a later one.
+// that has waited longest, and never to a later one. Each freed slot is
+// one of the first holders': a lock that was itself handed over carries
+// its chain's jumps, and past maxJumpSpan (100ms, which a loaded machine
+// takes between two of these releases) its release goes to the nodes.
 func TestLimitLocalWaitersAreHandedSlotsInOrder(t *testing.T) {
 	ctx := context.Background()
 	c := wrappedClient(t, servers(t, 3), nil, WithRetryDelay(time.Hour, time.Hour)) // see testSlotHandOver
+	const n = 3
 	var held []*Lock
-	for range 2 {
-		l, err := c.TryAcquire(ctx, "r", time.Minute, WithLimit(2))
+	for range n {
+		l, err := c.TryAcquire(ctx, "r", time.Minute, WithLimit(n))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -184,17 +188,16 @@ func TestLimitLocalWaitersAreHandedSlotsInOrder(t *testing.T) {
 		i int
 		acquired
 	}
-	arrivals := make(chan arrival, 3)
-	for i := range 3 {
+	arrivals := make(chan arrival, n)
+	for i := range n {
 		// The first parks; the others queue behind it, in order.
-		w := waitFor(ctx, c, "r", time.Minute, WithLimit(2))
+		w := waitFor(ctx, c, "r", time.Minute, WithLimit(n))
 		go func() { arrivals <- arrival{i, <-w} }()
-		parked(t, c, "r", 2, i)
+		parked(t, c, "r", n, i)
 	}
-	for i := range 3 {
+	for i, freed := range held {
 		// The oldest caller tried the nodes and paused.
-		parked(t, c, "r", 2, 2-i)
-		freed := held[0]
+		parked(t, c, "r", n, n-1-i)
 		if err := freed.Release(ctx); err != nil {
 			t.Fatal(err)
 		}
@@ -205,7 +208,7 @@ func TestLimitLocalWaitersAreHandedSlotsInOrder(t *testing.T) {
 		if got.l.Slot() != freed.Slot() || got.l.via != handoverLocal {
 			t.Fatalf("waiter %d got slot %d by %q; slot %d was handed over", i, got.l.Slot(), got.l.via, freed.Slot())
 		}
-		held = append(held[1:], got.l)
+		defer got.l.Release(ctx)
 	}
 }
 
