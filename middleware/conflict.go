@@ -85,9 +85,14 @@ func (r *taskRun) lastRetry(ctx context.Context, copyID string, ev Event, busy *
 // done is true when this run ends with err: revoked because a copy carries
 // the task, or failed because the broker could not tell whether one does
 // (running then could apply the task twice, while an archived task stays
-// visible and can be run again).
+// visible and can be run again). Resubmissions that fail are logged once
+// per change of state (warnResubmit), each task's outcome at Debug; the
+// observer sees every one.
 func (r *taskRun) resubmitOrClaim(ctx context.Context, id string, ev *Event, busy *conflictError) (done bool, err error) {
 	rerr := r.resubmit(ctx, id, busy)
+	if !errors.Is(rerr, errClaimed) { // a marker's refusal tells nothing of the broker
+		r.m.warnResubmit(r.res, rerr)
+	}
 	if rerr == nil {
 		ev.Err = busy.cause
 	} else {
@@ -95,14 +100,14 @@ func (r *taskRun) resubmitOrClaim(ctx context.Context, id string, ev *Event, bus
 		stored, cerr := r.claimCopyID(ctx, id)
 		if cerr != nil {
 			r.observeWait(*ev)
-			r.log.Error("could not resubmit a busy task on its last retry nor tell whether its copy was stored; asynq archives it", "err", errors.Join(rerr, cerr))
+			r.log.Debug("could not resubmit a busy task on its last retry nor tell whether its copy was stored; asynq archives it", "err", errors.Join(rerr, cerr))
 			return true, fmt.Errorf("%s: resubmitting after %w: %w", r.name(), busy, errors.Join(rerr, cerr))
 		}
 		if !stored {
 			if errors.Is(rerr, errClaimed) {
 				r.log.Debug("busy task's copy ID claimed by an earlier delivery; waiting for its lock instead", "copy_id", id)
 			} else {
-				r.log.Error("could not resubmit a busy task on its last retry; waiting for its lock instead", "err", rerr, "copy_id", id)
+				r.log.Debug("could not resubmit a busy task on its last retry; waiting for its lock instead", "err", rerr, "copy_id", id)
 			}
 			return false, nil
 		}

@@ -28,6 +28,7 @@ type mw struct {
 	tracer     trace.Tracer
 	promoteErr bool      // the last promotion failed
 	parkErr    bool      // the last park call failed
+	resubErr   bool      // the last resubmission failed
 	outage     time.Time // a wait ended for want of a quorum; until then arrivals try first
 }
 

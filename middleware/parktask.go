@@ -72,6 +72,7 @@ func (r *taskRun) parkCopy(ctx context.Context, cause error) (*redlock.Lock, str
 		// stored late under it, even one that ran already, must show.
 		return nil, id, false, nil
 	}
+	m.warnResubmit(r.res, nil)
 	r.observeParked(cause, p.fifo)
 	if perr == nil { // recorded: it comes back on a promotion
 		traceParked(ctx, r.res, cause, p.fifo, busy.delay, id)

@@ -54,6 +54,17 @@ func (r *taskRun) resubmit(ctx context.Context, id string, busy *conflictError) 
 	return err
 }
 
+// warnResubmit logs failing resubmissions once per change of state, as
+// warnPark does for parking: the first failure at Warn with its cause and
+// the broker's address, the first success after it at Info. Each task's
+// outcome in between is logged at Debug (resubmitOrClaim); a broker that
+// fails fails every task alike, and a line per task would bury the one
+// that says so. A failed try of parkCopy does not count: the last-retry
+// path tries again and tells.
+func (m *mw) warnResubmit(res string, err error) {
+	m.brokerState(&m.resubErr, res, err, "cannot resubmit busy tasks on their last retry: each waits for its lock instead, or is archived when the broker cannot tell whether its copy was stored", "resubmitting busy tasks on their last retry again")
+}
+
 // errClaimed is a resubmission refused because a marker holds the copy's
 // ID: an earlier delivery of the task claimed it (claimCopyID), and a copy
 // can never be stored under it.
