@@ -35,13 +35,13 @@ func nextID(id string) string {
 // to the next generation. A copy that is still live (pending, scheduled,
 // retrying, running), or a lookup that fails, keeps the ID: a conflict on
 // it is this run's copy stored by an earlier try or delivery.
-func (m *mw) copyID(meta taskMeta) string {
-	id := nextID(meta.id)
-	if m.cfg.inspector == nil || meta.queue == "" {
+func (r *taskRun) copyID() string {
+	id := nextID(r.meta.id)
+	if r.m.cfg.inspector == nil || r.meta.queue == "" {
 		return id
 	}
 	for range maxCopyGenerations {
-		info, err := m.lookupCopy(meta, id)
+		info, err := r.lookupCopy(id)
 		if err != nil || !finished(info.State) && !isMarker(info) {
 			return id
 		}

@@ -3,7 +3,6 @@ package middleware
 import (
 	"context"
 	"errors"
-	"fmt"
 	"hash/maphash"
 	"slices"
 	"sync"
@@ -29,6 +28,7 @@ type mw struct {
 	tracer     trace.Tracer
 	promoteErr bool      // the last promotion failed
 	parkErr    bool      // the last park call failed
+	resubErr   bool      // the last resubmission failed
 	outage     time.Time // a wait ended for want of a quorum; until then arrivals try first
 }
 
@@ -101,31 +101,26 @@ func (m *mw) process(ctx context.Context, t *asynq.Task, next asynq.Handler) err
 	if key == "" {
 		return next.ProcessTask(ctx, t)
 	}
-	res := m.resource(t, key)
-	log := taskLog{l: m.cfg.logger, id: meta.id, typ: t.Type(), res: res}
-	start := time.Now()
-	lock, waited, err := m.acquire(ctx, res)
+	r := m.newRun(t, next, meta, m.resource(t, key))
+	lock, waited, err := m.acquire(ctx, r.res)
 	if err != nil {
-		if ctx.Err() != nil || !errors.Is(err, redlock.ErrLocked) && !errors.Is(err, redlock.ErrQuorum) {
-			// asynq ended the run (deadline, shutdown), or the lock client
-			// failed for another reason (closed, bad input): an ordinary
-			// failure, retried and counted as such; never a conflict.
-			return fmt.Errorf("task %s (id %s): acquiring %s: %w", t.Type(), meta.id, res, err)
+		if ferr := r.acquireFailed(ctx, err); ferr != nil {
+			return ferr
 		}
-		lock, err = m.conflict(ctx, t, meta, res, err, start, log)
-		if lock == nil {
+		if lock, err = r.conflict(ctx, err); lock == nil {
 			return err
 		}
 		waited = true
 	}
+	r.lock = lock
 	if m.cfg.observer != nil {
-		ev := Event{Kind: EventAcquired, TaskType: t.Type(), TaskID: meta.id, Resource: res, Policy: m.cfg.policy.name(), Wait: time.Since(start)}
+		ev := r.lockEvent(EventAcquired, "", nil)
 		if waited {
-			ev.Handover = m.handoverKind(res, time.Now())
+			ev.Handover = m.handoverKind(r.res, time.Now())
 		}
-		m.observe(ev)
+		r.observeWait(ev)
 	}
-	defer m.uncountHolder(res, m.countHolder(res))
-	m.promoteOnStart(meta.queue, res, meta.id)
-	return m.run(ctx, t, next, lock, meta, log)
+	defer m.uncountHolder(r.res, m.countHolder(r.res))
+	m.promoteOnStart(meta.queue, r.res, meta.id)
+	return r.run(ctx)
 }

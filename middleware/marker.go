@@ -27,19 +27,19 @@ const claimTries = 3
 // do the work); false with a nil error means the marker holds id, no copy
 // exists or ever will, and this run may do the work itself. err means the
 // broker could not tell.
-func (m *mw) claimCopyID(ctx context.Context, t *asynq.Task, meta taskMeta, id string) (stored bool, err error) {
+func (r *taskRun) claimCopyID(ctx context.Context, id string) (stored bool, err error) {
 	for range claimTries {
-		err = m.enqueueMarker(ctx, t, meta, id)
+		err = r.enqueueMarker(ctx, id)
 		if err == nil {
 			return false, nil
 		}
 		if !errors.Is(err, asynq.ErrTaskIDConflict) {
 			continue // may be stored all the same: a conflict on the next try tells
 		}
-		if m.cfg.inspector == nil {
+		if r.m.cfg.inspector == nil {
 			return false, err // cannot tell this run's marker from a copy
 		}
-		info, lerr := m.lookupCopy(meta, id)
+		info, lerr := r.lookupCopy(id)
 		switch {
 		case lerr == nil:
 			return !isMarker(info), nil
@@ -51,20 +51,20 @@ func (m *mw) claimCopyID(ctx context.Context, t *asynq.Task, meta taskMeta, id s
 	return false, err
 }
 
-// enqueueMarker enqueues the marker of task t (run as meta) under id, in
-// t's queue, kept as completed for markerRetention.
-// It has no payload: it never reaches a handler (process returns at its
-// header), and a server of an earlier version, which would hand it to the
-// handler as a task of the type, hands it nothing to apply.
-func (m *mw) enqueueMarker(ctx context.Context, t *asynq.Task, meta taskMeta, id string) error {
+// enqueueMarker enqueues the task's marker under id, in its queue, kept
+// as completed for markerRetention. It has no payload: it never reaches a
+// handler (process returns at its header), and a server of an earlier
+// version, which would hand it to the handler as a task of the type, hands
+// it nothing to apply.
+func (r *taskRun) enqueueMarker(ctx context.Context, id string) error {
 	opts := []asynq.Option{asynq.TaskID(id), asynq.Retention(markerRetention(ctx))}
-	if meta.queue != "" {
-		opts = append(opts, asynq.Queue(meta.queue))
+	if r.meta.queue != "" {
+		opts = append(opts, asynq.Queue(r.meta.queue))
 	}
 	ectx, cancel := lockutil.Detached(ctx)
 	defer cancel()
-	marker := asynq.NewTaskWithHeaders(t.Type(), nil, map[string]string{markerHeader: meta.id})
-	_, err := m.cfg.enqueuer.EnqueueContext(ectx, marker, opts...)
+	marker := asynq.NewTaskWithHeaders(r.t.Type(), nil, map[string]string{markerHeader: r.meta.id})
+	_, err := r.m.cfg.enqueuer.EnqueueContext(ectx, marker, opts...)
 	return err
 }
 

@@ -2,38 +2,37 @@ package middleware
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"time"
 
 	"github.com/asynqlock/asynqlock/redlock"
 	"github.com/hibiken/asynq"
 )
 
-// parkTask parks a task that met its resource busy (see WithBroker). done
-// is false when parking could not be done (no queue, broker unreachable):
-// the caller then requeues the task as without parking, or, on a last
-// retry, resubmits it under copyID when set (the ID of a resubmission that
-// failed, whose copy may still land).
-func (m *mw) parkTask(ctx context.Context, t *asynq.Task, meta taskMeta, res string, cause error, start time.Time, log taskLog) (lock *redlock.Lock, copyID string, done bool, err error) {
+// parkTask parks a task that met its resource busy (see WithBroker); cause
+// is why the lock was not had. done is false when parking could not be
+// done (no queue, broker unreachable): the caller then requeues the task as
+// without parking, or, on a last retry, resubmits it under copyID when set
+// (the ID of a resubmission that failed, whose copy may still land).
+func (r *taskRun) parkTask(ctx context.Context, cause error) (lock *redlock.Lock, copyID string, done bool, err error) {
+	m, meta := r.m, r.meta
 	if meta.budgetSpent() {
-		return m.parkCopy(ctx, t, meta, res, cause, start, log)
+		return r.parkCopy(ctx, cause)
 	}
-	p, perr := m.park(ctx, meta.queue, res, meta.id, meta.id, false)
+	p, perr := m.park(ctx, meta.queue, r.res, meta.id, meta.id, false)
 	if perr != nil {
-		m.warnPark(res, perr)
+		m.warnPark(r.res, perr)
 		return nil, "", false, nil
 	}
-	m.warnPark(res, nil)
-	m.parkedHere(meta.queue, res, p.fifo)
+	m.warnPark(r.res, nil)
+	m.parkedHere(meta.queue, r.res, p.fifo)
 	if p.again {
-		lock, err = m.waitParked(ctx, t, meta, res, start, log)
+		lock, err = r.waitParked(ctx)
 		return lock, "", true, err
 	}
-	busy := &conflictError{resource: res, cause: cause, delay: m.backstop(res, p.fifo-1), nonce: p.nonce}
-	m.observe(Event{Kind: EventConflict, TaskType: t.Type(), TaskID: meta.id, Resource: res, Policy: m.cfg.policy.name(), Action: "park", Wait: time.Since(start), Err: cause, Parked: p.fifo})
-	traceParked(ctx, res, cause, p.fifo, busy.delay, "")
-	log.Debug("task parked: resource busy", "cause", cause, "position", p.fifo, "backstop", busy.delay)
+	busy := &conflictError{resource: r.res, cause: cause, delay: m.backstop(r.res, p.fifo-1), nonce: p.nonce}
+	r.observeParked(cause, p.fifo)
+	traceParked(ctx, r.res, cause, p.fifo, busy.delay, "")
+	r.log.Debug("task parked: resource busy", "cause", cause, "position", p.fifo, "backstop", busy.delay)
 	return nil, "", true, busy
 }
 
@@ -41,43 +40,52 @@ func (m *mw) parkTask(ctx context.Context, t *asynq.Task, meta taskMeta, res str
 // error: a copy is resubmitted to the scheduled set with the backstop delay
 // and recorded, and this run is revoked. A resubmission that fails hands
 // its copy's ID to the usual last-retry path.
-func (m *mw) parkCopy(ctx context.Context, t *asynq.Task, meta taskMeta, res string, cause error, start time.Time, log taskLog) (*redlock.Lock, string, bool, error) {
+func (r *taskRun) parkCopy(ctx context.Context, cause error) (*redlock.Lock, string, bool, error) {
+	m, meta := r.m, r.meta
 	if m.cfg.enqueuer == nil {
 		return nil, "", false, nil
 	}
 	again, err := m.wasParked(ctx, meta.queue, meta.id)
 	if err != nil {
-		m.warnPark(res, err)
+		m.warnPark(r.res, err)
 		return nil, "", false, nil
 	}
 	if again {
 		// Waits like any parked task; if the wait ends first, the usual
 		// last-retry path resubmits it (it must not be archived).
-		m.forceWait(res)
-		if lock, err := m.waitFor(ctx, res, max(m.cfg.policy.wait, defaultWait)); err == nil {
+		m.forceWait(r.res)
+		if lock, err := m.waitFor(ctx, r.res, max(m.cfg.policy.wait, defaultWait)); err == nil {
 			return lock, "", true, nil
 		}
-		m.promoteAhead(meta.queue, res, meta.id) // no longer on its way: frees its promotion slot
+		m.promoteAhead(meta.queue, r.res, meta.id) // no longer on its way: frees its promotion slot
 		return nil, "", false, nil
 	}
-	busy := &conflictError{resource: res, cause: cause, delay: m.backstop(res, m.waiting(res))}
+	busy := &conflictError{resource: r.res, cause: cause, delay: m.backstop(r.res, m.waiting(r.res))}
 	// Recorded first: the record waits parkSettle for its copy to be
 	// stored, while a copy promoted by nobody would wait for its backstop.
-	id := m.copyID(meta)
-	p, perr := m.park(ctx, meta.queue, res, meta.id, id, true)
-	m.warnPark(res, perr)
-	m.parkedHere(meta.queue, res, p.fifo)
-	if err := m.resubmit(ctx, t, meta, id, busy, log); err != nil {
+	id := r.copyID()
+	p, perr := m.park(ctx, meta.queue, r.res, meta.id, id, true)
+	m.warnPark(r.res, perr)
+	m.parkedHere(meta.queue, r.res, p.fifo)
+	if err := r.resubmit(ctx, id, busy); err != nil {
 		// The usual last-retry path takes over, with this ID: a copy
 		// stored late under it, even one that ran already, must show.
 		return nil, id, false, nil
 	}
-	m.observe(Event{Kind: EventConflict, TaskType: t.Type(), TaskID: meta.id, Resource: res, Policy: m.cfg.policy.name(), Action: "park", Wait: time.Since(start), Err: cause, Parked: p.fifo})
+	m.warnResubmit(r.res, nil)
+	r.observeParked(cause, p.fifo)
 	if perr == nil { // recorded: it comes back on a promotion
-		traceParked(ctx, res, cause, p.fifo, busy.delay, id)
+		traceParked(ctx, r.res, cause, p.fifo, busy.delay, id)
 	}
-	log.Debug("task parked on its last retry: resource busy; a copy was resubmitted", "cause", cause, "copy_id", id, "position", p.fifo, "backstop", busy.delay)
-	return nil, "", true, fmt.Errorf("task %s (id %s) parked as %s: %w: %w", t.Type(), meta.id, id, busy, asynq.RevokeTask)
+	r.log.Debug("task parked on its last retry: resource busy; a copy was resubmitted", "cause", cause, "copy_id", id, "position", p.fifo, "backstop", busy.delay)
+	return nil, "", true, fmt.Errorf("%s parked as %s: %w: %w", r.name(), id, busy, asynq.RevokeTask)
+}
+
+// observeParked reports the task parked after cause, at position fifo.
+func (r *taskRun) observeParked(cause error, fifo int) {
+	ev := r.lockEvent(EventConflict, "park", cause)
+	ev.Parked = fifo
+	r.observeWait(ev)
 }
 
 // waitParked makes a task that was parked once wait for its lock rather
@@ -85,21 +93,22 @@ func (m *mw) parkCopy(ctx context.Context, t *asynq.Task, meta taskMeta, res str
 // (or came back by its backstop). It waits within the Wait bound (2s at
 // least); if that ends first, or the process's waiters are at their cap
 // across resources (WithWaitCap), it is requeued.
-func (m *mw) waitParked(ctx context.Context, t *asynq.Task, meta taskMeta, res string, start time.Time, log taskLog) (*redlock.Lock, error) {
+func (r *taskRun) waitParked(ctx context.Context) (*redlock.Lock, error) {
+	m := r.m
 	err := error(errWaitCap)
-	if m.tryWaitParked(res) {
+	if m.tryWaitParked(r.res) {
 		var lock *redlock.Lock
-		if lock, err = m.waitFor(ctx, res, max(m.cfg.policy.wait, defaultWait)); err == nil {
+		if lock, err = m.waitFor(ctx, r.res, max(m.cfg.policy.wait, defaultWait)); err == nil {
 			return lock, nil
 		}
-		if ctx.Err() != nil || !errors.Is(err, redlock.ErrLocked) && !errors.Is(err, redlock.ErrQuorum) {
-			return nil, fmt.Errorf("task %s (id %s): acquiring %s: %w", t.Type(), meta.id, res, err)
+		if ferr := r.acquireFailed(ctx, err); ferr != nil {
+			return nil, ferr
 		}
 	}
-	m.promoteAhead(meta.queue, res, meta.id) // no longer on its way: frees its promotion slot
-	busy := &conflictError{resource: res, cause: err, delay: m.delay(res)}
-	m.observe(Event{Kind: EventConflict, TaskType: t.Type(), TaskID: meta.id, Resource: res, Policy: m.cfg.policy.name(), Action: "requeue", Wait: time.Since(start), Err: err})
-	log.Debug("task requeued: parked once already and its resource stayed busy", "cause", err)
+	m.promoteAhead(r.meta.queue, r.res, r.meta.id) // no longer on its way: frees its promotion slot
+	busy := &conflictError{resource: r.res, cause: err, delay: m.delay(r.res)}
+	r.observeWait(r.lockEvent(EventConflict, "requeue", err))
+	r.log.Debug("task requeued: parked once already and its resource stayed busy", "cause", err)
 	return nil, busy
 }
 

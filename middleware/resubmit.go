@@ -26,7 +26,8 @@ var errInspectTimeout = errors.New("no answer from the broker within the resubmi
 // delay. A failed enqueue is tried once more: the derived ID makes a repeat
 // safe, and a copy stored by the first try despite its error then shows as
 // a conflict on the ID, unless a marker holds the ID (errClaimed).
-func (m *mw) resubmit(ctx context.Context, t *asynq.Task, meta taskMeta, id string, busy *conflictError, log taskLog) error {
+func (r *taskRun) resubmit(ctx context.Context, id string, busy *conflictError) error {
+	m, meta := r.m, r.meta
 	d, _ := conflictDelay(busy)
 	// The copy keeps what is left of the retry budget (nothing, on a last
 	// retry): conflicts never consume it, and a resubmission must not
@@ -35,22 +36,33 @@ func (m *mw) resubmit(ctx context.Context, t *asynq.Task, meta taskMeta, id stri
 	if meta.queue != "" {
 		opts = append(opts, asynq.Queue(meta.queue))
 	}
-	extra, retention := m.originalOptions(meta, log)
+	extra, retention := r.originalOptions()
 	opts = append(opts, extra...)
 	opts = append(opts, asynq.Retention(max(retention, copyRetention(ctx))))
 	var err error
 	for range 2 {
 		ectx, cancel := lockutil.Detached(ctx)
-		_, err = m.cfg.enqueuer.EnqueueContext(ectx, asynq.NewTaskWithHeaders(t.Type(), t.Payload(), t.Headers()), opts...)
+		_, err = m.cfg.enqueuer.EnqueueContext(ectx, asynq.NewTaskWithHeaders(r.t.Type(), r.t.Payload(), r.t.Headers()), opts...)
 		cancel()
 		if errors.Is(err, asynq.ErrTaskIDConflict) {
-			return m.notMarker(meta, id)
+			return r.notMarker(id)
 		}
 		if err == nil {
 			return nil
 		}
 	}
 	return err
+}
+
+// warnResubmit logs failing resubmissions once per change of state, as
+// warnPark does for parking: the first failure at Warn with its cause and
+// the broker's address, the first success after it at Info. Each task's
+// outcome in between is logged at Debug (resubmitOrClaim); a broker that
+// fails fails every task alike, and a line per task would bury the one
+// that says so. A failed try of parkCopy does not count: the last-retry
+// path tries again and tells.
+func (m *mw) warnResubmit(res string, err error) {
+	m.brokerState(&m.resubErr, res, err, "cannot resubmit busy tasks on their last retry: each waits for its lock instead, or is archived when the broker cannot tell whether its copy was stored", "resubmitting busy tasks on their last retry again")
 }
 
 // errClaimed is a resubmission refused because a marker holds the copy's
@@ -63,11 +75,11 @@ var errClaimed = errors.New("the copy's ID is claimed by a marker of an earlier 
 // no task: taking it for a stored copy would revoke the run and lose the
 // task. copyID steps over markers, but its lookup may have failed. A lookup
 // that cannot tell counts as a copy, as before markers existed.
-func (m *mw) notMarker(meta taskMeta, id string) error {
-	if m.cfg.inspector == nil || meta.queue == "" {
+func (r *taskRun) notMarker(id string) error {
+	if r.m.cfg.inspector == nil || r.meta.queue == "" {
 		return nil
 	}
-	if info, err := m.lookupCopy(meta, id); err == nil && isMarker(info) {
+	if info, err := r.lookupCopy(id); err == nil && isMarker(info) {
 		return errClaimed
 	}
 	return nil
@@ -90,13 +102,14 @@ func copyRetention(ctx context.Context) time.Duration {
 // originalOptions looks up the options of the running task that asynq does
 // not pass to its handler, when an inspector is configured: its timeout and
 // deadline as options, and its retention.
-func (m *mw) originalOptions(meta taskMeta, log taskLog) ([]asynq.Option, time.Duration) {
+func (r *taskRun) originalOptions() ([]asynq.Option, time.Duration) {
+	m, meta := r.m, r.meta
 	if m.cfg.inspector == nil || meta.queue == "" {
 		return nil, 0
 	}
 	info, err := inspect(func() (*asynq.TaskInfo, error) { return m.cfg.inspector.GetTaskInfo(meta.queue, meta.id) })
 	if err != nil {
-		log.Warn("resubmitting without the task's timeout, deadline and retention: lookup failed", "err", err)
+		r.log.Warn("resubmitting without the task's timeout, deadline and retention: lookup failed", "err", err)
 		return nil, 0
 	}
 	var opts []asynq.Option
@@ -111,8 +124,9 @@ func (m *mw) originalOptions(meta taskMeta, log taskLog) ([]asynq.Option, time.D
 
 // lookupCopy looks a resubmitted copy up, bounded by the resubmission
 // timeout.
-func (m *mw) lookupCopy(meta taskMeta, id string) (*asynq.TaskInfo, error) {
-	return inspect(func() (*asynq.TaskInfo, error) { return m.cfg.inspector.GetTaskInfo(meta.queue, id) })
+func (r *taskRun) lookupCopy(id string) (*asynq.TaskInfo, error) {
+	insp, queue := r.m.cfg.inspector, r.meta.queue // not r: the call may outlive the run
+	return inspect(func() (*asynq.TaskInfo, error) { return insp.GetTaskInfo(queue, id) })
 }
 
 // inspect runs an inspector call, which takes no context, bounded by the

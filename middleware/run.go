@@ -8,13 +8,12 @@ import (
 
 	"github.com/asynqlock/asynqlock/internal/lockutil"
 	"github.com/asynqlock/asynqlock/redlock"
-	"github.com/hibiken/asynq"
 )
 
-// run executes the handler under the lock and cleans up after it.
-func (m *mw) run(ctx context.Context, t *asynq.Task, next asynq.Handler, lock *redlock.Lock, meta taskMeta, log taskLog) error {
+// run executes the handler under the task's lock and cleans up after it.
+func (r *taskRun) run(ctx context.Context) error {
+	m, lock := r.m, r.lock
 	acquired := time.Now()
-	res := lock.Resource()
 	g := m.guard(ctx, lock)
 	finished := false
 	defer func() {
@@ -26,30 +25,30 @@ func (m *mw) run(ctx context.Context, t *asynq.Task, next asynq.Handler, lock *r
 		// rollback's error is logged and observed by rollback.
 		p := recover()
 		lost := g.end(m.keeper)
-		traceLost(ctx, res, lost)
-		_ = m.cleanUp(ctx, t, meta, lock, lost != nil, fmt.Errorf("handler panicked: %v", p), log)
-		m.ended(meta.queue, res, acquired)
+		traceLost(ctx, r.res, lost)
+		_ = r.cleanUp(ctx, lost != nil, fmt.Errorf("handler panicked: %v", p))
+		m.ended(r.meta.queue, r.res, acquired)
 		panic(p)
 	}()
-	herr := next.ProcessTask(g, t)
+	herr := r.next.ProcessTask(g, r.t)
 	returned := time.Now()
 	finished = true
 	afterHandler(lock)
 	lost := declaredBefore(g.end(m.keeper), lock, m.cfg.ttl, returned)
 	if lost != nil {
-		log.Warn("lock lost while the task ran", "cause", lost)
-		m.observe(Event{Kind: EventLost, TaskType: t.Type(), TaskID: meta.id, Resource: res, Err: lost})
-		traceLost(ctx, res, lost)
+		r.log.Warn("lock lost while the task ran", "cause", lost)
+		m.observe(r.event(EventLost, lost))
+		traceLost(ctx, r.res, lost)
 	}
 	cause := herr
 	if cause == nil {
 		cause = lost
 	}
-	herr = errors.Join(herr, m.cleanUp(ctx, t, meta, lock, lost != nil, cause, log))
-	m.ended(meta.queue, res, acquired)
+	herr = errors.Join(herr, r.cleanUp(ctx, lost != nil, cause))
+	m.ended(r.meta.queue, r.res, acquired)
 	if lost != nil && !errors.Is(herr, redlock.ErrLockLost) {
 		// The work was not protected to its end: retry it.
-		herr = errors.Join(herr, fmt.Errorf("task %s (id %s): %w", t.Type(), meta.id, lost))
+		herr = errors.Join(herr, fmt.Errorf("%s: %w", r.name(), lost))
 	}
 	return herr
 }
@@ -130,26 +129,29 @@ func notKept(hold context.Context) error {
 }
 
 // cleanUp runs the rollback hook if there is one and the handler failed or
-// lost its lock (cause is not nil), then releases the lock. It returns the
-// rollback's error.
-func (m *mw) cleanUp(ctx context.Context, t *asynq.Task, meta taskMeta, lock *redlock.Lock, lost bool, cause error, log taskLog) error {
+// lost its lock (cause is not nil; lost tells a loss), then releases the
+// lock. It returns the rollback's error.
+func (r *taskRun) cleanUp(ctx context.Context, lost bool, cause error) error {
 	var err error
-	if m.cfg.rollback != nil && cause != nil {
-		lock, err = m.rollback(ctx, t, meta, lock, lost, cause, log)
+	if r.m.cfg.rollback != nil && cause != nil {
+		err = r.rollback(ctx, lost, cause)
 	}
-	if lock != nil {
-		m.release(ctx, lock, log)
-	}
+	r.release(ctx)
 	return err
 }
 
-// release gives the lock up with a context of its own: the task's may be
-// cancelled already (deadline, shutdown).
-func (m *mw) release(ctx context.Context, lock *redlock.Lock, log taskLog) {
+// release gives the task's lock up, if it holds one, with a context of its
+// own: the task's may be cancelled already (deadline, shutdown).
+func (r *taskRun) release(ctx context.Context) {
+	lock := r.lock
+	if lock == nil {
+		return
+	}
+	r.lock = nil
 	switch err := lockutil.Release(ctx, lock); {
 	case errors.Is(err, redlock.ErrLockLost):
-		log.Warn("lock found lost at release: exclusivity was not guaranteed to the end", "err", err)
+		r.log.Warn("lock found lost at release: exclusivity was not guaranteed to the end", "err", err)
 	case err != nil:
-		log.Warn("lock release failed; it expires at its TTL", "err", err)
+		r.log.Warn("lock release failed; it expires at its TTL", "err", err)
 	}
 }
