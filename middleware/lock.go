@@ -29,6 +29,7 @@ type mw struct {
 	promoteErr bool      // the last promotion failed
 	parkErr    bool      // the last park call failed
 	resubErr   bool      // the last resubmission failed
+	lookupErr  bool      // the last lookup of a task to resubmit failed
 	outage     time.Time // a wait ended for want of a quorum; until then arrivals try first
 }
 

@@ -108,8 +108,10 @@ func (r *taskRun) originalOptions() ([]asynq.Option, time.Duration) {
 		return nil, 0
 	}
 	info, err := inspect(func() (*asynq.TaskInfo, error) { return m.cfg.inspector.GetTaskInfo(meta.queue, meta.id) })
+	m.brokerState(&m.lookupErr, r.res, err, "resubmitting busy tasks without their timeout, deadline and retention: the broker lookup failed",
+		"looking up busy tasks to resubmit works again")
 	if err != nil {
-		r.log.Warn("resubmitting without the task's timeout, deadline and retention: lookup failed", "err", err)
+		r.log.Debug("resubmitting without the task's timeout, deadline and retention: lookup failed", "err", err)
 		return nil, 0
 	}
 	var opts []asynq.Option

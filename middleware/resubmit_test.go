@@ -166,3 +166,39 @@ func TestFailedResubmissionLogsOncePerChangeOfState(t *testing.T) {
 		t.Fatalf("%d resubmit events, want %d: the observer sees every one", resubmits, failing+1)
 	}
 }
+
+// TestFailedLookupLogsOncePerChangeOfState: a broker whose lookups fail
+// while its enqueues work resubmits each busy task without its timeout,
+// deadline and retention; the operator sees that once, not per task, and
+// once more when lookups work again.
+func TestFailedLookupLogsOncePerChangeOfState(t *testing.T) {
+	const failing = 5
+	e, _ := busyEnv(t, taskMeta{id: "abc", queue: "default", retried: 0, maxRetry: 0, known: true})
+	logs := &logCapture{}
+	insp := &fakeInspector{tasks: map[string]asynq.TaskInfo{"default/abc": {ID: "abc", Queue: "default"}}, err: errors.New("lookups down")}
+	h := Lock(e.locks, ByField("sku"), WithPolicy(Requeue()), withEnqueuer(&fakeEnqueuer{}), withInspector(insp),
+		WithLogger(slog.New(logs)))(&recorder{})
+	ctx := context.Background()
+	for i := range failing {
+		if err := h.ProcessTask(ctx, adjust()); !errors.Is(err, asynq.RevokeTask) {
+			t.Fatalf("task %d: err %v; want the run revoked, its copy resubmitted", i, err)
+		}
+	}
+	warn := logs.lines(slog.LevelWarn)
+	if n := count(warn, "WARN resubmitting busy tasks without their timeout"); n != 1 || !strings.Contains(warn[0], "err=lookups down") {
+		t.Fatalf("lines at Warn and above after %d failed lookups: %q; want exactly one about them, naming the cause", failing, warn)
+	}
+	// Control: each task's lookup failure was logged, at Debug.
+	if n := count(logs.lines(slog.LevelDebug), "DEBUG resubmitting without the task's timeout"); n != failing {
+		t.Fatalf("%d per-task Debug lines, want %d", n, failing)
+	}
+	insp.mu.Lock()
+	insp.err = nil
+	insp.mu.Unlock()
+	if err := h.ProcessTask(ctx, adjust()); !errors.Is(err, asynq.RevokeTask) {
+		t.Fatalf("err %v; want the run revoked", err)
+	}
+	if n := count(logs.lines(slog.LevelInfo), "INFO looking up busy tasks to resubmit works again"); n != 1 {
+		t.Fatalf("lines at Info and above: %q; want one recovery line", logs.lines(slog.LevelInfo))
+	}
+}
