@@ -89,7 +89,7 @@ func (c *Client) TryAcquire(ctx context.Context, resource string, ttl time.Durat
 		return nil, err
 	}
 	if lc.limit > 1 {
-		l, err = c.trySlots(ctx, resource, ttl, lc, -1)
+		l, err = c.trySlots(ctx, resource, ttl, lc, -1, nil)
 	} else {
 		l, err = c.attempt(ctx, c.keysFor(resource), ttl, lc, nil)
 	}
@@ -317,12 +317,10 @@ func (c *Client) attempt(ctx context.Context, k keys, ttl time.Duration, lc *loc
 		var fence int64
 		if time.Now().Before(until) {
 			if lc.fencing {
-				fence, err = c.settleFence(ctx, r, fencesOf(tk != nil), k, until, stepOf(lc))
+				fence, err = c.settleFence(ctx, r, fencesOf(tk != nil && lc.limit <= 1), k, until, stepOf(lc))
 			}
 			if err == nil {
-				if tk != nil {
-					c.leaveQueue(k, tk, r.notGranted())
-				}
+				c.leaveAnyQueue(k, tk, lc, r.notGranted())
 				l := c.newLock(k, token, fence, ttl, start, until, lc)
 				l.unsent = r.unsent
 				return l, nil
@@ -347,12 +345,15 @@ func (c *Client) attempt(ctx context.Context, k keys, ttl time.Duration, lc *loc
 	return nil, e
 }
 
-// roundArgs builds an acquisition round's command: with a ticket,
-// turnScript; for a slot of a limited resource, slotAcquireScript; with
-// fencing, fenceAcquireScript; else a plain SET NX PX (s is nil).
+// roundArgs builds an acquisition round's command: for a slot of a limited
+// resource, slotWaitScript with a ticket, else slotAcquireScript; with a
+// ticket, turnScript; with fencing, fenceAcquireScript; else a plain SET NX
+// PX (s is nil).
 func (c *Client) roundArgs(k keys, token string, ttl time.Duration, lc *lockConfig, tk *ticket) (s *script, args []any, classify func(reply) outcome) {
 	ttlMs := ttl.Milliseconds()
 	switch {
+	case lc.limit > 1 && tk != nil:
+		return slotWaitScript, c.slotWaitArgs(k, token, ttlMs, lc, tk), classifySlot
 	case tk != nil:
 		return turnScript, c.turnArgs(k, "", token, ttl, tk, lc, false), classifyTurn
 	case lc.limit > 1:
@@ -373,7 +374,7 @@ func (c *Client) undo(k keys, token string, unsent uint64, limit int) {
 	if limit > 1 {
 		mask := c.allNodes() &^ unsent
 		if mask != 0 && !c.isClosed() {
-			s, args := slotRelease(k, token, "", 0, limit) // unannounced: no slot named
+			s, args := c.slotRelease(k, token, "", slotIndex(k), limit) // unannounced: an undo wakes nobody
 			c.broadcast("release", k.resource, mask, bits.OnesCount64(mask), time.Now().Add(c.cfg.nodeTimeout), true, args, s).idle()
 		}
 		return

@@ -135,7 +135,7 @@ func (l *Lock) tryHandOver(ctx context.Context) (handed bool, err error) {
 	}
 	if l.limit > 1 {
 		// The waiter asked for any slot: it gets this one. Its ticket
-		// stays out: slots have no waiter queue on the nodes.
+		// stays out: it leaves the nodes' queue itself (leaveSlots).
 		lc := *w.req.lc
 		lc.slot = l.slot
 		w.req = &handoffReq{ttl: w.req.ttl, lc: &lc}
@@ -273,8 +273,9 @@ func (l *Lock) settleHandOver(r *round, deadline time.Time, w *waiter, next *Loc
 		l.unlockQueued(token)
 		l.unlockQueued(l.token)
 	} else if r.jumped() {
-		// A slot's hand-over (no queue on the nodes) counts as passing
-		// ahead of other processes' waiters, in this mode too.
+		// A slot's hand-over (which does not ask the nodes' queue)
+		// counts as passing ahead of other processes' waiters, in this
+		// mode too.
 		next.mu.Lock()
 		next.handoff = ho.jumped(time.Now())
 		next.mu.Unlock()
@@ -438,7 +439,7 @@ func (l *Lock) unlockQueuedOn(token string, mask uint64) {
 	}
 	s, args := queueReleaseScript, c.releaseArgs(k, token)
 	if l.limit > 1 {
-		s, args = slotRelease(k, token, k.channel, int(l.slot), int(l.limit))
+		s, args = c.slotRelease(k, token, k.channel, int(l.slot), int(l.limit))
 	}
 	c.broadcast("release", k.resource, mask, len(c.nodes), time.Now().Add(c.cfg.nodeTimeout), true, args, s).idle()
 }

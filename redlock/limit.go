@@ -41,9 +41,9 @@ const markPrefix = "limit:"
 // which see ErrLocked. n must be in [1, MaxLimit]; WithLimit(1) is the
 // default, one holder. Waiters of a resource of n > 1 slots queue in FIFO
 // order in their process, and a slot released by their Client is handed to
-// the first of them in one round (docs/HANDOVER.md); the nodes' waiter queue
-// serves only n = 1, so waiters of different processes retry woken by
-// releases.
+// the first of them in one round; waiters of different processes queue on
+// the nodes in one queue per resource shared by its slots, and a slot
+// released while they wait is reserved for the earliest (docs/HANDOVER.md).
 func WithLimit(n int) LockOption {
 	return func(c *lockConfig) { c.limit, c.limited = int32(max(min(n, MaxLimit+1), math.MinInt32)), true }
 }
@@ -89,16 +89,49 @@ func (c *Client) slotArgs(k keys, token string, ttlMs int64, lc *lockConfig) []a
 		c.cfg.fenceRetention.Milliseconds(), limitMark(int(lc.limit)), flag(lc.fencing), lc.limit, lc.slot)
 }
 
-// slotRelease builds the release of slot key k (slot of limit) for token,
-// announced on channel (none when empty) with the slot's number.
-func slotRelease(k keys, token, channel string, slot, limit int) (*script, []any) {
+// slotQueueKeys are the keys of slot_queue.lua for a resource of limit
+// slots, k being one slot's keys: the mark, the resource's waiter queue
+// (the same keys as a plain lock's queue: a resource has one limit at a
+// time), the fencing counter, then every slot key.
+func (k keys) slotQueueKeys(limit int) []string {
 	mark := k.markKey()
-	names := make([]string, 2, 2+limit)
-	names[0], names[1] = k.key, mark
+	names := make([]string, 4, 4+limit)
+	names[0], names[1], names[2], names[3] = mark, mark+":q", mark+":qx", k.fenceKey
 	for i := range limit {
 		names = append(names, slotKey(mark, i))
 	}
-	return slotReleaseScript, slotReleaseScript.args(names, token, channel, limitMark(limit), strconv.Itoa(slot))
+	return names
+}
+
+// slotIndex is the number of the slot whose keys are k.
+func slotIndex(k keys) int {
+	i, _ := strconv.Atoi(k.key[strings.LastIndex(k.key, ":slot:")+len(":slot:"):])
+	return i
+}
+
+// slotRelease builds the release of slot key k (slot of limit) for token:
+// deleted, or reserved for the resource's waiter queue when it is not
+// empty, and then announced on channel (none when empty).
+func (c *Client) slotRelease(k keys, token, channel string, slot, limit int) (*script, []any) {
+	return slotReleaseScript, slotReleaseScript.args(k.slotQueueKeys(limit), token, strconv.Itoa(slot), limitMark(limit),
+		c.queueLease().Milliseconds(), channel)
+}
+
+// slotWaitArgs builds slotWaitScript's arguments: a queued waiter's round
+// on slot lc.slot with ticket tk.
+func (c *Client) slotWaitArgs(k keys, token string, ttlMs int64, lc *lockConfig, tk *ticket) []any {
+	return slotWaitScript.args(k.slotQueueKeys(int(lc.limit)), token, ttlMs, c.cfg.fenceRetention.Milliseconds(),
+		limitMark(int(lc.limit)), flag(lc.fencing), lc.limit, lc.slot, tk.score, tk.id, c.queueLease().Milliseconds(), k.channel)
+}
+
+// leaveSlotQueue takes waiter tk out of the queue of slots on the nodes in
+// mask, without waiting for the answers.
+func (c *Client) leaveSlotQueue(k keys, tk *ticket, limit int, mask uint64) {
+	if mask == 0 || tk == nil || c.isClosed() {
+		return
+	}
+	args := slotLeaveScript.args(k.slotQueueKeys(limit), tk.id, limitMark(limit), k.channel)
+	c.broadcast("dequeue", k.resource, mask, 1, time.Now().Add(c.cfg.nodeTimeout), true, args, slotLeaveScript).idle()
 }
 
 // classifySlot is for slotAcquireScript: a number means set, nil held by
@@ -144,19 +177,24 @@ func limitText(other string) string {
 }
 
 // trySlots makes one round per slot of a limited resource, from a random
-// slot on, until one is won; or, with only >= 0, one round for that slot.
-// When all are refused it returns an error that matches the causes of every
-// slot's failure (ErrLocked when all are held).
-func (c *Client) trySlots(ctx context.Context, resource string, ttl time.Duration, lc *lockConfig, only int) (*Lock, error) {
+// slot on (from slot 0 for a queued waiter, tk not nil: slot_wait.lua),
+// until one is won; or, with only >= 0, one round for that slot. When all
+// are refused it returns an error that matches the causes of every slot's
+// failure (ErrLocked when all are held).
+func (c *Client) trySlots(ctx context.Context, resource string, ttl time.Duration, lc *lockConfig, only int, tk *ticket) (*Lock, error) {
 	n, start, tries := int(lc.limit), only, 1
-	if only < 0 {
-		start, tries = mrand.IntN(n), n
+	switch {
+	case only >= 0:
+	case tk != nil:
+		start, tries = 0, n
+	default:
+		start, tries = mrand.IntN(n), n // spreads uncontended callers over the slots
 	}
 	all := &opError{summary: fmt.Sprintf("none of the %d slots could be taken", tries)}
 	for i := range tries {
 		slot := (start + i) % n
 		lc.slot = uint16(slot)
-		l, err := c.attempt(ctx, c.slotKeys(resource, slot), ttl, lc, nil)
+		l, err := c.attempt(ctx, c.slotKeys(resource, slot), ttl, lc, tk)
 		if err == nil {
 			if c.cfg.localQueue {
 				// Its release may hand the slot to this client's next
@@ -202,11 +240,15 @@ func appendNew(errs []error, e error) []error {
 // holder, only the first of this client's callers (in FIFO order) tries the
 // nodes, so that a release sets one caller per process on the freed slot,
 // not all of them; once it holds a slot, the next caller tries the others.
-// It is woken by the release of any slot (then it tries that slot alone:
-// the others were held at its last try, and their releases are announced
-// too) or by the retry delay (then it tries all slots). While it pauses, a
-// slot this client releases is handed to it in one round (pauseParked).
+// Its first round is plain (slot_acquire.lua, as TryAcquire's); after a
+// refusal it queues on the nodes with ticket tk, taken on arrival, in the
+// resource's queue shared by the slots (slot_wait.lua), and leaves it when
+// it wins or gives up. It is woken by a release that reserves a slot for
+// it (then it tries that slot alone) or by the retry delay (then it tries
+// all slots). While it pauses, a slot this client releases is handed to it
+// in one round (pauseParked).
 func (c *Client) acquireLimited(ctx context.Context, resource string, ttl time.Duration, lc *lockConfig) (*Lock, int, error) {
+	tk := newTicket()
 	var t *turn
 	if c.cfg.localQueue {
 		var err error
@@ -224,35 +266,56 @@ func (c *Client) acquireLimited(ctx context.Context, resource string, ttl time.D
 	p := pauser{c: c}
 	defer p.stop()
 	var last error
+	var queued *ticket // nil until the first round failed: nothing to leave on the nodes
 	only := -1
 	for attempts := 1; ; attempts++ {
 		p.reset()
-		l, err := c.trySlots(ctx, resource, ttl, lc, only)
+		l, err := c.trySlots(ctx, resource, ttl, lc, only, c.slotTicket(queued))
 		if err == nil {
 			t.leave() // the next caller of this client tries the other slots
 			return l, attempts, nil
 		}
 		if ctx.Err() != nil || errors.Is(err, ErrClosed) || errors.Is(err, ErrLimitMismatch) {
-			t.leave()
+			c.leaveSlots(resource, queued, lc, t)
 			return nil, attempts, waitError(ctx, err, last)
 		}
-		last = err
+		queued, last = tk, err
 		if p.w == nil && errors.Is(err, ErrLocked) {
 			p.w = c.notify.watch(ctx, c.keysFor(resource).channel)
-			continue // a slot may have been released before the watch
+			p.w.forWaiter(tk.id) // a reservation is announced to the queue's head
+			continue             // a slot may have been released before the watch
 		}
 		l, err = c.pauseParked(ctx, &p, t, req, err)
+		if l != nil || err != nil {
+			c.leaveSlots(resource, queued, lc, t)
+		}
 		if l != nil {
-			t.leave()
 			l.via = handoverLocal
 			return l, attempts, nil
 		}
 		if err != nil {
-			t.leave()
 			return nil, attempts, waitError(ctx, err, last)
 		}
 		only = announcedSlot(&p, int(lc.limit))
 	}
+}
+
+// slotTicket is the ticket a waiter's slot rounds queue with: none when the
+// queue of slots is turned off (a test's control).
+func (c *Client) slotTicket(tk *ticket) *ticket {
+	if c.cfg.noSlotQueue {
+		return nil
+	}
+	return tk
+}
+
+// leaveSlots ends a waiter's wait for a slot: it leaves the nodes' queue
+// (if it queued) and passes its local turn t on.
+func (c *Client) leaveSlots(resource string, tk *ticket, lc *lockConfig, t *turn) {
+	if tk = c.slotTicket(tk); tk != nil {
+		c.leaveSlotQueue(c.slotKeys(resource, 0), tk, int(lc.limit), c.allNodes())
+	}
+	t.leave()
 }
 
 // gateKey names the local queue of a resource's callers with limit n.
@@ -317,7 +380,11 @@ func announcedSlot(p *pauser, limit int) int {
 	if !p.woke || p.w == nil {
 		return -1
 	}
-	s, err := strconv.Atoi(p.w.payload())
+	pl := p.w.payload()
+	if i := strings.LastIndexByte(pl, '/'); i >= 0 {
+		pl = pl[i+1:] // a reservation: queued:<head>/<slot> (slot_queue.lua)
+	}
+	s, err := strconv.Atoi(pl)
 	if err != nil || s < 0 || s >= limit {
 		return -1
 	}

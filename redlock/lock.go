@@ -252,7 +252,7 @@ func (l *Lock) releaseOnNodes(ctx context.Context, wasLost bool) error {
 	deadline := time.Now().Add(c.cfg.nodeTimeout)
 	s, args := queueReleaseScript, c.releaseArgs(l.res, l.token)
 	if l.limit > 1 {
-		s, args = slotRelease(l.res, l.token, l.res.channel, int(l.slot), int(l.limit))
+		s, args = c.slotRelease(l.res, l.token, l.res.channel, int(l.slot), int(l.limit))
 	}
 	r := c.broadcast("release", l.res.resource, c.allNodes()&^l.unsent, c.q, deadline, true, args, s)
 	err := r.collect(ctx, deadline, classifyOne)

@@ -31,6 +31,7 @@ type config struct {
 	retryMax       time.Duration
 	fenceRetention time.Duration
 	localQueue     bool
+	noSlotQueue    bool // tests only: slot waiters do not queue on the nodes (the control of the FIFO tests)
 	logger         *slog.Logger
 	observer       func(Event)
 	batchWorkers   int

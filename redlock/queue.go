@@ -58,6 +58,7 @@ func (w *watch) forWaiter(id string) {
 // Called with n.mu held.
 func (w *watch) wants(payload string) bool {
 	id, reserved := strings.CutPrefix(payload, reservePrefix)
+	id, _, _ = strings.Cut(id, "/") // a slot's: queued:<id>/<slot>
 	return !reserved || w.id == "" || id == w.id
 }
 
@@ -69,8 +70,8 @@ func (c *Client) turnArgs(k keys, old, token string, ttl time.Duration, tk *tick
 }
 
 // turnCall builds a hand-over round's script and arguments for req (see
-// turnArgs): for a slot of a limited resource, slotTurnScript, which has no
-// waiter queue.
+// turnArgs): for a slot of a limited resource, slotTurnScript, which does
+// not ask the waiter queue.
 func (c *Client) turnCall(k keys, old, token string, req *handoffReq, keep bool) (*script, []any) {
 	lc := req.lc
 	if lc.limit > 1 {
@@ -94,13 +95,24 @@ func (c *Client) releaseArgs(k keys, token string) []any {
 
 // leaveQueue takes a waiter that gave up out of the queue on the nodes in
 // mask, without waiting for the answers.
-// A nil tk (a slot's hand-over, which never queues) has nothing to leave.
+// A nil tk (a slot's hand-over, whose waiter leaves by itself) has
+// nothing to leave.
 func (c *Client) leaveQueue(k keys, tk *ticket, mask uint64) {
 	if mask == 0 || tk == nil || c.isClosed() {
 		return
 	}
 	args := leaveQueueScript.args(k.queueKeys()[:3], tk.id, c.queueLease().Milliseconds(), k.channel)
 	c.broadcast("dequeue", k.resource, mask, 1, time.Now().Add(c.cfg.nodeTimeout), true, args, leaveQueueScript).idle()
+}
+
+// leaveAnyQueue is leaveQueue, or leaveSlotQueue for a slot of a limited
+// resource (lc).
+func (c *Client) leaveAnyQueue(k keys, tk *ticket, lc *lockConfig, mask uint64) {
+	if lc.limit > 1 {
+		c.leaveSlotQueue(k, tk, int(lc.limit), mask)
+		return
+	}
+	c.leaveQueue(k, tk, mask)
 }
 
 // giveUp ends a waiter's wait: it leaves the nodes' queue (if it queued:

@@ -43,7 +43,8 @@ func (s *script) args(keys []string, argv ...any) []any {
 
 // The scripts, one file each in lua/ with its KEYS/ARGV contract and
 // return values in its header. The waiter-queue scripts are sent after the
-// common prelude queue.lua.
+// common prelude queue.lua (and, for slots, slot_queue.lua); the releases
+// after their cheap unqueued case.
 var (
 	releaseScript      = newScript("release.lua")
 	extendScript       = newScript("extend.lua")
@@ -57,9 +58,11 @@ var (
 	slotTurnScript     = newScript("slot_fence.lua", "slot_turn.lua")
 	slotExtendScript   = newScript("slot_extend.lua", "extend.lua")
 	inspectSlotsScript = newScript("inspect_slots.lua")
-	slotReleaseScript  = newScript("slot_release.lua")
+	slotReleaseScript  = newScript("slot_release_unqueued.lua", "queue.lua", "slot_queue.lua", "slot_release.lua")
+	slotWaitScript     = newScript("slot_fence.lua", "queue.lua", "slot_queue.lua", "slot_wait.lua")
+	slotLeaveScript    = newScript("queue.lua", "slot_queue.lua", "slot_leave.lua")
 )
 
 // allScripts are loaded on a node before its first script call.
 var allScripts = []*script{releaseScript, extendScript, fenceAcquireScript, fenceRaiseScript, inspectScript, turnScript, queueReleaseScript, leaveQueueScript,
-	slotAcquireScript, slotExtendScript, inspectSlotsScript, slotReleaseScript, slotTurnScript}
+	slotAcquireScript, slotExtendScript, inspectSlotsScript, slotReleaseScript, slotTurnScript, slotWaitScript, slotLeaveScript}

@@ -1,19 +1,23 @@
--- slot_release: release.lua for one slot of a resource used WithLimit(n)
--- (limit.go): delete the slot's key if it holds the token and, once no slot
--- is held, the limit's mark, so that the resource can be used with another
--- limit at once; then announce the release (unless the channel is empty).
--- KEYS[1] slot key; KEYS[2] the resource's lock key; KEYS[3..] every slot key
--- ARGV[1] token; ARGV[2] release channel ('' for none); ARGV[3] mark;
--- ARGV[4] the slot's number, the announcement (a woken waiter tries it first)
--- Returns 1 if the slot's key was deleted, 0 if it was not ours.
-if redis.call('GET', KEYS[1]) ~= ARGV[1] then
+-- slot_release (after slot_release_unqueued.lua, queue.lua, slot_queue.lua):
+-- a release while waiters are queued reserves the slot for the queue (any
+-- earliest live ticket takes it, slot_wait.lua) with the lease as TTL, keeps
+-- the mark at least as long, and tells the head (unless the channel is
+-- empty: an undo wakes nobody).
+-- KEYS and ARGV as slot_release_unqueued.lua
+-- Returns as slot_release_unqueued.lua.
+local sk = slotKey(ARGV[2])
+if redis.call('GET', sk) ~= ARGV[1] then
 	return 0
 end
-redis.call('DEL', KEYS[1])
-if redis.call('GET', KEYS[2]) == ARGV[3] and redis.call('EXISTS', unpack(KEYS, 3)) == 0 then
-	redis.call('DEL', KEYS[2])
+local h = redis.call('ZRANGE', KEYS[2], 0, 0)
+if #h == 0 then -- every waiter lapsed
+	redis.call('DEL', sk)
+	settle(ARGV[3], '')
+	return 1
 end
-if ARGV[2] ~= '' then
-	redis.call('PUBLISH', ARGV[2], ARGV[4])
+redis.call('SET', sk, 'queued:' .. h[1], 'PX', ARGV[4])
+keepMark(ARGV[3], ARGV[4])
+if ARGV[5] ~= '' then
+	redis.call('PUBLISH', ARGV[5], 'queued:' .. h[1] .. '/' .. ARGV[2])
 end
 return 1

@@ -3,10 +3,10 @@
 -- from the old token to the new one in one step. The new token is set when
 -- the slot's key is free or holds the old token, as SET NX would take it,
 -- and the limit's mark is kept at least as long as the slot (see
--- slot_acquire.lua). Slots have no waiter queue on the nodes: nothing is
--- queued, and the hand-over counts as passing ahead of waiters of other
--- processes (jumped), so that a chain of local hand-overs is bounded as
--- turn.lua's keep mode is (docs/HANDOVER.md).
+-- slot_acquire.lua). It does not ask the resource's waiter queue
+-- (slot_queue.lua): nothing is queued, and the hand-over counts as passing
+-- ahead of waiters of other processes (jumped), so that a chain of local
+-- hand-overs is bounded as turn.lua's keep mode is (docs/HANDOVER.md).
 -- KEYS[1] slot key; KEYS[2] fencing counter; KEYS[3] the resource's lock key
 -- ARGV[1] old token; ARGV[2] new token; ARGV[3] ttl in ms; ARGV[4] mark;
 -- ARGV[5] '1' to fence; ARGV[6] counter retention in ms; ARGV[7] n;
