@@ -146,6 +146,12 @@ func nodeZeroHoldsOnce(ctx context.Context, t *testing.T, c *Client, resource, w
 	if err := l.Release(ctx); err != nil {
 		t.Fatalf("%s: release: %v", when, err)
 	}
+	// Release answers at a majority; node 0 runs its calls in order, so its
+	// answer to Inspect comes after its release ran: the slot is not moved
+	// while the release is on its way to the old owner.
+	if states, err = c.Inspect(ctx, resource); err != nil || states[0].Token == l.Token() {
+		t.Fatalf("%s: node 0 still holds %q after the release: %v %+v", when, resource, err, states)
+	}
 }
 
 // TestClusterDeadShardCost: once the shard master a cluster lock node warmed
