@@ -222,29 +222,7 @@ func (p *pauser) stop() {
 
 // pause waits before the attempt that follows one that failed with err. It
 // returns ctx's error or ErrClosed when the wait must end instead.
-func (p *pauser) pause(ctx context.Context, err error) error {
-	d := p.c.delayAfter(err)
-	if p.timer == nil {
-		p.timer = time.NewTimer(d)
-	} else {
-		p.timer.Reset(d)
-	}
-	var wake <-chan struct{}
-	if p.w != nil {
-		wake = p.w.C
-	}
-	p.woke = false
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-p.c.closed:
-		return ErrClosed
-	case <-wake:
-		p.woke = true
-	case <-p.timer.C:
-	}
-	return nil
-}
+func (p *pauser) pause(ctx context.Context, err error) error { return p.pauseOr(ctx, err, nil) }
 
 // delayAfter is the wait before the next attempt after a failed one, when no
 // release notification comes first.

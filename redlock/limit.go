@@ -348,7 +348,8 @@ func (c *Client) pauseParked(ctx context.Context, p *pauser, t *turn, req *hando
 	return nil, perr
 }
 
-// pauseOr is pause that also ends when handed is closed (nil: never).
+// pauseOr is pause that also ends when handed is closed (nil: never, as a
+// nil channel is never ready).
 func (p *pauser) pauseOr(ctx context.Context, err error, handed <-chan struct{}) error {
 	d := p.c.delayAfter(err)
 	if p.timer == nil {
