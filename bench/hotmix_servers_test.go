@@ -131,6 +131,24 @@ func (s *hotSpan) gaps() (local, remote, starved int, localGap, remoteGap time.D
 	return local, remote, starved, localGap, remoteGap
 }
 
+// remoteGapP50 is the median gap before a run on another server.
+func (s *hotSpan) remoteGapP50() time.Duration {
+	s.mu.Lock()
+	runs := slices.Clone(s.runs)
+	s.mu.Unlock()
+	slices.SortFunc(runs, func(a, b hotRun) int { return a.start.Compare(b.start) })
+	var g []time.Duration
+	for i := 1; i < len(runs); i++ {
+		if runs[i].srv != runs[i-1].srv {
+			g = append(g, max(0, runs[i].start.Sub(runs[i-1].end)))
+		}
+	}
+	if len(g) == 0 {
+		return 0
+	}
+	return percentile(sortedCopy(g), 0.5)
+}
+
 func (s *hotSpan) add(srv int, entry, start, end time.Time) {
 	s.mu.Lock()
 	defer s.mu.Unlock()

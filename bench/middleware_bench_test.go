@@ -327,27 +327,33 @@ func BenchmarkMiddlewareHotMix(b *testing.B) {
 
 // hotMixTasks is the workload of a HotMix variant: task i of with-hot is hot
 // for even i and cold for odd i, due i slots after the first enqueue;
-// with-spread puts its even tasks on SKUs of their own; with-3-hot spreads
-// them over three hot SKUs (hot-busy-% and the gaps are those of the first,
-// HOT; the three are alike); cold-only keeps the
-// odd ones, the same cold tasks at the same times.
+// with-spread puts its even tasks on SKUs of their own; with-3-hot has as
+// many hot tasks, on three hot SKUs, but gives each SKU a task at every even
+// slot (three a slot) until they are all due: each hot lock has as much
+// waiting for it as with-hot's one, for a third of the time (hot-busy-% and
+// the gaps are those of the first, HOT; the three are alike); cold-only
+// keeps the odd ones, the same cold tasks at the same times.
 func hotMixTasks(name string) (tasks []adjustment, due []time.Duration, expected map[string]int64) {
 	expected = map[string]int64{}
-	for i := range 2 * hotMixCold {
-		sku := hotSKU
-		switch {
-		case i%2 == 1:
-			sku = fmt.Sprintf("COLD-%02d", i%(2*hotMixColdSKUs)/2)
-		case name == "cold-only":
-			continue
-		case name == "with-spread":
-			sku = fmt.Sprintf("SPREAD-%03d", i/2)
-		case name == "with-3-hot":
-			sku = threeHot[i/2%len(threeHot)]
-		}
+	add := func(i int, sku string) {
 		due = append(due, time.Duration(i)**hotMixPace)
 		tasks = append(tasks, adjustment{ID: len(tasks), SKU: sku, Delta: 1})
 		expected[sku]++
+	}
+	for i := range 2 * hotMixCold {
+		switch {
+		case i%2 == 1:
+			add(i, fmt.Sprintf("COLD-%02d", i%(2*hotMixColdSKUs)/2))
+		case name == "cold-only":
+		case name == "with-spread":
+			add(i, fmt.Sprintf("SPREAD-%03d", i/2))
+		case name == "with-3-hot":
+			for j := i / 2 * len(threeHot); j < min(hotMixCold, (i/2+1)*len(threeHot)); j++ {
+				add(i, threeHot[j%len(threeHot)])
+			}
+		default:
+			add(i, hotSKU)
+		}
 	}
 	return tasks, due, expected
 }
@@ -464,6 +470,7 @@ func reportHot(b *testing.B, tasks []adjustment, done []time.Time, start time.Ti
 	b.ReportMetric(100*float64(local)/float64(max(1, local+remote)), "same-server-%")
 	b.ReportMetric(millis(lgap), "gap-same-ms")
 	b.ReportMetric(millis(rgap), "gap-other-ms")
+	b.ReportMetric(millis(inv.hot.remoteGapP50()), "gap-other-p50-ms")
 	trips := inv.trips
 	trips.mu.Lock()
 	defer trips.mu.Unlock()

@@ -52,6 +52,7 @@ type node struct {
 	spilled atomic.Bool
 	wake    chan struct{}
 	loaded  bool        // the node's script cache holds our scripts; worker-owned
+	joins   bool        // releases of a batch share one call (joinReleases)
 	conn    *redis.Conn // the worker's own connection, for a *redis.Client; worker-owned
 	// failed reports a call's failure (logs, observer), also when nobody
 	// waits for the answer any more.
@@ -74,7 +75,7 @@ type node struct {
 }
 
 func newNode(idx int, addr string, cl redis.UniversalClient) *node {
-	n := &node{idx: idx, addr: addr, client: cl, calls: make(chan *call, queueLen), wake: make(chan struct{}, 1)}
+	n := &node{idx: idx, addr: addr, client: cl, calls: make(chan *call, queueLen), wake: make(chan struct{}, 1), joins: joinsReleases(cl)}
 	n.do = n.run
 	return n
 }
@@ -89,6 +90,7 @@ type call struct {
 	out      chan<- reply
 	op       string // for error reports
 	resource string
+	joined   []*call // the releases this call runs for (joinReleases)
 }
 
 // reply is a node's answer to a call.
@@ -322,6 +324,7 @@ func (n *node) execBatch(batch []*call, now time.Time) {
 	if len(live) == 0 {
 		return
 	}
+	live = n.joinReleases(live)
 	// No per-batch deadline: the client's own read and write timeouts bound
 	// a stuck node (NewFromURLs derives them from the node timeout), and
 	// callers stop waiting at their own deadline whatever the node does. A
@@ -402,6 +405,10 @@ func (n *node) evalSource(ctx context.Context, calls []*call, cmds []*redis.Cmd)
 
 // answer delivers a call's reply and reports its failure.
 func (n *node) answer(c *call, val any, err error) {
+	if c.joined != nil {
+		n.answerJoined(c, val, err)
+		return
+	}
 	err = n.movedHint(err)
 	if err != nil && err != redis.Nil && n.failed != nil {
 		n.failed(c.op, c.resource, c.node, err)

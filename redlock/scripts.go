@@ -65,4 +65,4 @@ var (
 
 // allScripts are loaded on a node before its first script call.
 var allScripts = []*script{releaseScript, extendScript, fenceAcquireScript, fenceRaiseScript, inspectScript, turnScript, queueReleaseScript, leaveQueueScript,
-	slotAcquireScript, slotExtendScript, inspectSlotsScript, slotReleaseScript, slotTurnScript, slotWaitScript, slotLeaveScript}
+	slotAcquireScript, slotExtendScript, inspectSlotsScript, slotReleaseScript, slotTurnScript, slotWaitScript, slotLeaveScript, releaseManyScript}

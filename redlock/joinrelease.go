@@ -1,0 +1,104 @@
+package redlock
+
+import (
+	"fmt"
+	"slices"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// releaseManyScript runs several queue releases in one call (lua/release_many_head.lua).
+var releaseManyScript = newScript("release_many_head.lua", "release_unqueued.lua", "queue.lua", "queue_release.lua", "release_many_tail.lua")
+
+// releaseArgc is the length of a queueReleaseScript call's arguments:
+// evalsha, sha, numkeys, three keys, three arguments.
+const releaseArgc = 9
+
+// joinReleases folds a batch's releases into one releaseManyScript call,
+// sent where the last of them stands: on the node most of a release's cost
+// is setting up the script, which this pays once per batch. A release only
+// moves later, and only past calls on other resources: one that a later
+// call of the batch names stays where it is, so every resource sees its
+// calls in the order they were queued. Standalone nodes only: a cluster
+// node's keys may live on different shards.
+func (n *node) joinReleases(live []*call) []*call {
+	if !n.joins {
+		return live
+	}
+	last, count := -1, 0
+	for i, c := range live {
+		if joinable(c) {
+			last, count = i, count+1
+		}
+	}
+	if count < 2 {
+		return live
+	}
+	var join [maxBatch]bool
+	var seen [maxBatch]string
+	named := seen[:0] // resources of the other calls after the one at hand, up to last
+	count = 0
+	for i := last; i >= 0; i-- {
+		c := live[i]
+		switch {
+		case !joinable(c):
+			named = append(named, c.resource)
+		case !slices.Contains(named, c.resource):
+			join[i], count = true, count+1
+		}
+	}
+	if count < 2 {
+		return live
+	}
+	return n.foldReleases(live, join[:len(live)], last, count)
+}
+
+// foldReleases replaces the releases marked in join by one call at last.
+func (n *node) foldReleases(live []*call, join []bool, last, count int) []*call {
+	all := &call{node: n.idx, script: releaseManyScript, op: "release", joined: make([]*call, 0, count)}
+	all.args = make([]any, 3+6*count)
+	all.args[0], all.args[1], all.args[2] = "evalsha", releaseManyScript.sha, 3*count
+	keys, argv := all.args[3:3+3*count], all.args[3+3*count:]
+	out := live[:0]
+	for i, c := range live {
+		if !join[i] {
+			out = append(out, c)
+			continue
+		}
+		j := 3 * len(all.joined)
+		copy(keys[j:j+3], c.args[3:6])
+		copy(argv[j:j+3], c.args[6:9])
+		all.joined = append(all.joined, c)
+		if i == last {
+			out = append(out, all)
+		}
+	}
+	return out
+}
+
+// joinable is whether c is a queue release that may share a call.
+func joinable(c *call) bool {
+	return c.script == queueReleaseScript && len(c.args) == releaseArgc
+}
+
+// answerJoined hands each release folded into c its own answer.
+func (n *node) answerJoined(c *call, val any, err error) {
+	vals, ok := val.([]any)
+	if err == nil && (!ok || len(vals) != len(c.joined)) {
+		err = fmt.Errorf("release of %d keys answered %T of %d", len(c.joined), val, len(vals))
+	}
+	for i, j := range c.joined {
+		if err != nil {
+			n.answer(j, nil, err)
+			continue
+		}
+		n.answer(j, vals[i], nil)
+	}
+}
+
+// joinsReleases is whether a node on client cl may fold releases: a
+// standalone (or sentinel-managed) server holds all of their keys.
+func joinsReleases(cl redis.UniversalClient) bool {
+	_, ok := cl.(*redis.Client)
+	return ok
+}
