@@ -22,7 +22,7 @@ const releaseArgc = 9
 // calls in the order they were queued. Standalone nodes only: a cluster
 // node's keys may live on different shards.
 func (n *node) joinReleases(live []*call) []*call {
-	if !n.joins {
+	if !n.joins || len(live) > maxBatch {
 		return live
 	}
 	last, count := -1, 0
