@@ -105,49 +105,8 @@ func BenchmarkDistinctKeys(b *testing.B) {
 	cluster := redistest.StartCluster(b, nodes)
 	for _, ct := range lockContenders {
 		b.Run(ct.name, func(b *testing.B) {
-			l := ct.open(b, cluster)(0)
-			prefix := "dk:" + stamp(ct.name) + ":"
-			type handle struct {
-				lock   lockFunc
-				unlock unlockFunc
-			}
-			hs := make([]handle, distinctWorkers)
-			for g := range hs {
-				hs[g].lock, hs[g].unlock = l.handle(prefix+strconv.Itoa(g), false)
-			}
-			// lat[i] is the i-th lock+unlock's latency, whichever goroutine ran it.
-			var lat []time.Duration
-			run := func(total int64) error {
-				ctx, cancel := context.WithTimeout(b.Context(), opBudget)
-				defer cancel()
-				fe := &firstError{cancel: cancel}
-				var next atomic.Int64
-				var wg sync.WaitGroup
-				lat = make([]time.Duration, total)
-				for g, h := range hs {
-					wg.Go(func() {
-						for i := next.Add(1); i <= total; i = next.Add(1) {
-							if err := ctx.Err(); err != nil {
-								fe.set(fmt.Errorf("goroutine %d: stopped: %w", g, err))
-								return
-							}
-							t0 := time.Now()
-							if err := h.lock(ctx); err != nil {
-								fe.set(fmt.Errorf("goroutine %d: lock: %w", g, err))
-								return
-							}
-							if err := h.unlock(ctx); err != nil {
-								fe.set(fmt.Errorf("goroutine %d: unlock: %w", g, err))
-								return
-							}
-							lat[i-1] = time.Since(t0)
-						}
-					})
-				}
-				wg.Wait()
-				return fe.get()
-			}
-			if err := run(4 * distinctWorkers); err != nil { // open connections, load scripts
+			run := distinctRunner(b, cluster, ct)
+			if _, err := run(4 * distinctWorkers); err != nil { // open connections, load scripts
 				b.Fatalf("warm-up: %v", err)
 			}
 
@@ -155,7 +114,7 @@ func BenchmarkDistinctKeys(b *testing.B) {
 			b.ResetTimer()
 			srvCPU0, cpu0 := serversCPU(b, cluster.Nodes...), processCPU()
 			start := time.Now()
-			err := run(int64(b.N))
+			lat, err := run(int64(b.N))
 			elapsed := time.Since(start)
 			cpu1, srvCPU1 := processCPU(), serversCPU(b, cluster.Nodes...)
 			b.StopTimer()
@@ -170,6 +129,107 @@ func BenchmarkDistinctKeys(b *testing.B) {
 			b.ReportMetric(micros(srvCPU1-srvCPU0)/float64(b.N), "redis-cpu-µs/op")
 		})
 	}
+}
+
+// distinctRunner opens ct over cluster with distinctWorkers goroutines on
+// keys of their own; its result runs total lock+unlock operations among
+// them and returns each one's latency, or the first error.
+func distinctRunner(b *testing.B, cluster *redistest.Cluster, ct contender) func(total int64) ([]time.Duration, error) {
+	l := ct.open(b, cluster)(0)
+	prefix := "dk:" + stamp(ct.name) + ":"
+	type handle struct {
+		lock   lockFunc
+		unlock unlockFunc
+	}
+	hs := make([]handle, distinctWorkers)
+	for g := range hs {
+		hs[g].lock, hs[g].unlock = l.handle(prefix+strconv.Itoa(g), false)
+	}
+	return func(total int64) ([]time.Duration, error) {
+		ctx, cancel := context.WithTimeout(b.Context(), opBudget)
+		defer cancel()
+		fe := &firstError{cancel: cancel}
+		var next atomic.Int64
+		var wg sync.WaitGroup
+		// lat[i] is the i-th lock+unlock's latency, whichever goroutine ran it.
+		lat := make([]time.Duration, total)
+		for g, h := range hs {
+			wg.Go(func() {
+				for i := next.Add(1); i <= total; i = next.Add(1) {
+					if err := ctx.Err(); err != nil {
+						fe.set(fmt.Errorf("goroutine %d: stopped: %w", g, err))
+						return
+					}
+					t0 := time.Now()
+					if err := h.lock(ctx); err != nil {
+						fe.set(fmt.Errorf("goroutine %d: lock: %w", g, err))
+						return
+					}
+					if err := h.unlock(ctx); err != nil {
+						fe.set(fmt.Errorf("goroutine %d: unlock: %w", g, err))
+						return
+					}
+					lat[i-1] = time.Since(t0)
+				}
+			})
+		}
+		wg.Wait()
+		return lat, fe.get()
+	}
+}
+
+// alternatedRounds is how many turns each contender of
+// BenchmarkUncontendedTurns takes.
+const alternatedRounds = 5
+
+// BenchmarkUncontendedTurns is BenchmarkDistinctKeys's load with the
+// contenders taking turns: asynqlock with TryAcquire, with Acquire, then
+// redsync fail-fast, b.N operations each, 5 rounds. A VM's load drifts
+// over the seconds that separate two sub-benchmarks; within one round the
+// contenders meet about the same machine. Reports each contender's median
+// ops/s over the rounds, and the median over the rounds of asynqlock's
+// ops/s over redsync fail-fast's in the same round (x-redsync-ff).
+func BenchmarkUncontendedTurns(b *testing.B) {
+	cluster := redistest.StartCluster(b, nodes)
+	cts := []contender{contenders[0], asynqlockAcquire, contenders[2]}
+	runs := make([]func(int64) ([]time.Duration, error), len(cts))
+	for i, ct := range cts {
+		runs[i] = distinctRunner(b, cluster, ct)
+		if _, err := runs[i](4 * distinctWorkers); err != nil {
+			b.Fatalf("%s: warm-up: %v", ct.name, err)
+		}
+	}
+	rates := make([][]float64, len(cts))
+	b.ResetTimer()
+	for range alternatedRounds {
+		for i, run := range runs {
+			start := time.Now()
+			if _, err := run(int64(b.N)); err != nil {
+				b.Fatalf("%s: %v", cts[i].name, err)
+			}
+			rates[i] = append(rates[i], float64(b.N)/time.Since(start).Seconds())
+		}
+	}
+	b.StopTimer()
+	ff := rates[len(cts)-1]
+	for i, ct := range cts {
+		b.ReportMetric(median(rates[i]), ct.name+"-ops/s")
+		if i == len(cts)-1 {
+			continue
+		}
+		ratio := make([]float64, len(ff))
+		for r := range ff {
+			ratio[r] = rates[i][r] / ff[r]
+		}
+		b.ReportMetric(median(ratio), ct.name+"-x-redsync-ff")
+	}
+}
+
+// median is the middle value of xs (the upper one of an even count).
+func median(xs []float64) float64 {
+	s := slices.Clone(xs)
+	slices.Sort(s)
+	return s[len(s)/2]
 }
 
 const (
