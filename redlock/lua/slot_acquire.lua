@@ -10,12 +10,9 @@
 -- ARGV[4] mark; ARGV[5] '1' to fence; ARGV[6] n; ARGV[7] the slot's number
 -- Returns the fence (fenced) or 1 when set; nil when the slot is taken;
 -- a string when the mark is not ARGV[4]: the other mark, or 'nolimit'.
-local m = redis.call('GET', KEYS[3])
-if m and m ~= ARGV[4] then
-	if string.sub(m, 1, 6) == 'limit:' then
-		return m
-	end
-	return 'nolimit'
+local other = otherMark(KEYS[3], ARGV[4])
+if other then
+	return other
 end
 if redis.call('EXISTS', KEYS[1]) == 1 then
 	return false

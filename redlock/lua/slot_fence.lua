@@ -8,7 +8,19 @@
 -- % is not (at counters of today's clock).
 -- KEYS: none of its own; slotFence is given the counter's key.
 -- Returns nothing: slotFence(key, retention in ms, n, slot) returns the
--- fence it set.
+-- fence it set; otherMark(key, mark) returns what a resource marked for
+-- another limit answers (that mark, or 'nolimit' for a lock of one holder),
+-- or nil when key holds mark or nothing.
+local function otherMark(key, mark)
+	local m = redis.call('GET', key)
+	if not m or m == mark then
+		return nil
+	end
+	if string.sub(m, 1, 6) == 'limit:' then
+		return m
+	end
+	return 'nolimit'
+end
 local function slotFence(key, retention, n, slot)
 	local f
 	local c = redis.call('GET', key)

@@ -14,12 +14,9 @@
 -- Returns as turn.lua: {old released (0/1), new set (0/1), fence or 0, 1},
 -- {0, 0, 0, 0} when another token holds the slot, and {0, 0, 0, 0, mark}
 -- when the mark is not ARGV[4] (the other mark, or 'nolimit').
-local m = redis.call('GET', KEYS[3])
-if m and m ~= ARGV[4] then
-	if string.sub(m, 1, 6) ~= 'limit:' then
-		m = 'nolimit'
-	end
-	return {0, 0, 0, 0, m}
+local other = otherMark(KEYS[3], ARGV[4])
+if other then
+	return {0, 0, 0, 0, other}
 end
 local cur = redis.call('GET', KEYS[1])
 local mine = cur == ARGV[1]

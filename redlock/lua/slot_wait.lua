@@ -10,12 +10,9 @@
 -- ARGV[8] ticket; ARGV[9] waiter id; ARGV[10] lease in ms; ARGV[11] release
 -- channel
 -- Returns as slot_acquire.lua.
-local m = redis.call('GET', KEYS[1])
-if m and m ~= ARGV[4] then
-	if string.sub(m, 1, 6) == 'limit:' then
-		return m
-	end
-	return 'nolimit'
+local other = otherMark(KEYS[1], ARGV[4])
+if other then
+	return other
 end
 local sk = slotKey(ARGV[7])
 local cur = redis.call('GET', sk)
