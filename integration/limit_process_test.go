@@ -144,9 +144,12 @@ func TestLimitAcrossProcessesWithANodeKilled(t *testing.T) {
 		}
 	}
 	get := func(k string) int { v, _ := obs.Get(context.Background(), k).Int(); return v }
-	if done, peak, breach := get("ops"), get("peak"), get("breach"); done != total || peak != n || breach != 0 {
-		t.Fatalf("%d of %d acquisitions, peak %d holders (want %d), %d slots held twice", done, total, peak, n, breach)
+	if done, peak, breach := get("ops"), get("peak"), get("breach"); done != total || peak > n || breach != 0 {
+		t.Fatalf("%d of %d acquisitions, peak %d holders (at most %d), %d slots held twice", done, total, peak, n, breach)
 	}
+	// Control: the bound is not kept by holding fewer (how often n
+	// overlapped depends on the machine's load).
+	holdEverySlot(t, urlLockClient(t, nodes), urlLockClient(t, nodes), "tenant", n)
 }
 
 // waitProcess waits for cmd to exit, at most limit.

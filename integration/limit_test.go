@@ -93,15 +93,34 @@ func TestLimitAtMostNHoldersWithANodeKilled(t *testing.T) {
 			t.Error(err)
 		}
 	})
-	if run.peak != n {
-		t.Errorf("at most %d holders at once, want the limit %d reached", run.peak, n)
-	}
 	for s := range n {
 		if run.slots[s] == 0 {
 			t.Errorf("slot %d never held (%v)", s, run.slots)
 		}
 	}
 	t.Logf("%d acquisitions, peak %d holders, per slot %v", run.ops, run.peak, run.slots)
+	// Control: the bound above is not kept by holding fewer (how often n
+	// overlapped in the run depends on the machine's load: on a loaded CI
+	// machine one run peaked at 2).
+	holdEverySlot(t, clients[0], clients[n], "tenant", n)
+}
+
+// holdEverySlot checks that the n slots of res can be held at once, by
+// holder, with its nodes as they are, and that other is then refused.
+func holdEverySlot(t *testing.T, holder, other *redlock.Client, res string, n int) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	for i := range n {
+		l, err := holder.Acquire(ctx, res, 10*time.Second, redlock.WithLimit(n))
+		if err != nil {
+			t.Fatalf("holder %d of %d: %v", i+1, n, err)
+		}
+		defer l.Release(context.Background())
+	}
+	if _, err := other.TryAcquire(ctx, res, 10*time.Second, redlock.WithLimit(n)); !errors.Is(err, redlock.ErrLocked) {
+		t.Errorf("a holder past the limit of %d: %v, want ErrLocked", n, err)
+	}
 }
 
 // TestLimitMismatchRefusedOnServers: on redis-server nodes, a caller with
