@@ -126,3 +126,54 @@ func sum(xs []int) (s int) {
 	}
 	return s
 }
+
+// TestAcquireQueuesAtOnceWhereItWaits: a client that already waits for a
+// resource (it watches its release channel) sends a new Acquire of it
+// straight to the nodes' queue, without the SET NX round a held key could
+// only refuse. The first waiter's own first round is a SET (the control:
+// the counts see such a round), and the two are served in FIFO order.
+func TestAcquireQueuesAtOnceWhereItWaits(t *testing.T) {
+	c := redistest.StartCluster(t, 3)
+	holder := urlLockClient(t, c, redlock.WithNodeTimeout(time.Second))
+	// Without the local queue, the client's second caller goes to the nodes
+	// itself instead of waiting behind the first in the process.
+	waiters := urlLockClient(t, c, redlock.WithNodeTimeout(time.Second), redlock.WithLocalQueue(false))
+	lockUnlock(t, holder, "warm-up")
+	lockUnlock(t, waiters, "warm-up")
+	h, err := holder.Acquire(within(t, time.Minute), "hot", 10*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	order, errs := make(chan string, 2), make(chan error, 2)
+	wait := func(name string) {
+		l, err := waiters.Acquire(within(t, time.Minute), "hot", 10*time.Second)
+		if err == nil {
+			order <- name
+			err = l.Release(within(t, time.Minute))
+		}
+		errs <- err
+	}
+	sets0 := sum(commandCalls(t, c, "set"))
+	go wait("first")
+	waitQueued(t, c, "hot", 1)
+	sets1 := sum(commandCalls(t, c, "set"))
+	if d := sets1 - sets0; d != len(c.Nodes) {
+		t.Fatalf("the first waiter's first round ran %d SETs, want %d (one per node)", d, len(c.Nodes))
+	}
+	go wait("second")
+	waitQueued(t, c, "hot", 2)
+	if d := sum(commandCalls(t, c, "set")) - sets1; d != 0 {
+		t.Errorf("a waiter of a resource its client watches ran %d SETs before queueing, want none", d)
+	}
+	if err := h.Release(within(t, time.Minute)); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"first", "second"} {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+		if got := <-order; got != want {
+			t.Fatalf("the %s waiter got the lock before the one queued ahead of it", got)
+		}
+	}
+}

@@ -153,17 +153,26 @@ func (c *Client) acquireLoop(ctx context.Context, k keys, ttl time.Duration, lc 
 // it takes a free key and cannot take one reserved for a queued waiter, so
 // an uncontended Acquire costs what Redlock costs. Only once that fails does
 // the caller queue on the nodes with ticket tk, taken before the first round
-// so that its place in the FIFO is its arrival (docs/HANDOVER.md).
+// so that its place in the FIFO is its arrival (docs/HANDOVER.md). A
+// resource whose releases this client watches (a waiter of it, now or
+// within subscriptionLinger) was contended lately: its first round queues.
 func (c *Client) attemptLoop(ctx context.Context, k keys, ttl time.Duration, lc *lockConfig, t *turn, tk *ticket) (*Lock, int, error) {
 	p := pauser{c: c}
 	defer p.stop()
 	var last error
 	var queued *ticket // nil until the first round failed: nothing to leave on the nodes
+	if c.notify.watched(k.channel) {
+		// Contended here lately: a SET NX round would most likely be
+		// refused, so queue from the first round, watching already.
+		p.w = c.notify.watch(ctx, k.channel)
+		p.w.forWaiter(tk.id)
+		queued = tk
+	}
 	for attempts := 1; ; attempts++ {
 		p.reset()
 		l, err := c.attempt(ctx, k, ttl, lc, queued)
 		if err == nil {
-			if queued != nil {
+			if queued != nil && attempts > 1 {
 				l.via = handoverRemote
 			}
 			l.adoptTurn(t)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"math/bits"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -24,6 +25,8 @@ type notifier struct {
 	ps     []*redis.PubSub // per node, created on first use
 	wg     sync.WaitGroup
 	closed bool
+	// subscribed mirrors len(subs), for watched's fast path.
+	subscribed atomic.Int32
 }
 
 type subscription struct {
@@ -63,6 +66,7 @@ func (n *notifier) watch(ctx context.Context, channel string) *watch {
 	if fresh {
 		s = &subscription{watches: make(map[*watch]struct{})}
 		n.subs[channel] = s
+		n.subscribed.Add(1)
 	} else if s.linger != nil {
 		s.linger.Stop()
 		s.linger = nil
@@ -81,6 +85,19 @@ func (n *notifier) watch(ctx context.Context, channel string) *watch {
 		n.each(ctx.Done(), ps, func(ctx context.Context, p *redis.PubSub) error { return p.Subscribe(ctx, channel) })
 	}
 	return w
+}
+
+// watched reports whether this client watches channel's releases: a waiter
+// of the resource watches it now, or did within subscriptionLinger. The
+// common case, a client that watches nothing, costs one atomic load.
+func (n *notifier) watched(channel string) bool {
+	if n.subscribed.Load() == 0 {
+		return false
+	}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	s := n.subs[channel]
+	return s != nil && !s.closing
 }
 
 // pubsub returns node i's shared pub/sub connection, starting its dispatcher
@@ -206,6 +223,7 @@ func (n *notifier) unsubscribe(channel string, s *subscription) {
 	s.closing = false
 	if len(s.watches) == 0 || n.closed {
 		delete(n.subs, channel)
+		n.subscribed.Add(-1)
 		n.mu.Unlock()
 		return
 	}
