@@ -32,6 +32,8 @@ type Client struct {
 	// the callers waiting on a round: each will send calls soon, so a node's
 	// worker may wait for them while busy exceeds its batch (node.gather).
 	busy atomic.Int64
+	// timers are rounds' deadline timers for reuse (roundTimer).
+	timers sync.Pool
 	// procHolder names this process in every token (see holder.go).
 	procHolder string
 	tracer     *tracers

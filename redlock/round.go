@@ -101,8 +101,8 @@ func (r *round) wait(ctx context.Context, deadline time.Time, classify func(repl
 	if done() {
 		return nil
 	}
-	timer := time.NewTimer(time.Until(deadline))
-	defer timer.Stop()
+	timer := r.c.roundTimer(time.Until(deadline))
+	defer r.c.putRoundTimer(timer)
 	for !done() {
 		select {
 		case rep := <-r.replies:
@@ -115,6 +115,25 @@ func (r *round) wait(ctx context.Context, deadline time.Time, classify func(repl
 		}
 	}
 	return nil
+}
+
+// roundTimer returns a timer that fires after d, reused from the client's
+// pool: a timer is two allocations, and every lock and unlock waits for a
+// round. Since Go 1.23 a stopped timer delivers no stale tick. The pool is
+// the client's, not the process's: a timer made in a testing/synctest
+// bubble must stay in it, as the client's callers do.
+func (c *Client) roundTimer(d time.Duration) *time.Timer {
+	if t, ok := c.timers.Get().(*time.Timer); ok {
+		t.Reset(d)
+		return t
+	}
+	return time.NewTimer(d)
+}
+
+// putRoundTimer stops t and keeps it for another round.
+func (c *Client) putRoundTimer(t *time.Timer) {
+	t.Stop()
+	c.timers.Put(t)
 }
 
 func (r *round) record(rep reply, o outcome) {
