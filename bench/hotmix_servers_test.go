@@ -227,6 +227,27 @@ func startBare(b *testing.B, cluster *redistest.Cluster, broker *redistest.Node,
 	}
 }
 
+// startPlain runs -bench.hotmixservers asynq servers configured as
+// worker.New configures them (concurrency 8, its task check intervals), with
+// no lock: plain-with-3-hot, the baseline of the cold tasks' latency. Its
+// hot tasks run at once, side by side, and lose updates.
+func startPlain(b *testing.B, _ *redistest.Cluster, broker *redistest.Node, queue, _ string, h asynq.Handler, _ func(middleware.Event), fail func(error)) {
+	url := "redis://" + addrOf(broker) // required, not dialed: only the intervals are used
+	cfg, err := worker.LoadConfigFrom(map[string]string{"ASYNQ_REDIS_URL": url, "REDLOCK_NODES": url,
+		"WORKER_TASK_CHECK_INTERVAL": *hotMixTaskCheck})
+	if err != nil {
+		b.Fatalf("worker defaults: %v", err)
+	}
+	for i := range *hotMixServers {
+		srv := newServer(b, broker, asynq.Config{Concurrency: hotMixConcurrency, Queues: map[string]int{queue: 1},
+			TaskCheckInterval: cfg.TaskCheckInterval, DelayedTaskCheckInterval: cfg.DelayedTaskCheckInterval,
+			Logger: quietAsynq{}, LogLevel: asynq.FatalLevel})
+		if err := srv.Start(failing(onServer(h, i), fail)); err != nil {
+			b.Fatalf("start server %d: %v", i, err)
+		}
+	}
+}
+
 // failing reports the handler's real failures (not conflicts).
 func failing(h asynq.Handler, fail func(error)) asynq.Handler {
 	return asynq.HandlerFunc(func(ctx context.Context, t *asynq.Task) error {
