@@ -198,8 +198,9 @@ func WithBroker(broker redis.UniversalClient) Option {
 // all resources, shared with every middleware given the same cap (see
 // WaitCap): with several hot resources, each gets an equal share and other
 // tasks keep their workers. A task that finds no room is parked or
-// requeued as past WithMaxWaiters. worker.New sets one cap of half its
-// concurrency per worker. Default: none (WithMaxWaiters per resource only).
+// requeued as past WithMaxWaiters. worker.New sets none: with a cap, one
+// hot resource beside cold ones kept its lock far less busy
+// (docs/HOTKEYS.md). Default: none (WithMaxWaiters per resource only).
 func WithWaitCap(c *WaitCap) Option {
 	return func(cfg *config) {
 		if c == nil {
