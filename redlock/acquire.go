@@ -164,8 +164,7 @@ func (c *Client) attemptLoop(ctx context.Context, k keys, ttl time.Duration, lc 
 	if c.notify.watched(k.channel) {
 		// Contended here lately: a SET NX round would most likely be
 		// refused, so queue from the first round, watching already.
-		p.w = c.notify.watch(ctx, k.channel)
-		p.w.forWaiter(tk.id)
+		p.watch(ctx, k, tk)
 		queued = tk
 	}
 	for attempts := 1; ; attempts++ {
@@ -187,8 +186,7 @@ func (c *Client) attemptLoop(ctx context.Context, k keys, ttl time.Duration, lc 
 		if p.w == nil && errors.Is(err, ErrLocked) {
 			// Subscribe to the release, then try once more at once: the
 			// holder may have released between the attempt and now.
-			p.w = c.notify.watch(ctx, k.channel)
-			p.w.forWaiter(tk.id)
+			p.watch(ctx, k, tk)
 			continue
 		}
 		switch err := p.pause(ctx, err); {
@@ -210,6 +208,12 @@ type pauser struct {
 	w     *watch
 	timer *time.Timer
 	woke  bool // the last pause ended with an announcement
+}
+
+// watch starts listening for k's releases announced to the waiter of ticket tk.
+func (p *pauser) watch(ctx context.Context, k keys, tk *ticket) {
+	p.w = p.c.notify.watch(ctx, k.channel)
+	p.w.forWaiter(tk.id)
 }
 
 // reset forgets the announcements heard before the next attempt.
