@@ -29,25 +29,34 @@ import (
 // by the test, so the interleaving is forced, not timed.
 func TestProofFenceAfterDataLossMidRound(t *testing.T) {
 	c := redistest.StartCluster(t, 5)
-	opt := redlock.WithNodeTimeout(5 * time.Second) // the held answers fit in it
+	// The held answers must come within X's round, with room for a loaded
+	// machine's pauses between holding and releasing them.
+	opt := redlock.WithNodeTimeout(30 * time.Second)
 	hold1, gateX, gateY := newGate(), make(chan struct{}), make(chan struct{})
 	var openX, openY sync.Once
 	releaseX := func() { openX.Do(func() { close(gateX) }) }
 	releaseY := func() { openY.Do(func() { close(gateY) }) }
-	t.Cleanup(releaseX) // before the clients close, whatever happened
-	t.Cleanup(releaseY)
 	refuse, slowRaise := &atomic.Bool{}, &atomic.Bool{}
 	x := hookedClient(t, c, opt, map[int]redis.Hook{
 		1: afterHook{armed: hold1, gate: gateX},
 		3: refuseLocks{refuse}, 4: refuseLocks{refuse},
 	})
 	y := hookedClient(t, c, opt, map[int]redis.Hook{4: raiseHook{on: slowRaise, gate: gateY}})
+	// Registered after the clients' Close, so run before it, whatever
+	// happened: a held answer would keep Close waiting for its node worker.
+	t.Cleanup(releaseX)
+	t.Cleanup(releaseY)
 	ctx := within(t, time.Minute)
 	prime, err := y.TryAcquire(ctx, "ledger", time.Minute, redlock.WithFencing())
 	if err != nil {
 		t.Fatal(err)
 	}
 	_ = prime.Release(ctx)
+	// Release returns at a quorum: a node that had not run it yet would
+	// refuse X's round below, which then fails without node 0's key.
+	for _, n := range c.Nodes {
+		waitKey(t, n, "asynqlock:{ledger}", false)
+	}
 
 	refuse.Store(true)
 	slowRaise.Store(true)
@@ -62,7 +71,7 @@ func TestProofFenceAfterDataLossMidRound(t *testing.T) {
 		xr <- result{l, err}
 	}()
 	<-hold1.held // node 1 set X's key; its answer waits
-	waitKey(t, c.Nodes[0], "asynqlock:{ledger}")
+	waitKey(t, c.Nodes[0], "asynqlock:{ledger}", true)
 	if err := c.Nodes[0].Restart(0); err != nil {
 		t.Fatal(err)
 	}
@@ -122,17 +131,18 @@ func hookedClient(t *testing.T, c *redistest.Cluster, opt redlock.Option, hooks 
 	return cl
 }
 
-// waitKey waits (at most 20s) until key exists on the node.
-func waitKey(t *testing.T, n *redistest.Node, key string) {
+// waitKey waits (at most 20s) until key exists on the node, or (present
+// false) until it does not.
+func waitKey(t *testing.T, n *redistest.Node, key string, present bool) {
 	t.Helper()
 	direct := redistest.Client(t, n.ServerAddr())
 	for range 2000 {
-		if direct.Exists(context.Background(), key).Val() == 1 {
+		if (direct.Exists(context.Background(), key).Val() == 1) == present {
 			return
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	t.Fatalf("%s never appeared on %s", key, n.Addr())
+	t.Fatalf("%s still %s on %s after 20s", key, map[bool]string{true: "absent", false: "present"}[present], n.Addr())
 }
 
 // gate holds back one answer: armed once, the next lock-taking call runs,
