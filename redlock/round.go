@@ -130,9 +130,16 @@ func (c *Client) roundTimer(d time.Duration) *time.Timer {
 	return time.NewTimer(d)
 }
 
-// putRoundTimer stops t and keeps it for another round.
+// putRoundTimer stops t and keeps it for another round. A tick that came
+// as it stopped is drained: with GODEBUG=asynctimerchan=1 (the timers of Go
+// before 1.23) it would stay in the channel and end the next round at once.
 func (c *Client) putRoundTimer(t *time.Timer) {
-	t.Stop()
+	if !t.Stop() {
+		select {
+		case <-t.C:
+		default:
+		}
+	}
 	c.timers.Put(t)
 }
 
