@@ -222,6 +222,19 @@ func waitBehind(ctx context.Context, t *testing.T, holder, waiter *redlock.Clien
 	if err != nil {
 		t.Fatal(err)
 	}
+	// Acquire returns at a quorum: on a node its SET had not reached yet the
+	// waiter's turn round would take the free key instead of queueing there,
+	// and only its retry a minute later would queue it.
+	if !waitUntil(30*time.Second, func() bool {
+		for _, cc := range ccs {
+			if cc.Exists(ctx, clusterKey(name)).Val() != 1 {
+				return false
+			}
+		}
+		return true
+	}) {
+		t.Fatalf("%s: the holder's key not on every node within 30s", name)
+	}
 	wctx, cancel := context.WithTimeout(ctx, 45*time.Second)
 	defer cancel()
 	got := make(chan error, 1)
