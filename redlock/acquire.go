@@ -20,8 +20,12 @@ type keys struct {
 
 func (c *Client) keysFor(resource string) keys {
 	k := keyOf(c.cfg.prefix, resource)
-	return keys{resource: resource, key: k, fenceKey: k + ":fence", channel: k + ":released"}
+	return keys{resource: resource, key: k, fenceKey: k + ":fence", channel: k + channelSuffix}
 }
+
+// channelSuffix follows a lock key in the name of its release channel
+// (lua/release_many_tail.lua builds it too).
+const channelSuffix = ":released"
 
 func (k keys) lockKeys() []string { return []string{k.key} }
 func (k keys) bothKeys() []string { return []string{k.key, k.fenceKey} }

@@ -3,12 +3,13 @@ package redlock
 import (
 	"fmt"
 	"slices"
+	"strings"
 
 	"github.com/redis/go-redis/v9"
 )
 
 // releaseManyScript runs several queue releases in one call (lua/release_many_head.lua).
-var releaseManyScript = newScript("release_many_head.lua", "release_unqueued.lua", "queue.lua", "queue_release.lua", "release_many_tail.lua")
+var releaseManyScript = newScript("release_many_head.lua", "queue.lua", "queue_release.lua", "release_many_tail.lua")
 
 // releaseArgc is the length of a queueReleaseScript call's arguments:
 // evalsha, sha, numkeys, three keys, three arguments.
@@ -27,9 +28,10 @@ func (n *node) joinReleases(live []*call) []*call {
 		return live
 	}
 	last, count := -1, 0
+	var lease any
 	for i, c := range live {
-		if joinable(c) {
-			last, count = i, count+1
+		if joinable(c, lease) {
+			last, count, lease = i, count+1, c.args[7]
 		}
 	}
 	if count < 2 {
@@ -42,7 +44,7 @@ func (n *node) joinReleases(live []*call) []*call {
 	for i := last; i >= 0; i-- {
 		c := live[i]
 		switch {
-		case !joinable(c):
+		case !joinable(c, lease):
 			named = append(named, c.resource)
 		case !slices.Contains(named, c.resource):
 			join[i], count = true, count+1
@@ -57,18 +59,18 @@ func (n *node) joinReleases(live []*call) []*call {
 // foldReleases replaces the releases marked in join by one call at last.
 func (n *node) foldReleases(live []*call, join []bool, last, count int) []*call {
 	all := &call{node: n.idx, script: releaseManyScript, op: "release", joined: make([]*call, 0, count)}
-	all.args = make([]any, 3+6*count)
+	all.args = make([]any, 3+4*count+1)
 	all.args[0], all.args[1], all.args[2] = "evalsha", releaseManyScript.sha, 3*count
-	keys, argv := all.args[3:3+3*count], all.args[3+3*count:]
+	keys, tokens := all.args[3:3+3*count], all.args[3+3*count:]
 	out := live[:0]
 	for i, c := range live {
 		if !join[i] {
 			out = append(out, c)
 			continue
 		}
-		j := 3 * len(all.joined)
-		copy(keys[j:j+3], c.args[3:6])
-		copy(argv[j:j+3], c.args[6:9])
+		j := len(all.joined)
+		copy(keys[3*j:3*j+3], c.args[3:6])
+		tokens[j], tokens[count] = c.args[6], c.args[7] // the token; the lease, the same for all
 		all.joined = append(all.joined, c)
 		if i == last {
 			out = append(out, all)
@@ -77,9 +79,17 @@ func (n *node) foldReleases(live []*call, join []bool, last, count int) []*call 
 	return out
 }
 
-// joinable is whether c is a queue release that may share a call.
-func joinable(c *call) bool {
-	return c.script == queueReleaseScript && len(c.args) == releaseArgc
+// joinable is whether c is a queue release that may share a call: one
+// that announces on its key's channel, with the lease of the others (nil
+// for the first).
+func joinable(c *call, lease any) bool {
+	if c.script != queueReleaseScript || len(c.args) != releaseArgc {
+		return false
+	}
+	key, _ := c.args[3].(string)
+	ch, _ := c.args[8].(string)
+	rest, ok := strings.CutPrefix(ch, key)
+	return ok && key != "" && rest == channelSuffix && (lease == nil || c.args[7] == lease)
 }
 
 // answerJoined hands each release folded into c its own answer.

@@ -87,6 +87,10 @@ func TestBatchReleasesShareOneScriptCall(t *testing.T) {
 		if err := b.rdb.ZAdd(context.Background(), k.key+":qx", redis.Z{Score: 1e15, Member: "w1"}).Err(); err != nil {
 			t.Fatal(err)
 		}
+		sub := b.rdb.Subscribe(context.Background(), k.channel)
+		if _, err := sub.Receive(context.Background()); err != nil { // the subscription's confirmation
+			t.Fatal(err)
+		}
 		outs := make([]chan reply, 7)
 		for i := range outs {
 			outs[i] = make(chan reply, 1)
@@ -124,6 +128,13 @@ func TestBatchReleasesShareOneScriptCall(t *testing.T) {
 		}
 		if v, _ := b.rdb.Get(context.Background(), k.key).Result(); v != reservePrefix+"w1" {
 			t.Errorf("flush %v: d's key holds %q after its release, want the reservation for w1", flush, v)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		msg, err := sub.ReceiveMessage(ctx)
+		cancel()
+		_ = sub.Close()
+		if err != nil || msg.Payload != reservePrefix+"w1" {
+			t.Errorf("flush %v: d's release announced %v, %v; want the reservation for w1 on %s", flush, msg, err, k.channel)
 		}
 		for _, r := range []string{"a", "b"} {
 			if n, _ := b.rdb.Exists(context.Background(), b.c.keysFor(r).key).Result(); n != 0 {

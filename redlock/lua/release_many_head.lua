@@ -1,9 +1,12 @@
 -- release_many_head: the start of release_many, the releases of one batch
--- in one script call (this file, then release_unqueued.lua, queue.lua and
--- queue_release.lua, then release_many_tail.lua). Each release runs exactly
--- as queue_release does, with its own KEYS and ARGV; one call instead of one
--- per release saves the script set-up on the node.
+-- in one script call (this file, then queue.lua and queue_release.lua, then
+-- release_many_tail.lua). Each release answers and acts exactly as
+-- queue_release does; one call instead of one per release saves the script
+-- set-up on the node, and the arguments a release does not need per
+-- release (the lease, the channel) are not sent per release.
 -- KEYS: queue.lua's three keys per release, in order
--- ARGV: queue_release.lua's three arguments per release, in the same order
+-- ARGV: each release's token, in the same order, then the lease in ms (one
+-- for all); each release announces on its key's channel, <key>:released
+-- (Go's keys.channel)
 -- Returns each release's answer, in order.
-local function release_one(KEYS, ARGV)
+local function release_queued(KEYS, ARGV)
