@@ -3,6 +3,7 @@ package middleware
 import (
 	"context"
 	"errors"
+	"fmt"
 	"hash/maphash"
 	"slices"
 	"sync"
@@ -100,6 +101,10 @@ func (m *mw) process(ctx context.Context, t *asynq.Task, next asynq.Handler) err
 		return m.badKey(t, meta, err)
 	}
 	if key == "" {
+		if err := m.cfg.runGate.enter(ctx); err != nil {
+			return fmt.Errorf("task %s (id %s): waiting to run: %w", t.Type(), meta.id, err)
+		}
+		defer m.cfg.runGate.leave()
 		return next.ProcessTask(ctx, t)
 	}
 	r := m.newRun(t, next, meta, m.resource(t, key))
@@ -122,6 +127,11 @@ func (m *mw) process(ctx context.Context, t *asynq.Task, next asynq.Handler) err
 		r.observeWait(ev)
 	}
 	defer m.uncountHolder(r.res, m.countHolder(r.res))
+	if err := m.cfg.runGate.enter(ctx); err != nil {
+		r.release(ctx)
+		return fmt.Errorf("%s: holding %s, waiting to run: %w", r.name(), r.res, err)
+	}
+	defer m.cfg.runGate.leave()
 	m.promoteOnStart(meta.queue, r.res, meta.id)
 	return r.run(ctx)
 }

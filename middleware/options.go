@@ -54,6 +54,7 @@ type config struct {
 	logger          *slog.Logger
 	observer        func(Event)
 	waitCap         *WaitCap // bounds the waiters across resources; nil: none
+	runGate         *RunGate // bounds the running handlers of the process; nil: none
 	tracerProvider  trace.TracerProvider
 	err             error // a refused option
 }
@@ -208,6 +209,21 @@ func WithWaitCap(c *WaitCap) Option {
 			return
 		}
 		cfg.waitCap = c
+	}
+}
+
+// WithRunGate runs each task's handler under g (see RunGate), once the
+// task holds its lock; tasks without a key go through it too. A task whose
+// context ends while the gate is full releases its lock unused and fails
+// like any run that ended. Default: none (asynq's Concurrency alone bounds
+// the running tasks, waiting ones included).
+func WithRunGate(g *RunGate) Option {
+	return func(cfg *config) {
+		if g == nil {
+			cfg.err = errors.New("middleware: WithRunGate: nil gate")
+			return
+		}
+		cfg.runGate = g
 	}
 }
 

@@ -47,8 +47,14 @@ type Config struct {
 	DriftFactor float64 `env:"REDLOCK_DRIFT_FACTOR" envDefault:"0.01"`
 	// LockPrefix prefixes every lock key.
 	LockPrefix string `env:"REDLOCK_PREFIX" envDefault:"asynqlock:"`
-	// Concurrency is the number of tasks processed at once.
+	// Concurrency is the number of tasks whose handlers run at once.
 	Concurrency int `env:"WORKER_CONCURRENCY" envDefault:"10"`
+	// WaitRoom is how many more tasks the worker takes from its queues to
+	// wait for their locks, beside the Concurrency that run: waiting tasks
+	// then never take a running task's place (middleware.RunGate). -1 (the
+	// default) is twice Concurrency; 0 lets waiting tasks take the places
+	// of running ones.
+	WaitRoom int `env:"WORKER_WAIT_ROOM" envDefault:"-1"`
 	// Queues maps queue names to priorities: "critical:6,default:3,low:1".
 	Queues map[string]int `env:"WORKER_QUEUES" envDefault:"default:1" envSeparator:"," envKeyValSeparator:":"`
 	// StrictPriority processes higher-priority queues strictly first.
@@ -170,3 +176,19 @@ func unparsed(checks, known []problem) []problem {
 	}
 	return out
 }
+
+// waitRoom is WaitRoom with its default (-1) resolved: twice Concurrency.
+func (c *Config) waitRoom() int {
+	if c.WaitRoom < 0 {
+		return 2 * c.Concurrency
+	}
+	return c.WaitRoom
+}
+
+// workers is asynq's Concurrency: the running tasks and the waiting room.
+func (c *Config) workers() int { return c.Concurrency + c.waitRoom() }
+
+// maxWaiters is each resource's share of the waiting tasks
+// (middleware.WithMaxWaiters): half the waiting room, so that two hot
+// resources fill it at most, or without a room half of Concurrency.
+func (c *Config) maxWaiters() int { return max(1, max(c.waitRoom(), c.Concurrency)/2) }

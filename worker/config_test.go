@@ -42,6 +42,35 @@ func TestLoadConfigDefaults(t *testing.T) {
 	}
 }
 
+// TestWaitRoomSizesAsynqAndTheShares: the waiting room defaults to twice
+// WORKER_CONCURRENCY; asynq takes both at once, and each resource's share of
+// waiters is half the room (half of the concurrency without a room).
+func TestWaitRoomSizesAsynqAndTheShares(t *testing.T) {
+	for _, c := range []struct {
+		room                          string
+		wantRoom, workers, maxWaiters int
+	}{{"", 16, 24, 8}, {"-1", 16, 24, 8}, {"3", 3, 11, 4}, {"0", 0, 8, 4}} {
+		vars := goodEnv()
+		vars["WORKER_CONCURRENCY"] = "8"
+		if c.room != "" {
+			vars["WORKER_WAIT_ROOM"] = c.room
+		}
+		cfg, err := LoadConfigFrom(vars)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r, w, m := cfg.waitRoom(), cfg.workers(), cfg.maxWaiters(); r != c.wantRoom || w != c.workers || m != c.maxWaiters {
+			t.Errorf("WORKER_WAIT_ROOM=%q: room %d, asynq workers %d, waiters per resource %d; want %d, %d, %d",
+				c.room, r, w, m, c.wantRoom, c.workers, c.maxWaiters)
+		}
+	}
+	vars := goodEnv()
+	vars["WORKER_WAIT_ROOM"] = "-2"
+	if _, err := LoadConfigFrom(vars); err == nil || !strings.Contains(err.Error(), "WORKER_WAIT_ROOM: must be -1") {
+		t.Fatalf("WORKER_WAIT_ROOM=-2 gave %v, want it refused", err)
+	}
+}
+
 // TestLoadConfigReportsEveryProblemAtOnce: each bad or missing variable is
 // named with what is expected, in one error, and no password is shown.
 func TestLoadConfigReportsEveryProblemAtOnce(t *testing.T) {

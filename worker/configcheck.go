@@ -87,6 +87,9 @@ func (c *Config) check() []problem {
 	if c.Concurrency <= 0 {
 		add("WORKER_CONCURRENCY", "must be a positive integer, got %d", c.Concurrency)
 	}
+	if c.WaitRoom < -1 {
+		add("WORKER_WAIT_ROOM", "must be -1 (twice WORKER_CONCURRENCY), 0 or a positive integer, got %d", c.WaitRoom)
+	}
 	ps = append(ps, c.checkQueues()...)
 	if _, err := c.policy(); err != nil {
 		add("WORKER_CONFLICT_POLICY", "%v", err)

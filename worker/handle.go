@@ -11,7 +11,10 @@ import (
 
 // Handle registers h for taskType, each task locked on the resource named by
 // key (see the middleware package) with the configured TTL and conflict
-// policy, its busy tasks parked in the broker; opts come after those (a
+// policy, its busy tasks parked in the broker. Its handler runs once the
+// lock is held, within WORKER_CONCURRENCY running handlers across task
+// types; asynq takes up to WORKER_WAIT_ROOM more tasks, which wait for
+// their locks meanwhile (middleware.RunGate). opts come after those (a
 // middleware.WithObserver among them replaces the one feeding the worker's
 // task metrics). A nil key runs the handler unlocked. Every task runs in a
 // span asynq.task when tracing is on (see New). Handle must be called
@@ -29,7 +32,8 @@ func (w *Worker) Handle(taskType string, h asynq.Handler, key middleware.KeyFunc
 			middleware.WithTTL(w.cfg.LockTTL),
 			middleware.WithPolicy(policy),
 			middleware.WithBroker(w.ping),
-			middleware.WithMaxWaiters(max(1, w.cfg.Concurrency/2)),
+			middleware.WithMaxWaiters(w.cfg.maxWaiters()),
+			middleware.WithRunGate(w.gate),
 			middleware.WithLogger(w.log),
 			middleware.WithObserver(w.metrics.observeTask),
 		}, w.cfg.limitOf(taskType)...)
@@ -42,6 +46,8 @@ func (w *Worker) Handle(taskType string, h asynq.Handler, key middleware.KeyFunc
 			return fmt.Errorf("worker: %s: %w", taskType, err)
 		}
 		h = mw(h)
+	} else {
+		h = w.gate.Wrap(h)
 	}
 	w.mux.Handle(taskType, w.taskSpans(w.track(nameHolder(h))))
 	return nil

@@ -48,7 +48,7 @@ func (w *Worker) Run(ctx context.Context) error {
 		return fmt.Errorf("worker: start asynq server: %w", err)
 	}
 	w.startCrons()
-	w.log.Info("worker started", "concurrency", w.cfg.Concurrency, "queues", w.cfg.Queues, "lock_nodes", lockadmin.Nodes(w.locks), "metrics", w.Addr(), "trace_export", cmp.Or(w.tracesTo, "off"))
+	w.log.Info("worker started", "concurrency", w.cfg.Concurrency, "wait_room", w.cfg.waitRoom(), "queues", w.cfg.Queues, "lock_nodes", lockadmin.Nodes(w.locks), "metrics", w.Addr(), "trace_export", cmp.Or(w.tracesTo, "off"))
 	w.health.logStartReadiness()
 	probeDone := w.startProbes(ctx)
 
@@ -68,7 +68,7 @@ func (w *Worker) Run(ctx context.Context) error {
 func (w *Worker) newServer() *asynq.Server {
 	lvl, _ := parseLevel(w.cfg.LogLevel)
 	return asynq.NewServer(w.broker, asynq.Config{
-		Concurrency:              w.cfg.Concurrency,
+		Concurrency:              w.cfg.workers(),
 		Queues:                   w.cfg.Queues,
 		StrictPriority:           w.cfg.StrictPriority,
 		ShutdownTimeout:          w.cfg.ShutdownTimeout,

@@ -30,6 +30,7 @@ type Worker struct {
 	inspector *asynq.Inspector
 	ping      redis.UniversalClient // broker readiness probe
 	mux       *asynq.ServeMux
+	gate      *middleware.RunGate // the running tasks' places, shared by every Handle
 	reg       *prometheus.Registry
 	metrics   *metrics
 	health    *health
@@ -79,7 +80,8 @@ func New(cfg Config, opts ...Option) (*Worker, error) {
 		o.log = slog.Default()
 	}
 	b, _ := parseBroker(cfg.AsynqRedisURL, cfg.asynqTLS())
-	w := &Worker{cfg: cfg, log: o.log, broker: b.opt, mux: asynq.NewServeMux(), reg: prometheus.NewRegistry()}
+	w := &Worker{cfg: cfg, log: o.log, broker: b.opt, mux: asynq.NewServeMux(), reg: prometheus.NewRegistry(),
+		gate: middleware.NewRunGate(cfg.Concurrency)}
 	w.once = dependencyLogs(o.log, ownsDefault)
 	w.metrics = newMetrics(w.reg)
 	w.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))

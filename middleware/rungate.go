@@ -1,0 +1,66 @@
+package middleware
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/hibiken/asynq"
+)
+
+// RunGate bounds the tasks of a process that run their handlers at once,
+// across the middlewares that share it (WithRunGate) and the handlers it
+// wraps (Wrap). A locked task takes its place once it holds its lock and
+// gives it back when its run ends: a task waiting for its lock holds none.
+//
+// Give asynq's server more workers than the gate has places, and the tasks
+// waiting for a hot resource wait in the extra workers instead of taking
+// those of tasks that could run: cold tasks keep the gate's places, and the
+// hot resource keeps enough waiters in each process for its turns to pass
+// within the process (docs/HOTKEYS.md). worker.New does so with
+// WORKER_WAIT_ROOM. It is safe for concurrent use.
+type RunGate struct {
+	places chan struct{}
+}
+
+// NewRunGate returns a gate of n places (n >= 1).
+func NewRunGate(n int) *RunGate {
+	return &RunGate{places: make(chan struct{}, max(n, 1))}
+}
+
+// Wrap returns h run under the gate: for handlers that take no lock, which
+// count against the same places as the locked ones.
+func (g *RunGate) Wrap(h asynq.Handler) asynq.Handler {
+	return asynq.HandlerFunc(func(ctx context.Context, t *asynq.Task) error {
+		if err := g.enter(ctx); err != nil {
+			return fmt.Errorf("task %s: waiting to run: %w", t.Type(), err)
+		}
+		defer g.leave()
+		return h.ProcessTask(ctx, t)
+	})
+}
+
+// enter takes a place, waiting while the gate is full, until ctx ends. A
+// nil gate always lets in.
+func (g *RunGate) enter(ctx context.Context) error {
+	if g == nil {
+		return nil
+	}
+	select {
+	case g.places <- struct{}{}:
+		return nil
+	default:
+	}
+	select {
+	case g.places <- struct{}{}:
+		return nil
+	case <-ctx.Done():
+		return context.Cause(ctx)
+	}
+}
+
+// leave gives a place back.
+func (g *RunGate) leave() {
+	if g != nil {
+		<-g.places
+	}
+}
