@@ -137,4 +137,3 @@ func TestWaitRoomKeepsWorkersForRunnableTasks(t *testing.T) {
 		until(t, "Y running once X is done", func() bool { return b.startedRuns("Y") == 1 })
 	})
 }
-
