@@ -131,7 +131,9 @@ func (m *mw) process(ctx context.Context, t *asynq.Task, next asynq.Handler) err
 		r.release(ctx)
 		return fmt.Errorf("%s: holding %s, waiting to run: %w", r.name(), r.res, err)
 	}
-	defer m.cfg.runGate.leave()
+	var placed func()
+	r.next, placed = m.cfg.runGate.holding(r.next)
+	defer placed()
 	m.promoteOnStart(meta.queue, r.res, meta.id)
 	return r.run(ctx)
 }

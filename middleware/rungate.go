@@ -10,7 +10,8 @@ import (
 // RunGate bounds the tasks of a process that run their handlers at once,
 // across the middlewares that share it (WithRunGate) and the handlers it
 // wraps (Wrap). A locked task takes its place once it holds its lock and
-// gives it back when its run ends: a task waiting for its lock holds none.
+// gives it back when its handler returns: a task waiting for its lock holds
+// none.
 //
 // Give asynq's server more workers than the gate has places, and the tasks
 // waiting for a hot resource wait in the extra workers instead of taking
@@ -56,6 +57,27 @@ func (g *RunGate) enter(ctx context.Context) error {
 	case <-ctx.Done():
 		return context.Cause(ctx)
 	}
+}
+
+// holding returns h run in the place its caller took, given back as soon
+// as h returns (before the lock's release round), and done, which gives it
+// back if h never ran; both run on the task's goroutine. A nil gate
+// returns h as it is.
+func (g *RunGate) holding(h asynq.Handler) (held asynq.Handler, done func()) {
+	if g == nil {
+		return h, func() {}
+	}
+	left := false
+	done = func() {
+		if !left {
+			left = true
+			g.leave()
+		}
+	}
+	return asynq.HandlerFunc(func(ctx context.Context, t *asynq.Task) error {
+		defer done()
+		return h.ProcessTask(ctx, t)
+	}), done
 }
 
 // leave gives a place back.

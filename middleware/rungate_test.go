@@ -159,3 +159,37 @@ func TestWithRunGateRefusesNil(t *testing.T) {
 		t.Fatalf("a nil gate gave %v, want it refused", err)
 	}
 }
+
+// TestRunGatePlaceEndsWithTheHandler: a task's place is given back when its
+// handler returns, not after its clean-up: while a failed task's rollback
+// still runs under its lock, a task of another resource runs in its place.
+func TestRunGatePlaceEndsWithTheHandler(t *testing.T) {
+	e := patientEnv(t)
+	withMeta(t, taskMeta{id: "t1", maxRetry: 3, known: true})
+	gate := NewRunGate(1)
+	inRollback, endRollback := make(chan struct{}), make(chan struct{})
+	rollback := func(context.Context, *asynq.Task, error) error {
+		close(inRollback)
+		<-endRollback
+		return nil
+	}
+	m, _ := lockMW(t, e.locks, ByField("sku"), nil, WithRunGate(gate), WithRollback(rollback))
+	failing := asynq.HandlerFunc(func(context.Context, *asynq.Task) error { return errors.New("out of stock") })
+	xDone := make(chan error, 1)
+	go func() { xDone <- m.process(context.Background(), task("stock:adjust", `{"sku":"X"}`), failing) }()
+	<-inRollback
+	hs := newGatedHandlers("Y")
+	close(hs.release["Y"])
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second) // not about timing: fails rather than hangs
+	defer cancel()
+	if err := m.process(ctx, task("stock:adjust", `{"sku":"Y"}`), hs.handler("Y")); err != nil {
+		t.Fatalf("Y, run while X's rollback held X's lock: %v", err)
+	}
+	close(endRollback)
+	if err := <-xDone; err == nil || !strings.Contains(err.Error(), "out of stock") {
+		t.Fatalf("X ended with %v, want its handler's error", err)
+	}
+	if n := len(gate.places); n != 0 {
+		t.Fatalf("%d places still taken", n)
+	}
+}
