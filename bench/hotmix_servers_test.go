@@ -25,7 +25,7 @@ type hotTrips struct {
 	trips    int
 	promoted int
 	actions  map[string]int
-	cold     map[string]int       // cold SKUs' conflicts by action
+	cold     map[string]int       // cold SKUs' conflicts by action (the other hot SKUs' are in neither)
 	entered  map[string]time.Time // hot task ID -> when its last run reached the middleware
 }
 
@@ -41,7 +41,7 @@ func (h *hotTrips) observe(e middleware.Event) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if !strings.HasSuffix(e.Resource, ":"+hotSKU) {
-		if e.Kind == "conflict" {
+		if e.Kind == "conflict" && !slices.ContainsFunc(threeHot, func(sku string) bool { return strings.HasSuffix(e.Resource, ":"+sku) }) {
 			if h.cold == nil {
 				h.cold = map[string]int{}
 			}
