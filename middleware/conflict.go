@@ -67,6 +67,7 @@ func (r *taskRun) lastRetry(ctx context.Context, copyID string, ev Event, busy *
 	// No enqueuer, or no copy exists nor can be stored: wait for the lock
 	// as long as the task may run.
 	ev.Action = "wait-exhausted-budget"
+	dropPlace(ctx)
 	wctx, span := m.startWait(ctx, r.res)
 	lock, err := m.client.Acquire(wctx, r.res, m.cfg.ttl, m.cfg.lockOpts...)
 	m.endWait(span, 1, err)

@@ -100,14 +100,16 @@ func (m *mw) process(ctx context.Context, t *asynq.Task, next asynq.Handler) err
 	if err != nil {
 		return m.badKey(t, meta, err)
 	}
+	p := &place{g: m.cfg.runGate}
+	if err := p.take(ctx, false); err != nil {
+		return fmt.Errorf("task %s (id %s): waiting to run: %w", t.Type(), meta.id, err)
+	}
+	defer p.drop()
 	if key == "" {
-		if err := m.cfg.runGate.enter(ctx); err != nil {
-			return fmt.Errorf("task %s (id %s): waiting to run: %w", t.Type(), meta.id, err)
-		}
-		defer m.cfg.runGate.leave()
 		return next.ProcessTask(ctx, t)
 	}
 	r := m.newRun(t, next, meta, m.resource(t, key))
+	ctx = withPlace(ctx, p)
 	lock, waited, err := m.acquire(ctx, r.res)
 	if err != nil {
 		if ferr := r.acquireFailed(ctx, err); ferr != nil {
@@ -127,13 +129,11 @@ func (m *mw) process(ctx context.Context, t *asynq.Task, next asynq.Handler) err
 		r.observeWait(ev)
 	}
 	defer m.uncountHolder(r.res, m.countHolder(r.res))
-	if err := m.cfg.runGate.enter(ctx); err != nil {
+	if err := p.take(ctx, true); err != nil {
 		r.release(ctx)
 		return fmt.Errorf("%s: holding %s, waiting to run: %w", r.name(), r.res, err)
 	}
-	var placed func()
-	r.next, placed = m.cfg.runGate.holding(r.next)
-	defer placed()
+	r.next = p.around(r.next)
 	m.promoteOnStart(meta.queue, r.res, meta.id)
 	return r.run(ctx)
 }

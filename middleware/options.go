@@ -212,11 +212,12 @@ func WithWaitCap(c *WaitCap) Option {
 	}
 }
 
-// WithRunGate runs each task's handler under g (see RunGate), once the
-// task holds its lock; tasks without a key go through it too. A task whose
-// context ends while the gate is full releases its lock unused and fails
-// like any run that ended. Default: none (asynq's Concurrency alone bounds
-// the running tasks, waiting ones included).
+// WithRunGate runs each task under g (see RunGate): it takes a place as it
+// starts, gives it back while it waits for its lock and takes one again
+// once it holds it; tasks without a key go through it too. A task whose
+// context ends while it holds its lock at a full gate releases the lock
+// unused and fails like any run that ended. Default: none (asynq's
+// Concurrency alone bounds the tasks, waiting ones included).
 func WithRunGate(g *RunGate) Option {
 	return func(cfg *config) {
 		if g == nil {

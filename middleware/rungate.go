@@ -3,36 +3,46 @@ package middleware
 import (
 	"context"
 	"fmt"
+	"slices"
+	"sync"
 
 	"github.com/hibiken/asynq"
 )
 
-// RunGate bounds the tasks of a process that run their handlers at once,
-// across the middlewares that share it (WithRunGate) and the handlers it
-// wraps (Wrap). A locked task takes its place once it holds its lock and
-// gives it back when its handler returns: a task waiting for its lock holds
-// none.
+// RunGate bounds the tasks of a process that try for their locks or run
+// their handlers at once, across the middlewares that share it
+// (WithRunGate) and the handlers it wraps (Wrap). A task takes its place
+// when it starts, gives it back while it waits for a busy lock, takes one
+// again once it holds the lock (ahead of tasks that hold none), and gives
+// it back when its handler returns.
 //
 // Give asynq's server more workers than the gate has places, and the tasks
 // waiting for a hot resource wait in the extra workers instead of taking
 // those of tasks that could run: cold tasks keep the gate's places, and the
 // hot resource keeps enough waiters in each process for its turns to pass
-// within the process (docs/HOTKEYS.md). worker.New does so with
-// WORKER_WAIT_ROOM. It is safe for concurrent use.
+// within the process (docs/HOTKEYS.md). As many tasks as before try for
+// their locks at once, so resources that are only warm meet no more
+// conflicts. worker.New does so with WORKER_WAIT_ROOM. It is safe for
+// concurrent use.
 type RunGate struct {
-	places chan struct{}
+	mu    sync.Mutex
+	size  int
+	taken int
+	// Tasks waiting for a place, oldest first: holders hold their locks
+	// and are let in first; others are tasks that have not tried yet.
+	holders, others []chan struct{}
 }
 
 // NewRunGate returns a gate of n places (n >= 1).
 func NewRunGate(n int) *RunGate {
-	return &RunGate{places: make(chan struct{}, max(n, 1))}
+	return &RunGate{size: max(n, 1)}
 }
 
 // Wrap returns h run under the gate: for handlers that take no lock, which
 // count against the same places as the locked ones.
 func (g *RunGate) Wrap(h asynq.Handler) asynq.Handler {
 	return asynq.HandlerFunc(func(ctx context.Context, t *asynq.Task) error {
-		if err := g.enter(ctx); err != nil {
+		if err := g.enter(ctx, false); err != nil {
 			return fmt.Errorf("task %s: waiting to run: %w", t.Type(), err)
 		}
 		defer g.leave()
@@ -40,49 +50,116 @@ func (g *RunGate) Wrap(h asynq.Handler) asynq.Handler {
 	})
 }
 
-// enter takes a place, waiting while the gate is full, until ctx ends. A
-// nil gate always lets in.
-func (g *RunGate) enter(ctx context.Context) error {
-	if g == nil {
+// enter takes a place, waiting while the gate is full, until ctx ends; a
+// holder is let in ahead of the others.
+func (g *RunGate) enter(ctx context.Context, holder bool) error {
+	g.mu.Lock()
+	if g.taken < g.size { // then nobody waits: leave hands places on
+		g.taken++
+		g.mu.Unlock()
 		return nil
 	}
-	select {
-	case g.places <- struct{}{}:
-		return nil
-	default:
+	ch := make(chan struct{})
+	if holder {
+		g.holders = append(g.holders, ch)
+	} else {
+		g.others = append(g.others, ch)
 	}
+	g.mu.Unlock()
 	select {
-	case g.places <- struct{}{}:
+	case <-ch:
 		return nil
 	case <-ctx.Done():
-		return context.Cause(ctx)
 	}
+	g.mu.Lock()
+	granted := !g.unqueue(ch)
+	g.mu.Unlock()
+	if granted { // as ctx ended: pass it on
+		g.leave()
+	}
+	return context.Cause(ctx)
 }
 
-// holding returns h run in the place its caller took, given back as soon
-// as h returns (before the lock's release round), and done, which gives it
-// back if h never ran; both run on the task's goroutine. A nil gate
-// returns h as it is.
-func (g *RunGate) holding(h asynq.Handler) (held asynq.Handler, done func()) {
-	if g == nil {
-		return h, func() {}
-	}
-	left := false
-	done = func() {
-		if !left {
-			left = true
-			g.leave()
+// unqueue removes ch from the waiters; false if it was let in already.
+func (g *RunGate) unqueue(ch chan struct{}) bool {
+	for _, q := range []*[]chan struct{}{&g.holders, &g.others} {
+		if i := slices.Index(*q, ch); i >= 0 {
+			*q = slices.Delete(*q, i, i+1)
+			return true
 		}
 	}
-	return asynq.HandlerFunc(func(ctx context.Context, t *asynq.Task) error {
-		defer done()
-		return h.ProcessTask(ctx, t)
-	}), done
+	return false
 }
 
-// leave gives a place back.
+// leave gives a place back, to the first waiter if there is one.
 func (g *RunGate) leave() {
-	if g != nil {
-		<-g.places
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	for _, q := range []*[]chan struct{}{&g.holders, &g.others} {
+		if len(*q) > 0 {
+			close((*q)[0])
+			*q = (*q)[1:]
+			return
+		}
+	}
+	g.taken--
+}
+
+// place is one task's place in a gate along its run; it belongs to the
+// task's goroutine. The zero place of a nil gate does nothing.
+type place struct {
+	g    *RunGate
+	held bool
+}
+
+// take takes the place if it is not held; holder says the task holds its
+// lock.
+func (p *place) take(ctx context.Context, holder bool) error {
+	if p == nil || p.g == nil || p.held {
+		return nil
+	}
+	if err := p.g.enter(ctx, holder); err != nil {
+		return err
+	}
+	p.held = true
+	return nil
+}
+
+// drop gives the place back if it is held.
+func (p *place) drop() {
+	if p != nil && p.held {
+		p.held = false
+		p.g.leave()
+	}
+}
+
+// around returns h, giving the place back as soon as h returns (before the
+// lock's release round).
+func (p *place) around(h asynq.Handler) asynq.Handler {
+	if p == nil || p.g == nil {
+		return h
+	}
+	return asynq.HandlerFunc(func(ctx context.Context, t *asynq.Task) error {
+		defer p.drop()
+		return h.ProcessTask(ctx, t)
+	})
+}
+
+type placeKey struct{}
+
+// withPlace returns ctx carrying p, so that a wait deep in the conflict
+// paths gives the place back (dropPlace).
+func withPlace(ctx context.Context, p *place) context.Context {
+	if p.g == nil {
+		return ctx
+	}
+	return context.WithValue(ctx, placeKey{}, p)
+}
+
+// dropPlace gives back the place of the task whose context ctx is, before
+// it waits for its lock.
+func dropPlace(ctx context.Context) {
+	if p, ok := ctx.Value(placeKey{}).(*place); ok {
+		p.drop()
 	}
 }

@@ -17,12 +17,13 @@ type gatedHandlers struct {
 	mu      sync.Mutex
 	running int
 	most    int
-	started map[string]bool
+	started map[string]int
+	order   []string // SKUs in the order their runs started
 	release map[string]chan struct{}
 }
 
 func newGatedHandlers(skus ...string) *gatedHandlers {
-	g := &gatedHandlers{started: map[string]bool{}, release: map[string]chan struct{}{}}
+	g := &gatedHandlers{started: map[string]int{}, release: map[string]chan struct{}{}}
 	for _, s := range skus {
 		g.release[s] = make(chan struct{})
 	}
@@ -34,7 +35,8 @@ func (g *gatedHandlers) handler(sku string) asynq.Handler {
 		g.mu.Lock()
 		g.running++
 		g.most = max(g.most, g.running)
-		g.started[sku] = true
+		g.started[sku]++
+		g.order = append(g.order, sku)
 		g.mu.Unlock()
 		<-g.release[sku]
 		g.mu.Lock()
@@ -44,7 +46,9 @@ func (g *gatedHandlers) handler(sku string) asynq.Handler {
 	})
 }
 
-func (g *gatedHandlers) hasStarted(sku string) bool {
+func (g *gatedHandlers) hasStarted(sku string) bool { return g.startedCount(sku) > 0 }
+
+func (g *gatedHandlers) startedCount(sku string) int {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	return g.started[sku]
@@ -70,13 +74,16 @@ func TestRunGateLeavesWaitersOutOfItsPlaces(t *testing.T) {
 	waitFor(t, "X running", func() bool { return hs.hasStarted("X") })
 	run("X")
 	waitFor(t, "the second X waiting for its lock", func() bool { return m.waiting("task:stock:adjust:X") == 1 })
-	if n := len(gate.places); n != 1 {
+	if n := gate.inUse(); n != 1 {
 		t.Fatalf("%d places taken with one task running and one waiting, want 1", n)
 	}
 	run("Y")
 	waitFor(t, "Y running beside X while X's second task waits", func() bool { return hs.hasStarted("Y") })
 	run("Z")
-	waitFor(t, "Z holding its lock", func() bool { return e.holder(t, "task:stock:adjust:Z") != "" })
+	waitFor(t, "Z waiting for a place", func() bool { _, others := gate.queued(); return others == 1 })
+	if h := e.holder(t, "task:stock:adjust:Z"); h != "" {
+		t.Fatalf("Z took its lock (%q) while the gate was full: no more tasks may try for their locks than it has places", h)
+	}
 	close(hs.release["Y"]) // Z takes Y's place
 	waitFor(t, "Z running once Y returned", func() bool { return hs.hasStarted("Z") })
 	close(hs.release["Z"])
@@ -88,43 +95,105 @@ func TestRunGateLeavesWaitersOutOfItsPlaces(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if hs.most != 2 || len(gate.places) != 0 {
-		t.Fatalf("%d ran at once with a gate of 2 (want 2); %d places still taken", hs.most, len(gate.places))
+	if hs.most != 2 || gate.inUse() != 0 {
+		t.Fatalf("%d ran at once with a gate of 2 (want 2); %d places still taken", hs.most, gate.inUse())
+	}
+}
+
+// gateBed is a middleware under a gate of 2 brought to this: a ran X, b
+// waited for X and got it when a ended, and found the gate full (c runs Y,
+// d runs Z, which had waited for a place), while w waits for a place since
+// before b got X.
+type gateBed struct {
+	e    *env
+	gate *RunGate
+	hs   *gatedHandlers
+	done map[string]chan error
+}
+
+func newGateBed(t *testing.T, bctx context.Context) *gateBed {
+	e := patientEnv(t)
+	withMeta(t, taskMeta{id: "t1", maxRetry: 3, known: true})
+	b := &gateBed{e: e, gate: NewRunGate(2), hs: newGatedHandlers("X", "Y", "Z", "W"), done: map[string]chan error{}}
+	m, _ := lockMW(t, e.locks, ByField("sku"), nil, WithRunGate(b.gate), WithPolicy(Wait(time.Minute)), WithMaxWaiters(4))
+	run := func(ctx context.Context, name, sku string) {
+		b.done[name] = make(chan error, 1)
+		go func() { b.done[name] <- m.process(ctx, task("stock:adjust", `{"sku":"`+sku+`"}`), b.hs.handler(sku)) }()
+	}
+	queued := func(h, o int) func() bool {
+		return func() bool { holders, others := b.gate.queued(); return holders == h && others == o }
+	}
+	run(context.Background(), "a", "X")
+	waitFor(t, "a running", func() bool { return b.hs.startedCount("X") == 1 })
+	run(bctx, "b", "X")
+	waitFor(t, "b waiting for X, its place given back", func() bool { return m.waiting("task:stock:adjust:X") == 1 && b.gate.inUse() == 1 })
+	run(context.Background(), "c", "Y")
+	waitFor(t, "c running", func() bool { return b.hs.startedCount("Y") == 1 })
+	run(context.Background(), "d", "Z")
+	waitFor(t, "d waiting for a place", queued(0, 1))
+	run(context.Background(), "w", "W")
+	waitFor(t, "w waiting for a place", queued(0, 2))
+	close(b.hs.release["X"]) // a's place goes to d, X to b
+	waitFor(t, "b holding X at the full gate, w still waiting", queued(1, 1))
+	if b.hs.startedCount("Z") != 1 || b.hs.startedCount("X") != 1 {
+		t.Fatal("d did not take a's place")
+	}
+	return b
+}
+
+func (b *gateBed) finish(t *testing.T, names ...string) {
+	t.Helper()
+	for _, sku := range []string{"Y", "Z", "W"} {
+		select {
+		case <-b.hs.release[sku]:
+		default:
+			close(b.hs.release[sku])
+		}
+	}
+	for _, name := range names {
+		if err := <-b.done[name]; err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+	}
+	if n := b.gate.inUse(); n != 0 {
+		t.Fatalf("%d places still taken", n)
+	}
+}
+
+// TestRunGateLetsHoldersInFirst: a task that got its lock after waiting is
+// let into a full gate ahead of a task that has waited longer for a place
+// but holds no lock.
+func TestRunGateLetsHoldersInFirst(t *testing.T) {
+	b := newGateBed(t, context.Background())
+	close(b.hs.release["Y"]) // c's place: to b, not to w
+	waitFor(t, "b running X", func() bool { return b.hs.startedCount("X") == 2 })
+	b.finish(t, "a", "b", "c", "d", "w")
+	if got := strings.Join(b.hs.order, " "); got != "X Y Z X W" {
+		t.Fatalf("runs started in the order %s, want X Y Z X W: b holding X goes before w", got)
+	}
+	if b.hs.most != 2 {
+		t.Fatalf("%d ran at once through a gate of 2", b.hs.most)
 	}
 }
 
 // TestRunGateEndOfContextReleasesTheLock: a task whose context ends while
-// it holds its lock and the gate is full fails without running, and its
-// lock is released at once rather than left to its TTL.
+// it holds its lock at a full gate fails without running, and its lock is
+// released at once rather than left to its TTL.
 func TestRunGateEndOfContextReleasesTheLock(t *testing.T) {
-	e := patientEnv(t)
-	withMeta(t, taskMeta{id: "t1", maxRetry: 3, known: true})
-	gate := NewRunGate(1)
-	hs := newGatedHandlers("X", "Y")
-	m, _ := lockMW(t, e.locks, ByField("sku"), nil, WithRunGate(gate))
-	xDone := make(chan error, 1)
-	go func() {
-		xDone <- m.process(context.Background(), task("stock:adjust", `{"sku":"X"}`), hs.handler("X"))
-	}()
-	waitFor(t, "X running", func() bool { return hs.hasStarted("X") })
-	ctx, cancel := context.WithCancel(context.Background())
-	yDone := make(chan error, 1)
-	go func() { yDone <- m.process(ctx, task("stock:adjust", `{"sku":"Y"}`), hs.handler("Y")) }()
-	waitFor(t, "Y holding its lock at the full gate", func() bool { return e.holder(t, "task:stock:adjust:Y") != "" })
+	bctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	b := newGateBed(t, bctx)
 	cancel()
-	if err := <-yDone; !errors.Is(err, context.Canceled) {
-		t.Fatalf("Y ended with %v, want context.Canceled", err)
+	if err := <-b.done["b"]; !errors.Is(err, context.Canceled) {
+		t.Fatalf("b ended with %v, want context.Canceled", err)
 	}
-	if hs.hasStarted("Y") {
-		t.Fatal("Y's handler ran although its context ended at the gate")
+	if n := b.hs.startedCount("X"); n != 1 {
+		t.Fatalf("X's handler ran %d times; b's context ended at the gate", n)
 	}
-	if h := e.holder(t, "task:stock:adjust:Y"); h != "" {
-		t.Fatalf("Y's lock is still held (%q) after its task ended at the gate", h)
+	if h := b.e.holder(t, "task:stock:adjust:X"); h != "" {
+		t.Fatalf("X's lock is still held (%q) after b ended at the gate", h)
 	}
-	close(hs.release["X"])
-	if err := <-xDone; err != nil {
-		t.Fatal(err)
-	}
+	b.finish(t, "a", "c", "d", "w")
 }
 
 // TestRunGateCountsUnlockedTasks: a task without a key and a handler
@@ -189,7 +258,21 @@ func TestRunGatePlaceEndsWithTheHandler(t *testing.T) {
 	if err := <-xDone; err == nil || !strings.Contains(err.Error(), "out of stock") {
 		t.Fatalf("X ended with %v, want its handler's error", err)
 	}
-	if n := len(gate.places); n != 0 {
+	if n := gate.inUse(); n != 0 {
 		t.Fatalf("%d places still taken", n)
 	}
+}
+
+// inUse is how many places are taken.
+func (g *RunGate) inUse() int {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.taken
+}
+
+// queued is how many tasks wait for a place, holding their locks or not.
+func (g *RunGate) queued() (holders, others int) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return len(g.holders), len(g.others)
 }

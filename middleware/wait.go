@@ -38,6 +38,7 @@ func (m *mw) acquire(ctx context.Context, res string) (lock *redlock.Lock, waite
 // than a majority answer a look at the holder): requeueing a task that is being served in turn only sends it to
 // the back, and with asynq's default RetryDelayFunc keeps it away 15s or more.
 func (m *mw) waitFor(ctx context.Context, res string, bound time.Duration) (lock *redlock.Lock, err error) {
+	dropPlace(ctx) // a waiting task holds no place in the run gate
 	defer func() { m.leaveWait(res, lock != nil) }()
 	ctx, span := m.startWait(ctx, res)
 	rounds := 0

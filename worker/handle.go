@@ -11,10 +11,10 @@ import (
 
 // Handle registers h for taskType, each task locked on the resource named by
 // key (see the middleware package) with the configured TTL and conflict
-// policy, its busy tasks parked in the broker. Its handler runs once the
-// lock is held, within WORKER_CONCURRENCY running handlers across task
-// types; asynq takes up to WORKER_WAIT_ROOM more tasks, which wait for
-// their locks meanwhile (middleware.RunGate). opts come after those (a
+// policy, its busy tasks parked in the broker. At most WORKER_CONCURRENCY
+// tasks try for their locks or run at once, across task types; asynq takes
+// up to WORKER_WAIT_ROOM more, and a task waiting for a busy lock waits
+// among those (middleware.RunGate). opts come after those (a
 // middleware.WithObserver among them replaces the one feeding the worker's
 // task metrics). A nil key runs the handler unlocked. Every task runs in a
 // span asynq.task when tracing is on (see New). Handle must be called
