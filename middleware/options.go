@@ -54,7 +54,7 @@ type config struct {
 	logger          *slog.Logger
 	observer        func(Event)
 	waitCap         *WaitCap // bounds the waiters across resources; nil: none
-	runGate         *RunGate // bounds the running handlers of the process; nil: none
+	runGate         *RunGate // bounds the tasks trying for their locks or running; nil: none
 	tracerProvider  trace.TracerProvider
 	err             error // a refused option
 }

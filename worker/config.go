@@ -47,7 +47,8 @@ type Config struct {
 	DriftFactor float64 `env:"REDLOCK_DRIFT_FACTOR" envDefault:"0.01"`
 	// LockPrefix prefixes every lock key.
 	LockPrefix string `env:"REDLOCK_PREFIX" envDefault:"asynqlock:"`
-	// Concurrency is the number of tasks whose handlers run at once.
+	// Concurrency is the number of tasks that try for their locks or run
+	// their handlers at once.
 	Concurrency int `env:"WORKER_CONCURRENCY" envDefault:"10"`
 	// WaitRoom is how many more tasks the worker takes from its queues to
 	// wait for their locks, beside the Concurrency that run: waiting tasks
@@ -190,5 +191,6 @@ func (c *Config) workers() int { return c.Concurrency + c.waitRoom() }
 
 // maxWaiters is each resource's share of the waiting tasks
 // (middleware.WithMaxWaiters): half the waiting room, so that two hot
-// resources fill it at most, or without a room half of Concurrency.
+// resources fill it at most, or half of Concurrency if that is more (as
+// without a room).
 func (c *Config) maxWaiters() int { return max(1, max(c.waitRoom(), c.Concurrency)/2) }

@@ -64,10 +64,12 @@ func TestWaitRoomSizesAsynqAndTheShares(t *testing.T) {
 				c.room, r, w, m, c.wantRoom, c.workers, c.maxWaiters)
 		}
 	}
-	vars := goodEnv()
-	vars["WORKER_WAIT_ROOM"] = "-2"
-	if _, err := LoadConfigFrom(vars); err == nil || !strings.Contains(err.Error(), "WORKER_WAIT_ROOM: must be -1") {
-		t.Fatalf("WORKER_WAIT_ROOM=-2 gave %v, want it refused", err)
+	for value, want := range map[string]string{"-2": "WORKER_WAIT_ROOM: must be -1", "lots": "WORKER_WAIT_ROOM: cannot be parsed; expected -1"} {
+		vars := goodEnv()
+		vars["WORKER_WAIT_ROOM"] = value
+		if _, err := LoadConfigFrom(vars); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("WORKER_WAIT_ROOM=%s gave %v, want %q", value, err, want)
+		}
 	}
 }
 

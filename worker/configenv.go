@@ -36,6 +36,7 @@ var expectations = map[string]string{
 	"REDLOCK_NODE_TIMEOUT":               "a duration such as 50ms",
 	"REDLOCK_DRIFT_FACTOR":               "a number in [0, 0.5), e.g. 0.01",
 	"WORKER_CONCURRENCY":                 "a positive integer",
+	"WORKER_WAIT_ROOM":                   "-1 (twice WORKER_CONCURRENCY), 0 or a positive integer",
 	"WORKER_QUEUES":                      `queue:priority pairs such as "critical:6,default:3"`,
 	"WORKER_STRICT_PRIORITY":             "true or false",
 	"WORKER_LOCKS_PAGE":                  "true or false",
