@@ -123,3 +123,37 @@ func ExampleWithRollback() {
 	// task error: payment service unavailable
 	// reserved: 0
 }
+
+// Give asynq more workers than the gate has places: tasks that wait for a
+// busy lock wait in the extra workers, while at most 8 tasks try for their
+// locks or run at once. Handlers without a lock count too (Wrap).
+func ExampleNewRunGate() {
+	locks, stop := lockNodes()
+	defer stop()
+	const running, waitRoom = 8, 16
+	gate := middleware.NewRunGate(running)
+	stock := asynq.HandlerFunc(func(ctx context.Context, t *asynq.Task) error {
+		li, _ := middleware.LockFromContext(ctx)
+		fmt.Println("adjusting under", li.Resource)
+		return nil
+	})
+	mux := asynq.NewServeMux()
+	mux.Handle("stock:adjust", middleware.Lock(locks, middleware.ByField("sku"), middleware.WithRunGate(gate))(stock))
+	mux.Handle("report:daily", gate.Wrap(asynq.HandlerFunc(func(context.Context, *asynq.Task) error {
+		fmt.Println("report, unlocked")
+		return nil
+	})))
+	_ = asynq.Config{Concurrency: running + waitRoom} // for asynq.NewServer(redisOpt, cfg)
+
+	for _, task := range []*asynq.Task{
+		asynq.NewTask("stock:adjust", []byte(`{"sku":"A-100","delta":-3}`)),
+		asynq.NewTask("report:daily", nil),
+	} {
+		if err := mux.ProcessTask(context.Background(), task); err != nil {
+			log.Fatal(err)
+		}
+	}
+	// Output:
+	// adjusting under task:stock:adjust:A-100
+	// report, unlocked
+}
