@@ -109,13 +109,15 @@ func (m *mw) process(ctx context.Context, t *asynq.Task, next asynq.Handler) err
 		return next.ProcessTask(ctx, t)
 	}
 	r := m.newRun(t, next, meta, m.resource(t, key))
-	ctx = withPlace(ctx, p)
-	lock, waited, err := m.acquire(ctx, r.res)
+	// A wait gives the place back (dropPlace); the handler's context does
+	// not carry it, so no lock taken inside the handler can.
+	wctx := withPlace(ctx, p)
+	lock, waited, err := m.acquire(wctx, r.res)
 	if err != nil {
 		if ferr := r.acquireFailed(ctx, err); ferr != nil {
 			return ferr
 		}
-		if lock, err = r.conflict(ctx, err); lock == nil {
+		if lock, err = r.conflict(wctx, err); lock == nil {
 			return err
 		}
 		waited = true
