@@ -100,7 +100,7 @@ func (m *mw) process(ctx context.Context, t *asynq.Task, next asynq.Handler) err
 	if err != nil {
 		return m.badKey(t, meta, err)
 	}
-	p := &place{g: m.cfg.runGate}
+	p := m.cfg.runGate.place() // nil without a gate: no allocation
 	if err := p.take(ctx, false); err != nil {
 		return fmt.Errorf("task %s (id %s): waiting to run: %w", t.Type(), meta.id, err)
 	}

@@ -106,16 +106,24 @@ func (g *RunGate) leave() {
 }
 
 // place is one task's place in a gate along its run; it belongs to the
-// task's goroutine. The zero place of a nil gate does nothing.
+// task's goroutine. A nil place does nothing.
 type place struct {
 	g    *RunGate
 	held bool
 }
 
+// place returns a task's place in g, not yet taken; nil for a nil gate.
+func (g *RunGate) place() *place {
+	if g == nil {
+		return nil
+	}
+	return &place{g: g}
+}
+
 // take takes the place if it is not held; holder says the task holds its
 // lock.
 func (p *place) take(ctx context.Context, holder bool) error {
-	if p == nil || p.g == nil || p.held {
+	if p == nil || p.held {
 		return nil
 	}
 	if err := p.g.enter(ctx, holder); err != nil {
@@ -136,7 +144,7 @@ func (p *place) drop() {
 // around returns h, giving the place back as soon as h returns (before the
 // lock's release round).
 func (p *place) around(h asynq.Handler) asynq.Handler {
-	if p == nil || p.g == nil {
+	if p == nil {
 		return h
 	}
 	return asynq.HandlerFunc(func(ctx context.Context, t *asynq.Task) error {
@@ -150,7 +158,7 @@ type placeKey struct{}
 // withPlace returns ctx carrying p, so that a wait deep in the conflict
 // paths gives the place back (dropPlace).
 func withPlace(ctx context.Context, p *place) context.Context {
-	if p.g == nil {
+	if p == nil {
 		return ctx
 	}
 	return context.WithValue(ctx, placeKey{}, p)
