@@ -306,6 +306,7 @@ func (c *Client) attempt(ctx context.Context, k keys, ttl time.Duration, lc *loc
 	start := time.Now()
 	deadline := start.Add(c.cfg.nodeTimeout)
 	r := c.broadcast("acquire", k.resource, c.allNodes(), c.q, deadline, false, args, s)
+	defer r.free()
 	err := r.collect(ctx, deadline, classify)
 	if err == nil && r.t.success() {
 		until := start.Add(ttl - driftAllowance(ttl, c.cfg.driftFactor))
@@ -370,7 +371,7 @@ func (c *Client) undo(k keys, token string, unsent uint64, limit int) {
 		mask := c.allNodes() &^ unsent
 		if mask != 0 && !c.isClosed() {
 			s, args := c.slotRelease(k, token, "", slotIndex(k), limit) // unannounced: an undo wakes nobody
-			c.broadcast("release", k.resource, mask, bits.OnesCount64(mask), time.Now().Add(c.cfg.nodeTimeout), true, args, s).idle()
+			c.broadcast("release", k.resource, mask, bits.OnesCount64(mask), time.Now().Add(c.cfg.nodeTimeout), true, args, s).free()
 		}
 		return
 	}
@@ -385,5 +386,5 @@ func (c *Client) unlock(k keys, token string, mask uint64) {
 	}
 	args := releaseScript.args(k.lockKeys(), token, "")
 	// Nobody waits for an undo: it leaves the busy count at once.
-	c.broadcast("release", k.resource, mask, bits.OnesCount64(mask), time.Now().Add(c.cfg.nodeTimeout), true, args, releaseScript).idle()
+	c.broadcast("release", k.resource, mask, bits.OnesCount64(mask), time.Now().Add(c.cfg.nodeTimeout), true, args, releaseScript).free()
 }

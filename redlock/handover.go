@@ -441,7 +441,7 @@ func (l *Lock) unlockQueuedOn(token string, mask uint64) {
 	if l.limit > 1 {
 		s, args = c.slotRelease(k, token, k.channel, int(l.slot), int(l.limit))
 	}
-	c.broadcast("release", k.resource, mask, len(c.nodes), time.Now().Add(c.cfg.nodeTimeout), true, args, s).idle()
+	c.broadcast("release", k.resource, mask, len(c.nodes), time.Now().Add(c.cfg.nodeTimeout), true, args, s).free()
 }
 
 // notGranted is the mask of nodes that did not answer that they set the
@@ -478,7 +478,7 @@ func (c *Client) retryTurn(k keys, prev, token string, req *handoffReq, mask uin
 		return
 	}
 	s, args := c.turnCall(k, prev, token, req, true)
-	c.broadcast("handover", k.resource, mask, 1, time.Now().Add(c.cfg.nodeTimeout), true, args, s).idle()
+	c.broadcast("handover", k.resource, mask, 1, time.Now().Add(c.cfg.nodeTimeout), true, args, s).free()
 	c.leaveQueue(k, req.tk, mask)
 }
 

@@ -131,7 +131,7 @@ func (c *Client) leaveSlotQueue(k keys, tk *ticket, limit int, mask uint64) {
 		return
 	}
 	args := slotLeaveScript.args(k.slotQueueKeys(limit), tk.id, limitMark(limit), k.channel)
-	c.broadcast("dequeue", k.resource, mask, 1, time.Now().Add(c.cfg.nodeTimeout), true, args, slotLeaveScript).idle()
+	c.broadcast("dequeue", k.resource, mask, 1, time.Now().Add(c.cfg.nodeTimeout), true, args, slotLeaveScript).free()
 }
 
 // classifySlot is for slotAcquireScript: a number means set, nil held by

@@ -255,6 +255,7 @@ func (l *Lock) releaseOnNodes(ctx context.Context, wasLost bool) error {
 		s, args = c.slotRelease(l.res, l.token, l.res.channel, int(l.slot), int(l.limit))
 	}
 	r := c.broadcast("release", l.res.resource, c.allNodes()&^l.unsent, c.q, deadline, true, args, s)
+	defer r.free()
 	err := r.collect(ctx, deadline, classifyOne)
 	switch {
 	case wasLost:

@@ -88,6 +88,7 @@ type call struct {
 	deadline time.Time
 	cleanup  bool // send even past the deadline: it only removes our keys
 	out      chan<- reply
+	owner    *round // let go of once the reply is sent (nil: nobody pools it)
 	op       string // for error reports
 	resource string
 	joined   []*call // the releases this call runs for (joinReleases)
@@ -100,6 +101,16 @@ type reply struct {
 	err  error // redis.Nil for a nil reply
 }
 
+// deliver sends the call's reply; after it the node touches the call no
+// more, and its round may be reused.
+func (c *call) deliver(rep reply) {
+	owner := c.owner
+	c.out <- rep
+	if owner != nil {
+		owner.unref()
+	}
+}
+
 // send queues a call without ever blocking and reports whether it did; a
 // closed client, or a full queue, answers it at once with an error. A
 // cleanup call is never refused for a full queue: an acquire already on the
@@ -110,7 +121,7 @@ type reply struct {
 func (n *node) send(c *call, closed <-chan struct{}) bool {
 	select {
 	case <-closed:
-		c.out <- reply{node: c.node, err: ErrClosed}
+		c.deliver(reply{node: c.node, err: ErrClosed})
 		return false
 	default:
 	}
@@ -131,7 +142,7 @@ func (n *node) send(c *call, closed <-chan struct{}) bool {
 		}
 	}
 	if !c.cleanup {
-		c.out <- reply{node: c.node, err: errQueueFull}
+		c.deliver(reply{node: c.node, err: errQueueFull})
 		return false
 	}
 	n.spill = append(n.spill, c)
@@ -239,14 +250,14 @@ func (n *node) refuseAll() {
 	for {
 		select {
 		case c := <-n.calls:
-			c.out <- reply{node: c.node, err: ErrClosed}
+			c.deliver(reply{node: c.node, err: ErrClosed})
 		default:
 			n.spillMu.Lock()
 			spill := n.spill
 			n.spill = nil
 			n.spillMu.Unlock()
 			for _, c := range spill {
-				c.out <- reply{node: c.node, err: ErrClosed}
+				c.deliver(reply{node: c.node, err: ErrClosed})
 			}
 			return
 		}
@@ -379,7 +390,7 @@ func expire(batch []*call, now time.Time) []*call {
 	live := batch[:0]
 	for _, c := range batch {
 		if !c.cleanup && !now.Before(c.deadline) {
-			c.out <- reply{node: c.node, err: errNodeTimeout}
+			c.deliver(reply{node: c.node, err: errNodeTimeout})
 			continue
 		}
 		live = append(live, c)
@@ -413,7 +424,7 @@ func (n *node) answer(c *call, val any, err error) {
 	if err != nil && err != redis.Nil && n.failed != nil {
 		n.failed(c.op, c.resource, c.node, err)
 	}
-	c.out <- reply{node: c.node, val: val, err: err}
+	c.deliver(reply{node: c.node, val: val, err: err})
 }
 
 func hasScript(calls []*call) bool {

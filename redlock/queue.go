@@ -102,7 +102,7 @@ func (c *Client) leaveQueue(k keys, tk *ticket, mask uint64) {
 		return
 	}
 	args := leaveQueueScript.args(k.queueKeys()[:3], tk.id, c.queueLease().Milliseconds(), k.channel)
-	c.broadcast("dequeue", k.resource, mask, 1, time.Now().Add(c.cfg.nodeTimeout), true, args, leaveQueueScript).idle()
+	c.broadcast("dequeue", k.resource, mask, 1, time.Now().Add(c.cfg.nodeTimeout), true, args, leaveQueueScript).free()
 }
 
 // leaveAnyQueue is leaveQueue, or leaveSlotQueue for a slot of a limited
