@@ -1,0 +1,51 @@
+package redlock
+
+import (
+	"context"
+	"testing"
+	"testing/synctest"
+	"time"
+)
+
+// TestReusedRoundsCarryNoLateReplies: an acquisition decided by the fast
+// nodes returns its round while two slow nodes still answer; once they
+// have, the round is reused. Each Inspect that follows must see every node
+// hold the new lock's token, not a late "OK" of an earlier round. Rounds
+// are pooled (sync.Pool drops some under -race, so over many iterations).
+func TestReusedRoundsCarryNoLateReplies(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c, mems := memClient(t, 5)
+		for _, m := range mems[3:] {
+			m.set(func(m *memNode) { m.delay = 10 * time.Millisecond })
+		}
+		ctx := context.Background()
+		reused := 0
+		for i := range 40 {
+			l, err := c.TryAcquire(ctx, "res", time.Minute)
+			if err != nil {
+				t.Fatal(err)
+			}
+			time.Sleep(20 * time.Millisecond) // the slow nodes answer; the round is pooled
+			states, err := c.Inspect(ctx, "res")
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, st := range states {
+				if st.Token != l.Token() || st.Err != nil {
+					t.Fatalf("iteration %d: node %d seen as %+v, want token %s", i, st.Node, st, l.Token())
+				}
+			}
+			if err := l.Release(ctx); err != nil {
+				t.Fatal(err)
+			}
+			time.Sleep(20 * time.Millisecond)
+			if p, _ := c.rounds.Get().(*round); p != nil {
+				reused++
+				c.rounds.Put(p)
+			}
+		}
+		if reused == 0 {
+			t.Fatal("no round was ever pooled: the test saw no reuse")
+		}
+	})
+}
