@@ -108,6 +108,38 @@ var asynqlockAcquire = contender{"asynqlock-acquire", openAsynqlockAcquire}
 // asynqlock's entry points against redsync.
 var lockContenders = []contender{contenders[0], asynqlockAcquire, contenders[1], contenders[2]}
 
+// pingQuorum is the floor of a lock+unlock's latency on these nodes: two
+// rounds of a PING to every node at once, one goroutine per node as
+// redsync sends its commands, each round ending at the third answer (a
+// quorum). No lock library that sends each round to every node and waits
+// for a quorum, through go-redis, can be faster. BenchmarkAcquireRelease
+// only.
+var pingQuorum = contender{"ping-quorum-floor", openPingQuorum}
+
+func openPingQuorum(tb testing.TB, c *redistest.Cluster) func(int) lib {
+	clients := nodeClients(tb, c)
+	q := len(clients)/2 + 1
+	round := func(ctx context.Context) error {
+		errs := make(chan error, len(clients))
+		for _, cl := range clients {
+			go func() { errs <- cl.Ping(ctx).Err() }()
+		}
+		for range q {
+			if err := <-errs; err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	l := lib{once: func(ctx context.Context, _ string) error {
+		if err := round(ctx); err != nil {
+			return err
+		}
+		return round(ctx)
+	}}
+	return func(int) lib { return l }
+}
+
 // asynqlockPerWorker emulates one process per hot-key worker: each gets its
 // own redlock.Client over its own node clients, so there is no shared local
 // queue and they contend on the nodes as separate processes would.

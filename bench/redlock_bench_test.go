@@ -48,10 +48,11 @@ func stamp(name string) string {
 // unlock on a new key, from one goroutine: a single attempt (TryAcquire, a
 // new redsync Mutex and TryLock), or asynqlock's Acquire
 // (asynqlock-acquire), then a release. Reports p50 and p99 of the
-// per-operation latency and allocations per operation.
+// per-operation latency and allocations per operation. ping-quorum-floor
+// is two rounds of PINGs decided at a quorum: the floor of these nodes.
 func BenchmarkAcquireRelease(b *testing.B) {
 	cluster := redistest.StartCluster(b, nodes)
-	for _, ct := range lockContenders {
+	for _, ct := range append(lockContenders, pingQuorum) {
 		b.Run(ct.name, func(b *testing.B) {
 			l := ct.open(b, cluster)(0)
 			ctx, cancel := context.WithTimeout(b.Context(), opBudget)
