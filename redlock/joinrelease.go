@@ -58,8 +58,14 @@ func (n *node) joinReleases(live []*call) []*call {
 
 // foldReleases replaces the releases marked in join by one call at last.
 func (n *node) foldReleases(live []*call, join []bool, last, count int) []*call {
-	all := &call{node: n.idx, script: releaseManyScript, op: "release", joined: make([]*call, 0, count)}
-	all.args = make([]any, 3+4*count+1)
+	all := &n.fold // the worker's: one fold per batch
+	*all = call{node: n.idx, script: releaseManyScript, op: "release", joined: all.joined[:0]}
+	if need := 3 + 4*count + 1; cap(n.foldArgs) >= need {
+		all.args = n.foldArgs[:need]
+	} else {
+		all.args = make([]any, need)
+		n.foldArgs = all.args
+	}
 	all.args[0], all.args[1], all.args[2] = "evalsha", releaseManyScript.sha, 3*count
 	keys, tokens := all.args[3:3+3*count], all.args[3+3*count:]
 	out := live[:0]

@@ -54,6 +54,13 @@ type node struct {
 	loaded  bool        // the node's script cache holds our scripts; worker-owned
 	joins   bool        // releases of a batch share one call (joinReleases)
 	conn    *redis.Conn // the worker's own connection, for a *redis.Client; worker-owned
+	// pipe is conn's pipeline and cmders its commands' room, fold the call
+	// of a batch's joined releases and foldArgs its arguments' room: all
+	// worker-owned and reused from batch to batch.
+	pipe     redis.Pipeliner
+	cmders   []redis.Cmder
+	fold     call
+	foldArgs []any
 	// failed reports a call's failure (logs, observer), also when nobody
 	// waits for the answer any more.
 	failed func(op, resource string, node int, err error)
@@ -446,16 +453,23 @@ func (n *node) run(ctx context.Context, cmds []*redis.Cmd) {
 		// of its own: no pool round trip and no per-call health check.
 		if n.conn == nil {
 			n.conn = rc.Conn()
+			n.pipe = n.conn.Pipeline()
 		}
 		p = n.conn
 	}
 	if len(cmds) == 1 {
 		_ = p.Process(ctx, cmds[0])
 	} else {
-		pipe := p.Pipeline()
-		for _, cmd := range cmds {
-			_ = pipe.Process(ctx, cmd)
+		pipe := n.pipe
+		if n.conn == nil {
+			pipe = p.Pipeline()
 		}
+		for _, cmd := range cmds {
+			n.cmders = append(n.cmders, cmd)
+		}
+		_ = pipe.BatchProcess(ctx, n.cmders...)
+		clear(n.cmders)
+		n.cmders = n.cmders[:0]
 		_, _ = pipe.Exec(ctx)
 	}
 	if !connBroken(cmds) {
@@ -463,7 +477,7 @@ func (n *node) run(ctx context.Context, cmds []*redis.Cmd) {
 	}
 	if n.conn != nil {
 		_ = n.conn.Close() // the next batch gets a fresh connection
-		n.conn = nil
+		n.conn, n.pipe = nil, nil
 	}
 	if cc, ok := n.client.(*redis.ClusterClient); ok {
 		n.reloadSlots(ctx, cc)
@@ -507,7 +521,7 @@ func connBroken(cmds []*redis.Cmd) bool {
 func (n *node) closeConn() {
 	if n.conn != nil {
 		_ = n.conn.Close()
-		n.conn = nil
+		n.conn, n.pipe = nil, nil
 	}
 }
 
