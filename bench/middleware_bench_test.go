@@ -169,6 +169,21 @@ func BenchmarkMiddlewareThroughput(b *testing.B) {
 // middleware.TraceTasks(nil) outermost as the worker runs it, with no
 // tracer provider set (tracing off).
 func runThroughput(b *testing.B, cluster *redistest.Cluster, broker, store *redistest.Node, name string, locked, traced bool) {
+	b.ReportAllocs()
+	f := throughput(b, cluster, broker, store, name, locked, traced, b.N, true)
+	b.ReportMetric(f.tasksPerSec, "tasks/s")
+	b.ReportMetric(f.goCPU, "go-cpu-µs/task")
+	b.ReportMetric(f.redisCPU, "redis-cpu-µs/task")
+}
+
+// throughputFigures are one run's tasks per second and CPU time per task
+// of this process and of the redis-servers.
+type throughputFigures struct{ tasksPerSec, goCPU, redisCPU float64 }
+
+// throughput runs n tasks of one variant through a fresh server and checks
+// them; timed says whether b's timer covers the run (the benchmark's own
+// run) or not (one run of several).
+func throughput(b *testing.B, cluster *redistest.Cluster, broker, store *redistest.Node, name string, locked, traced bool, n int, timed bool) throughputFigures {
 	flush(b, broker, store)
 	queue := freshQueue(name)
 	lockPrefix := "mw:" + queue + ":"
@@ -201,7 +216,7 @@ func runThroughput(b *testing.B, cluster *redistest.Cluster, broker, store *redi
 	}
 	// Outermost in both variants, so that a task counts once its lock is
 	// released; it decodes the payload once more, in both.
-	ty := newTally(b.N)
+	ty := newTally(n)
 	counted := asynq.HandlerFunc(func(ctx context.Context, t *asynq.Task) error {
 		err := h.ProcessTask(ctx, t) // lock released, if any, when it returns
 		if err != nil {
@@ -214,7 +229,7 @@ func runThroughput(b *testing.B, cluster *redistest.Cluster, broker, store *redi
 		return nil
 	})
 
-	tasks := make([]adjustment, b.N)
+	tasks := make([]adjustment, n)
 	for i := range tasks {
 		tasks[i] = adjustment{ID: i, SKU: "SKU-" + strconv.Itoa(i), Delta: 1}
 	}
@@ -224,15 +239,18 @@ func runThroughput(b *testing.B, cluster *redistest.Cluster, broker, store *redi
 	runtime.GC()
 	srvCPU0, cpu0 := serversCPU(b, servers...), processCPU()
 
-	b.ReportAllocs()
-	b.ResetTimer()
+	if timed {
+		b.ResetTimer()
+	}
 	start := time.Now()
 	if err := srv.Start(counted); err != nil {
 		b.Fatalf("start server: %v", err)
 	}
 	err := ty.wait(mwLimit)
 	elapsed := time.Since(start)
-	b.StopTimer()
+	if timed {
+		b.StopTimer()
+	}
 	cpu1, srvCPU1 := processCPU(), serversCPU(b, servers...)
 	if err != nil {
 		b.Fatal(err)
@@ -249,12 +267,34 @@ func runThroughput(b *testing.B, cluster *redistest.Cluster, broker, store *redi
 	if _, dups := ty.distinct(); dups != 0 || qi.Archived != 0 {
 		b.Fatalf("%d tasks completed twice, %d archived", dups, qi.Archived)
 	}
-	if n, err := st.DBSize(b.Context()).Result(); err != nil || n != int64(b.N) {
-		b.Fatalf("store holds %d keys (err %v), want %d", n, err, b.N)
+	if keys, err := st.DBSize(b.Context()).Result(); err != nil || keys != int64(n) {
+		b.Fatalf("store holds %d keys (err %v), want %d", keys, err, n)
 	}
-	b.ReportMetric(float64(b.N)/elapsed.Seconds(), "tasks/s")
-	b.ReportMetric(micros(cpu1-cpu0)/float64(b.N), "go-cpu-µs/task")
-	b.ReportMetric(micros(srvCPU1-srvCPU0)/float64(b.N), "redis-cpu-µs/task")
+	return throughputFigures{
+		tasksPerSec: float64(n) / elapsed.Seconds(),
+		goCPU:       micros(cpu1-cpu0) / float64(n),
+		redisCPU:    micros(srvCPU1-srvCPU0) / float64(n),
+	}
+}
+
+// BenchmarkMiddlewareTurns is MiddlewareThroughput's plain and locked
+// variants taking turns, b.N tasks each, for alternatedRounds rounds: a
+// VM's speed drifts between two sub-benchmarks, much less between two turns
+// of a round. Reports the medians over the rounds of locked's process CPU
+// per task over plain's (cpu-x-plain) and of its tasks/s over plain's
+// (tasks-x-plain). Run with -benchtime=3000x.
+func BenchmarkMiddlewareTurns(b *testing.B) {
+	cluster := redistest.StartCluster(b, nodes)
+	broker, store := redistest.StartNode(b), redistest.StartNode(b)
+	var cpu, rate []float64
+	for range alternatedRounds {
+		p := throughput(b, cluster, broker, store, "plain", false, false, b.N, false)
+		l := throughput(b, cluster, broker, store, "locked", true, false, b.N, false)
+		cpu = append(cpu, l.goCPU/p.goCPU)
+		rate = append(rate, l.tasksPerSec/p.tasksPerSec)
+	}
+	b.ReportMetric(median(cpu), "cpu-x-plain")
+	b.ReportMetric(median(rate), "tasks-x-plain")
 }
 
 // inventory is the hot-mix handler: it reads the SKU's stock, works
