@@ -10,7 +10,8 @@ import (
 // round is one operation sent to several nodes at once.
 //
 // Replies that arrive after the round was decided stay in its buffered
-// channel and are dropped with it: nothing needs them, because every node
+// channel and are dropped with it, or emptied out before the round is
+// reused (unref): nothing needs them, because every node
 // runs its calls in order (see node), so a release or undo sent after this
 // round reaches each node after this round's command.
 type round struct {
