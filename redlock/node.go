@@ -93,10 +93,10 @@ type call struct {
 	args     []any
 	script   *script // set when args is an EVALSHA of this script
 	deadline time.Time
-	cleanup  bool // send even past the deadline: it only removes our keys
-	out      chan<- reply
-	owner    *round // let go of once the reply is sent (nil: nobody pools it)
-	op       string // for error reports
+	cleanup  bool         // send even past the deadline: it only removes our keys
+	owner    *round       // gets the reply, let go of once it is in
+	out      chan<- reply // gets the reply of a call without a round
+	op       string       // for error reports
 	resource string
 	joined   []*call // the releases this call runs for (joinReleases)
 }
@@ -112,10 +112,12 @@ type reply struct {
 // more, and its round may be reused.
 func (c *call) deliver(rep reply) {
 	owner := c.owner
-	c.out <- rep
-	if owner != nil {
-		owner.unref()
+	if owner == nil {
+		c.out <- rep
+		return
 	}
+	owner.arrive(rep)
+	owner.unref()
 }
 
 // send queues a call without ever blocking and reports whether it did; a

@@ -9,19 +9,23 @@ import (
 
 // round is one operation sent to several nodes at once.
 //
-// Replies that arrive after the round was decided stay in its buffered
-// channel and are dropped with it, or emptied out before the round is
-// reused (unref): nothing needs them, because every node
+// A node's reply lands in the round's slot for that node (arrive); the
+// caller is woken only once enough replies are in to decide it. Replies
+// that arrive after the round was decided are dropped with it, or cleared
+// before the round is reused (unref): nothing needs them, because every node
 // runs its calls in order (see node), so a release or undo sent after this
 // round reaches each node after this round's command.
 type round struct {
 	c        *Client
 	op       string
 	resource string
-	replies  chan reply
-	pending  uint64 // nodes whose reply has not been read yet
-	answered uint64 // nodes counted in the tally (reply read, or timed out)
-	unsent   uint64 // nodes whose call was refused before it was queued
+	in       []reply       // each node's reply, valid once its bit is in arrived
+	arrived  atomic.Uint64 // nodes whose reply is in in
+	wake     chan struct{} // a token once wakeAt replies or more are in
+	wakeAt   int           // the fewest replies that can decide the round
+	pending  uint64        // nodes whose reply has not been read yet
+	answered uint64        // nodes counted in the tally (reply read, or timed out)
+	unsent   uint64        // nodes whose call was refused before it was queued
 	slots    []slot
 	calls    []call // room for one call per node
 	t        tally
@@ -53,6 +57,7 @@ func (c *Client) broadcast(op, resource string, mask uint64, need int, deadline 
 	c.busy.Add(1)
 	calls := r.calls[:bits.OnesCount64(mask)]
 	r.refs.Store(int32(1 + len(calls)))
+	r.wakeAt = min(need, len(calls)-need+1)
 	j := 0
 	for i := range c.nodes {
 		if mask&(1<<i) == 0 {
@@ -61,7 +66,7 @@ func (c *Client) broadcast(op, resource string, mask uint64, need int, deadline 
 		r.t.total++
 		cl := &calls[j]
 		j++
-		*cl = call{node: i, args: args, script: s, deadline: deadline, cleanup: cleanup, out: r.replies, owner: r, op: op, resource: resource}
+		*cl = call{node: i, args: args, script: s, deadline: deadline, cleanup: cleanup, owner: r, op: op, resource: resource}
 		if !c.nodes[i].send(cl, c.closed) {
 			r.unsent |= 1 << i
 		}
@@ -74,7 +79,7 @@ func (c *Client) newRound(op, resource string, mask uint64, need int) *round {
 	r, ok := c.rounds.Get().(*round)
 	if !ok {
 		n := len(c.nodes)
-		r = &round{c: c, replies: make(chan reply, n), slots: make([]slot, n), calls: make([]call, n)}
+		r = &round{c: c, in: make([]reply, n), wake: make(chan struct{}, 1), slots: make([]slot, n), calls: make([]call, n)}
 	}
 	r.op, r.resource, r.pending, r.t, r.busy = op, resource, mask, tally{need: need}, true
 	return r
@@ -87,16 +92,32 @@ func (r *round) free() {
 	r.unref()
 }
 
+// arrive stores a node's reply and wakes the caller once the replies in
+// can decide the round: one wake-up per round instead of one per reply, a
+// goroutine switch saved on each side per reply (docs/BATCHING.md).
+func (r *round) arrive(rep reply) {
+	r.in[rep.node] = rep
+	if bits.OnesCount64(r.arrived.Or(1<<rep.node)|1<<rep.node) < r.wakeAt {
+		return
+	}
+	select {
+	case r.wake <- struct{}{}:
+	default: // a token is already waiting
+	}
+}
+
 // unref drops one reference; the last one empties the round and pools it.
-// Every call has sent its reply by then, so the replies nobody read are all
-// in the channel.
+// Every call has sent its reply by then: nothing writes to it any more.
 func (r *round) unref() {
 	if r.refs.Add(-1) != 0 {
 		return
 	}
-	for len(r.replies) > 0 {
-		<-r.replies
+	select {
+	case <-r.wake:
+	default:
 	}
+	r.arrived.Store(0)
+	clear(r.in)
 	clear(r.slots)
 	clear(r.calls)
 	r.answered, r.unsent = 0, 0
@@ -135,23 +156,25 @@ func (r *round) collectAll(ctx context.Context, deadline time.Time, classify fun
 
 func (r *round) wait(ctx context.Context, deadline time.Time, classify func(reply) outcome, done func() bool) error {
 	defer r.idle()
-	if done() {
+	if r.take(classify); done() {
 		return nil
 	}
 	timer := r.c.roundTimer(time.Until(deadline))
 	defer r.c.putRoundTimer(timer)
-	for !done() {
+	for {
 		select {
-		case rep := <-r.replies:
-			r.record(rep, classify(rep))
+		case <-r.wake:
 		case <-timer.C:
+			r.take(classify)
 			r.timeoutPending()
 			return nil
 		case <-ctx.Done():
 			return ctx.Err()
 		}
+		if r.take(classify); done() {
+			return nil
+		}
 	}
-	return nil
 }
 
 // roundTimer returns a timer that fires after d, reused from the client's
@@ -178,6 +201,14 @@ func (c *Client) putRoundTimer(t *time.Timer) {
 		}
 	}
 	c.timers.Put(t)
+}
+
+// take records the replies that arrived since the last take.
+func (r *round) take(classify func(reply) outcome) {
+	for in := r.arrived.Load() & r.pending; in != 0; in &= in - 1 {
+		rep := r.in[bits.TrailingZeros64(in)]
+		r.record(rep, classify(rep))
+	}
 }
 
 func (r *round) record(rep reply, o outcome) {
