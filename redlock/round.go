@@ -23,6 +23,7 @@ type round struct {
 	arrived  atomic.Uint64 // nodes whose reply is in in
 	wake     chan struct{} // a token once wakeAt replies or more are in
 	wakeAt   int           // the fewest replies that can decide the round
+	waiting  atomic.Bool   // the caller is in wait: replies past wakeAt wake it
 	pending  uint64        // nodes whose reply has not been read yet
 	answered uint64        // nodes counted in the tally (reply read, or timed out)
 	unsent   uint64        // nodes whose call was refused before it was queued
@@ -97,8 +98,8 @@ func (r *round) free() {
 // goroutine switch saved on each side per reply (docs/BATCHING.md).
 func (r *round) arrive(rep reply) {
 	r.in[rep.node] = rep
-	if bits.OnesCount64(r.arrived.Or(1<<rep.node)|1<<rep.node) < r.wakeAt {
-		return
+	if bits.OnesCount64(r.arrived.Or(1<<rep.node)|1<<rep.node) < r.wakeAt || !r.waiting.Load() {
+		return // wait reads arrived after it sets waiting: nothing is missed
 	}
 	select {
 	case r.wake <- struct{}{}:
@@ -156,6 +157,8 @@ func (r *round) collectAll(ctx context.Context, deadline time.Time, classify fun
 
 func (r *round) wait(ctx context.Context, deadline time.Time, classify func(reply) outcome, done func() bool) error {
 	defer r.idle()
+	r.waiting.Store(true)
+	defer r.waiting.Store(false)
 	if r.take(classify); done() {
 		return nil
 	}
