@@ -137,6 +137,17 @@ func (e *env) holder(t *testing.T, res string) string {
 	return st[0].Token
 }
 
+// heldAfter returns who still holds res once the middleware's release,
+// which the task does not wait for, had ample time to run ("" when free).
+func (e *env) heldAfter(t *testing.T, res string) string {
+	t.Helper()
+	got := e.holder(t, res)
+	for deadline := time.Now().Add(10 * time.Second); got != "" && time.Now().Before(deadline); got = e.holder(t, res) {
+		time.Sleep(time.Millisecond)
+	}
+	return got
+}
+
 // recorder is a fake handler that records its runs.
 type recorder struct {
 	mu    sync.Mutex

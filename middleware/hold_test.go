@@ -103,7 +103,7 @@ func TestDefaultModeOutlivesTaskContext(t *testing.T) {
 	if heldAfterCancel != token {
 		t.Fatalf("lock held by %q while the handler still ran after its context ended; want %q", heldAfterCancel, token)
 	}
-	if e.holder(t, res) != "" {
+	if e.heldAfter(t, res) != "" {
 		t.Fatal("lock not released when the handler returned")
 	}
 }
@@ -123,7 +123,7 @@ func TestHandlerPanicReleasesLock(t *testing.T) {
 		}()
 		_ = h.ProcessTask(context.Background(), adjust())
 	}()
-	if e.holder(t, res) != "" {
+	if e.heldAfter(t, res) != "" {
 		t.Fatal("lock left held after a panic")
 	}
 }

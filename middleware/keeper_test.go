@@ -74,7 +74,7 @@ func TestShortRunHasNoKeepAlive(t *testing.T) {
 	if g.kctx != nil || m.keeper.head != nil {
 		t.Fatalf("a 30s-TTL lock of a short run was kept alive (keep-alive %v, keeper head %v)", g.kctx != nil, m.keeper.head != nil)
 	}
-	if h := e.holder(t, res); h != "" {
+	if h := e.heldAfter(t, res); h != "" {
 		t.Fatalf("lock still held by %q after the task", h)
 	}
 }

@@ -58,7 +58,7 @@ func TestCopyLandingAfterTheChecksRunsOnce(t *testing.T) {
 	if b.refused != 2 {
 		t.Fatalf("%d late enqueues refused by the broker, want both", b.refused)
 	}
-	if tok := e.holder(t, res); tok != "" {
+	if tok := e.heldAfter(t, res); tok != "" {
 		t.Fatalf("lock left held by %q", tok)
 	}
 }
@@ -95,7 +95,7 @@ func TestLateCopyBeforeTheClaim(t *testing.T) {
 			if got := b.stored(); !slices.Equal(got, []string{"abc", "abc~r1"}) {
 				t.Fatalf("broker holds %v, want the original and its copy, no marker", got)
 			}
-			if tok := e.holder(t, res); tok != "" {
+			if tok := e.heldAfter(t, res); tok != "" {
 				t.Fatalf("lock left held by %q", tok)
 			}
 		})

@@ -78,6 +78,7 @@ func TestArrivalBesideALocalHolderSkipsTryAcquire(t *testing.T) {
 	}
 
 	// Control: held by another process, the arriving task tries first.
+	waitFor(t, "the second task's release answered", func() bool { return !m.heldHere(res) })
 	held, err := e.other.TryAcquire(ctx, res, 10*time.Second)
 	if err != nil {
 		t.Fatal(err)

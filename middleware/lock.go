@@ -130,9 +130,9 @@ func (m *mw) process(ctx context.Context, t *asynq.Task, next asynq.Handler) err
 		}
 		r.observeWait(ev)
 	}
-	defer m.uncountHolder(r.res, m.countHolder(r.res))
+	r.held = m.countHolder(r.res) // until the release is answered
 	if err := p.take(ctx, true); err != nil {
-		r.release(ctx)
+		r.release(ctx, nil)
 		return fmt.Errorf("%s: holding %s, waiting to run: %w", r.name(), r.res, err)
 	}
 	r.next = p.around(r.next)

@@ -37,7 +37,7 @@ func TestHandlerRunsUnderItsLock(t *testing.T) {
 	if li.Resource != res || li.Token == "" || li.Token != during || li.Fence != 0 {
 		t.Fatalf("lock info %+v, holder during the run %q", li, during)
 	}
-	if got := e.holder(t, res); got != "" {
+	if got := e.heldAfter(t, res); got != "" {
 		t.Fatalf("lock still held by %q after the handler returned", got)
 	}
 }
@@ -143,6 +143,9 @@ func TestWaitersPerResourceAreBounded(t *testing.T) {
 	h := Lock(e.locks, ByField("sku"), WithPolicy(Wait(time.Second)))(rec)
 	if err := h.ProcessTask(ctx, adjust()); err != nil { // measures a 400ms hold
 		t.Fatal(err)
+	}
+	if h := e.heldAfter(t, res); h != "" {
+		t.Fatalf("lock still held by %q after the task", h)
 	}
 	held, err := e.other.TryAcquire(ctx, res, 10*time.Second)
 	if err != nil {

@@ -42,7 +42,7 @@ func TestRollbackOnHandlerErrorRunsUnderTheLock(t *testing.T) {
 	if holderDuringRollback == "" || holderDuringRollback != token {
 		t.Fatalf("rollback ran with holder %q, handler's token %q", holderDuringRollback, token)
 	}
-	if e.holder(t, res) != "" {
+	if e.heldAfter(t, res) != "" {
 		t.Fatal("lock not released after the rollback")
 	}
 }
@@ -81,7 +81,7 @@ func TestRollbackAfterLockLoss(t *testing.T) {
 	if rollbackToken == "" || rollbackToken == handlerToken || holderDuringRollback != rollbackToken {
 		t.Fatalf("rollback token %q (handler's %q, holder %q): not run under a re-acquired lock", rollbackToken, handlerToken, holderDuringRollback)
 	}
-	if e.holder(t, res) != "" {
+	if e.heldAfter(t, res) != "" {
 		t.Fatal("re-acquired lock not released")
 	}
 }
@@ -124,7 +124,7 @@ func TestRollbackPanicIsAnError(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "rollback panicked: bad rollback") {
 		t.Fatalf("task error %v", err)
 	}
-	if e.holder(t, res) != "" {
+	if e.heldAfter(t, res) != "" {
 		t.Fatal("lock not released")
 	}
 }
@@ -152,7 +152,7 @@ func TestRollbackRunsOnHandlerPanic(t *testing.T) {
 	if cause == nil || !strings.Contains(cause.Error(), "half done") || held == "" {
 		t.Fatalf("rollback cause %v, holder during rollback %q", cause, held)
 	}
-	if e.holder(t, res) != "" {
+	if e.heldAfter(t, res) != "" {
 		t.Fatal("lock not released")
 	}
 }

@@ -26,8 +26,7 @@ func (r *taskRun) run(ctx context.Context) error {
 		p := recover()
 		lost := g.end(m.keeper)
 		traceLost(ctx, r.res, lost)
-		_ = r.cleanUp(ctx, lost != nil, fmt.Errorf("handler panicked: %v", p))
-		m.ended(r.meta.queue, r.res, acquired)
+		_ = r.cleanUp(ctx, lost != nil, fmt.Errorf("handler panicked: %v", p), r.ended(acquired))
 		panic(p)
 	}()
 	herr := r.next.ProcessTask(g, r.t)
@@ -44,8 +43,7 @@ func (r *taskRun) run(ctx context.Context) error {
 	if cause == nil {
 		cause = lost
 	}
-	herr = errors.Join(herr, r.cleanUp(ctx, lost != nil, cause))
-	m.ended(r.meta.queue, r.res, acquired)
+	herr = errors.Join(herr, r.cleanUp(ctx, lost != nil, cause, r.ended(acquired)))
 	if lost != nil && !errors.Is(herr, redlock.ErrLockLost) {
 		// The work was not protected to its end: retry it.
 		herr = errors.Join(herr, fmt.Errorf("%s: %w", r.name(), lost))
@@ -53,12 +51,16 @@ func (r *taskRun) run(ctx context.Context) error {
 	return herr
 }
 
-// ended notes a run on res, held since acquired, as over (released): its
-// hold time, and a promotion of what waits for res.
-func (m *mw) ended(queue, res string, acquired time.Time) {
-	now := time.Now()
-	m.ranFor(res, now.Sub(acquired), now)
-	m.promoteAfter(queue, res)
+// ended returns what notes the run, holding its lock since acquired, as
+// over once the lock is released: its hold time, and a promotion of what
+// waits for its resource.
+func (r *taskRun) ended(acquired time.Time) func() {
+	m, queue, res := r.m, r.meta.queue, r.res
+	return func() {
+		now := time.Now()
+		m.ranFor(res, now.Sub(acquired), now)
+		m.promoteAfter(queue, res)
+	}
 }
 
 // guard keeps lock alive for the handler and gives it a context that is
@@ -130,28 +132,47 @@ func notKept(hold context.Context) error {
 
 // cleanUp runs the rollback hook if there is one and the handler failed or
 // lost its lock (cause is not nil; lost tells a loss), then releases the
-// lock. It returns the rollback's error.
-func (r *taskRun) cleanUp(ctx context.Context, lost bool, cause error) error {
+// lock; after runs once it is released. It returns the rollback's error.
+func (r *taskRun) cleanUp(ctx context.Context, lost bool, cause error, after func()) error {
 	var err error
 	if r.m.cfg.rollback != nil && cause != nil {
 		err = r.rollback(ctx, lost, cause)
 	}
-	r.release(ctx)
+	r.release(ctx, after)
 	return err
 }
 
 // release gives the task's lock up, if it holds one, with a context of its
-// own: the task's may be cancelled already (deadline, shutdown).
-func (r *taskRun) release(ctx context.Context) {
-	lock := r.lock
-	if lock == nil {
+// own: the task's may be cancelled already (deadline, shutdown). The task
+// does not wait for the nodes' answers (redlock's Lock.ReleaseAsync):
+// asynq marks it done and fetches the next one meanwhile. Until they
+// answered, the resource counts as held here (countHolder), so a task
+// arriving for it queues behind the release. Then after runs, if not nil.
+func (r *taskRun) release(ctx context.Context, after func()) {
+	lock, held := r.lock, r.held
+	r.lock, r.held = nil, nil
+	m, log, res := r.m, r.log, r.res
+	released := func() {
+		if held != nil {
+			m.uncountHolder(res, held)
+		}
+		if after != nil {
+			after()
+		}
+	}
+	if lock == nil { // a rollback lost it and could not take it anew
+		released()
 		return
 	}
-	r.lock = nil
-	switch err := lockutil.Release(ctx, lock); {
-	case errors.Is(err, redlock.ErrLockLost):
-		r.log.Warn("lock found lost at release: exclusivity was not guaranteed to the end", "err", err)
-	case err != nil:
-		r.log.Warn("lock release failed; it expires at its TTL", "err", err)
-	}
+	rctx, cancel := lockutil.Detached(ctx)
+	lock.ReleaseAsync(rctx, func(err error) {
+		cancel()
+		switch {
+		case errors.Is(err, redlock.ErrLockLost):
+			log.Warn("lock found lost at release: exclusivity was not guaranteed to the end", "err", err)
+		case err != nil:
+			log.Warn("lock release failed; it expires at its TTL", "err", err)
+		}
+		released()
+	})
 }

@@ -195,7 +195,7 @@ func TestRunGateEndOfContextReleasesTheLock(t *testing.T) {
 	if n := b.hs.startedCount("X"); n != 1 {
 		t.Fatalf("X's handler ran %d times; b's context ended at the gate", n)
 	}
-	if h := b.e.holder(t, "task:stock:adjust:X"); h != "" {
+	if h := b.e.heldAfter(t, "task:stock:adjust:X"); h != "" {
 		t.Fatalf("X's lock is still held (%q) after b ended at the gate", h)
 	}
 	b.finish(t, "a", "c", "d", "w")

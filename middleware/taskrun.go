@@ -28,6 +28,7 @@ type taskRun struct {
 	start time.Time // when it began to ask for its lock
 	log   taskLog
 	lock  *redlock.Lock // held from acquisition to release; a rollback may take it anew
+	held  *resState     // the resource's entry while countHolder counts this task
 }
 
 // newRun starts the run of task t, with metadata meta, on resource res. It

@@ -118,6 +118,8 @@ func TestTraceUncontended(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The release span ends once the nodes answered, after the task.
+	waitFor(t, "the release span", func() bool { return len(tr.spans("asynqlock.release")) > 0 })
 	acq, rel := tr.spans("asynqlock.acquire"), tr.spans("asynqlock.release")
 	if len(acq) != 1 || len(rel) != 1 || !childOf(acq[0], task) || !childOf(rel[0], task) {
 		t.Fatalf("%d acquire and %d release spans, want one each, children of the task's span", len(acq), len(rel))

@@ -23,11 +23,15 @@ type Client struct {
 	owned  []redis.UniversalClient // clients created by NewFromURLs, closed by Close
 	closed chan struct{}
 	once   sync.Once
-	bgMu   sync.Mutex     // orders spawn against Close
+	bgMu   sync.Mutex     // orders spawn and ReleaseAsync against Close
 	bg     sync.WaitGroup // stragglers, keep-alives and other background work
-	work   sync.WaitGroup // batching workers
-	gates  gates
-	notify *notifier
+	// releasing counts the ReleaseAsync calls under way; closing, set by
+	// Close before it waits for them, stops new ones from being counted.
+	releasing sync.WaitGroup
+	closing   bool
+	work      sync.WaitGroup // batching workers
+	gates     gates
+	notify    *notifier
 	// busy counts the locks held (acquired, neither released nor lost) and
 	// the callers waiting on a round: each will send calls soon, so a node's
 	// worker may wait for them while busy exceeds its batch (node.gather).
@@ -247,12 +251,17 @@ func ioTimeout(nodeTimeout time.Duration) time.Duration {
 	return max(4*nodeTimeout, 200*time.Millisecond)
 }
 
-// Close stops the client: pending waits end with ErrClosed, background work
-// finishes, and clients created by NewFromURLs are closed. Locks still held
+// Close stops the client: releases started with ReleaseAsync finish first,
+// pending waits end with ErrClosed, background work finishes, and clients
+// created by NewFromURLs are closed. Locks still held
 // expire at their TTL; release them first to hand them over at once.
 func (c *Client) Close() error {
 	var err error
 	c.once.Do(func() {
+		c.bgMu.Lock()
+		c.closing = true
+		c.bgMu.Unlock()
+		c.releasing.Wait() // each is bounded by its node timeout
 		c.bgMu.Lock()
 		close(c.closed)
 		c.bgMu.Unlock()

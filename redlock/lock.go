@@ -189,35 +189,52 @@ func (l *Lock) Release(ctx context.Context) error {
 
 // release is Release once its span is started.
 func (l *Lock) release(ctx context.Context) error {
+	p, err := l.startRelease(ctx)
+	if p.r == nil {
+		return err
+	}
+	return p.finish(ctx)
+}
+
+// pendingRelease is a release round sent, its answers still to come.
+type pendingRelease struct {
+	l        *Lock
+	r        *round
+	deadline time.Time
+	wasLost  bool
+}
+
+// startRelease ends the lock's life here and gives it up: handed over to a
+// local waiter (done on return, no round), or a release round sent to the
+// nodes, whose answers finish judges.
+func (l *Lock) startRelease(ctx context.Context) (pendingRelease, error) {
 	wasLost, prev, held := l.markReleased()
 	if !held {
-		return ErrNotHeld
+		return pendingRelease{}, ErrNotHeld
 	}
-	// Whatever happens below, the next local waiter gets its turn: from
-	// here, or, once a hand-over claimed a waiter, from the hand-over, which
-	// passes it even when ctx ends before the round is decided.
-	handed := false
-	defer func() {
-		if !handed {
-			l.turn.leave()
-		}
-	}()
-
-	c := l.c
 	if prev != "" {
 		// A failed early hand-over left the predecessor's token where
 		// it did not reach; it goes before this lock's own keys.
 		l.unlockQueued(prev)
 	}
 	if !wasLost && ctx.Err() == nil {
-		var err error
-		if handed, err = l.tryHandOver(ctx); handed {
-			c.observe(Event{Kind: EventRelease, Resource: l.res.resource, Duration: time.Since(l.acquired), Err: err})
-			return err
+		// A hand-over that claimed a waiter passes the turn on itself,
+		// even when ctx ends before its round is decided.
+		if handed, err := l.tryHandOver(ctx); handed {
+			l.c.observe(Event{Kind: EventRelease, Resource: l.res.resource, Duration: time.Since(l.acquired), Err: err})
+			return pendingRelease{}, err
 		}
 	}
-	err := l.releaseOnNodes(ctx, wasLost)
-	c.observe(Event{Kind: EventRelease, Resource: l.res.resource, Duration: time.Since(l.acquired), Err: err})
+	return l.sendRelease(wasLost), nil
+}
+
+// finish judges the release round's answers; then the next local waiter,
+// if any, gets its turn, whatever the answers were.
+func (p *pendingRelease) finish(ctx context.Context) error {
+	l := p.l
+	defer l.turn.leave()
+	err := l.judgeRelease(ctx, p)
+	l.c.observe(Event{Kind: EventRelease, Resource: l.res.resource, Duration: time.Since(l.acquired), Err: err})
 	return err
 }
 
@@ -245,9 +262,9 @@ func (l *Lock) markReleased() (wasLost bool, prev string, held bool) {
 	return wasLost, l.handoff.prev, true
 }
 
-// releaseOnNodes deletes the lock's keys (or reserves them for the nodes'
-// queue head) and judges the answers: a majority must confirm.
-func (l *Lock) releaseOnNodes(ctx context.Context, wasLost bool) error {
+// sendRelease sends the round that deletes the lock's keys (or reserves
+// them for the nodes' queue head).
+func (l *Lock) sendRelease(wasLost bool) pendingRelease {
 	c := l.c
 	deadline := time.Now().Add(c.cfg.nodeTimeout)
 	s, args := queueReleaseScript, c.releaseArgs(l.res, l.token)
@@ -255,8 +272,14 @@ func (l *Lock) releaseOnNodes(ctx context.Context, wasLost bool) error {
 		s, args = c.slotRelease(l.res, l.token, l.res.channel, int(l.slot), int(l.limit))
 	}
 	r := c.broadcast("release", l.res.resource, c.allNodes()&^l.unsent, c.q, deadline, true, args, s)
+	return pendingRelease{l: l, r: r, deadline: deadline, wasLost: wasLost}
+}
+
+// judgeRelease reads the release round's answers: a majority must confirm.
+func (l *Lock) judgeRelease(ctx context.Context, p *pendingRelease) error {
+	c, r, wasLost := l.c, p.r, p.wasLost
 	defer r.free()
-	err := r.collect(ctx, deadline, classifyOne)
+	err := r.collect(ctx, p.deadline, classifyOne)
 	switch {
 	case wasLost:
 		err = &opError{kinds: []error{ErrLockLost}, summary: "released after its validity ended"}

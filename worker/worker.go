@@ -138,11 +138,13 @@ func (w *Worker) Addr() string {
 
 // Close releases the worker's connections and flushes its buffered spans
 // (for up to 5s); Run does it on return. Call it for a worker that is never
-// run.
+// run. The lock client goes first: its Close waits for the releases of the
+// last tasks (the middleware does not wait for them), and what follows
+// them (a promotion) still finds the broker.
 func (w *Worker) Close() error {
 	var err error
 	w.closeOnce.Do(func() {
-		err = errors.Join(w.client.Close(), w.inspector.Close(), w.ping.Close(), w.locks.Close(), w.stopTracing())
+		err = errors.Join(w.locks.Close(), w.client.Close(), w.inspector.Close(), w.ping.Close(), w.stopTracing())
 	})
 	return err
 }

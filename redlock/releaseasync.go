@@ -1,0 +1,48 @@
+package redlock
+
+import "context"
+
+// ReleaseAsync is Release without the wait for the nodes' answers: it sends
+// the release and returns, and done, if not nil, gets Release's result on
+// another goroutine once they answered. A caller that only reports the
+// result (a job's middleware, after its handler) goes on with its next
+// work meanwhile. A hand-over to a caller of this Client waiting for the
+// resource is made before it returns, as Release makes it, done called
+// first. Close waits for the releases started before it, so that none is
+// dropped and leaves its keys for a TTL; one started after Close runs as
+// Release does then.
+func (l *Lock) ReleaseAsync(ctx context.Context, done func(error)) {
+	c := l.c
+	c.bgMu.Lock()
+	if ctx == nil || c.closing {
+		c.bgMu.Unlock()
+		report(done, l.Release(ctx))
+		return
+	}
+	c.releasing.Add(1)
+	c.bgMu.Unlock()
+	// The release leaves from here: only its answers are waited for
+	// elsewhere, so a remote waiter's turn does not wait for a goroutine to
+	// be scheduled.
+	span := c.startSpan(ctx, spanRelease, l.res.resource)
+	p, err := l.startRelease(ctx)
+	if p.r == nil { // handed over, or not held
+		c.releasing.Done()
+		endReleaseSpan(span, err)
+		report(done, err)
+		return
+	}
+	go func() {
+		defer c.releasing.Done()
+		err := p.finish(ctx)
+		endReleaseSpan(span, err)
+		report(done, err)
+	}()
+}
+
+// report passes err to done, if there is one.
+func report(done func(error), err error) {
+	if done != nil {
+		done(err)
+	}
+}
