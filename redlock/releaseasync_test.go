@@ -57,3 +57,43 @@ func TestReleaseAsyncAfterClose(t *testing.T) {
 		t.Fatal("a release after Close reported success, or did not report before returning")
 	}
 }
+
+// TestReleaseAsyncHandsOverBeforeReturning: with a caller of the same
+// Client waiting, ReleaseAsync hands the lock over before it returns, as
+// Release does, and reports the hand-over's result first; the waiter gets
+// the lock.
+func TestReleaseAsyncHandsOverBeforeReturning(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c, _ := memClient(t, 3, WithNodeTimeout(time.Second))
+		ctx := context.Background()
+		l, err := c.Acquire(ctx, "r", time.Minute) // holds the local turn
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := make(chan error, 1)
+		go func() {
+			next, err := c.Acquire(ctx, "r", time.Minute)
+			if err == nil {
+				err = next.Release(ctx)
+			}
+			got <- err
+		}()
+		synctest.Wait() // the waiter is queued behind l
+		if !l.turn.waited() {
+			t.Fatal("no local waiter queued behind the lock")
+		}
+		reported := false
+		l.ReleaseAsync(ctx, func(err error) {
+			if err != nil {
+				t.Errorf("hand-over: %v", err)
+			}
+			reported = true
+		})
+		if !reported {
+			t.Fatal("ReleaseAsync returned before the hand-over to the waiting caller was made")
+		}
+		if err := <-got; err != nil {
+			t.Fatalf("waiter: %v", err)
+		}
+	})
+}
