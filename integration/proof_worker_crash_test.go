@@ -101,6 +101,17 @@ func TestProofWorkerCrash(t *testing.T) {
 	for _, ti := range active {
 		orphans[ti.ID] = true
 	}
+	// B gets a task of every SKU, whatever A ran before the kill: the
+	// take-over measured below needs B to want each of A's SKUs.
+	for sku := range nSKUs {
+		a := adjustment{ID: len(ids), SKU: fmt.Sprintf("SKU-%d", sku), Delta: 1}
+		expected[a.SKU] += a.Delta
+		ids = append(ids, fmt.Sprintf("adj-%02d", a.ID))
+		payload, _ := json.Marshal(a)
+		if _, err := client.Enqueue(asynq.NewTask(taskType, payload), asynq.TaskID(ids[a.ID])); err != nil {
+			t.Fatal(err)
+		}
+	}
 	must(b.send("go"))
 	cut := trace.kill("A", killed, markers(t, env, ids))
 	pre, post := 0, 0
@@ -190,7 +201,7 @@ func TestProofWorkerCrash(t *testing.T) {
 		handed = roundDuration(handover).String() + " after the kill"
 	}
 	report.Add(Row{
-		Scenario:   fmt.Sprintf("asynq worker processes (worker.New, concurrency 8): %d tasks over %d SKUs, 5 nodes", nTasks, nSKUs),
+		Scenario:   fmt.Sprintf("asynq worker processes (worker.New, concurrency 8): %d tasks over %d SKUs, 5 nodes", len(ids), nSKUs),
 		Fault:      "a worker SIGKILLed while several of its tasks are inside their critical sections",
 		Ops:        len(applied),
 		Violations: r.Safety(),
