@@ -31,19 +31,17 @@ func (l *Lock) ReleaseAsync(ctx context.Context, done func(error)) {
 		return
 	}
 	span := c.startSpan(ctx, spanRelease, l.res.resource)
+	end := func(err error) {
+		defer c.releasing.Done()
+		endReleaseSpan(span, err)
+		report(done, err)
+	}
 	p, err := l.startRelease(ctx)
 	if p.r == nil { // handed over, or not held
-		c.releasing.Done()
-		endReleaseSpan(span, err)
-		report(done, err)
+		end(err)
 		return
 	}
-	go func() {
-		defer c.releasing.Done()
-		err := p.finish(ctx)
-		endReleaseSpan(span, err)
-		report(done, err)
-	}()
+	go func() { end(p.finish(ctx)) }()
 }
 
 // report passes err to done, if there is one.
