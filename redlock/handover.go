@@ -202,10 +202,10 @@ func (l *Lock) handOver(ctx context.Context, w *waiter, until time.Time, ho hand
 	token := newToken(req.lc.suffix)
 	start := time.Now()
 	until = minTime(until, start.Add(req.ttl-driftAllowance(req.ttl, c.cfg.driftFactor)))
-	early := confirmed && !req.lc.fencing && time.Until(until) > 2*c.cfg.nodeTimeout+lossGuard(req.ttl)
+	early := confirmed && !req.lc.fencing && req.lc.rec == nil && time.Until(until) > 2*c.cfg.nodeTimeout+lossGuard(req.ttl)
 	deadline := start.Add(c.cfg.nodeTimeout)
 	s, args := c.turnCall(k, l.token, token, req, early)
-	r := c.broadcast("handover", k.resource, c.allNodes(), c.q, deadline, false, args, s)
+	r := c.broadcastSide("handover", k.resource, c.allNodes(), c.q, deadline, false, args, s, sides(l, req.lc.rec))
 	var next *Lock
 	var settled chan struct{}
 	if early {
@@ -421,7 +421,9 @@ func (c *Client) handedLock(r *round, k keys, token string, start time.Time, req
 			return nil, err
 		}
 	}
-	return c.newLock(k, token, fence, req.ttl, start, until, req.lc), nil
+	next := c.newLock(k, token, fence, req.ttl, start, until, req.lc)
+	next.found = r.seen > 0
+	return next, nil
 }
 
 // unlockQueued releases token from l's key (its slot's, under a limit) on

@@ -138,6 +138,18 @@ func (m *memNode) exec(c *redis.Cmd) {
 		c.SetVal("PONG")
 		return
 	}
+	if op == "exists" { // a completion record's look-up
+		m.calls["exists"]++
+		_, ok := m.getLocked(str(a[1]))
+		c.SetVal(map[bool]int64{false: 0, true: 1}[ok])
+		return
+	}
+	if op == "set" && len(a) == 5 { // a completion record: SET key val PX ms
+		m.calls["record"]++
+		m.data[str(a[1])] = memEntry{val: str(a[2]), exp: time.Now().Add(time.Duration(num(a[4])) * time.Millisecond)}
+		c.SetVal("OK")
+		return
+	}
 	if op == "set" {
 		m.calls["set"]++
 		key := str(a[1])
