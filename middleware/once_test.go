@@ -93,7 +93,9 @@ func TestParkedCopyCountsAsItsOriginal(t *testing.T) {
 	if rec.count() != 1 {
 		t.Fatalf("%d runs of a task and its copies, want 1", rec.count())
 	}
-	other := func() error { return h.ProcessTask(context.Background(), task("stock:adjust", `{"sku":"SKU-1","qty":2}`)) }
+	other := func() error {
+		return h.ProcessTask(context.Background(), task("stock:adjust", `{"sku":"SKU-1","qty":2}`))
+	}
 	if err := deliver(t, other, "abc"); err != nil || rec.count() != 2 {
 		t.Fatalf("the ID reused for other work: %v, %d runs; want it run", err, rec.count())
 	}
