@@ -311,7 +311,7 @@ func (l *Lock) dropResidue(r *round, deadline time.Time) {
 	l.unlockQueuedOn(l.token, r.notSet())
 }
 
-// dropPrevAtEnd, for a lock being lost (l.mu held), releases the
+// dropPrevAtEnd, for a lock being lost or left to expire (l.mu held), releases the
 // predecessor's token a failed early hand-over left behind (handoff.prev)
 // once l's validity has ended: a lost lock may never be released, and prev
 // may have a far longer TTL than l. Not before: until then l's holder may
