@@ -134,7 +134,7 @@ func (c *Client) acquireLoop(ctx context.Context, k keys, ttl time.Duration, lc 
 	if c.cfg.localQueue {
 		var l *Lock
 		var err error
-		t, l, err = c.gates.enter(ctx, k.key, c.closed, &handoffReq{ttl: ttl, lc: lc, tk: tk})
+		t, l, err = c.gates.enter(ctx, k.key, c.closed, c.waitReq(k, ttl, lc, tk))
 		if l != nil {
 			if err == nil {
 				l.via = handoverLocal
@@ -322,7 +322,7 @@ func (c *Client) attempt(ctx context.Context, k keys, ttl time.Duration, lc *loc
 			if err == nil {
 				c.leaveAnyQueue(k, tk, lc, r.notGranted())
 				l := c.newLock(k, token, fence, ttl, start, until, lc)
-				l.unsent, l.found = r.unsent, r.seen > 0
+				l.unsent, l.found, l.chainStart = r.unsent, r.seen > 0, time.Now()
 				return l, nil
 			}
 		} else {

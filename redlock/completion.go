@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -68,15 +67,19 @@ func (l *Lock) RecordCompletion() error {
 	return nil
 }
 
-// completionRecord is a lock's WithCompletion record: its key (next to the
-// resource's lock key, in its hash slot) and how long it is kept.
+// completionRecord is a lock's WithCompletion record: an entry id in the
+// sorted set key (next to the resource's lock key, in its hash slot), one
+// set per resource, scored with the entry's expiry on the writer's clock.
+// One key per resource, not per record: the keyspace does not grow with the
+// work done, and a node's memory per record is an entry of a set.
 type completionRecord struct {
 	key    string
+	id     string
 	window time.Duration
 }
 
-// recordSuffix separates a resource's lock key from its records' ids.
-const recordSuffix = ":done:"
+// recordSuffix follows a resource's lock key in the name of its records.
+const recordSuffix = ":done"
 
 // checkCompletion validates WithCompletion's arguments, if given.
 func (lc *lockConfig) checkCompletion() error {
@@ -98,40 +101,58 @@ func (c *Client) recordOf(resource string, lc *lockConfig) *completionRecord {
 	if lc.completion == "" {
 		return nil
 	}
-	return &completionRecord{key: keyOf(c.cfg.prefix, resource) + recordSuffix + lc.completion, window: lc.window}
+	return &completionRecord{key: keyOf(c.cfg.prefix, resource) + recordSuffix, id: lc.completion, window: lc.window}
 }
 
-// look is the side command that finds the record in an acquisition's round.
-func (rec *completionRecord) look() []any { return []any{"exists", rec.key} }
+// sideCmds are plain commands sent just ahead of a round's call on each
+// node; with look, the last one is a look-up whose answer (not nil) means
+// found.
+type sideCmds struct {
+	cmds [][]any
+	look bool
+}
 
-// write is the side command that writes the record in a release's round.
-func (rec *completionRecord) write() []any {
-	return []any{"set", rec.key, "1", "px", strconv.FormatInt(rec.window.Milliseconds(), 10)}
+// writeCmds write the record: entries past their expiry go first (the set
+// holds a window's worth of records), and the set lives a window past its
+// last entry. Expiry is judged on the writer's wall clock: clocks that
+// differ by seconds move it by seconds against a window of an hour.
+func (rec *completionRecord) writeCmds() [][]any {
+	now := time.Now().UnixMilli()
+	return [][]any{
+		{"zremrangebyscore", rec.key, "-inf", now},
+		{"zadd", rec.key, now + rec.window.Milliseconds(), rec.id},
+		{"pexpire", rec.key, rec.window.Milliseconds()},
+	}
 }
 
 // sides are the side commands of a round: the releasing lock's record
 // write, if its work is done, then the acquiring caller's look-up (in that
 // order, so that a hand-over between two runs of one id finds the record).
-func sides(releasing *Lock, acquiring *completionRecord) [][]any {
-	var s [][]any
+// An entry older than the window may still be found until the next write
+// drops it: a record is kept at least its window.
+func sides(releasing *Lock, acquiring *completionRecord) *sideCmds {
+	var s sideCmds
 	if releasing != nil && releasing.record != nil && releasing.recordDone {
-		s = append(s, releasing.record.write())
+		s.cmds = releasing.record.writeCmds()
 	}
 	if acquiring != nil {
-		s = append(s, acquiring.look())
+		s.cmds = append(s.cmds, []any{"zscore", acquiring.key, acquiring.id})
+		s.look = true
 	}
-	return s
+	if s.cmds == nil {
+		return nil
+	}
+	return &s
 }
 
 // countSides is the number of side commands of a batch's calls.
 func countSides(live []*call) int {
 	n := 0
-	for _, c := range live {
-		n += len(c.side)
-		for _, j := range c.joined {
-			n += len(j.side)
+	each(live, func(c *call) {
+		if c.side != nil {
+			n += len(c.side.cmds)
 		}
-	}
+	})
 	return n
 }
 
@@ -141,24 +162,33 @@ func countSides(live []*call) int {
 func addSides(ctx context.Context, live []*call, cmds []*redis.Cmd) {
 	i := 0
 	each(live, func(c *call) {
-		for _, args := range c.side {
+		if c.side == nil {
+			return
+		}
+		for _, args := range c.side.cmds {
 			cmds[i] = redis.NewCmd(ctx, args...)
 			i++
 		}
 	})
 }
 
-// readSides stores the side commands' answers in their calls.
+// readSides stores the side commands' answers in their calls: a look-up
+// that found its entry sets seen; another failure sets sideErr.
 func readSides(live []*call, cmds []*redis.Cmd) {
 	i := 0
 	each(live, func(c *call) {
-		for range c.side {
-			cmd := cmds[i]
+		if c.side == nil {
+			return
+		}
+		for j := range c.side.cmds {
+			err := cmds[i].Err()
 			i++
-			if err := cmd.Err(); err != nil {
-				c.sideErr = nodeErr(err)
-			} else if v, ok := cmd.Val().(int64); ok && v == 1 {
+			look := c.side.look && j == len(c.side.cmds)-1
+			switch {
+			case look && err == nil:
 				c.seen = true
+			case err != nil && err != redis.Nil:
+				c.sideErr = nodeErr(err)
 			}
 		}
 	})

@@ -33,9 +33,12 @@ func TestCompletionRecordRidesTheRelease(t *testing.T) {
 		if got := mems[0].batches - before; got != 1 {
 			t.Errorf("release with its record took %d batches on a node, want 1", got)
 		}
-		rec := keyOf(c.cfg.prefix, "sku") + recordSuffix + "task-1"
+		rec := keyOf(c.cfg.prefix, "sku") + recordSuffix
 		for i, m := range mems {
-			if _, ok := m.get(rec); !ok {
+			m.mu.Lock()
+			z := m.zset(rec, false)
+			m.mu.Unlock()
+			if z == nil || len(z.m) != 1 {
 				t.Errorf("node %d has no record", i)
 			}
 		}
@@ -73,7 +76,7 @@ func TestCompletionRecordSurvivesAMinorityLoss(t *testing.T) {
 			t.Fatal(err)
 		}
 		synctest.Wait()
-		mems[0].set(func(m *memNode) { clear(m.data) }) // restarted empty
+		mems[0].set(func(m *memNode) { clear(m.data); clear(m.zsets) }) // restarted empty
 		mems[1].set(func(m *memNode) { m.delay = 5 * time.Millisecond })
 		again, err := c.TryAcquire(ctx, "r", time.Minute, once)
 		if err != nil || !again.FoundCompletion() {
@@ -201,4 +204,46 @@ func TestWithCompletionRefusesBadInput(t *testing.T) {
 		}
 		_ = l.Release(context.Background())
 	})
+}
+
+// TestEarlyHandOverKeepsRecordsCheap: a waiter with a record looks it up
+// while it waits, so that a hand-over need not wait for its round: it
+// starts at once (the nodes answer 10ms late here), and it knows whether
+// its record was there.
+func TestEarlyHandOverKeepsRecordsCheap(t *testing.T) {
+	for _, doneBefore := range []bool{false, true} {
+		synctest.Test(t, func(t *testing.T) {
+			ctx := context.Background()
+			c, mems := memClient(t, 3)
+			if doneBefore { // task B completed earlier: its record is there
+				b, _ := c.Acquire(ctx, "r", time.Minute, WithCompletion("B", time.Hour))
+				_ = b.RecordCompletion()
+				_ = b.Release(ctx)
+			}
+			l, err := c.Acquire(ctx, "r", time.Minute, WithCompletion("A", time.Hour))
+			if err != nil {
+				t.Fatal(err)
+			}
+			time.Sleep(time.Millisecond) // the look-up goes out after the holder's round was decided
+			ch := waitFor(ctx, c, "r", time.Minute, WithCompletion("B", time.Hour))
+			synctest.Wait() // queued, its look-up answered
+			for _, m := range mems {
+				m.set(func(m *memNode) { m.delay = 10 * time.Millisecond })
+			}
+			_ = l.RecordCompletion()
+			released := time.Now()
+			go func() { _ = l.Release(ctx) }()
+			got := <-ch
+			if got.err != nil {
+				t.Fatal(got.err)
+			}
+			if d := got.at.Sub(released); d != 0 {
+				t.Errorf("doneBefore %v: the waiter started %v after the release, want at once (an early hand-over)", doneBefore, d)
+			}
+			if got.l.FoundCompletion() != doneBefore {
+				t.Errorf("found %v, want %v", got.l.FoundCompletion(), doneBefore)
+			}
+			_ = got.l.Release(ctx)
+		})
+	}
 }

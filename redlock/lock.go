@@ -46,6 +46,9 @@ type Lock struct {
 	turn       *turn
 	handoff    handoffState
 	via        string // how it was acquired: the asynqlock.handover span attribute
+	// chainStart: when the first lock of its chain of local hand-overs
+	// was decided by a round of its own (lookahead.go).
+	chainStart time.Time
 	// WithCompletion (completion.go): the record, whether the acquisition
 	// found it, and whether the release is to write it.
 	record     *completionRecord
@@ -223,6 +226,9 @@ func (l *Lock) startRelease(ctx context.Context) (pendingRelease, error) {
 		// it did not reach; it goes before this lock's own keys.
 		l.unlockQueued(prev)
 	}
+	if !wasLost {
+		l.noticeRecord()
+	}
 	if !wasLost && ctx.Err() == nil {
 		// A hand-over that claimed a waiter passes the turn on itself,
 		// even when ctx ends before its round is decided.
@@ -240,6 +246,9 @@ func (p *pendingRelease) finish(ctx context.Context) error {
 	l := p.l
 	defer l.turn.leave()
 	err := l.judgeRelease(ctx, p)
+	if !p.wasLost {
+		l.noticeRecord() // for callers that queued while the round was out
+	}
 	l.c.observe(Event{Kind: EventRelease, Resource: l.res.resource, Duration: time.Since(l.acquired), Err: err})
 	return err
 }
@@ -277,7 +286,7 @@ func (l *Lock) sendRelease(wasLost bool) pendingRelease {
 	if l.limit > 1 {
 		s, args = c.slotRelease(l.res, l.token, l.res.channel, int(l.slot), int(l.limit))
 	}
-	var side [][]any
+	var side *sideCmds
 	if !wasLost {
 		side = sides(l, nil) // a lost lock's work was not protected to its end
 	}

@@ -138,16 +138,7 @@ func (m *memNode) exec(c *redis.Cmd) {
 		c.SetVal("PONG")
 		return
 	}
-	if op == "exists" { // a completion record's look-up
-		m.calls["exists"]++
-		_, ok := m.getLocked(str(a[1]))
-		c.SetVal(map[bool]int64{false: 0, true: 1}[ok])
-		return
-	}
-	if op == "set" && len(a) == 5 { // a completion record: SET key val PX ms
-		m.calls["record"]++
-		m.data[str(a[1])] = memEntry{val: str(a[2]), exp: time.Now().Add(time.Duration(num(a[4])) * time.Millisecond)}
-		c.SetVal("OK")
+	if m.execRecord(op, a, c) {
 		return
 	}
 	if op == "set" {
@@ -279,4 +270,47 @@ func holders(c *Client, mems []*memNode, resource, token string) int {
 		}
 	}
 	return n
+}
+
+// execRecord runs the plain commands of completion records (sorted sets):
+// ZREMRANGEBYSCORE key -inf max, ZADD key score member, PEXPIRE key ms,
+// ZSCORE key member. It reports whether op was one of them.
+func (m *memNode) execRecord(op string, a []any, c *redis.Cmd) bool {
+	switch op {
+	case "zremrangebyscore":
+		n := int64(0)
+		if z := m.zset(str(a[1]), false); z != nil {
+			for k, v := range z.m {
+				if v <= float64(num(a[3])) {
+					delete(z.m, k)
+					n++
+				}
+			}
+		}
+		c.SetVal(n)
+	case "zadd":
+		m.calls["record"]++
+		m.zset(str(a[1]), true).m[str(a[3])] = float64(num(a[2]))
+		c.SetVal(int64(1))
+	case "pexpire":
+		if z := m.zset(str(a[1]), false); z != nil {
+			z.exp = time.Now().Add(time.Duration(num(a[2])) * time.Millisecond)
+		}
+		c.SetVal(int64(1))
+	case "zscore":
+		z := m.zset(str(a[1]), false)
+		if z == nil {
+			c.SetErr(redis.Nil)
+			return true
+		}
+		v, ok := z.m[str(a[2])]
+		if !ok {
+			c.SetErr(redis.Nil)
+			return true
+		}
+		c.SetVal(strconv.FormatFloat(v, 'f', -1, 64))
+	default:
+		return false
+	}
+	return true
 }

@@ -102,7 +102,7 @@ type call struct {
 	// side are plain commands sent just ahead of this one in the same
 	// pipeline (completion.go): a record written with a release, one
 	// looked for with an acquisition. seen and sideErr are their answers.
-	side    [][]any
+	side    *sideCmds
 	seen    bool
 	sideErr error
 }

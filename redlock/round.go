@@ -59,7 +59,7 @@ func (c *Client) broadcast(op, resource string, mask uint64, need int, deadline 
 
 // broadcastSide is broadcast with side commands sent just ahead of each
 // node's call, in the same pipeline (completion.go).
-func (c *Client) broadcastSide(op, resource string, mask uint64, need int, deadline time.Time, cleanup bool, args []any, s *script, side [][]any) *round {
+func (c *Client) broadcastSide(op, resource string, mask uint64, need int, deadline time.Time, cleanup bool, args []any, s *script, side *sideCmds) *round {
 	r := c.newRound(op, resource, mask, need)
 	// Counted before its calls are queued: a node's worker never sees a
 	// call whose caller is not yet counted (node.gather).
