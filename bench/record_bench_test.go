@@ -1,0 +1,82 @@
+package bench
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/base64"
+	"fmt"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/asynqlock/asynqlock/internal/redistest"
+	"github.com/asynqlock/asynqlock/redlock"
+	"github.com/google/uuid"
+	"github.com/redis/go-redis/v9"
+)
+
+// BenchmarkCompletionRecordBytes measures a lock node's memory per
+// completion record (redlock.WithCompletion, the middleware's "once"):
+// records written through Acquire, RecordCompletion and Release on one real
+// redis-server, ids shaped as the middleware's (recordName), used_memory read before and after. "hot": every record on one
+// resource (one sorted set, past its compact encoding); "cold": one record
+// per resource (a set each). Run with -benchtime=20000x.
+func BenchmarkCompletionRecordBytes(b *testing.B) {
+	for _, shape := range []string{"hot", "cold"} {
+		b.Run(shape, func(b *testing.B) {
+			nodes := redistest.StartCluster(b, 1)
+			rc := newRedlock(b, nodes, redlock.WithNodeTimeout(time.Second)) // memory, not time: patient on a loaded machine
+			raw := nodes.Clients(b)[0].(*redis.Client)
+			ctx := context.Background()
+			before := usedMemory(b, raw)
+			b.ResetTimer()
+			for i := range b.N {
+				res := "task:stock:adjust:SKU-HOT"
+				if shape == "cold" {
+					res = fmt.Sprintf("task:stock:adjust:SKU-%06d", i)
+				}
+				id := recordName(uuid.NewString())
+				l, err := rc.Acquire(ctx, res, 10*time.Second, redlock.WithCompletion(id, time.Hour))
+				if err != nil {
+					b.Fatal(err)
+				}
+				if err := l.RecordCompletion(); err != nil {
+					b.Fatal(err)
+				}
+				if err := l.Release(ctx); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.StopTimer()
+			b.ReportMetric(float64(usedMemory(b, raw)-before)/float64(b.N), "bytes/record")
+		})
+	}
+}
+
+// usedMemory is INFO memory's used_memory of a node.
+func usedMemory(tb testing.TB, c *redis.Client) int64 {
+	tb.Helper()
+	info, err := c.Info(context.Background(), "memory").Result()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	for line := range strings.SplitSeq(info, "\r\n") {
+		if v, ok := strings.CutPrefix(line, "used_memory:"); ok {
+			n, err := strconv.ParseInt(v, 10, 64)
+			if err != nil {
+				tb.Fatal(err)
+			}
+			return n
+		}
+	}
+	tb.Fatal("INFO memory has no used_memory")
+	return 0
+}
+
+// recordName shapes a record's id as the middleware does: 128 bits of a
+// hash, in 22 characters.
+func recordName(taskID string) string {
+	sum := sha256.Sum256([]byte(taskID))
+	return base64.RawURLEncoding.EncodeToString(sum[:16])
+}
