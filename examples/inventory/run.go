@@ -234,7 +234,10 @@ func newReplica(cfg config, srv *servers, store *redis.Client, hotDone *hotTally
 		if err := json.Unmarshal(t.Payload(), &a); err != nil {
 			return fmt.Errorf("%w: %v", asynq.SkipRetry, err)
 		}
-		if err := adjust(ctx, store, t.ResultWriter().TaskID(), a, cfg.work); err != nil {
+		// The task's stable key: the same for every delivery and for a
+		// copy parked under another ID.
+		key, _ := middleware.TaskKeyFromContext(ctx)
+		if err := adjust(ctx, store, key, a, cfg.work); err != nil {
 			return err
 		}
 		if a.SKU == "SKU-HOT" {
@@ -340,17 +343,18 @@ func report(ctx context.Context, store *redis.Client, skus []string, expected ma
 }
 
 // adjust applies one adjustment as a read-modify-write: correct only if
-// nobody else touches the SKU meanwhile (the lock's job). It is idempotent,
-// as a handler under asynq's at-least-once delivery must be: the write and
-// the task's mark go in one transaction, so a retry of a task whose write
-// landed but whose reply was lost applies nothing again. The marks are fields
-// of one hash per SKU rather than a key per task: the embedded store pays for
-// every key on every command (miniredis runs its real-time expiry over all
-// keys), and on a real store a SKU's marks expire an hour after its last
-// adjustment.
-func adjust(ctx context.Context, store *redis.Client, taskID string, a adjustment, work time.Duration) error {
+// nobody else touches the SKU meanwhile (the lock's job). The lock's
+// completion record keeps asynq from running a finished task again; what it
+// cannot cover (a worker killed between the handler's return and the
+// release) the store covers: the write applies only if the task's key was
+// not applied yet, checked and marked in the same script (applyOnce). The
+// marks are fields of one hash per SKU rather than a key per task: the
+// embedded store pays for every key on every command (miniredis runs its
+// real-time expiry over all keys), and on a real store a SKU's marks expire
+// an hour after its last adjustment.
+func adjust(ctx context.Context, store *redis.Client, taskKey string, a adjustment, work time.Duration) error {
 	marks := "applied:" + a.SKU
-	if done, err := store.HExists(ctx, marks, taskID).Result(); err != nil || done {
+	if done, err := store.HExists(ctx, marks, taskKey).Result(); err != nil || done {
 		return err
 	}
 	stock, err := store.Get(ctx, "stock:"+a.SKU).Int64()
@@ -358,11 +362,16 @@ func adjust(ctx context.Context, store *redis.Client, taskID string, a adjustmen
 		return err
 	}
 	time.Sleep(work)
-	_, err = store.TxPipelined(ctx, func(p redis.Pipeliner) error {
-		p.Set(ctx, "stock:"+a.SKU, stock+a.Delta, 0)
-		p.HSet(ctx, marks, taskID, 1)
-		p.Expire(ctx, marks, time.Hour)
-		return nil
-	})
-	return err
+	return applyOnce.Run(ctx, store, []string{"stock:" + a.SKU, marks}, stock+a.Delta, taskKey, 3600).Err()
 }
+
+// applyOnce writes a SKU's new stock and marks the task applied, unless its
+// mark is there already: KEYS stock, marks; ARGV new stock, task key, marks'
+// TTL in seconds.
+var applyOnce = redis.NewScript(`
+if redis.call('HSETNX', KEYS[2], ARGV[2], 1) == 0 then
+	return 0
+end
+redis.call('SET', KEYS[1], ARGV[1])
+redis.call('EXPIRE', KEYS[2], ARGV[3])
+return 1`)
