@@ -162,6 +162,7 @@ func renderReport(w io.Writer, rows []Row, status int, now time.Time) {
 	}
 	p("Regenerate it from the repository root with (the path is relative to `integration/`):\n\n```sh\n%s\n```\n\n", reportCommand)
 	p("%s", reportAssumptions)
+	p("%s", reportOnce)
 	p("%s", reportMethod)
 	p("## Results\n\n")
 	p("| scenario | fault | ops | violations | lost | duplicated | recovery | verdict |\n")
@@ -247,6 +248,49 @@ break one on purpose and show that the checks then do find violations.
 The measurements also assume the test machine's clock: every worker process stamps its
 critical sections with its wall clock at start plus its monotonic clock since (all
 processes run on one machine; a wall-clock step *during* a run cannot affect them).
+
+`
+
+// reportOnce says what the middleware's completion records make of
+// asynq's at-least-once delivery (integration/once_test.go).
+const reportOnce = `## Once: what the completion record covers
+
+asynq delivers a task at least once: when the broker cannot record that a task completed (it was
+down or failed over, the worker lost its lease or was killed after the handler returned), it runs
+the task again later. The lock already orders every run of a resource, so it also records
+completions: when a handler returns nil under a lock that was kept to its end, the release's own
+round writes a **completion record** of the task on every lock node that still holds the lock
+(the task's original ID, type and payload, hashed; a parked copy ` + "`id~rN`" + ` counts as its original),
+kept for ` + "`middleware.WithCompletionWindow`" + ` (default 1h; ` + "`WORKER_COMPLETION_WINDOW`" + `). The next
+delivery's acquisition looks for it in its own round; finding it on one node that answers is
+enough, and the task completes without running its handler (` + "`EventRedeliverySkipped`" + `, the
+` + "`asynqlock.redelivery_skipped`" + ` span event, a Debug line).
+
+- **Covered**: a task whose handler returned nil and whose release round reached a majority is
+  never run again within the window, whatever asynq does: broker outages and restarts, a worker
+  that lost its lease, a worker killed or paused after the release. The integration test
+  ` + "`TestOnceAcrossABrokerOutage`" + ` (AOF broker SIGKILLed for 10s, a lock node restarted empty)
+  finds every task run once and every SKU exact (6 re-deliveries skipped in the run of 2026-11-28); its control, records off, ran 9 of 300
+  tasks twice.
+- **Not covered, and how to close it**: a worker killed (or a lock lost) between the handler's
+  return and its release round leaves no record, and the task runs again. Make the handler's
+  effect idempotent with the task's stable key (` + "`middleware.TaskKeyFromContext`" + `): apply it only
+  if ` + "`(resource, key)`" + ` was not applied yet, in the same transaction or script as the effect
+  (` + "`examples/inventory`" + `), and pass the lock's fence where storage can check it. A handler that
+  failed, or whose lock was lost, leaves no record: its retry runs.
+- **Node failures**: the record is written with the release, on a majority at least; any later
+  majority meets one of those nodes, so one node that restarts empty (after the TTL, as
+  Redlock's restart rule asks) hides no record. Losing the data of as many nodes as the
+  release's majority exceeds N − quorum loses records written before, as it would break locks.
+- **The window**: asynq re-delivers a task whose completion it missed once its lease (30s) has
+  expired for 30s more, at its recoverer's next pass (every minute), after the task's retry
+  delay; an outage of the broker delays that by its length. The default hour covers outages of
+  up to about 55 minutes; records take about 150 bytes each on every lock node for the window
+  (docs/OPERATIONS.md, "Sizing completion records").
+- **Hand-overs**: a task waiting behind another task of its process looks its record up as it
+  starts to wait, so that a hand-over stays early (no extra round); a local holder of the same
+  task tells it directly, and a hand-over whose chain of local holders began after that look-up
+  waits for its round, which looks again (` + "`redlock/lookahead.go`" + ` has the argument).
 
 `
 
