@@ -11,7 +11,8 @@ import (
 // lookAhead is what a caller acquiring WithCompletion learned of its record
 // while it waited in its Client's queue: a look-up sent as it started to
 // wait, so that a hand-over need not wait for a round to learn it (docs/
-// RELIABILITY.md, "Once and hand-overs"). Safe for concurrent use.
+// RELIABILITY.md, "Once: what the completion record covers"). Safe for
+// concurrent use.
 type lookAhead struct {
 	mu    sync.Mutex
 	done  bool      // a quorum answered, or one node found the record
