@@ -46,12 +46,13 @@ func (r *runLock) watch() {
 // stays until it expires. It returns an error matching redlock.ErrLockLost
 // if the lock was lost while the job ran; gocron discards it.
 func (r *runLock) Unlock(ctx context.Context) error {
-	lost := context.Cause(r.kctx)
 	r.stop()
 	<-r.ended
+	lost := context.Cause(r.kctx) // the loss, if it came before stop
 	err := lockutil.Release(ctx, r.lk)
 	if errors.Is(lost, redlock.ErrLockLost) {
 		return lost
 	}
+	r.l.completed(r.ev.Job)
 	return err
 }

@@ -27,7 +27,7 @@ func (l *Locker) report(ev Event) {
 	lvl, back, prev, repeats := st.judge(ev.Outcome)
 	log := l.cfg.logger
 	if back {
-		log.Info("gocron job back to normal", "job", ev.Job, "outcome", string(ev.Outcome), "after", string(prev), "repeats", repeats)
+		l.logBack(ev.Job, ev.Outcome, prev, repeats)
 	}
 	args := []any{"job", ev.Job, "outcome", string(ev.Outcome)}
 	if !ev.Tick.IsZero() {
@@ -48,7 +48,7 @@ func (st *jobState) judge(o Outcome) (lvl slog.Level, back bool, prev Outcome, r
 	switch {
 	case lvl < slog.LevelWarn:
 		if prev != "" && st.ends(o) {
-			*st = jobState{}
+			st.outcome, st.repeats, st.armed = "", 0, false
 			return lvl, true, prev, repeats
 		}
 	case prev == o:
@@ -63,8 +63,12 @@ func (st *jobState) judge(o Outcome) (lvl slog.Level, back bool, prev Outcome, r
 
 // ends reports whether a healthy outcome ends the trouble. An overlap ends
 // with two runs of this replica with no skip between them: a job that
-// overruns its interval runs a tick after each skip.
+// overruns its interval runs a tick after each skip. A lost lock ends with
+// a run that keeps its lock to the end (completed), not with a won tick.
 func (st *jobState) ends(o Outcome) bool {
+	if st.outcome == OutcomeLost {
+		return false
+	}
 	if st.outcome == OutcomeSkippedOverlap {
 		if o != OutcomeRan {
 			return false
@@ -74,6 +78,27 @@ func (st *jobState) ends(o Outcome) bool {
 		return done
 	}
 	return o == OutcomeRan || o == OutcomeSkippedOtherReplica && st.outcome == OutcomeLockError
+}
+
+// completed notes a run that kept its running lock to the end: it ends a
+// lost-lock trouble.
+func (l *Locker) completed(job string) {
+	st := l.state(job)
+	st.mu.Lock()
+	prev, repeats := st.outcome, st.repeats
+	back := prev == OutcomeLost
+	if back {
+		st.outcome, st.repeats, st.armed = "", 0, false
+	}
+	st.mu.Unlock()
+	if back {
+		l.logBack(job, OutcomeRan, prev, repeats)
+	}
+}
+
+// logBack logs, once, that a job's trouble ended.
+func (l *Locker) logBack(job string, o, prev Outcome, repeats int) {
+	l.cfg.logger.Info("gocron job back to normal", "job", job, "outcome", string(o), "after", string(prev), "repeats", repeats)
 }
 
 // state returns the log state of a job, made on first use (for names New

@@ -1,6 +1,7 @@
 package gocronlock
 
 import (
+	"sync"
 	"testing"
 	"time"
 
@@ -21,7 +22,7 @@ type scenario struct {
 }
 
 // play starts the schedulers at their offsets, lets the job run, and shuts
-// them down (waiting for runs under way); it returns the schedulers.
+// them down (waiting for runs under way).
 func (sc scenario) play(t *testing.T, rec *recorder) {
 	t.Helper()
 	scheds := make([]gocron.Scheduler, sc.replicas)
@@ -40,9 +41,11 @@ func (sc scenario) play(t *testing.T, rec *recorder) {
 		s.Start()
 	}
 	time.Sleep(sc.run)
+	var wg sync.WaitGroup
 	for _, s := range scheds {
-		_ = s.Shutdown()
+		wg.Go(func() { _ = s.Shutdown() })
 	}
+	wg.Wait()
 }
 
 // offsets spreads n replicas over a second, starting 150ms past it: 150,
