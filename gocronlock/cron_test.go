@@ -22,7 +22,7 @@ func TestCronTickOnceWithClockOffsets(t *testing.T) {
 	sc := scenario{
 		replicas: 3, phase: func(int) time.Duration { return 500 * time.Millisecond }, name: "beat",
 		clock: func(i int) gocron.SchedulerOption { return gocron.WithClock(clocks[i]) },
-		def:   gocron.CronJob("* * * * * *", true), work: time.Millisecond, run: 5 * time.Second,
+		def:   func() gocron.JobDefinition { return gocron.CronJob("* * * * * *", true) }, work: time.Millisecond, run: 5 * time.Second,
 	}
 
 	t.Run("tick keyed", func(t *testing.T) {

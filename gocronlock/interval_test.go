@@ -17,7 +17,7 @@ func TestIntervalRunsOncePerWindow(t *testing.T) {
 	c := redistest.StartCluster(t, 3)
 	sc := scenario{
 		replicas: 3, phase: offsets(3), name: "sync",
-		def: gocron.DurationJob(time.Second), work: time.Millisecond, run: 6 * time.Second,
+		def: func() gocron.JobDefinition { return gocron.DurationJob(time.Second) }, work: time.Millisecond, run: 6 * time.Second,
 	}
 
 	t.Run("tick keyed", func(t *testing.T) {

@@ -19,7 +19,7 @@ func TestLongJobKeptAlive(t *testing.T) {
 	const ttl = 400 * time.Millisecond
 	sc := scenario{
 		replicas: 3, phase: offsets(3), name: "long",
-		def: gocron.DurationJob(time.Second), work: 2500 * time.Millisecond, run: 6 * time.Second,
+		def: func() gocron.JobDefinition { return gocron.DurationJob(time.Second) }, work: 2500 * time.Millisecond, run: 6 * time.Second,
 	}
 
 	t.Run("kept alive", func(t *testing.T) {

@@ -15,7 +15,7 @@ type scenario struct {
 	phase    func(i int) time.Duration // when replica i starts, past a whole second
 	locker   func(i int) gocron.Locker
 	clock    func(i int) gocron.SchedulerOption // nil: the real clock
-	def      gocron.JobDefinition
+	def      func() gocron.JobDefinition        // one per scheduler: gocron's CronJob keeps its parsed schedule in it
 	name     string
 	work     time.Duration // how long each run lasts
 	run      time.Duration // how long the job is scheduled after the last start
@@ -32,7 +32,7 @@ func (sc scenario) play(t *testing.T, rec *recorder) {
 			opts = append(opts, sc.clock(i))
 		}
 		scheds[i] = newScheduler(t, opts...)
-		if _, err := scheds[i].NewJob(sc.def, gocron.NewTask(rec.task(i, sc.work)), gocron.WithName(sc.name)); err != nil {
+		if _, err := scheds[i].NewJob(sc.def(), gocron.NewTask(rec.task(i, sc.work)), gocron.WithName(sc.name)); err != nil {
 			t.Fatalf("replica %d: NewJob: %v", i, err)
 		}
 	}
