@@ -121,3 +121,32 @@ func TestRefusedRunsWarnOnce(t *testing.T) {
 		t.Errorf("%d Warn lines, want 2 (one per job):\n%s", n, buf.String())
 	}
 }
+
+// TestFastJobWarnsOnce: gocron runs a job every second that was registered
+// with a minute: the runs after the first find the tick taken, and the
+// locker warns once that the job runs more often than registered.
+func TestFastJobWarnsOnce(t *testing.T) {
+	var buf syncBuffer
+	log := slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	now := time.Date(2026, 11, 28, 10, 0, 0, 0, time.UTC)
+	l, err := New(offlineLocks(t), WithInterval("j", time.Minute), WithSkew(100*time.Millisecond),
+		WithClock(func() time.Time { return now }), WithLogger(log))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 5 {
+		lk, err := l.Lock(context.Background(), "j")
+		switch {
+		case i == 0 && err != nil:
+			t.Fatalf("first Lock: %v", err)
+		case i == 0:
+			_ = lk.Unlock(context.Background())
+		case !errors.Is(err, redlock.ErrLocked):
+			t.Errorf("Lock %d within the minute = %v, want redlock.ErrLocked", i, err)
+		}
+		now = now.Add(time.Second)
+	}
+	if n := strings.Count(buf.String(), "runs more often than the interval registered"); n != 1 {
+		t.Errorf("%d pace warnings, want 1:\n%s", n, buf.String())
+	}
+}

@@ -103,6 +103,9 @@ func (l *Locker) Lock(ctx context.Context, key string) (gocron.Lock, error) {
 		return nil, err
 	}
 	now := l.cfg.now()
+	if iv, ok := s.(interval); ok {
+		l.checkPace(key, iv.every, now)
+	}
 	tick, end, ok := s.tick(now)
 	if !ok {
 		err := fmt.Errorf("%w: job %q, run at %s, skew %v", ErrBeyondSkew, key, now.Format(time.RFC3339Nano), l.cfg.skew)

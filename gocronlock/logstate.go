@@ -4,6 +4,7 @@ import (
 	"context"
 	"log/slog"
 	"sync"
+	"time"
 )
 
 // jobState is what a job's log lines follow: a Warn is logged once when the
@@ -15,6 +16,11 @@ type jobState struct {
 	outcome Outcome // the outcome last logged at Warn; "" if healthy
 	repeats int     // reports of it since, logged at Debug
 	armed   bool    // overlap: a run came since the last skip
+
+	// pace: an interval job that gocron runs more often than registered
+	lastLock time.Time // this replica's last Lock of the job, by its clock
+	short    int       // Locks in a row that came under half an interval apart
+	fast     bool      // warned that the job runs more often than registered
 }
 
 // report sends ev to the observer and logs it at the level its job's state
@@ -99,6 +105,30 @@ func (l *Locker) completed(job string) {
 // logBack logs, once, that a job's trouble ended.
 func (l *Locker) logBack(job string, o, prev Outcome, repeats int) {
 	l.cfg.logger.Info("gocron job back to normal", "job", job, "outcome", string(o), "after", string(prev), "repeats", repeats)
+}
+
+// checkPace warns, once per change, when this replica locks an interval job
+// under half its registered interval apart twice in a row: gocron runs it
+// more often than registered, and the runs between ticks find the tick
+// taken, so the job would run less often than its schedule says.
+func (l *Locker) checkPace(job string, every time.Duration, now time.Time) {
+	st := l.state(job)
+	st.mu.Lock()
+	gap, seen := now.Sub(st.lastLock), !st.lastLock.IsZero()
+	st.lastLock = now
+	if seen && gap >= 0 && gap < every/2 {
+		st.short++
+	} else {
+		st.short, st.fast = 0, false
+	}
+	warn := st.short == 2 && !st.fast
+	st.fast = st.fast || warn
+	st.mu.Unlock()
+	if warn {
+		l.cfg.logger.Warn("gocron job runs more often than the interval registered with gocronlock.WithInterval: "+
+			"register the job's own interval, or most of its runs are skipped as taken",
+			"job", job, "interval", every, "gap", gap)
+	}
 }
 
 // state returns the log state of a job, made on first use (for names New
