@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/asynqlock/asynqlock/internal/redistest"
+	"github.com/asynqlock/asynqlock/internal/workertest"
 	"github.com/asynqlock/asynqlock/redlock"
 )
 
@@ -126,7 +127,7 @@ func TestRefusedRunsWarnOnce(t *testing.T) {
 // with a minute: the runs after the first find the tick taken, and the
 // locker warns once that the job runs more often than registered.
 func TestFastJobWarnsOnce(t *testing.T) {
-	var buf syncBuffer
+	var buf workertest.Buffer
 	log := slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	now := time.Date(2026, 11, 28, 10, 0, 0, 0, time.UTC)
 	l, err := New(offlineLocks(t), WithInterval("j", time.Minute), WithSkew(100*time.Millisecond),

@@ -1,36 +1,17 @@
 package gocronlock
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/asynqlock/asynqlock/internal/redistest"
+	"github.com/asynqlock/asynqlock/internal/workertest"
 	"github.com/asynqlock/asynqlock/redlock"
 )
-
-// syncBuffer is a log sink safe for concurrent writers.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
 
 // TestLossWarnsOncePerChange: the lock nodes lose their data while a run
 // holds its running lock, twice in a row: the loss is reported each time
@@ -39,7 +20,7 @@ func (b *syncBuffer) String() string {
 func TestLossWarnsOncePerChange(t *testing.T) {
 	t.Parallel()
 	c := redistest.StartCluster(t, 3)
-	var logs syncBuffer
+	var logs workertest.Buffer
 	lost := make(chan Event, 4)
 	l, err := New(newLocks(t, c), WithInterval("job", 100*time.Millisecond), WithTTL(300*time.Millisecond),
 		WithLogger(slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelInfo}))),

@@ -3,6 +3,7 @@ package gocronlock
 import (
 	"time"
 
+	"github.com/asynqlock/asynqlock/internal/crontick"
 	"github.com/robfig/cron/v3"
 )
 
@@ -32,7 +33,8 @@ func (s interval) tick(now time.Time) (time.Time, time.Time, bool) {
 }
 
 // cronTicks is a CronJob's schedule, whose activations every replica
-// shares: a run belongs to the latest one at or before it within the skew.
+// shares: a run belongs to the latest one at or before it within the skew,
+// by the rule of package scheduler (internal/crontick).
 type cronTicks struct {
 	sched cron.Schedule
 	late  time.Duration // the skew
@@ -40,7 +42,7 @@ type cronTicks struct {
 }
 
 func (s cronTicks) tick(now time.Time) (time.Time, time.Time, bool) {
-	t, ok := tickFor(s.sched, now, s.late, s.early)
+	t, ok := crontick.Tick(s.sched, now, s.late, s.early)
 	return t, t, ok
 }
 
@@ -66,7 +68,7 @@ func parseCron(name, spec string, loc *time.Location, skew time.Duration, now ti
 			s = &c
 		}
 	}
-	gap, never := minGap(s, now.In(loc))
+	gap, never := crontick.MinGap(s, now.In(loc))
 	if never {
 		return cronTicks{}, 0, invalidf("job %q: cron spec %q never activates", name, spec)
 	}

@@ -1,4 +1,7 @@
-package gocronlock
+// Package crontick tells which activation of a robfig/cron schedule a run
+// belongs to: the rule of package scheduler's robfig jobs and of gocronlock's
+// gocron cron jobs (gocron uses robfig's schedules), written once.
+package crontick
 
 import (
 	"time"
@@ -6,22 +9,19 @@ import (
 	"github.com/robfig/cron/v3"
 )
 
-// The rules below are the scheduler package's (scheduler/tick.go), for
-// gocron's cron jobs, which use robfig's schedules.
-
 // gapSamples is how many successive activations are examined to find a
 // schedule's smallest interval.
 const gapSamples = 100
 
-// maxScan bounds the activations tickFor steps over.
+// maxScan bounds the activations Tick steps over.
 const maxScan = 100_000
 
-// tickFor returns the activation of s to which a run starting at now
-// belongs: the latest activation t with now−late ≤ t ≤ now, or else the
-// next one if it is at most early ahead (gocron never fires early by its
-// own clock, but a clock slewed between its timer and the run may read a
-// hair before the activation). ok is false when none qualifies.
-func tickFor(s cron.Schedule, now time.Time, late, early time.Duration) (tick time.Time, ok bool) {
+// Tick returns the activation of s to which a run starting at now belongs:
+// the latest activation t with now−late ≤ t ≤ now, or else the next one if
+// it is at most early ahead (a cron never fires early by its own clock, but
+// a clock slewed between its timer and the run may read a hair before the
+// activation). ok is false when none qualifies.
+func Tick(s cron.Schedule, now time.Time, late, early time.Duration) (tick time.Time, ok bool) {
 	// Schedule.Next is strictly after its argument: this is the first
 	// activation at or after now−late.
 	t := s.Next(now.Add(-late - time.Nanosecond))
@@ -43,10 +43,10 @@ func tickFor(s cron.Schedule, now time.Time, late, early time.Duration) (tick ti
 	return t, true
 }
 
-// minGap returns the smallest interval between successive activations of s
+// MinGap returns the smallest interval between successive activations of s
 // among the next gapSamples after from, and 0 when s activates at most once.
 // never is true when s never activates after from.
-func minGap(s cron.Schedule, from time.Time) (gap time.Duration, never bool) {
+func MinGap(s cron.Schedule, from time.Time) (gap time.Duration, never bool) {
 	t := s.Next(from)
 	if t.IsZero() {
 		return 0, true
