@@ -53,19 +53,7 @@ func TestKilledReplicaTickRunsElsewhere(t *testing.T) {
 	killed := time.Now()
 	_ = locks[victim].Close() // locks still held expire at their TTL
 
-	deadline := time.Now().Add(10 * time.Second)
-	var took time.Time
-	for took.IsZero() && time.Now().Before(deadline) {
-		time.Sleep(50 * time.Millisecond)
-		rec.mu.Lock()
-		for _, r := range rec.runs {
-			if r.replica != victim && r.start.After(killed) {
-				took = r.start
-				break
-			}
-		}
-		rec.mu.Unlock()
-	}
+	took := rec.firstRunAfter(killed, victim, 10*time.Second)
 	if took.IsZero() {
 		t.Fatalf("no other replica ran the job within 10s of replica %d's death", victim)
 	}
@@ -77,4 +65,20 @@ func TestKilledReplicaTickRunsElsewhere(t *testing.T) {
 			t.Errorf("tick %s ran twice", ticks[i])
 		}
 	}
+}
+
+// firstRunAfter waits up to wait for a run after since by a replica other
+// than but, and returns its start (zero if none).
+func (r *recorder) firstRunAfter(since time.Time, but int, wait time.Duration) time.Time {
+	for deadline := time.Now().Add(wait); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		r.mu.Lock()
+		for _, x := range r.runs {
+			if x.replica != but && x.start.After(since) {
+				r.mu.Unlock()
+				return x.start
+			}
+		}
+		r.mu.Unlock()
+	}
+	return time.Time{}
 }

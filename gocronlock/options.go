@@ -76,7 +76,9 @@ func (c *config) apply(opts []Option) error {
 // the Unix epoch: a run belongs to the interval in which it starts by this
 // replica's clock, whatever the offset at which each replica's gocron
 // started it, and each interval runs at most once across replicas. every
-// must be a whole number of milliseconds, at least 1ms.
+// must be a whole number of milliseconds, at least 1ms. A job that gocron
+// locks under half of every apart, twice in a row, is warned about once: it
+// runs more often than registered, and most of its runs find the tick taken.
 func WithInterval(name string, every time.Duration) Option {
 	return func(c *config) { c.jobs = append(c.jobs, jobSpec{name: name, every: every}) }
 }
