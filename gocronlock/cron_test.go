@@ -10,15 +10,14 @@ import (
 )
 
 // TestCronTickOnceWithClockOffsets: a CronJob every second on three
-// schedulers whose clocks read 350ms behind, exact and 350ms ahead (within
-// a 400ms skew), so that each fires a tick at its own moment, 700ms apart
-// at most: each tick runs once. The control keys its lock by the same tick
+// schedulers whose clocks read 900ms behind, exact and 900ms ahead (within
+// the default 1s skew), so that each fires a tick at its own moment, 1.8s
+// apart at most: each tick runs once. The control keys its lock by the same tick
 // but releases it when the 1ms job returns: each tick runs on every replica.
 func TestCronTickOnceWithClockOffsets(t *testing.T) {
 	t.Parallel()
 	c := redistest.StartCluster(t, 3)
-	const skew = 400 * time.Millisecond
-	clocks := []offsetClock{newOffsetClock(-350 * time.Millisecond), newOffsetClock(0), newOffsetClock(350 * time.Millisecond)}
+	clocks := []offsetClock{newOffsetClock(-900 * time.Millisecond), newOffsetClock(0), newOffsetClock(900 * time.Millisecond)}
 	sc := scenario{
 		replicas: 3, phase: func(int) time.Duration { return 500 * time.Millisecond }, name: "beat",
 		clock: func(i int) gocron.SchedulerOption { return gocron.WithClock(clocks[i]) },
@@ -30,7 +29,7 @@ func TestCronTickOnceWithClockOffsets(t *testing.T) {
 		rec := &recorder{}
 		sc := sc
 		sc.locker = func(i int) gocron.Locker {
-			l, err := New(newLocks(t, c), WithCron("beat", "* * * * * *"), WithSkew(skew), WithClock(clocks[i].Now),
+			l, err := New(newLocks(t, c), WithCron("beat", "* * * * * *"), WithClock(clocks[i].Now),
 				WithObserver(rec.observe), WithLogger(quiet))
 			if err != nil {
 				t.Fatal(err)

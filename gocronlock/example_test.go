@@ -40,7 +40,7 @@ func ExampleNew() {
 	}
 
 	for range 2 { // in production: one per process
-		locks, err := redlock.NewFromURLs(urls)
+		locks, err := redlock.NewFromURLs(urls, redlock.WithNodeTimeout(time.Second)) // patient: embedded nodes share a busy CPU
 		if err != nil {
 			log.Fatal(err)
 		}

@@ -17,7 +17,7 @@ import (
 func TestKilledReplicaTickRunsElsewhere(t *testing.T) {
 	t.Parallel()
 	c := redistest.StartCluster(t, 3)
-	const ttl = 500 * time.Millisecond
+	const ttl = time.Second
 	rec := &recorder{}
 	hang, hung := make(chan struct{}), make(chan int, 1)
 	var first sync.Once

@@ -22,7 +22,7 @@ func TestLossWarnsOncePerChange(t *testing.T) {
 	c := redistest.StartCluster(t, 3)
 	var logs workertest.Buffer
 	lost := make(chan Event, 4)
-	l, err := New(newLocks(t, c), WithInterval("job", 100*time.Millisecond), WithTTL(300*time.Millisecond),
+	l, err := New(newLocks(t, c), WithInterval("job", 100*time.Millisecond), WithTTL(time.Second),
 		WithLogger(slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelInfo}))),
 		WithObserver(func(ev Event) {
 			if ev.Outcome == OutcomeLost {
