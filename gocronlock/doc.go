@@ -1,0 +1,30 @@
+// Package gocronlock is a go-co-op/gocron v2 Locker over Redlock quorum
+// locks (package redlock) under which each tick of a job runs at most once
+// across the replicas of a service, even for a job of a millisecond,
+// replicas whose schedulers started at different moments, and replica
+// clocks offset from the lock nodes' by up to the skew ([WithSkew], default
+// 1s).
+//
+// gocron passes its Locker only the job's name. Locking the name alone lets
+// every replica run the same interval in turn, one after the other (gocron
+// issue #841). This locker keys each run by the job and its tick, told from
+// the job's schedule, registered with [New] under the job's gocron name:
+//
+//	locker, err := gocronlock.New(locks,
+//		gocronlock.WithInterval("sync", time.Minute),     // gocron.DurationJob(time.Minute)
+//		gocronlock.WithCron("report", "0 3 * * *"),       // gocron.CronJob("0 3 * * *", false)
+//	)
+//	s, err := gocron.NewScheduler(gocron.WithDistributedLocker(locker))
+//	s.NewJob(gocron.DurationJob(time.Minute), gocron.NewTask(sync), gocron.WithName("sync"))
+//
+// A tick's record outlives the tick by twice the skew; the winner also holds
+// the job's running lock, kept alive while the job runs, so that a long run
+// skips the next ticks everywhere instead of overlapping them. A run that
+// does not go ahead fails Lock with an error that gocron hands to the job's
+// AfterLockError listener: redlock.ErrLocked when another replica has the
+// tick or the run. Every Lock is reported as an [Event] ([WithObserver]);
+// changes of a job's state are logged at Warn where [WithLogger] says.
+//
+// How ticks are told for interval and cron jobs, and what this does not
+// cover: docs/CRON.md, section "gocron v2".
+package gocronlock

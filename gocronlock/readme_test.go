@@ -1,0 +1,39 @@
+package gocronlock_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/asynqlock/asynqlock/gocronlock"
+	"github.com/asynqlock/asynqlock/redlock"
+	"github.com/asynqlock/asynqlock/redlocktest"
+	"github.com/go-co-op/gocron/v2"
+)
+
+// readmeScheduler is the README's gocron snippet (checked against the
+// README by examples/readme).
+func readmeScheduler(locks *redlock.Client, syncPrices, buildReport func()) gocron.Scheduler {
+	// README:begin gocron
+	locker, _ := gocronlock.New(locks, // each job under its gocron name, with its schedule
+		gocronlock.WithInterval("sync-prices", 30*time.Second),
+		gocronlock.WithCron("nightly-report", "0 2 * * *"))
+	s, _ := gocron.NewScheduler(gocron.WithDistributedLocker(locker))
+	s.NewJob(gocron.DurationJob(30*time.Second), gocron.NewTask(syncPrices), gocron.WithName("sync-prices"))
+	s.NewJob(gocron.CronJob("0 2 * * *", false), gocron.NewTask(buildReport), gocron.WithName("nightly-report"))
+	s.Start()
+	// README:end
+	return s
+}
+
+// TestReadmeGocron runs the README's snippet: both jobs are scheduled under
+// the locker, and the scheduler shuts down cleanly.
+func TestReadmeGocron(t *testing.T) {
+	locks := redlocktest.NewClient(t)
+	s := readmeScheduler(locks, func() {}, func() {})
+	if n := len(s.Jobs()); n != 2 {
+		t.Errorf("%d jobs scheduled, want 2", n)
+	}
+	if err := s.Shutdown(); err != nil {
+		t.Errorf("Shutdown: %v", err)
+	}
+}
