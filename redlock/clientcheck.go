@@ -41,8 +41,9 @@ func checkClient(cl redis.UniversalClient) []string {
 
 // fitForLocking returns a client of the lock's own for a caller's
 // *redis.Client whose settings checkClient finds unfit, made from a copy of
-// its options with tuneForLocking's settings; nil when cl is fit, or of
-// another kind, and is used as given.
+// its options with tuneForLocking's settings, whose commands pass through
+// the hooks added to cl (userHooks); nil when cl is fit, or of another kind,
+// and is used as given.
 func fitForLocking(cl redis.UniversalClient, nodeTimeout time.Duration) redis.UniversalClient {
 	if len(checkClient(cl)) == 0 {
 		return nil
@@ -62,7 +63,9 @@ func fitForLocking(cl redis.UniversalClient, nodeTimeout time.Duration) redis.Un
 		o.Dialer = nil // go-redis's own, bound to the caller's dial timeout: a new one is made
 	}
 	tuneForLocking(&o, nodeTimeout)
-	return redis.NewClient(&o)
+	own := redis.NewClient(&o)
+	own.AddHook(withUserHooks(cl.(*redis.Client)))
+	return own
 }
 
 // isDefaultDialer reports whether d is the dialer go-redis gives a client
