@@ -12,8 +12,12 @@ import (
 // It succeeds only if a majority confirms before the current validity ends;
 // the new validity is counted from the start of the call. An expired lock is
 // never re-created: Extend then fails with ErrLockLost. A failure that only
-// shows unreachable nodes (ErrQuorum) leaves the lock held until Until.
+// shows unreachable nodes (ErrQuorum) leaves the lock held until Until. A
+// nil Lock returns ErrNotHeld.
 func (l *Lock) Extend(ctx context.Context, ttl time.Duration) error {
+	if l == nil {
+		return ErrNotHeld
+	}
 	if ctx == nil {
 		return invalidf("nil context")
 	}
