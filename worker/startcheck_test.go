@@ -65,3 +65,35 @@ func TestWorkerWarnsThatTwoNodesTolerateNoFailure(t *testing.T) {
 		}
 	}
 }
+
+// TestWorkerRefusesAPasswordTheBrokerLacks: a password in ASYNQ_REDIS_URL
+// for a broker that has none (which go-redis's HELLO AUTH would pass) makes
+// Run refuse to start, naming the broker and never the password; the same
+// password for a broker that has it starts (the control).
+func TestWorkerRefusesAPasswordTheBrokerLacks(t *testing.T) {
+	const secret = "n0t-The-Pw"
+	f := newFixture(t)
+	f.cfg.AsynqRedisURL = "redis://:" + secret + "@" + f.broker.Addr()
+	w, err := New(f.cfg, quiet())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	err = w.Run(ctx)
+	if err == nil || !strings.Contains(err.Error(), "refusing to start") || !strings.Contains(err.Error(), "has none configured") ||
+		!strings.Contains(err.Error(), f.broker.Addr()) || strings.Contains(err.Error(), secret) {
+		t.Fatalf("Run = %v, want a refusal naming the broker's address and the unused password, never the password", err)
+	}
+
+	locked := redistest.StartServer(t, redistest.WithPassword(secret))
+	f.cfg.AsynqRedisURL = "redis://:" + secret + "@" + locked.Addr()
+	w, err = New(f.cfg, quiet())
+	if err != nil {
+		t.Fatal(err)
+	}
+	stop := workertest.Run(t, w)
+	if err := stop(); err != nil {
+		t.Fatalf("control: a broker with that password: Run = %v", err)
+	}
+}
