@@ -224,6 +224,9 @@ func TestReleaseAsksAndLogs(t *testing.T) {
 			t.Fatalf("release log does not contain %q", s)
 		}
 	}
+	if strings.Contains(r.errOut, "<nil>") {
+		t.Fatalf("release log of a release that worked shows a nil error: %q", r.errOut)
+	}
 	select {
 	case err := <-got:
 		if err != nil {
