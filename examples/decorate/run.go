@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"sort"
 	"strings"
 	"sync"
 	"time"
@@ -29,13 +28,11 @@ func (j *journal) add(format string, args ...any) {
 	j.mu.Unlock()
 }
 
-// print writes the journal's lines in sorted order.
+// print writes the journal's lines in the order things happened.
 func (j *journal) print(out io.Writer) {
 	j.mu.Lock()
-	lines := append([]string(nil), j.lines...)
-	j.mu.Unlock()
-	sort.Strings(lines)
-	for _, l := range lines {
+	defer j.mu.Unlock()
+	for _, l := range j.lines {
 		fmt.Fprintln(out, l)
 	}
 }
@@ -46,7 +43,11 @@ func (j *journal) observe(e middleware.Event) {
 	case middleware.EventConflict:
 		j.add("conflict %s: %s -> %s", e.TaskType, e.Resource, e.Action)
 	case middleware.EventRollback:
-		j.add("rollback %s: %s (err: %v)", e.TaskType, e.Resource, e.Err)
+		if e.Err != nil {
+			j.add("rollback %s: %s failed: %v", e.TaskType, e.Resource, e.Err)
+			return
+		}
+		j.add("rollback %s: %s done", e.TaskType, e.Resource)
 	}
 }
 
@@ -93,7 +94,7 @@ func handlers(locks *redlock.Client, j *journal) *asynq.ServeMux {
 		middleware.WithObserver(j.observe),
 		middleware.WithRollback(func(ctx context.Context, t *asynq.Task, cause error) error {
 			li, _ := middleware.LockFromContext(ctx)
-			j.add("released reservation under %s because: %v", li.Resource, cause)
+			j.add("undid the reservation under %s because: %v", li.Resource, cause)
 			return nil
 		}),
 	)(asynq.HandlerFunc(func(ctx context.Context, t *asynq.Task) error { return adjust(ctx, t, j) })))
