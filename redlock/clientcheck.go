@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/asynqlock/asynqlock/internal/redisurl"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -232,6 +233,10 @@ func (c *Client) firstContact(names []string) error {
 	for _, r := range reports {
 		if r.Misconfigured != nil {
 			errs = append(errs, fmt.Errorf("node %d (%s): %w", r.Node, names[r.Node], r.Misconfigured))
+		} else if r.Err == nil {
+			if err := c.passwordUnused(r.Node); err != nil {
+				errs = append(errs, fmt.Errorf("node %d (%s): %w", r.Node, names[r.Node], err))
+			}
 		}
 	}
 	if same := SameServer(reports); same != nil {
@@ -242,4 +247,20 @@ func (c *Client) firstContact(names []string) error {
 		return nil
 	}
 	return fmt.Errorf("%w: %w", ErrInvalid, errors.Join(errs...))
+}
+
+// passwordUnused tells a password given for node i that the node does not
+// have (redisurl.UnusedPassword), as misconfigured does the other errors
+// no retry cures.
+func (c *Client) passwordUnused(i int) error {
+	var user, pw string
+	switch cl := c.nodes[i].client.(type) {
+	case *redis.Client:
+		user, pw = cl.Options().Username, cl.Options().Password
+	case *redis.ClusterClient:
+		user, pw = cl.Options().Username, cl.Options().Password
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), c.warmWait())
+	defer cancel()
+	return misconfigured(redisurl.UnusedPassword(ctx, c.nodes[i].client, user, pw), false)
 }

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/asynqlock/asynqlock/internal/lockadmin"
+	"github.com/asynqlock/asynqlock/internal/redisurl"
 	"github.com/hibiken/asynq"
 )
 
@@ -56,23 +57,14 @@ func (w *Worker) warnFewNodes() {
 }
 
 // brokerPasswordUnused refuses a password in ASYNQ_REDIS_URL for a broker
-// that has none. go-redis authenticates with HELLO ... AUTH default
-// <password>, which a server without a password accepts whatever the
-// password, so a typo'd URL pointing at the wrong server (or a server whose
-// requirepass was lost) would pass unnoticed. The one-argument AUTH
-// <password> tells: such a server answers "ERR AUTH <password> called
-// without any password configured for the default user", one with a
-// password OK. Only the default user is checked (an ACL user name means ACL
-// authentication); a broker that does not answer is left to the probes.
+// that has none (redisurl.UnusedPassword: go-redis's HELLO AUTH passes
+// there whatever the password, so the mistake would go unnoticed).
 func (w *Worker) brokerPasswordUnused(ctx context.Context) error {
 	user, pw := brokerCredentials(w.broker)
-	if pw == "" || (user != "" && user != "default") {
-		return nil
-	}
 	ctx, cancel := context.WithTimeout(ctx, max(w.cfg.ReadinessInterval, time.Second, w.cfg.NodeTimeout))
 	defer cancel()
-	err := w.ping.Do(ctx, "auth", pw).Err()
-	if err == nil || !strings.HasPrefix(err.Error(), "ERR AUTH") {
+	err := redisurl.UnusedPassword(ctx, w.ping, user, pw)
+	if err == nil {
 		return nil
 	}
 	return fmt.Errorf("broker %s (ASYNQ_REDIS_URL): a password is given but the broker has none configured (it answers %q): remove the password from the URL, or point it at the broker that has one",
