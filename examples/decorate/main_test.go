@@ -52,7 +52,7 @@ func inOrder(t *testing.T, s, first, then string) {
 // TestJournalKeepsEventOrder: the journal prints its lines as they were
 // added, not sorted.
 func TestJournalKeepsEventOrder(t *testing.T) {
-	j := &journal{}
+	j := newJournal()
 	j.add("second %d", 2)
 	j.add("first %d", 1)
 	var out bytes.Buffer
