@@ -127,14 +127,23 @@ func withMeta(t *testing.T, m taskMeta) {
 	t.Cleanup(func() { metaOf = old })
 }
 
-// holder returns who holds res on the single node ("" when free).
+// holder returns who holds res on the single node ("" when free). A node
+// that did not answer within the node timeout (a loaded machine) is asked
+// again, for at most 10s: its silence is no free resource.
 func (e *env) holder(t *testing.T, res string) string {
 	t.Helper()
-	st, err := e.locks.Inspect(context.Background(), res)
-	if err != nil {
-		t.Fatal(err)
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(time.Millisecond) {
+		st, err := e.locks.Inspect(context.Background(), res)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st[0].Err == nil {
+			return st[0].Token
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the node did not answer for 10s: %v", st[0].Err)
+		}
 	}
-	return st[0].Token
 }
 
 // heldAfter returns who still holds res once the middleware's release,

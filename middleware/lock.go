@@ -31,6 +31,7 @@ type mw struct {
 	parkErr    bool      // the last park call failed
 	resubErr   bool      // the last resubmission failed
 	lookupErr  bool      // the last lookup of a task to resubmit failed
+	releaseErr bool      // the last release failed (releaseState)
 	outage     time.Time // a wait ended for want of a quorum; until then arrivals try first
 }
 

@@ -268,16 +268,37 @@ func (m *mw) brokerState(failing *bool, res string, err error, down, up string) 
 		m.cfg.logger.Debug(down, "resource", res, "broker", lockutil.Addr(m.cfg.broker), "err", err)
 		return
 	}
-	m.mu.Lock()
-	was := *failing
-	*failing = err != nil
-	m.mu.Unlock()
-	switch {
-	case err != nil && !was:
+	switch m.flip(failing, err != nil) {
+	case stateDown:
 		m.cfg.logger.Warn(down, "resource", res, "broker", lockutil.Addr(m.cfg.broker), "err", err)
-	case err == nil && was:
+	case stateUp:
 		m.cfg.logger.Info(up, "resource", res, "broker", lockutil.Addr(m.cfg.broker))
 	}
+}
+
+// stateChange is what a call's outcome did to a failing state.
+type stateChange int
+
+const (
+	stateSame stateChange = iota
+	stateDown             // it started failing
+	stateUp               // it works again
+)
+
+// flip sets *failing (guarded by m.mu) to fails and says how it changed:
+// the states that log a line once per change (brokerState, releaseState).
+func (m *mw) flip(failing *bool, fails bool) stateChange {
+	m.mu.Lock()
+	was := *failing
+	*failing = fails
+	m.mu.Unlock()
+	switch {
+	case fails && !was:
+		return stateDown
+	case !fails && was:
+		return stateUp
+	}
+	return stateSame
 }
 
 // handoverKind tells whether a lock obtained after waiting passed from a task

@@ -170,11 +170,10 @@ func (r *taskRun) release(ctx context.Context, after func()) {
 	rctx, cancel := lockutil.Detached(ctx)
 	lock.ReleaseAsync(rctx, func(err error) {
 		cancel()
-		switch {
-		case errors.Is(err, redlock.ErrLockLost):
+		if errors.Is(err, redlock.ErrLockLost) {
 			log.Warn("lock found lost at release: exclusivity was not guaranteed to the end", "err", err)
-		case err != nil:
-			log.Warn("lock release failed; it expires at its TTL", "err", err)
+		} else {
+			m.releaseState(log, err)
 		}
 		released()
 	})

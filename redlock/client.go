@@ -60,10 +60,12 @@ type Client struct {
 // the node timeout (go-redis's defaults: 3 command retries, 5 dial attempts
 // of 5s; or a disabled read or write timeout) is therefore not used for the
 // lock's calls as is: New makes a client of its own from its options
-// (address, database, credentials, TLS, dialer and hooks alike) with no
-// command retries, one dial attempt and dial, read and write timeouts of
-// 4 node timeouts (at least 200ms), and Close closes that one. Clients of
-// other kinds are used as given.
+// (address, database, credentials, TLS and dialer alike) with no command
+// retries, one dial attempt and dial, read and write timeouts of 4 node
+// timeouts (at least 200ms), and Close closes that one. Its commands and
+// pipelines still pass through the hooks added to the caller's client with
+// AddHook before New (tracing and metrics, such as redisotel's, see them);
+// its dials do not. Clients of other kinds are used as given.
 func New(nodes []redis.UniversalClient, opts ...Option) (*Client, error) {
 	return newClient(nodes, nil, opts)
 }

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/asynqlock/asynqlock/internal/redisurl"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -41,8 +42,9 @@ func checkClient(cl redis.UniversalClient) []string {
 
 // fitForLocking returns a client of the lock's own for a caller's
 // *redis.Client whose settings checkClient finds unfit, made from a copy of
-// its options with tuneForLocking's settings; nil when cl is fit, or of
-// another kind, and is used as given.
+// its options with tuneForLocking's settings, whose commands pass through
+// the hooks added to cl (userHooks); nil when cl is fit, or of another kind,
+// and is used as given.
 func fitForLocking(cl redis.UniversalClient, nodeTimeout time.Duration) redis.UniversalClient {
 	if len(checkClient(cl)) == 0 {
 		return nil
@@ -62,7 +64,9 @@ func fitForLocking(cl redis.UniversalClient, nodeTimeout time.Duration) redis.Un
 		o.Dialer = nil // go-redis's own, bound to the caller's dial timeout: a new one is made
 	}
 	tuneForLocking(&o, nodeTimeout)
-	return redis.NewClient(&o)
+	own := redis.NewClient(&o)
+	own.AddHook(withUserHooks(cl.(*redis.Client)))
+	return own
 }
 
 // isDefaultDialer reports whether d is the dialer go-redis gives a client
@@ -229,6 +233,10 @@ func (c *Client) firstContact(names []string) error {
 	for _, r := range reports {
 		if r.Misconfigured != nil {
 			errs = append(errs, fmt.Errorf("node %d (%s): %w", r.Node, names[r.Node], r.Misconfigured))
+		} else if r.Err == nil {
+			if err := c.passwordUnused(r.Node); err != nil {
+				errs = append(errs, fmt.Errorf("node %d (%s): %w", r.Node, names[r.Node], err))
+			}
 		}
 	}
 	if same := SameServer(reports); same != nil {
@@ -239,4 +247,20 @@ func (c *Client) firstContact(names []string) error {
 		return nil
 	}
 	return fmt.Errorf("%w: %w", ErrInvalid, errors.Join(errs...))
+}
+
+// passwordUnused tells a password given for node i that the node does not
+// have (redisurl.UnusedPassword), as misconfigured does the other errors
+// no retry cures.
+func (c *Client) passwordUnused(i int) error {
+	var user, pw string
+	switch cl := c.nodes[i].client.(type) {
+	case *redis.Client:
+		user, pw = cl.Options().Username, cl.Options().Password
+	case *redis.ClusterClient:
+		user, pw = cl.Options().Username, cl.Options().Password
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), c.warmWait())
+	defer cancel()
+	return misconfigured(redisurl.UnusedPassword(ctx, c.nodes[i].client, user, pw), false)
 }

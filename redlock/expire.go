@@ -12,8 +12,12 @@ package redlock
 // ErrNotHeld. A waiter of this process moves on to acquiring by itself,
 // and gets the resource once the keys expire (no release is announced).
 // It returns ErrNotHeld if the lock was already released or left, and an
-// error matching ErrLockLost if its validity had already ended.
+// error matching ErrLockLost if its validity had already ended. A nil Lock
+// returns ErrNotHeld.
 func (l *Lock) LeaveToExpire() error {
+	if l == nil {
+		return ErrNotHeld
+	}
 	wasLost, prev, held := l.markReleased()
 	if !held {
 		return ErrNotHeld

@@ -8,12 +8,20 @@ import (
 	"github.com/asynqlock/asynqlock/internal/lockutil"
 )
 
-// Extend resets the lock's TTL to ttl on every node where it is still held.
-// It succeeds only if a majority confirms before the current validity ends;
-// the new validity is counted from the start of the call. An expired lock is
-// never re-created: Extend then fails with ErrLockLost. A failure that only
-// shows unreachable nodes (ErrQuorum) leaves the lock held until Until.
+// Extend raises the lock's TTL to ttl on every node where it is still held:
+// a key with less than ttl left gets ttl, and one with more keeps what it has
+// (Extend never shortens a lock: an extension that fails to reach a quorum
+// must not cut keys under the validity the holder still counts on). It
+// succeeds only if a majority confirms before the current validity ends;
+// Until then becomes the later of its old value and the start of the call
+// plus ttl (less the drift allowance), so it never moves back either. An
+// expired lock is never re-created: Extend then fails with ErrLockLost. A
+// failure that only shows unreachable nodes (ErrQuorum) leaves the lock held
+// until Until. A nil Lock returns ErrNotHeld.
 func (l *Lock) Extend(ctx context.Context, ttl time.Duration) error {
+	if l == nil {
+		return ErrNotHeld
+	}
 	if ctx == nil {
 		return invalidf("nil context")
 	}

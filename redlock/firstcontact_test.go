@@ -70,6 +70,7 @@ func TestNewFromURLsRefusesWhatNoRetryCures(t *testing.T) {
 		{"wrong password", "redis://:" + secret + "@" + locked.Addr(), "WRONGPASS"},
 		{"no password", "redis://" + locked.Addr(), "NOAUTH"},
 		{"acl denial", "redis://noscript:" + secret + "@" + acl.Addr(), "NOPERM"},
+		{"password the node lacks", "redis://:" + secret + "@" + acl.Addr(), "node has none configured"},
 		{"cluster member", "redis://" + member, "cluster_enabled:1"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

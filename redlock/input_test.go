@@ -11,7 +11,6 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/asynqlock/asynqlock/internal/embedded"
 	"github.com/asynqlock/asynqlock/internal/redisurl"
 )
 
@@ -219,64 +218,6 @@ func TestNewFromURLsTunesClientsForLocking(t *testing.T) {
 	}
 	if asked.Protocol != 3 || asked.ReadTimeout != time.Second {
 		t.Fatalf("the URL's own protocol=3 and read_timeout=1s became %d and %v", asked.Protocol, asked.ReadTimeout)
-	}
-}
-
-// TestNewTakesDefaultClients: clients made with go-redis's defaults (3
-// command retries, 5 dial attempts of 5s, 3s reads) or with no read timeout
-// are taken; the lock's calls go through clients of its own with the
-// settings that keep a dead node's cost near the node timeout, closed by
-// Close, while the caller's clients stay open and untouched; a client
-// already fit is used as given.
-func TestNewTakesDefaultClients(t *testing.T) {
-	srvs := []*embedded.Server{embedded.StartT(t), embedded.StartT(t), embedded.StartT(t)}
-	def := redis.NewClient(&redis.Options{Addr: srvs[0].Addr()})
-	noTimeout := redis.NewClient(&redis.Options{Addr: srvs[1].Addr(), MaxRetries: -1, DialerRetries: 1, ReadTimeout: -1})
-	good := lockNodeClient(srvs[2].Addr(), 0)
-	users := []*redis.Client{def, noTimeout, good}
-	t.Cleanup(func() { def.Close(); noTimeout.Close(); good.Close() })
-	c, err := New([]redis.UniversalClient{def, noTimeout, good}, WithNodeTimeout(100*time.Millisecond))
-	if err != nil {
-		t.Fatalf("New with go-redis's default settings: %v", err)
-	}
-	for i, n := range c.nodes {
-		if bad := checkClient(n.client); len(bad) != 0 {
-			t.Errorf("node %d: the lock's client is unfit: %v", i, bad)
-		}
-		o := n.client.(*redis.Client).Options()
-		if i < 2 && (o.DialTimeout > 400*time.Millisecond || o.ReadTimeout > 400*time.Millisecond) {
-			t.Errorf("node %d: dial %v, read %v; want at most 4 node timeouts", i, o.DialTimeout, o.ReadTimeout)
-		}
-		if (i < 2) == (n.client == redis.UniversalClient(users[i])) {
-			t.Errorf("node %d: used the caller's client as given: %v", i, i == 2)
-		}
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	// Acquire, not TryAcquire: on a loaded machine the first dial may take
-	// longer than the 100ms node timeout; the clients must work, not be fast.
-	l, err := c.Acquire(ctx, "default-clients", 10*time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for i, s := range srvs { // a node past the quorum may answer after TryAcquire returned
-		for tok := ""; tok != l.Token(); tok, _ = s.Miniredis().Get(keyOf(c.cfg.prefix, "default-clients")) {
-			if ctx.Err() != nil {
-				t.Fatalf("node %d holds %q, want the token", i, tok)
-			}
-			time.Sleep(time.Millisecond)
-		}
-	}
-	if err := l.Release(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if err := c.Close(); err != nil {
-		t.Fatal(err)
-	}
-	for i, u := range users {
-		if err := u.Ping(ctx).Err(); err != nil {
-			t.Errorf("the caller's client %d no longer works after Close: %v", i, err)
-		}
 	}
 }
 

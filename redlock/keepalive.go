@@ -29,12 +29,14 @@ func (l *Lock) adoptTurn(t *turn) {
 // tokens are for). It is cancelled with context.Canceled when the lock is
 // released or the returned CancelFunc is called. Lost() closes at the loss.
 // A nil ctx is refused: the returned context is already cancelled with a
-// cause matching ErrInvalid, and the lock is not kept alive.
+// cause matching ErrInvalid, and the lock is not kept alive. A nil Lock's
+// context is already cancelled with cause ErrNotHeld.
 func (l *Lock) KeepAlive(ctx context.Context) (context.Context, context.CancelFunc) {
+	if l == nil {
+		return endedContext(ctx, ErrNotHeld)
+	}
 	if ctx == nil {
-		kctx, cancel := context.WithCancelCause(context.Background())
-		cancel(invalidf("nil context given to KeepAlive"))
-		return kctx, func() { cancel(context.Canceled) }
+		return endedContext(ctx, invalidf("nil context given to KeepAlive"))
 	}
 	kctx, cancel := context.WithCancelCause(ctx)
 	l.mu.Lock()
@@ -62,6 +64,17 @@ func (l *Lock) KeepAlive(ctx context.Context) (context.Context, context.CancelFu
 	if !l.c.spawn(func() { l.keepAlive(kctx) }) {
 		cancel(ErrClosed)
 	}
+	return kctx, func() { cancel(context.Canceled) }
+}
+
+// endedContext is a keep-alive context that ended before it began, with
+// cause; a nil parent counts as context.Background().
+func endedContext(parent context.Context, cause error) (context.Context, context.CancelFunc) {
+	if parent == nil {
+		parent = context.Background()
+	}
+	kctx, cancel := context.WithCancelCause(parent)
+	cancel(cause)
 	return kctx, func() { cancel(context.Canceled) }
 }
 

@@ -49,8 +49,13 @@ func WithLimit(n int) LockOption {
 }
 
 // Slot returns which of the resource's n slots the lock holds, in [0, n),
-// when it was acquired WithLimit(n); 0 otherwise.
-func (l *Lock) Slot() int { return int(l.slot) }
+// when it was acquired WithLimit(n); 0 otherwise, and for a nil Lock.
+func (l *Lock) Slot() int {
+	if l == nil {
+		return 0
+	}
+	return int(l.slot)
+}
 
 // checkLimit validates WithLimit's n.
 func checkLimit(lc *lockConfig) error {

@@ -62,25 +62,44 @@ type keepalive struct {
 	cancel context.CancelCauseFunc
 }
 
-// Resource returns the locked resource's name.
-func (l *Lock) Resource() string { return l.res.resource }
+// Resource returns the locked resource's name ("" for a nil Lock).
+func (l *Lock) Resource() string {
+	if l == nil {
+		return ""
+	}
+	return l.res.resource
+}
 
 // Token returns the lock's random token (at least 128 bits), the value stored
-// on the nodes.
-func (l *Lock) Token() string { return l.token }
+// on the nodes ("" for a nil Lock).
+func (l *Lock) Token() string {
+	if l == nil {
+		return ""
+	}
+	return l.token
+}
 
 // Fence returns the fencing token: a number that strictly increases with each
 // fenced acquisition of the resource, even after one node lost its data (see
 // WithFencing for the exact guarantee and its cost). It is 0 unless the lock
 // was acquired WithFencing(). Pass it to storage that rejects writes
 // carrying a smaller fence than one already seen.
-func (l *Lock) Fence() int64 { return l.fence }
+func (l *Lock) Fence() int64 {
+	if l == nil {
+		return 0
+	}
+	return l.fence
+}
 
 // Until returns the end of the lock's validity on the local monotonic clock.
 // Work protected by the lock must end before it. A loss is declared, and
 // KeepAlive's context cancelled, a guard before Until: a tenth of the TTL
-// within [50ms, 500ms], and at most a quarter of the TTL.
+// within [50ms, 500ms], and at most a quarter of the TTL. It is the zero
+// time for a nil Lock.
 func (l *Lock) Until() time.Time {
+	if l == nil {
+		return time.Time{}
+	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.until
@@ -88,8 +107,13 @@ func (l *Lock) Until() time.Time {
 
 // Lost returns a channel closed when the lock is lost: its validity ended
 // without a successful extension, or an extension found its keys gone. It is
-// never closed by a release.
-func (l *Lock) Lost() <-chan struct{} { return l.lost }
+// never closed by a release. A nil Lock's channel is nil (it never closes).
+func (l *Lock) Lost() <-chan struct{} {
+	if l == nil {
+		return nil
+	}
+	return l.lost
+}
 
 // Bounds of the loss guard (see lossGuard).
 const (
@@ -185,8 +209,12 @@ func (l *Lock) loseLocked(cause error) (report func()) {
 // they remain). It returns once a majority confirmed; the other nodes finish
 // in the background. Pass a context that is not already cancelled: a cancelled
 // one still sends the release but does not wait for it. A nil ctx is refused
-// with ErrInvalid and leaves the lock held.
+// with ErrInvalid and leaves the lock held. A nil Lock is not held:
+// ErrNotHeld, as for every method of a nil Lock that returns an error.
 func (l *Lock) Release(ctx context.Context) error {
+	if l == nil {
+		return ErrNotHeld
+	}
 	if ctx == nil {
 		return invalidf("nil context: the lock is still held; release it with a live context")
 	}

@@ -12,8 +12,13 @@ import "context"
 // be scheduled; otherwise that goroutine sends it, which cost the process
 // less CPU per task through asynq (docs/BATCHING.md). Close waits for the
 // releases started before it, so that none is dropped and leaves its keys
-// for a TTL; one started after Close runs as Release does then.
+// for a TTL; one started after Close runs as Release does then. A nil Lock
+// reports ErrNotHeld to done at once.
 func (l *Lock) ReleaseAsync(ctx context.Context, done func(error)) {
+	if l == nil {
+		report(done, ErrNotHeld)
+		return
+	}
 	c := l.c
 	c.bgMu.Lock()
 	if ctx == nil || c.closing {

@@ -38,7 +38,7 @@ func (w *Worker) Run(ctx context.Context) error {
 		return err
 	}
 	w.checkReady(ctx)
-	if err := w.brokerMisconfigured(); err != nil {
+	if err := errors.Join(w.brokerMisconfigured(), w.brokerPasswordUnused(ctx)); err != nil {
 		ep.close()
 		return fmt.Errorf("worker: refusing to start: %w", err)
 	}

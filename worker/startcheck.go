@@ -1,11 +1,15 @@
 package worker
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/asynqlock/asynqlock/internal/lockadmin"
+	"github.com/asynqlock/asynqlock/internal/redisurl"
+	"github.com/hibiken/asynq"
 )
 
 // misconfigured returns the lock nodes of the last check that refuse the
@@ -50,4 +54,33 @@ func (w *Worker) warnFewNodes() {
 	case 2:
 		w.log.Warn("two lock nodes: no failure tolerated; the quorum is 2, so either one down stops every lock; use 3 independent nodes (1 may fail) or 5 (2 may fail)", "lock_nodes", n)
 	}
+}
+
+// brokerPasswordUnused refuses a password in ASYNQ_REDIS_URL for a broker
+// that has none (redisurl.UnusedPassword: go-redis's HELLO AUTH passes
+// there whatever the password, so the mistake would go unnoticed).
+func (w *Worker) brokerPasswordUnused(ctx context.Context) error {
+	user, pw := brokerCredentials(w.broker)
+	ctx, cancel := context.WithTimeout(ctx, max(w.cfg.ReadinessInterval, time.Second, w.cfg.NodeTimeout))
+	defer cancel()
+	err := redisurl.UnusedPassword(ctx, w.ping, user, pw)
+	if err == nil {
+		return nil
+	}
+	return fmt.Errorf("broker %s (ASYNQ_REDIS_URL): a password is given but the broker has none configured (it answers %q): remove the password from the URL, or point it at the broker that has one",
+		w.health.brokerAddr, strings.SplitN(err.Error(), ".", 2)[0])
+}
+
+// brokerCredentials returns the user name and password of the broker's
+// connection options.
+func brokerCredentials(opt asynq.RedisConnOpt) (user, pw string) {
+	switch o := opt.(type) {
+	case asynq.RedisClientOpt:
+		return o.Username, o.Password
+	case asynq.RedisFailoverClientOpt:
+		return o.Username, o.Password
+	case asynq.RedisClusterClientOpt:
+		return o.Username, o.Password
+	}
+	return "", ""
 }

@@ -31,13 +31,7 @@ func TestWorkerRefusesAWrongPasswordAtStart(t *testing.T) {
 
 	f = newFixture(t)
 	f.cfg.AsynqRedisURL = "redis://" + locked.Addr()
-	w, err := New(f.cfg, quiet())
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	err = w.Run(ctx)
+	err = refusal(t, f.cfg)
 	if err == nil || !strings.Contains(err.Error(), "refusing to start") || !strings.Contains(err.Error(), "NOAUTH") || !strings.Contains(err.Error(), locked.Addr()) {
 		t.Fatalf("Run = %v, want a refusal naming the broker and NOAUTH", err)
 	}
@@ -64,4 +58,43 @@ func TestWorkerWarnsThatTwoNodesTolerateNoFailure(t *testing.T) {
 			t.Errorf("%d nodes: %d lines saying no failure is tolerated, want %d\n%s", n, got, want, out.String())
 		}
 	}
+}
+
+// TestWorkerRefusesAPasswordTheBrokerLacks: a password in ASYNQ_REDIS_URL
+// for a broker that has none (which go-redis's HELLO AUTH would pass) makes
+// Run refuse to start, naming the broker and never the password; the same
+// password for a broker that has it starts (the control).
+func TestWorkerRefusesAPasswordTheBrokerLacks(t *testing.T) {
+	const secret = "n0t-The-Pw"
+	f := newFixture(t)
+	f.cfg.AsynqRedisURL = "redis://:" + secret + "@" + f.broker.Addr()
+	err := refusal(t, f.cfg)
+	if err == nil || !strings.Contains(err.Error(), "refusing to start") || !strings.Contains(err.Error(), "has none configured") ||
+		!strings.Contains(err.Error(), f.broker.Addr()) || strings.Contains(err.Error(), secret) {
+		t.Fatalf("Run = %v, want a refusal naming the broker's address and the unused password, never the password", err)
+	}
+
+	locked := redistest.StartServer(t, redistest.WithPassword(secret))
+	f.cfg.AsynqRedisURL = "redis://:" + secret + "@" + locked.Addr()
+	w, err := New(f.cfg, quiet())
+	if err != nil {
+		t.Fatal(err)
+	}
+	stop := workertest.Run(t, w)
+	if err := stop(); err != nil {
+		t.Fatalf("control: a broker with that password: Run = %v", err)
+	}
+}
+
+// refusal runs a worker of cfg that is expected to refuse to start, and
+// returns what Run returned (within 30s).
+func refusal(t *testing.T, cfg Config) error {
+	t.Helper()
+	w, err := New(cfg, quiet())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	return w.Run(ctx)
 }

@@ -93,7 +93,12 @@ func New(cfg Config, opts ...Option) (*Worker, error) {
 	w.inspector = asynq.NewInspector(b.opt)
 	w.ping = probeClient(b.opt)
 	w.parked = newBrokerParked(w.ping, cfg.Queues)
-	w.reg.MustRegister(queuemetrics.NewQueueMetricsCollector(w.inspector))
+	if cfg.MetricsAddr != "" {
+		// It queries the broker at every scrape (and once here), logging
+		// "Failed to collect metrics data" when that fails: with the
+		// endpoint off nobody would read what it collects.
+		w.reg.MustRegister(queuemetrics.NewQueueMetricsCollector(w.inspector))
+	}
 	return w, nil
 }
 
@@ -126,7 +131,8 @@ func (w *Worker) Locks() *redlock.Client { return w.locks }
 func (w *Worker) Client() *asynq.Client { return w.client }
 
 // Registry returns the Prometheus registry served on /metrics: register the
-// application's own collectors there.
+// application's own collectors there. With METRICS_ADDR off it holds no
+// asynq queue series (their collector is not started).
 func (w *Worker) Registry() *prometheus.Registry { return w.reg }
 
 // Addr returns the HTTP endpoint's address once Run listens ("" before, or

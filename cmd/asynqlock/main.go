@@ -114,9 +114,11 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	}
 	a.log = newLogger(cfg, stderr)
 	a.prefix = cfg.LockPrefix
-	// go-redis's own lines (a failed dial per call to a dead node) as the
-	// command's, once each.
-	redis.SetLogger(workerconfig.RedisLog{L: workerconfig.NewOnce(0).Logger(a.log, "go-redis")})
+	// go-redis's own lines (a failed dial per call to a dead node) at
+	// Debug, once each: every command reports the nodes it could not reach
+	// itself (check's DOWN rows, list's "not scanned", release's "on any
+	// node that answered").
+	redis.SetLogger(workerconfig.RedisLog{L: workerconfig.NewOnce(0).Logger(a.log, "go-redis"), Debug: true})
 	if a.locks, a.names, err = lockClient(cfg, a.log); err != nil {
 		fmt.Fprintf(stderr, "asynqlock: %v\n", err)
 		return exitUsage

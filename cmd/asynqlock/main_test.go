@@ -224,6 +224,9 @@ func TestReleaseAsksAndLogs(t *testing.T) {
 			t.Fatalf("release log does not contain %q", s)
 		}
 	}
+	if strings.Contains(r.errOut, "<nil>") {
+		t.Fatalf("release log of a release that worked shows a nil error: %q", r.errOut)
+	}
 	select {
 	case err := <-got:
 		if err != nil {
@@ -327,8 +330,9 @@ func TestConfigAndUsageErrors(t *testing.T) {
 
 // TestDependencyLinesAreJSONAndOnce: with LOG_FORMAT=json every line the
 // command writes to stderr is JSON, go-redis's included, and go-redis's
-// failed dials to a node on a closed port are one line however many calls
-// the command makes to it.
+// failed dials to a node on a closed port are one line at Debug however many
+// calls the command makes to it; at the default level they are none, the
+// command's own line naming the node.
 func TestDependencyLinesAreJSONAndOnce(t *testing.T) {
 	nodes := redistest.StartCluster(t, 2)
 	dead := redistest.ClosedAddr(t)
@@ -339,7 +343,15 @@ func TestDependencyLinesAreJSONAndOnce(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	// At the default level none: the command reports the node itself.
 	r := cliEnv(t, urls, []string{"LOG_FORMAT=json"}, "list")
+	if r.code != 1 || !strings.Contains(r.out, "r-19") {
+		t.Fatalf("list with a node down: exit %d", r.code)
+	}
+	if strings.Contains(r.errOut, `"component":"go-redis"`) || !strings.Contains(r.errOut, "not scanned") || !strings.Contains(r.errOut, dead) {
+		t.Fatalf("list with a node down at the default level: stderr %q; want the command's own line naming %s, none of go-redis's", r.errOut, dead)
+	}
+	r = cliEnv(t, urls, []string{"LOG_FORMAT=json", "LOG_LEVEL=debug"}, "list")
 	if r.code != 1 || !strings.Contains(r.out, "r-19") {
 		t.Fatalf("list with a node down: exit %d", r.code)
 	}

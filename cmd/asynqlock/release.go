@@ -51,8 +51,11 @@ func runRelease(ctx context.Context, a *app, flags any, args []string) error {
 	var errs []error
 	for _, g := range groups {
 		n, err := lockadmin.ForceRelease(ctx, a.locks, res, g.Token)
-		a.log.Warn("lock force-released", "resource", res, "holder", claimHolder(g), "token", shortToken(g.Token),
-			"nodes_released", n, "operator", operator(), "err", err)
+		attrs := []any{"resource", res, "holder", claimHolder(g), "token", shortToken(g.Token), "nodes_released", n, "operator", operator()}
+		if err != nil {
+			attrs = append(attrs, "err", err) // not err=<nil> after every release that worked
+		}
+		a.log.Warn("lock force-released", attrs...)
 		fmt.Fprintf(a.out, "%s: released %s on %d node(s)\n", res, claimHolder(g), n)
 		if err != nil {
 			errs = append(errs, err)

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"sort"
 	"strings"
 	"sync"
 	"time"
@@ -19,9 +18,13 @@ import (
 
 // journal collects what the handlers and the middleware did.
 type journal struct {
-	mu    sync.Mutex
-	lines []string
+	mu      sync.Mutex
+	lines   []string
+	skipped chan struct{} // closed when a duplicate e-mail is skipped
+	once    sync.Once
 }
+
+func newJournal() *journal { return &journal{skipped: make(chan struct{})} }
 
 func (j *journal) add(format string, args ...any) {
 	j.mu.Lock()
@@ -29,13 +32,11 @@ func (j *journal) add(format string, args ...any) {
 	j.mu.Unlock()
 }
 
-// print writes the journal's lines in sorted order.
+// print writes the journal's lines in the order things happened.
 func (j *journal) print(out io.Writer) {
 	j.mu.Lock()
-	lines := append([]string(nil), j.lines...)
-	j.mu.Unlock()
-	sort.Strings(lines)
-	for _, l := range lines {
+	defer j.mu.Unlock()
+	for _, l := range j.lines {
 		fmt.Fprintln(out, l)
 	}
 }
@@ -45,8 +46,15 @@ func (j *journal) observe(e middleware.Event) {
 	switch e.Kind {
 	case middleware.EventConflict:
 		j.add("conflict %s: %s -> %s", e.TaskType, e.Resource, e.Action)
+		if e.TaskType == "email:send" && e.Action == "skip" {
+			j.once.Do(func() { close(j.skipped) })
+		}
 	case middleware.EventRollback:
-		j.add("rollback %s: %s (err: %v)", e.TaskType, e.Resource, e.Err)
+		if e.Err != nil {
+			j.add("rollback %s: %s failed: %v", e.TaskType, e.Resource, e.Err)
+			return
+		}
+		j.add("rollback %s: %s done", e.TaskType, e.Resource)
 	}
 }
 
@@ -65,7 +73,7 @@ func run(ctx context.Context, out io.Writer) error {
 	}
 	defer locks.Close()
 	broker := asynq.RedisClientOpt{Addr: strings.TrimPrefix(urls[3], "redis://")}
-	j := &journal{}
+	j := newJournal()
 	srv := asynq.NewServer(broker, asynq.Config{
 		Concurrency:              8,
 		IsFailure:                middleware.IsFailure,
@@ -93,14 +101,19 @@ func handlers(locks *redlock.Client, j *journal) *asynq.ServeMux {
 		middleware.WithObserver(j.observe),
 		middleware.WithRollback(func(ctx context.Context, t *asynq.Task, cause error) error {
 			li, _ := middleware.LockFromContext(ctx)
-			j.add("released reservation under %s because: %v", li.Resource, cause)
+			j.add("undid the reservation under %s because: %v", li.Resource, cause)
 			return nil
 		}),
 	)(asynq.HandlerFunc(func(ctx context.Context, t *asynq.Task) error { return adjust(ctx, t, j) })))
 	mux.Handle("email:send", middleware.Lock(locks, middleware.ByPayloadHash(),
 		middleware.WithPolicy(middleware.Skip()), middleware.WithObserver(j.observe),
 	)(asynq.HandlerFunc(func(ctx context.Context, t *asynq.Task) error {
-		time.Sleep(200 * time.Millisecond)
+		// Sending takes until the twin has been turned away (at most 5s),
+		// so that the skip shows however slowly the machine fetches it.
+		select {
+		case <-j.skipped:
+		case <-time.After(5 * time.Second):
+		}
 		j.add("sent e-mail %s", t.Payload())
 		return nil
 	})))

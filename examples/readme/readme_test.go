@@ -143,12 +143,11 @@ func TestReadmeDecorate(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	brokerRedis := redis.NewClient(opt)
-	t.Cleanup(func() { _ = brokerRedis.Close() })
 	redisOpt := asynq.RedisClientOpt{Addr: opt.Addr}
 	rollback := func(context.Context, *asynq.Task, error) error { return nil }
 
-	srv, mux := decorate(redisOpt, brokerRedis, rollback)
+	srv, mux, brokerRedis := decorate(redisOpt, rollback)
+	t.Cleanup(func() { _ = brokerRedis.Close() })
 	got := make(chan middleware.LockInfo, 1)
 	mux.HandleFunc("order:ship", func(ctx context.Context, _ *asynq.Task) error {
 		lock, _ := middleware.LockFromContext(ctx)

@@ -18,10 +18,13 @@ import (
 )
 
 // decorate is the README's middleware snippet: an asynq server whose
-// handlers run under a fenced lock per order SKU.
-func decorate(redisOpt asynq.RedisConnOpt, brokerRedis redis.UniversalClient, rollback func(context.Context, *asynq.Task, error) error) (*asynq.Server, *asynq.ServeMux) {
+// handlers run under a fenced lock per order SKU; brokerRedis is for the
+// caller to close.
+func decorate(redisOpt asynq.RedisClientOpt, rollback func(context.Context, *asynq.Task, error) error) (*asynq.Server, *asynq.ServeMux, *redis.Client) {
 	// README:begin decorate
 	locks, _ := redlock.NewFromURLs(strings.Split(os.Getenv("REDLOCK_NODES"), ","))
+	// brokerRedis: a go-redis client to the broker asynq uses (redisOpt, an asynq.RedisClientOpt), where busy tasks are parked.
+	brokerRedis := redis.NewClient(&redis.Options{Addr: redisOpt.Addr, Username: redisOpt.Username, Password: redisOpt.Password, DB: redisOpt.DB})
 	mux := asynq.NewServeMux()
 	mux.Use(middleware.Lock(locks, middleware.ByField("order.sku"), // or ByType(), ByPayloadHash(), your KeyFunc
 		middleware.WithPolicy(middleware.Wait(2*time.Second)), // Wait(d) | Requeue() | Skip() | Fail()
@@ -34,7 +37,7 @@ func decorate(redisOpt asynq.RedisConnOpt, brokerRedis redis.UniversalClient, ro
 		RetryDelayFunc: middleware.RetryDelay, // ...and comes back paced to the resource's hold time
 	})
 	// README:end
-	return srv, mux
+	return srv, mux, brokerRedis
 }
 
 // cronSingleton is the README's robfig/cron snippet.

@@ -172,13 +172,23 @@ func (h *onceHandler) WithGroup(name string) slog.Handler {
 // failed dials, Sentinel master changes) to L, so that LOG_FORMAT applies to
 // them too; give it a Once logger to keep them to one per change. go-redis
 // does not give its lines a level: those that report a failure are Warn,
-// the others Info.
-type RedisLog struct{ L *slog.Logger }
+// the others Info, unless Debug is set.
+type RedisLog struct {
+	L *slog.Logger
+	// Debug logs every line at Debug: for a caller that reports the
+	// failures go-redis logs (a failed dial) itself, as the operator
+	// command does, where they would be said twice.
+	Debug bool
+}
 
 // Printf logs one go-redis line.
 func (r RedisLog) Printf(ctx context.Context, format string, v ...any) {
 	msg := strings.TrimSpace(fmt.Sprintf(format, v...))
-	r.L.Log(ctx, failureLevel(msg), msg)
+	lvl := failureLevel(msg)
+	if r.Debug {
+		lvl = slog.LevelDebug
+	}
+	r.L.Log(ctx, lvl, msg)
 }
 
 // LineWriter is an io.Writer for the log package (log.SetOutput): each

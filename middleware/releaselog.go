@@ -1,0 +1,61 @@
+package middleware
+
+import (
+	"errors"
+	"slices"
+
+	"github.com/asynqlock/asynqlock/redlock"
+)
+
+// releaseState logs failing releases once per change of state: the first
+// failure at Warn with the nodes that failed and the cause, the first
+// release that works after it at Info, and each task's failure at Debug.
+// Lock nodes that are down fail every task's release alike: a Warn per
+// task would bury the line that says so. A release refused because the
+// lock client is closed (shutdown) or the lock was not held any more is no
+// node failure: Debug, the state unchanged.
+func (m *mw) releaseState(log taskLog, err error) {
+	if errors.Is(err, redlock.ErrClosed) || errors.Is(err, redlock.ErrNotHeld) {
+		log.Debug("lock not released", "err", err)
+		return
+	}
+	switch m.flip(&m.releaseErr, err != nil) {
+	case stateDown:
+		m.cfg.logger.Warn("lock releases failing; each lock expires at its TTL", "resource", log.res, "nodes", failedNodes(err), "err", err)
+	case stateUp:
+		m.cfg.logger.Info("lock releases work again", "resource", log.res)
+	default:
+		if err != nil {
+			log.Debug("lock release failed; it expires at its TTL", "err", err)
+		}
+	}
+}
+
+// failedNodes lists the addresses of the lock nodes that failed in err
+// (its *redlock.NodeError values), each once, in the order found.
+func failedNodes(err error) []string {
+	var addrs []string
+	var walk func(error)
+	walk = func(e error) {
+		if ne, ok := e.(*redlock.NodeError); ok {
+			if !slices.Contains(addrs, ne.Addr) {
+				addrs = append(addrs, ne.Addr)
+			}
+			return
+		}
+		switch u := e.(type) {
+		case interface{ Unwrap() []error }:
+			for _, x := range u.Unwrap() {
+				walk(x)
+			}
+		case interface{ Unwrap() error }:
+			if x := u.Unwrap(); x != nil {
+				walk(x)
+			}
+		}
+	}
+	if err != nil {
+		walk(err)
+	}
+	return addrs
+}
