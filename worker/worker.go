@@ -84,6 +84,7 @@ func New(cfg Config, opts ...Option) (*Worker, error) {
 		gate: middleware.NewRunGate(cfg.Concurrency)}
 	w.once = dependencyLogs(o.log, ownsDefault)
 	w.metrics = newMetrics(w.reg)
+	w.metrics.zero(cfg.ConflictPolicy)
 	w.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	if err := w.newLocks(otelCfg); err != nil {
 		return nil, err
@@ -93,7 +94,7 @@ func New(cfg Config, opts ...Option) (*Worker, error) {
 	w.inspector = asynq.NewInspector(b.opt)
 	w.ping = probeClient(b.opt)
 	w.parked = newBrokerParked(w.ping, cfg.Queues)
-	w.reg.MustRegister(queuemetrics.NewQueueMetricsCollector(w.inspector))
+	w.reg.MustRegister(queuemetrics.NewQueueMetricsCollector(w.inspector), newQueueParked(w.ping, cfg.Queues))
 	return w, nil
 }
 

@@ -1,0 +1,100 @@
+package worker
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/asynqlock/asynqlock/middleware"
+	"github.com/hibiken/asynq"
+)
+
+// documentedSeries returns the asynqlock_* names docs/OPERATIONS.md's
+// Metrics section lists.
+func documentedSeries(t *testing.T) []string {
+	t.Helper()
+	b, err := os.ReadFile("../docs/OPERATIONS.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, sec, _ := strings.Cut(string(b), "\n## Metrics\n")
+	sec, _, _ = strings.Cut(sec, "\n## ")
+	seen := map[string]bool{}
+	var names []string
+	for _, m := range regexp.MustCompile("`(asynqlock_[a-z_]+)[`{]").FindAllStringSubmatch(sec, -1) {
+		if !seen[m[1]] {
+			seen[m[1]] = true
+			names = append(names, m[1])
+		}
+	}
+	if len(names) < 20 {
+		t.Fatalf("docs/OPERATIONS.md's Metrics section names %d asynqlock series: the section was not found whole", len(names))
+	}
+	return names
+}
+
+// TestDocumentedSeriesExistFromStart: before any task ran, /metrics has a
+// sample of every series docs/OPERATIONS.md documents (the labelled ones
+// at 0 for their known label values), so that a dashboard panel or an
+// alert finds them from the start; and the page passes promtool's lint.
+func TestDocumentedSeriesExistFromStart(t *testing.T) {
+	f := newFixture(t)
+	w, err := New(f.cfg, quiet())
+	if err != nil {
+		t.Fatal(err)
+	}
+	noop := asynq.HandlerFunc(func(context.Context, *asynq.Task) error { return nil })
+	if err := w.Handle("stock:adjust", noop, middleware.ByField("sku")); err != nil {
+		t.Fatal(err)
+	}
+	s, err := w.Scheduler()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Register("nightly", "0 3 * * *", func(context.Context) error { return nil }); err != nil {
+		t.Fatal(err)
+	}
+	start(t, w)
+	waitStatus(t, w, "/readyz", 200, 30*time.Second)
+	var body string
+	var missing []string
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		_, body = get(t, w, "/metrics")
+		missing = missing[:0]
+		for _, name := range documentedSeries(t) {
+			if !regexp.MustCompile(`(?m)^` + name + `(_bucket|_count|_sum)?[{ ]`).MatchString(body) {
+				missing = append(missing, name)
+			}
+		}
+		if len(missing) == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("/metrics lacks documented series %v after 30s", missing)
+		}
+	}
+	for _, want := range []string{
+		`asynqlock_lock_acquire_seconds_count{outcome="quorum"} 0`,
+		`asynqlock_task_conflicts_total{action="park",policy="wait"} 0`,
+		`asynqlock_cron_runs_total{job="nightly",outcome="skipped_overlap"} 0`,
+		`asynqlock_lock_node_errors_total{node="` + f.nodes.Nodes[0].Addr() + `"} 0`,
+		`asynqlock_queue_parked_tasks{queue="default",state="retry"} 0`,
+		"asynqlock_task_redeliveries_skipped_total 0",
+		"asynqlock_locks_held 0",
+	} {
+		if !strings.Contains(body, want) {
+			t.Errorf("/metrics lacks %q", want)
+		}
+	}
+	// The lint after tasks ran is TestMetricsPassPromtool's; this one is
+	// on the zero series.
+	if promtool, err := exec.LookPath("promtool"); err == nil {
+		if out, err := promtoolCheck(t, promtool, withoutFamilies(body, "asynq_")); err != nil {
+			t.Errorf("promtool check metrics on our families at start: %v\n%s", err, out)
+		}
+	}
+}
