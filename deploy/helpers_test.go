@@ -116,3 +116,13 @@ func container(t *testing.T, workload map[string]any, name string) map[string]an
 	t.Fatalf("no container %q", name)
 	return nil
 }
+
+// readDoc returns a file's text.
+func readDoc(t *testing.T, path string) string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
