@@ -159,6 +159,9 @@ func TestDashboardAndAlertsOnALivePrometheus(t *testing.T) {
 
 	exported := seriesNames(scrape(t, w.Addr()))
 	queries := dashboardQueries(t)
+	if bad := unexported(`rate(asynqlock_task_conflict_total[1m])`, exported); len(bad) != 1 {
+		t.Fatalf("control: a misspelt series passed the name check (%v)", bad)
+	}
 	for _, q := range queries {
 		if bad := unexported(q.expr, exported); len(bad) > 0 {
 			t.Errorf("panel %q queries %v, which the worker does not export", q.panel, bad)
