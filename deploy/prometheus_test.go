@@ -21,13 +21,13 @@ import (
 type promServer struct{ base string }
 
 // startPrometheus runs Prometheus on a free loopback port with a temporary
-// storage directory, scraping target every 250ms and evaluating rules every
-// 250ms, until the test ends.
+// storage directory, scraping target and evaluating rules every second,
+// until the test ends.
 func startPrometheus(t *testing.T, target string, rules ...string) *promServer {
 	t.Helper()
 	bin := requireTool(t, "prometheus", "run the dashboard's queries and the alert rules on a live Prometheus", "prometheus")
 	dir := t.TempDir()
-	conf := fmt.Sprintf(`global: {scrape_interval: 250ms, scrape_timeout: 240ms, evaluation_interval: 250ms}
+	conf := fmt.Sprintf(`global: {scrape_interval: 1s, scrape_timeout: 1s, evaluation_interval: 1s}
 rule_files: %s
 scrape_configs:
   - job_name: asynqlock-worker
