@@ -98,3 +98,44 @@ func TestDocumentedSeriesExistFromStart(t *testing.T) {
 		}
 	}
 }
+
+// TestHeldLocksGauge: asynqlock_locks_held counts the handlers running
+// under their lock, and falls back to 0 when they return.
+func TestHeldLocksGauge(t *testing.T) {
+	f := newFixture(t)
+	w, err := New(f.cfg, quiet())
+	if err != nil {
+		t.Fatal(err)
+	}
+	release := make(chan struct{})
+	running := make(chan struct{}, 2)
+	h := asynq.HandlerFunc(func(context.Context, *asynq.Task) error {
+		running <- struct{}{}
+		<-release
+		return nil
+	})
+	if err := w.Handle("stock:adjust", h, middleware.ByField("sku")); err != nil {
+		t.Fatal(err)
+	}
+	start(t, w)
+	for _, sku := range []string{"A", "B"} {
+		if _, err := w.Client().Enqueue(asynq.NewTask("stock:adjust", []byte(`{"sku":"`+sku+`"}`))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for range 2 {
+		select {
+		case <-running:
+		case <-time.After(30 * time.Second):
+			t.Fatal("the tasks did not start")
+		}
+	}
+	if _, body := get(t, w, "/metrics"); metricValue(t, body, "asynqlock_locks_held") != 2 {
+		t.Fatalf("two handlers hold their locks; /metrics says:\n%s", grepLines(body, "asynqlock_locks_held"))
+	}
+	close(release)
+	waitFor(t, "asynqlock_locks_held back to 0", 30*time.Second, func() bool {
+		_, body := get(t, w, "/metrics")
+		return metricValue(t, body, "asynqlock_locks_held") == 0 && strings.Contains(body, "asynqlock_locks_held 0")
+	})
+}
