@@ -69,7 +69,7 @@ func (r *taskRun) lastRetry(ctx context.Context, copyID string, ev Event, busy *
 	ev.Action = "wait-exhausted-budget"
 	dropPlace(ctx)
 	wctx, span := m.startWait(ctx, r.res)
-	lock, err := m.client.Acquire(wctx, r.res, m.cfg.ttl, m.cfg.lockOpts...)
+	lock, err := m.client.Acquire(wctx, r.res, m.cfg.ttl, r.opts...)
 	m.endWait(span, 1, err)
 	ev.Err = errors.Join(ev.Err, err)
 	r.observeWait(ev)

@@ -29,6 +29,11 @@ const (
 	// by themselves were dropped. With the counts of "park" conflicts and
 	// EventPromoted, it keeps a gauge of parked tasks exact.
 	EventParked EventKind = "parked"
+	// EventRedeliverySkipped: a delivery of a task whose handler had
+	// already returned nil under its lock found the task's completion
+	// record and completed without running the handler
+	// (WithCompletionWindow).
+	EventRedeliverySkipped EventKind = "redelivery_skipped"
 )
 
 // Event is what the observer (WithObserver) receives. Kind, Policy, Action

@@ -112,7 +112,7 @@ func (m *mw) process(ctx context.Context, t *asynq.Task, next asynq.Handler) err
 	// A wait gives the place back (dropPlace); the handler's context does
 	// not carry it, so no lock taken inside the handler can.
 	wctx := withPlace(ctx, p)
-	lock, waited, err := m.acquire(wctx, r.res)
+	lock, waited, err := m.acquire(wctx, r.res, r.opts)
 	if err != nil {
 		if ferr := r.acquireFailed(ctx, err); ferr != nil {
 			return ferr
@@ -123,6 +123,9 @@ func (m *mw) process(ctx context.Context, t *asynq.Task, next asynq.Handler) err
 		waited = true
 	}
 	r.lock = lock
+	if lock.FoundCompletion() {
+		return r.skipCompleted(ctx)
+	}
 	if m.cfg.observer != nil {
 		ev := r.lockEvent(EventAcquired, "", nil)
 		if waited {

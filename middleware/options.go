@@ -56,7 +56,8 @@ type config struct {
 	waitCap         *WaitCap // bounds the waiters across resources; nil: none
 	runGate         *RunGate // bounds the tasks trying for their locks or running; nil: none
 	tracerProvider  trace.TracerProvider
-	err             error // a refused option
+	window          time.Duration // completion records kept this long; 0: none (once.go)
+	err             error         // a refused option
 }
 
 func defaultConfig() config {
@@ -66,6 +67,7 @@ func defaultConfig() config {
 		maxWaiters:      defaultMaxWaiters,
 		limit:           1,
 		rollbackTimeout: defaultRollbackTimeout,
+		window:          defaultWindow,
 	}
 }
 

@@ -54,7 +54,7 @@ func (r *taskRun) parkCopy(ctx context.Context, cause error) (*redlock.Lock, str
 		// Waits like any parked task; if the wait ends first, the usual
 		// last-retry path resubmits it (it must not be archived).
 		m.forceWait(r.res)
-		if lock, err := m.waitFor(ctx, r.res, max(m.cfg.policy.wait, defaultWait)); err == nil {
+		if lock, err := m.waitFor(ctx, r.res, max(m.cfg.policy.wait, defaultWait), r.opts); err == nil {
 			return lock, "", true, nil
 		}
 		m.promoteAhead(meta.queue, r.res, meta.id) // no longer on its way: frees its promotion slot
@@ -98,7 +98,7 @@ func (r *taskRun) waitParked(ctx context.Context) (*redlock.Lock, error) {
 	err := error(errWaitCap)
 	if m.tryWaitParked(r.res) {
 		var lock *redlock.Lock
-		if lock, err = m.waitFor(ctx, r.res, max(m.cfg.policy.wait, defaultWait)); err == nil {
+		if lock, err = m.waitFor(ctx, r.res, max(m.cfg.policy.wait, defaultWait), r.opts); err == nil {
 			return lock, nil
 		}
 		if ferr := r.acquireFailed(ctx, err); ferr != nil {

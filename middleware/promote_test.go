@@ -159,7 +159,7 @@ func TestRunEndingBesideALocalWaiterLeavesThePromotionToIt(t *testing.T) {
 	defer func() { _ = held.Release(ctx) }()
 	m.forceWait("gave-up")
 	m.promoteAfter(queue, "gave-up")
-	if _, err := m.waitFor(ctx, "gave-up", 100*time.Millisecond); err == nil {
+	if _, err := m.waitFor(ctx, "gave-up", 100*time.Millisecond, m.cfg.lockOpts); err == nil {
 		t.Fatal("got a lock the other client holds")
 	}
 	promotedFrom("gave-up")

@@ -43,6 +43,9 @@ func (r *taskRun) run(ctx context.Context) error {
 	if cause == nil {
 		cause = lost
 	}
+	if cause == nil {
+		r.recordCompletion()
+	}
 	herr = errors.Join(herr, r.cleanUp(ctx, lost != nil, cause, r.ended(acquired)))
 	if lost != nil && !errors.Is(herr, redlock.ErrLockLost) {
 		// The work was not protected to its end: retry it.

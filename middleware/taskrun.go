@@ -27,15 +27,16 @@ type taskRun struct {
 	res   string    // the task's lock resource
 	start time.Time // when it began to ask for its lock
 	log   taskLog
-	lock  *redlock.Lock // held from acquisition to release; a rollback may take it anew
-	held  *resState     // the resource's entry while countHolder counts this task
+	lock  *redlock.Lock        // held from acquisition to release; a rollback may take it anew
+	held  *resState            // the resource's entry while countHolder counts this task
+	opts  []redlock.LockOption // its acquisitions' options (lockOptsFor)
 }
 
 // newRun starts the run of task t, with metadata meta, on resource res. It
 // returns a value, which the caller keeps on its stack: a run allocates
 // nothing of its own.
 func (m *mw) newRun(t *asynq.Task, next asynq.Handler, meta taskMeta, res string) taskRun {
-	return taskRun{m: m, t: t, next: next, meta: meta, res: res, start: time.Now(),
+	return taskRun{m: m, t: t, next: next, meta: meta, res: res, start: time.Now(), opts: m.lockOptsFor(t, meta),
 		log: taskLog{l: m.cfg.logger, id: meta.id, typ: t.Type(), res: res}}
 }
 

@@ -21,6 +21,7 @@ const (
 	spanWait      = "asynqlock.wait"
 	eventParked   = "asynqlock.parked"
 	eventLost     = "asynqlock.lost"
+	eventSkipped  = "asynqlock.redelivery_skipped"
 	eventRollback = "asynqlock.rollback"
 
 	attrResource = attribute.Key("asynqlock.resource")

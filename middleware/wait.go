@@ -17,16 +17,16 @@ import (
 // policy waits (bounded, and only if fewer than maxWaiters tasks of this
 // process already wait for res, or, without parking, if the wait should be
 // short). waited reports a lock obtained by waiting.
-func (m *mw) acquire(ctx context.Context, res string) (lock *redlock.Lock, waited bool, err error) {
+func (m *mw) acquire(ctx context.Context, res string, opts []redlock.LockOption) (lock *redlock.Lock, waited bool, err error) {
 	if m.cfg.policy.wait > 0 && m.heldHere(res) && !m.inOutage() {
 		err = errHeldHere
-	} else if lock, err = m.client.TryAcquire(ctx, res, m.cfg.ttl, m.cfg.lockOpts...); err == nil || m.cfg.policy.wait <= 0 || !errors.Is(err, redlock.ErrLocked) {
+	} else if lock, err = m.client.TryAcquire(ctx, res, m.cfg.ttl, opts...); err == nil || m.cfg.policy.wait <= 0 || !errors.Is(err, redlock.ErrLocked) {
 		return lock, false, err
 	}
 	if !m.enterWait(res, m.cfg.broker == nil) {
 		return nil, false, err
 	}
-	lock, err = m.waitFor(ctx, res, m.cfg.policy.wait)
+	lock, err = m.waitFor(ctx, res, m.cfg.policy.wait, opts)
 	return lock, err == nil, err
 }
 
@@ -37,7 +37,7 @@ func (m *mw) acquire(ctx context.Context, res string) (lock *redlock.Lock, waite
 // of this process meanwhile, or the lock nodes failed (no quorum, or fewer
 // than a majority answer a look at the holder): requeueing a task that is being served in turn only sends it to
 // the back, and with asynq's default RetryDelayFunc keeps it away 15s or more.
-func (m *mw) waitFor(ctx context.Context, res string, bound time.Duration) (lock *redlock.Lock, err error) {
+func (m *mw) waitFor(ctx context.Context, res string, bound time.Duration, opts []redlock.LockOption) (lock *redlock.Lock, err error) {
 	dropPlace(ctx) // a waiting task holds no place in the run gate
 	defer func() { m.leaveWait(res, lock != nil) }()
 	ctx, span := m.startWait(ctx, res)
@@ -48,7 +48,7 @@ func (m *mw) waitFor(ctx context.Context, res string, bound time.Duration) (lock
 		rounds = round
 		since := time.Now()
 		wctx, cancel := context.WithTimeout(ctx, bound)
-		lock, err = m.client.Acquire(wctx, res, m.cfg.ttl, m.cfg.lockOpts...)
+		lock, err = m.client.Acquire(wctx, res, m.cfg.ttl, opts...)
 		ended := wctx.Err() != nil
 		cancel()
 		if err == nil || ctx.Err() != nil || !ended {

@@ -64,6 +64,10 @@ func (c *Client) prepare(ctx context.Context, resource string, ttl time.Duration
 	if err := checkLimit(lc); err != nil {
 		return 0, nil, err
 	}
+	if err := lc.checkCompletion(); err != nil {
+		return 0, nil, err
+	}
+	lc.rec = c.recordOf(resource, lc)
 	lc.suffix = c.holderSuffix(ctx, lc)
 	c.awaitWarm(ctx) // a fresh client's first call: see awaitWarm
 	return ttl.Truncate(time.Millisecond), lc, ctx.Err()
@@ -130,7 +134,7 @@ func (c *Client) acquireLoop(ctx context.Context, k keys, ttl time.Duration, lc 
 	if c.cfg.localQueue {
 		var l *Lock
 		var err error
-		t, l, err = c.gates.enter(ctx, k.key, c.closed, &handoffReq{ttl: ttl, lc: lc, tk: tk})
+		t, l, err = c.gates.enter(ctx, k.key, c.closed, c.waitReq(k, ttl, lc, tk))
 		if l != nil {
 			if err == nil {
 				l.via = handoverLocal
@@ -305,7 +309,7 @@ func (c *Client) attempt(ctx context.Context, k keys, ttl time.Duration, lc *loc
 	s, args, classify := c.roundArgs(k, token, ttl, lc, tk)
 	start := time.Now()
 	deadline := start.Add(c.cfg.nodeTimeout)
-	r := c.broadcast("acquire", k.resource, c.allNodes(), c.q, deadline, false, args, s)
+	r := c.broadcastSide("acquire", k.resource, c.allNodes(), c.q, deadline, false, args, s, sides(nil, lc.rec))
 	defer r.free()
 	err := r.collect(ctx, deadline, classify)
 	if err == nil && r.t.success() {
@@ -318,7 +322,7 @@ func (c *Client) attempt(ctx context.Context, k keys, ttl time.Duration, lc *loc
 			if err == nil {
 				c.leaveAnyQueue(k, tk, lc, r.notGranted())
 				l := c.newLock(k, token, fence, ttl, start, until, lc)
-				l.unsent = r.unsent
+				l.unsent, l.found, l.chainStart = r.unsent, r.seen > 0, time.Now()
 				return l, nil
 			}
 		} else {

@@ -21,9 +21,13 @@ func (l *Lock) LeaveToExpire() error {
 	l.turn.leave()
 	if prev != "" {
 		// A failed early hand-over left the predecessor's token where it
-		// did not reach: free those keys as Release would, so that they
-		// do not outlive this lock's own.
-		l.unlockQueued(prev)
+		// did not reach: those keys hold the resource for this lock there
+		// (they outlast its validity, see confirmHandOver), so they go
+		// when its validity ends, not before: freed now, another process
+		// could take a majority while this lock is still valid.
+		l.mu.Lock()
+		l.dropPrevAtEnd()
+		l.mu.Unlock()
 	}
 	if wasLost {
 		return &opError{kinds: []error{ErrLockLost}, summary: "left to expire after its validity ended"}

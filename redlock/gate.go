@@ -61,6 +61,9 @@ func (gs *gates) enter(ctx context.Context, key string, closed <-chan struct{}, 
 	w := &waiter{ready: make(chan struct{}), req: req}
 	g.queue = append(g.queue, w)
 	gs.mu.Unlock()
+	if req != nil && req.onWait != nil {
+		req.onWait()
+	}
 
 	var err error
 	select {

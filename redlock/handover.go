@@ -36,6 +36,10 @@ type handoffReq struct {
 	ttl time.Duration
 	lc  *lockConfig
 	tk  *ticket
+	// WithCompletion: the look-up sent as the caller started to wait
+	// (lookahead.go), and what sends it.
+	look   *lookAhead
+	onWait func()
 }
 
 // claim takes the next local waiter out of the turn's queue for a hand-over.
@@ -138,7 +142,7 @@ func (l *Lock) tryHandOver(ctx context.Context) (handed bool, err error) {
 		// stays out: it leaves the nodes' queue itself (leaveSlots).
 		lc := *w.req.lc
 		lc.slot = l.slot
-		w.req = &handoffReq{ttl: w.req.ttl, lc: &lc}
+		w.req = &handoffReq{ttl: w.req.ttl, lc: &lc, look: w.req.look}
 	}
 	return true, l.handOver(ctx, w, until, ho)
 }
@@ -202,15 +206,17 @@ func (l *Lock) handOver(ctx context.Context, w *waiter, until time.Time, ho hand
 	token := newToken(req.lc.suffix)
 	start := time.Now()
 	until = minTime(until, start.Add(req.ttl-driftAllowance(req.ttl, c.cfg.driftFactor)))
-	early := confirmed && !req.lc.fencing && time.Until(until) > 2*c.cfg.nodeTimeout+lossGuard(req.ttl)
+	known := req.lc.rec == nil || req.look.knownFound() || req.look.clearSince(l.chainStart)
+	early := confirmed && !req.lc.fencing && known && time.Until(until) > 2*c.cfg.nodeTimeout+lossGuard(req.ttl)
 	deadline := start.Add(c.cfg.nodeTimeout)
 	s, args := c.turnCall(k, l.token, token, req, early)
-	r := c.broadcast("handover", k.resource, c.allNodes(), c.q, deadline, false, args, s)
+	r := c.broadcastSide("handover", k.resource, c.allNodes(), c.q, deadline, false, args, s, sides(l, req.lc.rec))
 	var next *Lock
 	var settled chan struct{}
 	if early {
 		settled = make(chan struct{})
 		next = c.newLock(k, token, 0, req.ttl, start, until, req.lc)
+		next.found, next.chainStart = req.look.knownFound(), l.chainStart
 		next.mu.Lock()
 		next.handoff.unconfirmed, next.handoff.settled = true, settled
 		next.handoff.jumps, next.handoff.firstJump = ho.jumps, ho.firstJump
@@ -272,7 +278,7 @@ func (l *Lock) settleHandOver(r *round, deadline time.Time, w *waiter, next *Loc
 	} else if next, err = c.handedLock(r, k, token, start, req); err != nil {
 		l.unlockQueued(token)
 		l.unlockQueued(l.token)
-	} else if r.jumped() {
+	} else if next.chainStart = l.chainStart; r.jumped() {
 		// A slot's hand-over (which does not ask the nodes' queue)
 		// counts as passing ahead of other processes' waiters, in this
 		// mode too.
@@ -294,6 +300,7 @@ func (l *Lock) settleHandOver(r *round, deadline time.Time, w *waiter, next *Loc
 			c.leaveQueue(k, req.tk, c.allNodes())
 		}
 	}
+	l.noticeRecord() // for callers that queued while the round was out
 	c.observe(Event{Kind: EventHandOver, Resource: k.resource, Err: err})
 	return err == nil, r.releaseResult(err)
 }
@@ -311,7 +318,7 @@ func (l *Lock) dropResidue(r *round, deadline time.Time) {
 	l.unlockQueuedOn(l.token, r.notSet())
 }
 
-// dropPrevAtEnd, for a lock being lost (l.mu held), releases the
+// dropPrevAtEnd, for a lock being lost or left to expire (l.mu held), releases the
 // predecessor's token a failed early hand-over left behind (handoff.prev)
 // once l's validity has ended: a lost lock may never be released, and prev
 // may have a far longer TTL than l. Not before: until then l's holder may
@@ -421,7 +428,9 @@ func (c *Client) handedLock(r *round, k keys, token string, start time.Time, req
 			return nil, err
 		}
 	}
-	return c.newLock(k, token, fence, req.ttl, start, until, req.lc), nil
+	next := c.newLock(k, token, fence, req.ttl, start, until, req.lc)
+	next.found = r.seen > 0 || req.look.knownFound()
+	return next, nil
 }
 
 // unlockQueued releases token from l's key (its slot's, under a limit) on

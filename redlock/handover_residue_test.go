@@ -112,3 +112,58 @@ func TestLostEarlySuccessorFreesThePredecessorAtItsEnd(t *testing.T) {
 		}
 	})
 }
+
+// TestLeftEarlySuccessorKeepsTheResourceToItsEnd: an early successor whose
+// round was dropped on two of three nodes holds the resource there through
+// the predecessor's token. Left to expire, it must keep the resource held
+// until its validity ends: another process acquires only after Until.
+func TestLeftEarlySuccessorKeepsTheResourceToItsEnd(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c, mems := memClient(t, 3, WithNodeTimeout(50*time.Millisecond))
+		other := memClientOn(t, mems, WithNodeTimeout(50*time.Millisecond))
+		holder, err := c.Acquire(context.Background(), "r", time.Minute)
+		if err != nil {
+			t.Fatal(err)
+		}
+		next := waitFor(context.Background(), c, "r", 30*time.Second)
+		synctest.Wait()
+		for _, m := range mems[:2] {
+			m.set(func(m *memNode) { m.delay = 100 * time.Millisecond })
+		}
+		go func() { _, _ = c.TryAcquire(context.Background(), "other", time.Second) }() // nodes 0 and 1 busy
+		time.Sleep(time.Millisecond)
+		go func() { _ = holder.Release(context.Background()) }()
+		got := <-next
+		if got.err != nil {
+			t.Fatal(got.err)
+		}
+		for _, m := range mems[:2] {
+			m.set(func(m *memNode) { m.err = errMemDown }) // the resend fails too
+		}
+		time.Sleep(200 * time.Millisecond)
+		for _, m := range mems[:2] {
+			m.set(func(m *memNode) { m.err, m.delay = nil, 0 })
+		}
+		if n := holders(c, mems, "r", holder.Token()); n < 2 {
+			t.Fatalf("the predecessor's token is on %d nodes: the case is not forced", n)
+		}
+		until := got.l.Until()
+		if err := got.l.LeaveToExpire(); err != nil {
+			t.Fatal(err)
+		}
+		for {
+			l, err := other.TryAcquire(context.Background(), "r", time.Second)
+			if err == nil {
+				if early := until.Sub(time.Now()); early > 0 {
+					t.Fatalf("another process acquired the resource %v before the left lock's validity ended", early)
+				}
+				_ = l.Release(context.Background())
+				return
+			}
+			if time.Now().After(until.Add(2 * time.Minute)) {
+				t.Fatalf("the resource is still held 2m after the left lock's validity: %v", err)
+			}
+			time.Sleep(500 * time.Millisecond)
+		}
+	})
+}

@@ -46,6 +46,14 @@ type Lock struct {
 	turn       *turn
 	handoff    handoffState
 	via        string // how it was acquired: the asynqlock.handover span attribute
+	// chainStart: when the first lock of its chain of local hand-overs
+	// was decided by a round of its own (lookahead.go).
+	chainStart time.Time
+	// WithCompletion (completion.go): the record, whether the acquisition
+	// found it, and whether the release is to write it.
+	record     *completionRecord
+	found      bool
+	recordDone bool
 }
 
 // keepalive is one KeepAlive context of a lock.
@@ -110,6 +118,7 @@ func (c *Client) newLock(res keys, token string, fence int64, ttl time.Duration,
 	if lc.maxHold > 0 {
 		l.holdEnd = start.Add(lc.maxHold)
 	}
+	l.record = lc.rec
 	if lc.limit > 1 {
 		l.slot, l.limit = lc.slot, uint16(lc.limit)
 	}
@@ -217,6 +226,9 @@ func (l *Lock) startRelease(ctx context.Context) (pendingRelease, error) {
 		// it did not reach; it goes before this lock's own keys.
 		l.unlockQueued(prev)
 	}
+	if !wasLost {
+		l.noticeRecord()
+	}
 	if !wasLost && ctx.Err() == nil {
 		// A hand-over that claimed a waiter passes the turn on itself,
 		// even when ctx ends before its round is decided.
@@ -234,6 +246,9 @@ func (p *pendingRelease) finish(ctx context.Context) error {
 	l := p.l
 	defer l.turn.leave()
 	err := l.judgeRelease(ctx, p)
+	if !p.wasLost {
+		l.noticeRecord() // for callers that queued while the round was out
+	}
 	l.c.observe(Event{Kind: EventRelease, Resource: l.res.resource, Duration: time.Since(l.acquired), Err: err})
 	return err
 }
@@ -271,7 +286,11 @@ func (l *Lock) sendRelease(wasLost bool) pendingRelease {
 	if l.limit > 1 {
 		s, args = c.slotRelease(l.res, l.token, l.res.channel, int(l.slot), int(l.limit))
 	}
-	r := c.broadcast("release", l.res.resource, c.allNodes()&^l.unsent, c.q, deadline, true, args, s)
+	var side *sideCmds
+	if !wasLost {
+		side = sides(l, nil) // a lost lock's work was not protected to its end
+	}
+	r := c.broadcastSide("release", l.res.resource, c.allNodes()&^l.unsent, c.q, deadline, true, args, s, side)
 	return pendingRelease{l: l, r: r, deadline: deadline, wasLost: wasLost}
 }
 
@@ -285,6 +304,7 @@ func (l *Lock) judgeRelease(ctx context.Context, p *pendingRelease) error {
 		err = &opError{kinds: []error{ErrLockLost}, summary: "released after its validity ended"}
 	case err != nil:
 	case r.t.success():
+		err = r.recordShortfall(l)
 	case r.t.total-r.t.refused < c.q:
 		// Too few nodes still held our token: someone else may have held
 		// the resource before this release (a node lost its data).

@@ -138,6 +138,9 @@ func (m *memNode) exec(c *redis.Cmd) {
 		c.SetVal("PONG")
 		return
 	}
+	if m.execRecord(op, a, c) {
+		return
+	}
 	if op == "set" {
 		m.calls["set"]++
 		key := str(a[1])
@@ -267,4 +270,47 @@ func holders(c *Client, mems []*memNode, resource, token string) int {
 		}
 	}
 	return n
+}
+
+// execRecord runs the plain commands of completion records (sorted sets):
+// ZREMRANGEBYSCORE key -inf max, ZADD key score member, PEXPIRE key ms,
+// ZSCORE key member. It reports whether op was one of them.
+func (m *memNode) execRecord(op string, a []any, c *redis.Cmd) bool {
+	switch op {
+	case "zremrangebyscore":
+		n := int64(0)
+		if z := m.zset(str(a[1]), false); z != nil {
+			for k, v := range z.m {
+				if v <= float64(num(a[3])) {
+					delete(z.m, k)
+					n++
+				}
+			}
+		}
+		c.SetVal(n)
+	case "zadd":
+		m.calls["record"]++
+		m.zset(str(a[1]), true).m[str(a[3])] = float64(num(a[2]))
+		c.SetVal(int64(1))
+	case "pexpire":
+		if z := m.zset(str(a[1]), false); z != nil {
+			z.exp = time.Now().Add(time.Duration(num(a[2])) * time.Millisecond)
+		}
+		c.SetVal(int64(1))
+	case "zscore":
+		z := m.zset(str(a[1]), false)
+		if z == nil {
+			c.SetErr(redis.Nil)
+			return true
+		}
+		v, ok := z.m[str(a[2])]
+		if !ok {
+			c.SetErr(redis.Nil)
+			return true
+		}
+		c.SetVal(strconv.FormatFloat(v, 'f', -1, 64))
+	default:
+		return false
+	}
+	return true
 }

@@ -99,18 +99,27 @@ type call struct {
 	op       string       // for error reports
 	resource string
 	joined   []*call // the releases this call runs for (joinReleases)
+	// side are plain commands sent just ahead of this one in the same
+	// pipeline (completion.go): a record written with a release, one
+	// looked for with an acquisition. seen and sideErr are their answers.
+	side    *sideCmds
+	seen    bool
+	sideErr error
 }
 
 // reply is a node's answer to a call.
 type reply struct {
-	node int
-	val  any
-	err  error // redis.Nil for a nil reply
+	node    int
+	val     any
+	err     error // redis.Nil for a nil reply
+	seen    bool  // a side command answered 1 (completion.go)
+	sideErr error // a side command failed
 }
 
 // deliver sends the call's reply; after it the node touches the call no
 // more, and its round may be reused.
 func (c *call) deliver(rep reply) {
+	rep.seen, rep.sideErr = c.seen, c.sideErr
 	owner := c.owner
 	if owner == nil {
 		c.out <- rep
@@ -362,12 +371,14 @@ func (n *node) execBatch(batch []*call, now time.Time) {
 	if load {
 		pre = len(allScripts)
 	}
-	cmds := make([]*redis.Cmd, pre+len(live))
+	sides := countSides(live)
+	cmds := make([]*redis.Cmd, pre+sides+len(live))
 	for i, s := range allScripts[:pre] {
 		cmds[i] = redis.NewCmd(ctx, "script", "load", s.src)
 	}
+	addSides(ctx, live, cmds[pre:pre+sides])
 	for i, c := range live {
-		cmds[pre+i] = redis.NewCmd(ctx, c.args...)
+		cmds[pre+sides+i] = redis.NewCmd(ctx, c.args...)
 	}
 	n.do(ctx, cmds)
 	if load {
@@ -378,6 +389,8 @@ func (n *node) execBatch(batch []*call, now time.Time) {
 			}
 		}
 	}
+	readSides(live, cmds[pre:pre+sides])
+	pre += sides
 	var retry []*call
 	for i, c := range live {
 		cmd := cmds[pre+i]

@@ -157,6 +157,10 @@ type lockConfig struct {
 	maxHold time.Duration
 	holder  string // WithHolder's name
 	suffix  string // the holder part of this acquisition's tokens
+	// WithCompletion's id and window, and the record they name (prepare).
+	completion string
+	window     time.Duration
+	rec        *completionRecord
 }
 
 // LockOption configures one acquisition.

@@ -13,7 +13,9 @@ import (
 // lock is lost, then releases the lock, even if ctx has been cancelled
 // meanwhile. It returns fn's error; if the lock was lost while fn ran, the
 // error also matches ErrLockLost (fn's work was not protected to its end);
-// a failed release is joined otherwise.
+// a failed release is joined otherwise. Acquired WithCompletion, fn is not
+// called when the acquisition finds the id's completion record (Run returns
+// ErrCompleted), and fn's success records it with the release.
 func (c *Client) Run(ctx context.Context, resource string, ttl time.Duration, fn func(context.Context) error, opts ...LockOption) error {
 	if fn == nil {
 		return invalidf("nil function")
@@ -21,6 +23,9 @@ func (c *Client) Run(ctx context.Context, resource string, ttl time.Duration, fn
 	l, err := c.Acquire(ctx, resource, ttl, opts...)
 	if err != nil {
 		return err
+	}
+	if l.FoundCompletion() {
+		return errors.Join(ErrCompleted, lockutil.Release(ctx, l))
 	}
 	kctx, cancel := l.KeepAlive(ctx)
 	release := func() error {
@@ -36,6 +41,9 @@ func (c *Client) Run(ctx context.Context, resource string, ttl time.Duration, fn
 	ferr := fn(kctx)
 	done = true
 	lost := context.Cause(kctx)
+	if ferr == nil && lost == nil && l.record != nil {
+		_ = l.RecordCompletion() // refused only once the lock is lost: no record then
+	}
 	rerr := release()
 	if errors.Is(lost, ErrLockLost) {
 		if errors.Is(ferr, ErrLockLost) {

@@ -85,6 +85,12 @@ type Config struct {
 	// resource keeps changing hands stays in line and may wait up to
 	// 15×ConflictWait, as long as the line moves.
 	ConflictWait time.Duration `env:"WORKER_CONFLICT_WAIT" envDefault:"2s"`
+	// CompletionWindow is how long the lock nodes keep the record of a task
+	// whose handler returned nil (middleware.WithCompletionWindow): a
+	// delivery of it within the window completes without running again.
+	// It must cover the longest broker outage to ride out; 0 turns records
+	// off.
+	CompletionWindow time.Duration `env:"WORKER_COMPLETION_WINDOW" envDefault:"1h"`
 	// ReadinessInterval is how often the broker and the lock nodes are
 	// probed for /readyz.
 	ReadinessInterval time.Duration `env:"WORKER_READINESS_INTERVAL" envDefault:"1s"`

@@ -114,6 +114,10 @@ func TestLoadConfigReportsEveryProblemAtOnce(t *testing.T) {
 			"ASYNQ_REDIS_URL": "redis://broker:6379", "REDLOCK_NODES": "redis://a:1",
 			"REDLOCK_DRIFT_FACTOR": "NaN", "WORKER_CONFLICT_WAIT": "0s",
 		}, []string{"REDLOCK_DRIFT_FACTOR", "WORKER_CONFLICT_WAIT"}},
+		{"completion window out of range", map[string]string{
+			"ASYNQ_REDIS_URL": "redis://broker:6379", "REDLOCK_NODES": "redis://a:1",
+			"WORKER_COMPLETION_WINDOW": "-1s",
+		}, []string{"WORKER_COMPLETION_WINDOW: must be in [0, 720h0m0s]"}},
 		{"limits out of range", map[string]string{
 			"ASYNQ_REDIS_URL": "redis://broker:6379", "REDLOCK_NODES": "redis://a:1",
 			"WORKER_LIMITS": "tenant:import=0,payment:charge=10,bulk=100000",

@@ -99,6 +99,9 @@ func (c *Config) check() []problem {
 			add("WORKER_LIMITS", "%s: the limit must be in [1, %d], got %d", typ, redlock.MaxLimit, n)
 		}
 	}
+	if c.CompletionWindow < 0 || c.CompletionWindow > redlock.MaxCompletionWindow {
+		add("WORKER_COMPLETION_WINDOW", "must be in [0, %v] (0: no completion records), got %v", redlock.MaxCompletionWindow, c.CompletionWindow)
+	}
 	if c.ConflictWait < 0 || c.ConflictPolicy == "wait" && c.ConflictWait == 0 {
 		add("WORKER_CONFLICT_WAIT", "must be positive with the wait policy (use requeue for no wait), got %v", c.ConflictWait)
 	}

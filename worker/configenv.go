@@ -42,6 +42,7 @@ var expectations = map[string]string{
 	"WORKER_LOCKS_PAGE":                  "true or false",
 	"WORKER_SHUTDOWN_TIMEOUT":            "a duration such as 30s",
 	"WORKER_CONFLICT_WAIT":               "a duration such as 2s",
+	"WORKER_COMPLETION_WINDOW":           "a duration such as 1h (0: no completion records)",
 	"WORKER_TASK_CHECK_INTERVAL":         "a duration such as 250ms",
 	"WORKER_DELAYED_TASK_CHECK_INTERVAL": "a duration such as 250ms",
 	"WORKER_READINESS_INTERVAL":          "a duration such as 1s",

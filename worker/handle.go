@@ -30,6 +30,7 @@ func (w *Worker) Handle(taskType string, h asynq.Handler, key middleware.KeyFunc
 		policy, _ := w.cfg.policy()
 		all := append([]middleware.Option{
 			middleware.WithTTL(w.cfg.LockTTL),
+			middleware.WithCompletionWindow(w.cfg.CompletionWindow),
 			middleware.WithPolicy(policy),
 			middleware.WithBroker(w.ping),
 			middleware.WithMaxWaiters(w.cfg.maxWaiters()),

@@ -33,6 +33,9 @@ type Node struct {
 	port  int    // the server's port, the same for every run
 	proxy *proxy
 	clock *fakeClock // nil unless the node runs under libfaketime
+	// durable: every run uses one data directory and an append-only file
+	// synced on every write (StartDurableNode), so a restart keeps the data.
+	durable bool
 
 	mu     sync.Mutex
 	proc   *process // the current run; nil before the first start and after Kill
@@ -54,6 +57,21 @@ func StartNode(tb testing.TB) *Node {
 	return n
 }
 
+// StartDurableNode starts a node whose data survives Kill and Restart: an
+// append-only file synced on every write (appendfsync always), as a broker
+// that must not lose a task is run. Stopped by tb.Cleanup.
+func StartDurableNode(tb testing.TB) *Node {
+	tb.Helper()
+	bin := RequireServer(tb)
+	n, err := startNodeWith(bin, tb.TempDir(), nil, true)
+	if err != nil {
+		tb.Fatalf("redistest: start durable node: %v", err)
+		return nil
+	}
+	registerCleanup(tb, n)
+	return n
+}
+
 // registerCleanup makes tb's cleanup shut n down.
 func registerCleanup(tb testing.TB, n *Node) {
 	tb.Cleanup(func() {
@@ -66,7 +84,12 @@ func registerCleanup(tb testing.TB, n *Node) {
 // startNode starts a server on a free port, retrying with another port a few
 // times, then puts a proxy in front of it.
 func startNode(bin, dir string, clock *fakeClock) (*Node, error) {
-	n := &Node{bin: bin, dir: dir, clock: clock}
+	return startNodeWith(bin, dir, clock, false)
+}
+
+// startNodeWith is startNode, durable as StartDurableNode's when asked.
+func startNodeWith(bin, dir string, clock *fakeClock, durable bool) (*Node, error) {
+	n := &Node{bin: bin, dir: dir, clock: clock, durable: durable}
 	var errs []error
 	for range portAttempts {
 		port, err := freePort()
@@ -98,7 +121,12 @@ func startNode(bin, dir string, clock *fakeClock) (*Node, error) {
 func (n *Node) startLocked() error {
 	n.runs++
 	dir := filepath.Join(n.dir, "run-"+strconv.Itoa(n.runs))
-	p, err := startProcess(n.bin, dir, n.port, n.clock.env())
+	var extra []string
+	if n.durable {
+		dir = filepath.Join(n.dir, "data")
+		extra = []string{"--appendonly", "yes", "--appendfsync", "always"}
+	}
+	p, err := startProcess(n.bin, dir, n.port, n.clock.env(), extra...)
 	if err != nil {
 		return err
 	}

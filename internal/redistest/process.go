@@ -54,12 +54,12 @@ func serverArgs(port int, dir string) []string {
 // startProcess starts redis-server on port with dir (created if needed) as
 // its working and data directory, and waits until it answers PING. On error
 // no process is left behind.
-func startProcess(bin, dir string, port int, env []string) (*process, error) {
+func startProcess(bin, dir string, port int, env []string, extra ...string) (*process, error) {
 	dir, err := filepath.Abs(dir)
 	if err != nil {
 		return nil, err
 	}
-	return launch(bin, dir, port, serverArgs(port, dir), env)
+	return launch(bin, dir, port, append(serverArgs(port, dir), extra...), env)
 }
 
 // launch starts redis-server with args (and env added to the process's

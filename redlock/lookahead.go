@@ -1,0 +1,122 @@
+package redlock
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// lookAhead is what a caller acquiring WithCompletion learned of its record
+// while it waited in its Client's queue: a look-up sent as it started to
+// wait, so that a hand-over need not wait for a round to learn it (docs/
+// RELIABILITY.md, "Once and hand-overs"). Safe for concurrent use.
+type lookAhead struct {
+	mu    sync.Mutex
+	done  bool      // a quorum answered, or one node found the record
+	found bool      // the record exists (the look-up, or a local holder of the same id wrote it)
+	at    time.Time // when the look-up was sent
+}
+
+// clearSince reports whether the record is known absent for a hand-over
+// from a lock whose chain of local hand-overs began at chainStart: the
+// look-up found nothing on a quorum, and was sent after that chain began,
+// so that every holder since then is a lock of this Client (a record of
+// theirs is noted by notice). A record written before chainStart reached a
+// quorum before it (the chain's first lock took those nodes after the
+// release that carried it), and a later look-up of a quorum meets it.
+func (la *lookAhead) clearSince(chainStart time.Time) bool {
+	if la == nil {
+		return false
+	}
+	la.mu.Lock()
+	defer la.mu.Unlock()
+	return la.done && !la.found && la.at.After(chainStart)
+}
+
+// knownFound reports whether the record is known to exist.
+func (la *lookAhead) knownFound() bool {
+	if la == nil {
+		return false
+	}
+	la.mu.Lock()
+	defer la.mu.Unlock()
+	return la.found
+}
+
+// notice records that a lock of this Client wrote the record.
+func (la *lookAhead) notice() {
+	la.mu.Lock()
+	la.found = true
+	la.mu.Unlock()
+}
+
+// lookUp sends req's look-up to every node and records the answer: found
+// when a node has the record, absent when a quorum answered that it has
+// not. A failed look-up leaves it undecided: a hand-over then waits for its
+// round, which looks again.
+func (c *Client) lookUp(k keys, req *handoffReq) {
+	rec := req.lc.rec
+	start := time.Now()
+	deadline := start.Add(c.cfg.nodeTimeout)
+	r := c.broadcast("look", k.resource, c.allNodes(), c.q, deadline, false, []any{"zscore", rec.key, rec.id}, nil)
+	defer r.free()
+	_ = r.wait(context.Background(), deadline, classifyLook, func() bool {
+		return r.t.ok > 0 || r.t.refused >= c.q || r.pending&^r.answered == 0
+	})
+	la := req.look
+	la.mu.Lock()
+	defer la.mu.Unlock()
+	la.found = la.found || r.t.ok > 0
+	la.done = la.found || r.t.refused >= c.q
+	la.at = start
+}
+
+// classifyLook reads a look-up's answer: a score (found) is OK, no entry is
+// a refusal.
+func classifyLook(rep reply) outcome {
+	switch {
+	case rep.err == redis.Nil:
+		return outRefused
+	case rep.err != nil:
+		return outFailed
+	}
+	return outOK
+}
+
+// noticeRecord tells this Client's callers waiting for the lock's resource
+// with the lock's completion id that the lock's release writes their
+// record: a hand-over that reaches one of them later, through other locks
+// of this Client, need not look again.
+func (l *Lock) noticeRecord() {
+	if l.record == nil || !l.recordDone || l.turn == nil {
+		return
+	}
+	t, id := l.turn, l.record.id
+	t.gs.mu.Lock()
+	defer t.gs.mu.Unlock()
+	g := t.gs.m[t.key]
+	if g == nil {
+		return
+	}
+	for _, w := range g.queue {
+		if w.req != nil && w.req.look != nil && w.req.lc.rec.id == id {
+			w.req.look.notice()
+		}
+	}
+	if w := g.idle; w != nil && w.req != nil && w.req.look != nil && w.req.lc.rec.id == id {
+		w.req.look.notice()
+	}
+}
+
+// waitReq is what an Acquire caller asks of a hand-over; WithCompletion, it
+// looks its record up as it starts to wait behind another caller.
+func (c *Client) waitReq(k keys, ttl time.Duration, lc *lockConfig, tk *ticket) *handoffReq {
+	req := &handoffReq{ttl: ttl, lc: lc, tk: tk}
+	if lc.rec != nil {
+		req.look = &lookAhead{}
+		req.onWait = func() { c.spawn(func() { c.lookUp(k, req) }) }
+	}
+	return req
+}
