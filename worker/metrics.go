@@ -17,7 +17,7 @@ type metrics struct {
 	badKeys    prometheus.Counter
 	held       prometheus.Gauge
 	// redeliveries counts re-deliveries of completed tasks that completed
-	// without running their handler (the completion record, issue "once").
+	// without running their handler (their completion record was found).
 	redeliveries prometheus.Counter
 	quorumUp     prometheus.Gauge
 	ready        prometheus.Gauge
@@ -86,6 +86,8 @@ func (m *metrics) observeTask(e middleware.Event) {
 		}
 	case middleware.EventBadKey:
 		m.badKeys.Inc()
+	case middleware.EventRedeliverySkipped:
+		m.redeliveries.Inc()
 	}
 }
 

@@ -2,6 +2,7 @@ package worker
 
 import (
 	"context"
+	"errors"
 	"os"
 	"os/exec"
 	"regexp"
@@ -138,4 +139,46 @@ func TestHeldLocksGauge(t *testing.T) {
 		_, body := get(t, w, "/metrics")
 		return metricValue(t, body, "asynqlock_locks_held") == 0 && strings.Contains(body, "asynqlock_locks_held 0")
 	})
+}
+
+// TestRedeliveriesSkippedCounted: a task delivered again after it
+// completed (the same ID and payload, enqueued anew) completes without its
+// handler, counted in asynqlock_task_redeliveries_skipped_total; the
+// control, without completion records, runs the handler again and counts
+// nothing.
+func TestRedeliveriesSkippedCounted(t *testing.T) {
+	for _, window := range []time.Duration{time.Hour, 0} {
+		f := newFixture(t)
+		f.cfg.CompletionWindow = window
+		w, err := New(f.cfg, quiet())
+		if err != nil {
+			t.Fatal(err)
+		}
+		runs := make(chan struct{}, 2)
+		h := asynq.HandlerFunc(func(context.Context, *asynq.Task) error { runs <- struct{}{}; return nil })
+		if err := w.Handle("stock:adjust", h, middleware.ByField("sku")); err != nil {
+			t.Fatal(err)
+		}
+		start(t, w)
+		series := "asynqlock_task_redeliveries_skipped_total"
+		for delivery := 1; delivery <= 2; delivery++ {
+			// The same ID is free again once asynq deleted the completed task.
+			waitFor(t, "task t1 enqueued", 30*time.Second, func() bool {
+				_, err := w.Client().Enqueue(asynq.NewTask("stock:adjust", []byte(`{"sku":"A"}`)), asynq.TaskID("t1"))
+				if err != nil && !errors.Is(err, asynq.ErrTaskIDConflict) {
+					t.Fatal(err)
+				}
+				return err == nil
+			})
+			waitFor(t, "the delivery to complete", 30*time.Second, func() bool {
+				_, body := get(t, w, "/metrics")
+				return len(runs)+int(metricValue(t, body, series)) == delivery
+			})
+		}
+		_, body := get(t, w, "/metrics")
+		skipped := metricValue(t, body, series)
+		if want := map[bool]float64{true: 1, false: 0}[window > 0]; skipped != want || len(runs) != 2-int(want) {
+			t.Fatalf("window %v: handler ran %d times, %s %v; want %v skipped", window, len(runs), series, skipped, want)
+		}
+	}
 }
