@@ -46,7 +46,7 @@ func (w *Worker) Handle(taskType string, h asynq.Handler, key middleware.KeyFunc
 		if err != nil {
 			return fmt.Errorf("worker: %s: %w", taskType, err)
 		}
-		h = mw(h)
+		h = mw(w.holding(h))
 	} else {
 		h = w.gate.Wrap(h)
 	}
@@ -60,6 +60,16 @@ func (w *Worker) track(h asynq.Handler) asynq.Handler {
 	return asynq.HandlerFunc(func(ctx context.Context, t *asynq.Task) error {
 		w.inflight.Add(1)
 		defer w.inflight.Done()
+		return h.ProcessTask(ctx, t)
+	})
+}
+
+// holding counts the handlers running under their lock (inside the lock
+// middleware): asynqlock_locks_held.
+func (w *Worker) holding(h asynq.Handler) asynq.Handler {
+	return asynq.HandlerFunc(func(ctx context.Context, t *asynq.Task) error {
+		w.metrics.held.Inc()
+		defer w.metrics.held.Dec()
 		return h.ProcessTask(ctx, t)
 	})
 }

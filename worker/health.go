@@ -139,6 +139,9 @@ func (h *health) updateBroker(err error, first bool) {
 func (h *health) updateNodes(nodes []lockadmin.NodeStatus, first bool) []string {
 	var down []string
 	for i, n := range nodes {
+		if first {
+			h.m.nodeErrors.WithLabelValues(n.Addr) // the series exists from the first probe on
+		}
 		was := h.nodeErr[i]
 		if (first || was == nil) && n.Err != nil {
 			h.log.Warn("lock node unreachable", "node", i, "addr", n.Addr, "err", cause(n.Err))

@@ -15,12 +15,16 @@ type metrics struct {
 	conflicts  *prometheus.CounterVec
 	rollbacks  *prometheus.CounterVec
 	badKeys    prometheus.Counter
-	quorumUp   prometheus.Gauge
-	ready      prometheus.Gauge
-	nodeUp     *prometheus.GaugeVec
-	degraded   prometheus.Gauge
-	brokerUp   prometheus.Gauge
-	park       *parkMetrics
+	held       prometheus.Gauge
+	// redeliveries counts re-deliveries of completed tasks that completed
+	// without running their handler (their completion record was found).
+	redeliveries prometheus.Counter
+	quorumUp     prometheus.Gauge
+	ready        prometheus.Gauge
+	nodeUp       *prometheus.GaugeVec
+	degraded     prometheus.Gauge
+	brokerUp     prometheus.Gauge
+	park         *parkMetrics
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -35,8 +39,12 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			"Tasks that found their resource busy, by policy and action taken.", "policy", "action"),
 		rollbacks: f.counterVec("asynqlock_task_rollbacks_total", "Rollback hook runs, by result.", "result"),
 		badKeys:   f.counter("asynqlock_task_bad_keys_total", "Tasks archived because their lock key could not be derived."),
-		quorumUp:  f.gauge("asynqlock_lock_quorum_up", "1 while a quorum of lock nodes answers, else 0."),
-		ready:     f.gauge("asynqlock_worker_ready", "1 while the worker is ready (broker and lock quorum reachable)."),
+		held: f.gauge("asynqlock_locks_held",
+			"Task locks held by this worker's running handlers (between the lock's acquisition and the handler's return)."),
+		redeliveries: f.counter("asynqlock_task_redeliveries_skipped_total",
+			"Re-deliveries of tasks that had completed, completed again without running their handler."),
+		quorumUp: f.gauge("asynqlock_lock_quorum_up", "1 while a quorum of lock nodes answers, else 0."),
+		ready:    f.gauge("asynqlock_worker_ready", "1 while the worker is ready (broker and lock quorum reachable)."),
 		nodeUp: f.gaugeVec("asynqlock_lock_node_up",
 			"1 while the lock node answered the last readiness probe, else 0, by node address.", "node"),
 		degraded: f.gauge("asynqlock_lock_degraded",
@@ -78,6 +86,8 @@ func (m *metrics) observeTask(e middleware.Event) {
 		}
 	case middleware.EventBadKey:
 		m.badKeys.Inc()
+	case middleware.EventRedeliverySkipped:
+		m.redeliveries.Inc()
 	}
 }
 
@@ -86,5 +96,34 @@ func boolGauge(g prometheus.Gauge, v bool) {
 		g.Set(1)
 	} else {
 		g.Set(0)
+	}
+}
+
+// Known label values, each series of which exists from the start (at 0),
+// so that a query or an alert finds it before the first event.
+var (
+	acquireOutcomes = []redlock.Outcome{redlock.OutcomeAcquired, redlock.OutcomeLocked,
+		redlock.OutcomeQuorum, redlock.OutcomeCanceled, redlock.OutcomeError}
+	conflictActions = []string{"park", "requeue", "skip", "fail", "resubmit", "wait-exhausted-budget"}
+	handoverKinds   = []string{"local", "remote"}
+	resultLabels    = []string{"ok", "failed"}
+)
+
+// zero makes the series of the known label values, the conflicts' for the
+// configured policy (a Handle option naming another adds its series at
+// its first conflict).
+func (m *metrics) zero(policy string) {
+	for _, o := range acquireOutcomes {
+		m.acquire.WithLabelValues(string(o))
+	}
+	for _, r := range resultLabels {
+		m.extensions.WithLabelValues(r)
+		m.rollbacks.WithLabelValues(r)
+	}
+	for _, a := range conflictActions {
+		m.conflicts.WithLabelValues(policy, a)
+	}
+	for _, k := range handoverKinds {
+		m.park.handovers.WithLabelValues(k)
 	}
 }

@@ -48,6 +48,8 @@ func TestWorkerParksHotTasksVisibly(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	const inBroker = `asynqlock_queue_parked_tasks{queue="default",state="retry"}`
+	maxParked := 0.0 // the most parked tasks the broker held at a scrape
 	deadline := time.Now().Add(60 * time.Second)
 	for {
 		mu.Lock()
@@ -56,6 +58,8 @@ func TestWorkerParksHotTasksVisibly(t *testing.T) {
 		if got == n {
 			break
 		}
+		_, page := get(t, w, "/metrics")
+		maxParked = max(maxParked, metricValue(t, page, inBroker))
 		if time.Now().After(deadline) {
 			t.Fatalf("%d of %d tasks done", got, n)
 		}
@@ -71,6 +75,12 @@ func TestWorkerParksHotTasksVisibly(t *testing.T) {
 	promoted := metricValue(t, body, "asynqlock_task_promotions_total")
 	if parked == 0 || promoted == 0 {
 		t.Fatalf("parked %v, promoted %v: want both > 0 with 2 waiters per resource and %d tasks on one SKU", parked, promoted, n)
+	}
+	// The broker's count of parked tasks rose while the SKU was hot and is
+	// back to 0 now that every task ran.
+	if after := metricValue(t, body, inBroker); maxParked == 0 || after != 0 || !strings.Contains(body, inBroker) {
+		t.Errorf("%s: at most %v while parked, %v after (present: %v); want > 0, then 0",
+			inBroker, maxParked, after, strings.Contains(body, inBroker))
 	}
 	for _, m := range []string{"asynqlock_task_park_seconds_count", "asynqlock_lock_handovers_total{kind=", "asynqlock_parked_tasks"} {
 		if !strings.Contains(body, m) {

@@ -36,6 +36,7 @@ func (w *Worker) Scheduler(opts ...scheduler.Option) (*scheduler.Scheduler, erro
 		scheduler.WithObserver(func(e scheduler.Event) {
 			switch {
 			case e.Outcome != scheduler.OutcomeClock:
+				c.zero(e.Job)
 				c.runs.WithLabelValues(e.Job, string(e.Outcome)).Inc()
 			case e.Err == nil:
 				c.offset.WithLabelValues(e.Node).Set(e.Offset.Seconds())
@@ -79,6 +80,9 @@ func (w *Worker) startCrons() {
 	c.started = true
 	for _, s := range c.scheds {
 		s.Start()
+		for _, e := range s.Entries() {
+			c.zero(e.Job)
+		}
 	}
 }
 
@@ -95,5 +99,18 @@ func (w *Worker) stopCrons(timeout time.Duration) {
 		if err := s.Stop(ctx); err != nil {
 			w.log.Warn("cron scheduler stopped before its jobs ended", "err", err)
 		}
+	}
+}
+
+// runOutcomes are the outcomes of a run, each job's series of which exist
+// from its start (or its first event, for a job registered later).
+var runOutcomes = []scheduler.Outcome{scheduler.OutcomeRan, scheduler.OutcomeFailed,
+	scheduler.OutcomeSkippedOtherReplica, scheduler.OutcomeSkippedOverlap,
+	scheduler.OutcomeSkippedBeyondSkew, scheduler.OutcomeLockError, scheduler.OutcomeLate}
+
+// zero makes job's run series at 0.
+func (c *crons) zero(job string) {
+	for _, o := range runOutcomes {
+		c.runs.WithLabelValues(job, string(o))
 	}
 }

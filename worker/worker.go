@@ -84,6 +84,7 @@ func New(cfg Config, opts ...Option) (*Worker, error) {
 		gate: middleware.NewRunGate(cfg.Concurrency)}
 	w.once = dependencyLogs(o.log, ownsDefault)
 	w.metrics = newMetrics(w.reg)
+	w.metrics.zero(cfg.ConflictPolicy)
 	w.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	if err := w.newLocks(otelCfg); err != nil {
 		return nil, err
@@ -97,7 +98,7 @@ func New(cfg Config, opts ...Option) (*Worker, error) {
 		// It queries the broker at every scrape (and once here), logging
 		// "Failed to collect metrics data" when that fails: with the
 		// endpoint off nobody would read what it collects.
-		w.reg.MustRegister(queuemetrics.NewQueueMetricsCollector(w.inspector))
+		w.reg.MustRegister(queuemetrics.NewQueueMetricsCollector(w.inspector), newQueueParked(w.ping, cfg.Queues))
 	}
 	return w, nil
 }
