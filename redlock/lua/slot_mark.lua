@@ -33,7 +33,7 @@ local function limitsOf(key, m, now)
 			out[tonumber(n)] = tonumber(u)
 		end
 	else
-		out[tonumber(body)] = now + math.max(redis.call('PTTL', key), 0)
+		out[tonumber(body)] = now + math.max(redis.call('PTTL', key), 0) + 1
 	end
 	return out
 end
@@ -57,11 +57,12 @@ local function useMark(key, mark, ttl)
 			live[#live + 1] = n
 		end
 	end
-	ls[own] = math.max(ls[own] or 0, now + ttl)
+	-- +1: now is rounded down, and an entry must not end before its slot.
+	ls[own] = math.max(ls[own] or 0, now + ttl + 1)
 	live[#live + 1] = own
 	table.sort(had)
 	table.sort(live)
-	local v, last = mark, now + ttl
+	local v, last = mark, ls[own]
 	if #live > 1 then
 		local parts = {}
 		for i, n in ipairs(live) do
