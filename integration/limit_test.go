@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"math/rand/v2"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -123,9 +124,10 @@ func holdEverySlot(t *testing.T, holder, other *redlock.Client, res string, n in
 	}
 }
 
-// TestLimitMismatchRefusedOnServers: on redis-server nodes, a caller with
-// another limit is refused with ErrLimitMismatch while slots are held.
-func TestLimitMismatchRefusedOnServers(t *testing.T) {
+// TestLimitChangeOnServers: on redis-server nodes, a caller with another
+// limit shares the slots (at most the larger limit held), and a caller
+// without a limit waits for the slots (ErrLocked with ErrLimitMismatch).
+func TestLimitChangeOnServers(t *testing.T) {
 	c := redistest.StartCluster(t, 3)
 	a := urlLockClient(t, c, redlock.WithNodeTimeout(time.Second))
 	b := urlLockClient(t, c, redlock.WithNodeTimeout(time.Second))
@@ -134,11 +136,18 @@ func TestLimitMismatchRefusedOnServers(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := b.Acquire(ctx, "r", 10*time.Second, redlock.WithLimit(4)); !errors.Is(err, redlock.ErrLimitMismatch) {
-		t.Fatalf("limit 4 beside limit 3: %v, want ErrLimitMismatch", err)
+	for range 3 {
+		if _, err := b.TryAcquire(ctx, "r", 10*time.Second, redlock.WithLimit(4)); err != nil {
+			t.Fatalf("limit 4 beside one holder of limit 3: %v", err)
+		}
 	}
-	if _, err := b.Acquire(ctx, "r", 10*time.Second); !errors.Is(err, redlock.ErrLimitMismatch) {
-		t.Fatalf("no limit beside limit 3: %v, want ErrLimitMismatch", err)
+	if _, err := b.TryAcquire(ctx, "r", 10*time.Second, redlock.WithLimit(4)); !errors.Is(err, redlock.ErrLocked) {
+		t.Fatalf("a fifth holder beside limits 3 and 4: %v, want ErrLocked", err)
+	}
+	short, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+	defer cancel()
+	if _, err := b.Acquire(short, "r", 10*time.Second); !errors.Is(err, redlock.ErrLocked) || !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("no limit beside slots: %v, want a wait that ends with its context (ErrLocked)", err)
 	}
 	if _, err := b.TryAcquire(ctx, "r", 10*time.Second, redlock.WithLimit(0)); !errors.Is(err, redlock.ErrInvalid) {
 		t.Fatalf("limit 0: %v, want ErrInvalid", err)
@@ -149,7 +158,7 @@ func TestLimitMismatchRefusedOnServers(t *testing.T) {
 	}
 	held := 0
 	for _, s := range states {
-		if s.Token == l.Token() && s.Slot == l.Slot() && s.Limit == 3 {
+		if s.Token == l.Token() && s.Slot == l.Slot() && s.Limit == 4 && slices.Equal(s.Limits, []int{3, 4}) {
 			held++
 		}
 	}
@@ -159,7 +168,7 @@ func TestLimitMismatchRefusedOnServers(t *testing.T) {
 }
 
 // TestLimitFencesOnServers: on redis-server nodes (real Lua, whose numbers
-// are doubles), each slot's fences are of its class modulo n, seeded from
+// are doubles), each slot's fences are of its class modulo MaxLimit, seeded from
 // the nodes' clocks in microseconds, and they grow across every slot: all
 // n held at once hold n different fences.
 func TestLimitFencesOnServers(t *testing.T) {
@@ -174,8 +183,8 @@ func TestLimitFencesOnServers(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if l.Fence() <= last || l.Fence()%n != int64(l.Slot()) {
-			t.Fatalf("acquisition %d: slot %d, fence %d after %d: want larger and %d modulo %d", i, l.Slot(), l.Fence(), last, l.Slot(), n)
+		if l.Fence() <= last || l.Fence()%redlock.MaxLimit != int64(l.Slot()) {
+			t.Fatalf("acquisition %d: slot %d, fence %d after %d: want larger and %d modulo %d", i, l.Slot(), l.Fence(), last, l.Slot(), redlock.MaxLimit)
 		}
 		last = l.Fence()
 		if held = append(held, l); len(held) == n {

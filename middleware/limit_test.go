@@ -2,7 +2,6 @@ package middleware
 
 import (
 	"context"
-	"errors"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -71,23 +70,36 @@ func TestLimitRunsUpToNTasksOfAKey(t *testing.T) {
 	}
 }
 
-// TestLimitMismatchFailsTheTask: a task whose resource is held with
-// another limit fails with ErrLimitMismatch, never as a conflict.
-func TestLimitMismatchFailsTheTask(t *testing.T) {
+// TestLimitChangeRunsTheTask: a task whose resource is held with another
+// limit runs beside it on a free slot (limits 2 and 3 share the slots),
+// and waits for a plain holder as for any holder: never failed for the
+// difference (docs/REDLOCK.md, "Changing n").
+func TestLimitChangeRunsTheTask(t *testing.T) {
 	e := patientEnv(t)
 	withMeta(t, taskMeta{id: "t", queue: "default"})
-	held, err := e.other.TryAcquire(context.Background(), "task:import:import", 5*time.Second, redlock.WithLimit(2))
+	ctx := context.Background()
+	for range 2 {
+		held, err := e.other.TryAcquire(ctx, "task:import:import", 5*time.Second, redlock.WithLimit(2))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer func() { _ = held.Release(ctx) }()
+	}
+	rec := &recorder{}
+	_, wrapped := lockMW(t, e.locks, ByType(), rec, WithLimit(3))
+	if err := wrapped.ProcessTask(ctx, task("import", "{}")); err != nil {
+		t.Fatalf("task with limit 3 beside both slots of limit 2: %v, want it run on slot 2", err)
+	}
+	plain, err := e.other.TryAcquire(ctx, "task:export:export", 5*time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer func() { _ = held.Release(context.Background()) }()
-	rec := &recorder{}
-	_, wrapped := lockMW(t, e.locks, ByType(), rec, WithLimit(3))
-	if err := wrapped.ProcessTask(context.Background(), task("import", "{}")); !errors.Is(err, redlock.ErrLimitMismatch) {
-		t.Fatalf("task beside holders of limit 2 with limit 3: %v, want ErrLimitMismatch", err)
+	time.AfterFunc(200*time.Millisecond, func() { _ = plain.Release(ctx) })
+	if err := wrapped.ProcessTask(ctx, task("export", "{}")); err != nil {
+		t.Fatalf("task with limit 3 beside a plain holder: %v, want it run once the holder released", err)
 	}
-	if rec.count() != 0 {
-		t.Fatal("the handler ran")
+	if rec.count() != 2 {
+		t.Fatalf("the handler ran %d times, want 2", rec.count())
 	}
 }
 

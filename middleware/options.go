@@ -140,10 +140,11 @@ func WithMaxWaiters(n int) Option { return func(c *config) { c.maxWaiters = n } 
 // concurrency limit per task type. Waiting, parking, promotion and the
 // shares of WithMaxWaiters and WithWaitCap count slots: a resource of n
 // slots may have n times as many waiters, promoted tasks and requeue slots.
-// Every middleware and lock client that uses a resource must give it the
-// same n; a task that meets another n fails with redlock.ErrLimitMismatch
-// (retried as any failure). n must be in [1, redlock.MaxLimit]. Default: 1,
-// one task per key at a time.
+// Workers may give one resource different n while a change of n rolls
+// out: they share it with at most the largest n running at once, and no
+// task fails for the difference (redlock.WithLimit, docs/REDLOCK.md,
+// "Changing n"). n must be in [1, redlock.MaxLimit]. Default: 1, one task
+// per key at a time.
 func WithLimit(n int) Option { return func(c *config) { c.limit = n } }
 
 // WithProgress switches to progress mode: the lock is kept alive only while

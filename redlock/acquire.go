@@ -185,7 +185,7 @@ func (c *Client) attemptLoop(ctx context.Context, k keys, ttl time.Duration, lc 
 			l.adoptTurn(t)
 			return l, attempts, nil
 		}
-		if ctx.Err() != nil || errors.Is(err, ErrClosed) || errors.Is(err, ErrLimitMismatch) {
+		if ctx.Err() != nil || errors.Is(err, ErrClosed) {
 			c.giveUp(k, queued, t)
 			return nil, attempts, waitError(ctx, err, last)
 		}
@@ -312,6 +312,7 @@ func (c *Client) attempt(ctx context.Context, k keys, ttl time.Duration, lc *loc
 	r := c.broadcastSide("acquire", k.resource, c.allNodes(), c.q, deadline, false, args, s, sides(nil, lc.rec))
 	defer r.free()
 	err := r.collect(ctx, deadline, classify)
+	c.takeSlotChanges(r, k, lc.limit)
 	if err == nil && r.t.success() {
 		until := start.Add(ttl - driftAllowance(ttl, c.cfg.driftFactor))
 		var fence int64

@@ -53,7 +53,8 @@ func (c *Client) settleFence(ctx context.Context, r *round, rd fenceReader, k ke
 }
 
 // fenceStep is the class of fences a holder may take: every fence for a
-// plain lock; for slot s of a limit n > 1, those equal to s modulo n, so
+// plain lock; for slot s of a limit n > 1, those equal to s modulo
+// fenceClasses (whatever n: callers of two limits may share the slots), so
 // that holders of different slots, whose rounds may overlap in time, never
 // get the same fence (docs/REDLOCK.md, "Limits"). lua/slot_acquire.lua
 // bumps the counters alike.
@@ -62,7 +63,7 @@ type fenceStep struct{ n, slot int64 }
 // stepOf is the fence class of an acquisition configured by lc.
 func stepOf(lc *lockConfig) fenceStep {
 	if lc.limit > 1 {
-		return fenceStep{n: int64(lc.limit), slot: int64(lc.slot)}
+		return fenceStep{n: fenceClasses, slot: int64(lc.slot)}
 	}
 	return fenceStep{n: 1}
 }

@@ -19,8 +19,13 @@ type NodeState struct {
 	// the nodes' FIFO queue (docs/HANDOVER.md); Token is then "".
 	Reserved bool
 	// Slot and Limit describe a resource used WithLimit(n), n > 1: this
-	// state is the node's view of slot Slot of Limit. Both are 0 otherwise.
+	// state is the node's view of slot Slot of Limit, the largest limit in
+	// use on any node. Both are 0 otherwise.
 	Slot, Limit int
+	// Limits are the limits in use on this node, in increasing order, from
+	// its mark: one, or several while a change of limit is under way
+	// (docs/REDLOCK.md, "Changing n"); nil when the node has no mark.
+	Limits []int
 }
 
 // Held reports whether this node holds a lock key for the resource.
@@ -56,27 +61,29 @@ func (c *Client) inspect(ctx context.Context, resource string, timeout time.Dura
 	}
 	out := make([]NodeState, len(c.nodes))
 	limit := 0
+	marks := make([][]int, len(c.nodes))
 	for i, n := range c.nodes {
 		sl := r.slots[i]
 		st := NodeState{Node: i, Addr: n.addr, Err: sl.err}
 		if sl.out == outOK {
 			st = parseInspect(st, sl.val)
 		}
-		if m, ok := strings.CutPrefix(st.Token, markPrefix); ok {
-			n, _ := strconv.Atoi(m)
-			limit = max(limit, min(n, MaxLimit))
+		if ls := limitsOfMark(st.Token); len(ls) > 0 {
+			marks[i] = ls
+			limit = max(limit, min(ls[len(ls)-1], MaxLimit))
 		}
 		out[i] = st
 	}
 	if limit > 1 {
-		return c.inspectSlots(ctx, resource, limit, timeout)
+		return c.inspectSlots(ctx, resource, limit, marks, timeout)
 	}
 	return out, nil
 }
 
 // inspectSlots is Inspect of a resource whose lock key holds the mark of a
-// limit of n slots: each node's view of each slot, slot by slot.
-func (c *Client) inspectSlots(ctx context.Context, resource string, n int, timeout time.Duration) ([]NodeState, error) {
+// limit of n slots (the largest of marks, each node's limits in use): each
+// node's view of each slot, slot by slot.
+func (c *Client) inspectSlots(ctx context.Context, resource string, n int, marks [][]int, timeout time.Duration) ([]NodeState, error) {
 	names := make([]string, n+1)
 	for i := range n {
 		names[i] = c.slotKeys(resource, i).key
@@ -91,7 +98,7 @@ func (c *Client) inspectSlots(ctx context.Context, resource string, n int, timeo
 	for s := range n {
 		for i, nd := range c.nodes {
 			sl := r.slots[i]
-			st := NodeState{Node: i, Addr: nd.addr, Err: sl.err, Slot: s, Limit: n}
+			st := NodeState{Node: i, Addr: nd.addr, Err: sl.err, Slot: s, Limit: n, Limits: marks[i]}
 			if vals, ok := sl.val.([]any); ok && sl.out == outOK && len(vals) == 2*n+1 {
 				st = parseInspect(st, []any{vals[2*s], vals[2*s+1], vals[2*n]})
 			}

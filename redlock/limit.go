@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	mrand "math/rand/v2"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -14,8 +15,8 @@ import (
 // A resource locked WithLimit(n), n > 1, has n slots, each a Redlock lock
 // of its own (its key beside the resource's, under the same hash tag), so a
 // slot is as safe and as fault tolerant as a plain lock. The resource's own
-// lock key carries the limit's mark while any slot is held, which refuses
-// plain holders and holders of another limit (docs/REDLOCK.md, "Limits").
+// lock key carries the mark of the limits in use while any slot is held,
+// which refuses plain holders (docs/REDLOCK.md, "Limits").
 
 // MaxLimit is the largest n WithLimit accepts: a TryAcquire of a full
 // resource makes one round per slot.
@@ -33,12 +34,16 @@ const markPrefix = "limit:"
 // first, woken by the release of any. Fences (WithFencing) come from one
 // counter per resource: no two holders of the resource share one, and each
 // is larger than every fence handed out before its acquisition began,
-// whatever their slots (holders of slot s of n take fences equal to s
-// modulo n; docs/REDLOCK.md, "Limits"). Every caller must use a
-// resource with the same n: a caller with another n (WithLimit(1) or no
-// WithLimit included) is refused with ErrLimitMismatch while the others hold
-// it, except TryAcquire and the first round of Acquire without a limit,
-// which see ErrLocked. n must be in [1, MaxLimit]; WithLimit(1) is the
+// whatever their slots (holders of slot s take fences equal to s modulo
+// MaxLimit; docs/REDLOCK.md, "Limits"). Callers may give one resource
+// different n, as while a change of n rolls out: callers of limits above 1
+// share the slots (slot i is one lock whatever n, and a caller takes only
+// slots below its n), so at most the largest n in use hold it at once; a
+// plain lock (no WithLimit, or WithLimit(1)) and slots take turns, and a
+// caller that finds the resource held the other way sees ErrLocked (with
+// ErrLimitMismatch) and waits in Acquire. The change is logged and observed
+// (EventLimitChange) once per change (docs/REDLOCK.md, "Changing n"). n
+// must be in [1, MaxLimit]; WithLimit(1) is the
 // default, one holder. Waiters of a resource of n > 1 slots queue in FIFO
 // order in their process, and a slot released by their Client is handed to
 // the first of them in one round; waiters of different processes queue on
@@ -91,7 +96,7 @@ func slotKey(lockKey string, i int) string { return lockKey + ":slot:" + strconv
 // slotArgs builds slotAcquireScript's arguments.
 func (c *Client) slotArgs(k keys, token string, ttlMs int64, lc *lockConfig) []any {
 	return slotAcquireScript.args([]string{k.key, k.fenceKey, k.markKey()}, token, ttlMs,
-		c.cfg.fenceRetention.Milliseconds(), limitMark(int(lc.limit)), flag(lc.fencing), lc.limit, lc.slot)
+		c.cfg.fenceRetention.Milliseconds(), limitMark(int(lc.limit)), flag(lc.fencing), fenceClasses, lc.slot)
 }
 
 // slotQueueKeys are the keys of slot_queue.lua for a resource of limit
@@ -126,7 +131,7 @@ func (c *Client) slotRelease(k keys, token, channel string, slot, limit int) (*s
 // on slot lc.slot with ticket tk.
 func (c *Client) slotWaitArgs(k keys, token string, ttlMs int64, lc *lockConfig, tk *ticket) []any {
 	return slotWaitScript.args(k.slotQueueKeys(int(lc.limit)), token, ttlMs, c.cfg.fenceRetention.Milliseconds(),
-		limitMark(int(lc.limit)), flag(lc.fencing), lc.limit, lc.slot, tk.score, tk.id, c.queueLease().Milliseconds(), k.channel)
+		limitMark(int(lc.limit)), flag(lc.fencing), fenceClasses, lc.slot, tk.score, tk.id, c.queueLease().Milliseconds(), k.channel)
 }
 
 // leaveSlotQueue takes waiter tk out of the queue of slots on the nodes in
@@ -139,8 +144,9 @@ func (c *Client) leaveSlotQueue(k keys, tk *ticket, limit int, mask uint64) {
 	c.broadcast("dequeue", k.resource, mask, 1, time.Now().Add(c.cfg.nodeTimeout), true, args, slotLeaveScript).free()
 }
 
-// classifySlot is for slotAcquireScript: a number means set, nil held by
-// another, a string another limit's holder (see mismatchOf).
+// classifySlot is for slotAcquireScript: a number (or {number, mark})
+// means set, nil held by another, 'nolimit' a plain lock's holder (see
+// mismatchOf).
 func classifySlot(rep reply) outcome {
 	if _, other := rep.val.(string); other && rep.err == nil {
 		return outRefused
@@ -148,9 +154,11 @@ func classifySlot(rep reply) outcome {
 	return classifySet(rep)
 }
 
-// mismatchOf returns an error matching ErrLimitMismatch when a node of a
-// failed round answered that the resource is used with another limit: a
-// slot round's string (limit > 1), or a turn round's mark.
+// mismatchOf returns an error matching ErrLocked and ErrLimitMismatch when a
+// node of a failed round answered that the resource is held the other way:
+// by a plain lock for a slot round ('nolimit', limit > 1), by slots for a
+// plain turn round (its mark). The plain lock and slots take turns
+// (docs/REDLOCK.md, "Changing n"): the caller waits as for any holder.
 func mismatchOf(r *round, k keys, limit int32) error {
 	for i, sl := range r.slots {
 		other := ""
@@ -167,16 +175,20 @@ func mismatchOf(r *round, k keys, limit int32) error {
 		if other == "" {
 			continue
 		}
-		return &opError{kinds: []error{ErrLimitMismatch}, summary: fmt.Sprintf(
-			"resource %q is used here with limit %d and on node %d with %s", k.resource, max(limit, 1), i, limitText(other))}
+		limits := append(limitsOfMark(other), 1, int(max(limit, 1)))
+		slices.Sort(limits)
+		limits = slices.Compact(limits)
+		r.c.limitsInUse(k.resource, int(max(limit, 1)), limits)
+		return &opError{kinds: []error{ErrLocked, ErrLimitMismatch}, summary: fmt.Sprintf(
+			"resource %q is used here with %s and on node %d with %s: they take turns", k.resource, limitsText([]int{int(max(limit, 1))}), i, limitText(other))}
 	}
 	return nil
 }
 
 // limitText describes another caller's limit from what a node answered.
 func limitText(other string) string {
-	if n, ok := strings.CutPrefix(other, markPrefix); ok {
-		return "limit " + n
+	if ls := limitsOfMark(other); len(ls) > 0 {
+		return limitsText(ls)
 	}
 	return "no limit (one holder)"
 }
@@ -209,7 +221,7 @@ func (c *Client) trySlots(ctx context.Context, resource string, ttl time.Duratio
 			return l, nil
 		}
 		if ctx.Err() != nil || errors.Is(err, ErrClosed) || errors.Is(err, ErrLimitMismatch) {
-			return nil, err
+			return nil, err // a plain lock holds the resource: every slot refuses
 		}
 		all.add(err)
 	}
@@ -280,7 +292,7 @@ func (c *Client) acquireLimited(ctx context.Context, resource string, ttl time.D
 			t.leave() // the next caller of this client tries the other slots
 			return l, attempts, nil
 		}
-		if ctx.Err() != nil || errors.Is(err, ErrClosed) || errors.Is(err, ErrLimitMismatch) {
+		if ctx.Err() != nil || errors.Is(err, ErrClosed) {
 			c.leaveSlots(resource, queued, lc, t)
 			return nil, attempts, waitError(ctx, err, last)
 		}

@@ -79,37 +79,6 @@ func TestLimitOneIsThePlainLock(t *testing.T) {
 	}
 }
 
-// TestLimitMismatchIsRefused: callers that use one resource with different
-// limits never share it, and are told why.
-func TestLimitMismatchIsRefused(t *testing.T) {
-	ctx := context.Background()
-	c, _ := embeddedClient(t)
-	if _, err := c.TryAcquire(ctx, "r", 5*time.Second, WithLimit(3)); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := c.TryAcquire(ctx, "r", 5*time.Second, WithLimit(2)); !errors.Is(err, ErrLimitMismatch) {
-		t.Fatalf("WithLimit(2) beside holders WithLimit(3): %v, want ErrLimitMismatch", err)
-	}
-	if _, err := c.TryAcquire(ctx, "r", 5*time.Second); !errors.Is(err, ErrLocked) {
-		t.Fatalf("plain TryAcquire beside holders WithLimit(3): %v, want ErrLocked", err)
-	}
-	actx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	if _, err := c.Acquire(actx, "r", 5*time.Second); !errors.Is(err, ErrLimitMismatch) || actx.Err() != nil {
-		t.Fatalf("plain Acquire beside holders WithLimit(3): %v, want ErrLimitMismatch before its deadline", err)
-	}
-
-	if _, err := c.TryAcquire(ctx, "p", 5*time.Second); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := c.TryAcquire(ctx, "p", 5*time.Second, WithLimit(3)); !errors.Is(err, ErrLimitMismatch) {
-		t.Fatalf("WithLimit(3) beside a plain holder: %v, want ErrLimitMismatch", err)
-	}
-	if _, err := c.Acquire(actx, "p", 5*time.Second, WithLimit(3)); !errors.Is(err, ErrLimitMismatch) || actx.Err() != nil {
-		t.Fatalf("Acquire WithLimit(3) beside a plain holder: %v, want ErrLimitMismatch before its deadline", err)
-	}
-}
-
 // TestLimitAcquireWaitsForAnySlot: with every slot held, Acquire gets the
 // slot that frees, woken by its release.
 func TestLimitAcquireWaitsForAnySlot(t *testing.T) {

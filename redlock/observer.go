@@ -32,6 +32,13 @@ const (
 	// (a remote hand-over), ErrQuorum when the round failed; a successor
 	// that had started at once then keeps its lock and its validity.
 	EventHandOver EventKind = "handover"
+	// EventLimitChange: callers of another limit (WithLimit) use the
+	// resource too, or no longer do: Limits lists the limits in use, in
+	// increasing order (1 for callers without a limit), several while a
+	// change of limit is under way, one once it is done. Err describes the
+	// change and matches ErrLimitMismatch. Reported once per change and
+	// Client (docs/REDLOCK.md, "Changing n").
+	EventLimitChange EventKind = "limit_change"
 )
 
 // String returns the kind's name.
@@ -76,6 +83,7 @@ type Event struct {
 	Attempts int
 	Node     int    // for EventNodeError
 	Addr     string // for EventNodeError
+	Limits   []int  // for EventLimitChange
 	Err      error
 }
 

@@ -76,7 +76,7 @@ func (c *Client) turnCall(k keys, old, token string, req *handoffReq, keep bool)
 	lc := req.lc
 	if lc.limit > 1 {
 		return slotTurnScript, slotTurnScript.args([]string{k.key, k.fenceKey, k.markKey()}, old, token, req.ttl.Milliseconds(),
-			limitMark(int(lc.limit)), flag(lc.fencing), c.cfg.fenceRetention.Milliseconds(), lc.limit, lc.slot)
+			limitMark(int(lc.limit)), flag(lc.fencing), c.cfg.fenceRetention.Milliseconds(), fenceClasses, lc.slot)
 	}
 	return turnScript, c.turnArgs(k, old, token, req.ttl, req.tk, lc, keep)
 }

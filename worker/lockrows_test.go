@@ -28,3 +28,20 @@ func TestLockRowsShowSlots(t *testing.T) {
 		}
 	}
 }
+
+// TestLockRowsShowALimitChanging: while holders of limits 3 and 5 share a
+// resource, each slot's row names the limit in force and both limits.
+func TestLockRowsShowALimitChanging(t *testing.T) {
+	var states []redlock.NodeState
+	for slot, tok := range []string{"AAAA", "", "", "", "EEEE"} {
+		for node := range 3 {
+			states = append(states, redlock.NodeState{Node: node, Token: tok, TTL: time.Second, Slot: slot, Limit: 5, Limits: []int{3, 5}})
+		}
+	}
+	rows := lockRows([]lockadmin.HeldLock{{Resource: "task:import:acme", Nodes: states}}, nil, 2)
+	for i, want := range []string{"slot 0/5, changing: limits 3 and 5", "slot 4/5, changing: limits 3 and 5"} {
+		if i >= len(rows) || rows[i].Slot != want {
+			t.Fatalf("rows %+v, want row %d to say %q", rows, i, want)
+		}
+	}
+}

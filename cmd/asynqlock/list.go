@@ -100,6 +100,9 @@ func runShow(ctx context.Context, a *app, _ any, args []string) error {
 		return err
 	}
 	fmt.Fprintln(a.out, summary(args[0], a.prefix, states, lockadmin.Quorum(a.locks)))
+	if l := lockadmin.LimitText(states); l != "" {
+		fmt.Fprintf(a.out, "%s: %s\n", args[0], l)
+	}
 	return nil
 }
 

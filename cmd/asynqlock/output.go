@@ -22,8 +22,9 @@ type nodeJSON struct {
 	Holder *redlock.Holder `json:"holder,omitempty"`
 	TTLMs  int64           `json:"ttl_ms,omitempty"`
 	Fence  int64           `json:"fence,omitempty"`
-	Slot   *int            `json:"slot,omitempty"`  // under a limit: which slot this state describes
-	Limit  int             `json:"limit,omitempty"` // the resource's limit, when it has one
+	Slot   *int            `json:"slot,omitempty"`   // under a limit: which slot this state describes
+	Limit  int             `json:"limit,omitempty"`  // the resource's limit in force (the largest in use), when it has one
+	Limits []int           `json:"limits,omitempty"` // the limits in use on the node, several while a change is under way
 	Error  string          `json:"error,omitempty"`
 }
 
@@ -38,7 +39,7 @@ func toLockJSON(resource string, states []redlock.NodeState) lockJSON {
 	for i, s := range states {
 		n := nodeJSON{Node: s.Node, Addr: s.Addr, Held: s.Held(), TTLMs: s.TTL.Milliseconds(), Fence: s.Fence}
 		if s.Limit > 1 {
-			n.Slot, n.Limit = &s.Slot, s.Limit
+			n.Slot, n.Limit, n.Limits = &s.Slot, s.Limit, s.Limits
 		}
 		if s.Held() {
 			n.Token = shortToken(s.Token) // a full token lets its bearer extend or release the lock

@@ -1,4 +1,4 @@
--- slot_leave (after queue.lua, slot_queue.lua): take a waiter that gave up
+-- slot_leave (after slot_mark.lua, queue.lua, slot_queue.lua): take a waiter that gave up
 -- or won out of the queue; a reservation passes to the next head (told of
 -- it), or is freed when nobody is left queued.
 -- KEYS as slot_queue.lua

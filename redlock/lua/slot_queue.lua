@@ -1,4 +1,4 @@
--- slot_queue (after queue.lua): the waiter queue of a resource used
+-- slot_queue (after slot_mark.lua, queue.lua): the waiter queue of a resource used
 -- WithLimit(n), n > 1, shared by its slots (slot_wait, slot_release,
 -- slot_leave). A released slot is reserved for the queue, not for one
 -- waiter: any free or reserved slot goes to the earliest live ticket on
@@ -10,15 +10,15 @@
 local function slotKey(i)
 	return KEYS[5 + tonumber(i)]
 end
--- keepMark keeps the limit's mark at least ttl ms: a mark outlives every
--- slot key and reservation, so no other limit slips in beside them.
+-- keepMark keeps the mark at least ttl ms, with mark's limit in use as
+-- long (slot_mark.lua): a mark outlives every slot key and reservation, so
+-- no plain lock slips in beside them. It returns as useMark.
 local function keepMark(mark, ttl)
-	if redis.call('PTTL', KEYS[1]) < tonumber(ttl) then
-		redis.call('SET', KEYS[1], mark, 'PX', ttl)
-	end
+	return useMark(KEYS[1], mark, ttl)
 end
 -- settle follows a change of the queue's head: with nobody queued, reserved
--- slots are freed (and the mark with the last slot) so that they do not
+-- slots are freed (and the mark with the last slot, unless callers of
+-- another limit may hold others) so that they do not
 -- wait for their lease; otherwise the head is told of a reserved slot.
 local function settle(mark, channel)
 	local h = redis.call('ZRANGE', KEYS[2], 0, 0)

@@ -1,4 +1,5 @@
--- slot_release (after slot_release_unqueued.lua, queue.lua, slot_queue.lua):
+-- slot_release (after slot_release_unqueued.lua, slot_mark.lua, queue.lua,
+-- slot_queue.lua):
 -- a release while waiters are queued reserves the slot for the queue (any
 -- earliest live ticket takes it, slot_wait.lua) with the lease as TTL, keeps
 -- the mark at least as long, and tells the head (unless the channel is

@@ -1,7 +1,9 @@
 -- slot_release_unqueued (sent before queue.lua in slot_release): the
 -- common case, a resource nobody queues for: delete the slot's key if it
 -- holds the token and, once no slot is held, the limit's mark, so that the
--- resource can be used with another limit at once. No prelude and no
+-- resource can be used without a limit at once. A mark that names several
+-- limits (slot_mark.lua) is left to its TTL: callers of another limit may
+-- hold slots above this caller's n, which KEYS do not name. No prelude and no
 -- announcement, as release_unqueued.lua: a waiter queues (slot_wait.lua)
 -- before it waits for one.
 -- KEYS as slot_queue.lua

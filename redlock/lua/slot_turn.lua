@@ -1,20 +1,21 @@
--- slot_turn (after slot_fence.lua): turn.lua for one slot of a resource
+-- slot_turn (after slot_mark.lua, slot_fence.lua): turn.lua for one slot of a resource
 -- used WithLimit(n), n > 1: a local hand-over (handover.go) passes the slot
 -- from the old token to the new one in one step. The new token is set when
 -- the slot's key is free or holds the old token, as SET NX would take it,
--- and the limit's mark is kept at least as long as the slot (see
--- slot_acquire.lua). It does not ask the resource's waiter queue
+-- and the mark of the limits in use is kept at least as long as the slot
+-- (slot_mark.lua). It does not ask the resource's waiter queue
 -- (slot_queue.lua): nothing is queued, and the hand-over counts as passing
 -- ahead of waiters of other processes (jumped), so that a chain of local
 -- hand-overs is bounded as turn.lua's keep mode is (docs/HANDOVER.md).
 -- KEYS[1] slot key; KEYS[2] fencing counter; KEYS[3] the resource's lock key
 -- ARGV[1] old token; ARGV[2] new token; ARGV[3] ttl in ms; ARGV[4] mark;
--- ARGV[5] '1' to fence; ARGV[6] counter retention in ms; ARGV[7] n;
+-- ARGV[5] '1' to fence; ARGV[6] counter retention in ms; ARGV[7] fence
+-- classes;
 -- ARGV[8] the slot's number
 -- Returns as turn.lua: {old released (0/1), new set (0/1), fence or 0, 1},
--- {0, 0, 0, 0} when another token holds the slot, and {0, 0, 0, 0, mark}
--- when the mark is not ARGV[4] (the other mark, or 'nolimit').
-local other = otherMark(KEYS[3], ARGV[4])
+-- {0, 0, 0, 0} when another token holds the slot, and {0, 0, 0, 0,
+-- 'nolimit'} when a plain lock holds the resource.
+local other = otherMark(KEYS[3])
 if other then
 	return {0, 0, 0, 0, other}
 end
@@ -24,9 +25,7 @@ if cur and not mine then
 	return {0, 0, 0, 0}
 end
 redis.call('SET', KEYS[1], ARGV[2], 'PX', ARGV[3])
-if redis.call('PTTL', KEYS[3]) < tonumber(ARGV[3]) then
-	redis.call('SET', KEYS[3], ARGV[4], 'PX', ARGV[3])
-end
+useMark(KEYS[3], ARGV[4], ARGV[3])
 local f = 0
 if ARGV[5] == '1' then
 	f = slotFence(KEYS[2], ARGV[6], ARGV[7], ARGV[8])
