@@ -5,8 +5,6 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"fmt"
-	"strconv"
-	"strings"
 	"testing"
 	"time"
 
@@ -52,26 +50,6 @@ func BenchmarkCompletionRecordBytes(b *testing.B) {
 			b.ReportMetric(float64(usedMemory(b, raw)-before)/float64(b.N), "bytes/record")
 		})
 	}
-}
-
-// usedMemory is INFO memory's used_memory of a node.
-func usedMemory(tb testing.TB, c *redis.Client) int64 {
-	tb.Helper()
-	info, err := c.Info(context.Background(), "memory").Result()
-	if err != nil {
-		tb.Fatal(err)
-	}
-	for line := range strings.SplitSeq(info, "\r\n") {
-		if v, ok := strings.CutPrefix(line, "used_memory:"); ok {
-			n, err := strconv.ParseInt(v, 10, 64)
-			if err != nil {
-				tb.Fatal(err)
-			}
-			return n
-		}
-	}
-	tb.Fatal("INFO memory has no used_memory")
-	return 0
 }
 
 // recordName shapes a record's id as the middleware does: 128 bits of a
