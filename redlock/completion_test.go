@@ -247,3 +247,39 @@ func TestEarlyHandOverKeepsRecordsCheap(t *testing.T) {
 		})
 	}
 }
+
+// TestRecordAfterScriptFlushIsReportedThenWritten: a node that lost its
+// script cache refuses a record's write; the release says so (the record is
+// on fewer than a majority), and the next one, with the scripts loaded
+// again, writes its record.
+func TestRecordAfterScriptFlushIsReportedThenWritten(t *testing.T) {
+	ctx := context.Background()
+	c, raw := embeddedClient(t)
+	write := func(id string) error {
+		l, err := c.TryAcquire(ctx, "r", 5*time.Second, WithCompletion(id, time.Hour))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := raw.ScriptFlush(ctx).Err(); err != nil {
+			t.Fatal(err)
+		}
+		_ = l.RecordCompletion()
+		return l.Release(ctx)
+	}
+	if err := write("a"); !errors.Is(err, ErrQuorum) {
+		t.Fatalf("release whose record met NOSCRIPT: %v, want ErrQuorum (record not stored)", err)
+	}
+	l, err := c.TryAcquire(ctx, "r", 5*time.Second, WithCompletion("b", time.Hour))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = l.RecordCompletion()
+	if err := l.Release(ctx); err != nil {
+		t.Fatalf("release after the scripts were loaded again: %v", err)
+	}
+	if again, _ := c.TryAcquire(ctx, "r", 5*time.Second, WithCompletion("b", time.Hour)); !again.FoundCompletion() {
+		t.Fatal("record b not found")
+	} else {
+		_ = again.Release(ctx)
+	}
+}

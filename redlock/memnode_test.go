@@ -171,6 +171,18 @@ func (m *memNode) exec(c *redis.Cmd) {
 		return
 	}
 	switch s {
+	case recordScript:
+		m.calls["record"]++
+		z := m.zset(keys[0], true)
+		now := float64(num(argv[2]))
+		for k, v := range z.m {
+			if v <= now {
+				delete(z.m, k)
+			}
+		}
+		z.m[str(argv[0])] = now + float64(num(argv[1]))
+		z.exp = time.Now().Add(time.Duration(num(argv[1])) * time.Millisecond)
+		c.SetVal(int64(1))
 	case releaseScript:
 		m.calls["release"]++
 		if v, ok := m.getLocked(keys[0]); ok && v == str(argv[0]) {
@@ -273,30 +285,9 @@ func holders(c *Client, mems []*memNode, resource, token string) int {
 }
 
 // execRecord runs the plain commands of completion records (sorted sets):
-// ZREMRANGEBYSCORE key -inf max, ZADD key score member, PEXPIRE key ms,
-// ZSCORE key member. It reports whether op was one of them.
+// ZSCORE key member (the writes are a script, recordScript). It reports whether op was one of them.
 func (m *memNode) execRecord(op string, a []any, c *redis.Cmd) bool {
 	switch op {
-	case "zremrangebyscore":
-		n := int64(0)
-		if z := m.zset(str(a[1]), false); z != nil {
-			for k, v := range z.m {
-				if v <= float64(num(a[3])) {
-					delete(z.m, k)
-					n++
-				}
-			}
-		}
-		c.SetVal(n)
-	case "zadd":
-		m.calls["record"]++
-		m.zset(str(a[1]), true).m[str(a[3])] = float64(num(a[2]))
-		c.SetVal(int64(1))
-	case "pexpire":
-		if z := m.zset(str(a[1]), false); z != nil {
-			z.exp = time.Now().Add(time.Duration(num(a[2])) * time.Millisecond)
-		}
-		c.SetVal(int64(1))
 	case "zscore":
 		z := m.zset(str(a[1]), false)
 		if z == nil {

@@ -99,7 +99,7 @@ type call struct {
 	op       string       // for error reports
 	resource string
 	joined   []*call // the releases this call runs for (joinReleases)
-	// side are plain commands sent just ahead of this one in the same
+	// side are commands sent just ahead of this one in the same
 	// pipeline (completion.go): a record written with a release, one
 	// looked for with an acquisition. seen and sideErr are their answers.
 	side    *sideCmds
@@ -389,7 +389,9 @@ func (n *node) execBatch(batch []*call, now time.Time) {
 			}
 		}
 	}
-	readSides(live, cmds[pre:pre+sides])
+	if readSides(live, cmds[pre:pre+sides]) {
+		n.loaded = false
+	}
 	pre += sides
 	var retry []*call
 	for i, c := range live {
@@ -451,7 +453,7 @@ func (n *node) answer(c *call, val any, err error) {
 
 func hasScript(calls []*call) bool {
 	for _, c := range calls {
-		if c.script != nil {
+		if c.script != nil || c.side != nil { // a record's write is a script
 			return true
 		}
 	}

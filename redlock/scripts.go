@@ -47,6 +47,7 @@ func (s *script) args(keys []string, argv ...any) []any {
 // after their cheap unqueued case.
 var (
 	releaseScript      = newScript("release.lua")
+	recordScript       = newScript("record.lua")
 	extendScript       = newScript("extend.lua")
 	fenceAcquireScript = newScript("fence_acquire.lua")
 	fenceRaiseScript   = newScript("fence_raise.lua")
@@ -64,5 +65,5 @@ var (
 )
 
 // allScripts are loaded on a node before its first script call.
-var allScripts = []*script{releaseScript, extendScript, fenceAcquireScript, fenceRaiseScript, inspectScript, turnScript, queueReleaseScript, leaveQueueScript,
+var allScripts = []*script{recordScript, releaseScript, extendScript, fenceAcquireScript, fenceRaiseScript, inspectScript, turnScript, queueReleaseScript, leaveQueueScript,
 	slotAcquireScript, slotExtendScript, inspectSlotsScript, slotReleaseScript, slotTurnScript, slotWaitScript, slotLeaveScript, releaseManyScript}
