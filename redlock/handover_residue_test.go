@@ -75,26 +75,8 @@ func TestSuccessfulHandOverLeavesNoPredecessorKey(t *testing.T) {
 func TestLostEarlySuccessorFreesThePredecessorAtItsEnd(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		c, mems := memClient(t, 3, WithNodeTimeout(50*time.Millisecond))
-		holder, err := c.Acquire(context.Background(), "r", time.Minute)
-		if err != nil {
-			t.Fatal(err)
-		}
-		next := waitFor(context.Background(), c, "r", time.Second)
-		synctest.Wait()
-		for _, m := range mems[:2] {
-			m.set(func(m *memNode) { m.delay = 100 * time.Millisecond })
-		}
-		go func() { _, _ = c.TryAcquire(context.Background(), "other", time.Second) }() // nodes 0 and 1 busy
-		time.Sleep(time.Millisecond)
-		go func() { _ = holder.Release(context.Background()) }()
-		got := <-next
-		if got.err != nil {
-			t.Fatal(got.err)
-		}
-		for _, m := range mems[:2] {
-			m.set(func(m *memNode) { m.err = errMemDown }) // the resend fails too
-		}
-		kctx, stop := got.l.KeepAlive(context.Background())
+		holder, successor := droppedEarlyHandOver(t, c, mems, time.Second)
+		kctx, stop := successor.KeepAlive(context.Background())
 		defer stop()
 		<-kctx.Done()
 		if !errors.Is(context.Cause(kctx), ErrLockLost) {
@@ -121,25 +103,7 @@ func TestLeftEarlySuccessorKeepsTheResourceToItsEnd(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		c, mems := memClient(t, 3, WithNodeTimeout(50*time.Millisecond))
 		other := memClientOn(t, mems, WithNodeTimeout(50*time.Millisecond))
-		holder, err := c.Acquire(context.Background(), "r", time.Minute)
-		if err != nil {
-			t.Fatal(err)
-		}
-		next := waitFor(context.Background(), c, "r", 30*time.Second)
-		synctest.Wait()
-		for _, m := range mems[:2] {
-			m.set(func(m *memNode) { m.delay = 100 * time.Millisecond })
-		}
-		go func() { _, _ = c.TryAcquire(context.Background(), "other", time.Second) }() // nodes 0 and 1 busy
-		time.Sleep(time.Millisecond)
-		go func() { _ = holder.Release(context.Background()) }()
-		got := <-next
-		if got.err != nil {
-			t.Fatal(got.err)
-		}
-		for _, m := range mems[:2] {
-			m.set(func(m *memNode) { m.err = errMemDown }) // the resend fails too
-		}
+		holder, successor := droppedEarlyHandOver(t, c, mems, 30*time.Second)
 		time.Sleep(200 * time.Millisecond)
 		for _, m := range mems[:2] {
 			m.set(func(m *memNode) { m.err, m.delay = nil, 0 })
@@ -147,8 +111,8 @@ func TestLeftEarlySuccessorKeepsTheResourceToItsEnd(t *testing.T) {
 		if n := holders(c, mems, "r", holder.Token()); n < 2 {
 			t.Fatalf("the predecessor's token is on %d nodes: the case is not forced", n)
 		}
-		until := got.l.Until()
-		if err := got.l.LeaveToExpire(); err != nil {
+		until := successor.Until()
+		if err := successor.LeaveToExpire(); err != nil {
 			t.Fatal(err)
 		}
 		for {
@@ -166,4 +130,33 @@ func TestLeftEarlySuccessorKeepsTheResourceToItsEnd(t *testing.T) {
 			time.Sleep(500 * time.Millisecond)
 		}
 	})
+}
+
+// droppedEarlyHandOver hands "r" (held with a 1m TTL) over early to a waiter
+// of ttl whose round is dropped on nodes 0 and 1 (their workers busy past
+// the deadline) and whose resend fails there too: the successor holds those
+// two nodes only through the predecessor's token. Nodes 0 and 1 are left
+// down; the caller brings them back.
+func droppedEarlyHandOver(t *testing.T, c *Client, mems []*memNode, ttl time.Duration) (holder, successor *Lock) {
+	t.Helper()
+	holder, err := c.Acquire(context.Background(), "r", time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	next := waitFor(context.Background(), c, "r", ttl)
+	synctest.Wait()
+	for _, m := range mems[:2] {
+		m.set(func(m *memNode) { m.delay = 100 * time.Millisecond })
+	}
+	go func() { _, _ = c.TryAcquire(context.Background(), "other", time.Second) }() // nodes 0 and 1 busy
+	time.Sleep(time.Millisecond)
+	go func() { _ = holder.Release(context.Background()) }()
+	got := <-next
+	if got.err != nil {
+		t.Fatal(got.err)
+	}
+	for _, m := range mems[:2] {
+		m.set(func(m *memNode) { m.err = errMemDown }) // the resend fails too
+	}
+	return holder, got.l
 }
