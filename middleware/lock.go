@@ -27,11 +27,11 @@ type mw struct {
 	holds      *holdTable // recent hold times of resources whose state was dropped (pace.go)
 	keeper     *keeper    // starts the keep-alives of long runs (keeper.go)
 	tracer     trace.Tracer
-	promoteErr bool      // the last promotion failed
-	parkErr    bool      // the last park call failed
-	resubErr   bool      // the last resubmission failed
-	lookupErr  bool      // the last lookup of a task to resubmit failed
-	releaseErr bool      // the last release failed (releaseState)
+	promoteErr failState // promotions failing (failstate.go)
+	parkErr    failState // park calls failing
+	resubErr   failState // resubmissions failing
+	lookupErr  failState // lookups of a task to resubmit failing
+	releaseErr failState // releases failing (releaseState)
 	outage     time.Time // a wait ended for want of a quorum; until then arrivals try first
 }
 

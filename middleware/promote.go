@@ -263,7 +263,7 @@ func (m *mw) warnPromote(res string, err error) {
 // *failing is the state (guarded by m.mu), down and up the messages. A
 // broker client the application closed (it is shutting down) is no broker
 // failure: Debug only, the state unchanged.
-func (m *mw) brokerState(failing *bool, res string, err error, down, up string) {
+func (m *mw) brokerState(failing *failState, res string, err error, down, up string) {
 	if errors.Is(err, redis.ErrClosed) {
 		m.cfg.logger.Debug(down, "resource", res, "broker", lockutil.Addr(m.cfg.broker), "err", err)
 		return
@@ -274,31 +274,6 @@ func (m *mw) brokerState(failing *bool, res string, err error, down, up string) 
 	case stateUp:
 		m.cfg.logger.Info(up, "resource", res, "broker", lockutil.Addr(m.cfg.broker))
 	}
-}
-
-// stateChange is what a call's outcome did to a failing state.
-type stateChange int
-
-const (
-	stateSame stateChange = iota
-	stateDown             // it started failing
-	stateUp               // it works again
-)
-
-// flip sets *failing (guarded by m.mu) to fails and says how it changed:
-// the states that log a line once per change (brokerState, releaseState).
-func (m *mw) flip(failing *bool, fails bool) stateChange {
-	m.mu.Lock()
-	was := *failing
-	*failing = fails
-	m.mu.Unlock()
-	switch {
-	case fails && !was:
-		return stateDown
-	case !fails && was:
-		return stateUp
-	}
-	return stateSame
 }
 
 // handoverKind tells whether a lock obtained after waiting passed from a task

@@ -9,7 +9,7 @@ import (
 
 // releaseState logs failing releases once per change of state: the first
 // failure at Warn with the nodes that failed and the cause, the first
-// release that works after it at Info, and each task's failure at Debug.
+// release that works recoverySettle after the last failure at Info, and each task's failure at Debug.
 // Lock nodes that are down fail every task's release alike: a Warn per
 // task would bury the line that says so. A release refused because the
 // lock client is closed (shutdown) or the lock was not held any more is no
