@@ -56,21 +56,8 @@ func runParkedCopies(t *testing.T, records bool) (*runsByTask, int) {
 	cl, insp := asynqClient(t, broker), inspector(t, broker)
 	earlierRuns(t, cl, insp, runs) // A~r1 completed; A, B and B~r1 archived
 
-	ctx := within(t, 2*time.Minute)
-	held, err := locks.Acquire(ctx, "task:job:job", time.Minute)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, id := range []string{"A", "B"} {
-		if err := insp.RunTask("default", id); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if !waitUntil(time.Minute, func() bool { return absent(insp, "A") && absent(insp, "B") }) {
+	if !rerunWhileBusy(t, locks, insp, "A", "B") {
 		t.Fatal("A and B were not resubmitted as copies within a minute")
-	}
-	if err := held.Release(ctx); err != nil {
-		t.Fatal(err)
 	}
 	copies := func() bool {
 		return state(insp, "A~r2") == asynq.TaskStateCompleted && state(insp, "B~r2") == asynq.TaskStateCompleted
