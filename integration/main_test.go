@@ -18,8 +18,8 @@ func (quietRedis) Printf(context.Context, string, ...any) {}
 
 // TestMain silences go-redis, then either runs a proof worker (when the
 // test binary was re-executed as one, see proof_worker_test.go, as an
-// asynq task worker, see proof_taskworker_test.go, or as a limit worker,
-// see limit_process_test.go) or runs the
+// asynq task worker, see proof_taskworker_test.go, as a once worker, see
+// once_proc_test.go, or as a limit worker, see limit_process_test.go) or runs the
 // tests and, when ASYNQLOCK_RELIABILITY_REPORT names a file, writes the
 // reliability report from the rows they recorded (see report_test.go).
 func TestMain(m *testing.M) {
@@ -28,8 +28,11 @@ func TestMain(m *testing.M) {
 		os.Exit(limitWorkerMain(cfg))
 	}
 	if cfg := os.Getenv(proofWorkerEnv); cfg != "" {
-		if isTaskWorker(cfg) { // an asynq worker process (proof_taskworker_test.go)
+		switch workerMode(cfg) {
+		case modeTasks: // an asynq worker process (proof_taskworker_test.go)
 			os.Exit(taskWorkerMain(cfg))
+		case modeOnce: // an asynq server holding its acknowledgments (once_proc_test.go)
+			os.Exit(onceWorkerMain(cfg))
 		}
 		os.Exit(proofWorkerMain(cfg))
 	}

@@ -56,14 +56,6 @@ const modeTasks = "tasks"
 // taskType is the asynq task type of inventory adjustments.
 const taskType = "stock:adjust"
 
-// isTaskWorker reports whether a worker config asks for a task worker.
-func isTaskWorker(raw string) bool {
-	var c struct {
-		Mode string `json:"mode"`
-	}
-	return json.Unmarshal([]byte(raw), &c) == nil && c.Mode == modeTasks
-}
-
 // Inventory keys on the store, after the config's KeyPrefix.
 const (
 	stockKey   = "stock:"   // + SKU: the stock, an integer

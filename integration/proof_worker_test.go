@@ -79,6 +79,10 @@ type workerConfig struct {
 	MaxOps int              `json:"maxOps"`
 	Limit  time.Duration    `json:"limit"` // hard bound on the worker's life
 	Out    string           `json:"out"`
+	// Of the once workers (once_proc_test.go).
+	Queue   string `json:"queue,omitempty"`
+	Records bool   `json:"records,omitempty"`
+	HoldAck bool   `json:"holdAck,omitempty"`
 }
 
 // workerEvent is one line of a worker's stdout.

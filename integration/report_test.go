@@ -252,7 +252,8 @@ processes run on one machine; a wall-clock step *during* a run cannot affect the
 `
 
 // reportOnce says what the middleware's completion records make of
-// asynq's at-least-once delivery (integration/once_test.go).
+// asynq's at-least-once delivery (once_test.go, once_worker_test.go,
+// once_copies_test.go).
 const reportOnce = `## Once: what the completion record covers
 
 asynq delivers a task at least once: when the broker cannot record that a task completed (it was
@@ -268,10 +269,24 @@ enough, and the task completes without running its handler (` + "`EventRedeliver
 
 - **Covered**: a task whose handler returned nil and whose release round reached a majority is
   never run again within the window, whatever asynq does: broker outages and restarts, a worker
-  that lost its lease, a worker killed or paused after the release. The integration test
-  ` + "`TestOnceAcrossABrokerOutage`" + ` (AOF broker SIGKILLed for 10s, a lock node restarted empty)
-  finds every task run once and every SKU exact (6 re-deliveries skipped in the run of 2026-11-28); its control, records off, ran 9 of 300
-  tasks twice.
+  that lost its lease, a worker killed or paused after the release. The integration tests run on
+  real ` + "`redis-server`" + ` processes and asynq servers, each beside a control with records off:
+  - ` + "`TestOnceAcrossABrokerOutage`" + ` (AOF broker SIGKILLed for 10s, a lock node restarted empty)
+    finds every task run once and every SKU exact (6 re-deliveries skipped in the run of
+    2026-11-28); its control ran 9 of 300 tasks twice.
+  - ` + "`TestOnceWorkerKilledBeforeAck`" + ` and ` + "`TestOnceWorkerPausedPastItsLease`" + `: a worker process
+    whose handlers returned nil and whose locks were released is SIGKILLed, or SIGSTOPped until
+    its tasks' leases have lapsed in it (32.6s in the run of 2026-11-29) and then continued,
+    before asynq acknowledged any of its 4 tasks; a fresh worker's recoverer brings all 4 back
+    (the tests move the expired leases back in the broker rather than wait for the recoverer's
+    margin and pass, about a minute: the re-delivery itself is asynq's). With records the 4
+    re-deliveries are skipped and each task is applied once, the one whose first run failed
+    included (its retry ran: a failure leaves no record); the control applies each twice. A
+    worker continued past its lease does not acknowledge (asynq's processor writes nothing once
+    the lease has lapsed and leaves the task to its recoverer), so asynq does not prevent that
+    re-run: the record does.
+  - ` + "`TestOnceParkedCopies`" + `: a task and its parked copies (` + "`~rN`" + `), run again by an operator, are
+    applied once between them; the control applies each twice.
 - **Not covered, and how to close it**: a worker killed (or a lock lost) between the handler's
   return and its release round leaves no record, and the task runs again. Make the handler's
   effect idempotent with the task's stable key (` + "`middleware.TaskKeyFromContext`" + `): apply it only
