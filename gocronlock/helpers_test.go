@@ -4,6 +4,7 @@ import (
 	"context"
 	"io"
 	"log/slog"
+	"slices"
 	"sort"
 	"sync"
 	"testing"
@@ -51,7 +52,22 @@ type recorder struct {
 	runs      []jobRun
 	events    []Event
 	active    int
-	maxActive int // the most runs under way at once, across replicas
+	maxActive int             // the most runs under way at once, across replicas
+	refusals  []time.Duration // how long each failed Lock took (timedLocker)
+	// lateLocks counts the Locks that came late, won (true) and refused
+	// (timedLocker).
+	lateLocks [2]int
+}
+
+// refusalSpread returns the shortest, median and longest failed Lock.
+func (r *recorder) refusalSpread() []time.Duration {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if len(r.refusals) == 0 {
+		return nil
+	}
+	d := slices.Sorted(slices.Values(r.refusals))
+	return []time.Duration{d[0].Round(time.Millisecond), d[len(d)/2].Round(time.Millisecond), d[len(d)-1].Round(time.Millisecond)}
 }
 
 type jobRun struct {
