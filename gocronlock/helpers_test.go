@@ -165,6 +165,28 @@ func checkOncePerTick(t *testing.T, r *recorder, step time.Duration, want int) {
 	}
 }
 
+// checkRunsInTheirTicks fails unless each run started in the interval
+// [tick, tick+step) of a tick won, one run per tick: a run counts for the
+// interval it starts in, on the real clock (whatever delayed it).
+func checkRunsInTheirTicks(t *testing.T, r *recorder, step time.Duration) {
+	t.Helper()
+	ticks, _, _ := r.ticks()
+	won := map[int64]int{}
+	for _, tk := range ticks {
+		won[tk.UnixNano()]++
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, x := range r.runs {
+		k := x.start.Truncate(step).UnixNano()
+		if won[k] == 0 {
+			t.Errorf("replica %d ran at %s, in an interval it did not win", x.replica, x.start.Format(time.RFC3339Nano))
+			continue
+		}
+		won[k]--
+	}
+}
+
 // runsPerWindow counts the runs by the step-long window (since the Unix
 // epoch) in which they started: the windows from the first run's to the
 // last run's, and the runs.
