@@ -15,13 +15,14 @@ import (
 func TestIntervalRunsOncePerWindow(t *testing.T) {
 	t.Parallel()
 	c := redistest.StartCluster(t, 3)
+	run, wait := atOnce(t)
+	defer wait()
 	sc := scenario{
 		replicas: 3, phase: offsets(3), name: "sync",
 		def: func() gocron.JobDefinition { return gocron.DurationJob(time.Second) }, work: time.Millisecond, run: 6 * time.Second,
 	}
 
-	t.Run("tick keyed", func(t *testing.T) {
-		t.Parallel()
+	run("tick keyed", func(t *testing.T) {
 		rec := &recorder{}
 		sc := sc
 		sc.locker = func(int) gocron.Locker {
@@ -38,8 +39,7 @@ func TestIntervalRunsOncePerWindow(t *testing.T) {
 		t.Logf("%d runs over %d one-second windows", runs, windows)
 	})
 
-	t.Run("control: name keyed", func(t *testing.T) {
-		t.Parallel()
+	run("control: name keyed", func(t *testing.T) {
 		rec := &recorder{}
 		sc := sc
 		sc.locker = func(int) gocron.Locker {

@@ -16,14 +16,15 @@ import (
 func TestLongJobKeptAlive(t *testing.T) {
 	t.Parallel()
 	c := redistest.StartCluster(t, 3)
+	run, wait := atOnce(t)
+	defer wait()
 	const ttl = 1500 * time.Millisecond
 	sc := scenario{
 		replicas: 3, phase: offsets(3), name: "long",
 		def: func() gocron.JobDefinition { return gocron.DurationJob(time.Second) }, work: 2500 * time.Millisecond, run: 6 * time.Second,
 	}
 
-	t.Run("kept alive", func(t *testing.T) {
-		t.Parallel()
+	run("kept alive", func(t *testing.T) {
 		rec := &recorder{}
 		sc := sc
 		sc.locker = func(int) gocron.Locker {
@@ -49,8 +50,7 @@ func TestLongJobKeptAlive(t *testing.T) {
 		}
 	})
 
-	t.Run("control: no keep-alive", func(t *testing.T) {
-		t.Parallel()
+	run("control: no keep-alive", func(t *testing.T) {
 		rec := &recorder{}
 		sc := sc
 		sc.locker = func(int) gocron.Locker {
