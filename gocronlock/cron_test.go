@@ -17,8 +17,6 @@ import (
 func TestCronTickOnceWithClockOffsets(t *testing.T) {
 	t.Parallel()
 	c := redistest.StartCluster(t, 3)
-	run, wait := atOnce(t)
-	defer wait()
 	clocks := []offsetClock{newOffsetClock(-900 * time.Millisecond), newOffsetClock(0), newOffsetClock(900 * time.Millisecond)}
 	sc := scenario{
 		replicas: 3, phase: func(int) time.Duration { return 500 * time.Millisecond }, name: "beat",
@@ -26,7 +24,8 @@ func TestCronTickOnceWithClockOffsets(t *testing.T) {
 		def:   func() gocron.JobDefinition { return gocron.CronJob("* * * * * *", true) }, work: time.Millisecond, run: 5 * time.Second,
 	}
 
-	run("tick keyed", func(t *testing.T) {
+	t.Run("tick keyed", func(t *testing.T) {
+		t.Parallel()
 		rec := &recorder{}
 		sc := sc
 		sc.locker = func(i int) gocron.Locker {
@@ -41,7 +40,8 @@ func TestCronTickOnceWithClockOffsets(t *testing.T) {
 		checkOncePerTick(t, rec, time.Second, 4)
 	})
 
-	run("control: released at unlock", func(t *testing.T) {
+	t.Run("control: released at unlock", func(t *testing.T) {
+		t.Parallel()
 		rec := &recorder{}
 		sc := sc
 		sc.locker = func(i int) gocron.Locker {

@@ -15,14 +15,13 @@ import (
 func TestIntervalRunsOncePerWindow(t *testing.T) {
 	t.Parallel()
 	c := redistest.StartCluster(t, 3)
-	run, wait := atOnce(t)
-	defer wait()
 	sc := scenario{
 		replicas: 3, phase: offsets(3), name: "sync",
 		def: func() gocron.JobDefinition { return gocron.DurationJob(time.Second) }, work: time.Millisecond, run: 6 * time.Second,
 	}
 
-	run("tick keyed", func(t *testing.T) {
+	t.Run("tick keyed", func(t *testing.T) {
+		t.Parallel()
 		rec := &recorder{}
 		sc := sc
 		sc.locker = func(int) gocron.Locker {
@@ -39,7 +38,8 @@ func TestIntervalRunsOncePerWindow(t *testing.T) {
 		t.Logf("%d runs over %d one-second windows", runs, windows)
 	})
 
-	run("control: name keyed", func(t *testing.T) {
+	t.Run("control: name keyed", func(t *testing.T) {
+		t.Parallel()
 		rec := &recorder{}
 		sc := sc
 		sc.locker = func(int) gocron.Locker {

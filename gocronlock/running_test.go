@@ -16,15 +16,14 @@ import (
 func TestLongJobKeptAlive(t *testing.T) {
 	t.Parallel()
 	c := redistest.StartCluster(t, 3)
-	run, wait := atOnce(t)
-	defer wait()
 	const ttl = 1500 * time.Millisecond
 	sc := scenario{
 		replicas: 3, phase: offsets(3), name: "long",
 		def: func() gocron.JobDefinition { return gocron.DurationJob(time.Second) }, work: 2500 * time.Millisecond, run: 6 * time.Second,
 	}
 
-	run("kept alive", func(t *testing.T) {
+	t.Run("kept alive", func(t *testing.T) {
+		t.Parallel()
 		rec := &recorder{}
 		sc := sc
 		sc.locker = func(int) gocron.Locker {
@@ -50,7 +49,8 @@ func TestLongJobKeptAlive(t *testing.T) {
 		}
 	})
 
-	run("control: no keep-alive", func(t *testing.T) {
+	t.Run("control: no keep-alive", func(t *testing.T) {
+		t.Parallel()
 		rec := &recorder{}
 		sc := sc
 		sc.locker = func(int) gocron.Locker {

@@ -53,13 +53,3 @@ func (sc scenario) play(t *testing.T, rec *recorder) {
 func offsets(n int) func(i int) time.Duration {
 	return func(i int) time.Duration { return 150*time.Millisecond + time.Duration(i)*time.Second/time.Duration(n) }
 }
-
-// atOnce returns run, which starts a subtest in a goroutine of its own, and
-// wait, which waits for those started. Scenarios mostly sleep: run lets a
-// test's scenarios play at the same time beside the package's other tests,
-// where t.Parallel would queue them behind -parallel (the number of CPUs).
-// t.Run may be called from several goroutines at once.
-func atOnce(t *testing.T) (run func(name string, f func(t *testing.T)), wait func()) {
-	var wg sync.WaitGroup
-	return func(name string, f func(t *testing.T)) { wg.Go(func() { t.Run(name, f) }) }, wg.Wait
-}
