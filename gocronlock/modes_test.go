@@ -30,19 +30,17 @@ import (
 func TestGocronModes(t *testing.T) {
 	t.Parallel()
 	c := redistest.StartCluster(t, 3)
-	var wg sync.WaitGroup
 	for _, m := range []mode{
 		{name: "singleton reschedule", job: []gocron.JobOption{gocron.WithSingletonMode(gocron.LimitModeReschedule)}},
 		{name: "singleton wait", job: []gocron.JobOption{gocron.WithSingletonMode(gocron.LimitModeWait)}},
 		{name: "limit reschedule", sched: []gocron.SchedulerOption{gocron.WithLimitConcurrentJobs(3, gocron.LimitModeReschedule)}},
 		{name: "limit wait", sched: []gocron.SchedulerOption{gocron.WithLimitConcurrentJobs(3, gocron.LimitModeWait)}},
 	} {
-		// All four at once, beside the package's other tests: each mostly
-		// sleeps, and t.Parallel would queue them behind -parallel (the
-		// number of CPUs). t.Run may be called from several goroutines.
-		wg.Go(func() { t.Run(m.name, func(t *testing.T) { m.play(t, c) }) })
+		t.Run(m.name, func(t *testing.T) {
+			t.Parallel()
+			m.play(t, c)
+		})
 	}
-	wg.Wait()
 }
 
 // mode is one of gocron's concurrency settings: scheduler and job options.
