@@ -33,7 +33,6 @@ func TestIntervalRunsOncePerWindow(t *testing.T) {
 		}
 		sc.play(t, rec)
 		checkOncePerTick(t, rec, time.Second, 5)
-		checkRunsInTheirTicks(t, rec, time.Second) // so each window ran once
 		windows, runs := runsPerWindow(rec, time.Second)
 		t.Logf("%d runs over %d one-second windows", runs, windows)
 	})

@@ -1,7 +1,6 @@
 package gocronlock
 
 import (
-	"errors"
 	"sync"
 	"testing"
 	"time"
@@ -64,31 +63,6 @@ func TestKilledReplicaTickRunsElsewhere(t *testing.T) {
 	for i := 1; i < len(ticks); i++ {
 		if ticks[i].Equal(ticks[i-1]) {
 			t.Errorf("tick %s ran twice", ticks[i])
-		}
-	}
-	rec.checkHeldUntil(t, took)
-}
-
-// checkHeldUntil fails unless the run that took over ran on the first tick
-// that found the dead replica's running lock gone: every tick between the
-// dead replica's run and it was skipped because the lock was still held
-// (or its lock nodes did not answer), none lost otherwise.
-func (r *recorder) checkHeldUntil(t *testing.T, took time.Time) {
-	t.Helper()
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	last := took.Truncate(time.Second)
-	first := r.runs[0].start.Truncate(time.Second)
-	held := map[int64]bool{}
-	for _, ev := range r.events {
-		slow := ev.Outcome == OutcomeLockError && !errors.Is(ev.Err, redlock.ErrClosed) // not the dead replica's own
-		if ev.Outcome == OutcomeSkippedOverlap || slow {
-			held[ev.Tick.UnixNano()] = true
-		}
-	}
-	for tk := first.Add(time.Second); tk.Before(last); tk = tk.Add(time.Second) {
-		if !held[tk.UnixNano()] {
-			t.Errorf("tick %s ran nowhere, yet found no running lock held", tk.Format(time.RFC3339Nano))
 		}
 	}
 }
