@@ -25,6 +25,11 @@
 // tick or the run. Every Lock is reported as an [Event] ([WithObserver]);
 // changes of a job's state are logged at Warn where [WithLogger] says.
 //
-// How ticks are told for interval and cron jobs, and what this does not
-// cover: docs/CRON.md, section "gocron v2".
+// gocron's singleton and limit modes (WithSingletonMode,
+// WithLimitConcurrentJobs) work beside it, each local to its scheduler:
+// gocron calls Lock once the mode lets a run go ahead there.
+//
+// How ticks are told for interval and cron jobs, how the modes combine with
+// the locker, and what this does not cover: docs/CRON.md, section "gocron
+// v2".
 package gocronlock

@@ -4,6 +4,7 @@ import (
 	"context"
 	"io"
 	"log/slog"
+	"slices"
 	"sort"
 	"sync"
 	"testing"
@@ -51,7 +52,22 @@ type recorder struct {
 	runs      []jobRun
 	events    []Event
 	active    int
-	maxActive int // the most runs under way at once, across replicas
+	maxActive int             // the most runs under way at once, across replicas
+	refusals  []time.Duration // how long each failed Lock took (timedLocker)
+	// lateLocks counts the Locks that came late, won (true) and refused
+	// (timedLocker).
+	lateLocks [2]int
+}
+
+// refusalSpread returns the shortest, median and longest failed Lock.
+func (r *recorder) refusalSpread() []time.Duration {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if len(r.refusals) == 0 {
+		return nil
+	}
+	d := slices.Sorted(slices.Values(r.refusals))
+	return []time.Duration{d[0].Round(time.Millisecond), d[len(d)/2].Round(time.Millisecond), d[len(d)-1].Round(time.Millisecond)}
 }
 
 type jobRun struct {
@@ -146,6 +162,35 @@ func checkOncePerTick(t *testing.T, r *recorder, step time.Duration, want int) {
 	}
 	if n := r.runCount(); n != len(ticks) {
 		t.Errorf("%d runs for %d ticks won", n, len(ticks))
+	}
+}
+
+// checkRunsInTheirTicks fails unless each run started at or after a tick
+// won, within two steps of it (Lock, which tells the tick from its own
+// start, may take a while on slow nodes before the run starts), one run
+// per tick: a run counts for the interval in which gocron locked it,
+// whatever delayed that (a Wait queue, the previous run's lock).
+func checkRunsInTheirTicks(t *testing.T, r *recorder, step time.Duration) {
+	t.Helper()
+	ticks, _, _ := r.ticks()
+	won := map[int64]int{}
+	for _, tk := range ticks {
+		won[tk.UnixNano()]++
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	runs := slices.Clone(r.runs)
+	slices.SortFunc(runs, func(a, b jobRun) int { return a.start.Compare(b.start) })
+	for _, x := range runs {
+		k := x.start.Truncate(step)
+		switch {
+		case won[k.Add(-step).UnixNano()] > 0: // the earlier tick first
+			won[k.Add(-step).UnixNano()]--
+		case won[k.UnixNano()] > 0:
+			won[k.UnixNano()]--
+		default:
+			t.Errorf("replica %d ran at %s, not within two steps of a tick won", x.replica, x.start.Format(time.RFC3339Nano))
+		}
 	}
 }
 

@@ -117,7 +117,7 @@ func (l *Locker) Lock(ctx context.Context, key string) (gocron.Lock, error) {
 	if err := l.claim(ctx, &ev, end.Sub(now), start); err != nil {
 		return nil, err
 	}
-	running, err := l.try(ctx, l.cfg.prefix+key+":running", l.cfg.ttl)
+	running, err := l.try(ctx, l.cfg.prefix+key+":running", l.cfg.ttl, false)
 	if err != nil {
 		return nil, l.refuse(ctx, ev, err, true)
 	}
@@ -134,7 +134,7 @@ func (l *Locker) claim(ctx context.Context, ev *Event, untilEnd time.Duration, s
 	// skew of the nodes); the last one's last attempt comes within the
 	// budget, and a win later than the margin is given up below.
 	ttl := max(untilEnd, 0) + 2*l.cfg.skew + 2*l.margin
-	rec, err := l.try(ctx, res, ttl)
+	rec, err := l.try(ctx, res, ttl, true)
 	if err != nil {
 		return l.refuse(ctx, *ev, err, false)
 	}
@@ -176,15 +176,22 @@ func (l *Locker) refuse(ctx context.Context, ev Event, err error, running bool) 
 // try locks resource, retrying within the budget: contenders that start at
 // the same moment may split the nodes so that nobody wins the first
 // attempt, and a node may fail once. When another replica holds the
-// resource the retries end with its ErrLocked. An attempt is never cut
-// short, so that its answer is never replaced by a context error.
-func (l *Locker) try(ctx context.Context, resource string, ttl time.Duration) (*redlock.Lock, error) {
+// resource the retries end with its ErrLocked; for a tick's record
+// (record), which is never released, they end as soon as a quorum of the
+// nodes carry another holder's token, so that a replica that lost the tick
+// leaves gocron's singleton or limit slot (in which gocron calls Lock)
+// within a round trip or two. An attempt is never cut short, so that its
+// answer is never replaced by a context error.
+func (l *Locker) try(ctx context.Context, resource string, ttl time.Duration, record bool) (*redlock.Lock, error) {
 	deadline := time.Now().Add(l.budget)
 	backoff := firstRetry
 	for {
 		lk, err := l.locks.TryAcquire(ctx, resource, ttl)
 		if err == nil || errors.Is(err, redlock.ErrInvalid) || errors.Is(err, redlock.ErrClosed) {
 			return lk, err
+		}
+		if record && errors.Is(err, redlock.ErrLocked) && l.taken(ctx, resource) {
+			return nil, err
 		}
 		d := backoff/2 + rand.N(backoff)
 		if time.Until(deadline) < d {
@@ -197,4 +204,25 @@ func (l *Locker) try(ctx context.Context, resource string, ttl time.Duration) (*
 		}
 		backoff *= 2
 	}
+}
+
+// taken reports whether a quorum of the nodes carry one holder's token for
+// resource (not a split vote, after which nobody has a quorum).
+func (l *Locker) taken(ctx context.Context, resource string) bool {
+	states, err := l.locks.Inspect(ctx, resource)
+	if err != nil {
+		return false
+	}
+	votes := map[string]int{}
+	for _, s := range states {
+		if s.Err == nil && s.Held() {
+			votes[s.Token]++
+		}
+	}
+	for _, n := range votes {
+		if n >= l.locks.Admin().Quorum() {
+			return true
+		}
+	}
+	return false
 }
