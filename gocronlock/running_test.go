@@ -8,18 +8,18 @@ import (
 	"github.com/go-co-op/gocron/v2"
 )
 
-// TestLongJobKeptAlive: a 2.5s job every second on three replicas, with a
-// running lock of 1.5s TTL: the lock is kept alive, so the job never runs
+// TestLongJobKeptAlive: a 4.5s job every second on three replicas, with a
+// running lock of 3s TTL (room for a keep-alive round on a loaded machine): the lock is kept alive, so the job never runs
 // on two replicas at once and the ticks it overruns are skipped everywhere,
-// none run twice. The control's lock (by name, 1.5s, no keep-alive)
+// none run twice. The control's lock (by name, 3s, no keep-alive)
 // expires under the job and lets another replica start it.
 func TestLongJobKeptAlive(t *testing.T) {
 	t.Parallel()
 	c := redistest.StartCluster(t, 3)
-	const ttl = 1500 * time.Millisecond
+	const ttl = 3 * time.Second
 	sc := scenario{
 		replicas: 3, phase: offsets(3), name: "long",
-		def: func() gocron.JobDefinition { return gocron.DurationJob(time.Second) }, work: 2500 * time.Millisecond, run: 6 * time.Second,
+		def: func() gocron.JobDefinition { return gocron.DurationJob(time.Second) }, work: 4500 * time.Millisecond, run: 10 * time.Second,
 	}
 
 	t.Run("kept alive", func(t *testing.T) {
