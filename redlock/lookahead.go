@@ -91,7 +91,7 @@ func classifyLook(rep reply) outcome {
 // record: a hand-over that reaches one of them later, through other locks
 // of this Client, need not look again.
 func (l *Lock) noticeRecord() {
-	if l.record == nil || !l.recordDone || l.turn == nil {
+	if l.written() == nil || l.turn == nil {
 		return
 	}
 	t, id := l.turn, l.record.id
