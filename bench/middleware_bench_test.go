@@ -25,6 +25,8 @@ var (
 		"asynq Concurrency of the one server of BenchmarkMiddlewareThroughput")
 	mwWork = flag.Duration("bench.mwwork", 0,
 		"extra work (a sleep) of the BenchmarkMiddlewareThroughput handler before its INCRBY")
+	mwWindow = flag.Duration("bench.mwwindow", middleware.DefaultCompletionWindow,
+		"completion window of the locked variants of BenchmarkMiddlewareThroughput and MiddlewareTurns (0: no completion records)")
 	hotMixServers = flag.Int("bench.hotmixservers", 3,
 		"asynq servers (each with its own lock client, Concurrency 8) of BenchmarkMiddlewareHotMix")
 	hotMixPace = flag.Duration("bench.hotmixpace", time.Millisecond,
@@ -209,7 +211,7 @@ func throughput(b *testing.B, cluster *redistest.Cluster, broker, store *rediste
 	})
 	var conflicts counter
 	if locked {
-		h = middleware.Lock(rc, middleware.ByField("sku"), middleware.WithObserver(conflicts.observe))(h)
+		h = middleware.Lock(rc, middleware.ByField("sku"), middleware.WithObserver(conflicts.observe), middleware.WithCompletionWindow(*mwWindow))(h)
 	}
 	if traced {
 		h = middleware.TraceTasks(nil)(h)

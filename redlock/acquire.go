@@ -309,7 +309,7 @@ func (c *Client) attempt(ctx context.Context, k keys, ttl time.Duration, lc *loc
 	s, args, classify := c.roundArgs(k, token, ttl, lc, tk)
 	start := time.Now()
 	deadline := start.Add(c.cfg.nodeTimeout)
-	r := c.broadcastSide("acquire", k.resource, c.allNodes(), c.q, deadline, false, args, s, sides(nil, lc.rec))
+	r := c.broadcastLook("acquire", k.resource, c.allNodes(), c.q, deadline, false, args, s, lookOf(lc.rec))
 	defer r.free()
 	err := r.collect(ctx, deadline, classify)
 	c.takeSlotChanges(r, k, lc.limit)
@@ -356,7 +356,7 @@ func (c *Client) roundArgs(k keys, token string, ttl time.Duration, lc *lockConf
 	case lc.limit > 1 && tk != nil:
 		return slotWaitScript, c.slotWaitArgs(k, token, ttlMs, lc, tk), classifySlot
 	case tk != nil:
-		return turnScript, c.turnArgs(k, "", token, ttl, tk, lc, false), classifyTurn
+		return turnScript, c.turnArgs(k, "", token, ttl, tk, lc, false, nil), classifyTurn
 	case lc.limit > 1:
 		return slotAcquireScript, c.slotArgs(k, token, ttlMs, lc), classifySlot
 	case lc.fencing:
@@ -375,7 +375,7 @@ func (c *Client) undo(k keys, token string, unsent uint64, limit int) {
 	if limit > 1 {
 		mask := c.allNodes() &^ unsent
 		if mask != 0 && !c.isClosed() {
-			s, args := c.slotRelease(k, token, "", slotIndex(k), limit) // unannounced: an undo wakes nobody
+			s, args := c.slotRelease(k, token, "", slotIndex(k), limit, nil) // unannounced: an undo wakes nobody
 			c.broadcast("release", k.resource, mask, bits.OnesCount64(mask), time.Now().Add(c.cfg.nodeTimeout), true, args, s).free()
 		}
 		return

@@ -123,7 +123,7 @@ func (c *Client) forceRelease(ctx context.Context, resource, token string) (int,
 	s, args := releaseScript, releaseScript.args(k.lockKeys(), token, k.channel)
 	if slot, limit := c.slotOf(ctx, resource, token); limit > 1 {
 		k = c.slotKeys(resource, slot)
-		s, args = c.slotRelease(k, token, k.channel, slot, limit)
+		s, args = c.slotRelease(k, token, k.channel, slot, limit, nil)
 	}
 	deadline := time.Now().Add(c.cfg.nodeTimeout)
 	r := c.broadcast("release", resource, c.allNodes(), len(c.nodes), deadline, true, args, s)

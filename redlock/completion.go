@@ -3,7 +3,6 @@ package redlock
 import (
 	"context"
 	"errors"
-	"fmt"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -104,121 +103,94 @@ func (c *Client) recordOf(resource string, lc *lockConfig) *completionRecord {
 	return &completionRecord{key: keyOf(c.cfg.prefix, resource) + recordSuffix, id: lc.completion, window: lc.window}
 }
 
-// sideCmds are commands sent just ahead of a round's call on each
-// node; with look, the last one is a look-up whose answer (not nil) means
-// found.
-type sideCmds struct {
-	cmds [][]any
-	look bool
-}
-
-// writeCmds write the record in one script call (lua/record.lua): entries
-// past their expiry go first (the set holds a window's worth of records),
-// and the set lives a window past its last entry. One call, not three
-// commands: a task's process CPU through asynq was a fifth above plain
-// records-off with three. Expiry is judged on the writer's wall clock:
-// clocks that differ by seconds move it by seconds against a window of an
-// hour.
-func (rec *completionRecord) writeCmds() [][]any {
-	return [][]any{recordScript.args([]string{rec.key}, rec.id, rec.window.Milliseconds(), time.Now().UnixMilli())}
-}
-
-// sides are the side commands of a round: the releasing lock's record
-// write, if its work is done, then the acquiring caller's look-up (in that
-// order, so that a hand-over between two runs of one id finds the record).
-// An entry older than the window may still be found until the next write
-// drops it: a record is kept at least its window.
-func sides(releasing *Lock, acquiring *completionRecord) *sideCmds {
-	var s sideCmds
-	if releasing != nil && releasing.record != nil && releasing.recordDone {
-		s.cmds = releasing.record.writeCmds()
-	}
-	if acquiring != nil {
-		s.cmds = append(s.cmds, []any{"zscore", acquiring.key, acquiring.id})
-		s.look = true
-	}
-	if s.cmds == nil {
+// written is the completion record l's release writes: its own once its
+// work is done (RecordCompletion), else nil.
+func (l *Lock) written() *completionRecord {
+	if l.record == nil || !l.recordDone {
 		return nil
 	}
-	return &s
+	return l.record
 }
 
-// countSides is the number of side commands of a batch's calls.
-func countSides(live []*call) int {
+// recordedArgs builds the arguments of s, a script that releases a
+// holder's token, for writing rec in the same call where the token still
+// held its key (lua/record.lua): rec's set follows the script's own keys,
+// and its id, window and the writer's time in ms its own arguments. One
+// call per node, not two: written by a script call of its own beside the
+// release, a record made a lock node run 1.3 script calls per task
+// through asynq instead of 0.26 (releases share calls, joinReleases)
+// (bench/README.md, "Completion records"). Expiry is judged on the
+// writer's wall clock: clocks that differ by seconds move it by seconds
+// against a window of an hour. A nil rec gives s.args.
+func recordedArgs(s *script, keys []string, rec *completionRecord, argv ...any) []any {
+	if rec == nil {
+		return s.args(keys, argv...)
+	}
+	a := make([]any, 0, 4+len(keys)+len(argv)+3)
+	a = append(a, "evalsha", s.sha, len(keys)+1)
+	for _, k := range keys {
+		a = append(a, k)
+	}
+	a = append(a, rec.key)
+	a = append(a, argv...)
+	return append(a, rec.id, rec.window.Milliseconds(), time.Now().UnixMilli())
+}
+
+// lookOf is the look-up of an acquisition's record (nil without one), sent
+// on each node just after the batch that holds the acquisition's call: a
+// score found means the record is there. After, not ahead: a record
+// written by a release that let the acquisition in is then always seen,
+// and the batch's first reply is not the miss, a nil that go-redis checks
+// against each of its retryable errors (about 40 of a recorded task's 250
+// allocations through asynq).
+func lookOf(rec *completionRecord) []any {
+	if rec == nil {
+		return nil
+	}
+	return []any{"zscore", rec.key, rec.id}
+}
+
+// countLooks is the number of look-ups of a batch's calls.
+func countLooks(live []*call) int {
 	n := 0
-	each(live, func(c *call) {
-		if c.side != nil {
-			n += len(c.side.cmds)
+	for _, c := range live {
+		if c.look != nil {
+			n++
 		}
-	})
+	}
 	return n
 }
 
-// addSides builds the side commands of a batch's calls into cmds, in the
-// calls' order, ahead of every call of the batch: a record written ahead of
-// the other calls of its batch is still written while its lock is held.
-func addSides(ctx context.Context, live []*call, cmds []*redis.Cmd) {
+// addLooks builds the look-ups of a batch's calls into cmds, in the calls'
+// order.
+func addLooks(ctx context.Context, live []*call, cmds []*redis.Cmd) {
 	i := 0
-	each(live, func(c *call) {
-		if c.side == nil {
-			return
-		}
-		for _, args := range c.side.cmds {
-			cmds[i] = redis.NewCmd(ctx, args...)
-			i++
-		}
-	})
-}
-
-// readSides stores the side commands' answers in their calls: a look-up
-// that found its entry sets seen; another failure sets sideErr. It reports
-// whether a script was missing on the node (restarted, SCRIPT FLUSH): the
-// next batch loads the scripts again, and this record is written on the
-// other nodes.
-func readSides(live []*call, cmds []*redis.Cmd) (noScript bool) {
-	i := 0
-	each(live, func(c *call) {
-		if c.side == nil {
-			return
-		}
-		for j := range c.side.cmds {
-			err := cmds[i].Err()
-			i++
-			look := c.side.look && j == len(c.side.cmds)-1
-			switch {
-			case look && err == nil:
-				c.seen = true
-			case err != nil && err != redis.Nil:
-				c.sideErr = nodeErr(err)
-				noScript = noScript || redis.HasErrorPrefix(err, "NOSCRIPT")
-			}
-		}
-	})
-	return noScript
-}
-
-// each calls fn for every call of a batch, those folded into one included.
-func each(live []*call, fn func(*call)) {
 	for _, c := range live {
-		if c.joined == nil {
-			fn(c)
+		if c.look != nil {
+			cmds[i] = redis.NewCmd(ctx, c.look...)
+			i++
+		}
+	}
+}
+
+// readLooks stores the look-ups' answers (looks) in their calls: a record
+// found sets seen. A look-up that failed where its call (calls, in live's
+// order) did not is reported as the node's failure; it counts as not found
+// there: the record is looked for on every node, and one that answers is
+// enough.
+func (n *node) readLooks(live []*call, calls, looks []*redis.Cmd) {
+	i := 0
+	for j, c := range live {
+		if c.look == nil {
 			continue
 		}
-		for _, j := range c.joined {
-			fn(j)
+		err := looks[i].Err()
+		i++
+		switch {
+		case err == nil:
+			c.seen = true
+		case err != redis.Nil && n.failed != nil && (calls[j].Err() == nil || calls[j].Err() == redis.Nil):
+			n.failed("look", c.resource, c.node, nodeErr(err))
 		}
 	}
-}
-
-// recordShortfall is the error of a release round whose lock had a record to
-// write that fewer than a majority of nodes stored (say, a node out of
-// memory refused the write): a later run of the same work may not find it.
-func (r *round) recordShortfall(l *Lock) error {
-	if l.record == nil || !l.recordDone || r.sideFailed == 0 {
-		return nil
-	}
-	if stored := r.t.ok - r.sideFailed; stored < r.c.q {
-		return r.err([]error{ErrQuorum}, fmt.Sprintf("completion record stored on %d of %d nodes (quorum %d): a re-delivery may run the work again", stored, r.t.total, r.c.q))
-	}
-	return nil
 }

@@ -3,9 +3,13 @@ package redlock
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"testing/synctest"
 	"time"
+
+	"github.com/asynqlock/asynqlock/internal/embedded"
+	"github.com/redis/go-redis/v9"
 )
 
 // TestCompletionRecordRidesTheRelease: a recorded lock's release writes the
@@ -248,38 +252,108 @@ func TestEarlyHandOverKeepsRecordsCheap(t *testing.T) {
 	}
 }
 
-// TestRecordAfterScriptFlushIsReportedThenWritten: a node that lost its
-// script cache refuses a record's write; the release says so (the record is
-// on fewer than a majority), and the next one, with the scripts loaded
-// again, writes its record.
-func TestRecordAfterScriptFlushIsReportedThenWritten(t *testing.T) {
+// TestRecordRidesTheReleaseScript: the record is written by the release's
+// own script call. A node that lost its script cache gets the release, its
+// record included, again as EVAL; a record the node cannot store (another
+// type at its key) fails the release's call there, and the release reports
+// ErrQuorum naming the record.
+func TestRecordRidesTheReleaseScript(t *testing.T) {
 	ctx := context.Background()
 	c, raw := embeddedClient(t)
-	write := func(id string) error {
+	release := func(id string) error {
 		l, err := c.TryAcquire(ctx, "r", 5*time.Second, WithCompletion(id, time.Hour))
 		if err != nil {
-			t.Fatal(err)
-		}
-		if err := raw.ScriptFlush(ctx).Err(); err != nil {
 			t.Fatal(err)
 		}
 		_ = l.RecordCompletion()
 		return l.Release(ctx)
 	}
-	if err := write("a"); !errors.Is(err, ErrQuorum) {
-		t.Fatalf("release whose record met NOSCRIPT: %v, want ErrQuorum (record not stored)", err)
+	found := func(id string) bool {
+		l, err := c.TryAcquire(ctx, "r", 5*time.Second, WithCompletion(id, time.Hour))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer func() { _ = l.Release(ctx) }()
+		return l.FoundCompletion()
 	}
-	l, err := c.TryAcquire(ctx, "r", 5*time.Second, WithCompletion("b", time.Hour))
+	if err := raw.ScriptFlush(ctx).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := release("a"); err != nil || !found("a") {
+		t.Fatalf("release after SCRIPT FLUSH: %v, record found %v; want nil and found", err, found("a"))
+	}
+	if err := raw.Set(ctx, keyOf(c.cfg.prefix, "r")+recordSuffix, "not a set", 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	err := release("b")
+	if !errors.Is(err, ErrQuorum) || !strings.Contains(err.Error(), "completion record") {
+		t.Fatalf("release whose record could not be stored: %v, want ErrQuorum naming the record", err)
+	}
+}
+
+// TestLimitedLockWritesItsRecord: under WithLimit, a slot's release writes
+// its holder's record, also while a waiter of another client is queued (the
+// slot is reserved for it) and when a local waiter takes the slot over; the
+// resource's mark still goes with its last slot (a record set beside the
+// slot keys is not taken for a held slot).
+func TestLimitedLockWritesItsRecord(t *testing.T) {
+	ctx := context.Background()
+	srv := embedded.StartT(t)
+	raw := redis.NewClient(&redis.Options{Addr: srv.Addr()})
+	t.Cleanup(func() { _ = raw.Close() })
+	var cs [2]*Client
+	for i := range cs {
+		// Without retries by the clock, a parked caller stays parked
+		// until a hand-over or an announcement.
+		c, err := NewFromURLs([]string{srv.URL()}, WithNodeTimeout(time.Second), WithRetryDelay(time.Hour, time.Hour))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = c.Close() })
+		cs[i] = c
+	}
+	c, other := cs[0], cs[1]
+	opts := func(id string) []LockOption { return []LockOption{WithLimit(2), WithCompletion(id, time.Hour)} }
+	done := func(l *Lock) {
+		t.Helper()
+		if err := l.RecordCompletion(); err != nil {
+			t.Fatal(err)
+		}
+		if err := l.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	a, err := c.TryAcquire(ctx, "r", 30*time.Second, opts("a")...)
 	if err != nil {
 		t.Fatal(err)
 	}
-	_ = l.RecordCompletion()
-	if err := l.Release(ctx); err != nil {
-		t.Fatalf("release after the scripts were loaded again: %v", err)
+	b, err := c.TryAcquire(ctx, "r", 30*time.Second, opts("b")...)
+	if err != nil {
+		t.Fatal(err)
 	}
-	if again, _ := c.TryAcquire(ctx, "r", 5*time.Second, WithCompletion("b", time.Hour)); !again.FoundCompletion() {
-		t.Fatal("record b not found")
-	} else {
-		_ = again.Release(ctx)
+	mark := keyOf(c.cfg.prefix, "r")
+	remote := waitFor(ctx, other, "r", 30*time.Second, opts("remote")...)
+	eventually(t, func() bool { return raw.ZCard(ctx, mark+":q").Val() > 0 })
+	done(a) // reserved for the queued waiter (slot_release.lua)
+	got := <-remote
+	if got.err != nil {
+		t.Fatal(got.err)
+	}
+	local := waitFor(ctx, c, "r", 30*time.Second, opts("local")...)
+	parked(t, c, "r", 2, 0)
+	done(b) // handed over (slot_turn.lua)
+	next := <-local
+	if next.err != nil || next.l.via != handoverLocal {
+		t.Fatalf("local waiter: %v; want a local hand-over", next.err)
+	}
+	done(got.l) // no waiter: slot_release_unqueued.lua
+	done(next.l)
+	for _, id := range []string{"a", "b", "remote", "local"} {
+		if err := raw.ZScore(ctx, mark+recordSuffix, id).Err(); err != nil {
+			t.Errorf("record %s: %v", id, err)
+		}
+	}
+	if n := raw.Exists(ctx, mark).Val(); n != 0 {
+		t.Errorf("the limit's mark outlived the last slot (%q)", raw.Get(ctx, mark).Val())
 	}
 }

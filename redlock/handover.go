@@ -209,8 +209,8 @@ func (l *Lock) handOver(ctx context.Context, w *waiter, until time.Time, ho hand
 	known := req.lc.rec == nil || req.look.knownFound() || req.look.clearSince(l.chainStart)
 	early := confirmed && !req.lc.fencing && known && time.Until(until) > 2*c.cfg.nodeTimeout+lossGuard(req.ttl)
 	deadline := start.Add(c.cfg.nodeTimeout)
-	s, args := c.turnCall(k, l.token, token, req, early)
-	r := c.broadcastSide("handover", k.resource, c.allNodes(), c.q, deadline, false, args, s, sides(l, req.lc.rec))
+	s, args := c.turnCall(k, l.token, token, req, early, l.written())
+	r := c.broadcastLook("handover", k.resource, c.allNodes(), c.q, deadline, false, args, s, lookOf(req.lc.rec))
 	var next *Lock
 	var settled chan struct{}
 	if early {
@@ -446,9 +446,9 @@ func (l *Lock) unlockQueuedOn(token string, mask uint64) {
 	if mask == 0 || c.isClosed() {
 		return
 	}
-	s, args := queueReleaseScript, c.releaseArgs(k, token)
+	s, args := queueReleaseScript, c.releaseArgs(k, token, nil)
 	if l.limit > 1 {
-		s, args = c.slotRelease(k, token, k.channel, int(l.slot), int(l.limit))
+		s, args = c.slotRelease(k, token, k.channel, int(l.slot), int(l.limit), nil)
 	}
 	c.broadcast("release", k.resource, mask, len(c.nodes), time.Now().Add(c.cfg.nodeTimeout), true, args, s).free()
 }
@@ -486,7 +486,7 @@ func (c *Client) retryTurn(k keys, prev, token string, req *handoffReq, mask uin
 	if mask == 0 || c.isClosed() {
 		return
 	}
-	s, args := c.turnCall(k, prev, token, req, true)
+	s, args := c.turnCall(k, prev, token, req, true, nil)
 	c.broadcast("handover", k.resource, mask, 1, time.Now().Add(c.cfg.nodeTimeout), true, args, s).free()
 	c.leaveQueue(k, req.tk, mask)
 }

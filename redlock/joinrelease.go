@@ -9,11 +9,27 @@ import (
 )
 
 // releaseManyScript runs several queue releases in one call (lua/release_many_head.lua).
-var releaseManyScript = newScript("release_many_head.lua", "queue.lua", "queue_release.lua", "release_many_tail.lua")
+var releaseManyScript = newScript("record.lua", "release_many_head.lua", "queue.lua", "queue_release.lua", "release_many_tail.lua")
 
 // releaseArgc is the length of a queueReleaseScript call's arguments:
-// evalsha, sha, numkeys, three keys, three arguments.
-const releaseArgc = 9
+// evalsha, sha, numkeys, three keys, three arguments; recordedReleaseArgc
+// with a completion record (recordedArgs): its set, and its id, window and
+// time.
+const (
+	releaseArgc         = 9
+	recordedReleaseArgc = releaseArgc + 4
+)
+
+// releaseParts reads a queueReleaseScript call's arguments: its three
+// keys, its token, lease and channel, and its record's set and arguments
+// (nil without a record).
+func releaseParts(c *call) (keys, argv []any, recKey any, recArgs []any) {
+	a := c.args
+	if len(a) == releaseArgc {
+		return a[3:6], a[6:9], nil, nil
+	}
+	return a[3:6], a[7:10], a[6], a[10:13]
+}
 
 // joinReleases folds a batch's releases into one releaseManyScript call,
 // sent where the last of them stands: the node sets up one script call per
@@ -31,7 +47,8 @@ func (n *node) joinReleases(live []*call) []*call {
 	var lease any
 	for i, c := range live {
 		if joinable(c, lease) {
-			last, count, lease = i, count+1, c.args[7]
+			_, argv, _, _ := releaseParts(c)
+			last, count, lease = i, count+1, argv[1]
 		}
 	}
 	if count < 2 {
@@ -56,46 +73,85 @@ func (n *node) joinReleases(live []*call) []*call {
 	return n.foldReleases(live, join[:len(live)], last, count)
 }
 
-// foldReleases replaces the releases marked in join by one call at last.
+// foldReleases replaces the releases marked in join by one call at last,
+// laid out as lua/release_many_head.lua reads it.
 func (n *node) foldReleases(live []*call, join []bool, last, count int) []*call {
+	records := 0
+	for i, c := range live {
+		if join[i] && len(c.args) == recordedReleaseArgc {
+			records++
+		}
+	}
 	all := &n.fold // the worker's: one fold per batch
 	*all = call{node: n.idx, script: releaseManyScript, op: "release", joined: all.joined[:0]}
-	if need := 3 + 4*count + 1; cap(n.foldArgs) >= need {
+	nkeys := 3*count + records
+	if need := 3 + nkeys + 2 + count + 3*records; cap(n.foldArgs) >= need {
 		all.args = n.foldArgs[:need]
 	} else {
 		all.args = make([]any, need)
 		n.foldArgs = all.args
 	}
-	all.args[0], all.args[1], all.args[2] = "evalsha", releaseManyScript.sha, 3*count
-	keys, tokens := all.args[3:3+3*count], all.args[3+3*count:]
+	all.args[0], all.args[1], all.args[2] = "evalsha", releaseManyScript.sha, nkeys
+	keys, argv := all.args[3:3+nkeys], all.args[3+nkeys:]
+	var flags [maxBatch]byte
+	k, a := 0, 2
 	out := live[:0]
 	for i, c := range live {
 		if !join[i] {
 			out = append(out, c)
 			continue
 		}
-		j := len(all.joined)
-		copy(keys[3*j:3*j+3], c.args[3:6])
-		tokens[j], tokens[count] = c.args[6], c.args[7] // the token; the lease, the same for all
+		ks, av, recKey, recArgs := releaseParts(c)
+		k += copy(keys[k:], ks)
+		argv[0], argv[a] = av[1], av[0] // the lease, the same for all; the token
+		a++
+		flags[len(all.joined)] = '-'
+		if recArgs != nil {
+			flags[len(all.joined)] = 'r'
+			keys[k] = recKey
+			k++
+			a += copy(argv[a:], recArgs)
+		}
 		all.joined = append(all.joined, c)
 		if i == last {
 			out = append(out, all)
 		}
 	}
+	argv[1] = flagString(flags[:count], records)
 	return out
+}
+
+// plainFlags and recordFlags are release_many's flags of batches whose
+// releases all write no record, or all write one: no string built for
+// them.
+var (
+	plainFlags  = strings.Repeat("-", maxBatch)
+	recordFlags = strings.Repeat("r", maxBatch)
+)
+
+// flagString is flags as a string, of which records are 'r'.
+func flagString(flags []byte, records int) string {
+	switch records {
+	case 0:
+		return plainFlags[:len(flags)]
+	case len(flags):
+		return recordFlags[:len(flags)]
+	}
+	return string(flags)
 }
 
 // joinable is whether c is a queue release that may share a call: one
 // that announces on its key's channel, with the lease of the others (nil
 // for the first).
 func joinable(c *call, lease any) bool {
-	if c.script != queueReleaseScript || len(c.args) != releaseArgc {
+	if c.script != queueReleaseScript || len(c.args) != releaseArgc && len(c.args) != recordedReleaseArgc {
 		return false
 	}
-	key, _ := c.args[3].(string)
-	ch, _ := c.args[8].(string)
+	ks, argv, _, _ := releaseParts(c)
+	key, _ := ks[0].(string)
+	ch, _ := argv[2].(string)
 	rest, ok := strings.CutPrefix(ch, key)
-	return ok && key != "" && rest == channelSuffix && (lease == nil || c.args[7] == lease)
+	return ok && key != "" && rest == channelSuffix && (lease == nil || argv[1] == lease)
 }
 
 // answerJoined hands each release folded into c its own answer.

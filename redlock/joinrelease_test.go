@@ -35,9 +35,14 @@ func newJoinBed(t *testing.T) *joinBed {
 	return &joinBed{t: t, c: c, n: n, rdb: rdb}
 }
 
-// release is a holder's release call of token on resource.
-func (b *joinBed) release(resource, token string, out chan reply) *call {
-	return &call{args: b.c.releaseArgs(b.c.keysFor(resource), token), script: queueReleaseScript,
+// release is a holder's release call of token on resource, writing the
+// completion record of id unless it is empty.
+func (b *joinBed) release(resource, token, id string, out chan reply) *call {
+	var rec *completionRecord
+	if id != "" {
+		rec = &completionRecord{key: b.c.keysFor(resource).key + recordSuffix, id: id, window: time.Hour}
+	}
+	return &call{args: b.c.releaseArgs(b.c.keysFor(resource), token, rec), script: queueReleaseScript,
 		deadline: time.Now().Add(time.Minute), out: out, op: "release", resource: resource}
 }
 
@@ -96,13 +101,13 @@ func TestBatchReleasesShareOneScriptCall(t *testing.T) {
 			outs[i] = make(chan reply, 1)
 		}
 		calls := []*call{
-			b.release("e", "te", outs[0]), // must run before the SET of e
+			b.release("e", "te", "", outs[0]), // must run before the SET of e
 			b.setNX("e", "te2", outs[1]),
-			b.release("a", "ta", outs[2]),
+			b.release("a", "ta", "", outs[2]),
 			b.setNX("f", "tf", outs[3]),
-			b.release("b", "tb", outs[4]),
-			b.release("c", "tc", outs[5]),
-			b.release("d", "td", outs[6]),
+			b.release("b", "tb", "rb", outs[4]),
+			b.release("c", "tc", "rc", outs[5]),
+			b.release("d", "td", "rd", outs[6]),
 		}
 		before := b.evalshas()
 		b.n.execBatch(slices.Clone(calls), time.Now())
@@ -144,6 +149,14 @@ func TestBatchReleasesShareOneScriptCall(t *testing.T) {
 		if v, _ := b.rdb.Get(context.Background(), b.c.keysFor("c").key).Result(); v != "someone-else" {
 			t.Errorf("flush %v: c's key of another holder became %q", flush, v)
 		}
+		// b and d were released (d reserved for its waiter): their records
+		// are written; c's key was not ours: no record.
+		for r, want := range map[string]bool{"b": true, "c": false, "d": true} {
+			err := b.rdb.ZScore(context.Background(), b.c.keysFor(r).key+recordSuffix, "r"+r).Err()
+			if got := err == nil; got != want {
+				t.Errorf("flush %v: record of %s's release found %v (%v), want %v", flush, r, got, err, want)
+			}
+		}
 		if err := b.rdb.FlushAll(context.Background()).Err(); err != nil {
 			t.Fatal(err)
 		}
@@ -155,7 +168,7 @@ func TestBatchReleasesShareOneScriptCall(t *testing.T) {
 func TestJoinedReleaseFailureReachesEveryCaller(t *testing.T) {
 	b := newJoinBed(t)
 	outs := []chan reply{make(chan reply, 1), make(chan reply, 1)}
-	calls := []*call{b.release("a", "ta", outs[0]), b.release("b", "tb", outs[1])}
+	calls := []*call{b.release("a", "ta", "", outs[0]), b.release("b", "tb", "rb", outs[1])}
 	b.n.do = func(ctx context.Context, cmds []*redis.Cmd) {
 		for _, cmd := range cmds {
 			cmd.SetErr(redis.ErrClosed)

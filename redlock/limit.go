@@ -122,8 +122,8 @@ func slotIndex(k keys) int {
 // slotRelease builds the release of slot key k (slot of limit) for token:
 // deleted, or reserved for the resource's waiter queue when it is not
 // empty, and then announced on channel (none when empty).
-func (c *Client) slotRelease(k keys, token, channel string, slot, limit int) (*script, []any) {
-	return slotReleaseScript, slotReleaseScript.args(k.slotQueueKeys(limit), token, strconv.Itoa(slot), limitMark(limit),
+func (c *Client) slotRelease(k keys, token, channel string, slot, limit int, rec *completionRecord) (*script, []any) {
+	return slotReleaseScript, recordedArgs(slotReleaseScript, k.slotQueueKeys(limit), rec, token, strconv.Itoa(slot), limitMark(limit),
 		c.queueLease().Milliseconds(), channel)
 }
 

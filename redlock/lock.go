@@ -310,15 +310,15 @@ func (l *Lock) markReleased() (wasLost bool, prev string, held bool) {
 func (l *Lock) sendRelease(wasLost bool) pendingRelease {
 	c := l.c
 	deadline := time.Now().Add(c.cfg.nodeTimeout)
-	s, args := queueReleaseScript, c.releaseArgs(l.res, l.token)
-	if l.limit > 1 {
-		s, args = c.slotRelease(l.res, l.token, l.res.channel, int(l.slot), int(l.limit))
-	}
-	var side *sideCmds
+	var rec *completionRecord
 	if !wasLost {
-		side = sides(l, nil) // a lost lock's work was not protected to its end
+		rec = l.written() // a lost lock's work was not protected to its end
 	}
-	r := c.broadcastSide("release", l.res.resource, c.allNodes()&^l.unsent, c.q, deadline, true, args, s, side)
+	s, args := queueReleaseScript, c.releaseArgs(l.res, l.token, rec)
+	if l.limit > 1 {
+		s, args = c.slotRelease(l.res, l.token, l.res.channel, int(l.slot), int(l.limit), rec)
+	}
+	r := c.broadcast("release", l.res.resource, c.allNodes()&^l.unsent, c.q, deadline, true, args, s)
 	return pendingRelease{l: l, r: r, deadline: deadline, wasLost: wasLost}
 }
 
@@ -332,11 +332,14 @@ func (l *Lock) judgeRelease(ctx context.Context, p *pendingRelease) error {
 		err = &opError{kinds: []error{ErrLockLost}, summary: "released after its validity ended"}
 	case err != nil:
 	case r.t.success():
-		err = r.recordShortfall(l)
 	case r.t.total-r.t.refused < c.q:
 		// Too few nodes still held our token: someone else may have held
 		// the resource before this release (a node lost its data).
 		err = r.err([]error{ErrLockLost}, fmt.Sprintf("only %d of %d nodes still held the lock at release", r.t.ok, r.t.total))
+	case l.written() != nil:
+		// The record is written in the release's own call: a majority
+		// did not confirm either.
+		err = r.err([]error{ErrQuorum}, "release and its completion record not confirmed by a majority; the keys expire within the TTL, and a re-delivery may run the work again")
 	default:
 		err = r.err([]error{ErrQuorum}, "release not confirmed by a majority; the keys expire within the TTL")
 	}

@@ -61,7 +61,7 @@ func (c *Client) lookUp(k keys, req *handoffReq) {
 	rec := req.lc.rec
 	start := time.Now()
 	deadline := start.Add(c.cfg.nodeTimeout)
-	r := c.broadcast("look", k.resource, c.allNodes(), c.q, deadline, false, []any{"zscore", rec.key, rec.id}, nil)
+	r := c.broadcast("look", k.resource, c.allNodes(), c.q, deadline, false, lookOf(rec), nil)
 	defer r.free()
 	_ = r.wait(context.Background(), deadline, classifyLook, func() bool {
 		return r.t.ok > 0 || r.t.refused >= c.q || r.pending&^r.answered == 0
@@ -91,7 +91,7 @@ func classifyLook(rep reply) outcome {
 // record: a hand-over that reaches one of them later, through other locks
 // of this Client, need not look again.
 func (l *Lock) noticeRecord() {
-	if l.record == nil || !l.recordDone || l.turn == nil {
+	if l.written() == nil || l.turn == nil {
 		return
 	}
 	t, id := l.turn, l.record.id

@@ -171,18 +171,6 @@ func (m *memNode) exec(c *redis.Cmd) {
 		return
 	}
 	switch s {
-	case recordScript:
-		m.calls["record"]++
-		z := m.zset(keys[0], true)
-		now := float64(num(argv[2]))
-		for k, v := range z.m {
-			if v <= now {
-				delete(z.m, k)
-			}
-		}
-		z.m[str(argv[0])] = now + float64(num(argv[1]))
-		z.exp = time.Now().Add(time.Duration(num(argv[1])) * time.Millisecond)
-		c.SetVal(int64(1))
 	case releaseScript:
 		m.calls["release"]++
 		if v, ok := m.getLocked(keys[0]); ok && v == str(argv[0]) {
@@ -284,8 +272,9 @@ func holders(c *Client, mems []*memNode, resource, token string) int {
 	return n
 }
 
-// execRecord runs the plain commands of completion records (sorted sets):
-// ZSCORE key member (the writes are a script, recordScript). It reports whether op was one of them.
+// execRecord runs the look-up of completion records (sorted sets): ZSCORE
+// key member (the writes are part of the release scripts, writeRecord). It
+// reports whether op was one of them.
 func (m *memNode) execRecord(op string, a []any, c *redis.Cmd) bool {
 	switch op {
 	case "zscore":
@@ -304,4 +293,19 @@ func (m *memNode) execRecord(op string, a []any, c *redis.Cmd) bool {
 		return false
 	}
 	return true
+}
+
+// writeRecord is lua/record.lua: the release scripts' write of a completion
+// record, given the record's set and its arguments (id, window, time).
+func (m *memNode) writeRecord(key string, argv []any) {
+	m.calls["record"]++
+	z := m.zset(key, true)
+	now := float64(num(argv[2]))
+	for k, v := range z.m {
+		if v <= now {
+			delete(z.m, k)
+		}
+	}
+	z.m[str(argv[0])] = now + float64(num(argv[1]))
+	z.exp = time.Now().Add(time.Duration(num(argv[1])) * time.Millisecond)
 }

@@ -133,6 +133,7 @@ func (mq *memQueue) turn(argv []any) []any {
 		rel := int64(0)
 		if mine {
 			rel = 1
+			mq.writeRecord(argv)
 		}
 		jumped := int64(1)
 		if first {
@@ -143,9 +144,18 @@ func (mq *memQueue) turn(argv []any) []any {
 	mq.enqueue(score, id, lease)
 	if mine {
 		mq.free(lease)
+		mq.writeRecord(argv)
 		return []any{int64(1), int64(0), int64(0), int64(0)}
 	}
 	return []any{int64(0), int64(0), int64(0), int64(0)}
+}
+
+// writeRecord writes the old holder's completion record of a turn, if it
+// has one (lua/turn.lua's KEYS[5]).
+func (mq *memQueue) writeRecord(argv []any) {
+	if len(mq.keys) == 5 {
+		mq.m.writeRecord(mq.keys[4], argv[10:])
+	}
 }
 
 // bumpFence is the fence step of lua/turn.lua.
@@ -173,9 +183,12 @@ func (m *memNode) execQueue(s *script, keys []string, argv []any) (val any, ok b
 		}
 		if mq.q == nil || len(mq.q.m) == 0 { // release_unqueued.lua: unannounced
 			delete(m.data, keys[0])
-			return int64(1), true
+		} else {
+			mq.free(num(argv[1]))
 		}
-		mq.free(num(argv[1]))
+		if len(keys) == 4 {
+			m.writeRecord(keys[3], argv[3:])
+		}
 		return int64(1), true
 	case leaveQueueScript:
 		m.calls["dequeue"]++

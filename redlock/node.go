@@ -99,27 +99,25 @@ type call struct {
 	op       string       // for error reports
 	resource string
 	joined   []*call // the releases this call runs for (joinReleases)
-	// side are commands sent just ahead of this one in the same
-	// pipeline (completion.go): a record written with a release, one
-	// looked for with an acquisition. seen and sideErr are their answers.
-	side    *sideCmds
-	seen    bool
-	sideErr error
+	// look is a command sent just after the call's batch in the same
+	// pipeline: the look-up of an acquisition's completion record
+	// (completion.go); seen is its answer, found.
+	look []any
+	seen bool
 }
 
 // reply is a node's answer to a call.
 type reply struct {
-	node    int
-	val     any
-	err     error // redis.Nil for a nil reply
-	seen    bool  // a side command answered 1 (completion.go)
-	sideErr error // a side command failed
+	node int
+	val  any
+	err  error // redis.Nil for a nil reply
+	seen bool  // the call's look-up found its record (completion.go)
 }
 
 // deliver sends the call's reply; after it the node touches the call no
 // more, and its round may be reused.
 func (c *call) deliver(rep reply) {
-	rep.seen, rep.sideErr = c.seen, c.sideErr
+	rep.seen = c.seen
 	owner := c.owner
 	if owner == nil {
 		c.out <- rep
@@ -371,15 +369,15 @@ func (n *node) execBatch(batch []*call, now time.Time) {
 	if load {
 		pre = len(allScripts)
 	}
-	sides := countSides(live)
-	cmds := make([]*redis.Cmd, pre+sides+len(live))
+	cmds := make([]*redis.Cmd, pre+len(live)+countLooks(live))
 	for i, s := range allScripts[:pre] {
 		cmds[i] = redis.NewCmd(ctx, "script", "load", s.src)
 	}
-	addSides(ctx, live, cmds[pre:pre+sides])
+	calls, looks := cmds[pre:pre+len(live)], cmds[pre+len(live):]
 	for i, c := range live {
-		cmds[pre+sides+i] = redis.NewCmd(ctx, c.args...)
+		calls[i] = redis.NewCmd(ctx, c.args...)
 	}
+	addLooks(ctx, live, looks)
 	n.do(ctx, cmds)
 	if load {
 		n.loaded = true
@@ -389,13 +387,10 @@ func (n *node) execBatch(batch []*call, now time.Time) {
 			}
 		}
 	}
-	if readSides(live, cmds[pre:pre+sides]) {
-		n.loaded = false
-	}
-	pre += sides
+	n.readLooks(live, calls, looks)
 	var retry []*call
 	for i, c := range live {
-		cmd := cmds[pre+i]
+		cmd := calls[i]
 		err := cmd.Err()
 		if c.script != nil && err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
 			retry = append(retry, c)
@@ -453,7 +448,7 @@ func (n *node) answer(c *call, val any, err error) {
 
 func hasScript(calls []*call) bool {
 	for _, c := range calls {
-		if c.script != nil || c.side != nil { // a record's write is a script
+		if c.script != nil {
 			return true
 		}
 	}

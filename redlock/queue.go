@@ -62,23 +62,25 @@ func (w *watch) wants(payload string) bool {
 	return !reserved || w.id == "" || id == w.id
 }
 
-// turnArgs builds turnScript's arguments.
-func (c *Client) turnArgs(k keys, old, token string, ttl time.Duration, tk *ticket, lc *lockConfig, keep bool) []any {
+// turnArgs builds turnScript's arguments; with rec, the releasing holder
+// of old writes its completion record.
+func (c *Client) turnArgs(k keys, old, token string, ttl time.Duration, tk *ticket, lc *lockConfig, keep bool, rec *completionRecord) []any {
 	lease := c.queueLease().Milliseconds()
-	return turnScript.args(k.queueKeys(), old, token, ttl.Milliseconds(), tk.score, tk.id, lease,
+	return recordedArgs(turnScript, k.queueKeys(), rec, old, token, ttl.Milliseconds(), tk.score, tk.id, lease,
 		flag(lc.fencing), c.cfg.fenceRetention.Milliseconds(), k.channel, flag(keep))
 }
 
 // turnCall builds a hand-over round's script and arguments for req (see
 // turnArgs): for a slot of a limited resource, slotTurnScript, which does
-// not ask the waiter queue.
-func (c *Client) turnCall(k keys, old, token string, req *handoffReq, keep bool) (*script, []any) {
+// not ask the waiter queue. With rec, the releasing holder of old writes
+// its completion record where old still held the key.
+func (c *Client) turnCall(k keys, old, token string, req *handoffReq, keep bool, rec *completionRecord) (*script, []any) {
 	lc := req.lc
 	if lc.limit > 1 {
-		return slotTurnScript, slotTurnScript.args([]string{k.key, k.fenceKey, k.markKey()}, old, token, req.ttl.Milliseconds(),
+		return slotTurnScript, recordedArgs(slotTurnScript, []string{k.key, k.fenceKey, k.markKey()}, rec, old, token, req.ttl.Milliseconds(),
 			limitMark(int(lc.limit)), flag(lc.fencing), c.cfg.fenceRetention.Milliseconds(), fenceClasses, lc.slot)
 	}
-	return turnScript, c.turnArgs(k, old, token, req.ttl, req.tk, lc, keep)
+	return turnScript, c.turnArgs(k, old, token, req.ttl, req.tk, lc, keep, rec)
 }
 
 func flag(b bool) string {
@@ -89,8 +91,8 @@ func flag(b bool) string {
 }
 
 // releaseArgs builds queueReleaseScript's arguments for a holder's release.
-func (c *Client) releaseArgs(k keys, token string) []any {
-	return queueReleaseScript.args(k.queueKeys()[:3], token, c.queueLease().Milliseconds(), k.channel)
+func (c *Client) releaseArgs(k keys, token string, rec *completionRecord) []any {
+	return recordedArgs(queueReleaseScript, k.queueKeys()[:3], rec, token, c.queueLease().Milliseconds(), k.channel)
 }
 
 // leaveQueue takes a waiter that gave up out of the queue on the nodes in

@@ -16,23 +16,22 @@ import (
 // runs its calls in order (see node), so a release or undo sent after this
 // round reaches each node after this round's command.
 type round struct {
-	c          *Client
-	op         string
-	resource   string
-	in         []reply       // each node's reply, valid once its bit is in arrived
-	arrived    atomic.Uint64 // nodes whose reply is in in
-	wake       chan struct{} // a token once wakeAt replies or more are in
-	wakeAt     int           // the fewest replies that can decide the round
-	waiting    atomic.Bool   // the caller is in wait: replies past wakeAt wake it
-	pending    uint64        // nodes whose reply has not been read yet
-	answered   uint64        // nodes counted in the tally (reply read, or timed out)
-	unsent     uint64        // nodes whose call was refused before it was queued
-	slots      []slot
-	calls      []call // room for one call per node
-	t          tally
-	seen       int  // nodes where a side command found what it looked for (completion.go)
-	sideFailed int  // nodes that answered OK but failed a side command
-	busy       bool // counted in the client's busy until its caller stops waiting
+	c        *Client
+	op       string
+	resource string
+	in       []reply       // each node's reply, valid once its bit is in arrived
+	arrived  atomic.Uint64 // nodes whose reply is in in
+	wake     chan struct{} // a token once wakeAt replies or more are in
+	wakeAt   int           // the fewest replies that can decide the round
+	waiting  atomic.Bool   // the caller is in wait: replies past wakeAt wake it
+	pending  uint64        // nodes whose reply has not been read yet
+	answered uint64        // nodes counted in the tally (reply read, or timed out)
+	unsent   uint64        // nodes whose call was refused before it was queued
+	slots    []slot
+	calls    []call // room for one call per node
+	t        tally
+	seen     int  // nodes where the call's look-up found its record (completion.go)
+	busy     bool // counted in the client's busy until its caller stops waiting
 	// refs counts who may still touch the round: its caller until free, and
 	// each queued call until its node sent the reply. The last one returns
 	// the round to the client's pool: a round and its calls were two fifths
@@ -54,12 +53,12 @@ type slot struct {
 // answers that decides success. A cleanup round (releases) is sent even if a
 // node's queue only reaches it after the deadline.
 func (c *Client) broadcast(op, resource string, mask uint64, need int, deadline time.Time, cleanup bool, args []any, s *script) *round {
-	return c.broadcastSide(op, resource, mask, need, deadline, cleanup, args, s, nil)
+	return c.broadcastLook(op, resource, mask, need, deadline, cleanup, args, s, nil)
 }
 
-// broadcastSide is broadcast with side commands sent just ahead of each
-// node's call, in the same pipeline (completion.go).
-func (c *Client) broadcastSide(op, resource string, mask uint64, need int, deadline time.Time, cleanup bool, args []any, s *script, side *sideCmds) *round {
+// broadcastLook is broadcast with a look-up (lookOf) sent on each node just
+// after the call's batch, in the same pipeline (completion.go).
+func (c *Client) broadcastLook(op, resource string, mask uint64, need int, deadline time.Time, cleanup bool, args []any, s *script, look []any) *round {
 	r := c.newRound(op, resource, mask, need)
 	// Counted before its calls are queued: a node's worker never sees a
 	// call whose caller is not yet counted (node.gather).
@@ -75,7 +74,7 @@ func (c *Client) broadcastSide(op, resource string, mask uint64, need int, deadl
 		r.t.total++
 		cl := &calls[j]
 		j++
-		*cl = call{node: i, args: args, script: s, deadline: deadline, cleanup: cleanup, owner: r, op: op, resource: resource, side: side}
+		*cl = call{node: i, args: args, script: s, deadline: deadline, cleanup: cleanup, owner: r, op: op, resource: resource, look: look}
 		if !c.nodes[i].send(cl, c.closed) {
 			r.unsent |= 1 << i
 		}
@@ -91,7 +90,7 @@ func (c *Client) newRound(op, resource string, mask uint64, need int) *round {
 		r = &round{c: c, in: make([]reply, n), wake: make(chan struct{}, 1), slots: make([]slot, n), calls: make([]call, n)}
 	}
 	r.op, r.resource, r.pending, r.t, r.busy = op, resource, mask, tally{need: need}, true
-	r.seen, r.sideFailed = 0, 0
+	r.seen = 0
 	return r
 }
 
@@ -236,10 +235,6 @@ func (r *round) record(rep reply, o outcome) {
 	}
 	if rep.seen {
 		r.seen++
-	}
-	if rep.sideErr != nil && o == outOK {
-		r.sideFailed++
-		r.slots[rep.node].err = rep.sideErr
 	}
 	r.t.add(o)
 }

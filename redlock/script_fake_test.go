@@ -91,6 +91,13 @@ func (q *queueCase) turn(old, token string, ticket int64, id string, fencing, ke
 	return q.b.eval(turnScript, q.k.queueKeys(), old, token, 60000, ticket, id, lease, flag(fencing), 600000, q.k.channel, flag(keep))
 }
 
+// evalArgs runs s with its source, as eval does, on arguments built for
+// its EVALSHA.
+func (q *queueCase) evalArgs(s *script, args []any) any {
+	args[0], args[1] = "eval", s.src
+	return q.b.do(args...)
+}
+
 func (q *queueCase) release(token string) any {
 	return q.b.eval(queueReleaseScript, q.k.queueKeys()[:3], token, testLease, q.k.channel)
 }
@@ -205,6 +212,27 @@ var queueCases = []struct {
 		q.want("leave last", q.leave("c"), "1")
 		q.holder("after last left", "")
 		q.queued("after last left", 0)
+	}},
+	{"a release or a hand-over writes its holder's record only where the key was its own", func(q *queueCase) {
+		rec := &completionRecord{key: q.k.key + recordSuffix, window: time.Hour}
+		release := func(token, id string) any {
+			rec.id = id
+			return q.evalArgs(queueReleaseScript, recordedArgs(queueReleaseScript, q.k.queueKeys()[:3], rec, token, testLease, q.k.channel))
+		}
+		turn := func(old, token string, ticket int64, id, recID string) any {
+			rec.id = recID
+			return q.evalArgs(turnScript, recordedArgs(turnScript, q.k.queueKeys(), rec, old, token, 60000, ticket, id, testLease, "0", 600000, q.k.channel, "1"))
+		}
+		q.acquire("X", 60000)
+		q.want("not ours", release("Y", "y"), "0")
+		q.want("ours", release("X", "x"), "1")
+		q.acquire("X", 60000)
+		q.turn("", "B", 20, "b", false, false, testLease)
+		q.want("queued, ours", release("X", "x2"), "1")
+		q.holder("after", reservePrefix+"b")
+		q.want("the head takes its reservation", turn("", "B", 20, "b", "not-a-holder"), "[0 1 0 0]")
+		q.want("hand-over from the head", turn("B", "C", 30, "c", "b"), "[1 1 0 0]")
+		q.want("records", q.b.zcard(rec.key), "3")
 	}},
 	{"a lapsed waiter holds nobody back", func(q *queueCase) {
 		q.turn("", "X", 1, "x", false, false, testLease)

@@ -44,26 +44,27 @@ func (s *script) args(keys []string, argv ...any) []any {
 // The scripts, one file each in lua/ with its KEYS/ARGV contract and
 // return values in its header. The waiter-queue scripts are sent after the
 // common prelude queue.lua (and, for slots, slot_queue.lua); the releases
-// after their cheap unqueued case.
+// after their cheap unqueued case; the scripts that release a holder's
+// token after record.lua, which writes its completion record in the same
+// call.
 var (
 	releaseScript      = newScript("release.lua")
-	recordScript       = newScript("record.lua")
 	extendScript       = newScript("extend.lua")
 	fenceAcquireScript = newScript("fence_acquire.lua")
 	fenceRaiseScript   = newScript("fence_raise.lua")
 	inspectScript      = newScript("inspect.lua")
-	turnScript         = newScript("queue.lua", "turn.lua")
-	queueReleaseScript = newScript("release_unqueued.lua", "queue.lua", "queue_release.lua")
+	turnScript         = newScript("record.lua", "queue.lua", "turn.lua")
+	queueReleaseScript = newScript("record.lua", "release_unqueued.lua", "queue.lua", "queue_release.lua")
 	leaveQueueScript   = newScript("queue.lua", "leave_queue.lua")
 	slotAcquireScript  = newScript("slot_mark.lua", "slot_fence.lua", "slot_acquire.lua")
-	slotTurnScript     = newScript("slot_mark.lua", "slot_fence.lua", "slot_turn.lua")
+	slotTurnScript     = newScript("record.lua", "slot_mark.lua", "slot_fence.lua", "slot_turn.lua")
 	slotExtendScript   = newScript("slot_mark.lua", "slot_extend.lua", "extend.lua")
 	inspectSlotsScript = newScript("inspect_slots.lua")
-	slotReleaseScript  = newScript("slot_release_unqueued.lua", "slot_mark.lua", "queue.lua", "slot_queue.lua", "slot_release.lua")
+	slotReleaseScript  = newScript("record.lua", "slot_release_unqueued.lua", "slot_mark.lua", "queue.lua", "slot_queue.lua", "slot_release.lua")
 	slotWaitScript     = newScript("slot_mark.lua", "slot_fence.lua", "queue.lua", "slot_queue.lua", "slot_wait.lua")
 	slotLeaveScript    = newScript("slot_mark.lua", "queue.lua", "slot_queue.lua", "slot_leave.lua")
 )
 
 // allScripts are loaded on a node before its first script call.
-var allScripts = []*script{recordScript, releaseScript, extendScript, fenceAcquireScript, fenceRaiseScript, inspectScript, turnScript, queueReleaseScript, leaveQueueScript,
+var allScripts = []*script{releaseScript, extendScript, fenceAcquireScript, fenceRaiseScript, inspectScript, turnScript, queueReleaseScript, leaveQueueScript,
 	slotAcquireScript, slotExtendScript, inspectSlotsScript, slotReleaseScript, slotTurnScript, slotWaitScript, slotLeaveScript, releaseManyScript}

@@ -4,9 +4,12 @@
 -- queue_release does; one call instead of one per release saves the script
 -- set-up on the node, and the arguments a release does not need per
 -- release (the lease, the channel) are not sent per release.
--- KEYS: queue.lua's three keys per release, in order
--- ARGV: each release's token, in the same order, then the lease in ms (one
--- for all); each release announces on its key's channel, <key>:released
--- (Go's keys.channel)
+-- KEYS: queue.lua's three keys per release, in order, each release's
+-- followed by its completion record set if it writes one (record.lua)
+-- ARGV[1] the lease in ms (one for all); ARGV[2] one character per release,
+-- in order: 'r' for one that writes a record, '-' for one that does not;
+-- then per release its token, followed for one that writes a record by the
+-- record id, the window in ms and the writer's time in ms. Each release
+-- announces on its key's channel, <key>:released (Go's keys.channel)
 -- Returns each release's answer, in order.
 local function release_queued(KEYS, ARGV)

@@ -6,16 +6,24 @@ end
 -- inline: no prelude, no tables, no function call (measured on one node,
 -- 14 releases a call: 1.5-1.7µs a release against 2.0-2.2µs through a
 -- release_one with six arguments each).
-local lease, out = ARGV[#ARGV], {}
-for i = 1, #KEYS / 3 do
-	local key, q = KEYS[3 * i - 2], KEYS[3 * i - 1]
+local lease, flags, out = ARGV[1], ARGV[2], {}
+local k, a = 0, 2
+for i = 1, #flags do
+	local key, q, token = KEYS[k + 1], KEYS[k + 2], ARGV[a + 1]
 	if redis.call('EXISTS', q) == 1 then
-		out[i] = release_queued({key, q, KEYS[3 * i]}, {ARGV[i], lease, key .. ':released'})
-	elseif redis.call('GET', key) == ARGV[i] then
+		out[i] = release_queued({key, q, KEYS[k + 3]}, {token, lease, key .. ':released'})
+	elseif redis.call('GET', key) == token then
 		redis.call('DEL', key)
 		out[i] = 1
 	else
 		out[i] = 0
+	end
+	k, a = k + 3, a + 1
+	if string.byte(flags, i) == 114 then -- 'r'
+		if out[i] == 1 then
+			record(KEYS[k + 1], ARGV[a + 1], ARGV[a + 2], ARGV[a + 3])
+		end
+		k, a = k + 1, a + 3
 	end
 end
 return out

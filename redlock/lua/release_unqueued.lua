@@ -4,7 +4,7 @@
 -- prelude) and no announcement (1.9µs against 2.6µs with it): a waiter
 -- queues on the nodes (turn.lua) before it waits for one, so a node without
 -- a queue has nobody to wake.
--- KEYS as queue.lua
+-- KEYS as queue_release.lua
 -- ARGV as queue_release.lua
 -- Returns 1, or 0 when the key was not ours; when waiters are queued it
 -- returns nothing and queue_release.lua runs.
@@ -13,5 +13,8 @@ if redis.call('EXISTS', KEYS[2]) == 0 then
 		return 0
 	end
 	redis.call('DEL', KEYS[1])
+	if KEYS[4] then
+		record(KEYS[4], ARGV[4], ARGV[5], ARGV[6])
+	end
 	return 1
 end

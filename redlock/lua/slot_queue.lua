@@ -5,7 +5,9 @@
 -- the node (slot_wait.lua), so releases seen in different orders by
 -- different nodes cannot split the head's majority (docs/HANDOVER.md).
 -- KEYS[1] the resource's lock key (the limit's mark); KEYS[2], KEYS[3] as
--- queue.lua; KEYS[4] fencing counter; KEYS[5 + i] the key of slot i.
+-- queue.lua; KEYS[4] fencing counter; KEYS[5 + i] the key of slot i, for
+-- the n slots of the caller's mark 'limit:<n>' (keys past them are the
+-- script's own: slot_release's record set).
 -- Returns nothing: it defines slotKey, keepMark and settle.
 local function slotKey(i)
 	return KEYS[5 + tonumber(i)]
@@ -23,7 +25,8 @@ end
 local function settle(mark, channel)
 	local h = redis.call('ZRANGE', KEYS[2], 0, 0)
 	local first
-	for i = 5, #KEYS do
+	local last = 4 + tonumber(string.sub(mark, 7))
+	for i = 5, last do
 		local v = redis.call('GET', KEYS[i])
 		if v and string.sub(v, 1, 7) == 'queued:' then
 			if #h == 0 then
@@ -34,7 +37,7 @@ local function settle(mark, channel)
 		end
 	end
 	if #h == 0 then
-		if redis.call('GET', KEYS[1]) == mark and redis.call('EXISTS', unpack(KEYS, 5)) == 0 then
+		if redis.call('GET', KEYS[1]) == mark and redis.call('EXISTS', unpack(KEYS, 5, last)) == 0 then
 			redis.call('DEL', KEYS[1])
 		end
 	elseif first and channel ~= '' then

@@ -14,11 +14,17 @@ local h = redis.call('ZRANGE', KEYS[2], 0, 0)
 if #h == 0 then -- every waiter lapsed
 	redis.call('DEL', sk)
 	settle(ARGV[3], '')
+	if ARGV[6] then
+		record(KEYS[#KEYS], ARGV[6], ARGV[7], ARGV[8])
+	end
 	return 1
 end
 redis.call('SET', sk, 'queued:' .. h[1], 'PX', ARGV[4])
 keepMark(ARGV[3], ARGV[4])
 if ARGV[5] ~= '' then
 	redis.call('PUBLISH', ARGV[5], 'queued:' .. h[1] .. '/' .. ARGV[2])
+end
+if ARGV[6] then
+	record(KEYS[#KEYS], ARGV[6], ARGV[7], ARGV[8])
 end
 return 1

@@ -6,9 +6,11 @@
 -- hold slots above this caller's n, which KEYS do not name. No prelude and no
 -- announcement, as release_unqueued.lua: a waiter queues (slot_wait.lua)
 -- before it waits for one.
--- KEYS as slot_queue.lua
+-- KEYS as slot_queue.lua, then the holder's completion record set if its
+-- record is to be written (record.lua)
 -- ARGV[1] token; ARGV[2] the slot's number; ARGV[3] mark; ARGV[4] lease in
--- ms; ARGV[5] release channel ('' for none)
+-- ms; ARGV[5] release channel ('' for none); with a record set: ARGV[6]
+-- record id; ARGV[7] window in ms; ARGV[8] the writer's time in ms
 -- Returns 1 if the slot's key held the token, 0 if not; when waiters are
 -- queued it returns nothing and slot_release.lua runs.
 if redis.call('EXISTS', KEYS[2]) == 0 then
@@ -17,8 +19,11 @@ if redis.call('EXISTS', KEYS[2]) == 0 then
 		return 0
 	end
 	redis.call('DEL', sk)
-	if redis.call('GET', KEYS[1]) == ARGV[3] and redis.call('EXISTS', unpack(KEYS, 5)) == 0 then
+	if redis.call('GET', KEYS[1]) == ARGV[3] and redis.call('EXISTS', unpack(KEYS, 5, 4 + tonumber(string.sub(ARGV[3], 7)))) == 0 then
 		redis.call('DEL', KEYS[1])
+	end
+	if ARGV[6] then
+		record(KEYS[#KEYS], ARGV[6], ARGV[7], ARGV[8])
 	end
 	return 1
 end

@@ -7,11 +7,14 @@
 -- (slot_queue.lua): nothing is queued, and the hand-over counts as passing
 -- ahead of waiters of other processes (jumped), so that a chain of local
 -- hand-overs is bounded as turn.lua's keep mode is (docs/HANDOVER.md).
--- KEYS[1] slot key; KEYS[2] fencing counter; KEYS[3] the resource's lock key
+-- KEYS[1] slot key; KEYS[2] fencing counter; KEYS[3] the resource's lock
+-- key; KEYS[4] the old holder's completion record set, if its record is to
+-- be written where the slot held the old token (record.lua)
 -- ARGV[1] old token; ARGV[2] new token; ARGV[3] ttl in ms; ARGV[4] mark;
 -- ARGV[5] '1' to fence; ARGV[6] counter retention in ms; ARGV[7] fence
 -- classes;
--- ARGV[8] the slot's number
+-- ARGV[8] the slot's number; with KEYS[4]: ARGV[9] record id; ARGV[10]
+-- window in ms; ARGV[11] the writer's time in ms
 -- Returns as turn.lua: {old released (0/1), new set (0/1), fence or 0, 1},
 -- {0, 0, 0, 0} when another token holds the slot, and {0, 0, 0, 0,
 -- 'nolimit'} when a plain lock holds the resource.
@@ -26,6 +29,9 @@ if cur and not mine then
 end
 redis.call('SET', KEYS[1], ARGV[2], 'PX', ARGV[3])
 useMark(KEYS[3], ARGV[4], ARGV[3])
+if mine and KEYS[4] then
+	record(KEYS[4], ARGV[9], ARGV[10], ARGV[11])
+end
 local f = 0
 if ARGV[5] == '1' then
 	f = slotFence(KEYS[2], ARGV[6], ARGV[7], ARGV[8])

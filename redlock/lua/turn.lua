@@ -6,11 +6,14 @@
 -- head). In keep mode a key that holds the old token always passes to the
 -- new one, so that a successor that started at once keeps it (it jumps the
 -- queue once). The fence step must match fence_acquire.lua's.
--- KEYS as queue.lua, plus KEYS[4] fencing counter key
+-- KEYS as queue.lua, plus KEYS[4] fencing counter key; KEYS[5] the old
+-- holder's completion record set, if its record is to be written where the
+-- key held the old token (record.lua)
 -- ARGV[1] old token ('' for none); ARGV[2] new token; ARGV[3] ttl in ms;
 -- ARGV[4] ticket; ARGV[5] waiter id; ARGV[6] lease in ms; ARGV[7] '1' to
 -- bump the fence; ARGV[8] counter retention in ms; ARGV[9] release channel;
--- ARGV[10] '1' for keep mode
+-- ARGV[10] '1' for keep mode; with KEYS[5]: ARGV[11] record id; ARGV[12]
+-- window in ms; ARGV[13] the writer's time in ms
 -- Returns {old released (0/1), new set (0/1), fence or 0, jumped the queue (0/1)},
 -- and, when the key holds the mark of slots taken WithLimit (limit.go),
 -- {0, 0, 0, 0, mark}: the caller uses the resource with another limit.
@@ -44,11 +47,17 @@ if first or (mine and ARGV[10] == '1') then
 			f = tonumber(c)
 		end
 	end
+	if mine and KEYS[5] then
+		record(KEYS[5], ARGV[11], ARGV[12], ARGV[13])
+	end
 	return {mine and 1 or 0, 1, f, first and 0 or 1}
 end
 enqueue(ARGV[4], ARGV[5], ARGV[6])
 if mine then
 	free(ARGV[6], ARGV[9])
+	if KEYS[5] then
+		record(KEYS[5], ARGV[11], ARGV[12], ARGV[13])
+	end
 	return {1, 0, 0, 0}
 end
 return {0, 0, 0, 0}
