@@ -183,6 +183,7 @@ func (c *Client) attemptLoop(ctx context.Context, k keys, ttl time.Duration, lc 
 				l.via = handoverRemote
 			}
 			l.adoptTurn(t)
+			l.refreshLooks()
 			return l, attempts, nil
 		}
 		if ctx.Err() != nil || errors.Is(err, ErrClosed) {

@@ -18,6 +18,9 @@ type lookAhead struct {
 	done  bool      // a quorum answered, or one node found the record
 	found bool      // the record exists (the look-up, or a local holder of the same id wrote it)
 	at    time.Time // when the look-up was sent
+	// after is the start of the chain the look-up was sent after
+	// (refreshLooks): at may equal it on a coarse clock.
+	after time.Time
 }
 
 // clearSince reports whether the record is known absent for a hand-over
@@ -33,7 +36,7 @@ func (la *lookAhead) clearSince(chainStart time.Time) bool {
 	}
 	la.mu.Lock()
 	defer la.mu.Unlock()
-	return la.done && !la.found && la.at.After(chainStart)
+	return la.done && !la.found && (la.at.After(chainStart) || !la.after.Before(chainStart))
 }
 
 // knownFound reports whether the record is known to exist.
@@ -57,7 +60,7 @@ func (la *lookAhead) notice() {
 // when a node has the record, absent when a quorum answered that it has
 // not. A failed look-up leaves it undecided: a hand-over then waits for its
 // round, which looks again.
-func (c *Client) lookUp(k keys, req *handoffReq) {
+func (c *Client) lookUp(k keys, req *handoffReq, after time.Time) {
 	rec := req.lc.rec
 	start := time.Now()
 	deadline := start.Add(c.cfg.nodeTimeout)
@@ -70,8 +73,36 @@ func (c *Client) lookUp(k keys, req *handoffReq) {
 	la.mu.Lock()
 	defer la.mu.Unlock()
 	la.found = la.found || r.t.ok > 0
-	la.done = la.found || r.t.refused >= c.q
-	la.at = start
+	if la.found || !start.Before(la.at) { // a look-up sent earlier answers after a later one: keep the later
+		la.done = la.found || r.t.refused >= c.q
+		la.at, la.after = start, after
+	}
+}
+
+// refreshLooks sends the look-ups of this Client's callers waiting for the
+// lock's resource again once the lock was decided by a round of its own: a
+// look-up sent before that (the caller waited behind another process's
+// holder) is too old for clearSince, and each of their hand-overs would wait
+// for its round. A look-up sent now is as good as one of a caller that starts
+// to wait now.
+func (l *Lock) refreshLooks() {
+	l.mu.Lock()
+	t, c, k, chain := l.turn, l.c, l.res, l.chainStart
+	l.mu.Unlock()
+	if t == nil || l.record == nil {
+		return
+	}
+	t.gs.mu.Lock()
+	defer t.gs.mu.Unlock()
+	g := t.gs.m[t.key]
+	if g == nil {
+		return
+	}
+	for _, w := range g.queue {
+		if req := w.req; req != nil && req.look != nil && !req.look.knownFound() {
+			c.spawn(func() { c.lookUp(k, req, chain) })
+		}
+	}
 }
 
 // classifyLook reads a look-up's answer: a score (found) is OK, no entry is
@@ -117,7 +148,7 @@ func (c *Client) waitReq(k keys, ttl time.Duration, lc *lockConfig, tk *ticket) 
 	req := &handoffReq{ttl: ttl, lc: lc, tk: tk}
 	if lc.rec != nil {
 		req.look = &lookAhead{}
-		req.onWait = func() { c.spawn(func() { c.lookUp(k, req) }) }
+		req.onWait = func() { c.spawn(func() { c.lookUp(k, req, time.Time{}) }) }
 	}
 	return req
 }
