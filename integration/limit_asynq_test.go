@@ -43,9 +43,9 @@ func (h *importRuns) done() int {
 
 // drainLimited enqueues tasks import tasks of one tenant on queue, then
 // starts three servers (as three processes) whose middleware allows limit
-// of them at once, and returns how long they took to run all, and the
-// handler's record.
-func drainLimited(t *testing.T, nodes *redistest.Cluster, broker *redistest.Node, queue string, tasks, limit int) (time.Duration, *importRuns) {
+// of them at once, and returns how long they took to run all (each doing
+// work), and the handler's record. The servers stop once all ran.
+func drainLimited(t *testing.T, nodes *redistest.Cluster, broker *redistest.Node, queue string, tasks, limit int, work time.Duration) (time.Duration, *importRuns) {
 	t.Helper()
 	c := asynqClient(t, broker)
 	for i := range tasks {
@@ -53,12 +53,18 @@ func drainLimited(t *testing.T, nodes *redistest.Cluster, broker *redistest.Node
 			t.Fatal(err)
 		}
 	}
-	h := &importRuns{work: 60 * time.Millisecond, runs: map[string]int{}}
+	h := &importRuns{work: work, runs: map[string]int{}}
 	pc := newParkCount()
 	defer func() {
 		pc.mu.Lock()
 		defer pc.mu.Unlock()
 		t.Logf("limit %d: parked %d, requeued %d, promoted %d, hand-overs %v", limit, pc.actions["park"], pc.actions["requeue"], pc.promoted, pc.handover)
+	}()
+	var servers []*asynq.Server
+	defer func() {
+		for _, s := range servers {
+			s.Shutdown()
+		}
 	}()
 	start := time.Now()
 	for range 3 {
@@ -66,47 +72,73 @@ func drainLimited(t *testing.T, nodes *redistest.Cluster, broker *redistest.Node
 			middleware.WithLimit(limit), middleware.WithBroker(brokerClient(t, broker)), middleware.WithObserver(pc.observe))
 		cfg := serverConfig(8)
 		cfg.Queues = map[string]int{queue: 1}
-		startServer(t, broker, cfg, mw(h))
+		servers = append(servers, startServer(t, broker, cfg, mw(h)))
 	}
 	deadline := time.Now().Add(3 * time.Minute)
 	for h.done() < tasks {
 		if time.Now().After(deadline) {
 			t.Fatalf("limit %d: %d of %d tasks done after 3m", limit, h.done(), tasks)
 		}
-		time.Sleep(10 * time.Millisecond)
+		time.Sleep(5 * time.Millisecond)
 	}
 	return time.Since(start), h
 }
 
-// TestLimitThroughAsynq: 150 tasks of one type, locked ByType
-// WithLimit(3) on three servers: each runs exactly once, never more than 3
-// at once, and they drain at least 1.7 times as fast as with the limit 1
-// (measured in the same test, on the same nodes, 60ms of work each: a
-// limited resource's turn costs a few rounds more than one holder's local
-// hand-over, which on a loaded machine under -race weighed as much as 40ms
-// of work, 1.6x).
+// limitPairs bounds the pairs of drains TestLimitThroughAsynq measures: a
+// pair whose ratio misses (a burst of load on a shared machine) is measured
+// again, and the test fails only if every pair misses.
+const limitPairs = 3
+
+// TestLimitThroughAsynq: 150 tasks of 10ms of one type, locked ByType on
+// three servers, WithLimit(3) and WithLimit(1) alternated on the same
+// nodes: each runs exactly once, never more than n at once (3 reached), and
+// limit 3 drains in less than 0.6 of limit 1's time. BenchmarkLimitDrain
+// measures about 0.3-0.4 (ideally 1/3: a slot's turn costs what one
+// holder's local hand-over costs); the slack is for a loaded machine under
+// -race, where a task's own CPU weighs more against its 10ms of work.
 func TestLimitThroughAsynq(t *testing.T) {
-	const tasks = 150
+	const tasks, work, want = 150, 10 * time.Millisecond, 0.6
 	nodes := redistest.StartCluster(t, 5)
 	broker := redistest.StartNode(t)
-	took3, h3 := drainLimited(t, nodes, broker, "limit3", tasks, 3)
-	took1, h1 := drainLimited(t, nodes, broker, "limit1", tasks, 1)
-	for limit, h := range map[int]*importRuns{3: h3, 1: h1} {
-		for id, n := range h.runs {
-			if n != 1 {
-				t.Errorf("limit %d: task %s ran %d times", limit, id, n)
-			}
+	ratios := make([]float64, 0, limitPairs)
+	for pair := range limitPairs {
+		took := map[int]time.Duration{}
+		for _, limit := range limitOrder(pair) {
+			d, h := drainLimited(t, nodes, broker, "limit"+strconv.Itoa(limit)+"-"+strconv.Itoa(pair), tasks, limit, work)
+			checkLimitRuns(t, limit, tasks, h)
+			took[limit] = d
 		}
-		if p := h.peak.Load(); p > int32(limit) {
-			t.Errorf("limit %d: %d tasks ran at once", limit, p)
+		ratio := float64(took[3]) / float64(took[1])
+		ratios = append(ratios, ratio)
+		t.Logf("150 tasks of 10ms: limit 1 took %v, limit 3 took %v: %.2f of it", took[1].Round(time.Millisecond), took[3].Round(time.Millisecond), ratio)
+		if ratio < want || t.Failed() {
+			return
 		}
 	}
-	if p := h3.peak.Load(); p != 3 {
-		t.Errorf("limit 3: at most %d tasks ran at once, want 3", p)
+	t.Errorf("limit 3 drained in %.2f of limit 1's time in every pair, want below %.2f", ratios, want)
+}
+
+// limitOrder alternates which limit drains first.
+func limitOrder(pair int) []int {
+	if pair%2 == 1 {
+		return []int{1, 3}
 	}
-	ratio := float64(took1) / float64(took3)
-	t.Logf("150 tasks of 60ms: limit 1 took %v, limit 3 took %v: %.2fx", took1.Round(time.Millisecond), took3.Round(time.Millisecond), ratio)
-	if ratio < 1.7 {
-		t.Errorf("limit 3 drained only %.2fx as fast as limit 1, want at least 1.7x", ratio)
+	return []int{3, 1}
+}
+
+// checkLimitRuns checks one drain: every task once, never more than limit
+// at once, and limit reached.
+func checkLimitRuns(t *testing.T, limit, tasks int, h *importRuns) {
+	t.Helper()
+	for id, n := range h.runs {
+		if n != 1 {
+			t.Errorf("limit %d: task %s ran %d times", limit, id, n)
+		}
+	}
+	if len(h.runs) != tasks {
+		t.Errorf("limit %d: %d distinct tasks ran, want %d", limit, len(h.runs), tasks)
+	}
+	if p := h.peak.Load(); p != int32(limit) {
+		t.Errorf("limit %d: at most %d tasks ran at once, want %d", limit, p, limit)
 	}
 }

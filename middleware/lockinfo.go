@@ -13,6 +13,7 @@ type LockInfo struct {
 	Token    string    // the lock's random token
 	Fence    int64     // fencing token, 0 unless acquired with redlock.WithFencing (see WithLockOptions)
 	Until    time.Time // end of validity when the handler started (kept alive since)
+	Slot     int       // which of WithLimit's n slots the lock holds; 0 without a limit
 }
 
 type infoKey struct{}
@@ -23,7 +24,7 @@ func withLockInfo(ctx context.Context, lock *redlock.Lock) context.Context {
 }
 
 func lockInfoOf(lock *redlock.Lock) LockInfo {
-	return LockInfo{Resource: lock.Resource(), Token: lock.Token(), Fence: lock.Fence(), Until: lock.Until()}
+	return LockInfo{Resource: lock.Resource(), Token: lock.Token(), Fence: lock.Fence(), Until: lock.Until(), Slot: lock.Slot()}
 }
 
 // LockFromContext returns the lock the handler runs under; false when the

@@ -51,13 +51,13 @@ func (t *turn) claim() *waiter {
 	t.gs.mu.Lock()
 	defer t.gs.mu.Unlock()
 	if t.slots {
-		g := t.gs.m[t.key]
-		if g == nil || g.idle == nil {
-			return nil
+		// The caller holding the turn, paused between its rounds, is the
+		// oldest; else the first caller queued behind it.
+		if g := t.gs.m[t.key]; g != nil && g.idle != nil {
+			w := g.idle
+			g.idle, w.claimed = nil, true
+			return w
 		}
-		w := g.idle
-		g.idle, w.claimed = nil, true
-		return w
 	}
 	g := t.head()
 	if g == nil {
@@ -66,7 +66,7 @@ func (t *turn) claim() *waiter {
 	w := g.queue[0]
 	g.queue[0] = nil
 	g.queue = g.queue[1:]
-	w.claimed = true
+	w.claimed, w.queued = true, t.slots
 	return w
 }
 
@@ -79,8 +79,9 @@ func (t *turn) waited() bool {
 	t.gs.mu.Lock()
 	defer t.gs.mu.Unlock()
 	if t.slots {
-		g := t.gs.m[t.key]
-		return g != nil && g.idle != nil
+		if g := t.gs.m[t.key]; g != nil && g.idle != nil {
+			return true
+		}
 	}
 	return t.head() != nil
 }
@@ -99,8 +100,9 @@ func (t *turn) head() *gate {
 // nil (it then acquires by itself). When the waiter gave up meanwhile, gone
 // is true and the lock is returned for the caller to release (its turn
 // moves on then).
-// A slot holder's handle (t.slots) passes only the lock: the waiter holds
-// its turn already.
+// A slot holder's handle (t.slots) passes only the lock: the turn is not
+// its to give. A waiter claimed from the queue whose hand-over failed goes
+// back to the queue's head (requeue).
 func (t *turn) pass(w *waiter, l *Lock) (orphan *Lock, gone bool) {
 	t.once.Do(func() {
 		gs := t.gs
@@ -115,6 +117,10 @@ func (t *turn) pass(w *waiter, l *Lock) (orphan *Lock, gone bool) {
 				next.leave() // a slot handle's does nothing
 			}
 			orphan, gone = l, true
+			return
+		}
+		if l == nil && w.queued && gs.requeue(t.key, w) {
+			gs.mu.Unlock()
 			return
 		}
 		w.granted, w.lock = true, l

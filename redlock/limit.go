@@ -257,36 +257,43 @@ func appendNew(errs []error, e error) []error {
 // holder, only the first of this client's callers (in FIFO order) tries the
 // nodes, so that a release sets one caller per process on the freed slot,
 // not all of them; once it holds a slot, the next caller tries the others.
-// Its first round is plain (slot_acquire.lua, as TryAcquire's); after a
+// A slot this client releases goes to the first of its callers in one round
+// (slot_turn.lua): to the one trying the nodes while it pauses between its
+// rounds (pauseParked), else to the first queued behind it (enterSlots).
+// The trying caller's first round is plain (slot_acquire.lua, as
+// TryAcquire's) unless the resource was contended here lately; after a
 // refusal it queues on the nodes with ticket tk, taken on arrival, in the
 // resource's queue shared by the slots (slot_wait.lua), and leaves it when
 // it wins or gives up. It is woken by a release that reserves a slot for
 // it (then it tries that slot alone) or by the retry delay (then it tries
-// all slots). While it pauses, a slot this client releases is handed to it
-// in one round (pauseParked).
+// all slots).
 func (c *Client) acquireLimited(ctx context.Context, resource string, ttl time.Duration, lc *lockConfig) (*Lock, int, error) {
 	tk := newTicket()
-	var t *turn
-	if c.cfg.localQueue {
-		var err error
-		// No handoffReq: only the caller holding the turn is handed a
-		// slot (park), and a slot does not keep the turn.
-		t, _, err = c.gates.enter(ctx, gateKey(c.keysFor(resource), lc.limit), c.closed, nil)
-		if err != nil {
-			if errors.Is(err, ErrClosed) {
-				return nil, 0, err
-			}
-			return nil, 0, waitError(ctx, nil, &opError{kinds: []error{ErrLocked}, summary: "waited behind other callers of this client"})
-		}
+	req := c.waitReq(c.keysFor(resource), ttl, lc, nil)
+	t, l, err := c.enterSlots(ctx, resource, lc, req)
+	switch {
+	case err != nil:
+		return nil, 0, err
+	case l != nil:
+		return l, 1, nil // handed over by a holder of this client
 	}
-	req := &handoffReq{ttl: ttl, lc: lc}
 	p := pauser{c: c}
 	defer p.stop()
 	var last error
 	var queued *ticket // nil until the first round failed: nothing to leave on the nodes
+	if ch := c.keysFor(resource).channel; c.notify.watched(ch) && c.slotTicket(tk) != nil {
+		// Contended here lately: queue and watch from the first round, as
+		// attemptLoop does.
+		p.w = c.notify.watch(ctx, ch)
+		p.w.forWaiter(tk.id)
+		queued = tk
+	}
 	only := -1
 	for attempts := 1; ; attempts++ {
 		p.reset()
+		if c.cfg.slotRound != nil {
+			c.cfg.slotRound()
+		}
 		l, err := c.trySlots(ctx, resource, ttl, lc, only, c.slotTicket(queued))
 		if err == nil {
 			t.leave() // the next caller of this client tries the other slots
@@ -315,6 +322,33 @@ func (c *Client) acquireLimited(ctx context.Context, resource string, ttl time.D
 		}
 		only = announcedSlot(&p, int(lc.limit))
 	}
+}
+
+// enterSlots queues the caller behind this client's other callers of the
+// resource until it holds the turn t, or is handed a slot released by this
+// client (a slot does not keep the turn: it comes alone, with no turn).
+func (c *Client) enterSlots(ctx context.Context, resource string, lc *lockConfig, req *handoffReq) (*turn, *Lock, error) {
+	if !c.cfg.localQueue {
+		return nil, nil, nil
+	}
+	t, l, err := c.gates.enter(ctx, gateKey(c.keysFor(resource), lc.limit), c.closed, req)
+	if l != nil {
+		if err == nil {
+			l.via = handoverLocal
+			return nil, l, nil
+		}
+		// It arrived as the caller gave up.
+		if !c.spawn(func() { _ = l.Release(context.Background()) }) {
+			_ = l.Release(context.Background())
+		}
+	}
+	switch {
+	case err == nil:
+		return t, nil, nil
+	case errors.Is(err, ErrClosed):
+		return nil, nil, err
+	}
+	return nil, nil, waitError(ctx, nil, &opError{kinds: []error{ErrLocked}, summary: "waited behind other callers of this client"})
 }
 
 // slotTicket is the ticket a waiter's slot rounds queue with: none when the

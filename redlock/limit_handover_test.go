@@ -285,3 +285,118 @@ func handOversNeverExceedN(t *testing.T, fenced bool) {
 	wg.Wait()
 	t.Logf("%d local hand-overs in %d acquisitions", handed.Load(), ops)
 }
+
+// blockedTurn makes c's slot waiters stop before their tries once block is
+// set, until release is closed: the caller holding the turn is then busy
+// trying (not parked) while others queue behind it.
+type blockedTurn struct {
+	block   atomic.Bool
+	release chan struct{}
+}
+
+func (b *blockedTurn) hook() {
+	if b.block.Load() {
+		<-b.release
+	}
+}
+
+// queuedBehindBusyTurn sets up, on c and resource "r" of 2 slots (opts),
+// holders a and b, the caller w1 handed a's slot, a caller holding the turn
+// and stopped before its tries (bt), and w3 queued behind it. It returns
+// b, w1's lock and w3's channel.
+func queuedBehindBusyTurn(t *testing.T, ctx context.Context, c *Client, bt *blockedTurn, opts []LockOption) (*Lock, *Lock, <-chan acquired) {
+	t.Helper()
+	a, err := c.TryAcquire(ctx, "r", time.Minute, opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := c.TryAcquire(ctx, "r", time.Minute, opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w1 := waitFor(ctx, c, "r", time.Minute, opts...)
+	parked(t, c, "r", 2, 0)
+	_ = waitFor(ctx, c, "r", time.Minute, opts...) // w2: holds the turn after w1
+	parked(t, c, "r", 2, 1)
+	bt.block.Store(true)
+	if err := a.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	got := <-w1
+	if got.err != nil {
+		t.Fatal(got.err)
+	}
+	w3 := waitFor(ctx, c, "r", time.Minute, opts...)
+	key := gateKey(c.keysFor("r"), 2)
+	eventually(t, func() bool { // w2 holds the turn, stopped; w3 queued behind it
+		c.gates.mu.Lock()
+		defer c.gates.mu.Unlock()
+		g := c.gates.m[key]
+		return g != nil && g.idle == nil && len(g.queue) == 1
+	})
+	return b, got.l, w3
+}
+
+// TestLimitQueuedCallerIsHandedASlotWhileTheTurnIsBusy: while the caller
+// holding the turn is busy with its tries (not parked), a slot released by
+// the client goes to the caller queued behind it, in one round of
+// slot_turn.lua, as a lock of one holder passes to its next caller.
+func TestLimitQueuedCallerIsHandedASlotWhileTheTurnIsBusy(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	raws := servers(t, 3)
+	var sc scriptCounter
+	bt := &blockedTurn{release: make(chan struct{})}
+	c := wrappedClient(t, raws, sc.wrap, WithRetryDelay(time.Hour, time.Hour)) // see testSlotHandOver
+	c.cfg.slotRound = bt.hook
+	defer close(bt.release)
+	b, l1, w3 := queuedBehindBusyTurn(t, ctx, c, bt, []LockOption{WithLimit(2)})
+	defer l1.Release(context.Background())
+	if err := b.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	got := <-w3
+	if got.err != nil {
+		t.Fatal(got.err)
+	}
+	defer got.l.Release(context.Background())
+	if got.l.Slot() != b.Slot() || got.l.via != handoverLocal {
+		t.Fatalf("the queued caller got slot %d by %q; slot %d was released", got.l.Slot(), got.l.via, b.Slot())
+	}
+	oneRound(t, &sc, raws, c.keysFor("r").key, b, got.l)
+}
+
+// TestLimitFailedHandOverRequeuesTheQueuedCaller: a hand-over to a caller
+// queued behind the turn's holder that fails (the slot's key holds another
+// token on a majority) puts the caller back at the head of the queue: the
+// turn stays with its holder, never two callers trying at once. Its
+// control is the hand-over that succeeds (the test above).
+func TestLimitFailedHandOverRequeuesTheQueuedCaller(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	raws := servers(t, 3)
+	bt := &blockedTurn{release: make(chan struct{})}
+	c := wrappedClient(t, raws, nil, WithRetryDelay(time.Hour, time.Hour))
+	c.cfg.slotRound = bt.hook
+	defer close(bt.release)
+	// Fenced: the waiter gets the slot only once the round is decided.
+	b, l1, w3 := queuedBehindBusyTurn(t, ctx, c, bt, []LockOption{WithLimit(2), WithFencing()})
+	defer l1.Release(context.Background())
+	for _, raw := range raws[:2] {
+		raw.Set(ctx, slotKey(c.keysFor("r").key, b.Slot()), "OTHER", time.Minute)
+	}
+	_ = b.Release(ctx) // the hand-over fails: the caller is not handed the slot
+	key := gateKey(c.keysFor("r"), 2)
+	c.gates.mu.Lock()
+	g := c.gates.m[key]
+	requeued := g != nil && len(g.queue) == 1 && !g.queue[0].granted && !g.queue[0].claimed
+	c.gates.mu.Unlock()
+	if !requeued {
+		t.Fatal("the caller of the failed hand-over is not back in the queue")
+	}
+	select {
+	case got := <-w3:
+		t.Fatalf("the queued caller returned (%v) while the turn is another's", got.err)
+	case <-time.After(50 * time.Millisecond):
+	}
+}

@@ -31,7 +31,8 @@ type config struct {
 	retryMax       time.Duration
 	fenceRetention time.Duration
 	localQueue     bool
-	noSlotQueue    bool // tests only: slot waiters do not queue on the nodes (the control of the FIFO tests)
+	noSlotQueue    bool   // tests only: slot waiters do not queue on the nodes (the control of the FIFO tests)
+	slotRound      func() // tests only: runs before each of a slot waiter's tries (nil: none)
 	logger         *slog.Logger
 	observer       func(Event)
 	batchWorkers   int
