@@ -2,6 +2,7 @@ package middleware
 
 import (
 	"fmt"
+	"math"
 	"sync"
 
 	"github.com/asynqlock/asynqlock/redlock"
@@ -52,15 +53,32 @@ func (c *WaitCap) enter(res string, limit int) bool {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	n, weight := c.per[res], c.weight
-	if n == 0 {
-		weight += limit
-	}
-	if c.total >= c.max || n >= max(1, c.max*limit/weight) {
+	if c.total >= c.max || c.per[res] >= c.shareLocked(res, limit) {
 		return false
 	}
 	c.add(res, limit)
 	return true
+}
+
+// share is how many tasks of res may wait under the cap now: its share
+// among the resources with waiters, res counted (at least one). A nil cap
+// sets none (math.MaxInt).
+func (c *WaitCap) share(res string, limit int) int {
+	if c == nil {
+		return math.MaxInt
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.shareLocked(res, limit)
+}
+
+// shareLocked is share with c.mu held.
+func (c *WaitCap) shareLocked(res string, limit int) int {
+	weight := c.weight
+	if c.per[res] == 0 {
+		weight += limit
+	}
+	return max(1, c.max*limit/weight)
 }
 
 // force takes a slot for a waiter of res whatever the cap.
