@@ -91,8 +91,9 @@ func (r *taskRun) observeParked(cause error, fifo int) {
 // waitParked makes a task that was parked once wait for its lock rather
 // than be parked again, past the waiters' bound: it was promoted to run next
 // (or came back by its backstop). It waits within the Wait bound (2s at
-// least); if that ends first, or the process's waiters are at their cap
-// across resources (WithWaitCap), it is requeued.
+// least), and is requeued if that ends first; if the process's waiters are
+// at their cap across resources (WithWaitCap), it is parked again first in
+// line (reparkFirst).
 func (r *taskRun) waitParked(ctx context.Context) (*redlock.Lock, error) {
 	m := r.m
 	err := error(errWaitCap)
