@@ -8,12 +8,12 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/asynqlock/asynqlock/internal/lockutil"
 	"github.com/asynqlock/asynqlock/internal/redistest"
+	"github.com/asynqlock/asynqlock/internal/workertest"
 	"github.com/asynqlock/asynqlock/middleware"
 	"github.com/asynqlock/asynqlock/redlock"
 	"github.com/asynqlock/asynqlock/worker"
@@ -224,7 +224,7 @@ func startWorkers(b *testing.B, cluster *redistest.Cluster, broker *redistest.No
 		if *hotMixWaitCap > 0 {
 			wc := middleware.NewWaitCap(*hotMixWaitCap)
 			opts = append(opts, middleware.WithWaitCap(wc))
-			wg.Go(func() { sampleWaiting(ctx, wc) })
+			wg.Go(func() { waitingMax.Sample(ctx, 200*time.Microsecond, mwLimit, wc.Waiting) })
 		}
 		if err := w.Handle(taskType, failing(onServer(h, i), fail), middleware.ByField("sku"), opts...); err != nil {
 			b.Fatal(err)
@@ -240,25 +240,7 @@ func startWorkers(b *testing.B, cluster *redistest.Cluster, broker *redistest.No
 var hotMixWaitCap = flag.Int("bench.hotmixwaitcap", 0, "experiment: a middleware.WaitCap of this size per worker.New worker of BenchmarkMiddlewareHotMix (0: none)")
 
 // waitingMax is the most tasks seen waiting at once in one worker.
-var waitingMax atomic.Int64
-
-func sampleWaiting(ctx context.Context, wc *middleware.WaitCap) {
-	t := time.NewTicker(200 * time.Microsecond)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-			for n := int64(wc.Waiting()); ; {
-				old := waitingMax.Load()
-				if n <= old || waitingMax.CompareAndSwap(old, n) {
-					break
-				}
-			}
-		}
-	}
-}
+var waitingMax workertest.Peak
 
 // startBare runs -bench.hotmixservers asynq servers with asynq's default
 // Config (only Concurrency 8 and the queue set) and a bare

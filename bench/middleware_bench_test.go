@@ -443,7 +443,7 @@ func runHotMix(b *testing.B, cluster *redistest.Cluster, broker, store *redistes
 	enq := asynqClient(b, broker)
 	enqAt := make([]time.Time, len(tasks))
 
-	waitingMax.Store(0)
+	waitingMax.Reset()
 	cpu0 := readHotMixCPU(b, cluster, broker, store)
 	b.ResetTimer()
 	start := time.Now()

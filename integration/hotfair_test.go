@@ -5,11 +5,11 @@ import (
 	"fmt"
 	"strconv"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/asynqlock/asynqlock/internal/redistest"
+	"github.com/asynqlock/asynqlock/internal/workertest"
 	"github.com/asynqlock/asynqlock/middleware"
 )
 
@@ -59,7 +59,7 @@ func runHotFair(t *testing.T, nodes *redistest.Cluster, capSize int) (most int, 
 	pc := newParkCount()
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
-	var peak atomic.Int64
+	var peak workertest.Peak
 	t.Cleanup(func() { cancel(); wg.Wait() })
 	for range 2 {
 		w := newWorker(t, workerVars(broker, nodes, map[string]string{
@@ -71,7 +71,7 @@ func runHotFair(t *testing.T, nodes *redistest.Cluster, capSize int) (most int, 
 			t.Fatal(err)
 		}
 		runWorker(t, w)
-		wg.Go(func() { samplePeak(ctx, wc, &peak) })
+		wg.Go(func() { peak.Sample(ctx, 200*time.Microsecond, 5*time.Minute, wc.Waiting) })
 	}
 	adj, expected := hotFairTasks()
 	enqueueAdjustments(t, asynqClient(t, broker), adj)
@@ -102,23 +102,4 @@ func hotFairTasks() ([]adjustment, map[string]int64) {
 		add(fmt.Sprintf("COLD-%02d", i%20))
 	}
 	return adj, expected
-}
-
-// samplePeak records in peak the most tasks seen waiting under wc, every
-// 200µs until ctx ends (at most 5 minutes).
-func samplePeak(ctx context.Context, wc *middleware.WaitCap, peak *atomic.Int64) {
-	ctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
-	defer cancel()
-	tick := time.NewTicker(200 * time.Microsecond)
-	defer tick.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-tick.C:
-			n := int64(wc.Waiting())
-			for old := peak.Load(); n > old && !peak.CompareAndSwap(old, n); old = peak.Load() {
-			}
-		}
-	}
 }
