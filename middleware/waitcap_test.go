@@ -196,3 +196,35 @@ func TestParkedTaskWithoutRoomKeepsItsTurn(t *testing.T) {
 		t.Fatalf("head record %v (%v), want t0's with nonce %s", recs, err, ce.nonce)
 	}
 }
+
+// TestWaitCapRefusedResourceGetsItsShare: a resource that filled the cap
+// alone does not keep it against a newly hot one: once the newcomer was
+// refused for want of room, the first resource is above its share, so the
+// next free place goes to the newcomer, not to the first resource's next
+// task. The control is the claim gone (claimFor past): the first resource
+// takes the place back.
+func TestWaitCapRefusedResourceGetsItsShare(t *testing.T) {
+	c := NewWaitCap(4)
+	for range 4 {
+		if !c.enter("a", 1) {
+			t.Fatal("a refused under a cap it has alone")
+		}
+	}
+	if c.enter("b", 1) {
+		t.Fatal("b entered a full cap")
+	}
+	c.leave("a")
+	if c.enter("a", 1) {
+		t.Fatal("a took the freed place back while b, refused, waits for its share")
+	}
+	if !c.enter("b", 1) {
+		t.Fatal("b refused the freed place")
+	}
+	c.leave("b")
+	c.mu.Lock()
+	c.claims = map[string]claim{"b": {limit: 1, until: time.Now().Add(-time.Millisecond)}}
+	c.mu.Unlock()
+	if !c.enter("a", 1) {
+		t.Fatal("control: with b's claim over, a did not get the free place")
+	}
+}
