@@ -133,13 +133,15 @@ type depths struct {
 // way (docs/HOTKEYS.md).
 // A resource of n slots (WithLimit) has n times the depth. Under a cap
 // across resources (WithWaitCap), what one process lets wait is res's share
-// of the cap when that is less: with k hot resources each is promoted about
-// a k-th of the cap, so that together they do not bring more tasks than the
-// processes let wait, and the turns go round the resources.
+// of the cap when that is less, and the depth without backlog is at most
+// that share: with k hot resources each is promoted about a k-th of the
+// cap, so that together they do not bring more tasks than a process lets
+// wait (a promoted task that finds no room is parked again, a trip through
+// the broker), and the turns go round the resources.
 func (m *mw) promoteDepth(res string) depths {
-	n := max(1, m.cfg.maxWaiters) * m.cfg.limit
-	n = min(n, m.cfg.waitCap.share(res, m.cfg.limit))
-	return depths{busy: max(2, n), idle: max(2, 3*n)}
+	n, share := max(1, m.cfg.maxWaiters)*m.cfg.limit, m.cfg.waitCap.share(res, m.cfg.limit)
+	n = min(n, share)
+	return depths{busy: max(2, n), idle: max(2, min(3*n, share))}
 }
 
 // Follow-up calls: a process that parked tasks on a resource, or whose

@@ -124,14 +124,15 @@ func TestWaitCapHoldsAcrossResources(t *testing.T) {
 // depth and its fresh waiters follow its share of the cap: with three hot
 // resources each is promoted about a third of the cap, so that together
 // they bring no more tasks than the process lets wait; alone it keeps the
-// depth WithMaxWaiters gives. Without a cap nothing changes.
+// depth WithMaxWaiters gives with a backlog, and the cap's size without.
+// Without a cap nothing changes.
 func TestWaitCapSharesSizePromotion(t *testing.T) {
 	e := patientEnv(t)
 	c := NewWaitCap(16)
 	m, _ := lockMW(t, e.locks, ByType(), &recorder{}, WithMaxWaiters(8), WithWaitCap(c))
 	bare, _ := lockMW(t, e.locks, ByType(), &recorder{}, WithMaxWaiters(8))
-	if got, want := m.promoteDepth("a"), (depths{busy: 8, idle: 24}); got != want {
-		t.Errorf("alone: depths %+v, want %+v", got, want)
+	if got, want := m.promoteDepth("a"), (depths{busy: 8, idle: 16}); got != want {
+		t.Errorf("alone: depths %+v, want %+v (the cap's size without backlog)", got, want)
 	}
 	if got := m.freshShare("a", false); got != 4 {
 		t.Errorf("alone: %d fresh waiters, want 4 (half of WithMaxWaiters)", got)
@@ -141,7 +142,7 @@ func TestWaitCapSharesSizePromotion(t *testing.T) {
 			t.Fatalf("%s refused under an empty cap", res)
 		}
 	}
-	if got, want := m.promoteDepth("a"), (depths{busy: 5, idle: 15}); got != want {
+	if got, want := m.promoteDepth("a"), (depths{busy: 5, idle: 5}); got != want {
 		t.Errorf("beside two hot resources: depths %+v, want %+v (a third of the cap)", got, want)
 	}
 	if got := m.freshShare("a", false); got != 2 {
