@@ -3,6 +3,7 @@ package bench
 import (
 	"context"
 	"errors"
+	"flag"
 	"slices"
 	"strconv"
 	"strings"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/asynqlock/asynqlock/internal/lockutil"
 	"github.com/asynqlock/asynqlock/internal/redistest"
+	"github.com/asynqlock/asynqlock/internal/workertest"
 	"github.com/asynqlock/asynqlock/middleware"
 	"github.com/asynqlock/asynqlock/redlock"
 	"github.com/asynqlock/asynqlock/worker"
@@ -27,6 +29,16 @@ type hotTrips struct {
 	actions  map[string]int
 	cold     map[string]int       // cold SKUs' conflicts by action (the other hot SKUs' are in neither)
 	entered  map[string]time.Time // hot task ID -> when its last run reached the middleware
+	acquired map[string]time.Time // hot task ID -> when its last run got the lock
+	handover map[string]int       // the hot SKU's acquisitions after a wait, by Handover
+}
+
+// acquiredAt returns when the run of the hot task id that got the lock got
+// it.
+func (h *hotTrips) acquiredAt(id string) time.Time {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.acquired[id]
 }
 
 // enteredAt returns when the run of the hot task id that got the lock
@@ -54,7 +66,15 @@ func (h *hotTrips) observe(e middleware.Event) {
 		if h.entered == nil {
 			h.entered = map[string]time.Time{}
 		}
-		h.entered[e.TaskID] = time.Now().Add(-e.Wait)
+		now := time.Now()
+		h.entered[e.TaskID] = now.Add(-e.Wait)
+		if h.acquired == nil {
+			h.acquired, h.handover = map[string]time.Time{}, map[string]int{}
+		}
+		h.acquired[e.TaskID] = now
+		if e.Handover != "" {
+			h.handover[e.Handover]++
+		}
 	case e.Kind == "promoted":
 		h.promoted++
 	case e.Kind == "conflict":
@@ -80,8 +100,8 @@ type hotSpan struct {
 
 // hotRun is one hot handler run on server srv (-1: unknown).
 type hotRun struct {
-	srv               int
-	entry, start, end time.Time // entry: when the server handed the task to the middleware
+	srv                         int
+	entry, acquired, start, end time.Time // entry: when the server handed the task to the middleware
 }
 
 // serverKey carries the index of the server running a task.
@@ -149,10 +169,10 @@ func (s *hotSpan) remoteGapP50() time.Duration {
 	return percentile(sortedCopy(g), 0.5)
 }
 
-func (s *hotSpan) add(srv int, entry, start, end time.Time) {
+func (s *hotSpan) add(srv int, entry, acquired, start, end time.Time) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.runs = append(s.runs, hotRun{srv: srv, entry: entry, start: start, end: end})
+	s.runs = append(s.runs, hotRun{srv: srv, entry: entry, acquired: acquired, start: start, end: end})
 	if s.first.IsZero() || start.Before(s.first) {
 		s.first = start
 	}
@@ -200,7 +220,13 @@ func startWorkers(b *testing.B, cluster *redistest.Cluster, broker *redistest.No
 			b.Fatalf("worker %d: %v", i, err)
 		}
 		warmLocks(b, w.Locks(), "warm:"+strconv.Itoa(i)+":")
-		if err := w.Handle(taskType, failing(onServer(h, i), fail), middleware.ByField("sku"), middleware.WithObserver(obs)); err != nil {
+		opts := []middleware.Option{middleware.WithObserver(obs)}
+		if *hotMixWaitCap > 0 {
+			wc := middleware.NewWaitCap(*hotMixWaitCap)
+			opts = append(opts, middleware.WithWaitCap(wc))
+			wg.Go(func() { waitingMax.Sample(ctx, 200*time.Microsecond, mwLimit, wc.Waiting) })
+		}
+		if err := w.Handle(taskType, failing(onServer(h, i), fail), middleware.ByField("sku"), opts...); err != nil {
 			b.Fatal(err)
 		}
 		wg.Go(func() {
@@ -210,6 +236,11 @@ func startWorkers(b *testing.B, cluster *redistest.Cluster, broker *redistest.No
 		})
 	}
 }
+
+var hotMixWaitCap = flag.Int("bench.hotmixwaitcap", 0, "experiment: a middleware.WaitCap of this size per worker.New worker of BenchmarkMiddlewareHotMix (0: none)")
+
+// waitingMax is the most tasks seen waiting at once in one worker.
+var waitingMax workertest.Peak
 
 // startBare runs -bench.hotmixservers asynq servers with asynq's default
 // Config (only Concurrency 8 and the queue set) and a bare

@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -31,6 +32,10 @@ var (
 		"asynq servers (each with its own lock client, Concurrency 8) of BenchmarkMiddlewareHotMix")
 	hotMixPace = flag.Duration("bench.hotmixpace", time.Millisecond,
 		"time between two enqueue slots of BenchmarkMiddlewareHotMix: task i of with-hot is enqueued i slots after the first, and cold-only enqueues its cold tasks at the same times (0: as fast as possible)")
+	hotMixWork = flag.Duration("bench.hotmixwork", 2*time.Millisecond,
+		"the BenchmarkMiddlewareHotMix handler's work (a sleep) between its read and its write: longer work means fewer lock turns a second for the same backlog")
+	hotMixRounds = flag.Int("bench.hotmixrounds", 1,
+		"rounds of BenchmarkMiddlewareHotMix, each running the selected sub-benchmarks in turn (alternated, unlike -count)")
 	hotMixTaskCheck = flag.String("bench.hotmixtaskcheck", "",
 		"WORKER_TASK_CHECK_INTERVAL of the worker.New variants of BenchmarkMiddlewareHotMix (empty: the worker's default)")
 )
@@ -41,8 +46,6 @@ const (
 	mwLimit = 2 * time.Minute
 	// hotMixConcurrency is the Concurrency of each hot-mix server.
 	hotMixConcurrency = 8
-	// hotMixWork is the handler's work between its read and its write.
-	hotMixWork = 2 * time.Millisecond
 	// hotMixCold cold tasks over hotMixColdSKUs SKUs (10 each), and as many
 	// hot tasks on one SKU in with-hot.
 	hotMixCold     = 500
@@ -308,6 +311,7 @@ type inventory struct {
 	ty    *tally
 	hot   hotSpan
 	trips *hotTrips // when each hot run reached the middleware
+	keys  keyRuns   // the runs of every hot SKU
 }
 
 func (inv *inventory) ProcessTask(ctx context.Context, t *asynq.Task) error {
@@ -315,17 +319,23 @@ func (inv *inventory) ProcessTask(ctx context.Context, t *asynq.Task) error {
 	if err != nil {
 		return err
 	}
-	if a.SKU == hotSKU {
+	if slices.Contains(threeHot, a.SKU) {
 		start := time.Now()
 		id, _ := asynq.GetTaskID(ctx)
-		defer func() { inv.hot.add(serverOf(ctx), inv.trips.enteredAt(id), start, time.Now()) }()
+		defer func() {
+			end := time.Now()
+			inv.keys.add(a.SKU, start, end)
+			if a.SKU == hotSKU {
+				inv.hot.add(serverOf(ctx), inv.trips.enteredAt(id), inv.trips.acquiredAt(id), start, end)
+			}
+		}()
 	}
 	key := "stock:" + a.SKU
 	v, err := inv.store.Get(ctx, key).Int64()
 	if err != nil && !errors.Is(err, redis.Nil) {
 		return err
 	}
-	time.Sleep(hotMixWork)
+	time.Sleep(*hotMixWork)
 	if err := inv.store.Set(ctx, key, v+a.Delta, 0).Err(); err != nil {
 		return err
 	}
@@ -366,8 +376,11 @@ func (inv *inventory) ProcessTask(ctx context.Context, t *asynq.Task) error {
 func BenchmarkMiddlewareHotMix(b *testing.B) {
 	cluster := redistest.StartCluster(b, nodes)
 	broker, store := redistest.StartNode(b), redistest.StartNode(b)
-	for _, name := range []string{"cold-only", "with-spread", "with-hot", "with-3-hot", "bare-with-hot", "plain-with-3-hot"} {
-		b.Run(name, func(b *testing.B) { runHotMix(b, cluster, broker, store, name) })
+	pinHotMix(b, append([]*redistest.Node{broker, store}, cluster.Nodes...)...)
+	for range max(1, *hotMixRounds) {
+		for _, name := range []string{"cold-only", "with-spread", "with-hot", "with-3-hot", "bare-with-hot", "plain-with-3-hot"} {
+			b.Run(name, func(b *testing.B) { runHotMix(b, cluster, broker, store, name) })
+		}
 	}
 }
 
@@ -432,6 +445,7 @@ func runHotMix(b *testing.B, cluster *redistest.Cluster, broker, store *redistes
 	enq := asynqClient(b, broker)
 	enqAt := make([]time.Time, len(tasks))
 
+	waitingMax.Reset()
 	cpu0 := readHotMixCPU(b, cluster, broker, store)
 	b.ResetTimer()
 	start := time.Now()
@@ -450,11 +464,21 @@ func runHotMix(b *testing.B, cluster *redistest.Cluster, broker, store *redistes
 	reportCold(b, tasks, ty.at, enqAt, start)
 	b.ReportMetric(millis(enqueued), "enqueue-ms")
 	b.ReportMetric(millis(behind(enqAt, due, start)), "enqueue-late-ms")
+	// The enqueuer's lag: the rate it was asked for against the one it
+	// kept (a saturated process enqueues late).
+	if last := due[len(due)-1]; last > 0 {
+		b.ReportMetric(float64(len(tasks))/last.Seconds(), "offered-tasks/s")
+	}
+	b.ReportMetric(float64(len(tasks))/enqueued.Seconds(), "enqueued-tasks/s")
 	b.ReportMetric(millis(cpu1.proc-cpu0.proc), "go-cpu-ms")
+	if *hotMixWaitCap > 0 {
+		b.ReportMetric(float64(waitingMax.Load()), "waiting-max")
+	}
 	b.ReportMetric(millis(cpu1.lock-cpu0.lock), "lock-cpu-ms")
 	b.ReportMetric(millis(cpu1.broker-cpu0.broker), "broker-cpu-ms")
 	if strings.HasSuffix(name, "-hot") && name != "plain-with-3-hot" {
 		reportHot(b, tasks, ty.at, start, inv)
+		reportHotKeys(b, tasks, enqAt, ty.at, &inv.keys)
 	}
 	if f := ty.fails.Load(); f != 0 {
 		b.Logf("%d handler failures (retried by asynq), first: %s", f, ty.firstErr())
@@ -523,10 +547,13 @@ func reportHot(b *testing.B, tasks []adjustment, done []time.Time, start time.Ti
 	b.ReportMetric(millis(lgap), "gap-same-ms")
 	b.ReportMetric(millis(rgap), "gap-other-ms")
 	b.ReportMetric(millis(inv.hot.remoteGapP50()), "gap-other-p50-ms")
+	toLock, toStart := inv.hot.gapSplit()
+	b.ReportMetric(millis(toLock), "gap-to-lock-ms")
+	b.ReportMetric(millis(toStart), "gap-lock-to-run-ms")
 	trips := inv.trips
 	trips.mu.Lock()
 	defer trips.mu.Unlock()
 	b.ReportMetric(float64(trips.trips)/float64(hotMixCold), "requeues/hot-task")
 	b.ReportMetric(float64(trips.promoted), "promotions")
-	b.Logf("hot conflicts by action: %v; cold: %v", trips.actions, trips.cold)
+	b.Logf("hot conflicts by action: %v; cold: %v; hand-overs: %v", trips.actions, trips.cold, trips.handover)
 }

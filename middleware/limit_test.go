@@ -120,10 +120,10 @@ func TestLimitCountsSlotsInShares(t *testing.T) {
 		t.Fatal("3 holders of 3 slots do not count as held here")
 	}
 	m.uncountHolder("r", ent)
-	if got, want := m.freshShare(true), 3*one.freshShare(true); got != want {
+	if got, want := m.freshShare("r", true), 3*one.freshShare("r", true); got != want {
 		t.Errorf("share of waiters %d, want %d", got, want)
 	}
-	if got, want := m.promoteDepth(), (depths{busy: 6, idle: 18}); got != want {
+	if got, want := m.promoteDepth("r"), (depths{busy: 6, idle: 18}); got != want {
 		t.Errorf("promotion depths %+v, want %+v", got, want)
 	}
 	if got, want := m.typical("x"), one.typical("x")/3; got != want {

@@ -202,9 +202,11 @@ func WithBroker(broker redis.UniversalClient) Option {
 // all resources, shared with every middleware given the same cap (see
 // WaitCap): with several hot resources, each gets an equal share and other
 // tasks keep their workers. A task that finds no room is parked or
-// requeued as past WithMaxWaiters. worker.New sets none: with a cap, one
-// hot resource beside cold ones kept its lock far less busy
-// (docs/HOTKEYS.md). Default: none (WithMaxWaiters per resource only).
+// requeued as past WithMaxWaiters; a parked task that comes back and finds
+// none is parked again at the head of its resource's FIFO. Each resource's
+// promoted tasks and fresh waiters follow its share of the cap. worker.New
+// sets a cap of WORKER_WAIT_ROOM (docs/HOTKEYS.md). Default: none
+// (WithMaxWaiters per resource only).
 func WithWaitCap(c *WaitCap) Option {
 	return func(cfg *config) {
 		if c == nil {

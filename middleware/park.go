@@ -65,6 +65,15 @@ local n = redis.call('RPUSH', KEYS[1], ARGV[1])
 redis.call('PEXPIRE', KEYS[1], ARGV[2])
 return n`)
 
+// reparkScript records again, at the head of the FIFO, a task that was
+// parked once, came back and found no room to wait (WithWaitCap): it keeps
+// its turn. KEYS: fifo. ARGV: member, fifo TTL ms. Returns the FIFO's
+// length.
+var reparkScript = redis.NewScript(`
+local n = redis.call('LPUSH', KEYS[1], ARGV[1])
+redis.call('PEXPIRE', KEYS[1], ARGV[2])
+return n`)
+
 // promoteScript keeps up to ARGV[7] promoted tasks of a resource on their
 // way (pending, or waiting in a worker, and not started yet; promote removes
 // the tasks that started from the zset), or up to ARGV[9] while no other
@@ -189,6 +198,18 @@ func (m *mw) park(ctx context.Context, queue, res, runID, returnID string, copy 
 	}
 	p.fifo = n
 	return p, nil
+}
+
+// repark records the running task, parked once already, at the head of
+// res's FIFO (reparkScript) and returns the nonce of its new conflict.
+func (m *mw) repark(ctx context.Context, queue, res, id string) (nonce string, fifo int, err error) {
+	nonce = newNonce()
+	member := strconv.FormatInt(time.Now().UnixMilli(), 10) + "|" + nonce + "|" + id
+	ttl := max(m.cfg.backstop, parkBackstopMax) + parkMarkTTL
+	cctx, cancel := lockutil.Detached(ctx)
+	defer cancel()
+	fifo, err = reparkScript.Run(cctx, m.cfg.broker, []string{fifoKey(queue, res)}, member, ttl.Milliseconds()).Int()
+	return nonce, fifo, err
 }
 
 // wasParked reports whether the running task was parked once already.

@@ -91,8 +91,9 @@ func (r *taskRun) observeParked(cause error, fifo int) {
 // waitParked makes a task that was parked once wait for its lock rather
 // than be parked again, past the waiters' bound: it was promoted to run next
 // (or came back by its backstop). It waits within the Wait bound (2s at
-// least); if that ends first, or the process's waiters are at their cap
-// across resources (WithWaitCap), it is requeued.
+// least), and is requeued if that ends first; if the process's waiters are
+// at their cap across resources (WithWaitCap), it is parked again first in
+// line (reparkFirst).
 func (r *taskRun) waitParked(ctx context.Context) (*redlock.Lock, error) {
 	m := r.m
 	err := error(errWaitCap)
@@ -104,12 +105,37 @@ func (r *taskRun) waitParked(ctx context.Context) (*redlock.Lock, error) {
 		if ferr := r.acquireFailed(ctx, err); ferr != nil {
 			return nil, ferr
 		}
+	} else if busy := r.reparkFirst(ctx); busy != nil {
+		return nil, busy
 	}
 	m.promoteAhead(r.meta.queue, r.res, r.meta.id) // no longer on its way: frees its promotion slot
 	busy := &conflictError{resource: r.res, cause: err, delay: m.delay(r.res)}
 	r.observeWait(r.lockEvent(EventConflict, "requeue", err))
 	r.log.Debug("task requeued: parked once already and its resource stayed busy", "cause", err)
 	return nil, busy
+}
+
+// reparkFirst parks again, at the head of its resource's FIFO, a task
+// that was parked once and found no room to wait (the process's waiters
+// at their cap across resources): the next promotion brings it back first,
+// where a requeue would keep it away a trip through asynq's retry set (a
+// second or more) behind the tasks parked after it, and its worker is free
+// for other tasks meanwhile. Its promotion slot frees itself (the promote
+// script drops a promoted task that is neither pending nor active). nil
+// when the broker failed: the caller requeues it.
+func (r *taskRun) reparkFirst(ctx context.Context) error {
+	m, meta := r.m, r.meta
+	nonce, fifo, err := m.repark(ctx, meta.queue, r.res, meta.id)
+	m.warnPark(r.res, err)
+	if err != nil {
+		return nil
+	}
+	m.parkedHere(meta.queue, r.res, fifo)
+	busy := &conflictError{resource: r.res, cause: errWaitCap, delay: m.backstop(r.res, 0), nonce: nonce}
+	r.observeParked(errWaitCap, 1)
+	traceParked(ctx, r.res, errWaitCap, 1, busy.delay, "")
+	r.log.Debug("task parked again, first in line: no room to wait", "backstop", busy.delay)
+	return busy
 }
 
 // waiting returns how many tasks of this process wait for res.

@@ -131,10 +131,17 @@ type depths struct {
 // what one process lets wait while it has none, so that more of the waiting
 // tasks land in the holder's process and the turn passes locally, the cheap
 // way (docs/HOTKEYS.md).
-// A resource of n slots (WithLimit) has n times the depth.
-func (m *mw) promoteDepth() depths {
-	n := max(1, m.cfg.maxWaiters) * m.cfg.limit
-	return depths{busy: max(2, n), idle: max(2, 3*n)}
+// A resource of n slots (WithLimit) has n times the depth. Under a cap
+// across resources (WithWaitCap), what one process lets wait is res's share
+// of the cap when that is less, and the depth without backlog is at most
+// that share: with k hot resources each is promoted about a k-th of the
+// cap, so that together they do not bring more tasks than a process lets
+// wait (a promoted task that finds no room is parked again, a trip through
+// the broker), and the turns go round the resources.
+func (m *mw) promoteDepth(res string) depths {
+	n, share := max(1, m.cfg.maxWaiters)*m.cfg.limit, m.cfg.waitCap.share(res, m.cfg.limit)
+	n = min(n, share)
+	return depths{busy: max(2, n), idle: max(2, min(3*n, share))}
 }
 
 // Follow-up calls: a process that parked tasks on a resource, or whose
@@ -166,7 +173,7 @@ func (m *mw) promoteLoop(res string, e *resState, p *promoState) {
 		p.calls++
 		m.mu.Unlock()
 		ctx, cancel := context.WithTimeout(context.Background(), lockutil.ReleaseTimeout)
-		moved, left, err := promote(ctx, m.cfg.broker, p.queue, res, ids, m.promoteDepth(), hint)
+		moved, left, err := promote(ctx, m.cfg.broker, p.queue, res, ids, m.promoteDepth(res), hint)
 		cancel()
 		m.promoted(res, e, p, moved, left, err)
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"strings"
 	"time"
@@ -144,12 +145,19 @@ const requeueTrip = 5 * time.Second
 // in FIFO order and would otherwise find the share taken. Fewer tasks
 // waiting in workers also leave more workers to other resources during a
 // burst (docs/HOTKEYS.md).
-// A resource of n slots (WithLimit) has n times the share.
-func (m *mw) freshShare(soft bool) int {
+// A resource of n slots (WithLimit) has n times the share. Under a cap
+// across resources (WithWaitCap) it is also at most half the resource's
+// share of the cap, so that with several hot resources the promoted tasks
+// of each still find room (docs/HOTKEYS.md).
+func (m *mw) freshShare(res string, soft bool) int {
 	if soft || m.cfg.maxWaiters <= 1 {
 		return m.cfg.maxWaiters * m.cfg.limit
 	}
-	return m.cfg.maxWaiters / 2 * m.cfg.limit
+	n := m.cfg.maxWaiters / 2 * m.cfg.limit
+	if s := m.cfg.waitCap.share(res, m.cfg.limit); s < math.MaxInt {
+		n = min(n, max(1, s/2))
+	}
+	return n
 }
 
 // enterWait counts a waiter of res if there is room: fewer than freshShare
@@ -157,7 +165,7 @@ func (m *mw) freshShare(soft bool) int {
 // sooner than a requeued task could come back.
 func (m *mw) enterWait(res string, soft bool) bool {
 	n := m.waiting(res)
-	if n >= m.freshShare(soft) {
+	if n >= m.freshShare(res, soft) {
 		if !soft || m.cfg.maxWaiters == 0 {
 			return false
 		}

@@ -2,7 +2,9 @@ package middleware
 
 import (
 	"fmt"
+	"math"
 	"sync"
+	"time"
 
 	"github.com/asynqlock/asynqlock/redlock"
 )
@@ -25,9 +27,10 @@ type WaitCap struct {
 
 	mu     sync.Mutex
 	total  int
-	per    map[string]int // waiters per resource; only resources with waiters
-	slots  map[string]int // the slots (WithLimit) of each resource in per
-	weight int            // the sum of slots
+	per    map[string]int   // waiters per resource; only resources with waiters
+	slots  map[string]int   // the slots (WithLimit) of each resource in per
+	weight int              // the sum of slots
+	claims map[string]claim // resources refused lately, with no waiter (waitclaim.go)
 }
 
 // NewWaitCap returns a cap of n waiting tasks (n >= 1).
@@ -52,15 +55,36 @@ func (c *WaitCap) enter(res string, limit int) bool {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	n, weight := c.per[res], c.weight
-	if n == 0 {
-		weight += limit
-	}
-	if c.total >= c.max || n >= max(1, c.max*limit/weight) {
+	now := time.Now()
+	if c.total >= c.max || c.per[res] >= c.shareLocked(res, limit, now) {
+		c.claimLocked(res, limit, now)
 		return false
 	}
 	c.add(res, limit)
 	return true
+}
+
+// share is how many tasks of res may wait under the cap now: its share
+// among the resources with waiters or refused lately, res counted (at
+// least one). A nil cap
+// sets none (math.MaxInt).
+func (c *WaitCap) share(res string, limit int) int {
+	if c == nil {
+		return math.MaxInt
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.shareLocked(res, limit, time.Now())
+}
+
+// shareLocked is share with c.mu held; the resources refused lately for
+// want of room count as if they had waiters (claimLocked).
+func (c *WaitCap) shareLocked(res string, limit int, now time.Time) int {
+	weight := c.weight + c.claimWeightLocked(res, now)
+	if c.per[res] == 0 {
+		weight += limit
+	}
+	return max(1, c.max*limit/weight)
 }
 
 // force takes a slot for a waiter of res whatever the cap.
@@ -75,6 +99,7 @@ func (c *WaitCap) force(res string, limit int) {
 
 // add counts a waiter of res, a resource of limit slots; c.mu is held.
 func (c *WaitCap) add(res string, limit int) {
+	delete(c.claims, res)
 	if c.per[res] == 0 {
 		c.slots[res] = limit
 		c.weight += limit

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -116,5 +117,115 @@ func TestWaitCapHoldsAcrossResources(t *testing.T) {
 	<-watch
 	if maxSeen > 4 || c.Waiting() != 0 {
 		t.Fatalf("at most %d waited at once (cap 4); %d still counted", maxSeen, c.Waiting())
+	}
+}
+
+// TestWaitCapSharesSizePromotion: under a cap, a resource's promotion
+// depth and its fresh waiters follow its share of the cap: with three hot
+// resources each is promoted about a third of the cap, so that together
+// they bring no more tasks than the process lets wait; alone it keeps the
+// depth WithMaxWaiters gives with a backlog, and the cap's size without.
+// Without a cap nothing changes.
+func TestWaitCapSharesSizePromotion(t *testing.T) {
+	e := patientEnv(t)
+	c := NewWaitCap(16)
+	m, _ := lockMW(t, e.locks, ByType(), &recorder{}, WithMaxWaiters(8), WithWaitCap(c))
+	bare, _ := lockMW(t, e.locks, ByType(), &recorder{}, WithMaxWaiters(8))
+	if got, want := m.promoteDepth("a"), (depths{busy: 8, idle: 16}); got != want {
+		t.Errorf("alone: depths %+v, want %+v (the cap's size without backlog)", got, want)
+	}
+	if got := m.freshShare("a", false); got != 4 {
+		t.Errorf("alone: %d fresh waiters, want 4 (half of WithMaxWaiters)", got)
+	}
+	for _, res := range []string{"b", "c"} {
+		if !c.enter(res, 1) {
+			t.Fatalf("%s refused under an empty cap", res)
+		}
+	}
+	if got, want := m.promoteDepth("a"), (depths{busy: 5, idle: 5}); got != want {
+		t.Errorf("beside two hot resources: depths %+v, want %+v (a third of the cap)", got, want)
+	}
+	if got := m.freshShare("a", false); got != 2 {
+		t.Errorf("beside two hot resources: %d fresh waiters, want 2 (half its share)", got)
+	}
+	if got, want := bare.promoteDepth("a"), (depths{busy: 8, idle: 24}); got != want {
+		t.Errorf("without a cap: depths %+v, want %+v", got, want)
+	}
+}
+
+// TestParkedTaskWithoutRoomKeepsItsTurn: a task parked once that comes
+// back to find its resource busy and no room to wait (the cap full with
+// another resource's waiters) is parked again at the head of its FIFO,
+// ahead of the tasks parked after it, with a conflict that carries the
+// record's nonce (so the next promotion brings it back first) rather than
+// requeued on a timer behind them.
+func TestParkedTaskWithoutRoomKeepsItsTurn(t *testing.T) {
+	ctx := context.Background()
+	e := patientEnv(t)
+	const queue, busy = "default", "task:stock:adjust:HOT"
+	held, err := e.other.TryAcquire(ctx, busy, 10*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = held.Release(ctx) })
+	c := NewWaitCap(1)
+	if !c.enter("task:stock:adjust:OTHER", 1) {
+		t.Fatal("the other resource's waiter refused under an empty cap")
+	}
+	t.Cleanup(func() { c.leave("task:stock:adjust:OTHER") })
+	m, h := lockMW(t, e.locks, ByField("sku"), &recorder{}, WithBroker(e.raw), WithWaitCap(c))
+	for _, id := range []string{"t0", "t1"} { // t0 parked first, t1 after it
+		if _, err := m.park(ctx, queue, busy, id, id, false); err != nil {
+			t.Fatal(err)
+		}
+	}
+	withMeta(t, taskMeta{id: "t0", queue: queue, maxRetry: 3, known: true})
+	err = h.ProcessTask(ctx, task("stock:adjust", `{"sku":"HOT"}`))
+	var ce *conflictError
+	if !errors.As(err, &ce) || ce.nonce == "" || !errors.Is(err, ErrConflict) {
+		t.Fatalf("want a parked conflict carrying a nonce, got %v", err)
+	}
+	parked, err := ParkedTasks(ctx, e.raw, queue)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := parked[busy]; len(got) < 2 || got[0] != "t0" || got[1] != "t0" && got[1] != "t1" {
+		t.Fatalf("FIFO %v: want t0 first again", got)
+	}
+	recs, err := e.raw.LRange(ctx, fifoKey(queue, busy), 0, 0).Result()
+	if err != nil || len(recs) != 1 || !strings.Contains(recs[0], "|"+ce.nonce+"|t0") {
+		t.Fatalf("head record %v (%v), want t0's with nonce %s", recs, err, ce.nonce)
+	}
+}
+
+// TestWaitCapRefusedResourceGetsItsShare: a resource that filled the cap
+// alone does not keep it against a newly hot one: once the newcomer was
+// refused for want of room, the first resource is above its share, so the
+// next free place goes to the newcomer, not to the first resource's next
+// task. The control is the claim gone (claimFor past): the first resource
+// takes the place back.
+func TestWaitCapRefusedResourceGetsItsShare(t *testing.T) {
+	c := NewWaitCap(4)
+	for range 4 {
+		if !c.enter("a", 1) {
+			t.Fatal("a refused under a cap it has alone")
+		}
+	}
+	if c.enter("b", 1) {
+		t.Fatal("b entered a full cap")
+	}
+	c.leave("a")
+	if c.enter("a", 1) {
+		t.Fatal("a took the freed place back while b, refused, waits for its share")
+	}
+	if !c.enter("b", 1) {
+		t.Fatal("b refused the freed place")
+	}
+	c.leave("b")
+	c.mu.Lock()
+	c.claims = map[string]claim{"b": {limit: 1, until: time.Now().Add(-time.Millisecond)}}
+	c.mu.Unlock()
+	if !c.enter("a", 1) {
+		t.Fatal("control: with b's claim over, a did not get the free place")
 	}
 }

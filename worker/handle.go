@@ -14,7 +14,8 @@ import (
 // policy, its busy tasks parked in the broker. At most WORKER_CONCURRENCY
 // tasks try for their locks or run at once, across task types; asynq takes
 // up to WORKER_WAIT_ROOM more, and a task waiting for a busy lock waits
-// among those (middleware.RunGate). opts come after those (a
+// among those (middleware.RunGate): never more than WORKER_WAIT_ROOM wait at
+// once, each hot resource an equal share (middleware.WaitCap). opts come after those (a
 // middleware.WithObserver among them replaces the one feeding the worker's
 // task metrics). A nil key runs the handler unlocked. Every task runs in a
 // span asynq.task when tracing is on (see New). Handle must be called
@@ -38,6 +39,9 @@ func (w *Worker) Handle(taskType string, h asynq.Handler, key middleware.KeyFunc
 			middleware.WithLogger(w.log),
 			middleware.WithObserver(w.metrics.observeTask),
 		}, w.cfg.limitOf(taskType)...)
+		if w.waits != nil {
+			all = append(all, middleware.WithWaitCap(w.waits))
+		}
 		all = append(all, opts...)
 		if w.traces != nil {
 			all = append([]middleware.Option{middleware.WithTracerProvider(w.traces)}, all...)

@@ -31,6 +31,7 @@ type Worker struct {
 	ping      redis.UniversalClient // broker readiness probe
 	mux       *asynq.ServeMux
 	gate      *middleware.RunGate // the running tasks' places, shared by every Handle
+	waits     *middleware.WaitCap // the wait room, shared by every Handle; nil without a room
 	reg       *prometheus.Registry
 	metrics   *metrics
 	health    *health
@@ -82,6 +83,9 @@ func New(cfg Config, opts ...Option) (*Worker, error) {
 	b, _ := parseBroker(cfg.AsynqRedisURL, cfg.asynqTLS())
 	w := &Worker{cfg: cfg, log: o.log, broker: b.opt, mux: asynq.NewServeMux(), reg: prometheus.NewRegistry(),
 		gate: middleware.NewRunGate(cfg.Concurrency)}
+	if room := cfg.waitRoom(); room > 0 {
+		w.waits = middleware.NewWaitCap(room)
+	}
 	w.once = dependencyLogs(o.log, ownsDefault)
 	w.metrics = newMetrics(w.reg)
 	w.metrics.zero(cfg.ConflictPolicy)
