@@ -3,6 +3,7 @@ package embedded
 import (
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/alicebob/miniredis/v2"
@@ -13,13 +14,16 @@ import (
 // expiring in real time. Its methods are safe for concurrent use.
 type Server struct {
 	mr      *miniredis.Miniredis
-	srv     *server.Server // mr's server, kept: mr.Server() reads a field Close clears without a lock
+	srv     atomic.Pointer[server.Server] // mr's server, kept: mr.Server() reads a field Close clears without a lock
 	addr    string
 	runID   string // INFO server run_id
 	version string // INFO server redis_version
 	port    int    // INFO server tcp_port
 
-	done      chan struct{} // closed by Close: stops tickEvery
+	done chan struct{} // closed by Close: stops tickEvery
+
+	restart   sync.Mutex // Stop and Restart
+	stopped   bool       // by Stop, until Restart
 	closeOnce sync.Once
 	ticking   sync.WaitGroup
 }
@@ -40,14 +44,13 @@ func Start(opts ...Option) (*Server, error) {
 		return nil, fmt.Errorf("embedded: start miniredis: %w", err)
 	}
 	srv := mr.Server()
-	s := &Server{mr: mr, srv: srv, addr: mr.Addr(), runID: newRunID(), version: miniredisVersion(), port: srv.Addr().Port,
+	s := &Server{mr: mr, addr: mr.Addr(), runID: newRunID(), version: miniredisVersion(), port: srv.Addr().Port,
 		done: make(chan struct{})}
 	// Nobody knows the port yet, so no command arrives before these are in place.
-	if err := srv.Register("CONFIG", s.config); err != nil {
+	if err := s.serve(srv); err != nil {
 		mr.Close()
-		return nil, fmt.Errorf("embedded: %w", err)
+		return nil, err
 	}
-	srv.SetPreHook(s.info)
 	if o.tick > 0 {
 		s.ticking.Add(1)
 		go s.tickEvery(o.tick)

@@ -67,7 +67,7 @@ func miniredisVersion() string {
 // infoSection renders the INFO sections miniredis lacks (server, cluster)
 // and the two it has (clients, stats), in redis-server's format.
 func (s *Server) infoSection(name string) (string, bool) {
-	srv := s.srv
+	srv := s.srv.Load()
 	switch name {
 	case "server":
 		return fmt.Sprintf("# Server\r\nredis_version:%s\r\nredis_mode:standalone\r\nprocess_id:%d\r\nrun_id:%s\r\ntcp_port:%d\r\nexecutable:embedded in-process (asynqlock internal/embedded)\r\n",
