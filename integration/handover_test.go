@@ -201,6 +201,7 @@ func TestStaleHolderAfterHandOverIsRejected(t *testing.T) {
 // another process that died, never keep the resource from the next waiter
 // for anything like a TTL.
 func TestSuccessorGivingUpDoesNotStrandTheResource(t *testing.T) {
+	t.Parallel() // its own servers; its one bound is half a minute
 	c := redistest.StartCluster(t, 3)
 	const ttl = time.Minute
 	a := lockClient(t, c, redlock.WithNodeTimeout(handoverTimeout))
