@@ -123,9 +123,7 @@ func runBrokerOutage(t *testing.T, records bool) (extra, skipped int, stockOff i
 	}
 	enqueueAdjustments(t, asynqClient(t, broker), adj)
 	waitRan(t, h, nTasks/3, time.Minute)
-	for h.inflight.Load() < 3 { // kill while handlers run: their completion cannot be recorded
-		time.Sleep(time.Millisecond)
-	}
+	waitInflight(t, h, 3, 30*time.Second) // kill while handlers run: their completion cannot be recorded
 	if err := broker.Restart(10 * time.Second); err != nil {
 		t.Fatal(err)
 	}
@@ -159,6 +157,19 @@ func waitRan(t *testing.T, h *counting, n int, limit time.Duration) {
 			t.Fatalf("only %d of %d tasks ran after %v", ran, n, limit)
 		}
 		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// waitInflight waits (bounded) until at least n handlers run at once.
+func waitInflight(t *testing.T, h *counting, n int32, limit time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(limit)
+	for h.inflight.Load() < n {
+		if time.Now().After(deadline) {
+			ran, _ := h.tally()
+			t.Fatalf("never %d handlers running at once in %v (%d tasks ran)", n, limit, ran)
+		}
+		time.Sleep(time.Millisecond)
 	}
 }
 
