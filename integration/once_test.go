@@ -25,6 +25,10 @@ type counting struct {
 	inflight atomic.Int32
 	mu       sync.Mutex
 	runs     map[int]int
+	// gate, while set, holds each handler before its write (at most 10s),
+	// so that the broker can be killed with handlers surely running even
+	// when a loaded machine is slow to run the test's own goroutine.
+	gate atomic.Pointer[chan struct{}]
 }
 
 func (h *counting) ProcessTask(ctx context.Context, t *asynq.Task) error {
@@ -39,6 +43,12 @@ func (h *counting) ProcessTask(ctx context.Context, t *asynq.Task) error {
 		return err
 	}
 	time.Sleep(h.work)
+	if g := h.gate.Load(); g != nil {
+		select {
+		case <-*g:
+		case <-time.After(10 * time.Second):
+		}
+	}
 	if err := h.store.Set(ctx, "stock:"+a.SKU, v+a.Delta, 0).Err(); err != nil {
 		return err
 	}
@@ -123,8 +133,15 @@ func runBrokerOutage(t *testing.T, records bool) (extra, skipped int, stockOff i
 	}
 	enqueueAdjustments(t, asynqClient(t, broker), adj)
 	waitRan(t, h, nTasks/3, time.Minute)
+	gate := make(chan struct{})
+	h.gate.Store(&gate)
 	waitInflight(t, h, 3, 30*time.Second) // kill while handlers run: their completion cannot be recorded
-	if err := broker.Restart(10 * time.Second); err != nil {
+	if err := broker.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	h.gate.Store(nil)
+	close(gate)
+	if err := broker.Restart(10 * time.Second); err != nil { // already down: back with its data 10s on
 		t.Fatal(err)
 	}
 	// A lock node comes back empty, a TTL after it died: the records of
