@@ -28,6 +28,9 @@ const recoveryBound = 20 * time.Second
 // within recoveryBound. Then a second master is killed while nobody locks:
 // node 0 recovers as fast from the first call that finds the shard moved.
 func TestClusterShardFailover(t *testing.T) {
+	// Parallel: most of its time is spent waiting for the replicas'
+	// promotions, on servers of its own; its bound is 20 node timeouts.
+	t.Parallel()
 	start := time.Now()
 	phase := func(format string, args ...any) {
 		t.Logf("%5.1fs: %s", time.Since(start).Seconds(), fmt.Sprintf(format, args...))

@@ -98,6 +98,7 @@ func waitQueued(t *testing.T, c *redistest.Cluster, resource string, n int64) {
 // (local hand-overs and the nodes' queue); every holder's fence is larger
 // than the one before it.
 func TestFencesGrowAcrossHandOvers(t *testing.T) {
+	t.Parallel() // its own servers; nothing timed
 	c := redistest.StartCluster(t, 5)
 	var handovers atomic.Int64
 	obs := func(e redlock.Event) {
@@ -152,6 +153,7 @@ func TestFencesGrowAcrossHandOvers(t *testing.T) {
 // over (locally or to another client) and who writes late carries a smaller
 // fence than its successor's write, so the fenced store rejects it.
 func TestStaleHolderAfterHandOverIsRejected(t *testing.T) {
+	t.Parallel() // its own servers; nothing timed (the 200ms for queueing is no bound)
 	c := redistest.StartCluster(t, 3)
 	store := redistest.StartNode(t).Client(t)
 	ctx := within(t, time.Minute)
@@ -201,6 +203,7 @@ func TestStaleHolderAfterHandOverIsRejected(t *testing.T) {
 // another process that died, never keep the resource from the next waiter
 // for anything like a TTL.
 func TestSuccessorGivingUpDoesNotStrandTheResource(t *testing.T) {
+	t.Parallel() // its own servers; its one bound is half a minute
 	c := redistest.StartCluster(t, 3)
 	const ttl = time.Minute
 	a := lockClient(t, c, redlock.WithNodeTimeout(handoverTimeout))

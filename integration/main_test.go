@@ -19,8 +19,9 @@ func (quietRedis) Printf(context.Context, string, ...any) {}
 // TestMain silences go-redis, then either runs a proof worker (when the
 // test binary was re-executed as one, see proof_worker_test.go, as an
 // asynq task worker, see proof_taskworker_test.go, as a once worker, see
-// once_proc_test.go, or as a limit worker, see limit_process_test.go) or runs the
-// tests and, when ASYNQLOCK_RELIABILITY_REPORT names a file, writes the
+// once_proc_test.go, or as a limit worker, see limit_process_test.go) or runs
+// the tests (more of them at once than go test's default: see raiseParallel)
+// and, when ASYNQLOCK_RELIABILITY_REPORT names a file, writes the
 // reliability report from the rows they recorded (see report_test.go).
 func TestMain(m *testing.M) {
 	redis.SetLogger(quietRedis{})
@@ -36,6 +37,7 @@ func TestMain(m *testing.M) {
 		}
 		os.Exit(proofWorkerMain(cfg))
 	}
+	raiseParallel()
 	status := m.Run()
 	if path := os.Getenv(reportEnv); path != "" {
 		wrote, err := writeReport(path, report.Rows(), status)

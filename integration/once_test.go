@@ -25,6 +25,10 @@ type counting struct {
 	inflight atomic.Int32
 	mu       sync.Mutex
 	runs     map[int]int
+	// gate, while set, holds each handler before its write (at most 10s),
+	// so that the broker can be killed with handlers surely running even
+	// when a loaded machine is slow to run the test's own goroutine.
+	gate atomic.Pointer[chan struct{}]
 }
 
 func (h *counting) ProcessTask(ctx context.Context, t *asynq.Task) error {
@@ -39,6 +43,12 @@ func (h *counting) ProcessTask(ctx context.Context, t *asynq.Task) error {
 		return err
 	}
 	time.Sleep(h.work)
+	if g := h.gate.Load(); g != nil {
+		select {
+		case <-*g:
+		case <-time.After(10 * time.Second):
+		}
+	}
 	if err := h.store.Set(ctx, "stock:"+a.SKU, v+a.Delta, 0).Err(); err != nil {
 		return err
 	}
@@ -123,10 +133,15 @@ func runBrokerOutage(t *testing.T, records bool) (extra, skipped int, stockOff i
 	}
 	enqueueAdjustments(t, asynqClient(t, broker), adj)
 	waitRan(t, h, nTasks/3, time.Minute)
-	for h.inflight.Load() < 3 { // kill while handlers run: their completion cannot be recorded
-		time.Sleep(time.Millisecond)
+	gate := make(chan struct{})
+	h.gate.Store(&gate)
+	waitInflight(t, h, 3, 30*time.Second) // kill while handlers run: their completion cannot be recorded
+	if err := broker.Kill(); err != nil {
+		t.Fatal(err)
 	}
-	if err := broker.Restart(10 * time.Second); err != nil {
+	h.gate.Store(nil)
+	close(gate)
+	if err := broker.Restart(10 * time.Second); err != nil { // already down: back with its data 10s on
 		t.Fatal(err)
 	}
 	// A lock node comes back empty, a TTL after it died: the records of
@@ -159,6 +174,19 @@ func waitRan(t *testing.T, h *counting, n int, limit time.Duration) {
 			t.Fatalf("only %d of %d tasks ran after %v", ran, n, limit)
 		}
 		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// waitInflight waits (bounded) until at least n handlers run at once.
+func waitInflight(t *testing.T, h *counting, n int32, limit time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(limit)
+	for h.inflight.Load() < n {
+		if time.Now().After(deadline) {
+			ran, _ := h.tally()
+			t.Fatalf("never %d handlers running at once in %v (%d tasks ran)", n, limit, ran)
+		}
+		time.Sleep(time.Millisecond)
 	}
 }
 
