@@ -92,17 +92,11 @@ func (l *Lock) refreshLooks() {
 	if t == nil || l.record == nil {
 		return
 	}
-	t.gs.mu.Lock()
-	defer t.gs.mu.Unlock()
-	g := t.gs.m[t.key]
-	if g == nil {
-		return
-	}
-	for _, w := range g.queue {
-		if req := w.req; req != nil && req.look != nil && !req.look.knownFound() {
+	t.lookers(false, func(req *handoffReq) {
+		if !req.look.knownFound() {
 			c.spawn(func() { c.lookUp(k, req, chain) })
 		}
-	}
+	})
 }
 
 // classifyLook reads a look-up's answer: a score (found) is OK, no entry is
@@ -125,7 +119,18 @@ func (l *Lock) noticeRecord() {
 	if l.written() == nil || l.turn == nil {
 		return
 	}
-	t, id := l.turn, l.record.id
+	id := l.record.id
+	l.turn.lookers(true, func(req *handoffReq) {
+		if req.lc.rec.id == id {
+			req.look.notice()
+		}
+	})
+}
+
+// lookers calls f, under the gate's lock, with the request of each caller
+// of t's resource that waits with a look-up (the one parked between its
+// rounds too, withIdle).
+func (t *turn) lookers(withIdle bool, f func(*handoffReq)) {
 	t.gs.mu.Lock()
 	defer t.gs.mu.Unlock()
 	g := t.gs.m[t.key]
@@ -133,12 +138,12 @@ func (l *Lock) noticeRecord() {
 		return
 	}
 	for _, w := range g.queue {
-		if w.req != nil && w.req.look != nil && w.req.lc.rec.id == id {
-			w.req.look.notice()
+		if w.req != nil && w.req.look != nil {
+			f(w.req)
 		}
 	}
-	if w := g.idle; w != nil && w.req != nil && w.req.look != nil && w.req.lc.rec.id == id {
-		w.req.look.notice()
+	if w := g.idle; withIdle && w != nil && w.req != nil && w.req.look != nil {
+		f(w.req)
 	}
 }
 
