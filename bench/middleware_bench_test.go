@@ -162,6 +162,7 @@ func enqueue(b *testing.B, c *asynq.Client, queue string, tasks []adjustment, at
 func BenchmarkMiddlewareThroughput(b *testing.B) {
 	cluster := redistest.StartCluster(b, nodes)
 	broker, store := redistest.StartNode(b), redistest.StartNode(b)
+	pinApart(b, "bench.pinlocks", *pinLocks, cluster.Nodes, []*redistest.Node{broker, store})
 	for _, v := range []struct {
 		name           string
 		locked, traced bool
@@ -292,6 +293,7 @@ func throughput(b *testing.B, cluster *redistest.Cluster, broker, store *rediste
 func BenchmarkMiddlewareTurns(b *testing.B) {
 	cluster := redistest.StartCluster(b, nodes)
 	broker, store := redistest.StartNode(b), redistest.StartNode(b)
+	pinApart(b, "bench.pinlocks", *pinLocks, cluster.Nodes, []*redistest.Node{broker, store})
 	var cpu, rate []float64
 	for range alternatedRounds {
 		p := throughput(b, cluster, broker, store, "plain", false, false, b.N, false)
@@ -376,7 +378,7 @@ func (inv *inventory) ProcessTask(ctx context.Context, t *asynq.Task) error {
 func BenchmarkMiddlewareHotMix(b *testing.B) {
 	cluster := redistest.StartCluster(b, nodes)
 	broker, store := redistest.StartNode(b), redistest.StartNode(b)
-	pinHotMix(b, append([]*redistest.Node{broker, store}, cluster.Nodes...)...)
+	pinApart(b, "bench.pin", *pinCPUs, append([]*redistest.Node{broker, store}, cluster.Nodes...), nil)
 	for range max(1, *hotMixRounds) {
 		for _, name := range []string{"cold-only", "with-spread", "with-hot", "with-3-hot", "bare-with-hot", "plain-with-3-hot"} {
 			b.Run(name, func(b *testing.B) { runHotMix(b, cluster, broker, store, name) })
