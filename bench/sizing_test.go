@@ -113,8 +113,18 @@ func BenchmarkSizingLockMemory(b *testing.B) {
 }
 
 // BenchmarkSizingLockCPU: each lock node's CPU per lock+unlock (3 nodes,
-// distinct keys, 32 goroutines), as cores per 1,000 lock+unlock/s.
+// distinct keys, 32 goroutines), as cores per 1,000 lock+unlock/s; "plain"
+// without a completion record, "recorded" with one written by each release
+// (the middleware's default): a new record on every node, as every task of
+// a resource writes.
 func BenchmarkSizingLockCPU(b *testing.B) {
+	for _, recorded := range []bool{false, true} {
+		b.Run(map[bool]string{false: "plain", true: "recorded"}[recorded], func(b *testing.B) { sizeLockCPU(b, recorded) })
+	}
+}
+
+// sizeLockCPU is one variant of BenchmarkSizingLockCPU.
+func sizeLockCPU(b *testing.B, recorded bool) {
 	c := redistest.StartCluster(b, 3)
 	rc, err := redlock.New(direct(b, c), redlock.WithNodeTimeout(time.Second))
 	if err != nil {
@@ -125,7 +135,14 @@ func BenchmarkSizingLockCPU(b *testing.B) {
 	cpu0 := serverCPU(b, c.Nodes[0].PID())
 	start := time.Now()
 	parallel(n, func(i int) {
-		l, err := rc.TryAcquire(taskHolder(i), fmt.Sprintf("task:stock:adjust:sku-%07d", i), 10*time.Second)
+		var opts []redlock.LockOption
+		if recorded {
+			opts = append(opts, redlock.WithCompletion(recordName(strconv.Itoa(i)), time.Hour))
+		}
+		l, err := rc.TryAcquire(taskHolder(i), fmt.Sprintf("task:stock:adjust:sku-%07d", i), 10*time.Second, opts...)
+		if err == nil && recorded {
+			err = l.RecordCompletion()
+		}
 		if err == nil {
 			err = l.Release(context.Background())
 		}
