@@ -217,7 +217,7 @@ func newReplica(cfg config, srv *servers, store *redis.Client, hotDone *hotTally
 		// readiness.
 		vars["WORKER_READINESS_INTERVAL"] = (3 * embeddedNodeTimeout).String()
 	}
-	wcfg, err := worker.LoadConfigFrom(vars)
+	wcfg, err := worker.LoadConfigFrom(withEnviron(vars, environ()))
 	if err != nil {
 		return nil, err
 	}
