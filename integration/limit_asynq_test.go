@@ -87,17 +87,20 @@ func drainLimited(t *testing.T, nodes *redistest.Cluster, broker *redistest.Node
 // limitPairs bounds the pairs of drains TestLimitThroughAsynq measures: a
 // pair whose ratio misses (a burst of load on a shared machine) is measured
 // again, and the test fails only if every pair misses.
-const limitPairs = 3
+const limitPairs = 4
 
 // TestLimitThroughAsynq: 150 tasks of 10ms of one type, locked ByType on
 // three servers, WithLimit(3) and WithLimit(1) alternated on the same
 // nodes: each runs exactly once, never more than n at once (3 reached), and
-// limit 3 drains in less than 0.6 of limit 1's time. BenchmarkLimitDrain
-// measures about 0.3-0.4 (ideally 1/3: a slot's turn costs what one
-// holder's local hand-over costs); the slack is for a loaded machine under
-// -race, where a task's own CPU weighs more against its 10ms of work.
+// limit 3 drains in less than 0.8 of limit 1's time (slots that took turns
+// one at a time would give about 1). BenchmarkLimitDrain measures about
+// 0.3-0.4 (ideally 1/3: a slot's turn costs what one holder's local
+// hand-over costs); the slack is for a loaded machine under -race, where
+// the turns' CPU weighs more against a task's 10ms of work: in a CI run
+// beside other packages' tests and two busy loops, three pairs gave 0.64,
+// 0.70 and 0.91.
 func TestLimitThroughAsynq(t *testing.T) {
-	const tasks, work, want = 150, 10 * time.Millisecond, 0.6
+	const tasks, work, want = 150, 10 * time.Millisecond, 0.8
 	nodes := redistest.StartCluster(t, 5)
 	broker := redistest.StartNode(t)
 	ratios := make([]float64, 0, limitPairs)
