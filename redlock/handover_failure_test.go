@@ -64,23 +64,8 @@ func TestReleaseContextEndingMidHandOverPassesTheTurn(t *testing.T) {
 func TestEarlySuccessorReleasedBeforeItsRoundFailsFreesThePredecessor(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		c, mems := memClient(t, 3, WithNodeTimeout(50*time.Millisecond))
-		holder, err := c.Acquire(context.Background(), "r", time.Minute)
-		if err != nil {
-			t.Fatal(err)
-		}
-		next := waitFor(context.Background(), c, "r", time.Second)
-		synctest.Wait()
-		for _, m := range mems[:2] {
-			m.set(func(m *memNode) { m.delay = 100 * time.Millisecond })
-		}
-		go func() { _, _ = c.TryAcquire(context.Background(), "other", time.Second) }() // nodes 0 and 1 busy
-		time.Sleep(time.Millisecond)
-		go func() { _ = holder.Release(context.Background()) }()
-		got := <-next
-		if got.err != nil {
-			t.Fatal(got.err)
-		}
-		_ = got.l.Release(context.Background()) // a quick task
+		holder, successor := delayedEarlyHandOver(t, c, mems, time.Second)
+		_ = successor.Release(context.Background()) // a quick task
 		time.Sleep(500 * time.Millisecond)
 		for _, m := range mems[:2] {
 			m.set(func(m *memNode) { m.delay = 0 })

@@ -132,12 +132,24 @@ func TestLeftEarlySuccessorKeepsTheResourceToItsEnd(t *testing.T) {
 	})
 }
 
-// droppedEarlyHandOver hands "r" (held with a 1m TTL) over early to a waiter
-// of ttl whose round is dropped on nodes 0 and 1 (their workers busy past
-// the deadline) and whose resend fails there too: the successor holds those
-// two nodes only through the predecessor's token. Nodes 0 and 1 are left
-// down; the caller brings them back.
+// droppedEarlyHandOver is delayedEarlyHandOver whose resend fails on nodes
+// 0 and 1 too: the successor holds those two nodes only through the
+// predecessor's token. Nodes 0 and 1 are left down; the caller brings them
+// back.
 func droppedEarlyHandOver(t *testing.T, c *Client, mems []*memNode, ttl time.Duration) (holder, successor *Lock) {
+	t.Helper()
+	holder, successor = delayedEarlyHandOver(t, c, mems, ttl)
+	for _, m := range mems[:2] {
+		m.set(func(m *memNode) { m.err = errMemDown }) // the resend fails too
+	}
+	return holder, successor
+}
+
+// delayedEarlyHandOver hands "r" (held with a 1m TTL) over early to a
+// waiter of ttl whose round misses its deadline on nodes 0 and 1 (their
+// workers busy past it, each call there delayed 100ms until the caller
+// sets the delay back).
+func delayedEarlyHandOver(t *testing.T, c *Client, mems []*memNode, ttl time.Duration) (holder, successor *Lock) {
 	t.Helper()
 	holder, err := c.Acquire(context.Background(), "r", time.Minute)
 	if err != nil {
@@ -154,9 +166,6 @@ func droppedEarlyHandOver(t *testing.T, c *Client, mems []*memNode, ttl time.Dur
 	got := <-next
 	if got.err != nil {
 		t.Fatal(got.err)
-	}
-	for _, m := range mems[:2] {
-		m.set(func(m *memNode) { m.err = errMemDown }) // the resend fails too
 	}
 	return holder, got.l
 }
