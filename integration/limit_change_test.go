@@ -60,6 +60,7 @@ func (h *rollRuns) done() int {
 type rollSide struct {
 	servers []*asynq.Server
 	fails   atomic.Int32 // tasks that returned a failure (not a conflict)
+	ran     atomic.Int32 // tasks whose handler it ran to success
 	changes [][]int      // EventLimitChange's Limits seen by its lock clients
 	mu      sync.Mutex
 }
@@ -89,6 +90,9 @@ func startSide(t *testing.T, nodes *redistest.Cluster, broker *redistest.Node, h
 			err := next.ProcessTask(ctx, task)
 			if err != nil && middleware.IsFailure(err) && ctx.Err() == nil {
 				side.fails.Add(1)
+			}
+			if err == nil {
+				side.ran.Add(1)
 			}
 			return err
 		})
@@ -130,8 +134,11 @@ func (h *rollRuns) waitDone(t *testing.T, n int, limit time.Duration) {
 
 // roll enqueues tasks of one type, runs them on servers of limit old,
 // starts servers of limit nw once a third are done, shuts the old ones down
-// once two thirds are, and waits for all (unless refuse, the control, which
-// returns once the new side failed a task or all are done).
+// once two thirds are and the new ones ran tasks beside them (as a rolling
+// deploy's new pods serve before the old ones stop: else, from 5 to 3, the
+// new side's tasks could all meet the old side's holders, park, and run
+// only once the old side is gone), and waits for all (unless refuse, the
+// control, which returns once the new side failed a task or all are done).
 func roll(t *testing.T, nodes *redistest.Cluster, broker *redistest.Node, old, nw, tasks int, refuse bool) (*rollRuns, *rollSide, *rollSide) {
 	t.Helper()
 	queue := fmt.Sprintf("roll-%d-%d-%v", old, nw, refuse)
@@ -155,6 +162,11 @@ func roll(t *testing.T, nodes *redistest.Cluster, broker *redistest.Node, old, n
 		return h, oldSide, newSide
 	}
 	h.waitDone(t, 2*tasks/3, 2*time.Minute)
+	for deadline := time.Now().Add(2 * time.Minute); newSide.ran.Load() < 3 && h.done() < tasks; time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d -> %d: the new side ran %d tasks beside the old one in 2m", old, nw, newSide.ran.Load())
+		}
+	}
 	for _, s := range oldSide.servers {
 		s.Shutdown() // lets running tasks finish; waiting ones go back to the queue
 	}
