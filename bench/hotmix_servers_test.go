@@ -27,10 +27,19 @@ type hotTrips struct {
 	trips    int
 	promoted int
 	actions  map[string]int
-	cold     map[string]int       // cold SKUs' conflicts by action (the other hot SKUs' are in neither)
-	entered  map[string]time.Time // hot task ID -> when its last run reached the middleware
-	acquired map[string]time.Time // hot task ID -> when its last run got the lock
-	handover map[string]int       // the hot SKU's acquisitions after a wait, by Handover
+	cold     map[string]int           // cold SKUs' conflicts by action (the other hot SKUs' are in neither)
+	entered  map[string]time.Time     // hot task ID -> when its last run reached the middleware
+	acquired map[string]time.Time     // hot task ID -> when its last run got the lock
+	handover map[string]int           // the hot SKU's acquisitions after a wait, by Handover
+	waits    map[string]time.Duration // task ID -> how long its last run waited for the lock
+}
+
+// waitOf returns how long the last run of task id that got its lock waited
+// for it.
+func (h *hotTrips) waitOf(id string) time.Duration {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.waits[id]
 }
 
 // acquiredAt returns when the run of the hot task id that got the lock got
@@ -52,6 +61,12 @@ func (h *hotTrips) enteredAt(id string) time.Time {
 func (h *hotTrips) observe(e middleware.Event) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	if e.Kind == "acquired" {
+		if h.waits == nil {
+			h.waits = map[string]time.Duration{}
+		}
+		h.waits[e.TaskID] = e.Wait
+	}
 	if !strings.HasSuffix(e.Resource, ":"+hotSKU) {
 		if e.Kind == "conflict" && !slices.ContainsFunc(threeHot, func(sku string) bool { return strings.HasSuffix(e.Resource, ":"+sku) }) {
 			if h.cold == nil {

@@ -63,9 +63,11 @@ var threeHot = []string{hotSKU, "HOT-2", "HOT-3"}
 type tally struct {
 	total int
 	mu    sync.Mutex
-	seen  []int       // completions per task id
-	at    []time.Time // first completion per task id
-	n     int         // distinct tasks completed
+	seen  []int           // completions per task id
+	at    []time.Time     // first completion per task id
+	began []time.Time     // when the handler run that completed first began
+	waits []time.Duration // how long that run waited for its lock
+	n     int             // distinct tasks completed
 	dups  int
 	done  chan struct{}
 	fails atomic.Int64
@@ -73,7 +75,17 @@ type tally struct {
 }
 
 func newTally(total int) *tally {
-	return &tally{total: total, seen: make([]int, total), at: make([]time.Time, total), done: make(chan struct{})}
+	return &tally{total: total, seen: make([]int, total), at: make([]time.Time, total), began: make([]time.Time, total), waits: make([]time.Duration, total), done: make(chan struct{})}
+}
+
+// begin notes that a run of task id that is about to complete began at at,
+// after waiting for its lock for wait.
+func (t *tally) begin(id int, at time.Time, wait time.Duration) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if id >= 0 && id < t.total && t.seen[id] == 0 {
+		t.began[id], t.waits[id] = at, wait
+	}
 }
 
 func (t *tally) complete(id int, at time.Time) {
@@ -317,13 +329,14 @@ type inventory struct {
 }
 
 func (inv *inventory) ProcessTask(ctx context.Context, t *asynq.Task) error {
+	begin := time.Now()
 	a, err := decode(t)
 	if err != nil {
 		return err
 	}
+	id, _ := asynq.GetTaskID(ctx)
 	if slices.Contains(threeHot, a.SKU) {
 		start := time.Now()
-		id, _ := asynq.GetTaskID(ctx)
 		defer func() {
 			end := time.Now()
 			inv.keys.add(a.SKU, start, end)
@@ -341,6 +354,7 @@ func (inv *inventory) ProcessTask(ctx context.Context, t *asynq.Task) error {
 	if err := inv.store.Set(ctx, key, v+a.Delta, 0).Err(); err != nil {
 		return err
 	}
+	inv.ty.begin(a.ID, begin, inv.trips.waitOf(id))
 	inv.ty.complete(a.ID, time.Now())
 	return nil
 }
@@ -380,10 +394,19 @@ func BenchmarkMiddlewareHotMix(b *testing.B) {
 	broker, store := redistest.StartNode(b), redistest.StartNode(b)
 	pinApart(b, "bench.pin", *pinCPUs, append([]*redistest.Node{broker, store}, cluster.Nodes...), nil)
 	for range max(1, *hotMixRounds) {
+		var round hotMixRound
 		for _, name := range []string{"cold-only", "with-spread", "with-hot", "with-3-hot", "bare-with-hot", "plain-with-3-hot"} {
-			b.Run(name, func(b *testing.B) { runHotMix(b, cluster, broker, store, name) })
+			b.Run(name, func(b *testing.B) { runHotMix(b, cluster, broker, store, name, &round) })
 		}
 	}
+}
+
+// hotMixRound carries figures from one variant of a round of
+// BenchmarkMiddlewareHotMix to a later one: plain-with-3-hot reports
+// with-3-hot's cold p99 over its own (with-3-hot-cold-p99-x), the two run
+// side by side.
+type hotMixRound struct {
+	with3HotColdP99 time.Duration
 }
 
 // hotMixTasks is the workload of a HotMix variant: task i of with-hot is hot
@@ -427,7 +450,7 @@ func readHotMixCPU(b *testing.B, cluster *redistest.Cluster, broker, store *redi
 	return hotMixCPU{processCPU(), serversCPU(b, cluster.Nodes...), serversCPU(b, broker, store)}
 }
 
-func runHotMix(b *testing.B, cluster *redistest.Cluster, broker, store *redistest.Node, name string) {
+func runHotMix(b *testing.B, cluster *redistest.Cluster, broker, store *redistest.Node, name string, round *hotMixRound) {
 	flush(b, broker, store)
 	queue := freshQueue(name)
 	tasks, due, expected := hotMixTasks(name)
@@ -463,7 +486,12 @@ func runHotMix(b *testing.B, cluster *redistest.Cluster, broker, store *redistes
 		expected = nil // no lock: its hot tasks lose updates
 	}
 	checkHotMix(b, broker, queue, inv, expected)
-	reportCold(b, tasks, ty.at, enqAt, start)
+	switch p99 := reportCold(b, tasks, ty, enqAt, start); {
+	case name == "with-3-hot":
+		round.with3HotColdP99 = p99
+	case name == "plain-with-3-hot" && round.with3HotColdP99 > 0:
+		b.ReportMetric(float64(round.with3HotColdP99)/float64(p99), "with-3-hot-cold-p99-x")
+	}
 	b.ReportMetric(millis(enqueued), "enqueue-ms")
 	b.ReportMetric(millis(behind(enqAt, due, start)), "enqueue-late-ms")
 	// The enqueuer's lag: the rate it was asked for against the one it
@@ -517,13 +545,17 @@ func checkHotMix(b *testing.B, broker *redistest.Node, queue string, inv *invent
 }
 
 // reportCold reports the cold tasks' latencies, enqueue to completion.
-func reportCold(b *testing.B, tasks []adjustment, done, enqAt []time.Time, start time.Time) {
-	var cold []time.Duration
+// reportCold reports the cold tasks' latencies and returns their p99.
+func reportCold(b *testing.B, tasks []adjustment, ty *tally, enqAt []time.Time, start time.Time) time.Duration {
+	var cold, taken, locked, ran []time.Duration
 	var coldDone time.Duration
 	for i, a := range tasks {
 		if strings.HasPrefix(a.SKU, "COLD-") {
-			cold = append(cold, done[i].Sub(enqAt[i]))
-			coldDone = max(coldDone, done[i].Sub(start))
+			cold = append(cold, ty.at[i].Sub(enqAt[i]))
+			coldDone = max(coldDone, ty.at[i].Sub(start))
+			taken = append(taken, ty.began[i].Sub(enqAt[i])-ty.waits[i])
+			locked = append(locked, ty.waits[i])
+			ran = append(ran, ty.at[i].Sub(ty.began[i]))
 		}
 	}
 	s := sortedCopy(cold)
@@ -531,6 +563,12 @@ func reportCold(b *testing.B, tasks []adjustment, done, enqAt []time.Time, start
 	b.ReportMetric(millis(percentile(s, 0.99)), "cold-p99-ms")
 	b.ReportMetric(millis(s[len(s)-1]), "cold-max-ms")
 	b.ReportMetric(coldDone.Seconds(), "cold-done-s")
+	// Where a cold task's time goes: from its enqueue to the middleware
+	// (asynq's pick-up), waiting for its lock, and its handler's run.
+	b.ReportMetric(millis(percentile(sortedCopy(taken), 0.99)), "cold-pickup-p99-ms")
+	b.ReportMetric(millis(percentile(sortedCopy(locked), 0.99)), "cold-lock-p99-ms")
+	b.ReportMetric(millis(percentile(sortedCopy(ran), 0.99)), "cold-run-p99-ms")
+	return percentile(s, 0.99)
 }
 
 // reportHot reports how the hot SKU's tasks ran.
