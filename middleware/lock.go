@@ -65,8 +65,10 @@ func newMW(client *redlock.Client, key KeyFunc, cfg config) *mw {
 	if cfg.limit > 1 {
 		cfg.lockOpts = append(slices.Clip(cfg.lockOpts), redlock.WithLimit(cfg.limit))
 	}
-	return &mw{client: client, key: key, cfg: cfg, res: make(map[string]*resState), holds: &holdTable{seed: maphash.MakeSeed()},
+	m := &mw{client: client, key: key, cfg: cfg, res: make(map[string]*resState), holds: &holdTable{seed: maphash.MakeSeed()},
 		keeper: newKeeper(keepAfterOf(cfg.ttl)), tracer: cfg.tracer()}
+	m.settleStates()
+	return m
 }
 
 // Lock returns the middleware: use it with mux.Use or around one handler.

@@ -3,6 +3,7 @@ package middleware
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"time"
 
 	"github.com/asynqlock/asynqlock/internal/lockutil"
@@ -267,19 +268,18 @@ func (m *mw) warnPromote(res string, err error) {
 }
 
 // brokerState logs a broker call's failure once per change of state:
-// *failing is the state (guarded by m.mu), down and up the messages. A
-// broker client the application closed (it is shutting down) is no broker
-// failure: Debug only, the state unchanged.
+// *failing is the state, down and up the messages. A broker client the
+// application closed (it is shutting down) is no broker failure: Debug
+// only, the state unchanged.
 func (m *mw) brokerState(failing *failState, res string, err error, down, up string) {
-	if errors.Is(err, redis.ErrClosed) {
-		m.cfg.logger.Debug(down, "resource", res, "broker", lockutil.Addr(m.cfg.broker), "err", err)
-		return
-	}
-	switch m.flip(failing, err != nil) {
-	case stateDown:
-		m.cfg.logger.Warn(down, "resource", res, "broker", lockutil.Addr(m.cfg.broker), "err", err)
-	case stateUp:
-		m.cfg.logger.Info(up, "resource", res, "broker", lockutil.Addr(m.cfg.broker))
+	addr := lockutil.Addr(m.cfg.broker)
+	switch {
+	case errors.Is(err, redis.ErrClosed):
+		m.cfg.logger.Debug(down, "resource", res, "broker", addr, "err", err)
+	case err != nil:
+		failing.Fail(m.cfg.logger, slog.LevelWarn, down, err, "resource", res, "broker", addr)
+	default:
+		failing.OK(m.cfg.logger, up, "resource", res, "broker", addr)
 	}
 }
 

@@ -2,32 +2,28 @@ package middleware
 
 import (
 	"errors"
+	"log/slog"
 	"slices"
 
 	"github.com/asynqlock/asynqlock/redlock"
 )
 
 // releaseState logs failing releases once per change of state: the first
-// failure at Warn with the nodes that failed and the cause, the first
-// release that works recoverySettle after the last failure at Info, and each task's failure at Debug.
-// Lock nodes that are down fail every task's release alike: a Warn per
-// task would bury the line that says so. A release refused because the
-// lock client is closed (shutdown) or the lock was not held any more is no
-// node failure: Debug, the state unchanged.
+// failure at Warn with the nodes that failed and the cause, each task's
+// failure after it at Debug, the first release that works recoverySettle
+// after the last failure at Info. Lock nodes that are down fail every
+// task's release alike: a Warn per task would bury the line that says so.
+// A release refused because the lock client is closed (shutdown) or the
+// lock was not held any more is no node failure: Debug, the state unchanged.
 func (m *mw) releaseState(log taskLog, err error) {
-	if errors.Is(err, redlock.ErrClosed) || errors.Is(err, redlock.ErrNotHeld) {
+	switch {
+	case errors.Is(err, redlock.ErrClosed) || errors.Is(err, redlock.ErrNotHeld):
 		log.Debug("lock not released", "err", err)
-		return
-	}
-	switch m.flip(&m.releaseErr, err != nil) {
-	case stateDown:
-		m.cfg.logger.Warn("lock releases failing; each lock expires at its TTL", "resource", log.res, "nodes", failedNodes(err), "err", err)
-	case stateUp:
-		m.cfg.logger.Info("lock releases work again", "resource", log.res)
+	case err != nil:
+		m.releaseErr.Fail(m.cfg.logger, slog.LevelWarn, "lock releases failing; each lock expires at its TTL", err,
+			"resource", log.res, "nodes", failedNodes(err))
 	default:
-		if err != nil {
-			log.Debug("lock release failed; it expires at its TTL", "err", err)
-		}
+		m.releaseErr.OK(m.cfg.logger, "lock releases work again", "resource", log.res)
 	}
 }
 
