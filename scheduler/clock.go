@@ -2,8 +2,11 @@ package scheduler
 
 import (
 	"context"
+	"log/slog"
 	"sync"
 	"time"
+
+	"github.com/asynqlock/asynqlock/internal/statelog"
 )
 
 const (
@@ -30,14 +33,14 @@ type clockWatch struct {
 	cfg   config
 
 	mu      sync.Mutex
-	next    time.Time       // the earliest next measurement
-	busy    bool            // a measurement is under way
-	far     map[string]bool // nodes whose offset is above half the skew
-	failing bool            // the last measurement failed as a whole
+	next    time.Time                  // the earliest next measurement
+	busy    bool                       // a measurement is under way
+	far     map[string]*statelog.State // per node: its offset above half the skew
+	failing statelog.State             // measurements failing as a whole
 }
 
 func newClockWatch(locks locker, cfg config) *clockWatch {
-	return &clockWatch{locks: locks, cfg: cfg, far: map[string]bool{}}
+	return &clockWatch{locks: locks, cfg: cfg, far: map[string]*statelog.State{}}
 }
 
 // poke starts a measurement in the background if one is due.
@@ -80,27 +83,26 @@ func (w *clockWatch) judge(reps []clockReport, err error) {
 	defer w.mu.Unlock()
 	log := w.cfg.logger
 	if err != nil {
-		if !w.failing {
-			log.Warn("cron clock check failed: clock offsets to the lock nodes unknown", "replica", w.cfg.replica, "err", err)
-		}
-		w.failing = true
+		w.failing.Fail(log, slog.LevelWarn, "cron clock check failed: clock offsets to the lock nodes unknown", err, "replica", w.cfg.replica)
 		return
 	}
-	w.failing = false
+	w.failing.OK(log, "cron clock check works again", "replica", w.cfg.replica)
 	for _, r := range reps {
 		if r.Err != nil {
 			continue // the lock client reports node failures
 		}
-		far := r.Offset.Abs() > w.cfg.skew/2
-		switch {
-		case far && !w.far[r.Node]:
-			log.Warn("cron clock offset to a lock node above half the skew: fix the clock (NTP) or raise WithSkew",
+		st := w.far[r.Node]
+		if st == nil {
+			st = &statelog.State{}
+			w.far[r.Node] = st
+		}
+		if r.Offset.Abs() > w.cfg.skew/2 {
+			st.Fail(log, slog.LevelWarn, "cron clock offset to a lock node above half the skew: fix the clock (NTP) or raise WithSkew", nil,
 				"replica", w.cfg.replica, "node", r.Node, "offset", r.Offset, "rtt", r.RTT, "skew", w.cfg.skew,
 				"beyond_skew", r.Offset.Abs() > w.cfg.skew)
-		case !far && w.far[r.Node]:
-			log.Info("cron clock offset to a lock node back within half the skew",
+		} else {
+			st.OK(log, "cron clock offset to a lock node back within half the skew",
 				"replica", w.cfg.replica, "node", r.Node, "offset", r.Offset, "skew", w.cfg.skew)
 		}
-		w.far[r.Node] = far
 	}
 }

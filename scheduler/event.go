@@ -1,11 +1,11 @@
 package scheduler
 
 import (
-	"context"
 	"errors"
-	"go.opentelemetry.io/otel/trace"
 	"log/slog"
 	"time"
+
+	"go.opentelemetry.io/otel/trace"
 )
 
 // Outcome tells what became of one run of a job on one replica; its value
@@ -62,7 +62,7 @@ var (
 )
 
 // level is the log level of an event, before repeats are muted (see
-// runner.logLevel): nothing a healthy job does per tick is logged above
+// runner.log): nothing a healthy job does per tick is logged above
 // Debug; a caught-up tick (once per start), skips and lock errors at Warn;
 // failures at Error.
 func (e Event) level() slog.Level {
@@ -99,25 +99,20 @@ type Event struct {
 func (r *runner) report(ev Event) {
 	ev.Job, ev.Replica = r.name, r.cfg.replica
 	r.note(ev)
-	attrs := make([]slog.Attr, 0, 8)
-	attrs = append(attrs, slog.String("job", ev.Job), slog.String("outcome", string(ev.Outcome)),
-		slog.String("replica", ev.Replica))
+	attrs := []any{"job", ev.Job, "outcome", string(ev.Outcome), "replica", ev.Replica}
 	if !ev.Tick.IsZero() {
-		attrs = append(attrs, slog.Time("tick", ev.Tick))
+		attrs = append(attrs, "tick", ev.Tick)
 	}
 	if ev.Duration > 0 {
-		attrs = append(attrs, slog.Duration("duration", ev.Duration))
+		attrs = append(attrs, "duration", ev.Duration)
 	}
 	if ev.TaskID != "" {
-		attrs = append(attrs, slog.String("task_id", ev.TaskID))
-	}
-	if ev.Err != nil {
-		attrs = append(attrs, slog.Any("err", ev.Err))
+		attrs = append(attrs, "task_id", ev.TaskID)
 	}
 	if pe := (*panicError)(nil); errors.As(ev.Err, &pe) {
-		attrs = append(attrs, slog.String("stack", string(pe.stack)))
+		attrs = append(attrs, "stack", string(pe.stack))
 	}
-	r.cfg.logger.LogAttrs(context.Background(), r.logLevel(ev), "cron job "+string(ev.Outcome), attrs...)
+	r.log(ev, attrs)
 	endTick(ev)
 	if r.cfg.observer != nil {
 		r.cfg.observer(ev)

@@ -44,20 +44,20 @@ func (l *logLines) infoLogger() *slog.Logger {
 	return slog.New(slog.NewTextHandler(l, &slog.HandlerOptions{Level: slog.LevelInfo}))
 }
 
-// A per-second job fails for three ticks, runs for three, fails for three
+// A per-second job fails for three ticks, runs for six, fails for three
 // again: the log says so in three lines (Error when it starts failing, Info
-// when it is back, Error again), nothing per tick, while the observer gets
-// every run. The second failing period is the control: a repeat after a
-// change of state is logged again, so the count can exceed one per state.
-// Before, every run logged a line (Info for each success, Error for each
-// failure: nine lines).
+// when it is back, at the first run the settle time after the last failure,
+// Error again), nothing per tick, while the observer gets every run. The
+// second failing period is the control: a repeat after a change of state is
+// logged again, so the count can exceed one per state. Before, every run
+// logged a line (Info for each success, Error for each failure: twelve lines).
 func TestLogOncePerChangeOfState(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		logs := &logLines{}
 		rec := &recorder{}
 		var n atomic.Int32
 		job := func(context.Context) error {
-			if k := n.Add(1); k <= 3 || k > 6 {
+			if k := n.Add(1); k <= 3 || k > 9 {
 				return errors.New("disk full")
 			}
 			return nil
@@ -68,18 +68,18 @@ func TestLogOncePerChangeOfState(t *testing.T) {
 			t.Fatal(err)
 		}
 		s.Start()
-		time.Sleep(9500 * time.Millisecond)
+		time.Sleep(12500 * time.Millisecond)
 		if err := s.Stop(context.Background()); err != nil {
 			t.Fatal(err)
 		}
-		if got := rec.count(OutcomeFailed) + rec.count(OutcomeRan); got != 9 {
-			t.Fatalf("observer saw %d runs, want all 9", got)
+		if got := rec.count(OutcomeFailed) + rec.count(OutcomeRan); got != 12 {
+			t.Fatalf("observer saw %d runs, want all 12", got)
 		}
 		failed, back := logs.at("ERROR", `msg="cron job failed"`), logs.at("INFO", `msg="cron job back to normal"`)
 		if len(failed) != 2 || len(back) != 1 {
 			t.Fatalf("want 2 failure lines and 1 back-to-normal line, got %d and %d:\n%s", len(failed), len(back), logs.buf.String())
 		}
-		if !strings.Contains(back[0], "after=failed") || !strings.Contains(back[0], "repeats=2") {
+		if !strings.Contains(back[0], `after="cron job failed"`) || !strings.Contains(back[0], "repeats=2") {
 			t.Fatalf("back-to-normal line does not say what ended: %s", back[0])
 		}
 		if info := logs.at("INFO", ""); len(info) != 1 {

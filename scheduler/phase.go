@@ -72,16 +72,8 @@ func (r *runner) checkPhase(tick time.Time) {
 // warnOutOfStep logs, at Warn the first time, that the job runs out of
 // step with another replica.
 func (r *runner) warnOutOfStep(tick, other time.Time, every time.Duration) {
-	r.mu.Lock()
-	first := !r.trouble.outOfStep
-	r.trouble.outOfStep = true
-	r.mu.Unlock()
-	lvl := slog.LevelWarn
-	if !first {
-		lvl = slog.LevelDebug
-	}
-	r.cfg.logger.Log(context.Background(), lvl,
+	r.logs.outOfStep.Fail(r.cfg.logger, slog.LevelWarn,
 		"cron job runs out of step with another replica: each runs every tick of its own, so the job runs once per replica per interval. "+
-			"robfig's @every counts from each cron's start; schedule the job with c.Schedule(scheduler.Every(d), job)",
+			"robfig's @every counts from each cron's start; schedule the job with c.Schedule(scheduler.Every(d), job)", nil,
 		"job", r.name, "replica", r.cfg.replica, "tick", tick, "other_tick", other, "interval", every)
 }

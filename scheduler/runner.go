@@ -64,7 +64,7 @@ type runner struct {
 	regular bool          // spec-less: learned is also the interval before
 	prev    time.Time     // spec-less: the last tick seen
 	state   entryState    // for Entries
-	trouble trouble       // what the job's last Warn or Error was about
+	logs    logState      // what the job's log lines follow (logstate.go)
 }
 
 // newRunner validates a job and derives its timings. sched may be nil.
@@ -81,6 +81,7 @@ func newRunner(locks locker, name string, sched cron.Schedule, job cron.Job, cfg
 		}
 	}
 	r := &runner{locks: locks, name: name, sched: sched, cfg: cfg, job: job, host: h, tracer: cfg.tracer()}
+	r.logs.settle()
 	if err := r.checkSchedule(); err != nil {
 		return nil, err
 	}
