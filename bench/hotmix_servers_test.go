@@ -3,7 +3,6 @@ package bench
 import (
 	"context"
 	"errors"
-	"flag"
 	"slices"
 	"strconv"
 	"strings"
@@ -13,7 +12,6 @@ import (
 
 	"github.com/asynqlock/asynqlock/internal/lockutil"
 	"github.com/asynqlock/asynqlock/internal/redistest"
-	"github.com/asynqlock/asynqlock/internal/workertest"
 	"github.com/asynqlock/asynqlock/middleware"
 	"github.com/asynqlock/asynqlock/redlock"
 	"github.com/asynqlock/asynqlock/worker"
@@ -235,13 +233,7 @@ func startWorkers(b *testing.B, cluster *redistest.Cluster, broker *redistest.No
 			b.Fatalf("worker %d: %v", i, err)
 		}
 		warmLocks(b, w.Locks(), "warm:"+strconv.Itoa(i)+":")
-		opts := []middleware.Option{middleware.WithObserver(obs)}
-		if *hotMixWaitCap > 0 {
-			wc := middleware.NewWaitCap(*hotMixWaitCap)
-			opts = append(opts, middleware.WithWaitCap(wc))
-			wg.Go(func() { waitingMax.Sample(ctx, 200*time.Microsecond, mwLimit, wc.Waiting) })
-		}
-		if err := w.Handle(taskType, failing(onServer(h, i), fail), middleware.ByField("sku"), opts...); err != nil {
+		if err := w.Handle(taskType, failing(onServer(h, i), fail), middleware.ByField("sku"), middleware.WithObserver(obs)); err != nil {
 			b.Fatal(err)
 		}
 		wg.Go(func() {
@@ -251,11 +243,6 @@ func startWorkers(b *testing.B, cluster *redistest.Cluster, broker *redistest.No
 		})
 	}
 }
-
-var hotMixWaitCap = flag.Int("bench.hotmixwaitcap", 0, "experiment: a middleware.WaitCap of this size per worker.New worker of BenchmarkMiddlewareHotMix (0: none)")
-
-// waitingMax is the most tasks seen waiting at once in one worker.
-var waitingMax workertest.Peak
 
 // startBare runs -bench.hotmixservers asynq servers with asynq's default
 // Config (only Concurrency 8 and the queue set) and a bare

@@ -17,6 +17,7 @@ import (
 	"github.com/asynqlock/asynqlock/internal/redistest"
 	"github.com/asynqlock/asynqlock/middleware"
 	"github.com/asynqlock/asynqlock/redlock"
+	"github.com/asynqlock/asynqlock/worker"
 	"github.com/hibiken/asynq"
 	"github.com/redis/go-redis/v9"
 )
@@ -159,7 +160,7 @@ func enqueue(b *testing.B, c *asynq.Client, queue string, tasks []adjustment, at
 
 // BenchmarkMiddlewareThroughput measures tasks per second through one asynq
 // server (Concurrency -bench.mwworkers, 16) with and without the lock
-// middleware (and with it behind middleware.TraceTasks while no tracer
+// middleware (and with it behind worker.TraceTasks while no tracer
 // provider is set: tracing off), on the same broker, store and 5 lock nodes. Every task has its
 // own SKU, so the lock never conflicts: the difference is the cost of one
 // TryAcquire, one KeepAlive and one Release per task, plus the middleware's
@@ -184,7 +185,7 @@ func BenchmarkMiddlewareThroughput(b *testing.B) {
 }
 
 // runThroughput is one variant: plain, locked, or locked with
-// middleware.TraceTasks(nil) outermost as the worker runs it, with no
+// worker.TraceTasks(nil) outermost as the worker runs it, with no
 // tracer provider set (tracing off).
 func runThroughput(b *testing.B, cluster *redistest.Cluster, broker, store *redistest.Node, name string, locked, traced bool) {
 	b.ReportAllocs()
@@ -230,7 +231,7 @@ func throughput(b *testing.B, cluster *redistest.Cluster, broker, store *rediste
 		h = middleware.Lock(rc, middleware.ByField("sku"), middleware.WithObserver(conflicts.observe), middleware.WithCompletionWindow(*mwWindow))(h)
 	}
 	if traced {
-		h = middleware.TraceTasks(nil)(h)
+		h = worker.TraceTasks(nil)(h)
 	}
 	// Outermost in both variants, so that a task counts once its lock's
 	// release is sent (the middleware does not wait for the nodes' answers,
@@ -470,7 +471,6 @@ func runHotMix(b *testing.B, cluster *redistest.Cluster, broker, store *redistes
 	enq := asynqClient(b, broker)
 	enqAt := make([]time.Time, len(tasks))
 
-	waitingMax.Reset()
 	cpu0 := readHotMixCPU(b, cluster, broker, store)
 	b.ResetTimer()
 	start := time.Now()
@@ -501,9 +501,6 @@ func runHotMix(b *testing.B, cluster *redistest.Cluster, broker, store *redistes
 	}
 	b.ReportMetric(float64(len(tasks))/enqueued.Seconds(), "enqueued-tasks/s")
 	b.ReportMetric(millis(cpu1.proc-cpu0.proc), "go-cpu-ms")
-	if *hotMixWaitCap > 0 {
-		b.ReportMetric(float64(waitingMax.Load()), "waiting-max")
-	}
 	b.ReportMetric(millis(cpu1.lock-cpu0.lock), "lock-cpu-ms")
 	b.ReportMetric(millis(cpu1.broker-cpu0.broker), "broker-cpu-ms")
 	if strings.HasSuffix(name, "-hot") && name != "plain-with-3-hot" {

@@ -49,8 +49,8 @@ func TestSeveralHotKeysKeepWorkersForCold(t *testing.T) {
 	}
 }
 
-// runHotFair runs the workload on two workers whose middleware shares one
-// WaitCap of size capSize per worker, and returns the most tasks seen
+// runHotFair runs the workload on two workers whose middleware has a Room
+// of capSize wait places per worker, and returns the most tasks seen
 // waiting at once in one worker and the hot tasks' trips through asynq
 // (parks, requeues) per hot task.
 func runHotFair(t *testing.T, nodes *redistest.Cluster, capSize int) (most int, trips float64) {
@@ -66,12 +66,12 @@ func runHotFair(t *testing.T, nodes *redistest.Cluster, capSize int) (most int, 
 			"WORKER_CONCURRENCY": strconv.Itoa(hotFairConcurrency), "WORKER_WAIT_ROOM": strconv.Itoa(hotFairRoom),
 			"WORKER_TASK_CHECK_INTERVAL": "20ms",
 		}))
-		wc := middleware.NewWaitCap(capSize)
-		if err := w.Handle("stock:adjust", inv, middleware.ByField("sku"), middleware.WithWaitCap(wc), middleware.WithObserver(pc.observe)); err != nil {
+		room := middleware.NewRoom(hotFairConcurrency, capSize)
+		if err := w.Handle("stock:adjust", inv, middleware.ByField("sku"), middleware.WithRoom(room), middleware.WithObserver(pc.observe)); err != nil {
 			t.Fatal(err)
 		}
 		runWorker(t, w)
-		wg.Go(func() { peak.Sample(ctx, 200*time.Microsecond, 5*time.Minute, wc.Waiting) })
+		wg.Go(func() { peak.Sample(ctx, 200*time.Microsecond, 5*time.Minute, room.Waiting) })
 	}
 	adj, expected := hotFairTasks()
 	enqueueAdjustments(t, asynqClient(t, broker), adj)

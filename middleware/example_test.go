@@ -124,26 +124,28 @@ func ExampleWithRollback() {
 	// reserved: 0
 }
 
-// Give asynq more workers than the gate has places: tasks that wait for a
-// busy lock wait in the extra workers, while at most 8 tasks try for their
-// locks or run at once. Handlers without a lock count too (Wrap).
-func ExampleNewRunGate() {
+// Give asynq as many workers as the room has places: tasks that wait for a
+// busy lock wait in the room's 16 wait places, while at most 8 tasks try for
+// their locks or run at once. Handlers without a lock take run places too:
+// their middleware's key is empty.
+func ExampleNewRoom() {
 	locks, stop := lockNodes()
 	defer stop()
-	const running, waitRoom = 8, 16
-	gate := middleware.NewRunGate(running)
+	const running, waiting = 8, 16
+	room := middleware.NewRoom(running, waiting)
 	stock := asynq.HandlerFunc(func(ctx context.Context, t *asynq.Task) error {
 		li, _ := middleware.LockFromContext(ctx)
 		fmt.Println("adjusting under", li.Resource)
 		return nil
 	})
+	noLock := func(context.Context, *asynq.Task) (string, error) { return "", nil }
 	mux := asynq.NewServeMux()
-	mux.Handle("stock:adjust", middleware.Lock(locks, middleware.ByField("sku"), middleware.WithRunGate(gate))(stock))
-	mux.Handle("report:daily", gate.Wrap(asynq.HandlerFunc(func(context.Context, *asynq.Task) error {
+	mux.Handle("stock:adjust", middleware.Lock(locks, middleware.ByField("sku"), middleware.WithRoom(room))(stock))
+	mux.Handle("report:daily", middleware.Lock(locks, noLock, middleware.WithRoom(room))(asynq.HandlerFunc(func(context.Context, *asynq.Task) error {
 		fmt.Println("report, unlocked")
 		return nil
 	})))
-	_ = asynq.Config{Concurrency: running + waitRoom} // for asynq.NewServer(redisOpt, cfg)
+	_ = asynq.Config{Concurrency: running + waiting} // for asynq.NewServer(redisOpt, cfg)
 
 	for _, task := range []*asynq.Task{
 		asynq.NewTask("stock:adjust", []byte(`{"sku":"A-100","delta":-3}`)),

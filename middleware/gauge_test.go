@@ -64,7 +64,7 @@ func TestParkedGaugeReturnsToZero(t *testing.T) {
 	e := newEnv(t)
 	withTaskIDs(t)
 	g := &gauge{last: map[string]int{}}
-	h := Lock(e.locks, ByField("sku"), WithBroker(e.raw), WithMaxWaiters(0), WithObserver(g.observe))
+	h := Lock(e.locks, ByField("sku"), WithBroker(e.raw), withMaxWaiters(0), WithObserver(g.observe))
 	taskKey := queuePrefix("default") + "t:"
 	release := make(chan struct{})
 	first := make(chan error, 1)

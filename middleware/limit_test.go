@@ -108,8 +108,8 @@ func TestLimitChangeRunsTheTask(t *testing.T) {
 // tasks, and n times the pace.
 func TestLimitCountsSlotsInShares(t *testing.T) {
 	e := patientEnv(t)
-	m, _ := lockMW(t, e.locks, ByType(), &recorder{}, WithLimit(3), WithMaxWaiters(2))
-	one, _ := lockMW(t, e.locks, ByType(), &recorder{}, WithMaxWaiters(2))
+	m, _ := lockMW(t, e.locks, ByType(), &recorder{}, WithLimit(3), withMaxWaiters(2))
+	one, _ := lockMW(t, e.locks, ByType(), &recorder{}, withMaxWaiters(2))
 	ent := m.countHolder("r")
 	if m.heldHere("r") {
 		t.Fatal("one holder of 3 slots counts as held here")
@@ -129,7 +129,7 @@ func TestLimitCountsSlotsInShares(t *testing.T) {
 	if got, want := m.typical("x"), one.typical("x")/3; got != want {
 		t.Errorf("a turn every %v, want %v", got, want)
 	}
-	c := NewWaitCap(8)
+	c := newWaitCap(8)
 	if !c.enter("s", 1) {
 		t.Fatal("a waiter of a one-slot resource refused under an empty cap")
 	}

@@ -53,8 +53,8 @@ type config struct {
 	backstop        time.Duration // a fixed park backstop; 0 (no option sets it): from measured hold times
 	logger          *slog.Logger
 	observer        func(Event)
-	waitCap         *WaitCap // bounds the waiters across resources; nil: none
-	runGate         *RunGate // bounds the tasks trying for their locks or running; nil: none
+	waitCap         *waitCap // a Room's wait places across resources; nil: none
+	runGate         *runGate // a Room's run places; nil: none
 	tracerProvider  trace.TracerProvider
 	window          time.Duration // completion records kept this long; 0: none (once.go)
 	err             error         // a refused option
@@ -81,14 +81,10 @@ func (c *config) validate() error {
 		return errors.New("middleware: conflict policy is not set (use Wait, Requeue, Skip or Fail)")
 	case c.policy.wait < 0:
 		return fmt.Errorf("middleware: wait bound must not be negative, got %v", c.policy.wait)
-	case c.maxWaiters < 0:
-		return fmt.Errorf("middleware: max waiters must not be negative, got %d", c.maxWaiters)
 	case c.limit < 1 || c.limit > redlock.MaxLimit:
 		return fmt.Errorf("middleware: limit must be in [1, %d], got %d", redlock.MaxLimit, c.limit)
 	case c.progress < 0:
 		return fmt.Errorf("middleware: progress stall bound must not be negative, got %v", c.progress)
-	case c.rollbackTimeout <= 0:
-		return fmt.Errorf("middleware: rollback timeout must be positive, got %v", c.rollbackTimeout)
 	}
 	for _, o := range c.lockOpts {
 		if o == nil {
@@ -126,19 +122,11 @@ func WithSharedKeys() Option { return func(c *config) { c.shared = true } }
 // Default: Wait(2s).
 func WithPolicy(p Policy) Option { return func(c *config) { c.policy = p } }
 
-// WithMaxWaiters bounds how many tasks of this process wait at once for one
-// resource under the Wait policy, so a hot resource never ties up every
-// worker: others are parked (see WithBroker) or requeued. Without WithBroker
-// the bound is soft: a task still waits when the tasks ahead of it should be
-// done (from measured hold times) sooner than a requeued task could come back
-// and within the Wait bound. 0 means no task waits. Default: 2.
-func WithMaxWaiters(n int) Option { return func(c *config) { c.maxWaiters = n } }
-
 // WithLimit lets up to n tasks with the same key run at once, across every
 // worker and process that uses the key's resource (each holds one of its n
 // slots, see redlock.WithLimit); with ByType, it is a cluster-wide
 // concurrency limit per task type. Waiting, parking, promotion and the
-// shares of WithMaxWaiters and WithWaitCap count slots: a resource of n
+// shares of a Room count slots: a resource of n
 // slots may have n times as many waiters, promoted tasks and requeue slots.
 // Workers may give one resource different n while a change of n rolls
 // out: they share it with at most the largest n running at once, and no
@@ -161,10 +149,6 @@ func WithProgress(stall time.Duration) Option { return func(c *config) { c.progr
 func WithRollback(f func(ctx context.Context, t *asynq.Task, cause error) error) Option {
 	return func(c *config) { c.rollback = f }
 }
-
-// WithRollbackTimeout bounds re-acquiring a lost lock and running the
-// rollback hook. Default: 30s.
-func WithRollbackTimeout(d time.Duration) Option { return func(c *config) { c.rollbackTimeout = d } }
 
 // WithBroker gives the middleware a client to the asynq broker's Redis (the
 // one the server dequeues from). With it:
@@ -198,38 +182,24 @@ func WithBroker(broker redis.UniversalClient) Option {
 	}
 }
 
-// WithWaitCap bounds the tasks that wait for their locks at once across
-// all resources, shared with every middleware given the same cap (see
-// WaitCap): with several hot resources, each gets an equal share and other
-// tasks keep their workers. A task that finds no room is parked or
-// requeued as past WithMaxWaiters; a parked task that comes back and finds
-// none is parked again at the head of its resource's FIFO. Each resource's
-// promoted tasks and fresh waiters follow its share of the cap. worker.New
-// sets a cap of WORKER_WAIT_ROOM (docs/HOTKEYS.md). Default: none
-// (WithMaxWaiters per resource only).
-func WithWaitCap(c *WaitCap) Option {
+// WithRoom runs each task in r's places (see Room), shared with every
+// middleware given the same room: a task takes a run place as it starts,
+// gives it back while it waits for a busy lock (in one of r's wait places,
+// the hot resources sharing them equally) and takes one again once it holds
+// its lock; tasks without a key take run places too. A task that finds no
+// wait place is parked or requeued; a parked task that comes back and finds
+// none is parked again at the head of its resource's FIFO. worker.New gives
+// every handler one room of WORKER_CONCURRENCY run places and
+// WORKER_WAIT_ROOM wait places (docs/HOTKEYS.md). Default: none (asynq's
+// Concurrency alone bounds the tasks, waiting ones included; at most two
+// wait for one resource).
+func WithRoom(r *Room) Option {
 	return func(cfg *config) {
-		if c == nil {
-			cfg.err = errors.New("middleware: WithWaitCap: nil cap")
+		if r == nil {
+			cfg.err = errors.New("middleware: WithRoom: nil room")
 			return
 		}
-		cfg.waitCap = c
-	}
-}
-
-// WithRunGate runs each task under g (see RunGate): it takes a place as it
-// starts, gives it back while it waits for its lock and takes one again
-// once it holds it; tasks without a key go through it too. A task whose
-// context ends while it holds its lock at a full gate releases the lock
-// unused and fails like any run that ended. Default: none (asynq's
-// Concurrency alone bounds the tasks, waiting ones included).
-func WithRunGate(g *RunGate) Option {
-	return func(cfg *config) {
-		if g == nil {
-			cfg.err = errors.New("middleware: WithRunGate: nil gate")
-			return
-		}
-		cfg.runGate = g
+		cfg.runGate, cfg.waitCap, cfg.maxWaiters = r.run, r.wait, r.maxWaiters
 	}
 }
 

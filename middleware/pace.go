@@ -17,7 +17,7 @@ import (
 //
 // asynq keeps retry times in whole seconds, so slots closer together than a
 // second come back together at the next second; the pacing then works at
-// that granularity, and the waiters (WithMaxWaiters) carry the hand-offs
+// that granularity, and the waiters carry the hand-offs
 // within a second. The pace lives in the resource's resState: it is
 // remembered while the resource is in use or met contention lately.
 

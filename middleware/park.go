@@ -66,7 +66,7 @@ redis.call('PEXPIRE', KEYS[1], ARGV[2])
 return n`)
 
 // reparkScript records again, at the head of the FIFO, a task that was
-// parked once, came back and found no room to wait (WithWaitCap): it keeps
+// parked once, came back and found no room to wait (a Room's wait places): it keeps
 // its turn. KEYS: fifo. ARGV: member, fifo TTL ms. Returns the FIFO's
 // length.
 var reparkScript = redis.NewScript(`

@@ -32,7 +32,7 @@ func TestParkedTasksListsWhatParkRecorded(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	got, err := ParkedTasks(ctx, e.raw, "default", "low")
+	got, err := parkedTasks(ctx, e.raw, "default", "low")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -92,7 +92,7 @@ func (r *taskRun) observeParked(cause error, fifo int) {
 // than be parked again, past the waiters' bound: it was promoted to run next
 // (or came back by its backstop). It waits within the Wait bound (2s at
 // least), and is requeued if that ends first; if the process's waiters are
-// at their cap across resources (WithWaitCap), it is parked again first in
+// at their cap across resources (a Room's wait places), it is parked again first in
 // line (reparkFirst).
 func (r *taskRun) waitParked(ctx context.Context) (*redlock.Lock, error) {
 	m := r.m

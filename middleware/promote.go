@@ -133,7 +133,7 @@ type depths struct {
 // tasks land in the holder's process and the turn passes locally, the cheap
 // way (docs/HOTKEYS.md).
 // A resource of n slots (WithLimit) has n times the depth. Under a cap
-// across resources (WithWaitCap), what one process lets wait is res's share
+// across resources (a Room's wait places), what one process lets wait is res's share
 // of the cap when that is less, and the depth without backlog is at most
 // that share: with k hot resources each is promoted about a k-th of the
 // cap, so that together they do not bring more tasks than a process lets

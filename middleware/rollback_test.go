@@ -102,7 +102,7 @@ func TestRollbackNotRunWhenReacquireFails(t *testing.T) {
 		<-ctx.Done()
 		return nil // the handler even claims success
 	}}
-	h := Lock(e.locks, ByField("sku"), WithTTL(300*time.Millisecond), WithRollbackTimeout(300*time.Millisecond),
+	h := Lock(e.locks, ByField("sku"), WithTTL(300*time.Millisecond), withRollbackTimeout(300*time.Millisecond),
 		WithRollback(func(context.Context, *asynq.Task, error) error { ran.Store(true); return nil }))(rec)
 	err := h.ProcessTask(ctx, adjust())
 	if ran.Load() {

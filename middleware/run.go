@@ -105,15 +105,10 @@ func declaredBefore(lost error, lock *redlock.Lock, ttl time.Duration, returned 
 	if lost != redlock.ErrLockLost && lost != redlock.ErrMaxHold { // the watchdog's own values, not wrapped
 		return lost
 	}
-	if returned.Before(lock.Until().Add(-lossGuard(ttl))) {
+	if returned.Before(lock.Until().Add(-lockutil.LossGuard(ttl))) {
 		return nil
 	}
 	return lost
-}
-
-// lossGuard is redlock's documented loss guard for ttl (Lock.Until).
-func lossGuard(ttl time.Duration) time.Duration {
-	return min(max(ttl/10, 50*time.Millisecond), 500*time.Millisecond, ttl/4)
 }
 
 // notKept returns why the hold's context ended when the lock was not kept

@@ -2,29 +2,17 @@ package middleware
 
 import (
 	"context"
-	"fmt"
 	"slices"
 	"sync"
 
 	"github.com/hibiken/asynq"
 )
 
-// RunGate bounds the tasks of a process that try for their locks or run
-// their handlers at once, across the middlewares that share it
-// (WithRunGate) and the handlers it wraps (Wrap). A task takes its place
-// when it starts, gives it back while it waits for a busy lock, takes one
-// again once it holds the lock (ahead of tasks that hold none), and gives
-// it back when its handler returns.
-//
-// Give asynq's server more workers than the gate has places, and the tasks
-// waiting for a hot resource wait in the extra workers instead of taking
-// those of tasks that could run: cold tasks keep the gate's places, and the
-// hot resource keeps enough waiters in each process for its turns to pass
-// within the process (docs/HOTKEYS.md). As many tasks as before try for
-// their locks at once, so resources that are only warm meet no more
-// conflicts. worker.New does so with WORKER_WAIT_ROOM. It is safe for
-// concurrent use.
-type RunGate struct {
+// runGate is a Room's run places: a task takes its place when it starts,
+// gives it back while it waits for a busy lock, takes one again once it
+// holds the lock (ahead of tasks that hold none), and gives it back when its
+// handler returns.
+type runGate struct {
 	mu    sync.Mutex
 	size  int
 	taken int
@@ -33,26 +21,14 @@ type RunGate struct {
 	holders, others []chan struct{}
 }
 
-// NewRunGate returns a gate of n places (n >= 1).
-func NewRunGate(n int) *RunGate {
-	return &RunGate{size: max(n, 1)}
-}
-
-// Wrap returns h run under the gate: for handlers that take no lock, which
-// count against the same places as the locked ones.
-func (g *RunGate) Wrap(h asynq.Handler) asynq.Handler {
-	return asynq.HandlerFunc(func(ctx context.Context, t *asynq.Task) error {
-		if err := g.enter(ctx, false); err != nil {
-			return fmt.Errorf("task %s: waiting to run: %w", t.Type(), err)
-		}
-		defer g.leave()
-		return h.ProcessTask(ctx, t)
-	})
+// newRunGate returns a gate of n places (n >= 1).
+func newRunGate(n int) *runGate {
+	return &runGate{size: max(n, 1)}
 }
 
 // enter takes a place, waiting while the gate is full, until ctx ends; a
 // holder is let in ahead of the others.
-func (g *RunGate) enter(ctx context.Context, holder bool) error {
+func (g *runGate) enter(ctx context.Context, holder bool) error {
 	g.mu.Lock()
 	if g.taken < g.size { // then nobody waits: leave hands places on
 		g.taken++
@@ -81,7 +57,7 @@ func (g *RunGate) enter(ctx context.Context, holder bool) error {
 }
 
 // unqueue removes ch from the waiters; false if it was let in already.
-func (g *RunGate) unqueue(ch chan struct{}) bool {
+func (g *runGate) unqueue(ch chan struct{}) bool {
 	for _, q := range []*[]chan struct{}{&g.holders, &g.others} {
 		if i := slices.Index(*q, ch); i >= 0 {
 			*q = slices.Delete(*q, i, i+1)
@@ -92,7 +68,7 @@ func (g *RunGate) unqueue(ch chan struct{}) bool {
 }
 
 // leave gives a place back, to the first waiter if there is one.
-func (g *RunGate) leave() {
+func (g *runGate) leave() {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	for _, q := range []*[]chan struct{}{&g.holders, &g.others} {
@@ -108,12 +84,12 @@ func (g *RunGate) leave() {
 // place is one task's place in a gate along its run; it belongs to the
 // task's goroutine. A nil place does nothing.
 type place struct {
-	g    *RunGate
+	g    *runGate
 	held bool
 }
 
 // place returns a task's place in g, not yet taken; nil for a nil gate.
-func (g *RunGate) place() *place {
+func (g *runGate) place() *place {
 	if g == nil {
 		return nil
 	}

@@ -64,9 +64,9 @@ func TestRunGateLeavesWaitersOutOfItsPlaces(t *testing.T) {
 	ctx := context.Background()
 	e := patientEnv(t)
 	withMeta(t, taskMeta{id: "t1", maxRetry: 3, known: true})
-	gate := NewRunGate(2)
+	gate := newRunGate(2)
 	hs := newGatedHandlers("X", "Y", "Z")
-	m, _ := lockMW(t, e.locks, ByField("sku"), nil, WithRunGate(gate), WithPolicy(Wait(time.Minute)), WithMaxWaiters(4))
+	m, _ := lockMW(t, e.locks, ByField("sku"), nil, withRunGate(gate), WithPolicy(Wait(time.Minute)), withMaxWaiters(4))
 	var wg sync.WaitGroup
 	errs := make(chan error, 4)
 	run := func(sku string) {
@@ -111,7 +111,7 @@ func TestRunGateLeavesWaitersOutOfItsPlaces(t *testing.T) {
 // before b got X.
 type gateBed struct {
 	e    *env
-	gate *RunGate
+	gate *runGate
 	hs   *gatedHandlers
 	done map[string]chan error
 }
@@ -119,8 +119,8 @@ type gateBed struct {
 func newGateBed(t *testing.T, bctx context.Context) *gateBed {
 	e := patientEnv(t)
 	withMeta(t, taskMeta{id: "t1", maxRetry: 3, known: true})
-	b := &gateBed{e: e, gate: NewRunGate(2), hs: newGatedHandlers("X", "Y", "Z", "W"), done: map[string]chan error{}}
-	m, _ := lockMW(t, e.locks, ByField("sku"), nil, WithRunGate(b.gate), WithPolicy(Wait(time.Minute)), WithMaxWaiters(4))
+	b := &gateBed{e: e, gate: newRunGate(2), hs: newGatedHandlers("X", "Y", "Z", "W"), done: map[string]chan error{}}
+	m, _ := lockMW(t, e.locks, ByField("sku"), nil, withRunGate(b.gate), WithPolicy(Wait(time.Minute)), withMaxWaiters(4))
 	run := func(ctx context.Context, name, sku string) {
 		b.done[name] = make(chan error, 1)
 		go func() { b.done[name] <- m.process(ctx, task("stock:adjust", `{"sku":"`+sku+`"}`), b.hs.handler(sku)) }()
@@ -201,19 +201,20 @@ func TestRunGateEndOfContextReleasesTheLock(t *testing.T) {
 	b.finish(t, "a", "c", "d", "w")
 }
 
-// TestRunGateCountsUnlockedTasks: a task without a key and a handler
-// wrapped by the gate take places like locked ones.
+// TestRunGateCountsUnlockedTasks: tasks without a key, of two middlewares
+// sharing a gate, take places like locked ones.
 func TestRunGateCountsUnlockedTasks(t *testing.T) {
 	e := patientEnv(t)
 	withMeta(t, taskMeta{id: "t1", maxRetry: 3, known: true})
-	gate := NewRunGate(1)
+	gate := newRunGate(1)
 	hs := newGatedHandlers("none", "wrapped")
 	noKey := func(context.Context, *asynq.Task) (string, error) { return "", nil }
-	m, _ := lockMW(t, e.locks, noKey, nil, WithRunGate(gate))
+	m, _ := lockMW(t, e.locks, noKey, nil, withRunGate(gate))
+	other, _ := lockMW(t, e.locks, noKey, nil, withRunGate(gate))
 	done := make(chan error, 2)
 	go func() { done <- m.process(context.Background(), task("report", `{}`), hs.handler("none")) }()
 	waitFor(t, "the keyless task running", func() bool { return hs.hasStarted("none") })
-	go func() { done <- gate.Wrap(hs.handler("wrapped")).ProcessTask(context.Background(), task("ping", `{}`)) }()
+	go func() { done <- other.process(context.Background(), task("ping", `{}`), hs.handler("wrapped")) }()
 	close(hs.release["none"])
 	waitFor(t, "the wrapped handler running after the keyless one", func() bool { return hs.hasStarted("wrapped") })
 	close(hs.release["wrapped"])
@@ -227,9 +228,9 @@ func TestRunGateCountsUnlockedTasks(t *testing.T) {
 	}
 }
 
-func TestWithRunGateRefusesNil(t *testing.T) {
+func TestWithRoomRefusesNil(t *testing.T) {
 	e := newEnv(t)
-	if _, err := New(e.locks, ByField("sku"), WithRunGate(nil)); err == nil || !strings.Contains(err.Error(), "WithRunGate: nil gate") {
+	if _, err := New(e.locks, ByField("sku"), WithRoom(nil)); err == nil || !strings.Contains(err.Error(), "WithRoom: nil room") {
 		t.Fatalf("a nil gate gave %v, want it refused", err)
 	}
 }
@@ -240,14 +241,14 @@ func TestWithRunGateRefusesNil(t *testing.T) {
 func TestRunGatePlaceEndsWithTheHandler(t *testing.T) {
 	e := patientEnv(t)
 	withMeta(t, taskMeta{id: "t1", maxRetry: 3, known: true})
-	gate := NewRunGate(1)
+	gate := newRunGate(1)
 	inRollback, endRollback := make(chan struct{}), make(chan struct{})
 	rollback := func(context.Context, *asynq.Task, error) error {
 		close(inRollback)
 		<-endRollback
 		return nil
 	}
-	m, _ := lockMW(t, e.locks, ByField("sku"), nil, WithRunGate(gate), WithRollback(rollback))
+	m, _ := lockMW(t, e.locks, ByField("sku"), nil, withRunGate(gate), WithRollback(rollback))
 	failing := asynq.HandlerFunc(func(context.Context, *asynq.Task) error { return errors.New("out of stock") })
 	xDone := make(chan error, 1)
 	go func() { xDone <- m.process(context.Background(), task("stock:adjust", `{"sku":"X"}`), failing) }()
@@ -269,15 +270,26 @@ func TestRunGatePlaceEndsWithTheHandler(t *testing.T) {
 }
 
 // inUse is how many places are taken.
-func (g *RunGate) inUse() int {
+func (g *runGate) inUse() int {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	return g.taken
 }
 
 // queued is how many tasks wait for a place, holding their locks or not.
-func (g *RunGate) queued() (holders, others int) {
+func (g *runGate) queued() (holders, others int) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	return len(g.holders), len(g.others)
+}
+
+// TestNewRoomShares: a room's places make its gate and cap, and each
+// resource may have half the larger number waiting (at least one).
+func TestNewRoomShares(t *testing.T) {
+	for _, c := range []struct{ run, wait, maxWaiters int }{{8, 16, 8}, {8, 3, 4}, {8, 0, 4}, {1, 0, 1}, {0, 6, 3}} {
+		r := NewRoom(c.run, c.wait)
+		if r.maxWaiters != c.maxWaiters || (r.run != nil) != (c.run > 0) || (r.wait != nil) != (c.wait > 0) {
+			t.Errorf("NewRoom(%d, %d): %d waiters per resource, gate %v, cap %v; want %d", c.run, c.wait, r.maxWaiters, r.run != nil, r.wait != nil, c.maxWaiters)
+		}
+	}
 }

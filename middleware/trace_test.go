@@ -194,7 +194,7 @@ func TestTraceParked(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = held.Release(context.Background()) })
-	parking := Lock(tr.locks, ByField("sku"), WithBroker(tr.raw), WithMaxWaiters(0), WithTracerProvider(tr.tp))(&recorder{})
+	parking := Lock(tr.locks, ByField("sku"), WithBroker(tr.raw), withMaxWaiters(0), WithTracerProvider(tr.tp))(&recorder{})
 	run := func(h asynq.Handler, id string) (sdktrace.ReadOnlySpan, error) {
 		ctx, span := tr.tp.Tracer("test").Start(context.WithValue(context.Background(), taskIDKey{}, id), "asynq.task")
 		err := h.ProcessTask(ctx, adjust())
@@ -219,7 +219,7 @@ func TestTraceParked(t *testing.T) {
 	}
 	noEvents(t, task, eventLost, eventRollback)
 
-	requeue := Lock(tr.locks, ByField("sku"), WithMaxWaiters(0), WithTracerProvider(tr.tp))(&recorder{})
+	requeue := Lock(tr.locks, ByField("sku"), withMaxWaiters(0), WithTracerProvider(tr.tp))(&recorder{})
 	task, err = run(requeue, "r1")
 	if !errors.Is(err, ErrConflict) {
 		t.Fatalf("task error %v, want a conflict (requeued)", err)

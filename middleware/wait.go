@@ -146,7 +146,7 @@ const requeueTrip = 5 * time.Second
 // waiting in workers also leave more workers to other resources during a
 // burst (docs/HOTKEYS.md).
 // A resource of n slots (WithLimit) has n times the share. Under a cap
-// across resources (WithWaitCap) it is also at most half the resource's
+// across resources (a Room's wait places) it is also at most half the resource's
 // share of the cap, so that with several hot resources the promoted tasks
 // of each still find room (docs/HOTKEYS.md).
 func (m *mw) freshShare(res string, soft bool) int {

@@ -13,16 +13,13 @@ import (
 // the process's waiters are at their cap across resources.
 var errWaitCap = fmt.Errorf("middleware: %w: the waiters across resources are at their cap", redlock.ErrLocked)
 
-// WaitCap bounds the tasks of a process that wait for their locks at once,
-// across all resources, so that however many resources are hot at once,
-// other tasks keep workers. Within the cap, each resource with waiters gets
-// an equal share per slot (WithLimit; at least one): n hot resources of one
-// slot take turns with about cap/n waiters each, and a newly hot resource
-// finds room as soon as a waiter of a resource above its share leaves. Share one WaitCap among the
-// middlewares of a process (one per task type) with WithWaitCap; it is safe
-// for concurrent use. Tasks on their last retry may wait past it (asynq
-// would archive them otherwise).
-type WaitCap struct {
+// waitCap is a Room's wait places: it bounds the tasks of a process that
+// wait for their locks at once, across all resources. Within the cap, each
+// resource with waiters gets an equal share per slot (WithLimit; at least
+// one): n hot resources of one slot take turns with about cap/n waiters
+// each, and a newly hot resource finds room as soon as a waiter of a
+// resource above its share leaves.
+type waitCap struct {
 	max int
 
 	mu     sync.Mutex
@@ -33,13 +30,13 @@ type WaitCap struct {
 	claims map[string]claim // resources refused lately, with no waiter (waitclaim.go)
 }
 
-// NewWaitCap returns a cap of n waiting tasks (n >= 1).
-func NewWaitCap(n int) *WaitCap {
-	return &WaitCap{max: max(n, 1), per: make(map[string]int), slots: make(map[string]int)}
+// newWaitCap returns a cap of n waiting tasks (n >= 1).
+func newWaitCap(n int) *waitCap {
+	return &waitCap{max: max(n, 1), per: make(map[string]int), slots: make(map[string]int)}
 }
 
-// Waiting returns how many tasks wait under the cap now.
-func (c *WaitCap) Waiting() int {
+// waiting returns how many tasks wait under the cap now.
+func (c *waitCap) waiting() int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.total
@@ -49,7 +46,7 @@ func (c *WaitCap) Waiting() int {
 // shares are weighed by the resources' slots (WithLimit), so a resource of
 // limit slots gets limit times the share of a resource of one. A nil cap
 // always allows.
-func (c *WaitCap) enter(res string, limit int) bool {
+func (c *waitCap) enter(res string, limit int) bool {
 	if c == nil {
 		return true
 	}
@@ -68,7 +65,7 @@ func (c *WaitCap) enter(res string, limit int) bool {
 // among the resources with waiters or refused lately, res counted (at
 // least one). A nil cap
 // sets none (math.MaxInt).
-func (c *WaitCap) share(res string, limit int) int {
+func (c *waitCap) share(res string, limit int) int {
 	if c == nil {
 		return math.MaxInt
 	}
@@ -79,7 +76,7 @@ func (c *WaitCap) share(res string, limit int) int {
 
 // shareLocked is share with c.mu held; the resources refused lately for
 // want of room count as if they had waiters (claimLocked).
-func (c *WaitCap) shareLocked(res string, limit int, now time.Time) int {
+func (c *waitCap) shareLocked(res string, limit int, now time.Time) int {
 	weight := c.weight + c.claimWeightLocked(res, now)
 	if c.per[res] == 0 {
 		weight += limit
@@ -88,7 +85,7 @@ func (c *WaitCap) shareLocked(res string, limit int, now time.Time) int {
 }
 
 // force takes a slot for a waiter of res whatever the cap.
-func (c *WaitCap) force(res string, limit int) {
+func (c *waitCap) force(res string, limit int) {
 	if c == nil {
 		return
 	}
@@ -98,7 +95,7 @@ func (c *WaitCap) force(res string, limit int) {
 }
 
 // add counts a waiter of res, a resource of limit slots; c.mu is held.
-func (c *WaitCap) add(res string, limit int) {
+func (c *waitCap) add(res string, limit int) {
 	delete(c.claims, res)
 	if c.per[res] == 0 {
 		c.slots[res] = limit
@@ -109,7 +106,7 @@ func (c *WaitCap) add(res string, limit int) {
 }
 
 // leave gives a waiter's slot back.
-func (c *WaitCap) leave(res string) {
+func (c *waitCap) leave(res string) {
 	if c == nil {
 		return
 	}

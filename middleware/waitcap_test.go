@@ -15,14 +15,14 @@ import (
 // TestWaitCapShares: within the cap, each resource with waiters gets an
 // equal share; a newly hot resource gets a slot once one is free.
 func TestWaitCapShares(t *testing.T) {
-	c := NewWaitCap(4)
+	c := newWaitCap(4)
 	for i := range 4 {
 		if !c.enter("a", 1) {
 			t.Fatalf("a's waiter %d refused: a alone may take the whole cap", i)
 		}
 	}
-	if c.Waiting() != 4 || c.enter("b", 1) {
-		t.Fatalf("%d waiting; a second resource entered a full cap", c.Waiting())
+	if c.waiting() != 4 || c.enter("b", 1) {
+		t.Fatalf("%d waiting; a second resource entered a full cap", c.waiting())
 	}
 	c.leave("a")
 	if !c.enter("b", 1) {
@@ -56,10 +56,10 @@ func TestWaitCapHoldsAcrossResources(t *testing.T) {
 		}
 		t.Cleanup(func() { _ = held.Release(ctx) })
 	}
-	c := NewWaitCap(4)
+	c := newWaitCap(4)
 	var mws []asynq.MiddlewareFunc
 	for range 2 {
-		mws = append(mws, Lock(e.locks, ByField("sku"), WithPolicy(Wait(500*time.Millisecond)), WithMaxWaiters(100), WithWaitCap(c)))
+		mws = append(mws, Lock(e.locks, ByField("sku"), WithPolicy(Wait(500*time.Millisecond)), withMaxWaiters(100), withWaitCap(c)))
 	}
 	var (
 		wg        sync.WaitGroup
@@ -73,7 +73,7 @@ func TestWaitCapHoldsAcrossResources(t *testing.T) {
 		defer close(watch)
 		for {
 			mu.Lock()
-			maxSeen = max(maxSeen, c.Waiting())
+			maxSeen = max(maxSeen, c.waiting())
 			mu.Unlock()
 			select {
 			case <-stopWatch:
@@ -98,13 +98,13 @@ func TestWaitCapHoldsAcrossResources(t *testing.T) {
 		waitFor(t, "the arrival waiting or requeued", func() bool {
 			mu.Lock()
 			defer mu.Unlock()
-			return c.Waiting()+requeued["HOT-0"]+requeued["HOT-1"] >= min(i+1, 4)+max(0, i+1-4)
+			return c.waiting()+requeued["HOT-0"]+requeued["HOT-1"] >= min(i+1, 4)+max(0, i+1-4)
 		})
 	}
 	waitFor(t, "4 tasks waiting, 8 requeued", func() bool {
 		mu.Lock()
 		defer mu.Unlock()
-		return c.Waiting() == 4 && requeued["HOT-0"]+requeued["HOT-1"] == hot*perHot-4
+		return c.waiting() == 4 && requeued["HOT-0"]+requeued["HOT-1"] == hot*perHot-4
 	})
 	mu.Lock()
 	got := fmt.Sprint(requeued)
@@ -115,8 +115,8 @@ func TestWaitCapHoldsAcrossResources(t *testing.T) {
 	wg.Wait()
 	close(stopWatch)
 	<-watch
-	if maxSeen > 4 || c.Waiting() != 0 {
-		t.Fatalf("at most %d waited at once (cap 4); %d still counted", maxSeen, c.Waiting())
+	if maxSeen > 4 || c.waiting() != 0 {
+		t.Fatalf("at most %d waited at once (cap 4); %d still counted", maxSeen, c.waiting())
 	}
 }
 
@@ -128,9 +128,9 @@ func TestWaitCapHoldsAcrossResources(t *testing.T) {
 // Without a cap nothing changes.
 func TestWaitCapSharesSizePromotion(t *testing.T) {
 	e := patientEnv(t)
-	c := NewWaitCap(16)
-	m, _ := lockMW(t, e.locks, ByType(), &recorder{}, WithMaxWaiters(8), WithWaitCap(c))
-	bare, _ := lockMW(t, e.locks, ByType(), &recorder{}, WithMaxWaiters(8))
+	c := newWaitCap(16)
+	m, _ := lockMW(t, e.locks, ByType(), &recorder{}, withMaxWaiters(8), withWaitCap(c))
+	bare, _ := lockMW(t, e.locks, ByType(), &recorder{}, withMaxWaiters(8))
 	if got, want := m.promoteDepth("a"), (depths{busy: 8, idle: 16}); got != want {
 		t.Errorf("alone: depths %+v, want %+v (the cap's size without backlog)", got, want)
 	}
@@ -168,12 +168,12 @@ func TestParkedTaskWithoutRoomKeepsItsTurn(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = held.Release(ctx) })
-	c := NewWaitCap(1)
+	c := newWaitCap(1)
 	if !c.enter("task:stock:adjust:OTHER", 1) {
 		t.Fatal("the other resource's waiter refused under an empty cap")
 	}
 	t.Cleanup(func() { c.leave("task:stock:adjust:OTHER") })
-	m, h := lockMW(t, e.locks, ByField("sku"), &recorder{}, WithBroker(e.raw), WithWaitCap(c))
+	m, h := lockMW(t, e.locks, ByField("sku"), &recorder{}, WithBroker(e.raw), withWaitCap(c))
 	for _, id := range []string{"t0", "t1"} { // t0 parked first, t1 after it
 		if _, err := m.park(ctx, queue, busy, id, id, false); err != nil {
 			t.Fatal(err)
@@ -185,7 +185,7 @@ func TestParkedTaskWithoutRoomKeepsItsTurn(t *testing.T) {
 	if !errors.As(err, &ce) || ce.nonce == "" || !errors.Is(err, ErrConflict) {
 		t.Fatalf("want a parked conflict carrying a nonce, got %v", err)
 	}
-	parked, err := ParkedTasks(ctx, e.raw, queue)
+	parked, err := parkedTasks(ctx, e.raw, queue)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -205,7 +205,7 @@ func TestParkedTaskWithoutRoomKeepsItsTurn(t *testing.T) {
 // task. The control is the claim gone (claimFor past): the first resource
 // takes the place back.
 func TestWaitCapRefusedResourceGetsItsShare(t *testing.T) {
-	c := NewWaitCap(4)
+	c := newWaitCap(4)
 	for range 4 {
 		if !c.enter("a", 1) {
 			t.Fatal("a refused under a cap it has alone")

@@ -19,7 +19,7 @@ type claim struct {
 
 // claimLocked notes that res, of limit slots, was refused for want of
 // room; c.mu is held.
-func (c *WaitCap) claimLocked(res string, limit int, now time.Time) {
+func (c *waitCap) claimLocked(res string, limit int, now time.Time) {
 	if c.per[res] > 0 {
 		return
 	}
@@ -32,7 +32,7 @@ func (c *WaitCap) claimLocked(res string, limit int, now time.Time) {
 // claimWeightLocked is the slots of the resources other than res that were
 // refused within claimFor and have no waiter; it drops the claims that are
 // over. c.mu is held.
-func (c *WaitCap) claimWeightLocked(res string, now time.Time) int {
+func (c *waitCap) claimWeightLocked(res string, now time.Time) int {
 	w := 0
 	for r, cl := range c.claims {
 		switch {

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"sync"
 	"time"
+
+	"github.com/asynqlock/asynqlock/internal/lockutil"
 )
 
 type lockState uint8
@@ -115,22 +117,8 @@ func (l *Lock) Lost() <-chan struct{} {
 	return l.lost
 }
 
-// Bounds of the loss guard (see lossGuard).
-const (
-	lossGuardMin = 50 * time.Millisecond
-	lossGuardMax = 500 * time.Millisecond
-)
-
-// lossGuard is how long before Until a loss is declared, so that the holder's
-// context is cancelled before validity ends despite timer and scheduling
-// delays: ttl/10 within [50ms, 500ms], and never more than a quarter of the
-// TTL. On a loaded machine each hop of the signal (timer, watchdog
-// goroutine, holder) can wait for a busy goroutine's preemption, 10-20ms
-// each, longer under -race; 2ms (the guard of a 100ms TTL at ttl/50) was
-// seen overrun by 10ms.
-func lossGuard(ttl time.Duration) time.Duration {
-	return min(max(ttl/10, lossGuardMin), lossGuardMax, ttl/4)
-}
+// lossGuard is how long before Until a loss is declared (lockutil.LossGuard).
+func lossGuard(ttl time.Duration) time.Duration { return lockutil.LossGuard(ttl) }
 
 // newLock builds a held lock and arms its watchdog.
 func (c *Client) newLock(res keys, token string, fence int64, ttl time.Duration, start, until time.Time, lc *lockConfig) *Lock {

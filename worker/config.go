@@ -52,7 +52,7 @@ type Config struct {
 	Concurrency int `env:"WORKER_CONCURRENCY" envDefault:"10"`
 	// WaitRoom is how many more tasks the worker takes from its queues to
 	// wait for their locks, beside the Concurrency that run: waiting tasks
-	// then never take a running task's place (middleware.RunGate). -1 (the
+	// then never take a running task's place (middleware.Room). -1 (the
 	// default) is twice Concurrency; 0 lets waiting tasks take the places
 	// of running ones.
 	WaitRoom int `env:"WORKER_WAIT_ROOM" envDefault:"-1"`
@@ -194,9 +194,3 @@ func (c *Config) waitRoom() int {
 
 // workers is asynq's Concurrency: the running tasks and the waiting room.
 func (c *Config) workers() int { return c.Concurrency + c.waitRoom() }
-
-// maxWaiters is each resource's share of the waiting tasks
-// (middleware.WithMaxWaiters): half the waiting room, so that two hot
-// resources fill it at most, or half of Concurrency if that is more (as
-// without a room).
-func (c *Config) maxWaiters() int { return max(1, max(c.waitRoom(), c.Concurrency)/2) }

@@ -42,14 +42,14 @@ func TestLoadConfigDefaults(t *testing.T) {
 	}
 }
 
-// TestWaitRoomSizesAsynqAndTheShares: the waiting room defaults to twice
-// WORKER_CONCURRENCY; asynq takes both at once, and each resource's share of
-// waiters is half the room (half of the concurrency without a room).
-func TestWaitRoomSizesAsynqAndTheShares(t *testing.T) {
+// TestWaitRoomSizesAsynq: the waiting room defaults to twice
+// WORKER_CONCURRENCY; asynq takes both at once (each resource's share of it
+// is the middleware's Room's business).
+func TestWaitRoomSizesAsynq(t *testing.T) {
 	for _, c := range []struct {
-		room                          string
-		wantRoom, workers, maxWaiters int
-	}{{"", 16, 24, 8}, {"-1", 16, 24, 8}, {"3", 3, 11, 4}, {"0", 0, 8, 4}} {
+		room              string
+		wantRoom, workers int
+	}{{"", 16, 24}, {"-1", 16, 24}, {"3", 3, 11}, {"0", 0, 8}} {
 		vars := goodEnv()
 		vars["WORKER_CONCURRENCY"] = "8"
 		if c.room != "" {
@@ -59,9 +59,8 @@ func TestWaitRoomSizesAsynqAndTheShares(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if r, w, m := cfg.waitRoom(), cfg.workers(), cfg.maxWaiters(); r != c.wantRoom || w != c.workers || m != c.maxWaiters {
-			t.Errorf("WORKER_WAIT_ROOM=%q: room %d, asynq workers %d, waiters per resource %d; want %d, %d, %d",
-				c.room, r, w, m, c.wantRoom, c.workers, c.maxWaiters)
+		if r, w := cfg.waitRoom(), cfg.workers(); r != c.wantRoom || w != c.workers {
+			t.Errorf("WORKER_WAIT_ROOM=%q: room %d, asynq workers %d; want %d, %d", c.room, r, w, c.wantRoom, c.workers)
 		}
 	}
 	for value, want := range map[string]string{"-2": "WORKER_WAIT_ROOM: must be -1", "lots": "WORKER_WAIT_ROOM: cannot be parsed; expected -1"} {

@@ -34,7 +34,7 @@
 //
 // With OTEL_EXPORTER_OTLP_ENDPOINT (or OTEL_EXPORTER_OTLP_TRACES_ENDPOINT)
 // set, the worker exports traces over OTLP/HTTP, configured by the standard
-// OTEL_* variables: a span asynq.task per task (middleware.TraceTasks) with
+// OTEL_* variables: a span asynq.task per task (TraceTasks) with
 // the lock's spans and events under it, and a span per cron tick. Without
 // it nothing is installed; the spans go to the global provider once the
 // application sets one.

@@ -14,8 +14,8 @@ import (
 // policy, its busy tasks parked in the broker. At most WORKER_CONCURRENCY
 // tasks try for their locks or run at once, across task types; asynq takes
 // up to WORKER_WAIT_ROOM more, and a task waiting for a busy lock waits
-// among those (middleware.RunGate): never more than WORKER_WAIT_ROOM wait at
-// once, each hot resource an equal share (middleware.WaitCap). opts come after those (a
+// among those (middleware.Room): never more than WORKER_WAIT_ROOM wait at
+// once, each hot resource an equal share. opts come after those (a
 // middleware.WithObserver among them replaces the one feeding the worker's
 // task metrics). A nil key runs the handler unlocked. Every task runs in a
 // span asynq.task when tracing is on (see New). Handle must be called
@@ -27,21 +27,20 @@ func (w *Worker) Handle(taskType string, h asynq.Handler, key middleware.KeyFunc
 	if w.running.Load() {
 		return errors.New("worker: Handle called after Run")
 	}
-	if key != nil {
+	if key == nil {
+		// Unlocked tasks take the room's run places too.
+		h = middleware.Lock(w.locks, noLock, middleware.WithRoom(w.room), middleware.WithLogger(w.log))(h)
+	} else {
 		policy, _ := w.cfg.policy()
 		all := append([]middleware.Option{
 			middleware.WithTTL(w.cfg.LockTTL),
 			middleware.WithCompletionWindow(w.cfg.CompletionWindow),
 			middleware.WithPolicy(policy),
 			middleware.WithBroker(w.ping),
-			middleware.WithMaxWaiters(w.cfg.maxWaiters()),
-			middleware.WithRunGate(w.gate),
+			middleware.WithRoom(w.room),
 			middleware.WithLogger(w.log),
 			middleware.WithObserver(w.metrics.observeTask),
 		}, w.cfg.limitOf(taskType)...)
-		if w.waits != nil {
-			all = append(all, middleware.WithWaitCap(w.waits))
-		}
 		all = append(all, opts...)
 		if w.traces != nil {
 			all = append([]middleware.Option{middleware.WithTracerProvider(w.traces)}, all...)
@@ -51,12 +50,13 @@ func (w *Worker) Handle(taskType string, h asynq.Handler, key middleware.KeyFunc
 			return fmt.Errorf("worker: %s: %w", taskType, err)
 		}
 		h = mw(w.holding(h))
-	} else {
-		h = w.gate.Wrap(h)
 	}
 	w.mux.Handle(taskType, w.taskSpans(w.track(nameHolder(h))))
 	return nil
 }
+
+// noLock is the key of tasks that take no lock.
+func noLock(context.Context, *asynq.Task) (string, error) { return "", nil }
 
 // track counts handlers that have not returned, so that shutdown can wait
 // for their locks to be released even after asynq stopped waiting.

@@ -5,7 +5,6 @@ import (
 	"maps"
 	"slices"
 
-	"github.com/asynqlock/asynqlock/middleware"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -22,5 +21,5 @@ func newBrokerParked(broker redis.UniversalClient, queues map[string]int) broker
 
 // ParkedTasks implements ParkedReader.
 func (p brokerParked) ParkedTasks(ctx context.Context) (map[string][]string, error) {
-	return middleware.ParkedTasks(ctx, p.broker, p.queues...)
+	return parkedTasks(ctx, p.broker, p.queues...)
 }

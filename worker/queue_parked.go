@@ -6,7 +6,6 @@ import (
 	"slices"
 	"time"
 
-	"github.com/asynqlock/asynqlock/middleware"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 )
@@ -43,7 +42,7 @@ func (q *queueParked) Collect(ch chan<- prometheus.Metric) {
 	ctx, cancel := context.WithTimeout(context.Background(), q.timeout)
 	defer cancel()
 	for _, queue := range q.queues {
-		pc, err := middleware.ParkedInQueue(ctx, q.broker, queue, queueParkedLimit)
+		pc, err := parkedInQueue(ctx, q.broker, queue, queueParkedLimit)
 		if err != nil {
 			return
 		}

@@ -80,7 +80,7 @@ func TestNewRefusesABadOTLPEndpoint(t *testing.T) {
 // TestNoEndpointInstallsNothing: with no OTLP endpoint set, New makes no
 // trace pipeline and leaves the global provider as it was (its task spans
 // follow the global provider: none while it is unset, see
-// middleware.TraceTasks).
+// TraceTasks).
 func TestNoEndpointInstallsNothing(t *testing.T) {
 	t.Setenv(envEndpoint, "")
 	t.Setenv(envTracesEndpoint, "")

@@ -30,8 +30,7 @@ type Worker struct {
 	inspector *asynq.Inspector
 	ping      redis.UniversalClient // broker readiness probe
 	mux       *asynq.ServeMux
-	gate      *middleware.RunGate // the running tasks' places, shared by every Handle
-	waits     *middleware.WaitCap // the wait room, shared by every Handle; nil without a room
+	room      *middleware.Room // the running and waiting tasks' places, shared by every Handle
 	reg       *prometheus.Registry
 	metrics   *metrics
 	health    *health
@@ -82,10 +81,7 @@ func New(cfg Config, opts ...Option) (*Worker, error) {
 	}
 	b, _ := parseBroker(cfg.AsynqRedisURL, cfg.asynqTLS())
 	w := &Worker{cfg: cfg, log: o.log, broker: b.opt, mux: asynq.NewServeMux(), reg: prometheus.NewRegistry(),
-		gate: middleware.NewRunGate(cfg.Concurrency)}
-	if room := cfg.waitRoom(); room > 0 {
-		w.waits = middleware.NewWaitCap(room)
-	}
+		room: middleware.NewRoom(cfg.Concurrency, cfg.waitRoom())}
 	w.once = dependencyLogs(o.log, ownsDefault)
 	w.metrics = newMetrics(w.reg)
 	w.metrics.zero(cfg.ConflictPolicy)
@@ -115,9 +111,9 @@ func (w *Worker) newLocks(otelCfg otelEnv) error {
 		return err
 	}
 	lockOpts := []redlock.Option{redlock.WithLogger(w.log), redlock.WithObserver(w.metrics.observeLock)}
-	w.taskSpans = middleware.TraceTasks(nil)
+	w.taskSpans = TraceTasks(nil)
 	if traces != nil {
-		w.traces, w.tracesTo, w.taskSpans = traces, otelCfg.endpoint, middleware.TraceTasks(traces)
+		w.traces, w.tracesTo, w.taskSpans = traces, otelCfg.endpoint, TraceTasks(traces)
 		lockOpts = append(lockOpts, redlock.WithTracerProvider(traces))
 	}
 	locks, err := w.cfg.locks().NewClient(lockOpts...)

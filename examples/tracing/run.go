@@ -10,6 +10,7 @@ import (
 	"github.com/asynqlock/asynqlock/middleware"
 	"github.com/asynqlock/asynqlock/redlock"
 	"github.com/asynqlock/asynqlock/redlocktest"
+	"github.com/asynqlock/asynqlock/worker"
 	"github.com/hibiken/asynq"
 	"github.com/redis/go-redis/v9"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
@@ -52,7 +53,7 @@ func serve(ctx context.Context, broker asynq.RedisClientOpt, locks *redlock.Clie
 	rc := redis.NewClient(&redis.Options{Addr: broker.Addr})
 	defer rc.Close()
 	mux := asynq.NewServeMux()
-	mux.Use(middleware.TraceTasks(tp), // first: the lock's spans are children of asynq.task
+	mux.Use(worker.TraceTasks(tp), // first: the lock's spans are children of asynq.task
 		middleware.Lock(locks, middleware.ByField("sku"), middleware.WithBroker(rc), middleware.WithTracerProvider(tp)))
 	mux.HandleFunc("stock:adjust", func(ctx context.Context, t *asynq.Task) error {
 		_, span := tp.Tracer("inventory").Start(ctx, "stock.update") // the handler's own span

@@ -1,4 +1,4 @@
-package middleware
+package worker
 
 import (
 	"context"
@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"testing"
 
+	"github.com/asynqlock/asynqlock/middleware"
 	"github.com/hibiken/asynq"
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/codes"
@@ -29,7 +30,7 @@ func taskExporter(t *testing.T) (*sdktrace.TracerProvider, *tracetest.InMemoryEx
 // the handler's context carries the span.
 func TestTraceTasksStatus(t *testing.T) {
 	tp, exp := taskExporter(t)
-	conflict := fmt.Errorf("busy: %w", ErrConflict)
+	conflict := fmt.Errorf("busy: %w", middleware.ErrConflict)
 	for _, tc := range []struct {
 		err     error
 		outcome string

@@ -1,8 +1,9 @@
-package middleware
+package worker
 
 import (
 	"context"
 
+	"github.com/asynqlock/asynqlock/middleware"
 	"github.com/hibiken/asynq"
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
@@ -23,13 +24,12 @@ const (
 	attrTaskOutcome = attribute.Key("asynq.task.outcome")
 )
 
-// unsetGlobal is the global tracer provider before an application sets
-// one: it records nothing.
-var unsetGlobal = otel.GetTracerProvider()
+// taskTracerName is the instrumentation scope of the task spans.
+const taskTracerName = "github.com/asynqlock/asynqlock/worker"
 
 // TraceTasks returns a middleware that records a span asynq.task around
 // every task, a child of the span in the task's context: put it first
-// (mux.Use(middleware.TraceTasks(tp), middleware.Lock(...))) so that the
+// (mux.Use(worker.TraceTasks(tp), middleware.Lock(...))) so that the
 // lock's spans and the handler's own are its children. Its attributes are
 // messaging.system=asynq, messaging.operation.type=process,
 // asynq.task.type, asynq.task.id, asynq.queue, asynq.task.retry_count,
@@ -42,14 +42,14 @@ var unsetGlobal = otel.GetTracerProvider()
 func TraceTasks(tp trace.TracerProvider) asynq.MiddlewareFunc {
 	var fixed trace.Tracer
 	if tp != nil {
-		fixed = tp.Tracer(tracerName)
+		fixed = tp.Tracer(taskTracerName)
 	}
 	return func(next asynq.Handler) asynq.Handler {
 		return asynq.HandlerFunc(func(ctx context.Context, t *asynq.Task) error {
 			tr := fixed
 			if tr == nil {
 				if g := otel.GetTracerProvider(); g != unsetGlobal {
-					tr = g.Tracer(tracerName)
+					tr = g.Tracer(taskTracerName)
 				}
 			}
 			if tr == nil {
@@ -99,7 +99,7 @@ func endTaskSpan(span trace.Span, err error) {
 	switch {
 	case err == nil:
 		span.SetAttributes(attrTaskOutcome.String("ok"))
-	case !IsFailure(err):
+	case !middleware.IsFailure(err):
 		span.SetAttributes(attrTaskOutcome.String("conflict"))
 	default:
 		span.SetAttributes(attrTaskOutcome.String("failed"))

@@ -1,0 +1,14 @@
+package middleware
+
+import "time"
+
+// Options of a Room's parts alone, and of the rollback's bound, for tests
+// that set one of them.
+
+func withRunGate(g *runGate) Option { return func(c *config) { c.runGate = g } }
+
+func withWaitCap(w *waitCap) Option { return func(c *config) { c.waitCap = w } }
+
+func withMaxWaiters(n int) Option { return func(c *config) { c.maxWaiters = n } }
+
+func withRollbackTimeout(d time.Duration) Option { return func(c *config) { c.rollbackTimeout = d } }
