@@ -11,8 +11,8 @@ func wantAttr(t *testing.T, what string, attrs []attribute.KeyValue, k attribute
 	t.Helper()
 	for _, a := range attrs {
 		if a.Key == k {
-			if a.Value.Emit() != want {
-				t.Fatalf("%s: %s = %q, want %q", what, k, a.Value.Emit(), want)
+			if a.Value.String() != want {
+				t.Fatalf("%s: %s = %q, want %q", what, k, a.Value.String(), want)
 			}
 			return
 		}
