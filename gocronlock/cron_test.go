@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/asynqlock/asynqlock/internal/redistest"
+	"github.com/asynqlock/asynqlock/scheduler"
 	"github.com/go-co-op/gocron/v2"
 )
 
@@ -29,8 +30,8 @@ func TestCronTickOnceWithClockOffsets(t *testing.T) {
 		rec := &recorder{}
 		sc := sc
 		sc.locker = func(i int) gocron.Locker {
-			l, err := New(newLocks(t, c), WithCron("beat", "* * * * * *"), WithClock(clocks[i].Now),
-				WithObserver(rec.observe), WithLogger(quiet))
+			l, err := New(newLocks(t, c), map[string]string{"beat": "* * * * * *"}, scheduler.WithClock(clocks[i].Now),
+				scheduler.WithObserver(rec.observe), scheduler.WithLogger(quiet))
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/asynqlock/asynqlock/internal/redistest"
 	"github.com/asynqlock/asynqlock/redlock"
+	"github.com/asynqlock/asynqlock/scheduler"
 	"github.com/go-co-op/gocron/v2"
 	"github.com/google/uuid"
 )
@@ -94,7 +95,7 @@ func (tc distributedCase) play(t *testing.T, c *redistest.Cluster) {
 // options returns one replica's scheduler and job options, with a locker
 // of its own where the case puts one.
 func (tc distributedCase) options(t *testing.T, c *redistest.Cluster) ([]gocron.SchedulerOption, []gocron.JobOption) {
-	l, err := New(newLocks(t, c), WithInterval(tc.name, time.Second), WithLogger(quiet))
+	l, err := New(newLocks(t, c), map[string]string{tc.name: "@every 1s"}, scheduler.WithLogger(quiet))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/asynqlock/asynqlock/gocronlock"
 	"github.com/asynqlock/asynqlock/internal/embedded"
 	"github.com/asynqlock/asynqlock/redlock"
+	"github.com/asynqlock/asynqlock/scheduler"
 	"github.com/go-co-op/gocron/v2"
 )
 
@@ -27,7 +28,7 @@ func ExampleNew() {
 	var mu sync.Mutex
 	outcomes := map[time.Time][]string{} // tick → outcome on each replica
 	both := make(chan []string, 1)
-	observe := func(e gocronlock.Event) {
+	observe := func(e scheduler.Event) {
 		mu.Lock()
 		defer mu.Unlock()
 		outcomes[e.Tick] = append(outcomes[e.Tick], string(e.Outcome))
@@ -46,9 +47,9 @@ func ExampleNew() {
 		}
 		defer locks.Close()
 		locker, err := gocronlock.New(locks,
-			gocronlock.WithInterval("sync", time.Second), // the job's name and gocron.DurationJob's interval
-			gocronlock.WithObserver(observe),
-			gocronlock.WithLogger(slog.New(slog.DiscardHandler)))
+			map[string]string{"sync": "@every 1s"}, // the job's gocron name and schedule: gocron.DurationJob(time.Second)
+			scheduler.WithObserver(observe),
+			scheduler.WithLogger(slog.New(slog.DiscardHandler)))
 		if err != nil {
 			log.Fatal(err)
 		}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/asynqlock/asynqlock/internal/redistest"
 	"github.com/asynqlock/asynqlock/redlock"
+	"github.com/asynqlock/asynqlock/scheduler"
 	"github.com/go-co-op/gocron/v2"
 	"github.com/jonboulle/clockwork"
 )
@@ -50,7 +51,7 @@ func newScheduler(t *testing.T, opts ...gocron.SchedulerOption) gocron.Scheduler
 type recorder struct {
 	mu        sync.Mutex
 	runs      []jobRun
-	events    []Event
+	events    []scheduler.Event
 	active    int
 	maxActive int             // the most runs under way at once, across replicas
 	refusals  []time.Duration // how long each failed Lock took (timedLocker)
@@ -90,7 +91,7 @@ func (r *recorder) task(i int, d time.Duration) func() {
 	}
 }
 
-func (r *recorder) observe(ev Event) {
+func (r *recorder) observe(ev scheduler.Event) {
 	r.mu.Lock()
 	r.events = append(r.events, ev)
 	r.mu.Unlock()
@@ -98,18 +99,19 @@ func (r *recorder) observe(ev Event) {
 
 // ticks returns the ticks this locker reported as won, sorted, and the
 // outcomes counted.
-func (r *recorder) ticks() ([]time.Time, map[Outcome]int, []error) {
+func (r *recorder) ticks() ([]time.Time, map[scheduler.Outcome]int, []error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	var ticks []time.Time
 	var errs []error
-	counts := map[Outcome]int{}
+	counts := map[scheduler.Outcome]int{}
 	for _, ev := range r.events {
 		counts[ev.Outcome]++
-		if ev.Outcome == OutcomeLockError || ev.Outcome == OutcomeLost {
+		if ev.Outcome == scheduler.OutcomeLockError || ev.Outcome == scheduler.OutcomeFailed {
 			errs = append(errs, ev.Err)
 		}
-		if ev.Outcome == OutcomeRan {
+		// A run is reported when it ends: ran, or failed by a lost lock.
+		if ev.Outcome == scheduler.OutcomeRan || ev.Outcome == scheduler.OutcomeFailed && !ev.Tick.IsZero() {
 			ticks = append(ticks, ev.Tick)
 		}
 	}
@@ -124,7 +126,7 @@ func (r *recorder) lockErrorTicks() map[int64]bool {
 	defer r.mu.Unlock()
 	out := map[int64]bool{}
 	for _, ev := range r.events {
-		if ev.Outcome == OutcomeLockError {
+		if ev.Outcome == scheduler.OutcomeLockError {
 			out[ev.Tick.UnixNano()] = true
 		}
 	}

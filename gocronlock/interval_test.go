@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/asynqlock/asynqlock/internal/redistest"
+	"github.com/asynqlock/asynqlock/scheduler"
 	"github.com/go-co-op/gocron/v2"
 )
 
@@ -25,7 +26,7 @@ func TestIntervalRunsOncePerWindow(t *testing.T) {
 		rec := &recorder{}
 		sc := sc
 		sc.locker = func(int) gocron.Locker {
-			l, err := New(newLocks(t, c), WithInterval("sync", time.Second), WithObserver(rec.observe), WithLogger(quiet))
+			l, err := New(newLocks(t, c), map[string]string{"sync": "@every 1s"}, scheduler.WithObserver(rec.observe), scheduler.WithLogger(quiet))
 			if err != nil {
 				t.Fatal(err)
 			}

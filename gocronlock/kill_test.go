@@ -7,6 +7,7 @@ import (
 
 	"github.com/asynqlock/asynqlock/internal/redistest"
 	"github.com/asynqlock/asynqlock/redlock"
+	"github.com/asynqlock/asynqlock/scheduler"
 	"github.com/go-co-op/gocron/v2"
 )
 
@@ -25,7 +26,7 @@ func TestKilledReplicaTickRunsElsewhere(t *testing.T) {
 	scheds := make([]gocron.Scheduler, 3)
 	for i := range scheds {
 		locks[i] = newLocks(t, c)
-		l, err := New(locks[i], WithInterval("job", time.Second), WithTTL(ttl), WithObserver(rec.observe), WithLogger(quiet))
+		l, err := New(locks[i], map[string]string{"job": "@every 1s"}, scheduler.WithTTL(ttl), scheduler.WithObserver(rec.observe), scheduler.WithLogger(quiet))
 		if err != nil {
 			t.Fatal(err)
 		}

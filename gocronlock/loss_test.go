@@ -11,21 +11,23 @@ import (
 	"github.com/asynqlock/asynqlock/internal/redistest"
 	"github.com/asynqlock/asynqlock/internal/workertest"
 	"github.com/asynqlock/asynqlock/redlock"
+	"github.com/asynqlock/asynqlock/scheduler"
 )
 
 // TestLossWarnsOncePerChange: the lock nodes lose their data while a run
-// holds its running lock, twice in a row: the loss is reported each time
-// (OutcomeLost, Unlock's error matches redlock.ErrLockLost) but logged at
-// Warn once; the next healthy run logs once at Info that the job is back.
+// holds its running lock, twice in a row: the loss is reported each time,
+// when it happens (OutcomeFailed with redlock.ErrLockLost; Unlock's error
+// matches it too) but logged at Error once; the next healthy run, the
+// settle time after the last loss, logs once at Info that the job is back.
 func TestLossWarnsOncePerChange(t *testing.T) {
 	t.Parallel()
 	c := redistest.StartCluster(t, 3)
 	var logs workertest.Buffer
-	lost := make(chan Event, 4)
-	l, err := New(newLocks(t, c), WithInterval("job", 100*time.Millisecond), WithTTL(time.Second),
-		WithLogger(slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelInfo}))),
-		WithObserver(func(ev Event) {
-			if ev.Outcome == OutcomeLost {
+	lost := make(chan scheduler.Event, 4)
+	l, err := New(newLocks(t, c), map[string]string{"job": "@every 100ms"}, scheduler.WithTTL(time.Second),
+		scheduler.WithLogger(slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelInfo}))),
+		scheduler.WithObserver(func(ev scheduler.Event) {
+			if ev.Outcome == scheduler.OutcomeFailed {
 				lost <- ev
 			}
 		}))
@@ -60,12 +62,13 @@ func TestLossWarnsOncePerChange(t *testing.T) {
 			t.Errorf("run %d: Unlock = %v, want redlock.ErrLockLost", i, err)
 		}
 	}
+	time.Sleep(5 * time.Second) // the settle time (internal/statelog) since the last loss
 	if err := run(false); err != nil {
 		t.Errorf("healthy run: Unlock = %v", err)
 	}
 	out := logs.String()
-	warns, backs := strings.Count(out, "level=WARN"), strings.Count(out, "gocron job back to normal")
-	if warns != 1 || backs != 1 {
-		t.Errorf("%d Warn lines and %d back-to-normal lines, want 1 and 1:\n%s", warns, backs, out)
+	errs, backs := strings.Count(out, "level=ERROR"), strings.Count(out, "cron job back to normal")
+	if errs != 1 || backs != 1 {
+		t.Errorf("%d Error lines and %d back-to-normal lines, want 1 and 1:\n%s", errs, backs, out)
 	}
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/asynqlock/asynqlock/internal/redistest"
 	"github.com/asynqlock/asynqlock/redlock"
+	"github.com/asynqlock/asynqlock/scheduler"
 )
 
 // TestLostTickStopsAtOnce: a replica that finds its tick's record carried
@@ -21,11 +22,11 @@ func TestLostTickStopsAtOnce(t *testing.T) {
 	t.Parallel()
 	c := redistest.StartCluster(t, 3)
 	now := time.Date(2026, 11, 28, 10, 0, 0, 0, time.UTC)
-	clock := WithClock(func() time.Time { return now })
-	jobs := []Option{WithInterval("won", time.Second), WithInterval("split", time.Second), clock, WithLogger(quiet)}
-	record := func(job string) string { return defaultPrefix + job + ":" + strconv.FormatInt(now.UnixMilli(), 10) }
+	jobs := map[string]string{"won": "@every 1s", "split": "@every 1s"}
+	opts := []scheduler.Option{scheduler.WithClock(func() time.Time { return now }), scheduler.WithLogger(quiet)}
+	record := func(job string) string { return "gocron:" + job + ":" + strconv.FormatInt(now.UnixMilli(), 10) }
 
-	winner, err := New(newLocks(t, c), jobs...)
+	winner, err := New(newLocks(t, c), jobs, opts...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -59,7 +60,7 @@ func TestLostTickStopsAtOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = observed.Close() })
-	loser, err := New(observed, jobs...)
+	loser, err := New(observed, jobs, opts...)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -3,6 +3,7 @@ package gocronlock
 import (
 	"context"
 	"errors"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/asynqlock/asynqlock/internal/redistest"
 	"github.com/asynqlock/asynqlock/redlock"
+	"github.com/asynqlock/asynqlock/scheduler"
 	"github.com/go-co-op/gocron/v2"
 	"github.com/google/uuid"
 )
@@ -104,9 +106,11 @@ func (m mode) play(t *testing.T, c *redistest.Cluster) {
 // three jobs.
 func (m mode) replica(t *testing.T, c *redistest.Cluster, r *modeRun, i int) gocron.Scheduler {
 	locks := newLocks(t, c)
-	l, err := New(locks, WithInterval("short", time.Second), WithInterval("long", time.Second), WithLogger(quiet), WithPrefix("gocron:"+m.name+":"),
-		WithObserver(func(ev Event) {
-			if ev.Job == "short" {
+	// Each mode's jobs have names of their own: the modes run at once on one cluster.
+	short, long := m.jobName("short"), m.jobName("long")
+	l, err := New(locks, map[string]string{short: "@every 1s", long: "@every 1s"}, scheduler.WithLogger(quiet),
+		scheduler.WithObserver(func(ev scheduler.Event) {
+			if ev.Job == short {
 				r.short.observe(ev)
 			} else {
 				r.long.observe(ev)
@@ -130,8 +134,8 @@ func (m mode) replica(t *testing.T, c *redistest.Cluster, r *modeRun, i int) goc
 		work   time.Duration
 		locker gocron.Locker
 	}{
-		{"short", &r.short, shortWork, timedLocker{l, &r.short, i}},
-		{"long", &r.long, longWork, timedLocker{l, &r.long, i}},
+		{short, &r.short, shortWork, timedLocker{l, &r.short, i}},
+		{long, &r.long, longWork, timedLocker{l, &r.long, i}},
 		{"control", &r.control, shortWork, control},
 	} {
 		opts := append([]gocron.JobOption{gocron.WithName(j.name), gocron.WithDistributedJobLocker(j.locker), onLockError}, m.job...)
@@ -141,6 +145,9 @@ func (m mode) replica(t *testing.T, c *redistest.Cluster, r *modeRun, i int) goc
 	}
 	return s
 }
+
+// jobName names a job of the mode: "singleton-wait-short".
+func (m mode) jobName(name string) string { return strings.ReplaceAll(m.name, " ", "-") + "-" + name }
 
 // checkLong checks the long job: never on two replicas at once, no tick
 // won twice, one run per tick won, and every run in its tick's interval.
@@ -159,7 +166,7 @@ func checkLong(t *testing.T, r *recorder) {
 			t.Errorf("long: tick %s won twice", ticks[i].Format(time.RFC3339Nano))
 		}
 	}
-	if len(ticks)+counts[OutcomeLockError] < 2 || r.runCount() != len(ticks) {
+	if len(ticks)+counts[scheduler.OutcomeLockError] < 2 || r.runCount() != len(ticks) {
 		t.Errorf("long: want at least 2 runs (or lock errors), one per tick won: %d runs, outcomes %v", r.runCount(), counts)
 	}
 	checkRunsInTheirTicks(t, r, time.Second)

@@ -14,9 +14,10 @@ import (
 // README by examples/readme).
 func readmeScheduler(locks *redlock.Client, syncPrices, buildReport func()) gocron.Scheduler {
 	// README:begin gocron
-	locker, _ := gocronlock.New(locks, // each job under its gocron name, with its schedule
-		gocronlock.WithInterval("sync-prices", 30*time.Second),
-		gocronlock.WithCron("nightly-report", "0 2 * * *"))
+	locker, _ := gocronlock.New(locks, map[string]string{ // each job under its gocron name, with its schedule
+		"sync-prices":    "@every 30s", // gocron.DurationJob(30*time.Second)
+		"nightly-report": "0 2 * * *",
+	})
 	s, _ := gocron.NewScheduler(gocron.WithDistributedLocker(locker))
 	s.NewJob(gocron.DurationJob(30*time.Second), gocron.NewTask(syncPrices), gocron.WithName("sync-prices"))
 	s.NewJob(gocron.CronJob("0 2 * * *", false), gocron.NewTask(buildReport), gocron.WithName("nightly-report"))

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/asynqlock/asynqlock/internal/redistest"
+	"github.com/asynqlock/asynqlock/scheduler"
 	"github.com/go-co-op/gocron/v2"
 )
 
@@ -27,7 +28,7 @@ func TestLongJobKeptAlive(t *testing.T) {
 		rec := &recorder{}
 		sc := sc
 		sc.locker = func(int) gocron.Locker {
-			l, err := New(newLocks(t, c), WithInterval("long", time.Second), WithTTL(ttl), WithObserver(rec.observe), WithLogger(quiet))
+			l, err := New(newLocks(t, c), map[string]string{"long": "@every 1s"}, scheduler.WithTTL(ttl), scheduler.WithObserver(rec.observe), scheduler.WithLogger(quiet))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -44,7 +45,7 @@ func TestLongJobKeptAlive(t *testing.T) {
 		if rec.maxActive != 1 {
 			t.Errorf("the job ran %d times at once; its running lock should keep other replicas out", rec.maxActive)
 		}
-		if counts[OutcomeLost] != 0 || counts[OutcomeSkippedOverlap] == 0 || len(ticks) < 2 || rec.runCount() != len(ticks) {
+		if counts[scheduler.OutcomeFailed] != 0 || counts[scheduler.OutcomeSkippedOverlap] == 0 || len(ticks) < 2 || rec.runCount() != len(ticks) {
 			t.Errorf("want no loss, skipped overlaps, at least 2 runs, one per tick won: outcomes %v, runs %d", counts, rec.runCount())
 		}
 	})

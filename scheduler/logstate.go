@@ -16,6 +16,7 @@ type logState struct {
 	armed     bool           // overlap: a run ended since the last skip (guarded by runner.mu)
 	byID      statelog.State // bridge: enqueueing by task ID alone, nodes unavailable
 	outOfStep statelog.State // another replica runs the job at other ticks: warned once for its life
+	pace      statelog.State // interval job: started more often than its interval
 }
 
 // settle gives the states that end the usual settle time.

@@ -19,7 +19,7 @@ const (
 )
 
 func init() {
-	cronsim.Clock = func(now func() time.Time) any { return withClock(now) }
+	cronsim.Clock = func(now func() time.Time) any { return WithClock(now) }
 	cronsim.Replica = func(name string) any { return withReplica(name) }
 }
 
@@ -37,6 +37,7 @@ type config struct {
 	catchUp  time.Duration // 0: off
 	now      func() time.Time
 	replica  string
+	anyName  bool // NewJobs: job names another cron library gives
 	// tracerProvider is nil for the global provider.
 	tracerProvider trace.TracerProvider
 }
@@ -173,7 +174,7 @@ func WithCatchUp(deadline time.Duration) Option { return func(c *config) { c.cat
 
 // withClock sets the clock from which a run's tick is told: the clock of
 // the cron that runs the job (see internal/cronsim).
-func withClock(now func() time.Time) Option { return func(c *config) { c.now = now } }
+func WithClock(now func() time.Time) Option { return func(c *config) { c.now = now } }
 
 // withReplica names this replica (see internal/cronsim).
 func withReplica(name string) Option { return func(c *config) { c.replica = name } }

@@ -13,7 +13,7 @@ import (
 
 // phaseResource is the marker of a job's latest tick, by which replicas
 // that run it on schedules out of step find each other.
-func phaseResource(name string) string { return "cron:" + name + ":phase" }
+func (r *runner) phaseResource() string { return r.prefix + r.name + ":phase" }
 
 // phaseNote names a tick and the interval before it in the marker.
 func phaseNote(tick time.Time, interval time.Duration) string {
@@ -57,7 +57,7 @@ func (r *runner) checkPhase(tick time.Time) {
 		return
 	}
 	ctx, cancel := context.WithTimeout(r.host.stopping, releaseTimeout)
-	other, err := r.locks.Mark(ctx, phaseResource(r.name), every-every/4, phaseNote(tick, every))
+	other, err := r.locks.Mark(ctx, r.phaseResource(), every-every/4, phaseNote(tick, every))
 	cancel()
 	if !errors.Is(err, redlock.ErrLocked) {
 		return // marked, or the lock nodes are busy: next tick

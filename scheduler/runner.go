@@ -44,7 +44,9 @@ var background = &host{stopping: context.Background(), running: context.Backgrou
 type runner struct {
 	locks  locker
 	name   string
+	prefix string        // of the job's keys: "cron:", or NewJobs's
 	sched  cron.Schedule // nil: a run's tick is its whole second
+	every  time.Duration // > 0: an interval job (NewJobs), whose runs start anywhere in their interval
 	cfg    config
 	job    cron.Job // a contextJob, a plain cron.Job or a *taskJob
 	host   *host
@@ -62,14 +64,15 @@ type runner struct {
 	mu      sync.Mutex
 	learned time.Duration // spec-less: the interval between the last two ticks
 	regular bool          // spec-less: learned is also the interval before
-	prev    time.Time     // spec-less: the last tick seen
+	prev    time.Time     // spec-less: the last tick seen; interval job: the last start
+	short   int           // interval job: starts in a row under half the interval apart
 	state   entryState    // for Entries
 	logs    logState      // what the job's log lines follow (logstate.go)
 }
 
 // newRunner validates a job and derives its timings. sched may be nil.
 func newRunner(locks locker, name string, sched cron.Schedule, job cron.Job, cfg config, h *host) (*runner, error) {
-	if err := checkName(name); err != nil {
+	if err := checkName(name, cfg.anyName); err != nil {
 		return nil, err
 	}
 	if job == nil {
@@ -80,7 +83,7 @@ func newRunner(locks locker, name string, sched cron.Schedule, job cron.Job, cfg
 			return nil, fmt.Errorf("%w (job %q)", err, name)
 		}
 	}
-	r := &runner{locks: locks, name: name, sched: sched, cfg: cfg, job: job, host: h, tracer: cfg.tracer()}
+	r := &runner{locks: locks, name: name, prefix: defaultPrefix, sched: sched, cfg: cfg, job: job, host: h, tracer: cfg.tracer()}
 	r.logs.settle()
 	if err := r.checkSchedule(); err != nil {
 		return nil, err
@@ -130,8 +133,12 @@ func (r *runner) setRetention() {
 }
 
 // tickTTL is how long a won tick is remembered: the tick window, most of
-// the interval when known, the catch-up deadline beyond it.
-func (r *runner) tickTTL() time.Duration {
+// the interval when known, the catch-up deadline beyond it; an interval
+// job's to the end of the interval and the tick window beyond.
+func (r *runner) tickTTL(tick time.Time) time.Duration {
+	if r.every > 0 {
+		return max(time.Until(tick.Add(r.every)), 0) + 2*r.cfg.skew + 2*r.margin
+	}
 	r.mu.Lock()
 	gap := cmp.Or(r.gap, r.learned)
 	r.mu.Unlock()

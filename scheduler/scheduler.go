@@ -98,7 +98,7 @@ func (s *Scheduler) RegisterTask(name, spec string, enq Enqueuer, task *asynq.Ta
 }
 
 func (s *Scheduler) add(name, spec string, job cron.Job, opts []Option) error {
-	if err := checkName(name); err != nil {
+	if err := checkName(name, false); err != nil {
 		return err
 	}
 	cfg := s.cfg

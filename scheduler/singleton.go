@@ -64,7 +64,7 @@ func newSingleton(locks locker, name string, opts []Option) (cron.JobWrapper, er
 	if err := cfg.apply(opts); err != nil {
 		return nil, err
 	}
-	if err := checkName(name); err != nil {
+	if err := checkName(name, false); err != nil {
 		return nil, err
 	}
 	if cfg.catchUp > 0 {
