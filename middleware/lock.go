@@ -93,6 +93,7 @@ func (m *mw) resource(t *asynq.Task, key string) string {
 // process runs one task: key, lock (or the conflict policy), handler.
 func (m *mw) process(ctx context.Context, t *asynq.Task, next asynq.Handler) error {
 	meta := metaOf(ctx)
+	meta.prior = priorRuns(t)
 	if by, ok := t.Headers()[markerHeader]; ok {
 		// A marker only holds its ID against a late copy (claimCopyID):
 		// the task it stands for is run by its original.
@@ -126,7 +127,7 @@ func (m *mw) process(ctx context.Context, t *asynq.Task, next asynq.Handler) err
 		waited = true
 	}
 	r.lock = lock
-	if lock.FoundCompletion() {
+	if r.completed(lock) {
 		return r.skipCompleted(ctx)
 	}
 	if m.cfg.observer != nil {

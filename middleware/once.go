@@ -5,6 +5,8 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"fmt"
+	"maps"
+	"strconv"
 	"strings"
 	"time"
 
@@ -25,9 +27,11 @@ var defaultWindow = DefaultCompletionWindow
 
 // WithCompletionWindow sets how long the record of a task whose handler
 // returned nil under its lock is kept on the lock nodes (docs/RELIABILITY.md,
-// "Once"). A delivery of the same task (its original ID, type and payload;
-// a parked copy counts as its original) that finds the record completes
-// without running the handler. 0 writes and looks for no record (asynq's
+// "Once"). The record names that run of that task (its original ID, type and
+// payload; a parked copy counts as its original): a re-delivery of the run,
+// which asynq makes when it missed the completion (its retry count grew since
+// the run), completes without running the handler; a fresh enqueue that
+// reuses the ID, or an operator's re-run, runs. 0 writes and looks for no record (asynq's
 // at-least-once delivery: a task whose completion the broker missed runs
 // again). Each record takes about 150 bytes on every lock node for its
 // window (docs/OPERATIONS.md). A negative window, or one above
@@ -100,6 +104,30 @@ func (m *mw) lockOptsFor(t *asynq.Task, meta taskMeta) []redlock.LockOption {
 	return append(opts, redlock.WithCompletion(recordID(meta.id, t), m.cfg.window))
 }
 
+// completed reports whether the acquisition found the completion record of
+// the run this delivery repeats: a run of the task completed under the lock,
+// and asynq counted a failure of the task since (its retry count is above
+// the record's run). That is how asynq brings back a task whose completion
+// it missed (a worker killed or paused before the acknowledgment, a broker
+// outage): its recoverer retries it once its lease expired, counting that as
+// a failure. A record of a run not below this delivery's is no such run: a
+// fresh enqueue that reuses the ID (a new task, its count from 0), or an
+// operator's re-run (Inspector.RunTask keeps the count). It runs, and its
+// release deletes that record (ForgetCompletion), so that its own retries
+// are not taken for re-deliveries of the other work; a success writes its
+// own. docs/RELIABILITY.md, "Once", argues the rule and its limits.
+func (r *taskRun) completed(lock *redlock.Lock) bool {
+	run := lock.CompletedRun()
+	if run < 0 {
+		return false
+	}
+	if r.meta.run() > run {
+		return true
+	}
+	_ = lock.ForgetCompletion() // refused only for a lock lost meanwhile: its release writes nothing then
+	return false
+}
+
 // skipCompleted ends a run whose acquisition found the task's completion
 // record: an earlier delivery's handler returned nil, and asynq delivered
 // it again because the broker could not record that. The handler does not
@@ -115,13 +143,40 @@ func (r *taskRun) skipCompleted(ctx context.Context) error {
 }
 
 // recordCompletion has the lock's release write the task's completion
-// record: its handler returned nil and the lock was kept to its end.
+// record, with this delivery's run: its handler returned nil and the lock
+// was kept to its end.
 func (r *taskRun) recordCompletion() {
 	if r.lock == nil || r.m.cfg.window <= 0 || r.meta.id == "" {
 		return
 	}
-	if err := r.lock.RecordCompletion(); err != nil {
+	if err := r.lock.RecordCompletionRun(r.meta.run()); err != nil {
 		// Lost at the very end: no record, and asynq may run it again.
 		r.log.Debug("no completion record written", "err", err)
 	}
+}
+
+// retriedHeader carries, on a resubmitted copy, the run of the delivery
+// that made it (taskMeta.run): the copy's own retry count starts at 0, and
+// its completion record must count on from its original's.
+const retriedHeader = "asynqlock-retried"
+
+// priorRuns reads a copy's retriedHeader (0 for a task that has none).
+func priorRuns(t *asynq.Task) int {
+	v, ok := t.Headers()[retriedHeader]
+	if !ok {
+		return 0
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 0 {
+		return 0
+	}
+	return n
+}
+
+// copyHeaders are the headers of a copy of t made by a delivery of run run.
+func copyHeaders(t *asynq.Task, run int) map[string]string {
+	h := make(map[string]string, len(t.Headers())+1)
+	maps.Copy(h, t.Headers())
+	h[retriedHeader] = strconv.Itoa(run)
+	return h
 }

@@ -7,19 +7,27 @@ import (
 	"time"
 
 	"github.com/asynqlock/asynqlock/redlock"
+	"github.com/hibiken/asynq"
 )
 
-// deliver runs the task with id and payload through h as asynq would
-// deliver it.
+// deliver runs the task with id through h as asynq would deliver it on its
+// first try.
 func deliver(t *testing.T, h func() error, id string) error {
 	t.Helper()
-	withMeta(t, taskMeta{id: id, queue: "default", maxRetry: 3, known: true})
+	return deliverTry(t, h, id, 0)
+}
+
+// deliverTry runs it as asynq's delivery with retry count retried.
+func deliverTry(t *testing.T, h func() error, id string, retried int) error {
+	t.Helper()
+	withMeta(t, taskMeta{id: id, queue: "default", retried: retried, maxRetry: 25, known: true})
 	return h()
 }
 
 // TestRedeliveryOfACompletedTaskIsSkipped: a task whose handler returned nil
-// is not run again when it is delivered again (its ID, type and payload),
-// and the skip is reported; with records off (the control) it runs twice.
+// is not run again when asynq delivers that run again (asynq's recoverer
+// brings it back with its retry count one up), and the skip is reported;
+// with records off (the control) it runs twice.
 func TestRedeliveryOfACompletedTaskIsSkipped(t *testing.T) {
 	for _, window := range []time.Duration{time.Hour, 0} {
 		e := newEnv(t)
@@ -27,8 +35,8 @@ func TestRedeliveryOfACompletedTaskIsSkipped(t *testing.T) {
 		rec := &recorder{}
 		h := Lock(e.locks, ByField("sku"), WithCompletionWindow(window), WithObserver(evs.add))(rec)
 		run := func() error { return h.ProcessTask(context.Background(), adjust()) }
-		for range 2 {
-			if err := deliver(t, run, "t1"); err != nil {
+		for try := range 2 {
+			if err := deliverTry(t, run, "t1", try); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -50,8 +58,43 @@ func TestRedeliveryOfACompletedTaskIsSkipped(t *testing.T) {
 	}
 }
 
-// TestFailedRunLeavesNoRecord: a handler that failed, or whose lock was
-// lost, is run again on its retry; once it succeeds it is not run again.
+// TestReusedIDRuns: a record names one run of one enqueue. A fresh enqueue
+// reusing the ID and payload (its retry count from 0) runs, as does an
+// operator's re-run (Inspector.RunTask keeps the count); each of their
+// re-deliveries is skipped. The fresh enqueue's failed first run does not
+// leave the earlier record to skip its retry.
+func TestReusedIDRuns(t *testing.T) {
+	e := newEnv(t)
+	fail := errors.New("store down")
+	runs := 0
+	rec := &recorder{fn: func(context.Context) error {
+		runs++
+		if runs == 3 {
+			return fail
+		}
+		return nil
+	}}
+	h := Lock(e.locks, ByField("sku"), WithCompletionWindow(time.Hour))(rec)
+	run := func() error { return h.ProcessTask(context.Background(), adjust()) }
+	for i, d := range []struct {
+		retried, runs int
+		err           error
+	}{
+		{0, 1, nil},  // the first enqueue
+		{1, 1, nil},  // its re-delivery: skipped
+		{0, 2, nil},  // an operator's re-run of it (RunTask: same count)
+		{0, 3, fail}, // a fresh enqueue under the ID: runs, and fails
+		{1, 4, nil},  // its retry runs: the old record is gone
+		{2, 4, nil},  // the retry's re-delivery: skipped
+	} {
+		if err := deliverTry(t, run, "report-R", d.retried); !errors.Is(err, d.err) || runs != d.runs {
+			t.Fatalf("delivery %d (retry count %d): %v, %d runs; want %v, %d runs", i, d.retried, err, runs, d.err, d.runs)
+		}
+	}
+}
+
+// TestFailedRunLeavesNoRecord: a handler that failed is run again on its
+// retry; once it succeeds, a re-delivery of that run is not run again.
 func TestFailedRunLeavesNoRecord(t *testing.T) {
 	e := newEnv(t)
 	fail := errors.New("store down")
@@ -68,8 +111,8 @@ func TestFailedRunLeavesNoRecord(t *testing.T) {
 	if err := deliver(t, run, "t1"); !errors.Is(err, fail) {
 		t.Fatalf("first run: %v", err)
 	}
-	for range 2 {
-		if err := deliver(t, run, "t1"); err != nil {
+	for try := 1; try <= 2; try++ {
+		if err := deliverTry(t, run, "t1", try); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -78,16 +121,24 @@ func TestFailedRunLeavesNoRecord(t *testing.T) {
 	}
 }
 
-// TestParkedCopyCountsAsItsOriginal: a copy "id~r1" that completed stands
-// for its original: the original delivered again is not run, nor is a later
-// copy; a task reusing the ID with another payload is other work and runs.
+// TestParkedCopyCountsAsItsOriginal: a copy "id~r1" made by its original's
+// delivery of run 2 (retriedHeader) counts on from it: its completion
+// skips the original delivered again after that (run 3), and the copy's own
+// re-delivery; a task reusing the ID with another payload is other work and
+// runs.
 func TestParkedCopyCountsAsItsOriginal(t *testing.T) {
 	e := newEnv(t)
 	rec := &recorder{}
 	h := Lock(e.locks, ByField("sku"), WithCompletionWindow(time.Hour))(rec)
+	cp := asynq.NewTaskWithHeaders("stock:adjust", adjust().Payload(), map[string]string{retriedHeader: "2"})
+	runCopy := func() error { return h.ProcessTask(context.Background(), cp) }
 	run := func() error { return h.ProcessTask(context.Background(), adjust()) }
-	for _, id := range []string{"abc~r1", "abc", "abc~r2"} {
-		if err := deliver(t, run, id); err != nil {
+	for _, d := range []struct {
+		id      string
+		h       func() error
+		retried int
+	}{{"abc~r1", runCopy, 0}, {"abc", run, 3}, {"abc~r1", runCopy, 1}} {
+		if err := deliverTry(t, d.h, d.id, d.retried); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -97,7 +148,7 @@ func TestParkedCopyCountsAsItsOriginal(t *testing.T) {
 	other := func() error {
 		return h.ProcessTask(context.Background(), task("stock:adjust", `{"sku":"SKU-1","qty":2}`))
 	}
-	if err := deliver(t, other, "abc"); err != nil || rec.count() != 2 {
+	if err := deliverTry(t, other, "abc", 5); err != nil || rec.count() != 2 {
 		t.Fatalf("the ID reused for other work: %v, %d runs; want it run", err, rec.count())
 	}
 }

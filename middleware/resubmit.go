@@ -39,10 +39,11 @@ func (r *taskRun) resubmit(ctx context.Context, id string, busy *conflictError) 
 	extra, retention := r.originalOptions()
 	opts = append(opts, extra...)
 	opts = append(opts, asynq.Retention(max(retention, copyRetention(ctx))))
+	task := asynq.NewTaskWithHeaders(r.t.Type(), r.t.Payload(), copyHeaders(r.t, meta.run()))
 	var err error
 	for range 2 {
 		ectx, cancel := lockutil.Detached(ctx)
-		_, err = m.cfg.enqueuer.EnqueueContext(ectx, asynq.NewTaskWithHeaders(r.t.Type(), r.t.Payload(), r.t.Headers()), opts...)
+		_, err = m.cfg.enqueuer.EnqueueContext(ectx, task, opts...)
 		cancel()
 		if errors.Is(err, asynq.ErrTaskIDConflict) {
 			return r.notMarker(id)

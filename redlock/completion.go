@@ -3,6 +3,7 @@ package redlock
 import (
 	"context"
 	"errors"
+	"strconv"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -34,13 +35,24 @@ func WithCompletion(id string, window time.Duration) LockOption {
 // FoundCompletion reports whether the acquisition found a completion record
 // of its WithCompletion id: the work was done before, by a holder that
 // recorded it. It is false without WithCompletion.
-func (l *Lock) FoundCompletion() bool {
+func (l *Lock) FoundCompletion() bool { return l.CompletedRun() >= 0 }
+
+// CompletedRun returns the run number the completion record found by the
+// acquisition was written with (RecordCompletionRun; 0 for
+// RecordCompletion), the largest where nodes differ, and -1 when it found
+// none. A caller whose unit of work can be delivered more than once tells
+// with it a delivery of the run that completed from a later one (the
+// middleware compares it with asynq's retry count).
+func (l *Lock) CompletedRun() int {
 	if l == nil {
-		return false
+		return -1
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return l.found
+	if !l.found {
+		return -1
+	}
+	return l.foundRun
 }
 
 // RecordCompletion makes the lock's release (or hand-over) write the
@@ -49,8 +61,29 @@ func (l *Lock) FoundCompletion() bool {
 // work succeeded, before Release or ReleaseAsync. It returns ErrInvalid for
 // a lock acquired without WithCompletion and ErrNotHeld for one released or
 // lost: a lost lock's work was not protected to its end, and no record is
-// written for it.
-func (l *Lock) RecordCompletion() error {
+// written for it. It is RecordCompletionRun(0).
+func (l *Lock) RecordCompletion() error { return l.RecordCompletionRun(0) }
+
+// RecordCompletionRun is RecordCompletion naming the run that did the work:
+// a number in [0, MaxCompletionRun] (larger ones are taken as
+// MaxCompletionRun) that CompletedRun returns to a later acquisition.
+func (l *Lock) RecordCompletionRun(run int) error {
+	return l.markRecord(min(max(run, 0), MaxCompletionRun))
+}
+
+// ForgetCompletion makes the lock's release delete its WithCompletion id's
+// record on every node where the lock is still held, instead of writing
+// it: the record found stands for other work (an ID reused), and must not
+// make a later acquisition take this unit of work for done. Errors as
+// RecordCompletion's; a later RecordCompletion overrides it.
+func (l *Lock) ForgetCompletion() error { return l.markRecord(forgetRun) }
+
+// MaxCompletionRun is the largest run number a completion record keeps.
+const MaxCompletionRun = runScale - 1
+
+// markRecord has the release write the record with run (forgetRun: delete
+// it).
+func (l *Lock) markRecord(run int) error {
 	if l == nil {
 		return ErrNotHeld
 	}
@@ -62,7 +95,7 @@ func (l *Lock) RecordCompletion() error {
 	if l.state != stateHeld {
 		return ErrNotHeld
 	}
-	l.recordDone = true
+	l.recordDone, l.record.run = true, run
 	return nil
 }
 
@@ -75,6 +108,34 @@ type completionRecord struct {
 	key    string
 	id     string
 	window time.Duration
+	run    int // what the release writes: RecordCompletionRun's, or forgetRun
+}
+
+// A record's score is its expiry in ms times runScale plus its run: one
+// entry holds both, exact in a float64 score until the year 2248, and
+// ZREMRANGEBYSCORE still prunes by expiry.
+const (
+	runScale  = 1024
+	forgetRun = -1
+)
+
+// decodeScore splits a record's score (ZSCORE's reply) into its run and its
+// expiry in Unix ms; ok is false for a reply that is no score.
+func decodeScore(v any) (run int, expiry int64, ok bool) {
+	var f float64
+	switch v := v.(type) {
+	case string:
+		var err error
+		if f, err = strconv.ParseFloat(v, 64); err != nil {
+			return 0, 0, false
+		}
+	case float64:
+		f = v
+	default:
+		return 0, 0, false
+	}
+	s := int64(f)
+	return int(s % runScale), s / runScale, true
 }
 
 // recordSuffix follows a resource's lock key in the name of its records.
@@ -133,7 +194,11 @@ func recordedArgs(s *script, keys []string, rec *completionRecord, argv ...any) 
 	}
 	a = append(a, rec.key)
 	a = append(a, argv...)
-	return append(a, rec.id, rec.window.Milliseconds(), time.Now().UnixMilli())
+	window := rec.window.Milliseconds()*runScale + int64(rec.run)
+	if rec.run == forgetRun {
+		window = -1
+	}
+	return append(a, rec.id, window, time.Now().UnixMilli()*runScale)
 }
 
 // lookOf is the look-up of an acquisition's record (nil without one), sent
@@ -174,7 +239,7 @@ func addLooks(ctx context.Context, live []*call, cmds []*redis.Cmd) {
 }
 
 // readLooks stores the look-ups' answers (looks) in their calls: a record
-// found sets seen. A look-up that failed where its call (calls, in live's
+// found sets seen (1 + the record's run). A look-up that failed where its call (calls, in live's
 // order) did not is reported as the node's failure; it counts as not found
 // there: the record is looked for on every node, and one that answers is
 // enough.
@@ -188,7 +253,9 @@ func (n *node) readLooks(live []*call, calls, looks []*redis.Cmd) {
 		i++
 		switch {
 		case err == nil:
-			c.seen = true
+			if run, _, ok := decodeScore(looks[i-1].Val()); ok {
+				c.seen = run + 1
+			}
 		case err != redis.Nil && n.failed != nil && (calls[j].Err() == nil || calls[j].Err() == redis.Nil):
 			n.failed("look", c.resource, c.node, nodeErr(err))
 		}

@@ -357,3 +357,46 @@ func TestLimitedLockWritesItsRecord(t *testing.T) {
 		t.Errorf("the limit's mark outlived the last slot (%q)", raw.Get(ctx, mark).Val())
 	}
 }
+
+// TestRecordKeepsItsRun: a record carries the run that wrote it to a later
+// acquisition (the release script's score), a larger run overwrites it, and
+// ForgetCompletion's release deletes it; without a record CompletedRun is
+// -1. On the embedded Redis, through the release scripts themselves.
+func TestRecordKeepsItsRun(t *testing.T) {
+	ctx := context.Background()
+	c, _ := embeddedClient(t)
+	once := WithCompletion("t", time.Hour)
+	step := func(mark func(*Lock) error) int {
+		t.Helper()
+		l, err := c.TryAcquire(ctx, "r", 5*time.Second, once)
+		if err != nil {
+			t.Fatal(err)
+		}
+		run := l.CompletedRun()
+		if mark != nil {
+			if err := mark(l); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := l.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+		return run
+	}
+	record := func(n int) func(*Lock) error { return func(l *Lock) error { return l.RecordCompletionRun(n) } }
+	if got := step(record(3)); got != -1 {
+		t.Fatalf("no record yet: CompletedRun %d, want -1", got)
+	}
+	if got := step(record(MaxCompletionRun + 5)); got != 3 {
+		t.Fatalf("CompletedRun %d, want 3", got)
+	}
+	if got := step(nil); got != MaxCompletionRun {
+		t.Fatalf("CompletedRun %d, want %d (a larger run is kept as the largest)", got, MaxCompletionRun)
+	}
+	if got := step((*Lock).ForgetCompletion); got != MaxCompletionRun {
+		t.Fatalf("CompletedRun %d before the forget", got)
+	}
+	if got := step(nil); got != -1 {
+		t.Fatalf("after ForgetCompletion: CompletedRun %d, want -1", got)
+	}
+}

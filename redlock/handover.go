@@ -212,6 +212,9 @@ func (l *Lock) handOver(ctx context.Context, w *waiter, until time.Time, ho hand
 	token := newToken(req.lc.suffix)
 	start := time.Now()
 	until = minTime(until, start.Add(req.ttl-driftAllowance(req.ttl, c.cfg.driftFactor)))
+	if rec := l.written(); rec != nil && req.lc.rec != nil && req.lc.rec.id == rec.id {
+		req.look.notice(rec.run) // the waiter may have left the queue noticeRecord walks
+	}
 	known := req.lc.rec == nil || req.look.knownFound() || req.look.clearSince(l.chainStart)
 	early := confirmed && !req.lc.fencing && known && time.Until(until) > 2*c.cfg.nodeTimeout+lossGuard(req.ttl)
 	deadline := start.Add(c.cfg.nodeTimeout)
@@ -222,7 +225,8 @@ func (l *Lock) handOver(ctx context.Context, w *waiter, until time.Time, ho hand
 	if early {
 		settled = make(chan struct{})
 		next = c.newLock(k, token, 0, req.ttl, start, until, req.lc)
-		next.found, next.chainStart = req.look.knownFound(), l.chainStart
+		next.found, next.foundRun = req.look.known()
+		next.chainStart = l.chainStart
 		next.mu.Lock()
 		next.handoff.unconfirmed, next.handoff.settled = true, settled
 		next.handoff.jumps, next.handoff.firstJump = ho.jumps, ho.firstJump
@@ -435,7 +439,8 @@ func (c *Client) handedLock(r *round, k keys, token string, start time.Time, req
 		}
 	}
 	next := c.newLock(k, token, fence, req.ttl, start, until, req.lc)
-	next.found = r.seen > 0 || req.look.knownFound()
+	found, run := req.look.known()
+	next.found, next.foundRun = r.seen > 0 || found, max(r.run, run)
 	return next, nil
 }
 

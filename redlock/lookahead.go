@@ -17,6 +17,10 @@ type lookAhead struct {
 	mu    sync.Mutex
 	done  bool      // a quorum answered, or one node found the record
 	found bool      // the record exists (the look-up, or a local holder of the same id wrote it)
+	run   int       // its run, when found
+	// forgot: when a local holder's release deleted the record
+	// (ForgetCompletion): a look-up sent before says nothing.
+	forgot time.Time
 	at    time.Time // when the look-up was sent
 	// after is the start of the chain the look-up was sent after
 	// (refreshLooks): at may equal it on a coarse clock.
@@ -41,19 +45,31 @@ func (la *lookAhead) clearSince(chainStart time.Time) bool {
 
 // knownFound reports whether the record is known to exist.
 func (la *lookAhead) knownFound() bool {
+	found, _ := la.known()
+	return found
+}
+
+// known reports whether the record is known to exist, and its run.
+func (la *lookAhead) known() (bool, int) {
 	if la == nil {
-		return false
+		return false, 0
 	}
 	la.mu.Lock()
 	defer la.mu.Unlock()
-	return la.found
+	return la.found, la.run
 }
 
-// notice records that a lock of this Client wrote the record.
-func (la *lookAhead) notice() {
+// notice records that a lock of this Client wrote the record with run, or
+// deleted it (forgetRun): then nothing is known of it until a look-up or a
+// round tells.
+func (la *lookAhead) notice(run int) {
 	la.mu.Lock()
-	la.found = true
-	la.mu.Unlock()
+	defer la.mu.Unlock()
+	if run == forgetRun {
+		la.found, la.done, la.run, la.forgot = false, false, 0, time.Now()
+		return
+	}
+	la.found, la.run = true, max(la.run, run)
 }
 
 // lookUp sends req's look-up to every node and records the answer: found
@@ -72,6 +88,16 @@ func (c *Client) lookUp(k keys, req *handoffReq, after time.Time) {
 	la := req.look
 	la.mu.Lock()
 	defer la.mu.Unlock()
+	if !start.After(la.forgot) {
+		return
+	}
+	for i := range r.slots {
+		if r.slots[i].out == outOK && r.answered&(1<<i) != 0 {
+			if run, _, ok := decodeScore(r.slots[i].val); ok {
+				la.run = max(la.run, run)
+			}
+		}
+	}
 	la.found = la.found || r.t.ok > 0
 	if la.found || !start.Before(la.at) { // a look-up sent earlier answers after a later one: keep the later
 		la.done = la.found || r.t.refused >= c.q
@@ -119,10 +145,10 @@ func (l *Lock) noticeRecord() {
 	if l.written() == nil || l.turn == nil {
 		return
 	}
-	id := l.record.id
+	id, run := l.record.id, l.record.run
 	l.turn.lookers(true, func(req *handoffReq) {
 		if req.lc.rec.id == id {
-			req.look.notice()
+			req.look.notice(run)
 		}
 	})
 }

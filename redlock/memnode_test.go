@@ -296,16 +296,21 @@ func (m *memNode) execRecord(op string, a []any, c *redis.Cmd) bool {
 }
 
 // writeRecord is lua/record.lua: the release scripts' write of a completion
-// record, given the record's set and its arguments (id, window, time).
+// record, given the record's set and its arguments (id, window, time,
+// scaled as record.lua's).
 func (m *memNode) writeRecord(key string, argv []any) {
 	m.calls["record"]++
 	z := m.zset(key, true)
-	now := float64(num(argv[2]))
+	window, now := num(argv[1]), num(argv[2])
+	if window < 0 {
+		delete(z.m, str(argv[0]))
+		return
+	}
 	for k, v := range z.m {
-		if v <= now {
+		if v <= float64(now+runScale-1) {
 			delete(z.m, k)
 		}
 	}
-	z.m[str(argv[0])] = now + float64(num(argv[1]))
-	z.exp = time.Now().Add(time.Duration(num(argv[1])) * time.Millisecond)
+	z.m[str(argv[0])] = float64(now + window)
+	z.exp = time.Now().Add(time.Duration(window/runScale) * time.Millisecond)
 }

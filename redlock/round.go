@@ -31,6 +31,7 @@ type round struct {
 	calls    []call // room for one call per node
 	t        tally
 	seen     int  // nodes where the call's look-up found its record (completion.go)
+	run      int  // the largest run of the records found
 	busy     bool // counted in the client's busy until its caller stops waiting
 	// refs counts who may still touch the round: its caller until free, and
 	// each queued call until its node sent the reply. The last one returns
@@ -90,7 +91,7 @@ func (c *Client) newRound(op, resource string, mask uint64, need int) *round {
 		r = &round{c: c, in: make([]reply, n), wake: make(chan struct{}, 1), slots: make([]slot, n), calls: make([]call, n)}
 	}
 	r.op, r.resource, r.pending, r.t, r.busy = op, resource, mask, tally{need: need}, true
-	r.seen = 0
+	r.seen, r.run = 0, 0
 	return r
 }
 
@@ -233,8 +234,9 @@ func (r *round) record(rep reply, o outcome) {
 	if o == outFailed && rep.err != nil {
 		r.slots[rep.node].err = rep.err // reported by the node's worker
 	}
-	if rep.seen {
+	if rep.seen > 0 {
 		r.seen++
+		r.run = max(r.run, rep.seen-1)
 	}
 	r.t.add(o)
 }

@@ -2,15 +2,24 @@
 -- release_many, turn, slot_release, slot_turn): they write the releasing
 -- holder's completion record (completion.go) with record(key, id, window,
 -- now), in the same call, once they found the key still held by its token.
--- It drops the entries of the record set key past their expiry, adds id
--- expiring window ms after now (the writer's clock, in ms), and keeps the
--- set a window past it. Written after the release's own writes: a server
--- at maxmemory refuses a script's first write that may grow memory, not a
--- later one, so a key released here has its record.
+-- Scores are in ms times 1024 (completion.go, runScale): now is the
+-- writer's time so scaled, window the record's window so scaled plus its
+-- run, or -1 to delete the record instead. It drops the entries of the
+-- record set key past their expiry, adds id scored now + window, and keeps
+-- the set a window past it. Numbers go to redis.call as '%.0f' strings:
+-- Lua's own conversion keeps 14 digits, a score has 16. Written after the
+-- release's own writes: a server at maxmemory refuses a script's first
+-- write that may grow memory, not a later one, so a key released here has
+-- its record.
 -- KEYS: none of its own.
 -- Returns nothing: record(key, id, window, now) returns nothing.
 local function record(key, id, window, now)
-	redis.call('ZREMRANGEBYSCORE', key, '-inf', now)
-	redis.call('ZADD', key, now + window, id)
-	redis.call('PEXPIRE', key, window)
+	window, now = tonumber(window), tonumber(now)
+	if window < 0 then
+		redis.call('ZREM', key, id)
+		return
+	end
+	redis.call('ZREMRANGEBYSCORE', key, '-inf', string.format('%.0f', now + 1023))
+	redis.call('ZADD', key, string.format('%.0f', now + window), id)
+	redis.call('PEXPIRE', key, string.format('%.0f', math.floor(window / 1024)))
 end
