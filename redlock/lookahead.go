@@ -15,13 +15,13 @@ import (
 // concurrent use.
 type lookAhead struct {
 	mu    sync.Mutex
-	done  bool      // a quorum answered, or one node found the record
-	found bool      // the record exists (the look-up, or a local holder of the same id wrote it)
-	run   int       // its run, when found
+	done  bool // a quorum answered, or one node found the record
+	found bool // the record exists (the look-up, or a local holder of the same id wrote it)
+	run   int  // its run, when found
 	// forgot: when a local holder's release deleted the record
 	// (ForgetCompletion): a look-up sent before says nothing.
 	forgot time.Time
-	at    time.Time // when the look-up was sent
+	at     time.Time // when the look-up was sent
 	// after is the start of the chain the look-up was sent after
 	// (refreshLooks): at may equal it on a coarse clock.
 	after time.Time
