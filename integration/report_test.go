@@ -259,39 +259,78 @@ const reportOnce = `## Once: what the completion record covers
 asynq delivers a task at least once: when the broker cannot record that a task completed (it was
 down or failed over, the worker lost its lease or was killed after the handler returned), it runs
 the task again later. The lock already orders every run of a resource, so it also records
-completions: when a handler returns nil under a lock that was kept to its end, the release's own
-round writes a **completion record** of the task on every lock node that still holds the lock
-(the task's original ID, type and payload, hashed; a parked copy ` + "`id~rN`" + ` counts as its original),
-kept for ` + "`middleware.WithCompletionWindow`" + ` (default 1h; ` + "`WORKER_COMPLETION_WINDOW`" + `). The next
-delivery's acquisition looks for it in its own round; finding it on one node that answers is
-enough, and the task completes without running its handler (` + "`EventRedeliverySkipped`" + `, the
-` + "`asynqlock.redelivery_skipped`" + ` span event, a Debug line).
+completions: when a handler returns nil under a lock that was kept to its end, the release writes
+a **completion record** of that run, kept for ` + "`" + `middleware.WithCompletionWindow` + "`" + ` (default 1h;
+` + "`" + `WORKER_COMPLETION_WINDOW` + "`" + `). The release's own script call writes it, on each lock node where the
+lock's key still held its token, in the same step as the release there: no call of its own, and a
+release confirmed by a majority has its record on that majority (a node that cannot store the
+record fails the release's call there, and a release short of a majority is ` + "`" + `ErrQuorum` + "`" + `). The
+next delivery's acquisition looks for it in its own round (a ` + "`" + `ZSCORE` + "`" + ` pipelined just after the
+acquisition's command on each node); finding it on one node that answers is enough.
+
+**A record names one run of one enqueue, not an ID.** asynq reuses task IDs on purpose: a fixed
+` + "`" + `TaskID` + "`" + ` enqueued again once the last task is gone, asynq's de-duplication of a periodic task (a
+fixed ` + "`" + `TaskID` + "`" + ` with ` + "`" + `Retention` + "`" + `), an operator's ` + "`" + `Inspector.RunTask` + "`" + ` of a kept task. Its task
+message carries no per-enqueue nonce, so the record names the task (its original ID, type and
+payload, hashed; a parked copy ` + "`" + `id~rN` + "`" + ` counts as its original) and the **run**: asynq's retry count
+as the handler saw it (` + "`" + `asynq.GetRetryCount` + "`" + `; a copy counts on from the delivery that made it,
+whose count it carries in the ` + "`" + `asynqlock-retried` + "`" + ` header). A delivery that finds the record
+completes without running its handler only if **its retry count is above the record's run**
+(` + "`" + `EventRedeliverySkipped` + "`" + `, the ` + "`" + `asynqlock.redelivery_skipped` + "`" + ` span event, a Debug line). Any other
+delivery that finds it runs, and its release deletes that record (so that its own retries are not
+taken for re-deliveries of the other work); its success writes its own.
+
+Why the count tells (asynq v0.26's source): a task whose completion the broker missed is still
+the same task in the broker, and asynq brings it back only through its recoverer. The processor
+writes nothing once a lease has lapsed (` + "`" + `markAsDone` + "`" + `, ` + "`" + `markAsComplete` + "`" + ` and ` + "`" + `retry` + "`" + ` return at once,
+"let recoverer take care of it"), and its syncer gives up at the lease's deadline; the recoverer
+(` + "`" + `recoverer.go` + "`" + `) retries every active task whose lease expired 30s ago with ` + "`" + `ErrLeaseExpired` + "`" + `, and
+` + "`" + `rdb.Retry` + "`" + ` adds one to the task's count when ` + "`" + `IsFailure` + "`" + ` says so (asynq's default and
+` + "`" + `middleware.IsFailure` + "`" + ` both do), or archives it when the count is spent. Nothing lowers a task's
+count; conflicts and parking are not failures and leave it. So the re-delivery of a run that
+completed at count n comes back at n+1 or more. A fresh enqueue starts at 0 and ` + "`" + `Inspector.RunTask` + "`" + `
+keeps the count the task had: neither is above the run of the record they meet.
 
 - **Covered**: a task whose handler returned nil and whose release round reached a majority is
-  never run again within the window, whatever asynq does: broker outages and restarts, a worker
-  that lost its lease, a worker killed or paused after the release. The integration tests run on
-  real ` + "`redis-server`" + ` processes and asynq servers, each beside a control with records off:
-  - ` + "`TestOnceAcrossABrokerOutage`" + ` (AOF broker SIGKILLed for 10s, a lock node restarted empty)
-    finds every task run once and every SKU exact (6 re-deliveries skipped in the run of
-    2026-11-28); its control ran 9 of 300 tasks twice.
-  - ` + "`TestOnceWorkerKilledBeforeAck`" + ` and ` + "`TestOnceWorkerPausedPastItsLease`" + `: a worker process
+  not run again within the window when asynq re-delivers it: broker outages and restarts, a
+  worker that lost its lease, a worker killed or paused after the release. A fresh enqueue that
+  reuses the ID and payload, and an operator's re-run, run as with plain asynq. The integration
+  tests run on real ` + "`" + `redis-server` + "`" + ` processes and asynq servers, each beside a control:
+  - ` + "`" + `TestOnceAcrossABrokerOutage` + "`" + ` (AOF broker SIGKILLed for 10s, a lock node restarted empty)
+    finds every task run once and every SKU exact; its control, records off, runs some tasks
+    twice.
+  - ` + "`" + `TestOnceWorkerKilledBeforeAck` + "`" + ` and ` + "`" + `TestOnceWorkerPausedPastItsLease` + "`" + `: a worker process
     whose handlers returned nil and whose locks were released is SIGKILLed, or SIGSTOPped until
-    its tasks' leases have lapsed in it (32.6s in the run of 2026-11-29) and then continued,
-    before asynq acknowledged any of its 4 tasks; a fresh worker's recoverer brings all 4 back
-    (the tests move the expired leases back in the broker rather than wait for the recoverer's
-    margin and pass, about a minute: the re-delivery itself is asynq's). With records the 4
-    re-deliveries are skipped and each task is applied once, the one whose first run failed
-    included (its retry ran: a failure leaves no record); the control applies each twice. A
-    worker continued past its lease does not acknowledge (asynq's processor writes nothing once
-    the lease has lapsed and leaves the task to its recoverer), so asynq does not prevent that
-    re-run: the record does.
-  - ` + "`TestOnceParkedCopies`" + `: a task and its parked copies (` + "`~rN`" + `), run again by an operator, are
-    applied once between them; the control applies each twice.
+    its tasks' leases have lapsed in it and then continued, before asynq acknowledged any of its
+    4 tasks; a fresh worker's recoverer brings all 4 back (the tests move the expired leases back
+    in the broker rather than wait for the recoverer's margin and pass, about a minute: the
+    re-delivery itself is asynq's). With records the 4 re-deliveries are skipped and each task is
+    applied once, the one whose first run failed included (its retry ran: a failure leaves no
+    record); the control applies each twice.
+  - ` + "`" + `TestOnceReusedTaskIDRuns` + "`" + ` (a fixed ` + "`" + `TaskID` + "`" + ` enqueued 8 times, each after the last finished),
+    ` + "`" + `TestOnceTaskIDWithRetentionRunsEachPeriod` + "`" + ` (a fixed ` + "`" + `TaskID` + "`" + ` with ` + "`" + `Retention(1s)` + "`" + `, 3
+    periods) and ` + "`" + `TestOnceOperatorRerunRuns` + "`" + ` (` + "`" + `RunTask` + "`" + ` of a kept completed task): 8 runs, 3 and
+    2, as plain asynq beside them; records that named an ID ran 1, 1 and 1.
+  - ` + "`" + `TestOnceParkedCopiesRerunByAnOperator` + "`" + `: an operator's re-runs of archived tasks whose parked
+    copies completed run, records on as off.
+- **Where a re-delivery and a fresh run cannot be told apart, the task runs** (asynq's
+  at-least-once): a handler that returned nil after asynq's shutdown gave up on it (` + "`" + `Requeue` + "`" + ` at
+  ` + "`" + `ShutdownTimeout` + "`" + ` keeps the count); an ` + "`" + `IsFailure` + "`" + ` of yours that does not count
+  ` + "`" + `asynq.ErrLeaseExpired` + "`" + `; a re-delivery after ` + "`" + `Inspector.RunTask` + "`" + ` of a task asynq archived when it
+  missed the completion (a ` + "`" + `MaxRetry(0)` + "`" + ` task: its recoverer archives it, ` + "`" + `LastErr` + "`" + ` "asynq: task
+  lease expired", before any handler runs; running it again is a new run).
+- **The one fresh enqueue taken for a re-delivery**: a task reusing the ID and payload of one
+  completed within the window, whose own earlier delivery failed before it reached its lock (its
+  worker killed between asynq's dequeue and the lock's first round, or an acquisition error asynq
+  counted), comes back with a count above the old run: nothing asynq keeps (ID, payload, count,
+  last error) tells it from a re-delivery. A delivery that reached its lock deletes the old record,
+  so this takes a failure in that first step. Enqueue fresh work under a fresh ID (or another
+  payload), or turn records off for such tasks, where that matters.
 - **Not covered, and how to close it**: a worker killed (or a lock lost) between the handler's
   return and its release round leaves no record, and the task runs again. Make the handler's
-  effect idempotent with the task's stable key (` + "`middleware.TaskKeyFromContext`" + `): apply it only
-  if ` + "`(resource, key)`" + ` was not applied yet, in the same transaction or script as the effect
-  (` + "`examples/inventory`" + `), and pass the lock's fence where storage can check it. A handler that
+  effect idempotent with the task's stable key (` + "`" + `middleware.TaskKeyFromContext` + "`" + `): apply it only
+  if ` + "`" + `(resource, key)` + "`" + ` was not applied yet, in the same transaction or script as the effect
+  (` + "`" + `examples/inventory` + "`" + `), and pass the lock's fence where storage can check it. A handler that
   failed, or whose lock was lost, leaves no record: its retry runs.
 - **Node failures**: the record is written with the release, on a majority at least; any later
   majority meets one of those nodes, so one node that restarts empty (after the TTL, as
@@ -301,11 +340,14 @@ enough, and the task completes without running its handler (` + "`EventRedeliver
   expired for 30s more, at its recoverer's next pass (every minute), after the task's retry
   delay; an outage of the broker delays that by its length. The default hour covers outages of
   up to about 55 minutes; records take about 150 bytes each on every lock node for the window
-  (docs/OPERATIONS.md, "Sizing completion records").
+  (docs/OPERATIONS.md, "Sizing completion records"). A record's score holds its expiry and its
+  run (expiry in ms × 1024 + run): the look-up stays one ` + "`" + `ZSCORE` + "`" + `, and a delivery that meets no
+  record makes no call to the broker or the nodes beyond its lock's.
 - **Hand-overs**: a task waiting behind another task of its process looks its record up as it
   starts to wait, so that a hand-over stays early (no extra round); a local holder of the same
-  task tells it directly, and a hand-over whose chain of local holders began after that look-up
-  waits for its round, which looks again (` + "`redlock/lookahead.go`" + ` has the argument).
+  task tells it directly (its record's run, or that its release deletes the record), and a
+  hand-over whose chain of local holders began after that look-up waits for its round, which
+  looks again (` + "`" + `redlock/lookahead.go` + "`" + ` has the argument).
 
 `
 

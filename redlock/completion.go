@@ -117,10 +117,14 @@ type completionRecord struct {
 const (
 	runScale  = 1024
 	forgetRun = -1
+	// oldFormatBound: scores below are expiries in ms (until the year
+	// 5138), not scaled ones (from 1973 on).
+	oldFormatBound = 1e14
 )
 
 // decodeScore splits a record's score (ZSCORE's reply) into its run and its
-// expiry in Unix ms; ok is false for a reply that is no score.
+// expiry in Unix ms; ok is false for a reply that is no score, or one of the
+// format before runs (an expiry in ms, not scaled), which is not read.
 func decodeScore(v any) (run int, expiry int64, ok bool) {
 	var f float64
 	switch v := v.(type) {
@@ -135,6 +139,9 @@ func decodeScore(v any) (run int, expiry int64, ok bool) {
 		return 0, 0, false
 	}
 	s := int64(f)
+	if s < oldFormatBound {
+		return 0, 0, false
+	}
 	return int(s % runScale), s / runScale, true
 }
 

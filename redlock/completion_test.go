@@ -364,8 +364,13 @@ func TestLimitedLockWritesItsRecord(t *testing.T) {
 // -1. On the embedded Redis, through the release scripts themselves.
 func TestRecordKeepsItsRun(t *testing.T) {
 	ctx := context.Background()
-	c, _ := embeddedClient(t)
+	c, raw := embeddedClient(t)
 	once := WithCompletion("t", time.Hour)
+	// A record of the format before runs (its expiry in ms) is not read.
+	old := float64(time.Now().Add(time.Hour).UnixMilli())
+	if err := raw.ZAdd(ctx, keyOf(c.cfg.prefix, "r")+recordSuffix, redis.Z{Score: old, Member: "t"}).Err(); err != nil {
+		t.Fatal(err)
+	}
 	step := func(mark func(*Lock) error) int {
 		t.Helper()
 		l, err := c.TryAcquire(ctx, "r", 5*time.Second, once)
@@ -385,7 +390,7 @@ func TestRecordKeepsItsRun(t *testing.T) {
 	}
 	record := func(n int) func(*Lock) error { return func(l *Lock) error { return l.RecordCompletionRun(n) } }
 	if got := step(record(3)); got != -1 {
-		t.Fatalf("no record yet: CompletedRun %d, want -1", got)
+		t.Fatalf("only an old-format record: CompletedRun %d, want -1", got)
 	}
 	if got := step(record(MaxCompletionRun + 5)); got != 3 {
 		t.Fatalf("CompletedRun %d, want 3", got)

@@ -134,6 +134,9 @@ func classifyLook(rep reply) outcome {
 	case rep.err != nil:
 		return outFailed
 	}
+	if _, _, ok := decodeScore(rep.val); !ok {
+		return outRefused // a record of the format before runs is not read
+	}
 	return outOK
 }
 
