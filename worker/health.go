@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/asynqlock/asynqlock/internal/lockadmin"
+	"github.com/asynqlock/asynqlock/internal/statelog"
 	"github.com/asynqlock/asynqlock/redlock"
 )
 
@@ -28,9 +29,10 @@ type health struct {
 	probed    bool
 	ready     bool
 	brokerErr error
-	nodeErr   []error // per lock node, nil while it answers
-	lockState string  // "ok", "degraded" or "no quorum"
-	body      string  // /readyz's body
+	broker    statelog.State   // the broker's reachability, logged once per change
+	nodes     []statelog.State // per lock node
+	lockState string           // "ok", "degraded" or "no quorum"
+	body      string           // /readyz's body
 }
 
 // probe is what one readiness probe found.
@@ -80,7 +82,11 @@ func (h *health) update(p probe) bool {
 	defer h.mu.Unlock()
 	first := !h.probed
 	if first {
-		h.nodeErr = make([]error, len(p.nodes))
+		h.broker.Settle = statelog.Settle
+		h.nodes = make([]statelog.State, len(p.nodes))
+		for i := range h.nodes {
+			h.nodes[i].Settle = statelog.Settle
+		}
 	}
 	h.updateBroker(p.brokerErr, first)
 	down := h.updateNodes(p.nodes, first)
@@ -122,38 +128,31 @@ func (h *health) logReadiness(ready bool) {
 }
 
 func (h *health) updateBroker(err error, first bool) {
-	if first || (h.brokerErr == nil) != (err == nil) {
-		if err != nil {
-			h.log.Warn("broker unreachable", "addr", h.brokerAddr, "err", err)
-		} else if !first {
-			h.log.Info("broker reachable again", "addr", h.brokerAddr)
-			h.recover(h.brokerAddr, true)
-		}
+	if err != nil {
+		h.broker.Fail(h.log, slog.LevelWarn, "broker unreachable", err, "addr", h.brokerAddr)
+	} else if h.broker.OK(h.log, "broker reachable again", "addr", h.brokerAddr) {
+		h.recover(h.brokerAddr, true)
 	}
 	h.brokerErr = err
 	boolGauge(h.m.brokerUp, err == nil)
 }
 
-// updateNodes logs each node that went down or came back, and returns the
-// down ones, described with their causes.
+// updateNodes logs each node that went down or came back (through
+// internal/statelog: a flapping node is one outage), and returns the down
+// ones, described with their causes.
 func (h *health) updateNodes(nodes []lockadmin.NodeStatus, first bool) []string {
 	var down []string
 	for i, n := range nodes {
 		if first {
 			h.m.nodeErrors.WithLabelValues(n.Addr) // the series exists from the first probe on
 		}
-		was := h.nodeErr[i]
-		if (first || was == nil) && n.Err != nil {
-			h.log.Warn("lock node unreachable", "node", i, "addr", n.Addr, "err", cause(n.Err))
-		} else if was != nil && n.Err == nil {
-			h.log.Info("lock node reachable again", "node", i, "addr", n.Addr)
+		if n.Err != nil {
+			h.nodes[i].Fail(h.log, slog.LevelWarn, "lock node unreachable", cause(n.Err), "node", i, "addr", n.Addr)
+			down = append(down, fmt.Sprintf("node %d (%s): %v", i, n.Addr, cause(n.Err)))
+		} else if h.nodes[i].OK(h.log, "lock node reachable again", "node", i, "addr", n.Addr) {
 			h.recover(n.Addr, false)
 		}
-		h.nodeErr[i] = n.Err
 		boolGauge(h.m.nodeUp.WithLabelValues(n.Addr), n.Err == nil)
-		if n.Err != nil {
-			down = append(down, fmt.Sprintf("node %d (%s): %v", i, n.Addr, cause(n.Err)))
-		}
 	}
 	return down
 }
