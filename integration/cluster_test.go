@@ -195,7 +195,7 @@ func clusterCheckCase(t *testing.T, urls []string, addrs [][]string) {
 	}
 	defer cl.ConfigSet(ctx, "maxmemory", "0")
 	c := newClusterLocks(t, urls)
-	reports, err := c.Check(ctx)
+	reports, err := c.Admin().Check(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -222,7 +222,7 @@ func clusterCheckCase(t *testing.T, urls []string, addrs [][]string) {
 	}
 	// The operator's check keeps such nodes to report them.
 	again := newClusterLocks(t, twice, redlock.WithInspectOnly())
-	reports, err = again.Check(ctx)
+	reports, err = again.Admin().Check(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -245,7 +245,7 @@ func TestClusterMemberAsSingleServer(t *testing.T) {
 	}
 	// The operator's check keeps such a node to report it.
 	c := newClusterLocks(t, urls, redlock.WithInspectOnly())
-	reports, err := c.Check(context.Background())
+	reports, err := c.Admin().Check(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}

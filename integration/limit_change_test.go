@@ -2,6 +2,7 @@ package integration
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strconv"
@@ -103,8 +104,11 @@ func startSide(t *testing.T, nodes *redistest.Cluster, broker *redistest.Node, h
 	return side
 }
 
+// errOtherLimit is the control's refusal.
+var errOtherLimit = errors.New("resource used with another limit")
+
 // refusing is the control's rule before this one: a task whose resource
-// the nodes mark with another limit fails with ErrLimitMismatch.
+// the nodes mark with another limit fails with errOtherLimit.
 func refusing(lc *redlock.Client, limit int, next asynq.Handler) asynq.Handler {
 	return asynq.HandlerFunc(func(ctx context.Context, task *asynq.Task) error {
 		states, err := lc.Inspect(ctx, "task:"+task.Type()+":"+task.Type())
@@ -113,7 +117,7 @@ func refusing(lc *redlock.Client, limit int, next asynq.Handler) asynq.Handler {
 		}
 		for _, s := range states {
 			if len(s.Limits) > 0 && !slices.Equal(s.Limits, []int{limit}) {
-				return fmt.Errorf("%w: the nodes mark limits %v, here %d", redlock.ErrLimitMismatch, s.Limits, limit)
+				return fmt.Errorf("%w: the nodes mark limits %v, here %d", errOtherLimit, s.Limits, limit)
 			}
 		}
 		return next.ProcessTask(ctx, task)

@@ -126,7 +126,7 @@ func holdEverySlot(t *testing.T, holder, other *redlock.Client, res string, n in
 
 // TestLimitChangeOnServers: on redis-server nodes, a caller with another
 // limit shares the slots (at most the larger limit held), and a caller
-// without a limit waits for the slots (ErrLocked with ErrLimitMismatch).
+// without a limit waits for the slots (ErrLocked).
 func TestLimitChangeOnServers(t *testing.T) {
 	c := redistest.StartCluster(t, 3)
 	a := urlLockClient(t, c, redlock.WithNodeTimeout(time.Second))

@@ -74,7 +74,7 @@ func (m *mw) startWait(ctx context.Context, res string) (context.Context, trace.
 // ended the wait, a child span, from the lock client that knows it.
 func (m *mw) endWait(span trace.Span, rounds int, err error) {
 	if span.IsRecording() {
-		span.SetAttributes(attrOutcome.String(string(redlock.OutcomeOf(err))), attrRounds.Int(rounds))
+		span.SetAttributes(attrOutcome.String(redlock.OutcomeOf(err)), attrRounds.Int(rounds))
 		if err != nil && !errors.Is(err, redlock.ErrLocked) {
 			span.SetStatus(codes.Error, err.Error())
 		}

@@ -11,7 +11,7 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// NodeReport is what Check learned of one lock node: who it is, how far its
+// NodeReport is what Admin.Check learned of one lock node: who it is, how far its
 // clock is from ours, and the settings Redlock's guarantee depends on.
 type NodeReport struct {
 	Node    int    // index in the node list
@@ -127,7 +127,9 @@ func (r NodeReport) Problems() []string {
 // that fails has Err set; the error is reserved for bad input, a closed
 // client and the end of ctx. On a client just made it first waits, at most
 // 4 node timeouts, for the nodes to be dialed and their scripts loaded.
-func (c *Client) Check(ctx context.Context) ([]NodeReport, error) {
+func (a Admin) Check(ctx context.Context) ([]NodeReport, error) { return a.c.check(ctx) }
+
+func (c *Client) check(ctx context.Context) ([]NodeReport, error) {
 	if ctx == nil {
 		return nil, invalidf("nil context")
 	}

@@ -166,7 +166,7 @@ func nodeIdentity(i int, cl redis.UniversalClient) string {
 // 127.0.0.1, or /0 and /1) is refused (ErrSameServer), and so is a node no
 // retry would make usable (ErrMisconfigured: a wrong password, NOAUTH, an
 // ACL denial, an unknown command, a Redis Cluster member). A node that does
-// not answer yet is not refused: Check reports it later.
+// not answer yet is not refused: Admin.Check reports it later.
 func NewFromURLs(urls []string, opts ...Option) (*Client, error) {
 	if len(urls) == 0 {
 		return nil, invalidf("no node URLs given")

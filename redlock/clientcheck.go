@@ -225,7 +225,7 @@ func runIDs(r NodeReport) []string {
 // a node that does not answer is left to the lock's own calls (it may be
 // down for now).
 func (c *Client) firstContact(names []string) error {
-	reports, err := c.Check(context.Background())
+	reports, err := c.check(context.Background())
 	if err != nil {
 		return err
 	}

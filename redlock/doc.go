@@ -27,7 +27,7 @@
 // ([Lock.Slot]) that is a quorum lock of its own; callers that give one
 // resource different limits (a change of n rolling out) share it with at
 // most the largest n holding it at once, reported by [EventLimitChange].
-// [Client.Inspect] shows who holds a resource on each node, [Client.Check]
+// [Client.Inspect] shows who holds a resource on each node, [Client.Admin]'s Check
 // each node's identity, clock and settings. [WithObserver] feeds metrics.
 //
 // The guarantee rests on assumptions (bounded clock drift, nodes that stay

@@ -28,14 +28,6 @@ var (
 	// ErrInvalid marks bad input: an empty resource, a bad TTL, bad nodes or
 	// options. The message names what is wrong.
 	ErrInvalid = errors.New("redlock: invalid argument")
-	// ErrLimitMismatch marks a resource used with different limits
-	// (WithLimit) at once, as while a change of n rolls out. Such callers
-	// are no longer refused (docs/REDLOCK.md, "Changing n"): it is the Err
-	// of an EventLimitChange, and, beside ErrLocked, the error of a caller
-	// that found the resource held the other way (a plain lock where it
-	// wants a slot, or slots where it wants the plain lock), which waits as
-	// for any holder. Before, it failed such callers.
-	ErrLimitMismatch = errors.New("redlock: resource is used with another limit")
 	// ErrClosed means the Client was closed.
 	ErrClosed = errors.New("redlock: client closed")
 )
@@ -97,3 +89,10 @@ func (e *opError) Unwrap() []error {
 func invalidf(format string, args ...any) error {
 	return fmt.Errorf("%w: "+format, append([]any{ErrInvalid}, args...)...)
 }
+
+// errLimitMismatch marks a resource used with different limits (WithLimit)
+// at once, as while a change of n rolls out (docs/REDLOCK.md, "Changing
+// n"): the Err of an EventLimitChange and, beside ErrLocked, the error of a
+// caller that found the resource held the other way, which waits as for any
+// holder.
+var errLimitMismatch = errors.New("redlock: resource is used with another limit")

@@ -21,7 +21,7 @@ func ExampleClient_Inspect() {
 	defer client.Close()
 	ctx := context.Background()
 
-	lock, err := client.TryAcquire(ctx, "report:daily", time.Minute, redlock.WithHolder("job nightly-report"))
+	lock, err := client.TryAcquire(redlock.ContextWithHolder(ctx, "job nightly-report"), "report:daily", time.Minute)
 	if err != nil {
 		log.Fatal(err)
 	}

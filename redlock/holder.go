@@ -79,10 +79,7 @@ func (c *Client) holderSuffix(ctx context.Context, lc *lockConfig) string {
 	if !c.cfg.holderInfo {
 		return ""
 	}
-	name := lc.holder
-	if name == "" {
-		name, _ = ctx.Value(holderKey{}).(string)
-	}
+	name, _ := ctx.Value(holderKey{}).(string)
 	if name == "" {
 		return c.procHolder
 	}
@@ -109,19 +106,15 @@ func truncateName(name string) string {
 type holderKey struct{}
 
 // ContextWithHolder returns a context whose acquisitions name their holder
-// name (see Holder.Name) unless WithHolder says otherwise. It lets code that
-// runs a handler (an asynq server, a cron runner) name what holds the lock
-// without reaching into the code that takes it.
+// (Holder.Name), e.g. a task type and id or a job name; the host and process
+// id are always recorded unless the client has WithHolderInfo(false). It
+// lets code that runs a handler (an asynq server, a cron runner) name what
+// holds the lock without reaching into the code that takes it. Names longer
+// than 100 bytes are cut; never put a secret in one: anyone who can read the
+// lock nodes can read it.
 func ContextWithHolder(ctx context.Context, name string) context.Context {
 	return context.WithValue(ctx, holderKey{}, name)
 }
-
-// WithHolder names what holds the lock, e.g. a task type and id or a job
-// name; the host and process id are always recorded unless the client has
-// WithHolderInfo(false). Names longer than 100 bytes are cut; never put a
-// secret in it: anyone who can read the lock nodes can read it. Default: the
-// name from ContextWithHolder, else none.
-func WithHolder(name string) LockOption { return func(c *lockConfig) { c.holder = name } }
 
 // WithHolderInfo turns the holder description in lock values on or off.
 // Off, a lock's value is its random token alone and operators see no holder.

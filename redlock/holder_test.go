@@ -16,7 +16,7 @@ func TestHolderTravelsInTheLockValue(t *testing.T) {
 	c, raw := embeddedClient(t)
 	host, _ := os.Hostname()
 	name := "inventory:update a|b&c=d é" // separators and non-ASCII survive
-	l, err := c.TryAcquire(ctx, "sku-1", 5*time.Second, WithHolder(name))
+	l, err := c.TryAcquire(ContextWithHolder(ctx, name), "sku-1", 5*time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -49,8 +49,8 @@ func TestHolderTravelsInTheLockValue(t *testing.T) {
 	}
 }
 
-// TestHolderFromContextAndOff: ContextWithHolder names the holder when no
-// WithHolder does; WithHolderInfo(false) stores the random token alone.
+// TestHolderFromContextAndOff: ContextWithHolder names the holder (the
+// innermost name wins); WithHolderInfo(false) stores the random token alone.
 func TestHolderFromContextAndOff(t *testing.T) {
 	ctx := within(t, 10*time.Second)
 	c, _ := embeddedClient(t)
@@ -61,16 +61,16 @@ func TestHolderFromContextAndOff(t *testing.T) {
 	if got := holderOf(l.Token()).Name; got != "job nightly" {
 		t.Fatalf("holder name %q from the context, want %q", got, "job nightly")
 	}
-	l2, err := c.TryAcquire(ContextWithHolder(ctx, "job nightly"), "b", 5*time.Second, WithHolder("explicit"))
+	l2, err := c.TryAcquire(ContextWithHolder(ContextWithHolder(ctx, "job nightly"), "inner"), "b", 5*time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := holderOf(l2.Token()).Name; got != "explicit" {
-		t.Fatalf("holder name %q, want WithHolder's %q", got, "explicit")
+	if got := holderOf(l2.Token()).Name; got != "inner" {
+		t.Fatalf("holder name %q, want the innermost context's %q", got, "inner")
 	}
 
 	off, _ := embeddedClient(t, WithHolderInfo(false))
-	l3, err := off.TryAcquire(ContextWithHolder(ctx, "job nightly"), "c", 5*time.Second, WithHolder("x"))
+	l3, err := off.TryAcquire(ContextWithHolder(ctx, "job nightly"), "c", 5*time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -88,7 +88,7 @@ func TestHolderNameIsCut(t *testing.T) {
 	ctx := within(t, 10*time.Second)
 	c, _ := embeddedClient(t)
 	long := strings.Repeat("é", 200) // 400 bytes
-	l, err := c.TryAcquire(ctx, "r", 5*time.Second, WithHolder(long))
+	l, err := c.TryAcquire(ContextWithHolder(ctx, long), "r", 5*time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -31,14 +31,16 @@ type NodeState struct {
 // Held reports whether this node holds a lock key for the resource.
 func (s NodeState) Held() bool { return s.Token != "" }
 
-// Inspect asks every node who holds resource and for how long, waiting at
-// most the node timeout for each. A node that fails or times out has Err set;
-// the error is reserved for bad input and the end of ctx. A resource is held
-// by the token that a quorum of the nodes carry. It returns one state per
-// node, or, for a resource held WithLimit(n) (its mark is on some node),
-// one per slot and node, slot by slot (Slot, Limit): n × the nodes.
+// Inspect asks every node who holds resource and for how long, waiting for
+// each answer up to its I/O timeout (4 node timeouts, at least 200ms): a
+// read is not latency-bound, and a loaded node must not make a held lock
+// look free. A node that fails or times out has Err set; the error is
+// reserved for bad input and the end of ctx. A resource is held by the
+// token that a quorum of the nodes carry. It returns one state per node,
+// or, for a resource held WithLimit(n) (its mark is on some node), one per
+// slot and node, slot by slot (Slot, Limit): n × the nodes.
 func (c *Client) Inspect(ctx context.Context, resource string) ([]NodeState, error) {
-	return c.inspect(ctx, resource, c.cfg.nodeTimeout)
+	return c.inspect(ctx, resource, ioTimeout(c.cfg.nodeTimeout))
 }
 
 // inspect is Inspect with every node's answer awaited for at most timeout.

@@ -41,7 +41,7 @@ const markPrefix = "limit:"
 // slots below its n), so at most the largest n in use hold it at once; a
 // plain lock (no WithLimit, or WithLimit(1)) and slots take turns, and a
 // caller that finds the resource held the other way sees ErrLocked (with
-// ErrLimitMismatch) and waits in Acquire. The change is logged and observed
+// errLimitMismatch) and waits in Acquire. The change is logged and observed
 // (EventLimitChange) once per change (docs/REDLOCK.md, "Changing n"). n
 // must be in [1, MaxLimit]; WithLimit(1) is the
 // default, one holder. Waiters of a resource of n > 1 slots queue in FIFO
@@ -154,7 +154,7 @@ func classifySlot(rep reply) outcome {
 	return classifySet(rep)
 }
 
-// mismatchOf returns an error matching ErrLocked and ErrLimitMismatch when a
+// mismatchOf returns an error matching ErrLocked and errLimitMismatch when a
 // node of a failed round answered that the resource is held the other way:
 // by a plain lock for a slot round ('nolimit', limit > 1), by slots for a
 // plain turn round (its mark). The plain lock and slots take turns
@@ -179,7 +179,7 @@ func mismatchOf(r *round, k keys, limit int32) error {
 		slices.Sort(limits)
 		limits = slices.Compact(limits)
 		r.c.limitsInUse(k.resource, int(max(limit, 1)), limits)
-		return &opError{kinds: []error{ErrLocked, ErrLimitMismatch}, summary: fmt.Sprintf(
+		return &opError{kinds: []error{ErrLocked, errLimitMismatch}, summary: fmt.Sprintf(
 			"resource %q is used here with %s and on node %d with %s: they take turns", k.resource, limitsText([]int{int(max(limit, 1))}), i, limitText(other))}
 	}
 	return nil
@@ -220,7 +220,7 @@ func (c *Client) trySlots(ctx context.Context, resource string, ttl time.Duratio
 			}
 			return l, nil
 		}
-		if ctx.Err() != nil || errors.Is(err, ErrClosed) || errors.Is(err, ErrLimitMismatch) {
+		if ctx.Err() != nil || errors.Is(err, ErrClosed) || errors.Is(err, errLimitMismatch) {
 			return nil, err // a plain lock holds the resource: every slot refuses
 		}
 		all.add(err)

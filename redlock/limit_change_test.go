@@ -66,7 +66,7 @@ func TestLimitChangeSharesTheSlots(t *testing.T) {
 		held = append(held, l)
 	}
 	for _, n := range []int{5, 3, 2} {
-		if _, err := c.TryAcquire(ctx, "r", 30*time.Second, WithLimit(n)); !errors.Is(err, ErrLocked) || errors.Is(err, ErrLimitMismatch) {
+		if _, err := c.TryAcquire(ctx, "r", 30*time.Second, WithLimit(n)); !errors.Is(err, ErrLocked) || errors.Is(err, errLimitMismatch) {
 			t.Fatalf("WithLimit(%d) beside 5 holders: %v, want ErrLocked alone", n, err)
 		}
 	}
@@ -90,7 +90,7 @@ func TestLimitChangeSharesTheSlots(t *testing.T) {
 
 // TestLimitChangePlainAndSlotsTakeTurns: a plain lock and slots never
 // hold the resource together; each side waits for the other (ErrLocked and
-// ErrLimitMismatch from TryAcquire, a wait in Acquire), never refused.
+// errLimitMismatch from TryAcquire, a wait in Acquire), never refused.
 func TestLimitChangePlainAndSlotsTakeTurns(t *testing.T) {
 	ctx := context.Background()
 	var ev limitEvents

@@ -93,12 +93,12 @@ func (c *Client) limitsInUse(resource string, here int, limits []int) {
 	}
 	var e *opError
 	if len(limits) > 1 {
-		e = &opError{kinds: []error{ErrLimitMismatch}, summary: "resource " + strconv.Quote(resource) + " is used with " + text +
+		e = &opError{kinds: []error{errLimitMismatch}, summary: "resource " + strconv.Quote(resource) + " is used with " + text +
 			" at once (a change of limit under way): at most " + strconv.Itoa(limits[len(limits)-1]) + " hold it, the plain lock and slots in turns"}
 		c.cfg.logger.Warn("redlock: limit of resource changing", "resource", resource, "limits", text, "here", here,
 			"rule", "at most the largest limit hold it until the callers of the others are gone")
 	} else {
-		e = &opError{kinds: []error{ErrLimitMismatch}, summary: "resource " + strconv.Quote(resource) + " is now used with " + text + " alone"}
+		e = &opError{kinds: []error{errLimitMismatch}, summary: "resource " + strconv.Quote(resource) + " is now used with " + text + " alone"}
 		c.cfg.logger.Info("redlock: limit of resource changed", "resource", resource, "limit", text, "was", prev)
 	}
 	c.observe(Event{Kind: EventLimitChange, Resource: resource, Limits: limits, Err: e})

@@ -7,15 +7,14 @@ import (
 )
 
 // EventKind tells what an Event reports. Its values are short snake_case
-// names, fit for metric labels and span attributes, as the middleware's
-// EventKind and the scheduler's Outcome are.
+// names, fit for metric labels and span attributes.
 type EventKind string
 
 // Event kinds.
 const (
 	// EventAcquire: an Acquire or TryAcquire call ended. Duration is the time
 	// from the call to its answer (waiting included), Attempts the number of
-	// quorum rounds, Err nil when the lock was granted (Outcome names it).
+	// quorum rounds, Err nil when the lock was granted (OutcomeOf names it).
 	EventAcquire EventKind = "acquire"
 	// EventExtend: an extension ended (Err nil on success).
 	EventExtend EventKind = "extend"
@@ -36,43 +35,28 @@ const (
 	// resource too, or no longer do: Limits lists the limits in use, in
 	// increasing order (1 for callers without a limit), several while a
 	// change of limit is under way, one once it is done. Err describes the
-	// change and matches ErrLimitMismatch. Reported once per change and
+	// change. Reported once per change and
 	// Client (docs/REDLOCK.md, "Changing n").
 	EventLimitChange EventKind = "limit_change"
 )
 
-// String returns the kind's name.
-func (k EventKind) String() string { return string(k) }
-
-// Outcome names how an acquisition ended: the value of the acquire span's
-// asynqlock.outcome attribute and of the outcome label of acquisition
-// metrics (the worker's asynqlock_lock_acquire_seconds).
-type Outcome string
-
-// Outcomes of an acquisition.
-const (
-	OutcomeAcquired Outcome = "acquired" // the lock was granted
-	OutcomeLocked   Outcome = "locked"   // another holder has it (ErrLocked)
-	OutcomeQuorum   Outcome = "quorum"   // too many nodes failed (ErrQuorum)
-	OutcomeCanceled Outcome = "canceled" // the caller's context ended first
-	OutcomeError    Outcome = "error"    // anything else (bad input, a closed client)
-)
-
-// OutcomeOf names the outcome of an acquisition that returned err. A wait
-// that ended with the caller's context is OutcomeCanceled, even when the
-// last attempt met a holder.
-func OutcomeOf(err error) Outcome {
+// OutcomeOf names how an acquisition that returned err ended, as the
+// acquire span's asynqlock.outcome attribute and the worker's outcome label
+// do: "acquired", "locked" (ErrLocked), "quorum" (ErrQuorum), "canceled"
+// (the caller's context ended first, even when the last attempt met a
+// holder) or "error" (anything else: bad input, a closed client).
+func OutcomeOf(err error) string {
 	switch {
 	case err == nil:
-		return OutcomeAcquired
+		return "acquired"
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
-		return OutcomeCanceled
+		return "canceled"
 	case errors.Is(err, ErrLocked):
-		return OutcomeLocked
+		return "locked"
 	case errors.Is(err, ErrQuorum):
-		return OutcomeQuorum
+		return "quorum"
 	}
-	return OutcomeError
+	return "error"
 }
 
 // Event is what the hook installed with WithObserver receives.

@@ -1,9 +1,6 @@
 package redlock
 
-import (
-	"context"
-	"time"
-)
+import "context"
 
 // Admin holds the calls an operator's tools need and a lock's users never
 // do: the nodes and their reachability, the locks the nodes hold, and a
@@ -46,11 +43,4 @@ func (a Admin) Scan(ctx context.Context, resourcePrefix string) ([]string, []err
 // holder keeps running until its next extension finds the lock gone.
 func (a Admin) ForceRelease(ctx context.Context, resource, token string) (int, error) {
 	return a.c.forceRelease(ctx, resource, token)
-}
-
-// Inspect is Client.Inspect waiting up to wait for each node's answer (at
-// least the node timeout): an operator's read is not latency-bound, and a
-// loaded node must not make a held lock look free.
-func (a Admin) Inspect(ctx context.Context, resource string, wait time.Duration) ([]NodeState, error) {
-	return a.c.inspect(ctx, resource, max(wait, a.c.cfg.nodeTimeout))
 }

@@ -156,7 +156,6 @@ type lockConfig struct {
 	slot    uint16 // under WithLimit: the slot the current round asks for
 	limit   int32  // WithLimit's n, clamped to [MinInt32, MaxLimit+1]; 0 when not given (one holder)
 	maxHold time.Duration
-	holder  string // WithHolder's name
 	suffix  string // the holder part of this acquisition's tokens
 	// WithCompletion's id and window, and the record they name (prepare).
 	completion string

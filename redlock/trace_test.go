@@ -119,7 +119,7 @@ func TestAcquireAndReleaseSpans(t *testing.T) {
 func TestSpanOutcomes(t *testing.T) {
 	for _, tt := range []struct {
 		err  error
-		want Outcome
+		want string
 	}{
 		{nil, "acquired"},
 		{&opError{kinds: []error{ErrLocked}}, "locked"},

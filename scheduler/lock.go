@@ -94,7 +94,7 @@ func lockerFor(c *redlock.Client) (locker, error) {
 // Check measures this process's clock offset to each lock node with
 // redlock's Check (the node's TIME at the midpoint of the round trip).
 func (r redlockLocker) Check(ctx context.Context) ([]clockReport, error) {
-	reps, err := r.c.Check(ctx)
+	reps, err := r.c.Admin().Check(ctx)
 	if err != nil {
 		return nil, err
 	}

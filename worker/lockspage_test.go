@@ -132,7 +132,7 @@ func TestLocksPageInABrowser(t *testing.T) {
 	// A cron tick record, and a lock first seen after the task's: the page
 	// lists the record apart, and the locks oldest first (not by name).
 	tick := time.UnixMilli(1_790_000_000_000)
-	if _, err := w.Locks().TryAcquire(context.Background(), fmt.Sprintf("cron:heartbeat:%d", tick.UnixMilli()), time.Minute, redlock.WithHolder("heartbeat")); err != nil {
+	if _, err := w.Locks().TryAcquire(redlock.ContextWithHolder(context.Background(), "heartbeat"), fmt.Sprintf("cron:heartbeat:%d", tick.UnixMilli()), time.Minute); err != nil {
 		t.Fatal(err)
 	}
 	if code, _ := get(t, w, "/locks"); code != 200 {

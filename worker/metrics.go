@@ -1,6 +1,8 @@
 package worker
 
 import (
+	"context"
+
 	"github.com/asynqlock/asynqlock/middleware"
 	"github.com/asynqlock/asynqlock/redlock"
 	"github.com/prometheus/client_golang/prometheus"
@@ -64,7 +66,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 func (m *metrics) observeLock(e redlock.Event) {
 	switch e.Kind {
 	case redlock.EventAcquire:
-		m.acquire.WithLabelValues(string(redlock.OutcomeOf(e.Err))).Observe(e.Duration.Seconds())
+		m.acquire.WithLabelValues(redlock.OutcomeOf(e.Err)).Observe(e.Duration.Seconds())
 	case redlock.EventExtend:
 		if e.Err == nil {
 			m.extensions.WithLabelValues("ok").Inc()
@@ -119,8 +121,8 @@ func boolGauge(g prometheus.Gauge, v bool) {
 // Known label values, each series of which exists from the start (at 0),
 // so that a query or an alert finds it before the first event.
 var (
-	acquireOutcomes = []redlock.Outcome{redlock.OutcomeAcquired, redlock.OutcomeLocked,
-		redlock.OutcomeQuorum, redlock.OutcomeCanceled, redlock.OutcomeError}
+	acquireOutcomes = []string{redlock.OutcomeOf(nil), redlock.OutcomeOf(redlock.ErrLocked),
+		redlock.OutcomeOf(redlock.ErrQuorum), redlock.OutcomeOf(context.Canceled), redlock.OutcomeOf(redlock.ErrInvalid)}
 	conflictActions = []string{"park", "requeue", "skip", "fail", "resubmit", "wait-exhausted-budget"}
 	handoverKinds   = []string{"local", "remote"}
 	limitPhases     = []string{"started", "done"}
@@ -132,7 +134,7 @@ var (
 // its first conflict).
 func (m *metrics) zero(policy string) {
 	for _, o := range acquireOutcomes {
-		m.acquire.WithLabelValues(string(o))
+		m.acquire.WithLabelValues(o)
 	}
 	for _, r := range resultLabels {
 		m.extensions.WithLabelValues(r)

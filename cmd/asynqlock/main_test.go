@@ -123,7 +123,7 @@ func TestListAndShowNameTheHolder(t *testing.T) {
 	urls := nodes.URLs()
 	ctx := within(t, 60*time.Second)
 	c := holderClient(t, urls)
-	if _, err := c.TryAcquire(ctx, "sku-1", time.Minute, redlock.WithFencing(), redlock.WithHolder("inventory:update 42")); err != nil {
+	if _, err := c.TryAcquire(redlock.ContextWithHolder(ctx, "inventory:update 42"), "sku-1", time.Minute, redlock.WithFencing()); err != nil {
 		t.Fatal(err)
 	}
 	for _, r := range []string{"sku-2", "other"} {
@@ -193,7 +193,7 @@ func TestReleaseAsksAndLogs(t *testing.T) {
 	urls := nodes.URLs()
 	ctx := within(t, 60*time.Second)
 	c := holderClient(t, urls)
-	stuck, err := c.TryAcquire(ctx, "stuck", time.Minute, redlock.WithHolder("job nightly"))
+	stuck, err := c.TryAcquire(redlock.ContextWithHolder(ctx, "job nightly"), "stuck", time.Minute)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -382,7 +382,7 @@ func TestListAndShowSlots(t *testing.T) {
 	c := holderClient(t, urls)
 	var slots []int
 	for range 2 {
-		l, err := c.TryAcquire(ctx, "tenant-7", time.Minute, redlock.WithLimit(3), redlock.WithHolder("import"))
+		l, err := c.TryAcquire(redlock.ContextWithHolder(ctx, "import"), "tenant-7", time.Minute, redlock.WithLimit(3))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -407,12 +407,12 @@ func TestShowNamesTheLimitsInUse(t *testing.T) {
 	urls := nodes.URLs()
 	ctx := within(t, 60*time.Second)
 	c := holderClient(t, urls)
-	three, err := c.TryAcquire(ctx, "tenant-8", time.Minute, redlock.WithLimit(3), redlock.WithHolder("import"))
+	three, err := c.TryAcquire(redlock.ContextWithHolder(ctx, "import"), "tenant-8", time.Minute, redlock.WithLimit(3))
 	if err != nil {
 		t.Fatal(err)
 	}
 	cli(t, urls, "", "show", "tenant-8").want(t, 0, "tenant-8: limit 3")
-	if _, err := c.TryAcquire(ctx, "tenant-8", time.Minute, redlock.WithLimit(5), redlock.WithHolder("import")); err != nil {
+	if _, err := c.TryAcquire(redlock.ContextWithHolder(ctx, "import"), "tenant-8", time.Minute, redlock.WithLimit(5)); err != nil {
 		t.Fatal(err)
 	}
 	cli(t, urls, "", "show", "tenant-8").want(t, 0, "tenant-8: limit 5 in force, changing: limits 3 and 5 in use")

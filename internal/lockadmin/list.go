@@ -5,7 +5,6 @@ import (
 	"errors"
 	"slices"
 	"sync"
-	"time"
 
 	"github.com/asynqlock/asynqlock/redlock"
 )
@@ -13,11 +12,6 @@ import (
 // ListLimit is the number of resources List returns at most when its limit
 // is not positive.
 const ListLimit = 1000
-
-// listNodeTimeout is the least time List waits for each node's answer
-// about a resource: an operator's read is not latency-bound, and a loaded
-// node must not make a held lock look free.
-const listNodeTimeout = 500 * time.Millisecond
 
 // HeldLock is a resource List found with a lock key on some node.
 type HeldLock struct {
@@ -81,7 +75,7 @@ func inspectAll(ctx context.Context, c *redlock.Client, names []string) ([]HeldL
 		sem <- struct{}{}
 		wg.Go(func() {
 			defer func() { <-sem }()
-			st, err := c.Admin().Inspect(ctx, r, listNodeTimeout)
+			st, err := c.Inspect(ctx, r)
 			locks[i], errs[i] = HeldLock{Resource: r, Nodes: st}, err
 		})
 	}

@@ -54,7 +54,7 @@ func TestListFindsHeldLocksUnderAPrefix(t *testing.T) {
 	ctx := within(t, 20*time.Second)
 	c, _, raws := embeddedNodes(t, 3, redlock.WithPrefix("a*b:"))
 	for _, r := range []string{"sku-2", "sku-1", "other"} {
-		if _, err := c.TryAcquire(ctx, r, 10*time.Second, redlock.WithFencing(), redlock.WithHolder("task "+r)); err != nil {
+		if _, err := c.TryAcquire(redlock.ContextWithHolder(ctx, "task "+r), r, 10*time.Second, redlock.WithFencing()); err != nil {
 			t.Fatal(err)
 		}
 	}
