@@ -217,7 +217,7 @@ func clusterCheckCase(t *testing.T, urls []string, addrs [][]string) {
 		t.Fatalf("independent clusters reported as one: %v", err)
 	}
 	twice := []string{urls[0], urls[1], redistest.LockClusterURL([]string{addrs[0][2]})}
-	if _, err := redlock.NewFromURLs(twice, redlock.WithNodeTimeout(time.Second)); !errors.Is(err, redlock.ErrSameServer) {
+	if _, err := redlock.NewFromURLs(twice, redlock.WithNodeTimeout(time.Second)); !errors.Is(err, lockadmin.ErrSameServer) {
 		t.Fatalf("NewFromURLs with one cluster listed twice: %v, want ErrSameServer", err)
 	}
 	// The operator's check keeps such nodes to report them.

@@ -123,7 +123,7 @@ func (r NodeReport) Problems() []string {
 // Check asks every node, at once and each within a few node timeouts, for
 // its identity, clock and settings, and runs the release script on a key
 // nobody holds (it changes nothing) to find a node that would refuse every
-// lock (NodeReport.Misconfigured); SameServer compares the identities. A node
+// lock (NodeReport.Misconfigured); the operator's tools compare the identities. A node
 // that fails has Err set; the error is reserved for bad input, a closed
 // client and the end of ctx. On a client just made it first waits, at most
 // 4 node timeouts, for the nodes to be dialed and their scripts loaded.

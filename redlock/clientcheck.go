@@ -7,11 +7,11 @@ import (
 	"net"
 	"reflect"
 	"runtime"
-	"slices"
 	"strings"
 	"time"
 
 	"github.com/asynqlock/asynqlock/internal/redisurl"
+	"github.com/asynqlock/asynqlock/internal/sameserver"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -87,10 +87,6 @@ func isDefaultDialer(d func(context.Context, string, string) (net.Conn, error)) 
 // such a node at once rather than counting it as down.
 var ErrMisconfigured = errors.New("redlock: lock node misconfigured")
 
-// ErrSameServer means two nodes reach one Redis server (equal run IDs):
-// that server casts two votes, and Redlock's fault tolerance is gone.
-var ErrSameServer = errors.New("redlock: two lock nodes are one server")
-
 // permanentErrors are the error replies that no retry cures, by prefix,
 // with what to change; script says whether the error came from the lock's
 // own commands (unknown commands and ACL denials count only there: a node
@@ -135,67 +131,17 @@ func probeScript(ctx context.Context, cl redis.UniversalClient, prefix string) e
 	return err
 }
 
-// SameServerError names the nodes that are one server. It matches
-// ErrSameServer.
-type SameServerError struct {
-	// Groups lists, per server reached more than once, the nodes reaching
-	// it (indexes, ascending).
-	Groups [][]int
-	// Addrs names the nodes, by index: addresses, or URLs with their
-	// passwords masked (two databases of one server share an address).
-	Addrs []string
-}
-
-// Error names every group by index and address.
-func (e *SameServerError) Error() string {
-	parts := make([]string, len(e.Groups))
-	for i, g := range e.Groups {
-		names := make([]string, len(g))
-		for j, n := range g {
-			names[j] = fmt.Sprintf("node %d (%s)", n, e.Addrs[n])
-		}
-		parts[i] = strings.Join(names, " and ")
-	}
-	return ErrSameServer.Error() + ": " + strings.Join(parts, "; ") +
-		" have the same run_id; give each lock node its own redis-server"
-}
-
-// Is makes errors.Is(err, ErrSameServer) true.
-func (e *SameServerError) Is(target error) bool { return target == ErrSameServer }
-
-// SameServer compares the run IDs of the nodes that answered Check and
-// returns a *SameServerError when two or more reach one server, else nil.
-// Spelling does not matter: localhost and 127.0.0.1, or two databases of one
-// server, are caught.
-func SameServer(reports []NodeReport) error {
-	byID := map[string][]int{}
-	var ids []string
-	e := &SameServerError{Addrs: make([]string, len(reports))}
+// sameServer returns a *sameserver.Error when two or more nodes that
+// answered Check reach one server, else nil; names are the nodes as errors
+// may show them.
+func sameServer(reports []NodeReport, names []string) error {
+	ids := make([][]string, len(names))
 	for _, r := range reports {
-		if r.Node >= 0 && r.Node < len(e.Addrs) {
-			e.Addrs[r.Node] = r.Addr
-		}
-		for _, id := range runIDs(r) {
-			if _, seen := byID[id]; !seen {
-				ids = append(ids, id)
-			}
-			if !slices.Contains(byID[id], r.Node) {
-				byID[id] = append(byID[id], r.Node)
-			}
+		if r.Node >= 0 && r.Node < len(ids) {
+			ids[r.Node] = runIDs(r)
 		}
 	}
-	for _, id := range ids {
-		g := byID[id]
-		slices.Sort(g)
-		// Two clusters sharing servers share several run IDs: one group.
-		if len(g) > 1 && !slices.ContainsFunc(e.Groups, func(h []int) bool { return slices.Equal(g, h) }) {
-			e.Groups = append(e.Groups, g)
-		}
-	}
-	if len(e.Groups) == 0 {
-		return nil
-	}
-	return e
+	return sameserver.Find(ids, names)
 }
 
 // runIDs are the server identities of a node that answered Check: its
@@ -221,7 +167,8 @@ func runIDs(r NodeReport) []string {
 // node that answers within a few node timeouts is asked who it is and
 // whether it accepts the lock's commands; names are the nodes as errors may
 // show them (URLs with passwords masked). It returns an error matching
-// ErrInvalid and ErrSameServer or ErrMisconfigured for what no retry cures;
+// ErrInvalid and ErrMisconfigured for what no retry cures (one server
+// reached twice among them);
 // a node that does not answer is left to the lock's own calls (it may be
 // down for now).
 func (c *Client) firstContact(names []string) error {
@@ -239,9 +186,8 @@ func (c *Client) firstContact(names []string) error {
 			}
 		}
 	}
-	if same := SameServer(reports); same != nil {
-		same.(*SameServerError).Addrs = names
-		errs = append(errs, same)
+	if same := sameServer(reports, names); same != nil {
+		errs = append(errs, fmt.Errorf("%w: %w", ErrMisconfigured, same))
 	}
 	if len(errs) == 0 {
 		return nil

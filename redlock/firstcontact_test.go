@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/asynqlock/asynqlock/internal/redistest"
+	"github.com/asynqlock/asynqlock/internal/sameserver"
 	"github.com/asynqlock/asynqlock/redlock"
 )
 
@@ -36,7 +37,7 @@ func TestNewFromURLsRefusesOneServerTwice(t *testing.T) {
 		{"redis://" + a + "/0", "redis://" + a + "/1", nodes.Nodes[1].URL()},
 	} {
 		err := newFromURLs(t, urls...)
-		if !errors.Is(err, redlock.ErrSameServer) || !errors.Is(err, redlock.ErrInvalid) {
+		if !errors.Is(err, sameserver.ErrSameServer) || !errors.Is(err, redlock.ErrMisconfigured) || !errors.Is(err, redlock.ErrInvalid) {
 			t.Fatalf("%v: %v, want ErrSameServer", urls, err)
 		}
 		for _, want := range []string{"node 0 (" + urls[0] + ")", "node 1 (" + urls[1] + ")", "same run_id"} {

@@ -7,22 +7,42 @@ import (
 	"strings"
 	"time"
 
+	"github.com/asynqlock/asynqlock/internal/sameserver"
 	"github.com/asynqlock/asynqlock/redlock"
 )
 
-// ErrSameServer means two node URLs reach one Redis server (redlock's).
-var ErrSameServer = redlock.ErrSameServer
+// ErrSameServer means two node URLs reach one Redis server.
+var ErrSameServer = sameserver.ErrSameServer
 
 // ClockSkew is the clock distance past which the module's tools warn
 // (ClockWarnings' limit).
 const ClockSkew = time.Second
 
-// SameServerError names the nodes that are one server (redlock's).
-type SameServerError = redlock.SameServerError
+// SameServerError names the nodes that are one server.
+type SameServerError = sameserver.Error
 
-// SameServer compares the run IDs of the nodes that answered Check
-// (redlock.SameServer).
-func SameServer(reports []redlock.NodeReport) error { return redlock.SameServer(reports) }
+// SameServer compares the run IDs of the nodes that answered Check and
+// returns a *SameServerError when two or more reach one server (equal run
+// IDs, or a shared shard's of a Redis Cluster), else nil.
+func SameServer(reports []redlock.NodeReport) error {
+	ids, addrs := make([][]string, len(reports)), make([]string, len(reports))
+	for _, r := range reports {
+		i := r.Node
+		if i < 0 || i >= len(reports) {
+			continue
+		}
+		addrs[i] = r.Addr
+		if r.Shards == nil && r.Err == nil && r.RunID != "" {
+			ids[i] = []string{r.RunID}
+		}
+		for _, s := range r.Shards {
+			if s.Err == nil && s.RunID != "" {
+				ids[i] = append(ids[i], s.RunID)
+			}
+		}
+	}
+	return sameserver.Find(ids, addrs)
+}
 
 // ClockWarnings compares the clocks Check measured: a node whose clock is
 // more than limit from the median of the answering nodes is named (its TTLs
