@@ -11,7 +11,9 @@ import (
 )
 
 // Locker is a gocron.Locker whose locks are keyed by job and tick: see New.
-type Locker struct{ jobs *scheduler.Jobs }
+type Locker struct {
+	start func(ctx context.Context, name string) (context.Context, func(error) error, error) // scheduler.NewJobs
+}
 
 var _ gocron.Locker = (*Locker)(nil)
 
@@ -45,11 +47,11 @@ var _ gocron.Locker = (*Locker)(nil)
 // scheduler.ErrInvalid.
 func New(locks *redlock.Client, jobs map[string]string, opts ...scheduler.Option) (*Locker, error) {
 	opts = append([]scheduler.Option{scheduler.WithLocation(time.Local)}, opts...)
-	j, err := scheduler.NewJobs(locks, "gocron:", jobs, opts...)
+	start, err := scheduler.NewJobs(locks, "gocron:", jobs, opts...)
 	if err != nil {
 		return nil, err
 	}
-	return &Locker{jobs: j}, nil
+	return &Locker{start: start}, nil
 }
 
 // Lock wins the tick to which a run of job key starting now belongs, then
@@ -58,7 +60,7 @@ func New(locks *redlock.Client, jobs map[string]string, opts ...scheduler.Option
 // job: the run is reported failed with redlock.ErrLockLost when it happens,
 // and Unlock returns it.
 func (l *Locker) Lock(ctx context.Context, key string) (gocron.Lock, error) {
-	rctx, end, err := l.jobs.Start(ctx, key)
+	rctx, end, err := l.start(ctx, key)
 	if err != nil {
 		return nil, err
 	}

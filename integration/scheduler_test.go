@@ -177,10 +177,7 @@ func delayed(d time.Duration) cron.JobWrapper {
 // under a Singleton wrapper with its own lock client.
 func cronSingleton(t *testing.T, c *redistest.Cluster, name string, job cron.Job, delay time.Duration, opts ...scheduler.Option) *cron.Cron {
 	t.Helper()
-	w, err := scheduler.NewSingleton(cronLockClient(t, c), name, append([]scheduler.Option{cronQuiet}, opts...)...)
-	if err != nil {
-		t.Fatal(err)
-	}
+	w := scheduler.Singleton(cronLockClient(t, c), name, append([]scheduler.Option{cronQuiet}, opts...)...)
 	cr := cron.New(cron.WithSeconds())
 	if _, err := cr.AddJob(cronSpec, cron.NewChain(delayed(delay), w).Then(job)); err != nil {
 		t.Fatal(err)

@@ -13,8 +13,8 @@
 // Use [Func] for a job that takes the run's context (cancelled with cause
 // redlock.ErrLockLost if the lock is lost), [EnqueueJob] to enqueue an asynq
 // task once per tick, and [Every] instead of robfig's "@every", whose ticks
-// differ between replicas. [Singleton] panics with the error [NewSingleton]
-// returns when its input cannot work.
+// differ between replicas. [Singleton] panics with an error matching
+// [ErrInvalid] when its input cannot work.
 //
 // A [Scheduler] runs named func(ctx) error jobs and asynq tasks on specs in
 // UTC (or [WithLocation], or a CRON_TZ= prefix), can catch up a tick that

@@ -12,46 +12,35 @@ import (
 // is suitable as a metric label.
 type Outcome string
 
-// Outcomes. Each run reports exactly one of them; OutcomeLate is reported
-// when a late run starts and is followed by the run's own outcome, and
-// OutcomeClock reports a clock measurement, not a run.
+// Outcomes. Each run reports exactly one; OutcomeLate comes before the
+// late run's own, OutcomeClock is a clock measurement (docs/CRON.md).
 const (
 	// OutcomeRan: this replica ran the tick and the job returned nil, or
 	// the bridge enqueued the tick's task (TaskID).
 	OutcomeRan Outcome = "ran"
-	// OutcomeFailed: this replica ran the tick and the job returned an
-	// error or panicked (the stack is logged), or its lock was lost while
-	// it ran (Err matches redlock.ErrLockLost), or the bridge could not
-	// enqueue. A panic does not stop the scheduler.
+	// OutcomeFailed: the job returned an error or panicked (the stack is
+	// logged), its lock was lost (Err matches redlock.ErrLockLost), the
+	// bridge could not enqueue, or NewJobs was not given the job.
 	OutcomeFailed Outcome = "failed"
-	// OutcomeSkippedOtherReplica: another replica holds (or held) the
-	// tick, or the bridge found the tick's task already enqueued
-	// (asynq.ErrTaskIDConflict). Not an error.
+	// OutcomeSkippedOtherReplica: another replica has the tick (or the
+	// bridge found its task enqueued). Not an error.
 	OutcomeSkippedOtherReplica Outcome = "skipped_other_replica"
-	// OutcomeSkippedOverlap: this replica won the tick but the previous
-	// run of the job was still running (and, with WithDelayIfRunning,
-	// still was after the max delay). The tick is not run anywhere.
+	// OutcomeSkippedOverlap: the previous run still ran (past the max
+	// delay of WithDelayIfRunning); the tick runs nowhere.
 	OutcomeSkippedOverlap Outcome = "skipped_overlap"
-	// OutcomeSkippedBeyondSkew: this run was outside the skew: it started
-	// more than the skew after any activation (Tick is zero), or another
-	// replica ran the tick earlier than any replica within the skew could
-	// have started it (the tick is not run again). A clock offset or
-	// delivery delay beyond the skew: fix the clock or raise WithSkew.
+	// OutcomeSkippedBeyondSkew: the run started more than the skew after
+	// any activation (Tick is zero), or another replica ran the tick
+	// earlier than the skew allows: fix the clock or raise WithSkew.
 	OutcomeSkippedBeyondSkew Outcome = "skipped_beyond_skew"
 	// OutcomeLockError: the lock nodes gave no answer (Err matches
 	// redlock.ErrQuorum, redlock.ErrClosed or a context error), or
-	// answered too late to be sure; this replica did not run the tick.
+	// answered too late to be sure; the tick did not run here.
 	OutcomeLockError Outcome = "lock_error"
-	// OutcomeLate: a run starts late, Duration late, and its own outcome
-	// follows. Err says why: it waited for the previous run
-	// (WithDelayIfRunning), or it is a tick that no replica ran, caught up
-	// (WithCatchUp).
+	// OutcomeLate: a run starts Duration late: it waited for the previous
+	// run, or catches up a tick no replica ran (Err says which).
 	OutcomeLate Outcome = "late"
-	// OutcomeClock: not a run but a measurement of this replica's clock
-	// offset to one lock node: Node, Offset, Duration (the round trip; the
-	// offset's error is at most half of it), Err if the node did not
-	// answer. Taken when a Scheduler starts and then at most once a minute
-	// while jobs run.
+	// OutcomeClock: a measurement of this replica's clock offset to one
+	// lock node (Node, Offset; Duration is the round trip, Err a failure).
 	OutcomeClock Outcome = "clock"
 )
 

@@ -211,9 +211,9 @@ func ExampleScheduler_RegisterTask() {
 	// Output: enqueue report:generate as true
 }
 
-// NewSingleton refuses, where the wrapper is made, a configuration that
-// could never run as meant; Singleton panics with the same error.
-func ExampleNewSingleton() {
+// Singleton refuses, where the wrapper is made, a configuration that could
+// never run as meant: it panics with an error matching ErrInvalid.
+func ExampleSingleton_refused() {
 	urls, stop := nodes(3)
 	defer stop()
 	locks, err := redlock.NewFromURLs(urls)
@@ -222,8 +222,11 @@ func ExampleNewSingleton() {
 	}
 	defer locks.Close()
 
-	_, err = scheduler.NewSingleton(locks, "report", scheduler.WithSpec("@every 10s"))
-	fmt.Println(errors.Is(err, scheduler.ErrInvalid))
+	defer func() {
+		err, _ := recover().(error)
+		fmt.Println(errors.Is(err, scheduler.ErrInvalid))
+	}()
+	scheduler.Singleton(locks, "report", scheduler.WithSpec("@every 10s"))
 	// Output: true
 }
 

@@ -12,11 +12,8 @@ import (
 	"github.com/asynqlock/asynqlock/redlock"
 )
 
-// Jobs is the cron core for a cron library whose runs start on its own
-// timers (package gocronlock, for gocron v2): named jobs, each tick of
-// which runs at most once across replicas, as with Singleton. Its methods
-// are safe for concurrent use.
-type Jobs struct {
+// jobs is the cron core of NewJobs.
+type jobs struct {
 	cfg  config
 	jobs map[string]*runner
 
@@ -24,16 +21,29 @@ type Jobs struct {
 	unknown map[string]*statelog.State // names Start was given but not NewJobs
 }
 
-// NewJobs returns the core of the jobs specs names, each with its spec: a
-// cron spec, read as a Scheduler reads it but for "@every d", which is an
-// interval job: one whose runs each replica's cron starts every d from its
-// own start (gocron's DurationJob). Its ticks are the multiples of d since
-// the Unix epoch, a run belonging to the interval it starts in; d must be a
-// whole number of milliseconds. The job's keys are "<prefix><name>:<tick in
-// Unix ms>" (its tick records) and "<prefix><name>:running". The options
-// are those of Singleton (WithSpec excepted). NewJobs fails with ErrInvalid
-// when any of it cannot work.
-func NewJobs(client *redlock.Client, prefix string, specs map[string]string, opts ...Option) (*Jobs, error) {
+// NewJobs is the cron core for a cron library whose runs start on its own
+// timers (package gocronlock, for gocron v2): each tick of the jobs specs
+// names runs at most once across replicas, as with Singleton. A spec is a
+// cron spec, read as a Scheduler reads it, or "@every d" for an interval
+// job, whose runs each replica's cron starts every d from its own start
+// (gocron's DurationJob): its ticks are the multiples of d (whole
+// milliseconds) since the Unix epoch, a run belonging to the interval it
+// starts in. A job's keys are "<prefix><name>:<tick in Unix ms>" and
+// "<prefix><name>:running". The options are Singleton's but WithSpec; a
+// configuration that cannot work fails with ErrInvalid.
+//
+// The cron library's run of job name calls start when it begins: start wins
+// the run's tick, then the job's running lock, kept alive until end: the
+// returned context is cancelled with cause redlock.ErrLockLost if the lock
+// is lost. end releases it and reports the run with the job's error (a lost
+// lock fails it); its first call counts, and each returns the run's error.
+// A run that does not go ahead is reported and start returns why: an error
+// matching redlock.ErrLocked when another replica has the tick or the
+// previous run still runs, ErrInvalid for a name NewJobs was not given (it
+// runs nowhere, logged once). A run whose ctx ends first is not reported.
+// start is safe for concurrent use.
+func NewJobs(client *redlock.Client, prefix string, specs map[string]string, opts ...Option) (
+	start func(ctx context.Context, name string) (context.Context, func(error) error, error), err error) {
 	locks, err := lockerFor(client)
 	if err != nil {
 		return nil, err
@@ -51,7 +61,7 @@ func NewJobs(client *redlock.Client, prefix string, specs map[string]string, opt
 	case len(specs) == 0:
 		return nil, invalidf("no job: give each job the cron runs, under its name there, with its spec")
 	}
-	j := &Jobs{cfg: cfg, jobs: map[string]*runner{}, unknown: map[string]*statelog.State{}}
+	j := &jobs{cfg: cfg, jobs: map[string]*runner{}, unknown: map[string]*statelog.State{}}
 	for name, spec := range specs {
 		r, err := newJob(locks, name, spec, cfg)
 		if err != nil {
@@ -60,7 +70,7 @@ func NewJobs(client *redlock.Client, prefix string, specs map[string]string, opt
 		r.prefix = prefix
 		j.jobs[name] = r
 	}
-	return j, nil
+	return j.start, nil
 }
 
 // newJob makes the runner of one job of NewJobs.
@@ -83,19 +93,8 @@ func newJob(locks locker, name, spec string, cfg config) (*runner, error) {
 	return newRunner(locks, name, sched, Func(nil), cfg, background)
 }
 
-// Start wins the tick of a run of job name that starts now, then the job's
-// running lock, kept alive until end: the returned context is cancelled
-// with cause redlock.ErrLockLost if the lock is lost. end releases it and
-// reports the run with the job's error (a lost lock fails it); its first
-// call counts, and each returns the run's error.
-//
-// A run that does not go ahead is reported and Start returns why: an error
-// matching redlock.ErrLocked when another replica has the tick or the
-// previous run still runs (OutcomeSkippedOtherReplica,
-// OutcomeSkippedOverlap), ErrInvalid for a name NewJobs was not given (it
-// runs nowhere; OutcomeFailed, logged once per name). A run whose ctx ends
-// first is not reported.
-func (j *Jobs) Start(ctx context.Context, name string) (context.Context, func(error) error, error) {
+// start is the function NewJobs returns.
+func (j *jobs) start(ctx context.Context, name string) (context.Context, func(error) error, error) {
 	start := time.Now()
 	r, ok := j.jobs[name]
 	if !ok {
@@ -116,7 +115,7 @@ func (j *Jobs) Start(ctx context.Context, name string) (context.Context, func(er
 }
 
 // unknownJob reports a run of a job NewJobs was not given.
-func (j *Jobs) unknownJob(name string) error {
+func (j *jobs) unknownJob(name string) error {
 	err := invalidf("job %q is not registered: its ticks cannot be told, so it runs nowhere rather than once per replica", name)
 	j.mu.Lock()
 	st := j.unknown[name]

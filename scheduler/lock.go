@@ -11,54 +11,39 @@ import (
 // locker is the part of *redlock.Client the scheduler uses; tests replace it
 // with an in-memory lock service on a fake clock.
 type locker interface {
-	// TryAcquire makes one attempt to lock resource for ttl. It fails with
-	// errors matching redlock.ErrLocked (another holder, or a split vote),
-	// redlock.ErrQuorum, or ctx's error.
-	TryAcquire(ctx context.Context, resource string, ttl time.Duration) (lease, error)
-	// Acquire locks resource for ttl, waiting (woken when the holder
-	// releases) until ctx ends; then it fails with ctx's error, which may
-	// wrap the last attempt's cause.
-	Acquire(ctx context.Context, resource string, ttl time.Duration) (lease, error)
-	// Record returns the remaining TTL of resource's lock, as the nodes
-	// that hold it for a quorum's holder say (the longest), with that
-	// holder's token, and false when no quorum of nodes holds it for one
-	// holder or answers.
+	TryAcquire(ctx context.Context, resource string, ttl time.Duration) (lease, error) // one attempt
+	Acquire(ctx context.Context, resource string, ttl time.Duration) (lease, error)    // waits until ctx ends
+	// Record returns the remaining TTL of resource's lock on the nodes of a
+	// quorum's holder (the longest) and its token; false if no quorum holds it.
 	Record(ctx context.Context, resource string) (remaining time.Duration, token string, ok bool)
-	// Check measures this process's clock offset to each node.
-	Check(ctx context.Context) ([]clockReport, error)
-	// Mark takes resource for ttl with a note and leaves it to expire.
-	// When another holder has it, it fails with an error matching
-	// redlock.ErrLocked and returns that holder's note ("" if unknown).
+	Check(ctx context.Context) ([]clockReport, error) // this process's clock offset to each node
+	// Mark takes resource for ttl with a note and leaves it to expire; when
+	// another holder has it, it fails with redlock.ErrLocked and that note.
 	Mark(ctx context.Context, resource string, ttl time.Duration, note string) (string, error)
 }
 
 // lease is a held lock: *redlock.Lock.
 type lease interface {
-	// KeepAlive extends the lock while ctx lives; the returned context is
-	// cancelled with cause redlock.ErrLockLost when the lock is lost.
-	KeepAlive(ctx context.Context) (context.Context, context.CancelFunc)
-	// Release gives the lock up.
+	KeepAlive(ctx context.Context) (context.Context, context.CancelFunc) // cancelled with cause redlock.ErrLockLost on loss
 	Release(ctx context.Context) error
-	// LeaveToExpire stops watching the lock without releasing it: its
-	// keys stay until their TTL, and their end is not reported as a loss.
-	LeaveToExpire() error
+	LeaveToExpire() error // keys stay until their TTL; their end is no loss
 }
 
 // redlockLocker adapts a *redlock.Client.
 type redlockLocker struct{ c *redlock.Client }
 
 func (r redlockLocker) TryAcquire(ctx context.Context, resource string, ttl time.Duration) (lease, error) {
-	l, err := r.c.TryAcquire(ctx, resource, ttl)
-	if err != nil {
-		return nil, err
-	}
-	return l, nil
+	return asLease(r.c.TryAcquire(ctx, resource, ttl))
 }
 
 func (r redlockLocker) Acquire(ctx context.Context, resource string, ttl time.Duration) (lease, error) {
-	l, err := r.c.Acquire(ctx, resource, ttl)
+	return asLease(r.c.Acquire(ctx, resource, ttl))
+}
+
+// asLease returns l as a lease, nil (not a typed nil) on error.
+func asLease(l *redlock.Lock, err error) (lease, error) {
 	if err != nil {
-		return nil, err // not a typed nil in an interface
+		return nil, err
 	}
 	return l, nil
 }

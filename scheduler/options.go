@@ -90,86 +90,59 @@ func (c *config) validate() error {
 // jobs) or one job registered with a Scheduler (overriding those defaults).
 type Option func(*config)
 
-// WithSkew bounds, for each replica, the offset of its clock from the lock
-// nodes' clocks (ahead or behind) plus the delay with which its cron
-// delivers a tick. Each tick runs at most once across replicas within that
-// bound; a run that starts later than the skew after its activation is
-// skipped (OutcomeSkippedBeyondSkew). Replicas measure their offset and
-// warn above half the skew. A won tick is remembered for
-// 2·skew + 2·max(skew, 250ms) at least, and for most of the schedule's
-// interval when it is known. Default: 1s.
+// WithSkew bounds each replica's clock offset to the lock nodes plus its
+// cron's delivery delay: within it each tick runs at most once; a run later
+// than the skew after its activation is skipped (OutcomeSkippedBeyondSkew);
+// offsets above half of it are warned of. Default: 1s. (docs/CRON.md)
 func WithSkew(d time.Duration) Option { return func(c *config) { c.skew = d } }
 
-// WithTTL sets the TTL of the job's "running" lock. It is kept alive while
-// the job runs; if the replica dies, the lock expires within the TTL and
-// later ticks run on other replicas. It must exceed the lock client's node
-// timeout plus its drift allowance. Default: 5s.
+// WithTTL sets the TTL of the job's running lock, kept alive while it runs:
+// if the replica dies, later ticks run elsewhere within the TTL. It must
+// exceed the lock client's node timeout plus drift. Default: 5s.
 func WithTTL(d time.Duration) Option { return func(c *config) { c.ttl = d } }
 
-// WithDelayIfRunning makes a tick whose previous run is still running (on
-// this replica or another) wait for it to end, at most maxDelay from the
-// tick's start (0: the smallest interval of the schedule), then run: it
-// still counts as that tick and runs once across replicas (OutcomeLate,
-// then the run's outcome). A tick that waited in vain is reported with
-// OutcomeSkippedOverlap. Use it rather than cron.DelayIfStillRunning.
-// Default: such a tick is skipped (OutcomeSkippedOverlap), as
-// cron.SkipIfStillRunning would, across replicas.
+// WithDelayIfRunning makes a tick whose previous run still runs (on any
+// replica) wait for it, at most maxDelay from the tick (0: the schedule's
+// smallest interval), then run once as that tick (OutcomeLate, then its
+// outcome); use it rather than cron.DelayIfStillRunning. Default: the tick
+// is skipped (OutcomeSkippedOverlap), as cron.SkipIfStillRunning would.
 func WithDelayIfRunning(maxDelay time.Duration) Option {
 	return func(c *config) { c.delay, c.maxDelay = true, maxDelay }
 }
 
-// WithLocation sets the time zone in which specs without a CRON_TZ= prefix
-// are interpreted, so that replicas in different zones agree (asynq's own
-// scheduler does the same). With Singleton and WithSpec it must be the
-// location of the cron.Cron that runs the job (cron.WithLocation). In a
-// zone with daylight saving time a daily job is skipped on the day the
-// clock springs over its time and runs twice when it falls back over it,
-// as robfig/cron does; choose UTC to avoid both. Default: time.UTC.
+// WithLocation sets the zone of specs without a CRON_TZ= prefix, so that
+// replicas in different zones agree; with WithSpec (or NewJobs) it must be
+// the zone of the cron that runs the job. Daylight saving time skips or
+// repeats a daily job as robfig/cron does; UTC avoids both. Default: UTC.
 func WithLocation(loc *time.Location) Option { return func(c *config) { c.loc = loc } }
 
-// WithLogger sets the structured logger of the job's changes of state. A
-// healthy job logs nothing above Debug (runs, ticks another replica ran,
-// waits); a Warn (skips, lock errors, a caught-up tick, clock offsets) or
-// an Error (failures, panics with their stack) is logged once when the
-// job's state changes, its repeats at Debug, and the first healthy run
-// after it at Info ("cron job back to normal"). Every event still reaches
-// the observer (WithObserver). Default (or nil): slog.Default(), as in
-// redlock and middleware, so a failure is seen at the default level while
-// a healthy job writes nothing there; pass a discarding logger for silence.
+// WithLogger sets the logger of the job's changes of state: nothing above
+// Debug while healthy; a Warn (skips, lock errors, a caught-up tick, clock
+// offsets) or an Error (failures, panics with their stack) once per change,
+// repeats at Debug, and "cron job back to normal" at Info once it ends.
+// Default (or nil): slog.Default(), as in redlock and middleware.
 func WithLogger(l *slog.Logger) Option { return func(c *config) { c.logger = l } }
 
-// WithObserver installs a hook called once for each run with its outcome
-// (and once more when a late run starts), and with each clock measurement
-// (OutcomeClock), e.g. to feed metrics. It is called synchronously, on the
-// run's goroutine (on a background one for clock measurements): it must be
-// fast, must not block, and may be called concurrently. Lock-level events
-// (acquisitions, extensions, losses) come from the redlock client's own
-// observer. Default: none.
+// WithObserver installs a hook called once per run with its outcome (once
+// more when a late run starts) and per clock measurement (OutcomeClock),
+// e.g. for metrics. It runs on the run's goroutine: it must be fast, must
+// not block, and may be called concurrently. Default: none.
 func WithObserver(f func(Event)) Option { return func(c *config) { c.observer = f } }
 
-// WithSpec gives Singleton the cron spec with which the job was added to
-// the cron (cron.Cron.AddJob), parsed as a Scheduler parses specs. A run's
-// tick is then the latest activation at or before its start, which also
-// tolerates deliveries more than a second late, and tick records are kept
-// for most of the interval. "@every" specs are refused with ErrInvalid:
-// robfig's "@every" counts from each cron's start, so replicas do not
-// share its ticks; schedule the job with Every instead. A Scheduler takes
-// the spec from Register and refuses this option. Default: none, a run's
-// tick is the whole second at which cron activated it.
+// WithSpec gives Singleton the spec the job was added to the cron with: a
+// run's tick is then the latest activation within the skew before it (late
+// deliveries tolerated), and tick records last most of the interval.
+// "@every" is refused (robfig counts it from each cron's start: use Every);
+// a Scheduler refuses the option. Default: a run's tick is its whole second.
 func WithSpec(spec string) Option {
 	return func(c *config) { c.spec, c.hasSpec, c.schedule = spec, true, nil }
 }
 
-// WithCatchUp turns catch-up on with the given deadline. When a Scheduler
-// starts (or registers a job after it started), the latest activation of
-// the job within the deadline before now runs once, on one replica, unless
-// some replica already ran it: after an outage in which no replica ran a
-// tick, the first replica back runs it (OutcomeLate, then the run's
-// outcome). Older missed ticks are not run. Tick records are then kept for
-// the deadline plus the tick window, one lock key per tick, so a
-// per-second job with a one-hour deadline keeps 3600 keys; give every
-// replica the same deadline. A Singleton cannot catch up (it does not know
-// when its cron starts): NewSingleton refuses the option. Default: 0, off.
+// WithCatchUp turns catch-up on: when a Scheduler starts (or registers a
+// job after), the job's latest activation within deadline runs once, on one
+// replica, unless a replica ran it (OutcomeLate, then its outcome). Tick
+// records then last the deadline (a key per tick: give every replica the
+// same deadline). Singleton and NewJobs refuse it. Default: 0, off.
 func WithCatchUp(deadline time.Duration) Option { return func(c *config) { c.catchUp = deadline } }
 
 // withClock sets the clock from which a run's tick is told: the clock of

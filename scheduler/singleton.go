@@ -18,45 +18,30 @@ import (
 //	c := cron.New(cron.WithSeconds())
 //	c.AddJob("*/10 * * * * *", cron.NewChain(scheduler.Singleton(locks, "report")).Then(job))
 //
-// or for every job of a cron with cron.WithChain. The schedule need not be
-// restated: a run's tick is the whole second at which cron activated it
-// (WithSpec adds tolerance for late deliveries and longer tick records).
-// Put Singleton first in the chain, so that no wrapper delays the run
-// before Singleton sees it. Use WithDelayIfRunning rather than
-// cron.DelayIfStillRunning; cron.SkipIfStillRunning is not needed (a tick
-// whose previous run still runs is skipped by default).
+// or for every job of a cron with cron.WithChain, first in the chain. A
+// run's tick is the whole second at which cron activated it (WithSpec: the
+// activation of the spec). A tick whose previous run still runs is skipped
+// (WithDelayIfRunning instead of cron.DelayIfStillRunning). For robfig's
+// "@every d", whose ticks count from each cron's start, use
+// c.Schedule(scheduler.Every(d), job); a job out of step with another
+// replica's is warned of once. One wrapper may wrap several jobs, named
+// name, "name#2", ... in the order they are added (the same on every
+// replica). Jobs made with Func or EnqueueJob get a context kept alive by
+// the job's lock. docs/CRON.md tells the rest.
 //
-// robfig's "@every d" activates d after each cron's start, so replicas do
-// not share its ticks: schedule such jobs with c.Schedule(scheduler.Every(d), job).
-// A job that runs out of step with another replica's is detected once its
-// interval is known and warned of once (see docs/CRON.md).
-//
-// One wrapper may wrap several jobs (cron.WithChain): each gets its own
-// ticks and locks. The first job wrapped is named name, the others
-// "name#2", "name#3", … in the order the jobs are added, which must then
-// be the same on every replica.
-//
-// Jobs made with Func or EnqueueJob receive a context kept alive by the
-// job's lock; plain cron.Jobs run as they are.
-//
-// Singleton panics with the error NewSingleton returns when its input
-// cannot work, so that a job that could never run is never returned.
+// Singleton panics, where the wrapper is made, with an error matching
+// ErrInvalid (nil client, bad name, bad option, an "@every" spec,
+// WithCatchUp) when its input cannot work, so that a job that could never
+// run is never returned (as regexp.MustCompile does).
 func Singleton(client *redlock.Client, name string, opts ...Option) cron.JobWrapper {
-	w, err := NewSingleton(client, name, opts...)
-	if err != nil {
-		panic(err)
-	}
-	return w
-}
-
-// NewSingleton is Singleton with an error result: it fails with ErrInvalid
-// (nil client, bad name, bad option, an "@every" spec, WithCatchUp).
-func NewSingleton(client *redlock.Client, name string, opts ...Option) (cron.JobWrapper, error) {
 	locks, err := lockerFor(client)
-	if err != nil {
-		return nil, err
+	if err == nil {
+		var w cron.JobWrapper
+		if w, err = newSingleton(locks, name, opts); err == nil {
+			return w
+		}
 	}
-	return newSingleton(locks, name, opts)
+	panic(err)
 }
 
 func newSingleton(locks locker, name string, opts []Option) (cron.JobWrapper, error) {
