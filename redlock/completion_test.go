@@ -405,3 +405,35 @@ func TestRecordKeepsItsRun(t *testing.T) {
 		t.Fatalf("after ForgetCompletion: CompletedRun %d, want -1", got)
 	}
 }
+
+// TestRecordKeepsItsOwnWindow: a record written with a short window beside
+// one kept for an hour (another task of the resource) does not cut the
+// hour's: the set of a resource's records is kept as long as its longest
+// window (issue 45, 5c: it expired at the latest writer's). On the embedded
+// Redis, in real time.
+func TestRecordKeepsItsOwnWindow(t *testing.T) {
+	ctx := context.Background()
+	c, _ := embeddedClient(t)
+	write := func(id string, window time.Duration) {
+		t.Helper()
+		l, err := c.TryAcquire(ctx, "r", 5*time.Second, WithCompletion(id, window))
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = l.RecordCompletion()
+		if err := l.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("long", time.Hour)
+	write("short", time.Second)
+	time.Sleep(1500 * time.Millisecond)
+	l, err := c.TryAcquire(ctx, "r", 5*time.Second, WithCompletion("long", time.Hour))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = l.Release(ctx) }()
+	if !l.FoundCompletion() {
+		t.Fatal("the hour's record gone once a 1s record of the resource expired")
+	}
+}

@@ -312,5 +312,7 @@ func (m *memNode) writeRecord(key string, argv []any) {
 		}
 	}
 	z.m[str(argv[0])] = float64(now + window)
-	z.exp = time.Now().Add(time.Duration(window/runScale) * time.Millisecond)
+	if exp := time.Now().Add(time.Duration(window/runScale) * time.Millisecond); exp.After(z.exp) {
+		z.exp = exp
+	}
 }

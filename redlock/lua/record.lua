@@ -6,7 +6,7 @@
 -- writer's time so scaled, window the record's window so scaled plus its
 -- run, or -1 to delete the record instead. It drops the entries of the
 -- record set key past their expiry, adds id scored now + window, and keeps
--- the set a window past it. Numbers go to redis.call as '%.0f' strings:
+-- the set at least a window past it (never less than it was kept). Numbers go to redis.call as '%.0f' strings:
 -- Lua's own conversion keeps 14 digits, a score has 16. Written after the
 -- release's own writes: a server at maxmemory refuses a script's first
 -- write that may grow memory, not a later one, so a key released here has
@@ -21,5 +21,8 @@ local function record(key, id, window, now)
 	end
 	redis.call('ZREMRANGEBYSCORE', key, '-inf', string.format('%.0f', now + 1023))
 	redis.call('ZADD', key, string.format('%.0f', now + window), id)
-	redis.call('PEXPIRE', key, string.format('%.0f', math.floor(window / 1024)))
+	local ms = math.floor(window / 1024)
+	if redis.call('PTTL', key) < ms then -- a shorter window never cuts a longer one's record
+		redis.call('PEXPIRE', key, string.format('%.0f', ms))
+	end
 end
