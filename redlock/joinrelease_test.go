@@ -149,9 +149,10 @@ func TestBatchReleasesShareOneScriptCall(t *testing.T) {
 		if v, _ := b.rdb.Get(context.Background(), b.c.keysFor("c").key).Result(); v != "someone-else" {
 			t.Errorf("flush %v: c's key of another holder became %q", flush, v)
 		}
-		// b and d were released (d reserved for its waiter): their records
-		// are written; c's key was not ours: no record.
-		for r, want := range map[string]bool{"b": true, "c": false, "d": true} {
+		// b and d were released (d reserved for its waiter), c's key was
+		// another holder's: every record is written (a release's record
+		// goes to every node it reaches, its key there or not).
+		for r, want := range map[string]bool{"b": true, "c": true, "d": true} {
 			err := b.rdb.ZScore(context.Background(), b.c.keysFor(r).key+recordSuffix, "r"+r).Err()
 			if got := err == nil; got != want {
 				t.Errorf("flush %v: record of %s's release found %v (%v), want %v", flush, r, got, err, want)

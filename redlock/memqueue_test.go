@@ -113,6 +113,9 @@ func (mq *memQueue) turn(argv []any) []any {
 	old, token, ttl, score, id, lease := str(argv[0]), str(argv[1]), num(argv[2]), str(argv[3]), str(argv[4]), num(argv[5])
 	cur, held := m.getLocked(k[0])
 	mine := held && old != "" && cur == old
+	if !mine {
+		mq.writeRecord(argv) // lua/turn.lua: on every node reached
+	}
 	if held && !mine && !strings.HasPrefix(cur, reservePrefix) {
 		if strings.HasPrefix(cur, markPrefix) {
 			return []any{int64(0), int64(0), int64(0), int64(0), cur}
@@ -179,6 +182,9 @@ func (m *memNode) execQueue(s *script, keys []string, argv []any) (val any, ok b
 		m.calls["release"]++
 		mq := m.queueOp(keys)
 		if v, held := m.getLocked(keys[0]); !held || v != str(argv[0]) {
+			if len(keys) == 4 {
+				m.writeRecord(keys[3], argv[3:]) // on every node reached
+			}
 			return int64(0), true
 		}
 		if mq.q == nil || len(mq.q.m) == 0 { // release_unqueued.lua: unannounced

@@ -213,7 +213,7 @@ var queueCases = []struct {
 		q.holder("after last left", "")
 		q.queued("after last left", 0)
 	}},
-	{"a release or a hand-over writes its holder's record only where the key was its own", func(q *queueCase) {
+	{"a release or a hand-over writes its holder's record on every node, its key there or not (expired)", func(q *queueCase) {
 		rec := &completionRecord{key: q.k.key + recordSuffix, window: time.Hour}
 		release := func(token, id string) any {
 			rec.id = id
@@ -232,7 +232,7 @@ var queueCases = []struct {
 		q.holder("after", reservePrefix+"b")
 		q.want("the head takes its reservation", turn("", "B", 20, "b", "not-a-holder"), "[0 1 0 0]")
 		q.want("hand-over from the head", turn("B", "C", 30, "c", "b"), "[1 1 0 0]")
-		q.want("records", q.b.zcard(rec.key), "3")
+		q.want("records", q.b.zcard(rec.key), "5")
 	}},
 	{"a lapsed waiter holds nobody back", func(q *queueCase) {
 		q.turn("", "X", 1, "x", false, false, testLease)

@@ -8,6 +8,9 @@
 -- writer's time in ms
 -- Returns 1, or 0 when the key was not ours.
 if redis.call('GET', KEYS[1]) ~= ARGV[1] then
+	if KEYS[4] then
+		record(KEYS[4], ARGV[4], ARGV[5], ARGV[6])
+	end
 	return 0
 end
 free(ARGV[2], ARGV[3])

@@ -1,7 +1,11 @@
 -- record: the prelude of the scripts that release a lock (release_unqueued,
 -- release_many, turn, slot_release, slot_turn): they write the releasing
 -- holder's completion record (completion.go) with record(key, id, window,
--- now), in the same call, once they found the key still held by its token.
+-- now), in the same call, on every node the call reaches, whether the key
+-- still held the releasing token there or not: a key expired on a node
+-- paused past its TTL was kept by the majority that held it, and a record
+-- on one node more survives one more node's data loss (the Go side sends a
+-- record only for a lock that was not lost).
 -- Scores are in ms times 1024 (completion.go, runScale): now is the
 -- writer's time so scaled, window the record's window so scaled plus its
 -- run, or -1 to delete the record instead. It drops the entries of the

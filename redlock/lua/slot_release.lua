@@ -8,6 +8,9 @@
 -- Returns as slot_release_unqueued.lua.
 local sk = slotKey(ARGV[2])
 if redis.call('GET', sk) ~= ARGV[1] then
+	if ARGV[6] then
+		record(KEYS[#KEYS], ARGV[6], ARGV[7], ARGV[8])
+	end
 	return 0
 end
 local h = redis.call('ZRANGE', KEYS[2], 0, 0)

@@ -16,6 +16,9 @@
 if redis.call('EXISTS', KEYS[2]) == 0 then
 	local sk = KEYS[5 + tonumber(ARGV[2])]
 	if redis.call('GET', sk) ~= ARGV[1] then
+		if ARGV[6] then
+			record(KEYS[#KEYS], ARGV[6], ARGV[7], ARGV[8])
+		end
 		return 0
 	end
 	redis.call('DEL', sk)

@@ -18,12 +18,18 @@
 -- Returns as turn.lua: {old released (0/1), new set (0/1), fence or 0, 1},
 -- {0, 0, 0, 0} when another token holds the slot, and {0, 0, 0, 0,
 -- 'nolimit'} when a plain lock holds the resource.
-local other = otherMark(KEYS[3])
-if other then
-	return {0, 0, 0, 0, other}
-end
 local cur = redis.call('GET', KEYS[1])
 local mine = cur == ARGV[1]
+if not mine and KEYS[4] then -- expired here, or taken: the work was kept by a majority
+	record(KEYS[4], ARGV[9], ARGV[10], ARGV[11])
+end
+local other = otherMark(KEYS[3])
+if other then
+	if mine and KEYS[4] then
+		record(KEYS[4], ARGV[9], ARGV[10], ARGV[11])
+	end
+	return {0, 0, 0, 0, other}
+end
 if cur and not mine then
 	return {0, 0, 0, 0}
 end

@@ -7,8 +7,8 @@
 -- new one, so that a successor that started at once keeps it (it jumps the
 -- queue once). The fence step must match fence_acquire.lua's.
 -- KEYS as queue.lua, plus KEYS[4] fencing counter key; KEYS[5] the old
--- holder's completion record set, if its record is to be written where the
--- key held the old token (record.lua)
+-- holder's completion record set, if its record is to be written (on every
+-- node it reaches: a key expired there was kept by a majority; record.lua)
 -- ARGV[1] old token ('' for none); ARGV[2] new token; ARGV[3] ttl in ms;
 -- ARGV[4] ticket; ARGV[5] waiter id; ARGV[6] lease in ms; ARGV[7] '1' to
 -- bump the fence; ARGV[8] counter retention in ms; ARGV[9] release channel;
@@ -19,6 +19,9 @@
 -- {0, 0, 0, 0, mark}: the caller uses the resource with another limit.
 local cur = redis.call('GET', KEYS[1])
 local mine = cur ~= false and ARGV[1] ~= '' and cur == ARGV[1]
+if not mine and KEYS[5] then -- expired here, or taken: the work was kept by a majority
+	record(KEYS[5], ARGV[11], ARGV[12], ARGV[13])
+end
 if cur and not mine and string.sub(cur, 1, 7) ~= 'queued:' then
 	if string.sub(cur, 1, 6) == 'limit:' then
 		return {0, 0, 0, 0, cur}
