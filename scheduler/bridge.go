@@ -15,19 +15,14 @@ type Enqueuer interface {
 	EnqueueContext(ctx context.Context, task *asynq.Task, opts ...asynq.Option) (*asynq.TaskInfo, error)
 }
 
-// EnqueueJob returns a job that enqueues task on each tick, exactly once
-// across replicas, for use under Singleton (Scheduler.RegisterTask does the
-// same for a Scheduler). It enqueues with asynq.TaskID("cron:<job>:<tick in
-// Unix ms>") and asynq.Retention of one minute (more if the tick window is
-// longer), appended after the task's own options, so that a replica that
-// tries the same tick again, even after the task completed, gets
-// asynq.ErrTaskIDConflict; that is reported as OutcomeSkippedOtherReplica,
-// not as an error, and an enqueue as OutcomeRan with the TaskID. Bridge
-// runs take the tick lock but not the running lock: an enqueue never
-// overlaps anything. Should the lock nodes be unreachable, the bridge still
-// enqueues and relies on the task ID alone. Give the job to Singleton
-// itself (cron.NewChain(..., Singleton(...)).Then(job)), not inside another
-// wrapper; run outside Singleton, it fails with ErrInvalid.
+// EnqueueJob returns a job that enqueues task on each tick exactly once
+// across replicas, under Singleton (Scheduler.RegisterTask for a
+// Scheduler): with asynq.TaskID("cron:<job>:<tick in Unix ms>") and an
+// asynq.Retention of at least a minute, so that a second try of the tick
+// gets asynq.ErrTaskIDConflict (OutcomeSkippedOtherReplica). It takes the
+// tick lock, not the running lock; with the lock nodes down it relies on
+// the task ID alone. Give it to Singleton itself; outside it fails with
+// ErrInvalid.
 func EnqueueJob(enq Enqueuer, task *asynq.Task) cron.Job {
 	return &taskJob{enq: enq, task: task}
 }

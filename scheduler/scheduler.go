@@ -38,10 +38,9 @@ type registered struct {
 }
 
 // New returns a Scheduler taking its locks from client. The options are
-// defaults for every job (Register may override them per job); WithLocation
-// sets the time zone of specs without a CRON_TZ= prefix (default UTC).
-// WithSpec is not accepted: each job gets its spec from Register. A Scheduler measures this replica's clock offset to the lock
-// nodes when it starts and then at most once a minute.
+// defaults for every job (Register may override them; WithSpec is refused).
+// It measures this replica's clock offset to the lock nodes when it starts
+// and then at most once a minute.
 func New(client *redlock.Client, opts ...Option) (*Scheduler, error) {
 	locks, err := lockerFor(client)
 	if err != nil {
@@ -73,15 +72,11 @@ func newScheduler(locks locker, opts []Option) (*Scheduler, error) {
 }
 
 // Register adds a job that calls fn on each tick of spec: 6 fields with
-// seconds first ("*/10 * * * * *"), 5 fields with minutes first, a
-// descriptor (@hourly, @every 30s, aligned as Every says), with an optional
-// CRON_TZ=Zone prefix. fn's context is cancelled with cause
-// redlock.ErrLockLost if the job's lock is lost, and with cause ErrStopped
-// when Stop's context ends; a panic in fn is recovered and reported. The
-// options override the Scheduler's defaults for this job.
-//
-// Register fails with ErrInvalid (bad or duplicate name, bad spec or
-// option) or ErrStopped. Jobs may be registered before or after Start.
+// seconds first, 5 with minutes first, or a descriptor (@hourly; @every 30s
+// aligned as Every says), with an optional CRON_TZ=Zone prefix. fn's context
+// is cancelled with cause redlock.ErrLockLost if the lock is lost, ErrStopped
+// when Stop's context ends; a panic is recovered and reported. It fails with
+// ErrInvalid or ErrStopped, before or after Start.
 func (s *Scheduler) Register(name, spec string, fn func(ctx context.Context) error, opts ...Option) error {
 	if fn == nil {
 		return invalidf("job %q: nil function", name)
@@ -90,9 +85,7 @@ func (s *Scheduler) Register(name, spec string, fn func(ctx context.Context) err
 }
 
 // RegisterTask adds a job that enqueues task with enq on each tick of spec,
-// exactly once across replicas, as EnqueueJob describes. The options
-// override the Scheduler's defaults for this job. It fails as Register
-// does, and with ErrInvalid for a nil enqueuer or task.
+// exactly once across replicas, as EnqueueJob does. It fails as Register.
 func (s *Scheduler) RegisterTask(name, spec string, enq Enqueuer, task *asynq.Task, opts ...Option) error {
 	return s.add(name, spec, &taskJob{enq: enq, task: task}, opts)
 }
@@ -150,14 +143,11 @@ func (s *Scheduler) Start() {
 	s.cron.Start()
 }
 
-// Stop stops starting ticks and waits for the jobs that are running. Runs
-// that have not started their job yet (waiting under WithDelayIfRunning, or
-// still deciding who wins the tick) give up at once. When ctx ends first,
-// the running jobs' contexts are cancelled with cause ErrStopped and Stop
-// returns ctx's error without waiting further. The locks of ticks already
-// run are kept until their window ends (in the background), or expire if
-// the process exits first. Stop may be called more than once. A nil ctx is
-// refused with ErrInvalid, and the Scheduler keeps running.
+// Stop stops starting ticks and waits for the running jobs; runs that have
+// not started their job give up at once. When ctx ends first, the jobs'
+// contexts are cancelled with cause ErrStopped and Stop returns ctx's error.
+// Tick records stay until they expire. Stop may be called more than once; a
+// nil ctx is refused with ErrInvalid (the Scheduler keeps running).
 func (s *Scheduler) Stop(ctx context.Context) error {
 	if ctx == nil {
 		return invalidf("nil context given to Stop: the scheduler still runs; stop it with a context that bounds the wait")
