@@ -27,6 +27,9 @@
 //	s.Start()
 //	defer s.Stop(ctx)
 //
+// [NewJobs] is the same core for a cron library that starts runs on its own
+// timers (package gocronlock, for gocron v2).
+//
 // Every run is reported as an [Event] ([WithObserver]); changes of a job's state,
 // not its runs, are logged where [WithLogger] says (by default slog.Default()).
 // How ticks are named, recorded and caught up, and what happens on overlap, clock

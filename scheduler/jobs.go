@@ -114,12 +114,15 @@ func (j *jobs) start(ctx context.Context, name string) (context.Context, func(er
 	return nil, nil, ev.Err
 }
 
+// maxUnknown bounds the unknown names remembered (each warned of once).
+const maxUnknown = 100
+
 // unknownJob reports a run of a job NewJobs was not given.
 func (j *jobs) unknownJob(name string) error {
 	err := invalidf("job %q is not registered: its ticks cannot be told, so it runs nowhere rather than once per replica", name)
 	j.mu.Lock()
 	st := j.unknown[name]
-	if st == nil && len(j.unknown) < maxNameLen {
+	if st == nil && len(j.unknown) < maxUnknown {
 		st = &statelog.State{}
 		j.unknown[name] = st
 	}
