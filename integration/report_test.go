@@ -332,10 +332,17 @@ keeps the count the task had: neither is above the run of the record they meet.
   if ` + "`" + `(resource, key)` + "`" + ` was not applied yet, in the same transaction or script as the effect
   (` + "`" + `examples/inventory` + "`" + `), and pass the lock's fence where storage can check it. A handler that
   failed, or whose lock was lost, leaves no record: its retry runs.
-- **Node failures**: the record is written with the release, on a majority at least; any later
-  majority meets one of those nodes, so one node that restarts empty (after the TTL, as
-  Redlock's restart rule asks) hides no record. Losing the data of as many nodes as the
-  release's majority exceeds N − quorum loses records written before, as it would break locks.
+- **Node failures**: the record is written with the release on every node the release reaches,
+  whether the lock's key still held its token there or not (a node paused past the TTL gets the
+  release, and the record, late), so a release that a majority confirmed leaves its record on
+  more nodes than that majority as soon as the others answer; any later majority meets one of
+  them, so one node that restarts empty (after the TTL, as Redlock's restart rule asks) hides no
+  record (` + "`" + `TestRecordSurvivesBareMajorityAndOneDataLoss` + "`" + `: a bare majority, its third node paused
+  past the TTL, then one node restarted empty; before, 1 to 4 of 6 later acquisitions missed
+  it). Losing the data of as many nodes as the release's majority exceeds N − quorum loses
+  records written before, as it would break locks. A resource's records share one set, kept
+  as long as its longest window: a short window never cuts a longer one's record
+  (` + "`" + `TestRecordKeepsItsOwnWindow` + "`" + `).
 - **The window**: asynq re-delivers a task whose completion it missed once its lease (30s) has
   expired for 30s more, at its recoverer's next pass (every minute), after the task's retry
   delay; an outage of the broker delays that by its length. The default hour covers outages of
