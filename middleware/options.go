@@ -169,11 +169,17 @@ func WithRollback(f func(ctx context.Context, t *asynq.Task, cause error) error)
 //     ties up the workers (docs/HOTKEYS.md).
 //
 // The server needs IsFailure and RetryDelay from this package. The client is
-// shared, never closed by the middleware. Default: none.
+// shared, never closed by the middleware. Parking moves tasks between
+// asynq's own keys: WithBroker refuses an asynq version other than those the
+// package was tested with (v0.26.0). Default: none.
 func WithBroker(broker redis.UniversalClient) Option {
 	return func(c *config) {
 		if broker == nil {
 			c.err = errors.New("middleware: WithBroker: nil broker client")
+			return
+		}
+		if err := checkAsynq(linkedAsynq()); err != nil {
+			c.err = err
 			return
 		}
 		c.broker = broker

@@ -1,0 +1,47 @@
+package middleware
+
+import (
+	"fmt"
+	"runtime/debug"
+	"slices"
+)
+
+// asynqModule is the module whose task layout parking writes.
+const asynqModule = "github.com/hibiken/asynq"
+
+// asynqTested are the asynq versions the suite's parking tests run against:
+// parking moves a task between asynq's own keys (park.go's promoteScript), a
+// layout that is no API, so WithBroker refuses any other version (a user's
+// go.mod picks it, by minimal version selection) rather than park tasks
+// wrongly in production. Add a version here once the suite passed with it.
+var asynqTested = []string{"v0.26.0"}
+
+// linkedAsynq returns the asynq version this program is built with ("" when
+// the build carries no module information).
+func linkedAsynq() string {
+	bi, ok := debug.ReadBuildInfo()
+	if !ok {
+		return ""
+	}
+	for _, d := range bi.Deps {
+		if d.Path == asynqModule {
+			if d.Replace != nil {
+				return d.Replace.Version
+			}
+			return d.Version
+		}
+	}
+	return ""
+}
+
+// checkAsynq refuses version v unless parking was tested against it; ""
+// (no module information: a test binary, or a build without modules) is let
+// through, as nothing better is known.
+func checkAsynq(v string) error {
+	if v == "" || slices.Contains(asynqTested, v) {
+		return nil
+	}
+	return fmt.Errorf("middleware: WithBroker: parking moves tasks between asynq's own keys, a layout tested with %s %v only, "+
+		"and this program is built with %s %q: require %s %s in go.mod, or leave WithBroker out (busy tasks are then requeued on a timer)",
+		asynqModule, asynqTested, asynqModule, v, asynqModule, asynqTested[len(asynqTested)-1])
+}
