@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/asynqlock/asynqlock/internal/lockadmin"
-	"github.com/asynqlock/asynqlock/middleware"
 	"github.com/hibiken/asynq"
 )
 
@@ -63,22 +62,10 @@ func (w *Worker) Run(ctx context.Context) error {
 	return nil
 }
 
-// newServer is the asynq server for the configuration, with the
-// middleware's failure and retry rules.
+// newServer is the asynq server for the configuration (serverConfig).
 func (w *Worker) newServer() *asynq.Server {
 	lvl, _ := parseLevel(w.cfg.LogLevel)
-	return asynq.NewServer(w.broker, asynq.Config{
-		Concurrency:              w.cfg.workers(),
-		Queues:                   w.cfg.Queues,
-		StrictPriority:           w.cfg.StrictPriority,
-		ShutdownTimeout:          w.cfg.ShutdownTimeout,
-		TaskCheckInterval:        w.cfg.TaskCheckInterval,
-		DelayedTaskCheckInterval: w.cfg.DelayedTaskCheckInterval,
-		IsFailure:                middleware.IsFailure,
-		RetryDelayFunc:           middleware.RetryDelay,
-		Logger:                   asynqLogger{w.once.Logger(w.log, "asynq")},
-		LogLevel:                 asynqLevel(lvl),
-	})
+	return asynq.NewServer(w.broker, w.serverConfig(asynqLevel(lvl)))
 }
 
 // shutdown turns readiness off, stops the hosted schedulers and the asynq

@@ -30,6 +30,7 @@ type Worker struct {
 	inspector *asynq.Inspector
 	ping      redis.UniversalClient // broker readiness probe
 	mux       *asynq.ServeMux
+	app       *asynq.Config    // the application's asynq settings (WithAsynqConfig), or nil
 	room      *middleware.Room // the running and waiting tasks' places, shared by every Handle
 	reg       *prometheus.Registry
 	metrics   *metrics
@@ -74,14 +75,22 @@ func New(cfg Config, opts ...Option) (*Worker, error) {
 	for _, opt := range opts {
 		opt(&o)
 	}
+	if o.asynq != nil {
+		if ps := checkApp(o.asynq); len(ps) > 0 {
+			return nil, &workerconfig.Error{Problems: ps}
+		}
+	}
 	ownsDefault := o.log == nil
 	if ownsDefault {
 		slog.SetDefault(newLogger(cfg, os.Stderr))
 		o.log = slog.Default()
 	}
 	b, _ := parseBroker(cfg.AsynqRedisURL, cfg.asynqTLS())
-	w := &Worker{cfg: cfg, log: o.log, broker: b.opt, mux: asynq.NewServeMux(), reg: prometheus.NewRegistry(),
+	w := &Worker{cfg: cfg, log: o.log, broker: b.opt, mux: o.mux, app: o.asynq, reg: prometheus.NewRegistry(),
 		room: middleware.NewRoom(cfg.Concurrency, cfg.waitRoom())}
+	if w.mux == nil {
+		w.mux = asynq.NewServeMux()
+	}
 	w.once = dependencyLogs(o.log, ownsDefault)
 	w.metrics = newMetrics(w.reg)
 	w.metrics.zero(cfg.ConflictPolicy)
