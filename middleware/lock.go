@@ -7,7 +7,6 @@ import (
 	"hash/maphash"
 	"slices"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/asynqlock/asynqlock/redlock"
@@ -34,11 +33,6 @@ type mw struct {
 	lookupErr  failState // lookups of a task to resubmit failing
 	releaseErr failState // releases failing (releaseState)
 	outage     time.Time // a wait ended for want of a quorum; until then arrivals try first
-
-	// Without a Room: the tasks in the middleware now and at most, which
-	// size its default cap of waiters (cfg.waitCap, total-only).
-	inside, peak atomic.Int64
-	fitted       bool
 }
 
 // New returns the middleware, or an error naming a bad argument.
@@ -71,13 +65,9 @@ func newMW(client *redlock.Client, key KeyFunc, cfg config) *mw {
 	if cfg.limit > 1 {
 		cfg.lockOpts = append(slices.Clip(cfg.lockOpts), redlock.WithLimit(cfg.limit))
 	}
-	if !cfg.roomSet {
-		cfg.waitCap = &waitCap{max: 1, totalOnly: true, per: make(map[string]int), slots: make(map[string]int)}
-	}
 	m := &mw{client: client, key: key, cfg: cfg, res: make(map[string]*resState), holds: &holdTable{seed: maphash.MakeSeed()},
 		keeper: newKeeper(keepAfterOf(cfg.ttl)), tracer: cfg.tracer()}
 	m.settleStates()
-	m.fitted = !cfg.roomSet
 	return m
 }
 
@@ -90,17 +80,6 @@ func Lock(client *redlock.Client, key KeyFunc, opts ...Option) asynq.MiddlewareF
 		panic(err)
 	}
 	return f
-}
-
-// count counts a task in the middleware until the returned func runs, and
-// fits the default cap of waiters to the most tasks seen at once: as many
-// as asynq's Concurrency lets in, once the process was busy.
-func (m *mw) count() func() {
-	n := m.inside.Add(1)
-	if p := m.peak.Load(); n > p && m.peak.CompareAndSwap(p, n) {
-		m.cfg.waitCap.fit(int(n))
-	}
-	return func() { m.inside.Add(-1) }
 }
 
 // resource names the lock of a task with key.
@@ -120,9 +99,6 @@ func (m *mw) process(ctx context.Context, t *asynq.Task, next asynq.Handler) err
 		// the task it stands for is run by its original.
 		m.cfg.logger.Debug("a marker ran: nothing to do", "task_id", meta.id, "task_type", t.Type(), "claimed_by", by)
 		return nil
-	}
-	if m.fitted {
-		defer m.count()()
 	}
 	key, err := m.key(ctx, t)
 	if err != nil {

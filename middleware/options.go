@@ -55,7 +55,6 @@ type config struct {
 	observer        func(Event)
 	waitCap         *waitCap // a Room's wait places across resources; nil: none
 	runGate         *runGate // a Room's run places; nil: none
-	roomSet         bool     // a Room (or its parts) was given; else a default cap fits the process
 	tracerProvider  trace.TracerProvider
 	window          time.Duration // completion records kept this long; 0: none (once.go)
 	err             error         // a refused option
@@ -197,18 +196,16 @@ func WithBroker(broker redis.UniversalClient) Option {
 // wait place is parked or requeued; a parked task that comes back and finds
 // none is parked again at the head of its resource's FIFO. worker.New gives
 // every handler one room of WORKER_CONCURRENCY run places and
-// WORKER_WAIT_ROOM wait places (docs/HOTKEYS.md). Default: a room of the
-// middleware's own with no run places and wait places for two thirds of the
-// most tasks it has seen at once (asynq's Concurrency, once busy; at least
-// one), shared by all resources, at most two waiting for one: a hot
-// resource never takes every worker from cold ones.
+// WORKER_WAIT_ROOM wait places (docs/HOTKEYS.md). Default: none (asynq's
+// Concurrency alone bounds the tasks, waiting ones included; at most two
+// wait for one resource).
 func WithRoom(r *Room) Option {
 	return func(cfg *config) {
 		if r == nil {
 			cfg.err = errors.New("middleware: WithRoom: nil room")
 			return
 		}
-		cfg.runGate, cfg.waitCap, cfg.maxWaiters, cfg.roomSet = r.run, r.wait, r.maxWaiters, true
+		cfg.runGate, cfg.waitCap, cfg.maxWaiters = r.run, r.wait, r.maxWaiters
 	}
 }
 

@@ -3,18 +3,12 @@ package middleware
 import "time"
 
 // Options of a Room's parts alone, and of the rollback's bound, for tests
-// that set one of them. Setting a part of a room drops the default cap.
+// that set one of them.
 
-func withRunGate(g *runGate) Option {
-	return func(c *config) { c.runGate, c.roomSet = g, true }
-}
+func withRunGate(g *runGate) Option { return func(c *config) { c.runGate = g } }
 
-func withWaitCap(w *waitCap) Option {
-	return func(c *config) { c.waitCap, c.roomSet = w, true }
-}
+func withWaitCap(w *waitCap) Option { return func(c *config) { c.waitCap = w } }
 
-func withMaxWaiters(n int) Option {
-	return func(c *config) { c.maxWaiters, c.roomSet = n, true }
-}
+func withMaxWaiters(n int) Option { return func(c *config) { c.maxWaiters = n } }
 
 func withRollbackTimeout(d time.Duration) Option { return func(c *config) { c.rollbackTimeout = d } }

@@ -134,15 +134,13 @@ func TestPolicies(t *testing.T) {
 // TestWaitersPerResourceAreBounded: with the Wait policy, once the default
 // two tasks wait for a busy resource, a third whose wait would be long (the
 // resource's measured hold time times the tasks ahead reaches the Wait
-// bound) is requeued at once instead of tying up another worker. (The
-// default cap across resources, sized by the tasks seen at once, is left
-// out: TestDefaultRoomKeepsWorkersForColdKeys tests it.)
+// bound) is requeued at once instead of tying up another worker.
 func TestWaitersPerResourceAreBounded(t *testing.T) {
 	ctx := context.Background()
 	e := newEnv(t)
 	withMeta(t, taskMeta{id: "t1", maxRetry: 3, known: true})
 	rec := &recorder{fn: func(context.Context) error { time.Sleep(400 * time.Millisecond); return nil }}
-	h := Lock(e.locks, ByField("sku"), WithPolicy(Wait(time.Second)), withMaxWaiters(2))(rec)
+	h := Lock(e.locks, ByField("sku"), WithPolicy(Wait(time.Second)))(rec)
 	if err := h.ProcessTask(ctx, adjust()); err != nil { // measures a 400ms hold
 		t.Fatal(err)
 	}
@@ -178,12 +176,11 @@ func TestWaitersPerResourceAreBounded(t *testing.T) {
 // TestShortWaitPastTheBound: without parking, a third task still waits when
 // the tasks ahead of it should be done soon (short holds): a requeue would
 // keep it away for seconds. It gets the lock when the holder releases.
-// (Without the default cap across resources, as above.)
 func TestShortWaitPastTheBound(t *testing.T) {
 	ctx := context.Background()
 	e, held := busyEnv(t, taskMeta{id: "t1", maxRetry: 3, known: true})
 	rec := &recorder{}
-	h := Lock(e.locks, ByField("sku"), WithPolicy(Wait(10*time.Second)), withMaxWaiters(2))(rec)
+	h := Lock(e.locks, ByField("sku"), WithPolicy(Wait(10*time.Second)))(rec)
 	done := make(chan error, 3)
 	for range 3 {
 		go func() { done <- h.ProcessTask(ctx, adjust()) }()

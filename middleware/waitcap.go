@@ -20,10 +20,7 @@ var errWaitCap = fmt.Errorf("middleware: %w: the waiters across resources are at
 // each, and a newly hot resource finds room as soon as a waiter of a
 // resource above its share leaves.
 type waitCap struct {
-	// totalOnly: the cap bounds the waiters across resources and sets no
-	// shares (a middleware's default room, sized by fit).
-	totalOnly bool
-	max       int
+	max int
 
 	mu     sync.Mutex
 	total  int
@@ -56,7 +53,7 @@ func (c *waitCap) enter(res string, limit int) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	now := time.Now()
-	if c.total >= c.max || !c.totalOnly && c.per[res] >= c.shareLocked(res, limit, now) {
+	if c.total >= c.max || c.per[res] >= c.shareLocked(res, limit, now) {
 		c.claimLocked(res, limit, now)
 		return false
 	}
@@ -69,7 +66,7 @@ func (c *waitCap) enter(res string, limit int) bool {
 // least one). A nil cap
 // sets none (math.MaxInt).
 func (c *waitCap) share(res string, limit int) int {
-	if c == nil || c.totalOnly {
+	if c == nil {
 		return math.MaxInt
 	}
 	c.mu.Lock()
@@ -121,14 +118,4 @@ func (c *waitCap) leave(res string) {
 		delete(c.slots, res)
 	}
 	c.total--
-}
-
-// fit sizes a total-only cap for a process seen running n tasks at once:
-// waiting tasks leave a third of them (at least one) to other tasks, as a
-// worker.New room does (WORKER_CONCURRENCY running beside twice as many
-// waiting). It only grows.
-func (c *waitCap) fit(n int) {
-	c.mu.Lock()
-	c.max = max(c.max, 1, n-max(1, n/3))
-	c.mu.Unlock()
 }
