@@ -2,10 +2,9 @@ module github.com/asynqlock/asynqlock/bench
 
 go 1.26.0
 
-replace github.com/asynqlock/asynqlock => ../
-
 require (
-	github.com/asynqlock/asynqlock v0.0.0-00010101000000-000000000000
+	github.com/asynqlock/asynqlock v0.8.0
+	github.com/asynqlock/asynqlock/worker v0.8.0
 	github.com/go-redsync/redsync/v4 v4.18.1
 	github.com/google/uuid v1.6.0
 	github.com/hibiken/asynq v0.26.0
@@ -42,7 +41,6 @@ require (
 	golang.org/x/sys v0.48.0 // indirect
 	golang.org/x/text v0.42.0 // indirect
 	golang.org/x/time v0.14.0 // indirect
-	google.golang.org/genproto v0.0.0-20261026165753-2ffab32bce7e // indirect
 	google.golang.org/genproto/googleapis/api v0.0.0-20261110000943-09e21b237f2c // indirect
 	google.golang.org/genproto/googleapis/rpc v0.0.0-20261110000943-09e21b237f2c // indirect
 	google.golang.org/grpc v1.83.2 // indirect

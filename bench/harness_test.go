@@ -26,7 +26,7 @@ var (
 	nodeTimeout = flag.Duration("bench.nodetimeout", 0,
 		"asynqlock per-node timeout (0: the library default, 50ms); redsync's is ttl*0.05 = 400ms")
 	batchWindow = flag.Duration("bench.batchwindow", -1,
-		"asynqlock batch window, set through internal/lockadmin (negative: the library default, 100µs; 0 turns it off)")
+		"asynqlock batch window, set through worker/internal/lockadmin (negative: the library default, 100µs; 0 turns it off)")
 	hotFor = flag.Duration("bench.hotfor", 3*time.Second,
 		"how long each BenchmarkHotKey sub-benchmark runs, whatever b.N is")
 )

@@ -12,7 +12,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/asynqlock/asynqlock/internal/lockadmin"
 	"github.com/asynqlock/asynqlock/internal/redistest"
 	"github.com/asynqlock/asynqlock/redlock"
 	"github.com/asynqlock/asynqlock/worker"
@@ -103,11 +102,11 @@ func TestLockNodeSettingsPassTheNodeCheck(t *testing.T) {
 		return reps[0]
 	}
 	r := report(redisConf(t)...)
-	if !lockadmin.SurvivesRestart(r) || r.MaxmemoryPolicy != "noeviction" || r.Maxmemory == 0 {
+	if !survivesRestart(r) || r.MaxmemoryPolicy != "noeviction" || r.Maxmemory == 0 {
 		t.Fatalf("the ConfigMap's node: appendonly %v, appendfsync %s, maxmemory %d %s; want a node that survives a restart, bounded and never evicting",
 			r.AppendOnly, r.AppendFsync, r.Maxmemory, r.MaxmemoryPolicy)
 	}
-	if ctl := report(); lockadmin.SurvivesRestart(ctl) {
+	if ctl := report(); survivesRestart(ctl) {
 		t.Fatalf("control: a default redis-server passed as durable (appendonly %v, appendfsync %s): the check proves nothing", ctl.AppendOnly, ctl.AppendFsync)
 	}
 }
@@ -186,4 +185,10 @@ func TestScrapeTargetsTheMetricsPort(t *testing.T) {
 	if out, err := exec.Command(promtool, "check", "config", conf).CombinedOutput(); err != nil {
 		t.Fatalf("promtool check config: %v\n%s", err, out)
 	}
+}
+
+// survivesRestart is the worker's judgement of a node that keeps its locks
+// across a restart (every write on disk before it is acknowledged).
+func survivesRestart(r redlock.NodeReport) bool {
+	return r.AppendOnly && r.AppendFsync == "always"
 }

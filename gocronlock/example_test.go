@@ -9,8 +9,8 @@ import (
 	"time"
 
 	"github.com/asynqlock/asynqlock/gocronlock"
-	"github.com/asynqlock/asynqlock/internal/embedded"
 	"github.com/asynqlock/asynqlock/redlock"
+	"github.com/asynqlock/asynqlock/redlocktest/embedded"
 	"github.com/asynqlock/asynqlock/scheduler"
 	"github.com/go-co-op/gocron/v2"
 )

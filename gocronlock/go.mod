@@ -2,10 +2,8 @@ module github.com/asynqlock/asynqlock/gocronlock
 
 go 1.26.0
 
-replace github.com/asynqlock/asynqlock => ../
-
 require (
-	github.com/asynqlock/asynqlock v0.0.0-00010101000000-000000000000
+	github.com/asynqlock/asynqlock v0.8.0
 	github.com/go-co-op/gocron/v2 v2.21.2
 	github.com/google/uuid v1.6.0
 	github.com/jonboulle/clockwork v0.5.0

@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/asynqlock/asynqlock/internal/embedded"
 	"github.com/asynqlock/asynqlock/redlock"
+	"github.com/asynqlock/asynqlock/redlocktest/embedded"
 )
 
 // TestClientClosedRightAfterAcquireIsALoss (issue 20, finding 3): the lock

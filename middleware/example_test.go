@@ -7,9 +7,9 @@ import (
 	"log"
 	"time"
 
-	"github.com/asynqlock/asynqlock/internal/embedded"
 	"github.com/asynqlock/asynqlock/middleware"
 	"github.com/asynqlock/asynqlock/redlock"
+	"github.com/asynqlock/asynqlock/redlocktest/embedded"
 	"github.com/hibiken/asynq"
 	"github.com/redis/go-redis/v9"
 )

@@ -12,7 +12,7 @@ import (
 // scan returns the resources whose lock key, on any node, starts with
 // resourcePrefix under the client's key prefix, and each node's scan failure
 // (nil where it was scanned). It is the operator's listing (see
-// internal/lockadmin): it scans every node's keyspace (SCAN, never KEYS).
+// worker/internal/lockadmin): it scans every node's keyspace (SCAN, never KEYS).
 func (c *Client) scan(ctx context.Context, resourcePrefix string) ([]string, []error, error) {
 	if ctx == nil {
 		return nil, nil, invalidf("nil context")
@@ -108,7 +108,7 @@ func (c *Client) slotOf(ctx context.Context, resource, token string) (slot, limi
 // forceRelease deletes resource's lock key (or its slot's key) on every node where it still
 // holds token and announces the release to waiters; it reports on how many
 // nodes a key was deleted. A key that meanwhile changed hands is left alone.
-// It is the operator's break-glass (see internal/lockadmin).
+// It is the operator's break-glass (see worker/internal/lockadmin).
 func (c *Client) forceRelease(ctx context.Context, resource, token string) (int, error) {
 	if ctx == nil {
 		return 0, invalidf("nil context")

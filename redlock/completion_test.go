@@ -8,7 +8,7 @@ import (
 	"testing/synctest"
 	"time"
 
-	"github.com/asynqlock/asynqlock/internal/embedded"
+	"github.com/asynqlock/asynqlock/redlocktest/embedded"
 	"github.com/redis/go-redis/v9"
 )
 

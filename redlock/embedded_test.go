@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/asynqlock/asynqlock/internal/embedded"
+	"github.com/asynqlock/asynqlock/redlocktest/embedded"
 	"github.com/redis/go-redis/v9"
 )
 

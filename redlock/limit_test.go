@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/asynqlock/asynqlock/internal/embedded"
+	"github.com/asynqlock/asynqlock/redlocktest/embedded"
 )
 
 // TestLimitGivesDistinctSlotsUpToN: n TryAcquires hold the n slots, the

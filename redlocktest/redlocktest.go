@@ -14,8 +14,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/asynqlock/asynqlock/internal/embedded"
 	"github.com/asynqlock/asynqlock/redlock"
+	"github.com/asynqlock/asynqlock/redlocktest/embedded"
 )
 
 // Nodes is the number of lock nodes NewClient starts: the smallest set that

@@ -12,8 +12,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/asynqlock/asynqlock/internal/embedded"
 	"github.com/asynqlock/asynqlock/redlock"
+	"github.com/asynqlock/asynqlock/redlocktest/embedded"
 	"github.com/asynqlock/asynqlock/scheduler"
 	"github.com/hibiken/asynq"
 	"github.com/robfig/cron/v3"

@@ -5,15 +5,15 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/asynqlock/asynqlock/internal/embedded"
-	"github.com/asynqlock/asynqlock/internal/lockadmin"
 	"github.com/asynqlock/asynqlock/redlock"
+	"github.com/asynqlock/asynqlock/redlocktest/embedded"
 )
 
 // opsView is what an operator sees of a redlock client and its schedulers:
@@ -144,7 +144,7 @@ func forceRelease(t *testing.T, locks *redlock.Client, resource string, started 
 	for ctx.Err() == nil { // a loaded machine may make a call time out
 		states, err := locks.Inspect(ctx, resource)
 		if err == nil && len(states) == 1 && states[0].Held() {
-			if n, err := lockadmin.ForceRelease(ctx, locks, resource, states[0].Token); n == 1 && err == nil {
+			if n, err := locks.Admin().ForceRelease(ctx, resource, states[0].Token); n == 1 && err == nil {
 				return
 			}
 		}
@@ -186,11 +186,11 @@ func waitRecordsGone(t *testing.T, locks *redlock.Client, prefixes ...string) {
 	for ctx.Err() == nil {
 		held := 0
 		for _, p := range prefixes {
-			found, err := lockadmin.List(ctx, locks, p, 0)
+			n, err := heldUnder(ctx, locks, p)
 			if err != nil {
 				t.Fatal(err)
 			}
-			held += len(found.Locks)
+			held += n
 		}
 		if held == 0 {
 			time.Sleep(500 * time.Millisecond)
@@ -199,4 +199,26 @@ func waitRecordsGone(t *testing.T, locks *redlock.Client, prefixes ...string) {
 		time.Sleep(50 * time.Millisecond)
 	}
 	t.Fatal("tick records still held after 30s")
+}
+
+// heldUnder counts the resources under prefix that some node still holds
+// (or failed to describe), as the operator's listing does: a scan of every
+// node, then an inspection of each resource found.
+func heldUnder(ctx context.Context, locks *redlock.Client, prefix string) (int, error) {
+	found, _, err := locks.Admin().Scan(ctx, prefix)
+	if err != nil {
+		return 0, err
+	}
+	slices.Sort(found)
+	held := 0
+	for _, name := range slices.Compact(found) {
+		states, err := locks.Inspect(ctx, name)
+		if err != nil {
+			return 0, err
+		}
+		if slices.ContainsFunc(states, func(s redlock.NodeState) bool { return s.Held() || s.Err != nil }) {
+			held++
+		}
+	}
+	return held, nil
 }

@@ -6,8 +6,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/asynqlock/asynqlock/internal/embedded"
 	"github.com/asynqlock/asynqlock/redlock"
+	"github.com/asynqlock/asynqlock/redlocktest/embedded"
 )
 
 // With a real redlock client shared by two jobs' runs in one process, a

@@ -10,7 +10,7 @@ import (
 	"strings"
 
 	"github.com/asynqlock/asynqlock/internal/redisurl"
-	"github.com/asynqlock/asynqlock/internal/workerconfig"
+	"github.com/asynqlock/asynqlock/worker/internal/workerconfig"
 	"github.com/hibiken/asynq"
 	"github.com/redis/go-redis/v9"
 )

@@ -4,7 +4,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/asynqlock/asynqlock/internal/workerconfig"
+	"github.com/asynqlock/asynqlock/worker/internal/workerconfig"
 	"github.com/hibiken/asynq"
 )
 

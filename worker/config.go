@@ -6,7 +6,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/asynqlock/asynqlock/internal/workerconfig"
+	"github.com/asynqlock/asynqlock/worker/internal/workerconfig"
 	"github.com/caarlos0/env/v11"
 )
 

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/asynqlock/asynqlock/internal/workerconfig"
+	"github.com/asynqlock/asynqlock/worker/internal/workerconfig"
 	"github.com/hibiken/asynq"
 )
 

@@ -10,8 +10,8 @@ import (
 	"time"
 
 	"github.com/asynqlock/asynqlock/internal/redisurl"
-	"github.com/asynqlock/asynqlock/internal/workerconfig"
 	"github.com/asynqlock/asynqlock/redlock"
+	"github.com/asynqlock/asynqlock/worker/internal/workerconfig"
 )
 
 // asynqTLS is the broker's TLS files from the environment.

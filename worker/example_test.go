@@ -6,8 +6,8 @@ import (
 	"log"
 	"strings"
 
-	"github.com/asynqlock/asynqlock/internal/embedded"
 	"github.com/asynqlock/asynqlock/middleware"
+	"github.com/asynqlock/asynqlock/redlocktest/embedded"
 	"github.com/asynqlock/asynqlock/worker"
 	"github.com/hibiken/asynq"
 )

@@ -8,9 +8,9 @@ import (
 	"sync"
 	"time"
 
-	"github.com/asynqlock/asynqlock/internal/lockadmin"
 	"github.com/asynqlock/asynqlock/internal/statelog"
 	"github.com/asynqlock/asynqlock/redlock"
+	"github.com/asynqlock/asynqlock/worker/internal/lockadmin"
 )
 
 // health is what the last readiness probe found. Every change is logged

@@ -7,8 +7,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/asynqlock/asynqlock/internal/lockadmin"
 	"github.com/asynqlock/asynqlock/redlock"
+	"github.com/asynqlock/asynqlock/worker/internal/lockadmin"
 )
 
 // lockAges remembers when the /locks page first saw each claim (resource

@@ -5,8 +5,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/asynqlock/asynqlock/internal/lockadmin"
 	"github.com/asynqlock/asynqlock/redlock"
+	"github.com/asynqlock/asynqlock/worker/internal/lockadmin"
 )
 
 // TestLockRowsShowSlots: a resource used WithLimit has a row per held slot,

@@ -12,8 +12,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/asynqlock/asynqlock/internal/lockadmin"
 	"github.com/asynqlock/asynqlock/redlock"
+	"github.com/asynqlock/asynqlock/worker/internal/lockadmin"
 )
 
 // parkedReader tells the /locks page which tasks wait parked for each

@@ -5,10 +5,10 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/asynqlock/asynqlock/internal/workerconfig"
+	"github.com/asynqlock/asynqlock/worker/internal/workerconfig"
 )
 
-// loadLockConfig is how tools on the lock nodes alone (cmd/asynqlock) read
+// loadLockConfig is how tools on the lock nodes alone (worker/cmd/asynqlock) read
 // the environment: the worker's configuration, problems in the lock
 // variables only.
 func loadLockConfig(vars map[string]string) (Config, error) {

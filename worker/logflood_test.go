@@ -8,9 +8,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/asynqlock/asynqlock/internal/lockadmin"
 	"github.com/asynqlock/asynqlock/internal/redistest"
 	"github.com/asynqlock/asynqlock/internal/workertest"
+	"github.com/asynqlock/asynqlock/worker/internal/lockadmin"
 )
 
 // logLines parses a JSON log stream into records.

@@ -8,7 +8,7 @@ import (
 	"log/slog"
 	"strings"
 
-	"github.com/asynqlock/asynqlock/internal/workerconfig"
+	"github.com/asynqlock/asynqlock/worker/internal/workerconfig"
 	"github.com/hibiken/asynq"
 	"github.com/redis/go-redis/v9"
 )

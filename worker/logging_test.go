@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/asynqlock/asynqlock/internal/workerconfig"
+	"github.com/asynqlock/asynqlock/worker/internal/workerconfig"
 )
 
 // With LOG_FORMAT=json, durations read "1.5s" and go-redis's lines are JSON

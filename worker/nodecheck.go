@@ -9,8 +9,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/asynqlock/asynqlock/internal/lockadmin"
 	"github.com/asynqlock/asynqlock/redlock"
+	"github.com/asynqlock/asynqlock/worker/internal/lockadmin"
 )
 
 // nodeCheck is what the last check of the lock nodes found, and what was

@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/asynqlock/asynqlock/internal/lockadmin"
+	"github.com/asynqlock/asynqlock/worker/internal/lockadmin"
 )
 
 // logRecorder keeps the records logged at Info and above.

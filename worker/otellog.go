@@ -5,7 +5,7 @@ import (
 	"log/slog"
 	"sync"
 
-	"github.com/asynqlock/asynqlock/internal/workerconfig"
+	"github.com/asynqlock/asynqlock/worker/internal/workerconfig"
 	"github.com/go-logr/logr"
 	"go.opentelemetry.io/otel"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"

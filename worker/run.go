@@ -10,7 +10,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/asynqlock/asynqlock/internal/lockadmin"
+	"github.com/asynqlock/asynqlock/worker/internal/lockadmin"
 	"github.com/hibiken/asynq"
 )
 

@@ -7,8 +7,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/asynqlock/asynqlock/internal/lockadmin"
 	"github.com/asynqlock/asynqlock/internal/redisurl"
+	"github.com/asynqlock/asynqlock/worker/internal/lockadmin"
 	"github.com/hibiken/asynq"
 )
 

@@ -7,10 +7,10 @@ import (
 	"sync"
 	"sync/atomic"
 
-	"github.com/asynqlock/asynqlock/internal/lockadmin"
-	"github.com/asynqlock/asynqlock/internal/workerconfig"
 	"github.com/asynqlock/asynqlock/middleware"
 	"github.com/asynqlock/asynqlock/redlock"
+	"github.com/asynqlock/asynqlock/worker/internal/lockadmin"
+	"github.com/asynqlock/asynqlock/worker/internal/workerconfig"
 	"github.com/hibiken/asynq"
 	queuemetrics "github.com/hibiken/asynq/x/metrics"
 	"github.com/prometheus/client_golang/prometheus"

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/asynqlock/asynqlock/internal/embedded"
+	"github.com/asynqlock/asynqlock/redlocktest/embedded"
 )
 
 // embeddedNodeTimeout bounds each call to an embedded lock node (see

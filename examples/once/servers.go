@@ -3,7 +3,7 @@ package main
 import (
 	"time"
 
-	"github.com/asynqlock/asynqlock/internal/embedded"
+	"github.com/asynqlock/asynqlock/redlocktest/embedded"
 )
 
 // servers are the run's embedded Redis servers.

@@ -6,8 +6,8 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/asynqlock/asynqlock/internal/lockadmin"
 	"github.com/asynqlock/asynqlock/redlock"
+	"github.com/asynqlock/asynqlock/worker/internal/lockadmin"
 )
 
 func listFlags(fs *flag.FlagSet) any {

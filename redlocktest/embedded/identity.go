@@ -70,7 +70,7 @@ func (s *Server) infoSection(name string) (string, bool) {
 	srv := s.srv.Load()
 	switch name {
 	case "server":
-		return fmt.Sprintf("# Server\r\nredis_version:%s\r\nredis_mode:standalone\r\nprocess_id:%d\r\nrun_id:%s\r\ntcp_port:%d\r\nexecutable:embedded in-process (asynqlock internal/embedded)\r\n",
+		return fmt.Sprintf("# Server\r\nredis_version:%s\r\nredis_mode:standalone\r\nprocess_id:%d\r\nrun_id:%s\r\ntcp_port:%d\r\nexecutable:embedded in-process (asynqlock redlocktest/embedded)\r\n",
 			s.version, os.Getpid(), s.runID, s.port), true
 	case "clients":
 		return fmt.Sprintf("# Clients\r\nconnected_clients:%d\r\n", srv.ClientsLen()), true

@@ -7,8 +7,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/asynqlock/asynqlock/internal/lockadmin"
 	"github.com/asynqlock/asynqlock/redlock"
+	"github.com/asynqlock/asynqlock/worker/internal/lockadmin"
 )
 
 // checkJSON is one node in `check --json` output.

@@ -10,7 +10,7 @@ import (
 	"os/user"
 	"strings"
 
-	"github.com/asynqlock/asynqlock/internal/lockadmin"
+	"github.com/asynqlock/asynqlock/worker/internal/lockadmin"
 )
 
 func releaseFlags(fs *flag.FlagSet) any {

@@ -1,4 +1,4 @@
-package middleware_test
+package worker_test
 
 import (
 	"bufio"
@@ -13,8 +13,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/asynqlock/asynqlock/internal/embedded"
 	"github.com/asynqlock/asynqlock/middleware"
+	"github.com/asynqlock/asynqlock/redlocktest/embedded"
 	"github.com/asynqlock/asynqlock/worker"
 	"github.com/hibiken/asynq"
 	"github.com/redis/go-redis/v9"

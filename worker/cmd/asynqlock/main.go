@@ -31,9 +31,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/asynqlock/asynqlock/internal/workerconfig"
 	"github.com/asynqlock/asynqlock/redlock"
 	"github.com/asynqlock/asynqlock/worker"
+	"github.com/asynqlock/asynqlock/worker/internal/workerconfig"
 	"github.com/redis/go-redis/v9"
 )
 
