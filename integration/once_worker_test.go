@@ -102,7 +102,8 @@ func startOnceRig(t *testing.T) *onceRig {
 			id := fmt.Sprintf("%s-%d", s.queue, n)
 			s.ids = append(s.ids, id)
 			b, _ := json.Marshal(onceTask{SKU: id, FailFirst: n == 0})
-			if _, err := cl.Enqueue(asynq.NewTask(onceType, b), asynq.TaskID(id), asynq.Queue(s.queue)); err != nil {
+			if _, err := cl.Enqueue(asynq.NewTask(onceType, b), asynq.TaskID(id), asynq.Queue(s.queue),
+				asynq.Retention(time.Hour)); err != nil { // kept completed: verdict reads each result
 				t.Fatal(err)
 			}
 		}
@@ -291,6 +292,31 @@ func (rig *onceRig) verdict(t *testing.T) {
 		}
 		if s.records && skipped != len(s.ids) {
 			t.Fatalf("with records: %d re-deliveries skipped, want %d", skipped, len(s.ids))
+		}
+		if s.records {
+			rig.checkSkipResults(t, s)
+		}
+	}
+}
+
+// checkSkipResults checks that each skipped task, kept completed by
+// asynq.Retention, says in its result (what asynqmon and the Inspector show)
+// that it was a re-delivery of the run that completed: run 0, or 1 for the
+// task whose first run failed.
+func (rig *onceRig) checkSkipResults(t *testing.T, s *onceSide) {
+	t.Helper()
+	for i, id := range s.ids {
+		run := 0
+		if i == 0 {
+			run = 1
+		}
+		want := fmt.Sprintf("asynqlock: re-delivery of run %d (asynq retry count), which completed under its lock; handler not run", run)
+		ti, err := rig.insp.GetTaskInfo(s.queue, id)
+		if err != nil {
+			t.Fatalf("task %s: %v", id, err)
+		}
+		if ti.State != asynq.TaskStateCompleted || string(ti.Result) != want {
+			t.Fatalf("task %s: state %v, result %q, want completed with %q", id, ti.State, ti.Result, want)
 		}
 	}
 }

@@ -131,10 +131,18 @@ func (r *taskRun) completed(lock *redlock.Lock) bool {
 // skipCompleted ends a run whose acquisition found the task's completion
 // record: an earlier delivery's handler returned nil, and asynq delivered
 // it again because the broker could not record that. The handler does not
-// run; the lock is released and the task completes.
+// run; the lock is released and the task completes, its result (asynqmon,
+// Inspector) saying why.
 func (r *taskRun) skipCompleted(ctx context.Context) error {
 	m := r.m
 	r.log.Debug("task already completed under its lock: not run again")
+	if w := r.t.ResultWriter(); w != nil {
+		msg := fmt.Sprintf("asynqlock: re-delivery of run %d (asynq retry count), which completed under its lock; handler not run",
+			r.lock.CompletedRun())
+		if _, err := w.Write([]byte(msg)); err != nil {
+			r.log.Debug("skip not written to the task's result", "err", err)
+		}
+	}
 	m.observe(r.event(EventRedeliverySkipped, nil))
 	taskEvent(ctx, eventSkipped, attrResource.String(r.res))
 	queue, res := r.meta.queue, r.res
