@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/asynqlock/asynqlock/internal/cronsim"
 	"github.com/asynqlock/asynqlock/internal/redistest"
 	"github.com/asynqlock/asynqlock/internal/workertest"
 	"github.com/asynqlock/asynqlock/redlock"
@@ -44,7 +45,7 @@ func TestNewRefusesBadConfig(t *testing.T) {
 		{"skew", locks, job, []scheduler.Option{scheduler.WithSkew(0)}, "skew must be positive"},
 		{"ttl", locks, job, []scheduler.Option{scheduler.WithTTL(-time.Second)}, "ttl must be positive"},
 		{"location", locks, job, []scheduler.Option{scheduler.WithLocation(nil)}, "nil location"},
-		{"clock", locks, job, []scheduler.Option{scheduler.WithClock(nil)}, "nil clock"},
+		{"clock", locks, job, []scheduler.Option{cronsim.WithClock[scheduler.Option](nil)}, "nil clock"},
 		{"spec", locks, job, []scheduler.Option{scheduler.WithSpec("* * * * *")}, "not for NewJobs"},
 	} {
 		_, err := New(tc.locks, tc.jobs, tc.opts...)
@@ -67,7 +68,7 @@ func TestRefusedRunsWarnOnce(t *testing.T) {
 	now := time.Date(2026, 11, 28, 10, 0, 30, 0, time.UTC)
 	var outcomes []scheduler.Outcome
 	l, err := New(offlineLocks(t), map[string]string{"minutely": "0 * * * * *"}, scheduler.WithLocation(time.UTC),
-		scheduler.WithClock(func() time.Time { return now }), scheduler.WithLogger(log),
+		cronsim.WithClock[scheduler.Option](func() time.Time { return now }), scheduler.WithLogger(log),
 		scheduler.WithObserver(func(ev scheduler.Event) { outcomes = append(outcomes, ev.Outcome) }))
 	if err != nil {
 		t.Fatal(err)
@@ -97,7 +98,7 @@ func TestFastJobWarnsOnce(t *testing.T) {
 	log := slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	now := time.Date(2026, 11, 28, 10, 0, 0, 0, time.UTC)
 	l, err := New(offlineLocks(t), map[string]string{"j": "@every 1m"}, scheduler.WithSkew(100*time.Millisecond),
-		scheduler.WithClock(func() time.Time { return now }), scheduler.WithLogger(log))
+		cronsim.WithClock[scheduler.Option](func() time.Time { return now }), scheduler.WithLogger(log))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/asynqlock/asynqlock/internal/cronsim"
 	"github.com/asynqlock/asynqlock/internal/redistest"
 	"github.com/asynqlock/asynqlock/scheduler"
 	"github.com/go-co-op/gocron/v2"
@@ -30,7 +31,7 @@ func TestCronTickOnceWithClockOffsets(t *testing.T) {
 		rec := &recorder{}
 		sc := sc
 		sc.locker = func(i int) gocron.Locker {
-			l, err := New(newLocks(t, c), map[string]string{"beat": "* * * * * *"}, scheduler.WithClock(clocks[i].Now),
+			l, err := New(newLocks(t, c), map[string]string{"beat": "* * * * * *"}, cronsim.WithClock[scheduler.Option](clocks[i].Now),
 				scheduler.WithObserver(rec.observe), scheduler.WithLogger(quiet))
 			if err != nil {
 				t.Fatal(err)

@@ -10,12 +10,13 @@ import (
 	"github.com/go-co-op/gocron/v2"
 )
 
-// Locker is a gocron.Locker whose locks are keyed by job and tick: see New.
-type Locker struct {
+// locker is the gocron.Locker New returns: its locks are keyed by job and
+// tick.
+type locker struct {
 	start func(ctx context.Context, name string) (context.Context, func(error) error, error) // scheduler.NewJobs
 }
 
-var _ gocron.Locker = (*Locker)(nil)
+var _ gocron.Locker = (*locker)(nil)
 
 // New returns a gocron.Locker over locks for the jobs named in jobs, each
 // with its gocron schedule as a spec: "@every 1m" for
@@ -39,19 +40,20 @@ var _ gocron.Locker = (*Locker)(nil)
 //
 // The options are the scheduler package's: WithSkew, WithTTL (the running
 // lock's), WithLocation (the gocron scheduler's, default time.Local as
-// gocron's), WithClock (gocron.WithClock's Now), WithLogger, WithObserver
-// (every Lock and run as a scheduler.Event) and WithTracerProvider. A Lock
+// gocron's), WithLogger, WithObserver (every Lock and run as a
+// scheduler.Event) and WithTracerProvider; ticks are told by the real
+// clock (a gocron.WithClock fake clock is not followed). A Lock
 // that does not go ahead returns an error gocron passes to the job's
 // AfterLockError listener: another replica's tick or run matches
 // redlock.ErrLocked. Configuration that cannot work is refused with
 // scheduler.ErrInvalid.
-func New(locks *redlock.Client, jobs map[string]string, opts ...scheduler.Option) (*Locker, error) {
+func New(locks *redlock.Client, jobs map[string]string, opts ...scheduler.Option) (gocron.Locker, error) {
 	opts = append([]scheduler.Option{scheduler.WithLocation(time.Local)}, opts...)
 	start, err := scheduler.NewJobs(locks, "gocron:", jobs, opts...)
 	if err != nil {
 		return nil, err
 	}
-	return &Locker{start: start}, nil
+	return &locker{start: start}, nil
 }
 
 // Lock wins the tick to which a run of job key starting now belongs, then
@@ -59,7 +61,7 @@ func New(locks *redlock.Client, jobs map[string]string, opts ...scheduler.Option
 // gocron gives its job no context of the run, so a loss cannot stop the
 // job: the run is reported failed with redlock.ErrLockLost when it happens,
 // and Unlock returns it.
-func (l *Locker) Lock(ctx context.Context, key string) (gocron.Lock, error) {
+func (l *locker) Lock(ctx context.Context, key string) (gocron.Lock, error) {
 	rctx, end, err := l.start(ctx, key)
 	if err != nil {
 		return nil, err

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/asynqlock/asynqlock/internal/cronsim"
 	"github.com/asynqlock/asynqlock/internal/redistest"
 	"github.com/asynqlock/asynqlock/redlock"
 	"github.com/asynqlock/asynqlock/scheduler"
@@ -23,7 +24,7 @@ func TestLostTickStopsAtOnce(t *testing.T) {
 	c := redistest.StartCluster(t, 3)
 	now := time.Date(2026, 11, 28, 10, 0, 0, 0, time.UTC)
 	jobs := map[string]string{"won": "@every 1s", "split": "@every 1s"}
-	opts := []scheduler.Option{scheduler.WithClock(func() time.Time { return now }), scheduler.WithLogger(quiet)}
+	opts := []scheduler.Option{cronsim.WithClock[scheduler.Option](func() time.Time { return now }), scheduler.WithLogger(quiet)}
 	record := func(job string) string { return "gocron:" + job + ":" + strconv.FormatInt(now.UnixMilli(), 10) }
 
 	winner, err := New(newLocks(t, c), jobs, opts...)

@@ -10,25 +10,26 @@ import (
 	"github.com/robfig/cron/v3"
 )
 
-// Enqueuer enqueues asynq tasks; *asynq.Client satisfies it.
-type Enqueuer interface {
+// enqueuer enqueues asynq tasks: an *asynq.Client, or anything with its
+// EnqueueContext method.
+type enqueuer interface {
 	EnqueueContext(ctx context.Context, task *asynq.Task, opts ...asynq.Option) (*asynq.TaskInfo, error)
 }
 
-// EnqueueJob returns a job that enqueues task on each tick exactly once
-// across replicas, under Singleton (Scheduler.RegisterTask for a
-// Scheduler): with asynq.TaskID("cron:<job>:<tick in Unix ms>") and an
+// EnqueueJob returns a job that enqueues task with enq (an *asynq.Client)
+// on each tick exactly once across replicas, under Singleton
+// (Scheduler.RegisterTask for a Scheduler): with asynq.TaskID("cron:<job>:<tick in Unix ms>") and an
 // asynq.Retention of at least a minute, so that a second try of the tick
 // gets asynq.ErrTaskIDConflict (OutcomeSkippedOtherReplica). It takes the
 // tick lock, not the running lock; with the lock nodes down it relies on
 // the task ID alone. Give it to Singleton itself; outside it fails with
 // ErrInvalid.
-func EnqueueJob(enq Enqueuer, task *asynq.Task) cron.Job {
+func EnqueueJob(enq enqueuer, task *asynq.Task) cron.Job {
 	return &taskJob{enq: enq, task: task}
 }
 
 type taskJob struct {
-	enq  Enqueuer
+	enq  enqueuer
 	task *asynq.Task
 }
 

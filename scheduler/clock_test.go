@@ -25,7 +25,7 @@ func TestClockOffsetIsMeasuredAndWarned(t *testing.T) {
 			defer mu.Unlock()
 			return time.Now().Add(shift)
 		}
-		s := newTestScheduler(t, client, WithLogger(slog.New(logs)), WithClock(clock), withReplica("r1"),
+		s := newTestScheduler(t, client, WithLogger(slog.New(logs)), withClock(clock), withReplica("r1"),
 			WithObserver(func(e Event) {
 				if e.Outcome != OutcomeClock {
 					return

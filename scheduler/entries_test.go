@@ -15,7 +15,7 @@ func TestEntries(t *testing.T) {
 		t0 := time.Now()
 		locks := newMemLocks()
 		a := newTestScheduler(t, locks.client(), withReplica("a"))
-		b := newTestScheduler(t, locks.client(), withReplica("b"), WithClock(func() time.Time { return time.Now() }))
+		b := newTestScheduler(t, locks.client(), withReplica("b"), withClock(func() time.Time { return time.Now() }))
 		for _, s := range []*Scheduler{a, b} {
 			if err := s.Register("fails", "*/2 * * * * *", func(context.Context) error { return errors.New("disk full") }); err != nil {
 				t.Fatal(err)

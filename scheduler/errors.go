@@ -12,10 +12,11 @@ var (
 	// nil client, job or task, a bad or duplicate job name, a cron spec
 	// that does not parse or never activates, a bad option value.
 	ErrInvalid = errors.New("scheduler: invalid argument")
-	// ErrStopped is returned by Register after Stop, and is the cause of the
-	// context of jobs still running when Stop's context ends.
-	ErrStopped = errors.New("scheduler: stopped")
 )
+
+// errStopped is the cause of the context of jobs still running when Stop's
+// context ends.
+var errStopped = errors.New("scheduler: stopped")
 
 // errNoTick is the cause of a run skipped because it did not start within
 // the skew of any activation of its schedule.

@@ -17,8 +17,8 @@ type contextJob interface {
 
 // Func adapts a function to a cron.Job that Singleton runs with the run's
 // context: cancelled with cause redlock.ErrLockLost if the job's running
-// lock is lost (or ErrStopped when a Scheduler's Stop runs out of time),
-// and carrying the run's tick (see FromContext). The function's error is
+// lock is lost (or "scheduler: stopped" when a Scheduler's Stop runs out
+// of time), and carrying the run's tick (see FromContext). The function's error is
 // the run's outcome. Run outside Singleton, it gets context.Background().
 // Any cron.Job with a method RunContext(ctx context.Context) error is run
 // the same way.

@@ -19,7 +19,7 @@ const (
 )
 
 func init() {
-	cronsim.Clock = func(now func() time.Time) any { return WithClock(now) }
+	cronsim.Clock = func(now func() time.Time) any { return withClock(now) }
 	cronsim.Replica = func(name string) any { return withReplica(name) }
 }
 
@@ -147,7 +147,7 @@ func WithCatchUp(deadline time.Duration) Option { return func(c *config) { c.cat
 
 // withClock sets the clock from which a run's tick is told: the clock of
 // the cron that runs the job (see internal/cronsim).
-func WithClock(now func() time.Time) Option { return func(c *config) { c.now = now } }
+func withClock(now func() time.Time) Option { return func(c *config) { c.now = now } }
 
 // withReplica names this replica (see internal/cronsim).
 func withReplica(name string) Option { return func(c *config) { c.replica = name } }

@@ -29,7 +29,7 @@ type host struct {
 	// stopping ends when Stop begins: runs that have not started their job
 	// give up (no new lock waits).
 	stopping context.Context
-	// running ends, with cause ErrStopped, when Stop's context ends: the
+	// running ends, with cause errStopped, when Stop's context ends: the
 	// contexts of running jobs are cancelled.
 	running context.Context
 	// wg counts runs started outside cron (catch-up); nil for Singleton.

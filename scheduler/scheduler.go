@@ -74,9 +74,9 @@ func newScheduler(locks locker, opts []Option) (*Scheduler, error) {
 // Register adds a job that calls fn on each tick of spec: 6 fields with
 // seconds first, 5 with minutes first, or a descriptor (@hourly; @every 30s
 // aligned as Every says), with an optional CRON_TZ=Zone prefix. fn's context
-// is cancelled with cause redlock.ErrLockLost if the lock is lost, ErrStopped
-// when Stop's context ends; a panic is recovered and reported. It fails with
-// ErrInvalid or ErrStopped, before or after Start.
+// is cancelled with cause redlock.ErrLockLost if the lock is lost, or
+// "scheduler: stopped" when Stop's context ends; a panic is recovered and
+// reported. It fails with ErrInvalid, before or after Start or Stop.
 func (s *Scheduler) Register(name, spec string, fn func(ctx context.Context) error, opts ...Option) error {
 	if fn == nil {
 		return invalidf("job %q: nil function", name)
@@ -86,7 +86,7 @@ func (s *Scheduler) Register(name, spec string, fn func(ctx context.Context) err
 
 // RegisterTask adds a job that enqueues task with enq on each tick of spec,
 // exactly once across replicas, as EnqueueJob does. It fails as Register.
-func (s *Scheduler) RegisterTask(name, spec string, enq Enqueuer, task *asynq.Task, opts ...Option) error {
+func (s *Scheduler) RegisterTask(name, spec string, enq enqueuer, task *asynq.Task, opts ...Option) error {
 	return s.add(name, spec, &taskJob{enq: enq, task: task}, opts)
 }
 
@@ -113,7 +113,7 @@ func (s *Scheduler) add(name, spec string, job cron.Job, opts []Option) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.stopped {
-		return fmt.Errorf("%w: cannot register job %q", ErrStopped, name)
+		return invalidf("job %q: cannot register after Stop", name)
 	}
 	if _, dup := s.jobs[name]; dup {
 		return invalidf("job %q: a job of that name is already registered", name)
@@ -145,7 +145,8 @@ func (s *Scheduler) Start() {
 
 // Stop stops starting ticks and waits for the running jobs; runs that have
 // not started their job give up at once. When ctx ends first, the jobs'
-// contexts are cancelled with cause ErrStopped and Stop returns ctx's error.
+// contexts are cancelled with cause "scheduler: stopped" and Stop returns
+// ctx's error.
 // Tick records stay until they expire. Stop may be called more than once; a
 // nil ctx is refused with ErrInvalid (the Scheduler keeps running).
 func (s *Scheduler) Stop(ctx context.Context) error {
@@ -167,7 +168,7 @@ func (s *Scheduler) Stop(ctx context.Context) error {
 	case <-done:
 		return nil
 	case <-ctx.Done():
-		s.kill(ErrStopped)
+		s.kill(errStopped)
 		return ctx.Err()
 	}
 }

@@ -123,7 +123,7 @@ func TestSchedulerStopWaitsForRunningJobs(t *testing.T) {
 }
 
 // When Stop's context ends, the jobs' contexts are cancelled with cause
-// ErrStopped and Stop returns the context's error.
+// errStopped and Stop returns the context's error.
 func TestSchedulerStopDeadlineCancelsJobs(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		rec := &recorder{}
@@ -140,11 +140,11 @@ func TestSchedulerStopDeadlineCancelsJobs(t *testing.T) {
 		}
 		synctest.Wait()
 		runs := rec.runs()
-		if len(runs) != 1 || !errors.Is(runs[0].cause, ErrStopped) {
-			t.Fatalf("want the job cancelled with ErrStopped, got %+v", runs)
+		if len(runs) != 1 || !errors.Is(runs[0].cause, errStopped) {
+			t.Fatalf("want the job cancelled with errStopped, got %+v", runs)
 		}
-		if f := rec.eventsOf(OutcomeFailed); len(f) != 1 || !errors.Is(f[0].Err, ErrStopped) {
-			t.Fatalf("want a failed event with ErrStopped, got %+v", rec.events)
+		if f := rec.eventsOf(OutcomeFailed); len(f) != 1 || !errors.Is(f[0].Err, errStopped) {
+			t.Fatalf("want a failed event with errStopped, got %+v", rec.events)
 		}
 		time.Sleep(2 * time.Second)
 	})

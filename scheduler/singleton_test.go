@@ -71,7 +71,7 @@ func checkIdiom(t *testing.T, spec string) {
 	var crons []*cron.Cron
 	skew := defaultSkew * 9 / 10
 	for i, rp := range []replica{{0, 0}, {0, 300 * time.Millisecond}, {skew, 0}, {-skew, 0}} {
-		opts := []Option{quiet, WithClock(rp.clock()), WithObserver(rec.observe)}
+		opts := []Option{quiet, withClock(rp.clock()), WithObserver(rec.observe)}
 		if spec != "" {
 			opts = append(opts, WithSpec(spec))
 		}
@@ -194,7 +194,7 @@ func TestRecordStopsAReplicaBeyondTheSkew(t *testing.T) {
 			var crons []*cron.Cron
 			for i, off := range []time.Duration{tc.ahead, 0} {
 				w, err := newSingleton(locks.client(), "j", []Option{quiet, withSchedule(sched), WithTTL(time.Second),
-					WithClock(replica{offset: off}.clock()), WithObserver(rec.observe)})
+					withClock(replica{offset: off}.clock()), WithObserver(rec.observe)})
 				if err != nil {
 					t.Fatal(err)
 				}

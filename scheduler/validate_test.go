@@ -46,7 +46,7 @@ func TestRegisterValidation(t *testing.T) {
 		{"negative max delay", func() error { return s.Register("a", "* * * * * *", nop, WithDelayIfRunning(-1)) }, ErrInvalid, "max delay"},
 		{"nil location", func() error { return s.Register("a", "* * * * * *", nop, WithLocation(nil)) }, ErrInvalid, "location"},
 		{"negative catch-up", func() error { return s.Register("a", "* * * * * *", nop, WithCatchUp(-1)) }, ErrInvalid, "catch-up"},
-		{"nil clock", func() error { return s.Register("a", "* * * * * *", nop, WithClock(nil)) }, ErrInvalid, "clock"},
+		{"nil clock", func() error { return s.Register("a", "* * * * * *", nop, withClock(nil)) }, ErrInvalid, "clock"},
 		{"empty replica", func() error { return s.Register("a", "* * * * * *", nop, withReplica("")) }, ErrInvalid, "replica"},
 		{"nil option", func() error { return s.Register("a", "* * * * * *", nop, nil) }, ErrInvalid, "nil option"},
 		{"spec option", func() error { return s.Register("a", "* * * * * *", nop, WithSpec("* * * * * *")) }, ErrInvalid, "Singleton"},
@@ -84,8 +84,8 @@ func TestRegisterValidation(t *testing.T) {
 	if err := s.Stop(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.Register("late", "* * * * * *", nop, WithSkew(500*time.Millisecond)); !errors.Is(err, ErrStopped) {
-		t.Fatalf("Register after Stop: %v, want ErrStopped", err)
+	if err := s.Register("late", "* * * * * *", nop, WithSkew(500*time.Millisecond)); !errors.Is(err, ErrInvalid) {
+		t.Fatalf("Register after Stop: %v, want ErrInvalid", err)
 	}
 }
 
