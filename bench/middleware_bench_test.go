@@ -235,7 +235,7 @@ func throughput(b *testing.B, cluster *redistest.Cluster, broker, store *rediste
 	}
 	// Outermost in both variants, so that a task counts once its lock's
 	// release is sent (the middleware does not wait for the nodes' answers,
-	// docs/MIDDLEWARE.md); it decodes the payload once more, in both.
+	// docs/guide/MIDDLEWARE.md); it decodes the payload once more, in both.
 	ty := newTally(n)
 	counted := asynq.HandlerFunc(func(ctx context.Context, t *asynq.Task) error {
 		err := h.ProcessTask(ctx, t)

@@ -20,7 +20,7 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// Sizing figures for docs/OPERATIONS.md#sizing, measured on real
+// Sizing figures for docs/guide/OPERATIONS.md#sizing, measured on real
 // redis-servers: `go test -run '^$' -bench Sizing -benchtime 1x`.
 
 // usedMemory is INFO memory's used_memory of a server.

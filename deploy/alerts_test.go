@@ -22,13 +22,13 @@ func TestAlertRulesUnit(t *testing.T) {
 	// Every alert of alerts.yml is tested there, and has a runbook line.
 	rules := yamlDocs(t, "prometheus/alerts.yml")[0]
 	tests := strings.Join(fieldStrings(yamlDocs(t, "prometheus/alerts_test.yml")[0], "alertname"), " ")
-	runbook := readDoc(t, "../docs/OPERATIONS.md")
+	runbook := readDoc(t, "../docs/guide/OPERATIONS.md")
 	for _, name := range fieldStrings(rules, "alert") {
 		if !strings.Contains(" "+tests+" ", " "+name+" ") {
 			t.Errorf("alert %s has no promtool test", name)
 		}
 		if !strings.Contains(runbook, "`"+name+"`") {
-			t.Errorf("alert %s has no runbook line in docs/OPERATIONS.md", name)
+			t.Errorf("alert %s has no runbook line in docs/guide/OPERATIONS.md", name)
 		}
 	}
 }

@@ -32,6 +32,6 @@
 // gocron calls Lock once the mode lets a run go ahead there.
 //
 // How ticks are told for interval and cron jobs, how the modes combine with
-// the locker, and what this does not cover: docs/CRON.md, section "gocron
+// the locker, and what this does not cover: docs/guide/CRON.md, section "gocron
 // v2".
 package gocronlock

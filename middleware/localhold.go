@@ -16,7 +16,7 @@ var errHeldHere = fmt.Errorf("middleware: %w: held or waited for by tasks of thi
 // uncountHolder. A task arriving meanwhile goes straight to the wait (or
 // to parking), without a TryAcquire round: it joins the lock client's
 // local queue a round sooner, where the holder's release hands the lock
-// over in one round it does not wait for (docs/HOTKEYS.md). It returns
+// over in one round it does not wait for (docs/guide/HOTKEYS.md). It returns
 // res's entry for uncountHolder (no closure: one allocation less per task).
 func (m *mw) countHolder(res string) *resState {
 	m.mu.Lock()

@@ -26,7 +26,7 @@ const DefaultCompletionWindow = time.Hour
 var defaultWindow = DefaultCompletionWindow
 
 // WithCompletionWindow sets how long the record of a task whose handler
-// returned nil under its lock is kept on the lock nodes (docs/RELIABILITY.md,
+// returned nil under its lock is kept on the lock nodes (docs/guide/RELIABILITY.md,
 // "Once"). The record names that run of that task (its original ID, type and
 // payload; a parked copy counts as its original): a re-delivery of the run,
 // which asynq makes when it missed the completion (its retry count grew since
@@ -34,7 +34,7 @@ var defaultWindow = DefaultCompletionWindow
 // reuses the ID, or an operator's re-run, runs. 0 writes and looks for no record (asynq's
 // at-least-once delivery: a task whose completion the broker missed runs
 // again). Each record takes about 150 bytes on every lock node for its
-// window (docs/OPERATIONS.md). A negative window, or one above
+// window (docs/guide/OPERATIONS.md). A negative window, or one above
 // redlock.MaxCompletionWindow, is refused. Default: DefaultCompletionWindow.
 func WithCompletionWindow(d time.Duration) Option {
 	return func(c *config) {
@@ -115,7 +115,7 @@ func (m *mw) lockOptsFor(t *asynq.Task, meta taskMeta) []redlock.LockOption {
 // operator's re-run (Inspector.RunTask keeps the count). It runs, and its
 // release deletes that record (ForgetCompletion), so that its own retries
 // are not taken for re-deliveries of the other work; a success writes its
-// own. docs/RELIABILITY.md, "Once", argues the rule and its limits.
+// own. docs/guide/RELIABILITY.md, "Once", argues the rule and its limits.
 func (r *taskRun) completed(lock *redlock.Lock) bool {
 	run := lock.CompletedRun()
 	if run < 0 {

@@ -130,7 +130,7 @@ func WithPolicy(p Policy) Option { return func(c *config) { c.policy = p } }
 // slots may have n times as many waiters, promoted tasks and requeue slots.
 // Workers may give one resource different n while a change of n rolls
 // out: they share it with at most the largest n running at once, and no
-// task fails for the difference (redlock.WithLimit, docs/REDLOCK.md,
+// task fails for the difference (redlock.WithLimit, docs/design/REDLOCK.md,
 // "Changing n"). n must be in [1, redlock.MaxLimit]. Default: 1, one task
 // per key at a time.
 func WithLimit(n int) Option { return func(c *config) { c.limit = n } }
@@ -159,14 +159,14 @@ func WithRollback(f func(ctx context.Context, t *asynq.Task, cause error) error)
 //     from one never stored), and the current run revoked; when that
 //     fails, the run claims the copy's ID with a marker (a task with no
 //     payload that runs nothing) before it does the work itself, so that a
-//     copy still on its way is never stored (docs/MIDDLEWARE.md); without
+//     copy still on its way is never stored (docs/guide/MIDDLEWARE.md); without
 //     WithBroker, such a task waits for its lock as long as its deadline
 //     allows;
 //   - busy tasks are parked: kept in asynq's retry set, recorded in a FIFO
 //     per queue and resource, and moved to the front of their queue when a
 //     task of their resource starts running (a backstop delay brings them
 //     back if nobody does), so a hot resource neither bounces its tasks nor
-//     ties up the workers (docs/HOTKEYS.md).
+//     ties up the workers (docs/guide/HOTKEYS.md).
 //
 // The server needs IsFailure and RetryDelay from this package. The client is
 // shared, never closed by the middleware. Parking moves tasks between
@@ -196,7 +196,7 @@ func WithBroker(broker redis.UniversalClient) Option {
 // wait place is parked or requeued; a parked task that comes back and finds
 // none is parked again at the head of its resource's FIFO. worker.New gives
 // every handler one room of WORKER_CONCURRENCY run places and
-// WORKER_WAIT_ROOM wait places (docs/HOTKEYS.md). Default: none (asynq's
+// WORKER_WAIT_ROOM wait places (docs/guide/HOTKEYS.md). Default: none (asynq's
 // Concurrency alone bounds the tasks, waiting ones included; at most two
 // wait for one resource).
 func WithRoom(r *Room) Option {

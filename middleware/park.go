@@ -16,7 +16,7 @@ import (
 // own keys in the broker, so that the task is brought back (promoted) when a
 // task of its resource starts running, rather than on a timer. The records
 // are hints: the task itself never leaves asynq, and a backstop delay brings
-// it back by itself if nobody promotes it. See docs/HOTKEYS.md.
+// it back by itself if nobody promotes it. See docs/guide/HOTKEYS.md.
 
 // Key layout, under the queue's hash tag so that one script may touch the
 // queue's keys and the records on a Redis Cluster.

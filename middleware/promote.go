@@ -51,7 +51,7 @@ func (m *mw) request(res string, e *resState, p *promoState) {
 // this process costs one broker call, not two. One queue is owed per
 // resource: an owed promotion of another queue is asked for at once.
 // A resource that met no contention in this process lately asks for
-// nothing (docs/HOTKEYS.md, "Who promotes").
+// nothing (docs/guide/HOTKEYS.md, "Who promotes").
 func (m *mw) promoteAfter(queue, res string) {
 	if m.cfg.broker == nil || queue == "" {
 		return
@@ -131,7 +131,7 @@ type depths struct {
 // backlog, so that other resources' tasks keep their workers; three times
 // what one process lets wait while it has none, so that more of the waiting
 // tasks land in the holder's process and the turn passes locally, the cheap
-// way (docs/HOTKEYS.md).
+// way (docs/guide/HOTKEYS.md).
 // A resource of n slots (WithLimit) has n times the depth. Under a cap
 // across resources (a Room's wait places), what one process lets wait is res's share
 // of the cap when that is less, and the depth without backlog is at most
@@ -152,7 +152,7 @@ func (m *mw) promoteDepth(res string) depths {
 // twice as long after each call that moved nothing, up to followMax, for
 // followFor after the records last changed. So every record is looked at
 // by the process that wrote it even when the resource's other processes
-// ask for nothing (docs/HOTKEYS.md, "Who promotes").
+// ask for nothing (docs/guide/HOTKEYS.md, "Who promotes").
 const (
 	followFirst = 25 * time.Millisecond
 	followMax   = time.Second

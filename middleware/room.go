@@ -8,7 +8,7 @@ package middleware
 // has places of both kinds: the tasks waiting for a hot resource then wait
 // in wait places instead of taking the workers of tasks that could run, so
 // cold resources keep their workers while a hot one keeps enough waiters in
-// each process for its turns to pass within the process (docs/HOTKEYS.md).
+// each process for its turns to pass within the process (docs/guide/HOTKEYS.md).
 // Each resource may have half the larger number of places waiting (at
 // least one). Tasks on their last retry may wait past the wait places
 // (asynq would archive them otherwise). It is safe for concurrent use.

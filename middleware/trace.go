@@ -16,7 +16,7 @@ import (
 const tracerName = "github.com/asynqlock/asynqlock/middleware"
 
 // The wait span, the events on the task's span, and their attributes
-// (docs/MIDDLEWARE.md, "Tracing").
+// (docs/guide/MIDDLEWARE.md, "Tracing").
 const (
 	spanWait      = "asynqlock.wait"
 	eventParked   = "asynqlock.parked"

@@ -144,11 +144,11 @@ const requeueTrip = 5 * time.Second
 // it, at least 1: the other half is left to promoted tasks, which come back
 // in FIFO order and would otherwise find the share taken. Fewer tasks
 // waiting in workers also leave more workers to other resources during a
-// burst (docs/HOTKEYS.md).
+// burst (docs/guide/HOTKEYS.md).
 // A resource of n slots (WithLimit) has n times the share. Under a cap
 // across resources (a Room's wait places) it is also at most half the resource's
 // share of the cap, so that with several hot resources the promoted tasks
-// of each still find room (docs/HOTKEYS.md).
+// of each still find room (docs/guide/HOTKEYS.md).
 func (m *mw) freshShare(res string, soft bool) int {
 	if soft || m.cfg.maxWaiters <= 1 {
 		return m.cfg.maxWaiters * m.cfg.limit

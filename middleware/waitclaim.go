@@ -7,7 +7,7 @@ import "time"
 // with waiters; without the claim, a resource that filled the cap alone
 // kept its whole share, each of its leaving waiters replaced by its next
 // promoted task, and a newly hot resource found no room until it drained
-// (docs/HOTKEYS.md). A refused task comes back on the next promotion,
+// (docs/guide/HOTKEYS.md). A refused task comes back on the next promotion,
 // well within it.
 const claimFor = time.Second
 

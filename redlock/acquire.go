@@ -161,7 +161,7 @@ func (c *Client) acquireLoop(ctx context.Context, k keys, ttl time.Duration, lc 
 // it takes a free key and cannot take one reserved for a queued waiter, so
 // an uncontended Acquire costs what Redlock costs. Only once that fails does
 // the caller queue on the nodes with ticket tk, taken before the first round
-// so that its place in the FIFO is its arrival (docs/HANDOVER.md). A
+// so that its place in the FIFO is its arrival (docs/design/HANDOVER.md). A
 // resource whose releases this client watches (a waiter of it, now or
 // within subscriptionLinger) was contended lately: its first round queues.
 func (c *Client) attemptLoop(ctx context.Context, k keys, ttl time.Duration, lc *lockConfig, t *turn, tk *ticket) (*Lock, int, error) {

@@ -14,7 +14,7 @@ import (
 var ErrCompleted = errors.New("redlock: already completed")
 
 // MaxCompletionWindow bounds WithCompletion's window: records are kept on
-// every lock node for their whole window (docs/OPERATIONS.md sizes them).
+// every lock node for their whole window (docs/guide/OPERATIONS.md sizes them).
 const MaxCompletionWindow = 30 * 24 * time.Hour
 
 // WithCompletion ties the acquisition to a unit of work named id (a task's

@@ -32,5 +32,5 @@
 //
 // The guarantee rests on assumptions (bounded clock drift, nodes that stay
 // down for a TTL after losing data, no key eviction) described with the
-// algorithm in docs/REDLOCK.md.
+// algorithm in docs/design/REDLOCK.md.
 package redlock

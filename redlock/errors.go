@@ -91,7 +91,7 @@ func invalidf(format string, args ...any) error {
 }
 
 // errLimitMismatch marks a resource used with different limits (WithLimit)
-// at once, as while a change of n rolls out (docs/REDLOCK.md, "Changing
+// at once, as while a change of n rolls out (docs/design/REDLOCK.md, "Changing
 // n"): the Err of an EventLimitChange and, beside ErrLocked, the error of a
 // caller that found the resource held the other way, which waits as for any
 // holder.

@@ -56,7 +56,7 @@ func (c *Client) settleFence(ctx context.Context, r *round, rd fenceReader, k ke
 // plain lock; for slot s of a limit n > 1, those equal to s modulo
 // fenceClasses (whatever n: callers of two limits may share the slots), so
 // that holders of different slots, whose rounds may overlap in time, never
-// get the same fence (docs/REDLOCK.md, "Limits"). lua/slot_acquire.lua
+// get the same fence (docs/design/REDLOCK.md, "Limits"). lua/slot_acquire.lua
 // bumps the counters alike.
 type fenceStep struct{ n, slot int64 }
 

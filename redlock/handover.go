@@ -31,7 +31,7 @@ type handoffState struct {
 
 // handoffReq is what a queued Acquire caller asks for, so that a Release of
 // the same Client can acquire the lock on its behalf in the round that
-// releases it (docs/HANDOVER.md).
+// releases it (docs/design/HANDOVER.md).
 type handoffReq struct {
 	ttl time.Duration
 	lc  *lockConfig
@@ -159,7 +159,7 @@ func (l *Lock) tryHandOver(ctx context.Context) (handed bool, err error) {
 // pass on only through the nodes' queue, most likely to another process, at
 // the cost of a release round, an announcement and the woken waiter's own
 // round, where waiting for the round costs a fraction of one
-// (docs/HANDOVER.md).
+// (docs/design/HANDOVER.md).
 func (l *Lock) settledHandoff(ctx context.Context) (handoffState, time.Time) {
 	l.mu.Lock()
 	ho, until := l.handoff, l.until
@@ -192,7 +192,7 @@ func (ho handoffState) owesQueue(now time.Time) bool {
 // a single round the successor does not wait for, so a hot lock passed
 // locally in short runs stays busy far longer. A remote waiter is passed
 // over at most maxJumps times, and not after the first jump is maxJumpSpan
-// old: with long holds, about once (docs/HANDOVER.md).
+// old: with long holds, about once (docs/design/HANDOVER.md).
 const (
 	maxJumps    = 16
 	maxJumpSpan = 100 * time.Millisecond
@@ -282,7 +282,7 @@ func (l *Lock) settleHandOver(r *round, deadline time.Time, w *waiter, next *Loc
 	if early {
 		// A failed round frees nothing: the successor may be running
 		// already, protected by the validity it was given, which the keys
-		// it holds or l's outlast (docs/HANDOVER.md).
+		// it holds or l's outlast (docs/design/HANDOVER.md).
 		err = next.confirmHandOver(r, start, l.token, req)
 		close(settled) // next's release may go on (settledHandoff)
 	} else if next, err = c.handedLock(r, k, token, start, req); err != nil {

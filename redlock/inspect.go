@@ -16,7 +16,7 @@ type NodeState struct {
 	Fence int64         // the node's fencing counter, 0 when it has none
 	Err   error         // the node's failure, if it did not answer
 	// Reserved: the key is free but kept, for TTL, for the first waiter of
-	// the nodes' FIFO queue (docs/HANDOVER.md); Token is then "".
+	// the nodes' FIFO queue (docs/design/HANDOVER.md); Token is then "".
 	Reserved bool
 	// Slot and Limit describe a resource used WithLimit(n), n > 1: this
 	// state is the node's view of slot Slot of Limit, the largest limit in
@@ -24,7 +24,7 @@ type NodeState struct {
 	Slot, Limit int
 	// Limits are the limits in use on this node, in increasing order, from
 	// its mark: one, or several while a change of limit is under way
-	// (docs/REDLOCK.md, "Changing n"); nil when the node has no mark.
+	// (docs/design/REDLOCK.md, "Changing n"); nil when the node has no mark.
 	Limits []int
 }
 

@@ -34,7 +34,7 @@ func releaseParts(c *call) (keys, argv []any, recKey any, recArgs []any) {
 // joinReleases folds a batch's releases into one releaseManyScript call,
 // sent where the last of them stands: the node sets up one script call per
 // batch instead of one per release (about a tenth of its CPU per lock with
-// 32 concurrent callers, docs/BATCHING.md). A release only
+// 32 concurrent callers, docs/design/BATCHING.md). A release only
 // moves later, and only past calls on other resources: one that a later
 // call of the batch names stays where it is, so every resource sees its
 // calls in the order they were queued. Standalone nodes only: a cluster

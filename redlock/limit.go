@@ -16,7 +16,7 @@ import (
 // of its own (its key beside the resource's, under the same hash tag), so a
 // slot is as safe and as fault tolerant as a plain lock. The resource's own
 // lock key carries the mark of the limits in use while any slot is held,
-// which refuses plain holders (docs/REDLOCK.md, "Limits").
+// which refuses plain holders (docs/design/REDLOCK.md, "Limits").
 
 // MaxLimit is the largest n WithLimit accepts: a TryAcquire of a full
 // resource makes one round per slot.
@@ -35,20 +35,20 @@ const markPrefix = "limit:"
 // counter per resource: no two holders of the resource share one, and each
 // is larger than every fence handed out before its acquisition began,
 // whatever their slots (holders of slot s take fences equal to s modulo
-// MaxLimit; docs/REDLOCK.md, "Limits"). Callers may give one resource
+// MaxLimit; docs/design/REDLOCK.md, "Limits"). Callers may give one resource
 // different n, as while a change of n rolls out: callers of limits above 1
 // share the slots (slot i is one lock whatever n, and a caller takes only
 // slots below its n), so at most the largest n in use hold it at once; a
 // plain lock (no WithLimit, or WithLimit(1)) and slots take turns, and a
 // caller that finds the resource held the other way sees ErrLocked (with
 // errLimitMismatch) and waits in Acquire. The change is logged and observed
-// (EventLimitChange) once per change (docs/REDLOCK.md, "Changing n"). n
+// (EventLimitChange) once per change (docs/design/REDLOCK.md, "Changing n"). n
 // must be in [1, MaxLimit]; WithLimit(1) is the
 // default, one holder. Waiters of a resource of n > 1 slots queue in FIFO
 // order in their process, and a slot released by their Client is handed to
 // the first of them in one round; waiters of different processes queue on
 // the nodes in one queue per resource shared by its slots, and a slot
-// released while they wait is reserved for the earliest (docs/HANDOVER.md).
+// released while they wait is reserved for the earliest (docs/design/HANDOVER.md).
 func WithLimit(n int) LockOption {
 	return func(c *lockConfig) { c.limit, c.limited = int32(max(min(n, MaxLimit+1), math.MinInt32)), true }
 }
@@ -158,7 +158,7 @@ func classifySlot(rep reply) outcome {
 // node of a failed round answered that the resource is held the other way:
 // by a plain lock for a slot round ('nolimit', limit > 1), by slots for a
 // plain turn round (its mark). The plain lock and slots take turns
-// (docs/REDLOCK.md, "Changing n"): the caller waits as for any holder.
+// (docs/design/REDLOCK.md, "Changing n"): the caller waits as for any holder.
 func mismatchOf(r *round, k keys, limit int32) error {
 	for i, sl := range r.slots {
 		other := ""
@@ -215,7 +215,7 @@ func (c *Client) trySlots(ctx context.Context, resource string, ttl time.Duratio
 		if err == nil {
 			if c.cfg.localQueue {
 				// Its release may hand the slot to this client's next
-				// caller (docs/HANDOVER.md).
+				// caller (docs/design/HANDOVER.md).
 				l.adoptTurn(&turn{gs: &c.gates, key: gateKey(c.keysFor(resource), lc.limit), slots: true})
 			}
 			return l, nil

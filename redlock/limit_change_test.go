@@ -15,7 +15,7 @@ import (
 )
 
 // The rule for callers of one resource with different limits
-// (docs/REDLOCK.md, "Changing n"): never more holders than the largest n
+// (docs/design/REDLOCK.md, "Changing n"): never more holders than the largest n
 // in use, nobody refused, the change reported once.
 
 // limitEvents records a Client's EventLimitChange events.

@@ -12,7 +12,7 @@ import (
 )
 
 // The design of WithLimit, tested against the obvious alternative that is
-// wrong (docs/REDLOCK.md, "Limits"): a counter of holders on each node,
+// wrong (docs/design/REDLOCK.md, "Limits"): a counter of holders on each node,
 // capped at n, held with a majority of nodes admitting. When (n+1)·q <= n·N
 // the n+1 holders' majorities can be disjoint enough to fit into the nodes'
 // capacity: with N = 5, q = 3 and n = 2, nine admissions fit into ten. Both

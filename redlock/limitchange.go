@@ -8,7 +8,7 @@ import (
 )
 
 // Callers that use one resource with different limits share it under one
-// rule (docs/REDLOCK.md, "Changing n"): callers of limits n > 1 share the
+// rule (docs/design/REDLOCK.md, "Changing n"): callers of limits n > 1 share the
 // slots, slot i being one key whatever n, so at most the largest n in use
 // hold it at once; a plain lock and slots exclude each other. Neither is
 // refused: they wait as for any holder. The nodes' marks name the limits in
@@ -18,7 +18,7 @@ import (
 // fenceClasses is the modulus of a slot's fence class: slot s takes fences
 // equal to s modulo fenceClasses, whatever n, so that holders of different
 // slots never share a fence, also while callers of two limits share the
-// slots (docs/REDLOCK.md, "Limits").
+// slots (docs/design/REDLOCK.md, "Limits").
 const fenceClasses = MaxLimit
 
 // maxLimitNotes bounds the resources whose last reported limits a Client

@@ -67,7 +67,7 @@ type node struct {
 	// debug logs at Debug level (nil: not at all).
 	debug func(msg string, args ...any)
 	// window is how long the worker may wait for more calls while busy
-	// exceeds the batch (the batch window, docs/BATCHING.md); busy is the client's count of
+	// exceeds the batch (the batch window, docs/design/BATCHING.md); busy is the client's count of
 	// held locks and waiting callers.
 	window time.Duration
 	busy   *atomic.Int64

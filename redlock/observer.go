@@ -36,7 +36,7 @@ const (
 	// increasing order (1 for callers without a limit), several while a
 	// change of limit is under way, one once it is done. Err describes the
 	// change. Reported once per change and
-	// Client (docs/REDLOCK.md, "Changing n").
+	// Client (docs/design/REDLOCK.md, "Changing n").
 	EventLimitChange EventKind = "limit_change"
 )
 

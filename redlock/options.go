@@ -119,7 +119,7 @@ func WithLocalQueue(on bool) Option { return func(c *config) { c.localQueue = on
 // WithBatchWindow sets how long a node's worker may hold a call back to send
 // it together with others while callers overlap (default 1ms, or a quarter
 // of the node timeout when that is less; 0 sends every call at once; a lone
-// caller never waits); see docs/BATCHING.md. It must not exceed a quarter of
+// caller never waits); see docs/design/BATCHING.md. It must not exceed a quarter of
 // the node timeout.
 func WithBatchWindow(d time.Duration) Option {
 	return func(c *config) { c.batchWindow, c.windowSet = d, true }
@@ -170,7 +170,7 @@ type LockOption func(*lockConfig)
 // that is larger than every fence handed out for the resource before, as
 // long as at most one node loses its data between two fenced acquisitions
 // and the resource is fenced at least once per fence retention
-// (docs/REDLOCK.md has the proof). It costs a script instead of a plain SET
+// (docs/design/REDLOCK.md has the proof). It costs a script instead of a plain SET
 // and, when the nodes' counters disagree, one more round trip; and it needs
 // N−q+2 nodes to answer, one more than a quorum when N is odd (4 of 5),
 // else the attempt fails with ErrQuorum. Default: no fence.

@@ -7,7 +7,7 @@ import (
 )
 
 // The waiter queue keeps Acquire callers of different processes in FIFO
-// order on every node; docs/HANDOVER.md explains the design and why it is
+// order on every node; docs/design/HANDOVER.md explains the design and why it is
 // safe. Each node has, per resource, a sorted set of waiters by ticket and a
 // sorted set of their lease ends. A release hands the key to the queue head
 // as a reservation (reservePrefix + waiter id, with the lease as TTL), which

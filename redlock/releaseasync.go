@@ -10,7 +10,7 @@ import "context"
 // lately, the release (or the hand-over to that caller) is sent before it
 // returns, so that the next holder's turn does not wait for a goroutine to
 // be scheduled; otherwise that goroutine sends it, which cost the process
-// less CPU per task through asynq (docs/BATCHING.md). Close waits for the
+// less CPU per task through asynq (docs/design/BATCHING.md). Close waits for the
 // releases started before it, so that none is dropped and leaves its keys
 // for a TTL; one started after Close runs as Release does then. A nil Lock
 // reports ErrNotHeld to done at once.

@@ -37,7 +37,7 @@ type round struct {
 	// each queued call until its node sent the reply. The last one returns
 	// the round to the client's pool: a round and its calls were two fifths
 	// of an uncontended lock's allocated bytes, and the garbage collector a
-	// fifth of its process's CPU (docs/BATCHING.md). A caller that never
+	// fifth of its process's CPU (docs/design/BATCHING.md). A caller that never
 	// calls free leaves the round to the garbage collector.
 	refs atomic.Int32
 }
@@ -104,7 +104,7 @@ func (r *round) free() {
 
 // arrive stores a node's reply and wakes the caller once the replies in
 // can decide the round: one wake-up per round instead of one per reply, a
-// goroutine switch saved on each side per reply (docs/BATCHING.md).
+// goroutine switch saved on each side per reply (docs/design/BATCHING.md).
 func (r *round) arrive(rep reply) {
 	r.in[rep.node] = rep
 	if bits.OnesCount64(r.arrived.Or(1<<rep.node)|1<<rep.node) < r.wakeAt || !r.waiting.Load() {

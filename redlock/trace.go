@@ -14,7 +14,7 @@ import (
 // tracerName is the instrumentation scope of this package's spans.
 const tracerName = "github.com/asynqlock/asynqlock/redlock"
 
-// Span names and attribute keys (docs/MIDDLEWARE.md, "Tracing", lists them
+// Span names and attribute keys (docs/guide/MIDDLEWARE.md, "Tracing", lists them
 // with their values).
 const (
 	spanAcquire  = "asynqlock.acquire"

@@ -33,6 +33,6 @@
 // Every run is reported as an [Event] ([WithObserver]); changes of a job's state,
 // not its runs, are logged where [WithLogger] says (by default slog.Default()).
 // How ticks are named, recorded and caught up, and what happens on overlap, clock
-// offsets and daylight saving time: docs/CRON.md; why each tick runs at most once:
-// docs/SCHEDULER-PROOF.md.
+// offsets and daylight saving time: docs/guide/CRON.md; why each tick runs at most once:
+// docs/design/SCHEDULER-PROOF.md.
 package scheduler

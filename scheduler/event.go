@@ -13,7 +13,7 @@ import (
 type Outcome string
 
 // Outcomes. Each run reports exactly one; OutcomeLate comes before the
-// late run's own, OutcomeClock is a clock measurement (docs/CRON.md).
+// late run's own, OutcomeClock is a clock measurement (docs/guide/CRON.md).
 const (
 	// OutcomeRan: this replica ran the tick and the job returned nil, or
 	// the bridge enqueued the tick's task (TaskID).

@@ -93,7 +93,7 @@ type Option func(*config)
 // WithSkew bounds each replica's clock offset to the lock nodes plus its
 // cron's delivery delay: within it each tick runs at most once; a run later
 // than the skew after its activation is skipped (OutcomeSkippedBeyondSkew);
-// offsets above half of it are warned of. Default: 1s. (docs/CRON.md)
+// offsets above half of it are warned of. Default: 1s. (docs/guide/CRON.md)
 func WithSkew(d time.Duration) Option { return func(c *config) { c.skew = d } }
 
 // WithTTL sets the TTL of the job's running lock, kept alive while it runs:

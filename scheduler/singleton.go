@@ -27,7 +27,7 @@ import (
 // replica's is warned of once. One wrapper may wrap several jobs, named
 // name, "name#2", ... in the order they are added (the same on every
 // replica). Jobs made with Func or EnqueueJob get a context kept alive by
-// the job's lock. docs/CRON.md tells the rest.
+// the job's lock. docs/guide/CRON.md tells the rest.
 //
 // Singleton panics, where the wrapper is made, with an error matching
 // ErrInvalid (nil client, bad name, bad option, an "@every" spec,

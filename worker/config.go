@@ -65,7 +65,7 @@ type Config struct {
 	// TaskCheckInterval is how often an idle worker looks for new tasks
 	// (asynq sleeps about this long after finding its queues empty). A
 	// promoted parked task waits for that look: at 250ms a hot resource's
-	// tasks arrived too late to keep its lock busy (docs/HOTKEYS.md); 20ms
+	// tasks arrived too late to keep its lock busy (docs/guide/HOTKEYS.md); 20ms
 	// costs an idle worker about 50 cheap dequeue calls a second.
 	TaskCheckInterval time.Duration `env:"WORKER_TASK_CHECK_INTERVAL" envDefault:"20ms"`
 	// DelayedTaskCheckInterval is how often scheduled and retried tasks

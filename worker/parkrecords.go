@@ -8,7 +8,7 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// The lock middleware's park records in the broker (docs/HOTKEYS.md,
+// The lock middleware's park records in the broker (docs/guide/HOTKEYS.md,
 // "Parking"): a FIFO of "ms|nonce|id" members per queue and resource, and a
 // mark per task parked and not started since, both under the queue's hash
 // tag. The worker reads them for the /locks page and the parked-tasks

@@ -16,11 +16,11 @@ import (
 	dto "github.com/prometheus/client_model/go"
 )
 
-// documentedSeries returns the asynqlock_* names docs/OPERATIONS.md's
+// documentedSeries returns the asynqlock_* names docs/guide/OPERATIONS.md's
 // Metrics section lists.
 func documentedSeries(t *testing.T) []string {
 	t.Helper()
-	b, err := os.ReadFile("../docs/OPERATIONS.md")
+	b, err := os.ReadFile("../docs/guide/OPERATIONS.md")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -35,13 +35,13 @@ func documentedSeries(t *testing.T) []string {
 		}
 	}
 	if len(names) < 20 {
-		t.Fatalf("docs/OPERATIONS.md's Metrics section names %d asynqlock series: the section was not found whole", len(names))
+		t.Fatalf("docs/guide/OPERATIONS.md's Metrics section names %d asynqlock series: the section was not found whole", len(names))
 	}
 	return names
 }
 
 // TestDocumentedSeriesExistFromStart: before any task ran, /metrics has a
-// sample of every series docs/OPERATIONS.md documents (the labelled ones
+// sample of every series docs/guide/OPERATIONS.md documents (the labelled ones
 // at 0 for their known label values), so that a dashboard panel or an
 // alert finds them from the start; and the page passes promtool's lint.
 func TestDocumentedSeriesExistFromStart(t *testing.T) {

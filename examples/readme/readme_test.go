@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
-	"maps"
 	"os"
 	"regexp"
 	"slices"
@@ -23,22 +22,14 @@ import (
 )
 
 // TestReadmeSnippetsAreThisCode: every ```go block of README.md is a snippet
-// of snippets_test.go or gocronlock/readme_test.go (between their
-// README:begin and README:end comments, less the function's indentation)
-// or the quick start program, and every
-// snippet is in the README: what the README shows is what the tests below
-// compile and run.
+// of snippets_test.go (between its README:begin and README:end comments,
+// less the function's indentation)
+// and every snippet is in the README: what the README shows is what the
+// tests below compile and run.
 func TestReadmeSnippetsAreThisCode(t *testing.T) {
 	readme := readFile(t, "../../README.md")
 	blocks := regexp.MustCompile("(?s)```go\n(.*?)```").FindAllStringSubmatch(readme, -1)
 	snippets := regions(t, readFile(t, "snippets_test.go"))
-	// gocronlock is a module of its own (the main one does not require
-	// gocron): its snippet is compiled and run by its own readme_test.go.
-	maps.Copy(snippets, regions(t, readFile(t, "../../gocronlock/readme_test.go")))
-	// The quick start is examples/quickstart/main.go, less its doc comment.
-	quick := readFile(t, "../quickstart/main.go")
-	quick = quick[strings.Index(quick, "package main"):]
-	snippets["quickstart"] = quick
 
 	used := map[string]bool{}
 	for i, b := range blocks {
@@ -49,7 +40,7 @@ func TestReadmeSnippetsAreThisCode(t *testing.T) {
 			}
 		}
 		if name == "" {
-			t.Errorf("README's Go block %d is not a snippet of snippets_test.go nor the quick start (update one to match the other):\n%s", i+1, b[1])
+			t.Errorf("README's Go block %d is not a snippet of snippets_test.go (update one to match the other):\n%s", i+1, b[1])
 			continue
 		}
 		used[name] = true

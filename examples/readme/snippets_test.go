@@ -53,7 +53,6 @@ func cronSingleton(locks *redlock.Client, job cron.Job) *cron.Cron {
 
 // schedule is the README's Scheduler snippet.
 func schedule(ctx context.Context, locks *redlock.Client, asynqClient *asynq.Client, buildReport func(context.Context) error) {
-	// README:begin scheduler
 	sched, _ := scheduler.New(locks) // specs in UTC unless WithLocation or CRON_TZ= says otherwise
 	sched.Register("nightly-report", "0 0 2 * * *", func(ctx context.Context) error {
 		return buildReport(ctx) // once per tick across all replicas; ctx cancelled on lock loss
@@ -64,7 +63,6 @@ func schedule(ctx context.Context, locks *redlock.Client, asynqClient *asynq.Cli
 	for _, e := range sched.Entries() {
 		fmt.Println(e.Job, e.Next, e.Last.Outcome, e.RanBy)
 	}
-	// README:end
 }
 
 // store is a storage that remembers the largest fence it accepted and

@@ -2,7 +2,7 @@
 -- leave_queue), which are sent as this file followed by their own. It drops
 -- lapsed waiters and defines helpers to queue a waiter and to free or
 -- reserve a released key. A reservation is the lock value 'queued:' (Go's
--- reservePrefix) followed by the waiter id; docs/HANDOVER.md has the design.
+-- reservePrefix) followed by the waiter id; docs/design/HANDOVER.md has the design.
 -- KEYS[1] lock key; KEYS[2] waiter queue (score: ticket); KEYS[3] lease
 -- ends (score: node time in ms)
 local now

@@ -3,7 +3,7 @@
 -- own class: the least value above the resource's counter that is the
 -- slot's number modulo MaxLimit (whatever n, so that holders of different
 -- slots never share a fence, also while callers of two limits share the
--- slots; docs/REDLOCK.md, "Limits"); a missing counter is seeded from the
+-- slots; docs/design/REDLOCK.md, "Limits"); a missing counter is seeded from the
 -- node's clock in microseconds, as fence_acquire.lua seeds it, then moved up
 -- to the class.
 -- Numbers are doubles: exact below 2^53, and math.fmod is exact where Lua's

@@ -1,6 +1,6 @@
 -- slot_mark: the prelude of the slot scripts that set a slot key or a
 -- reservation. The resource's own lock key holds the mark of the limits in
--- use on this node while slots are held (docs/REDLOCK.md, "Limits"):
+-- use on this node while slots are held (docs/design/REDLOCK.md, "Limits"):
 -- 'limit:<n>' while one limit is in use (the key's TTL covers its slots),
 -- 'limit:<n>@<until>,<m>@<until>' while callers of several limits share the
 -- slots during a change of n, each with the node time in ms until which a

@@ -3,7 +3,7 @@
 -- slot_leave). A released slot is reserved for the queue, not for one
 -- waiter: any free or reserved slot goes to the earliest live ticket on
 -- the node (slot_wait.lua), so releases seen in different orders by
--- different nodes cannot split the head's majority (docs/HANDOVER.md).
+-- different nodes cannot split the head's majority (docs/design/HANDOVER.md).
 -- KEYS[1] the resource's lock key (the limit's mark); KEYS[2], KEYS[3] as
 -- queue.lua; KEYS[4] fencing counter; KEYS[5 + i] the key of slot i, for
 -- the n slots of the caller's mark 'limit:<n>' (keys past them are the

@@ -6,7 +6,7 @@
 -- (slot_mark.lua). It does not ask the resource's waiter queue
 -- (slot_queue.lua): nothing is queued, and the hand-over counts as passing
 -- ahead of waiters of other processes (jumped), so that a chain of local
--- hand-overs is bounded as turn.lua's keep mode is (docs/HANDOVER.md).
+-- hand-overs is bounded as turn.lua's keep mode is (docs/design/HANDOVER.md).
 -- KEYS[1] slot key; KEYS[2] fencing counter; KEYS[3] the resource's lock
 -- key; KEYS[4] the old holder's completion record set, if its record is to
 -- be written where the slot held the old token (record.lua)

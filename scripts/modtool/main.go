@@ -1,5 +1,5 @@
 // Command modtool checks the repository's modules as their tags would
-// publish them (see docs/RELEASING.md):
+// publish them (see docs/design/RELEASING.md):
 //
 //	modtool gomod                 every go.mod: no replace, the repository's modules required at the CHANGELOG's version
 //	modtool imports               no package imports another module's internal package

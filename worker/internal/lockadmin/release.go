@@ -71,7 +71,7 @@ func (c Claim) SlotText() string {
 // LimitText says which limit is in force on a resource from its node
 // states (Inspect, List): "" without a limit, "limit 3", or "limit 5 in
 // force, changing: limits 3 and 5 in use" while callers of several limits
-// share its slots (docs/REDLOCK.md, "Changing n").
+// share its slots (docs/design/REDLOCK.md, "Changing n").
 func LimitText(states []redlock.NodeState) string {
 	var in []int
 	force := 0
