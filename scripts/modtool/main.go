@@ -168,6 +168,7 @@ var testHarness = []string{
 var pending = map[string]string{
 	"examples/cron-singleton -> internal/cronsim":       "the cron core (issue 49): simulated replicas need public options",
 	"integration (test) -> internal/cronsim":            "the cron core (issue 49)",
+	"gocronlock (test) -> internal/cronsim":             "the cron core (issue 49): its simulated clock as a public test option",
 	"bench (test) -> internal/lockutil":                 "one time helper (lockutil.Later)",
 	"worker -> internal/statelog":                       "one \"log once per change\" (issue 49): public, or a copy in the worker",
 	"worker/internal/lockadmin -> internal/sameserver":  "the same-server judgement (issue 47): public, or the worker's own",
