@@ -10,16 +10,16 @@ import (
 	"github.com/asynqlock/asynqlock/redlock"
 	"github.com/hibiken/asynq"
 	"go.opentelemetry.io/otel/attribute"
-	sdktrace "go.opentelemetry.io/otel/sdk/trace"
-	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
+
+	"github.com/asynqlock/asynqlock/internal/spantest"
 )
 
 // traced is a test's tracing: an in-memory recorder behind a provider, and
 // a lock client that records its spans there too.
 type traced struct {
 	*env
-	sr    *tracetest.SpanRecorder
+	sr    *spantest.Recorder
 	tp    trace.TracerProvider
 	locks *redlock.Client // records asynqlock.acquire and asynqlock.release
 }
@@ -27,8 +27,8 @@ type traced struct {
 func newTraced(t *testing.T) *traced {
 	t.Helper()
 	e := newEnv(t)
-	sr := tracetest.NewSpanRecorder()
-	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(sr))
+	sr := spantest.New()
+	tp := trace.TracerProvider(sr)
 	c, err := redlock.NewFromURLs([]string{e.srv.URL()}, redlock.WithRetryDelay(5*time.Millisecond, 10*time.Millisecond),
 		redlock.WithNodeTimeout(100*time.Millisecond), redlock.WithTracerProvider(tp))
 	if err != nil {
@@ -40,16 +40,16 @@ func newTraced(t *testing.T) *traced {
 
 // run runs task through h under a task span, as a traced asynq server
 // would, and returns the task's error and span.
-func (tr *traced) run(h asynq.Handler, task *asynq.Task) (sdktrace.ReadOnlySpan, error) {
+func (tr *traced) run(h asynq.Handler, task *asynq.Task) (*spantest.Span, error) {
 	ctx, span := tr.tp.Tracer("test").Start(context.Background(), "asynq.task")
 	err := h.ProcessTask(ctx, task)
 	span.End()
-	return span.(sdktrace.ReadOnlySpan), err
+	return span.(*spantest.Span), err
 }
 
 // spans returns the ended spans named name.
-func (tr *traced) spans(name string) []sdktrace.ReadOnlySpan {
-	var out []sdktrace.ReadOnlySpan
+func (tr *traced) spans(name string) []*spantest.Span {
+	var out []*spantest.Span
 	for _, s := range tr.sr.Ended() {
 		if s.Name() == name {
 			out = append(out, s)
@@ -59,7 +59,7 @@ func (tr *traced) spans(name string) []sdktrace.ReadOnlySpan {
 }
 
 // childOf reports whether s's parent is p.
-func childOf(s, p sdktrace.ReadOnlySpan) bool {
+func childOf(s, p *spantest.Span) bool {
 	return s.Parent().SpanID() == p.SpanContext().SpanID() && s.SpanContext().TraceID() == p.SpanContext().TraceID()
 }
 
@@ -73,9 +73,9 @@ func attrOf(attrs []attribute.KeyValue, k attribute.Key) (attribute.Value, bool)
 }
 
 // event returns the task span's event named name.
-func event(t *testing.T, span sdktrace.ReadOnlySpan, name string) (sdktrace.Event, bool) {
+func event(t *testing.T, span *spantest.Span, name string) (spantest.Event, bool) {
 	t.Helper()
-	var found []sdktrace.Event
+	var found []spantest.Event
 	for _, ev := range span.Events() {
 		if ev.Name == name {
 			found = append(found, ev)
@@ -85,7 +85,7 @@ func event(t *testing.T, span sdktrace.ReadOnlySpan, name string) (sdktrace.Even
 		t.Fatalf("event %s recorded %d times", name, len(found))
 	}
 	if len(found) == 0 {
-		return sdktrace.Event{}, false
+		return spantest.Event{}, false
 	}
 	return found[0], true
 }
@@ -98,7 +98,7 @@ func wantAttr(t *testing.T, what string, attrs []attribute.KeyValue, k attribute
 }
 
 // noEvents fails if the task's span has any of the middleware's events.
-func noEvents(t *testing.T, span sdktrace.ReadOnlySpan, names ...string) {
+func noEvents(t *testing.T, span *spantest.Span, names ...string) {
 	t.Helper()
 	for _, n := range names {
 		if _, ok := event(t, span, n); ok {
@@ -195,11 +195,11 @@ func TestTraceParked(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = held.Release(context.Background()) })
 	parking := Lock(tr.locks, ByField("sku"), WithBroker(tr.raw), withMaxWaiters(0), WithTracerProvider(tr.tp))(&recorder{})
-	run := func(h asynq.Handler, id string) (sdktrace.ReadOnlySpan, error) {
+	run := func(h asynq.Handler, id string) (*spantest.Span, error) {
 		ctx, span := tr.tp.Tracer("test").Start(context.WithValue(context.Background(), taskIDKey{}, id), "asynq.task")
 		err := h.ProcessTask(ctx, adjust())
 		span.End()
-		return span.(sdktrace.ReadOnlySpan), err
+		return span.(*spantest.Span), err
 	}
 	task, err := run(parking, "p1")
 	if !errors.Is(err, ErrConflict) {

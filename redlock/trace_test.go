@@ -9,34 +9,31 @@ import (
 
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
-	sdktrace "go.opentelemetry.io/otel/sdk/trace"
-	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+
+	"github.com/asynqlock/asynqlock/internal/spantest"
 )
 
-// tracing returns a provider recording into an in-memory exporter, and a
-// parent span's context to call the client with.
-func tracing(t *testing.T) (*sdktrace.TracerProvider, *tracetest.InMemoryExporter) {
-	t.Helper()
-	exp := tracetest.NewInMemoryExporter()
-	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp))
-	t.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
-	return tp, exp
+// tracing returns a provider that records every span in memory, twice:
+// as the provider to give the client and as the recorder to read.
+func tracing(*testing.T) (*spantest.Recorder, *spantest.Recorder) {
+	r := spantest.New()
+	return r, r
 }
 
 // attrs returns a span's attributes by key.
-func attrs(s tracetest.SpanStub) map[attribute.Key]attribute.Value {
+func attrs(s *spantest.Span) map[attribute.Key]attribute.Value {
 	m := map[attribute.Key]attribute.Value{}
-	for _, a := range s.Attributes {
+	for _, a := range s.Attributes() {
 		m[a.Key] = a.Value
 	}
 	return m
 }
 
 // spansNamed returns the ended spans called name, oldest first.
-func spansNamed(exp *tracetest.InMemoryExporter, name string) []tracetest.SpanStub {
-	var out []tracetest.SpanStub
-	for _, s := range exp.GetSpans() {
-		if s.Name == name {
+func spansNamed(exp *spantest.Recorder, name string) []*spantest.Span {
+	var out []*spantest.Span
+	for _, s := range exp.Ended() {
+		if s.Name() == name {
 			out = append(out, s)
 		}
 	}
@@ -88,12 +85,12 @@ func TestAcquireAndReleaseSpans(t *testing.T) {
 		}
 		for i, s := range acq {
 			a := attrs(s)
-			if s.Parent.SpanID() != parent.SpanContext().SpanID() {
+			if s.Parent().SpanID() != parent.SpanContext().SpanID() {
 				t.Errorf("acquire span %d is not a child of the caller's span", i)
 			}
 			if a[attrResource].AsString() != "sku" || a[attrOutcome].AsString() != want[i].outcome ||
 				a[attrHandover].AsString() != want[i].handover || a[attrAttempts].AsInt64() < 1 {
-				t.Errorf("acquire span %d: %v, want outcome %q, handover %q", i, s.Attributes, want[i].outcome, want[i].handover)
+				t.Errorf("acquire span %d: %v, want outcome %q, handover %q", i, s.Attributes(), want[i].outcome, want[i].handover)
 			}
 			if _, fenced := a[attrFence]; fenced != want[i].fenced {
 				t.Errorf("acquire span %d: fence attribute present %v, want %v", i, fenced, want[i].fenced)
@@ -107,8 +104,8 @@ func TestAcquireAndReleaseSpans(t *testing.T) {
 			t.Fatalf("%d release spans, want 3", len(rel))
 		}
 		for i, s := range rel {
-			if attrs(s)[attrOutcome].AsString() != "released" || s.Parent.SpanID() != parent.SpanContext().SpanID() {
-				t.Errorf("release span %d: %v", i, s.Attributes)
+			if attrs(s)[attrOutcome].AsString() != "released" || s.Parent().SpanID() != parent.SpanContext().SpanID() {
+				t.Errorf("release span %d: %v", i, s.Attributes())
 			}
 		}
 	})

@@ -8,8 +8,8 @@ import (
 
 	"github.com/robfig/cron/v3"
 	"go.opentelemetry.io/otel/attribute"
-	sdktrace "go.opentelemetry.io/otel/sdk/trace"
-	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+
+	"github.com/asynqlock/asynqlock/internal/spantest"
 )
 
 // Every tick a replica handles records asynqlock.cron.tick with the job and
@@ -18,9 +18,7 @@ import (
 // "skipped_other_replica" span.
 func TestTickSpans(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		exp := tracetest.NewInMemoryExporter()
-		tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp))
-		defer func() { _ = tp.Shutdown(context.Background()) }()
+		tp := spantest.New()
 		locks := newMemLocks()
 		job := funcJob(func(ctx context.Context) error {
 			_, s := tp.Tracer("job").Start(ctx, "work")
@@ -40,23 +38,23 @@ func TestTickSpans(t *testing.T) {
 
 		perTick := map[string]map[string]int{}
 		ranSpans := map[string]bool{}
-		for _, s := range exp.GetSpans() {
-			if s.Name != spanTick {
+		for _, s := range tp.Ended() {
+			if s.Name() != spanTick {
 				continue
 			}
 			a := map[attribute.Key]string{}
-			for _, kv := range s.Attributes {
+			for _, kv := range s.Attributes() {
 				a[kv.Key] = kv.Value.String()
 			}
 			if a[attrJob] != "report" {
-				t.Errorf("tick span without the job: %v", s.Attributes)
+				t.Errorf("tick span without the job: %v", s.Attributes())
 			}
 			if perTick[a[attrTick]] == nil {
 				perTick[a[attrTick]] = map[string]int{}
 			}
 			perTick[a[attrTick]][a[attrOutcome]]++
 			if a[attrOutcome] == string(OutcomeRan) {
-				ranSpans[s.SpanContext.SpanID().String()] = true
+				ranSpans[s.SpanContext().SpanID().String()] = true
 			}
 		}
 		if len(perTick) < 4 {
@@ -68,10 +66,10 @@ func TestTickSpans(t *testing.T) {
 			}
 		}
 		works := 0
-		for _, s := range exp.GetSpans() {
-			if s.Name == "work" {
+		for _, s := range tp.Ended() {
+			if s.Name() == "work" {
 				works++
-				if !ranSpans[s.Parent.SpanID().String()] {
+				if !ranSpans[s.Parent().SpanID().String()] {
 					t.Errorf("the job's span is not a child of a ran tick span")
 				}
 			}
