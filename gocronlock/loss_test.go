@@ -62,7 +62,7 @@ func TestLossWarnsOncePerChange(t *testing.T) {
 			t.Errorf("run %d: Unlock = %v, want redlock.ErrLockLost", i, err)
 		}
 	}
-	time.Sleep(5 * time.Second) // the settle time (internal/statelog) since the last loss
+	time.Sleep(5 * time.Second) // the settle time (statelog) since the last loss
 	if err := run(false); err != nil {
 		t.Errorf("healthy run: Unlock = %v", err)
 	}

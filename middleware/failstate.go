@@ -1,9 +1,9 @@
 package middleware
 
-import "github.com/asynqlock/asynqlock/internal/statelog"
+import "github.com/asynqlock/asynqlock/statelog"
 
 // failState is one kind of call's failing state (brokerState,
-// releaseState), logged once per change through internal/statelog.
+// releaseState), logged once per change through statelog.
 type failState = statelog.State
 
 // recoverySettle is how long a failing state must see no failure before a

@@ -6,7 +6,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/asynqlock/asynqlock/internal/statelog"
+	"github.com/asynqlock/asynqlock/statelog"
 )
 
 const (

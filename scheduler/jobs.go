@@ -8,8 +8,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/asynqlock/asynqlock/internal/statelog"
 	"github.com/asynqlock/asynqlock/redlock"
+	"github.com/asynqlock/asynqlock/statelog"
 )
 
 // jobs is the cron core of NewJobs.

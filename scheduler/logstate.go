@@ -4,10 +4,10 @@ import (
 	"context"
 	"log/slog"
 
-	"github.com/asynqlock/asynqlock/internal/statelog"
+	"github.com/asynqlock/asynqlock/statelog"
 )
 
-// logState is what a job's log lines follow (internal/statelog): a Warn or
+// logState is what a job's log lines follow (statelog): a Warn or
 // an Error once per change of state, not once per tick, so that a job
 // failing every second, or lock nodes down for an hour, make one line each
 // (the observer still gets every event), and one Info when it is back.

@@ -8,8 +8,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/asynqlock/asynqlock/internal/statelog"
 	"github.com/asynqlock/asynqlock/redlock"
+	"github.com/asynqlock/asynqlock/statelog"
 	"github.com/asynqlock/asynqlock/worker/internal/lockadmin"
 )
 
@@ -138,7 +138,7 @@ func (h *health) updateBroker(err error, first bool) {
 }
 
 // updateNodes logs each node that went down or came back (through
-// internal/statelog: a flapping node is one outage), and returns the down
+// statelog: a flapping node is one outage), and returns the down
 // ones, described with their causes.
 func (h *health) updateNodes(nodes []lockadmin.NodeStatus, first bool) []string {
 	var down []string

@@ -2,9 +2,9 @@
 // with its own cron and lock client and the job wrapped as any robfig
 // JobWrapper (cron.NewChain(scheduler.Singleton(locks, "heartbeat"))), and
 // prints when each replica fired each tick and which one ran it: every tick
-// runs once, although one replica's clock is 700ms ahead (it fires every
-// tick early, and warns of its clock offset) and another's ticks arrive
-// 300ms late.
+// runs once, although the replicas' crons deliver each tick at their own
+// moments: on time, 700ms late and 300ms late (a loaded host, or a clock
+// behind the lock nodes'), all within the default 1s skew.
 //
 // It uses embedded in-process lock nodes unless REDLOCK_NODES is set.
 //

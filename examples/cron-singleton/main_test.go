@@ -8,9 +8,8 @@ import (
 	"testing"
 )
 
-// TestEachTickRunsOnce runs the example: three replicas, one whose clock
-// is 700ms ahead and one whose ticks arrive 300ms late; every tick ran on
-// at most one of them.
+// TestEachTickRunsOnce runs the example: three replicas, whose ticks
+// arrive on time, 700ms and 300ms late; every tick ran on at most one.
 func TestEachTickRunsOnce(t *testing.T) {
 	t.Setenv("REDLOCK_NODES", "")
 	var out bytes.Buffer
@@ -30,9 +29,7 @@ func TestEachTickRunsOnce(t *testing.T) {
 	if ran < 2 {
 		t.Fatalf("only %d ticks ran:\n%s", ran, out.String())
 	}
-	// The clock warning is checked by the scheduler's tests: here the
-	// measurement may fail on a loaded machine.
-	for _, want := range []string{"ran exactly once across 3 replicas", "fired by replica-2 -"} {
+	for _, want := range []string{"ran exactly once across 3 replicas", "replica-2 +7"} {
 		if !strings.Contains(out.String(), want) {
 			t.Fatalf("output lacks %q:\n%s", want, out.String())
 		}

@@ -11,24 +11,24 @@ import (
 	"sync"
 	"time"
 
-	"github.com/asynqlock/asynqlock/internal/cronsim"
 	"github.com/asynqlock/asynqlock/redlock"
 	"github.com/asynqlock/asynqlock/redlocktest"
 	"github.com/asynqlock/asynqlock/scheduler"
 	"github.com/robfig/cron/v3"
 )
 
-// replica is one process of the service: its clock's offset from the lock
-// nodes' clocks (ahead if positive) and how late its cron delivers ticks.
+// replica is one process of the service and how late its cron delivers
+// ticks. (Replicas in one process share one clock: a clock ahead of the
+// lock nodes' is the scheduler's and gocronlock's tests' to simulate.)
 type replica struct {
-	name          string
-	offset, delay time.Duration
+	name  string
+	delay time.Duration
 }
 
 var replicas = []replica{
 	{name: "replica-1"},
-	{name: "replica-2", offset: 700 * time.Millisecond}, // its clock is ahead: it fires every tick 700ms early
-	{name: "replica-3", delay: 300 * time.Millisecond},  // a loaded replica: its ticks arrive 300ms late
+	{name: "replica-2", delay: 700 * time.Millisecond}, // its ticks arrive 700ms late
+	{name: "replica-3", delay: 300 * time.Millisecond}, // a loaded replica: its ticks arrive 300ms late
 }
 
 // lockNodes returns the lock node URLs: REDLOCK_NODES, or 5 embedded nodes.
@@ -57,7 +57,7 @@ func (l *ledger) firing(r replica) cron.JobWrapper {
 	return func(j cron.Job) cron.Job {
 		return cron.FuncJob(func() {
 			now := time.Now()
-			tick := now.Add(r.offset).Truncate(time.Second).UTC() // the second on the replica's clock
+			tick := now.Truncate(time.Second).UTC()
 			l.mu.Lock()
 			l.fired[tick] = append(l.fired[tick], fmt.Sprintf("%s %+dms", r.name, now.Sub(tick).Milliseconds()))
 			l.mu.Unlock()
@@ -67,12 +67,9 @@ func (l *ledger) firing(r replica) cron.JobWrapper {
 }
 
 // start runs the replica's cron: the robfig idiom, Singleton first to see
-// the run. Its clock offset is simulated: its cron fires on its own whole
-// seconds and Singleton reads its clock.
+// the run, its late delivery before it.
 func (r replica) start(locks *redlock.Client, l *ledger, logger *slog.Logger) *cron.Cron {
-	singleton := scheduler.Singleton(locks, "heartbeat", scheduler.WithLogger(logger),
-		cronsim.WithReplica[scheduler.Option](r.name), // simulated: replicas in one process
-		cronsim.WithClock[scheduler.Option](func() time.Time { return time.Now().Add(r.offset) }))
+	singleton := scheduler.Singleton(locks, "heartbeat", scheduler.WithLogger(logger))
 	job := scheduler.Func(func(ctx context.Context) error {
 		run, _ := scheduler.FromContext(ctx)
 		l.mu.Lock()
@@ -82,22 +79,10 @@ func (r replica) start(locks *redlock.Client, l *ledger, logger *slog.Logger) *c
 	})
 	c := cron.New(cron.WithSeconds())
 	chain := cron.NewChain(delay(r.delay), l.firing(r), singleton).Then(job)
-	if r.offset == 0 {
-		_, _ = c.AddJob("* * * * * *", chain) // exactly as a robfig user writes it
-	} else {
-		c.Schedule(early{scheduler.Every(time.Second), r.offset}, chain)
-	}
+	_, _ = c.AddJob("* * * * * *", chain) // exactly as a robfig user writes it
 	c.Start()
 	return c
 }
-
-// early fires every activation of s by early.
-type early struct {
-	s  cron.Schedule
-	by time.Duration
-}
-
-func (e early) Next(t time.Time) time.Time { return e.s.Next(t.Add(e.by)).Add(-e.by) }
 
 // delay delivers each run d late.
 func delay(d time.Duration) cron.JobWrapper {
@@ -116,7 +101,7 @@ func run(ctx context.Context, ticks int, out io.Writer) (map[time.Time]int, erro
 	}
 	defer stop()
 	fmt.Fprintln(out, `3 replicas, each: cron.New(cron.WithSeconds()), AddJob("* * * * * *", cron.NewChain(scheduler.Singleton(locks, "heartbeat")).Then(job))`)
-	fmt.Fprintln(out, "replica-2's clock is 700ms ahead of the lock nodes; replica-3's ticks arrive 300ms late; default skew 1s")
+	fmt.Fprintln(out, "replica-2's ticks arrive 700ms late, replica-3's 300ms late; default skew 1s")
 	l := &ledger{fired: map[time.Time][]string{}, ran: map[time.Time][]string{}}
 	// One logger, one format, for the lock clients and the schedulers
 	// alike: a library logs only where it is told to.

@@ -1,4 +1,4 @@
-// Package cronsim gives the module's examples and tests two options of
+// Package cronsim gives the tests of every module two options of
 // package scheduler that no user needs: several replicas simulated in one
 // process need their own clocks and names. Package scheduler installs them
 // when it is initialized.

@@ -158,6 +158,7 @@ type pkg struct {
 // so no version of one can meet another version of these.
 var testHarness = []string{
 	repoPath + "/internal/checker",
+	repoPath + "/internal/cronsim",
 	repoPath + "/internal/redistest",
 	repoPath + "/internal/workertest",
 }
@@ -166,11 +167,7 @@ var testHarness = []string{
 // replaced by public API, each with where that happens; the check fails on
 // any other, and on one of these once it is gone (so the list shrinks).
 var pending = map[string]string{
-	"examples/cron-singleton -> internal/cronsim":       "the cron core (issue 49): simulated replicas need public options",
-	"integration (test) -> internal/cronsim":            "the cron core (issue 49)",
-	"gocronlock (test) -> internal/cronsim":             "the cron core (issue 49): its simulated clock as a public test option",
 	"bench (test) -> internal/lockutil":                 "one time helper (lockutil.Later)",
-	"worker -> internal/statelog":                       "one \"log once per change\" (issue 49): public, or a copy in the worker",
 	"worker/internal/lockadmin -> internal/sameserver":  "the same-server judgement (issue 47): public, or the worker's own",
 	"worker -> internal/redisurl":                       "the lock-node URL format as public API (redlock)",
 	"worker/internal/workerconfig -> internal/redisurl": "the lock-node URL format as public API (redlock)",

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/asynqlock/asynqlock/statelog"
 )
 
 // OnceQuiet is how long a line of a dependency must stay away before it is
@@ -35,10 +37,11 @@ type Once struct {
 	dropped map[string]int // lines not logged, per source
 }
 
-// onceLine is a line logged and still current.
+// onceLine is a line logged: its state of the statelog rule.
 type onceLine struct {
 	source, text string
 	last         time.Time // when it was last seen, logged or not
+	state        statelog.State
 }
 
 // NewOnce returns an empty Once whose lines return after quiet (OnceQuiet
@@ -70,9 +73,9 @@ func (o *Once) ForgetSource(source string) {
 func (o *Once) forget(match func(*onceLine) bool) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	for k, l := range o.seen {
+	for _, l := range o.seen {
 		if match(l) {
-			delete(o.seen, k)
+			l.state.OK(nil, "")
 		}
 	}
 }
@@ -84,24 +87,29 @@ func (o *Once) Dropped(source string) int {
 	return o.dropped[source]
 }
 
-// admit reports whether a line is new: never seen, or away for the quiet
-// time. Either way it is now seen at t.
+// admit reports whether a line is new: each masked line is a
+// statelog.State (its repeats are no change), which ends when Forget says
+// so or when the line has stayed away for the quiet time.
 func (o *Once) admit(source, text string, t time.Time) bool {
 	key := source + "\x00" + mask(text)
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	if l, ok := o.seen[key]; ok {
-		fresh := t.Sub(l.last) >= o.quiet
-		l.last = t
-		if !fresh {
-			o.dropped[source]++
+	l := o.seen[key]
+	switch {
+	case l == nil:
+		if len(o.seen) >= onceLimit {
+			o.dropOldest()
 		}
-		return fresh
+		l = &onceLine{source: source, text: text}
+		o.seen[key] = l
+	case t.Sub(l.last) >= o.quiet:
+		l.state.OK(nil, "")
 	}
-	if len(o.seen) >= onceLimit {
-		o.dropOldest()
+	l.last = t
+	if !l.state.Fail(nil, slog.LevelWarn, key, nil) {
+		o.dropped[source]++
+		return false
 	}
-	o.seen[key] = &onceLine{source: source, text: text, last: t}
 	return true
 }
 

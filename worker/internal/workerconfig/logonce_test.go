@@ -47,6 +47,17 @@ func TestOnceLogsALineOncePerChangeOfState(t *testing.T) {
 	if got := strings.Count(qbuf.String(), "\n"); got != 2 {
 		t.Fatalf("%d lines, want 2 (the first, and the one after a minute of silence):\n%s", got, qbuf.String())
 	}
+
+	// Control: a line whose state ends before each repeat (quiet 1ns,
+	// records 1ms apart) is logged every time.
+	var cbuf bytes.Buffer
+	c := NewOnce(time.Nanosecond).Logger(slog.New(slog.NewTextHandler(&cbuf, nil)), "asynq").Handler()
+	for i := range 100 {
+		_ = c.Handle(ctx, slog.NewRecord(at.Add(time.Duration(i)*time.Millisecond), slog.LevelError, "Dequeue error: refused", 0))
+	}
+	if got := strings.Count(cbuf.String(), "\n"); got != 100 {
+		t.Fatalf("control: %d lines, want 100", got)
+	}
 }
 
 // TestOnceMasksWhatChangesAtEveryRepeat: task IDs, connection numbers and

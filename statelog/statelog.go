@@ -3,8 +3,10 @@
 // down for an hour, or a job failing every tick, makes two lines. A state
 // ends only at a success a settle time after its last failure, so that a
 // node that fails one call and serves the next makes one Warn, not Warn and
-// Info pairs milliseconds apart. Every package of the module that logs a
-// state of its nodes or jobs does it through a State.
+// Info pairs milliseconds apart. Every package of asynqlock that logs a
+// state of its nodes, jobs or dependencies does it through a State; it is
+// public so that the worker module, and an application that logs its own
+// checks beside asynqlock's, follow the same rule.
 package statelog
 
 import (
@@ -35,7 +37,8 @@ type State struct {
 // Fail reports a failure and its cause: logged at lvl with args (an
 // address, never a password: credentials in URLs are removed) when s was
 // healthy or failed with another message, else at Debug. It returns
-// whether it logged at lvl.
+// whether the state changed; a nil log only records the failure (for a
+// caller that passes on a line of its own).
 func (s *State) Fail(log *slog.Logger, lvl slog.Level, msg string, err error, args ...any) bool {
 	s.mu.Lock()
 	changed := s.failing != msg
@@ -46,6 +49,9 @@ func (s *State) Fail(log *slog.Logger, lvl slog.Level, msg string, err error, ar
 	}
 	s.lastFail = time.Now()
 	s.mu.Unlock()
+	if log == nil {
+		return changed
+	}
 	if !changed {
 		lvl = slog.LevelDebug
 	}
@@ -59,7 +65,7 @@ func (s *State) Fail(log *slog.Logger, lvl slog.Level, msg string, err error, ar
 // OK reports a success. When it ends a failing state (Settle after its
 // last failure), it logs msg at Info once with args, the failure it ends
 // ("after") and the failures repeated since it was logged ("repeats"), and
-// returns true.
+// returns true. A nil log ends the state silently.
 func (s *State) OK(log *slog.Logger, msg string, args ...any) bool {
 	s.mu.Lock()
 	prev, repeats := s.failing, s.repeats
@@ -68,7 +74,7 @@ func (s *State) OK(log *slog.Logger, msg string, args ...any) bool {
 		s.failing, s.repeats = "", 0
 	}
 	s.mu.Unlock()
-	if ends {
+	if ends && log != nil {
 		log.Info(msg, clean(append(args, "after", prev, "repeats", repeats))...)
 	}
 	return ends
