@@ -324,7 +324,7 @@ func (c *Client) attempt(ctx context.Context, k keys, ttl time.Duration, lc *loc
 			if err == nil {
 				c.leaveAnyQueue(k, tk, lc, r.notGranted())
 				l := c.newLock(k, token, fence, ttl, start, until, lc)
-				l.unsent, l.found, l.foundRun, l.chainStart = r.unsent, r.seen > 0, r.run, time.Now()
+				l.unsent, l.found, l.chainStart = r.unsent, r.rec, time.Now()
 				return l, nil
 			}
 		} else {

@@ -49,10 +49,27 @@ func (l *Lock) CompletedRun() int {
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if !l.found {
+	if !l.found.ok {
 		return -1
 	}
-	return l.foundRun
+	return l.found.run
+}
+
+// CompletedAt returns when the work of the completion record found by the
+// acquisition completed: the record's expiry on the nodes' clock (the
+// latest where nodes differ) less the acquisition's own window, which is
+// the writer's when both use the same WithCompletion window. It is the
+// zero time when the acquisition found no record.
+func (l *Lock) CompletedAt() time.Time {
+	if l == nil || l.record == nil {
+		return time.Time{}
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if !l.found.ok {
+		return time.Time{}
+	}
+	return time.UnixMilli(l.found.expiry).Add(-l.record.window)
 }
 
 // RecordCompletion makes the lock's release (or hand-over) write the
@@ -101,7 +118,7 @@ func (l *Lock) markRecord(run int) error {
 
 // completionRecord is a lock's WithCompletion record: an entry id in the
 // sorted set key (next to the resource's lock key, in its hash slot), one
-// set per resource, scored with the entry's expiry on the writer's clock.
+// set per resource, scored with the entry's expiry on the node's clock.
 // One key per resource, not per record: the keyspace does not grow with the
 // work done, and a node's memory per record is an entry of a set.
 type completionRecord struct {
@@ -121,6 +138,30 @@ const (
 	// 5138), not scaled ones (from 1973 on).
 	oldFormatBound = 1e14
 )
+
+// recordSeen is what look-ups found of a record: ok when one found it,
+// the largest run and the latest expiry (Unix ms, the nodes' clock) of
+// those found.
+type recordSeen struct {
+	ok     bool
+	run    int
+	expiry int64
+}
+
+// add merges what another look-up found into s.
+func (s *recordSeen) add(o recordSeen) {
+	if o.ok {
+		s.ok, s.run, s.expiry = true, max(s.run, o.run), max(s.expiry, o.expiry)
+	}
+}
+
+// seenOf is what a look-up's score (a call's seen: 0 for none) found.
+func seenOf(score int64) recordSeen {
+	if score == 0 {
+		return recordSeen{}
+	}
+	return recordSeen{ok: true, run: int(score % runScale), expiry: score / runScale}
+}
 
 // decodeScore splits a record's score (ZSCORE's reply) into its run and its
 // expiry in Unix ms; ok is false for a reply that is no score, or one of the
@@ -183,18 +224,18 @@ func (l *Lock) written() *completionRecord {
 // recordedArgs builds the arguments of s, a script that releases a
 // holder's token, for writing rec in the same call where the token still
 // held its key (lua/record.lua): rec's set follows the script's own keys,
-// and its id, window and the writer's time in ms its own arguments. One
+// and its id and window its own arguments. One
 // call per node, not two: written by a script call of its own beside the
 // release, a record made a lock node run 1.3 script calls per task
 // through asynq instead of 0.26 (releases share calls, joinReleases)
 // (bench/README.md, "Completion records"). Expiry is judged on the
-// writer's wall clock: clocks that differ by seconds move it by seconds
-// against a window of an hour. A nil rec gives s.args.
+// node's clock (the script reads TIME), never the writer's. A nil rec
+// gives s.args.
 func recordedArgs(s *script, keys []string, rec *completionRecord, argv ...any) []any {
 	if rec == nil {
 		return s.args(keys, argv...)
 	}
-	a := make([]any, 0, 4+len(keys)+len(argv)+3)
+	a := make([]any, 0, 4+len(keys)+len(argv)+2)
 	a = append(a, "evalsha", s.sha, len(keys)+1)
 	for _, k := range keys {
 		a = append(a, k)
@@ -205,12 +246,14 @@ func recordedArgs(s *script, keys []string, rec *completionRecord, argv ...any) 
 	if rec.run == forgetRun {
 		window = -1
 	}
-	return append(a, rec.id, window, time.Now().UnixMilli()*runScale)
+	return append(a, rec.id, window)
 }
 
 // lookOf is the look-up of an acquisition's record (nil without one), sent
-// on each node just after the batch that holds the acquisition's call: a
-// score found means the record is there. After, not ahead: a record
+// on each node just after the batch that holds the acquisition's call, and
+// followed there by one TIME for all of the batch's look-ups: a score found
+// means the record is there if its expiry is still ahead of the node's
+// clock (an entry past it waits for the next write's prune). After, not ahead: a record
 // written by a release that let the acquisition in is then always seen,
 // and the batch's first reply is not the miss, a nil that go-redis checks
 // against each of its retryable errors (about 40 of a recorded task's 250
@@ -222,13 +265,17 @@ func lookOf(rec *completionRecord) []any {
 	return []any{"zscore", rec.key, rec.id}
 }
 
-// countLooks is the number of look-ups of a batch's calls.
+// countLooks is the number of commands the look-ups of a batch's calls
+// take: one each, and a TIME after them.
 func countLooks(live []*call) int {
 	n := 0
 	for _, c := range live {
 		if c.look != nil {
 			n++
 		}
+	}
+	if n > 0 {
+		n++
 	}
 	return n
 }
@@ -243,14 +290,35 @@ func addLooks(ctx context.Context, live []*call, cmds []*redis.Cmd) {
 			i++
 		}
 	}
+	if i > 0 {
+		cmds[i] = redis.NewCmd(ctx, "time")
+	}
 }
 
-// readLooks stores the look-ups' answers (looks) in their calls: a record
-// found sets seen (1 + the record's run). A look-up that failed where its call (calls, in live's
-// order) did not is reported as the node's failure; it counts as not found
-// there: the record is looked for on every node, and one that answers is
-// enough.
+// nodeMillis reads a TIME reply as Unix ms; 0 when it failed.
+func nodeMillis(cmd *redis.Cmd) int64 {
+	v, _ := cmd.Val().([]any)
+	if cmd.Err() != nil || len(v) != 2 {
+		return 0
+	}
+	s, _ := v[0].(string)
+	u, _ := v[1].(string)
+	sec, _ := strconv.ParseInt(s, 10, 64)
+	usec, _ := strconv.ParseInt(u, 10, 64)
+	return sec*1000 + usec/1000
+}
+
+// readLooks stores the look-ups' answers (looks, then the node's TIME) in
+// their calls: a record found within its window sets seen (its score). A
+// look-up that failed where its call (calls, in live's order) did not is
+// reported as the node's failure; it counts as not found there, as on a
+// node whose TIME failed: the record is looked for on every node, and one
+// that answers is enough.
 func (n *node) readLooks(live []*call, calls, looks []*redis.Cmd) {
+	if len(looks) == 0 {
+		return
+	}
+	now := nodeMillis(looks[len(looks)-1])
 	i := 0
 	for j, c := range live {
 		if c.look == nil {
@@ -260,8 +328,8 @@ func (n *node) readLooks(live []*call, calls, looks []*redis.Cmd) {
 		i++
 		switch {
 		case err == nil:
-			if run, _, ok := decodeScore(looks[i-1].Val()); ok {
-				c.seen = run + 1
+			if run, expiry, ok := decodeScore(looks[i-1].Val()); ok && now > 0 && expiry > now {
+				c.seen = expiry*runScale + int64(run)
 			}
 		case err != redis.Nil && n.failed != nil && (calls[j].Err() == nil || calls[j].Err() == redis.Nil):
 			n.failed("look", c.resource, c.node, nodeErr(err))

@@ -213,9 +213,12 @@ func (l *Lock) handOver(ctx context.Context, w *waiter, until time.Time, ho hand
 	start := time.Now()
 	until = minTime(until, start.Add(req.ttl-driftAllowance(req.ttl, c.cfg.driftFactor)))
 	if rec := l.written(); rec != nil && req.lc.rec != nil && req.lc.rec.id == rec.id {
-		req.look.notice(rec.run) // the waiter may have left the queue noticeRecord walks
+		req.look.notice(rec) // the waiter may have left the queue noticeRecord walks
 	}
-	known := req.lc.rec == nil || req.look.knownFound() || req.look.clearSince(l.chainStart)
+	// Under a limit, a look-up's absence does not stay true: other
+	// processes' slots are held beside this chain, and their holders may
+	// have recorded the work since (issue 45, 5(b)).
+	known := req.lc.rec == nil || req.look.knownFound() || req.lc.limit <= 1 && req.look.clearSince(l.chainStart)
 	early := confirmed && !req.lc.fencing && known && time.Until(until) > 2*c.cfg.nodeTimeout+lossGuard(req.ttl)
 	deadline := start.Add(c.cfg.nodeTimeout)
 	s, args := c.turnCall(k, l.token, token, req, early, l.written())
@@ -225,7 +228,7 @@ func (l *Lock) handOver(ctx context.Context, w *waiter, until time.Time, ho hand
 	if early {
 		settled = make(chan struct{})
 		next = c.newLock(k, token, 0, req.ttl, start, until, req.lc)
-		next.found, next.foundRun = req.look.known()
+		next.found = req.look.known()
 		next.chainStart = l.chainStart
 		next.mu.Lock()
 		next.handoff.unconfirmed, next.handoff.settled = true, settled
@@ -439,8 +442,8 @@ func (c *Client) handedLock(r *round, k keys, token string, start time.Time, req
 		}
 	}
 	next := c.newLock(k, token, fence, req.ttl, start, until, req.lc)
-	found, run := req.look.known()
-	next.found, next.foundRun = r.seen > 0 || found, max(r.run, run)
+	next.found = req.look.known()
+	next.found.add(r.rec)
 	return next, nil
 }
 

@@ -13,11 +13,10 @@ var releaseManyScript = newScript("record.lua", "release_many_head.lua", "queue.
 
 // releaseArgc is the length of a queueReleaseScript call's arguments:
 // evalsha, sha, numkeys, three keys, three arguments; recordedReleaseArgc
-// with a completion record (recordedArgs): its set, and its id, window and
-// time.
+// with a completion record (recordedArgs): its set, and its id and window.
 const (
 	releaseArgc         = 9
-	recordedReleaseArgc = releaseArgc + 4
+	recordedReleaseArgc = releaseArgc + 3
 )
 
 // releaseParts reads a queueReleaseScript call's arguments: its three
@@ -28,7 +27,7 @@ func releaseParts(c *call) (keys, argv []any, recKey any, recArgs []any) {
 	if len(a) == releaseArgc {
 		return a[3:6], a[6:9], nil, nil
 	}
-	return a[3:6], a[7:10], a[6], a[10:13]
+	return a[3:6], a[7:10], a[6], a[10:12]
 }
 
 // joinReleases folds a batch's releases into one releaseManyScript call,
@@ -85,7 +84,7 @@ func (n *node) foldReleases(live []*call, join []bool, last, count int) []*call 
 	all := &n.fold // the worker's: one fold per batch
 	*all = call{node: n.idx, script: releaseManyScript, op: "release", joined: all.joined[:0]}
 	nkeys := 3*count + records
-	if need := 3 + nkeys + 2 + count + 3*records; cap(n.foldArgs) >= need {
+	if need := 3 + nkeys + 2 + count + 2*records; cap(n.foldArgs) >= need {
 		all.args = n.foldArgs[:need]
 	} else {
 		all.args = make([]any, need)

@@ -52,10 +52,10 @@ type Lock struct {
 	// was decided by a round of its own (lookahead.go).
 	chainStart time.Time
 	// WithCompletion (completion.go): the record, whether the acquisition
-	// found it (with which run), and whether the release is to write it.
+	// found it (with which run, when), and whether the release is to
+	// write it.
 	record     *completionRecord
-	found      bool
-	foundRun   int
+	found      recordSeen
 	recordDone bool
 }
 

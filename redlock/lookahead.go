@@ -4,8 +4,6 @@ import (
 	"context"
 	"sync"
 	"time"
-
-	"github.com/redis/go-redis/v9"
 )
 
 // lookAhead is what a caller acquiring WithCompletion learned of its record
@@ -14,10 +12,11 @@ import (
 // RELIABILITY.md, "Once: what the completion record covers"). Safe for
 // concurrent use.
 type lookAhead struct {
-	mu    sync.Mutex
-	done  bool // a quorum answered, or one node found the record
-	found bool // the record exists (the look-up, or a local holder of the same id wrote it)
-	run   int  // its run, when found
+	mu   sync.Mutex
+	done bool // a quorum answered, or one node found the record
+	// rec: the record exists (the look-up, or a local holder of the same
+	// id wrote it), with its run and expiry
+	rec recordSeen
 	// forgot: when a local holder's release deleted the record
 	// (ForgetCompletion): a look-up sent before says nothing.
 	forgot time.Time
@@ -40,36 +39,34 @@ func (la *lookAhead) clearSince(chainStart time.Time) bool {
 	}
 	la.mu.Lock()
 	defer la.mu.Unlock()
-	return la.done && !la.found && (la.at.After(chainStart) || !la.after.Before(chainStart))
+	return la.done && !la.rec.ok && (la.at.After(chainStart) || !la.after.Before(chainStart))
 }
 
 // knownFound reports whether the record is known to exist.
-func (la *lookAhead) knownFound() bool {
-	found, _ := la.known()
-	return found
-}
+func (la *lookAhead) knownFound() bool { return la.known().ok }
 
-// known reports whether the record is known to exist, and its run.
-func (la *lookAhead) known() (bool, int) {
+// known is what is known of the record.
+func (la *lookAhead) known() recordSeen {
 	if la == nil {
-		return false, 0
+		return recordSeen{}
 	}
 	la.mu.Lock()
 	defer la.mu.Unlock()
-	return la.found, la.run
+	return la.rec
 }
 
-// notice records that a lock of this Client wrote the record with run, or
-// deleted it (forgetRun): then nothing is known of it until a look-up or a
-// round tells.
-func (la *lookAhead) notice(run int) {
+// notice records that a lock of this Client writes rec (its expiry from
+// now on this process's clock: a local hand-over's successor starts right
+// after it), or deletes it (forgetRun): then nothing is known of it until a
+// look-up or a round tells.
+func (la *lookAhead) notice(rec *completionRecord) {
 	la.mu.Lock()
 	defer la.mu.Unlock()
-	if run == forgetRun {
-		la.found, la.done, la.run, la.forgot = false, false, 0, time.Now()
+	if rec.run == forgetRun {
+		la.rec, la.done, la.forgot = recordSeen{}, false, time.Now()
 		return
 	}
-	la.found, la.run = true, max(la.run, run)
+	la.rec.add(recordSeen{ok: true, run: rec.run, expiry: time.Now().Add(rec.window).UnixMilli()})
 }
 
 // lookUp sends req's look-up to every node and records the answer: found
@@ -80,7 +77,7 @@ func (c *Client) lookUp(k keys, req *handoffReq, after time.Time) {
 	rec := req.lc.rec
 	start := time.Now()
 	deadline := start.Add(c.cfg.nodeTimeout)
-	r := c.broadcast("look", k.resource, c.allNodes(), c.q, deadline, false, lookOf(rec), nil)
+	r := c.broadcastLook("look", k.resource, c.allNodes(), c.q, deadline, false, []any{"time"}, nil, lookOf(rec))
 	defer r.free()
 	_ = r.wait(context.Background(), deadline, classifyLook, func() bool {
 		return r.t.ok > 0 || r.t.refused >= c.q || r.pending&^r.answered == 0
@@ -91,16 +88,9 @@ func (c *Client) lookUp(k keys, req *handoffReq, after time.Time) {
 	if !start.After(la.forgot) {
 		return
 	}
-	for i := range r.slots {
-		if r.slots[i].out == outOK && r.answered&(1<<i) != 0 {
-			if run, _, ok := decodeScore(r.slots[i].val); ok {
-				la.run = max(la.run, run)
-			}
-		}
-	}
-	la.found = la.found || r.t.ok > 0
-	if la.found || !start.Before(la.at) { // a look-up sent earlier answers after a later one: keep the later
-		la.done = la.found || r.t.refused >= c.q
+	la.rec.add(r.rec)
+	if la.rec.ok || !start.Before(la.at) { // a look-up sent earlier answers after a later one: keep the later
+		la.done = la.rec.ok || r.t.refused >= c.q
 		la.at, la.after = start, after
 	}
 }
@@ -125,17 +115,14 @@ func (l *Lock) refreshLooks() {
 	})
 }
 
-// classifyLook reads a look-up's answer: a score (found) is OK, no entry is
-// a refusal.
+// classifyLook reads a look-up's answer (the call is a TIME, its look-up
+// the record's): a record found within its window is OK, none a refusal.
 func classifyLook(rep reply) outcome {
 	switch {
-	case rep.err == redis.Nil:
-		return outRefused
 	case rep.err != nil:
 		return outFailed
-	}
-	if _, _, ok := decodeScore(rep.val); !ok {
-		return outRefused // a record of the format before runs is not read
+	case rep.seen == 0:
+		return outRefused
 	}
 	return outOK
 }
@@ -148,10 +135,10 @@ func (l *Lock) noticeRecord() {
 	if l.written() == nil || l.turn == nil {
 		return
 	}
-	id, run := l.record.id, l.record.run
+	rec := l.record
 	l.turn.lookers(true, func(req *handoffReq) {
-		if req.lc.rec.id == id {
-			req.look.notice(run)
+		if req.lc.rec.id == rec.id {
+			req.look.notice(rec)
 		}
 	})
 }

@@ -138,6 +138,11 @@ func (m *memNode) exec(c *redis.Cmd) {
 		c.SetVal("PONG")
 		return
 	}
+	if op == "time" {
+		us := time.Now().UnixMicro()
+		c.SetVal([]any{strconv.FormatInt(us/1e6, 10), strconv.FormatInt(us%1e6, 10)})
+		return
+	}
 	if m.execRecord(op, a, c) {
 		return
 	}
@@ -296,12 +301,12 @@ func (m *memNode) execRecord(op string, a []any, c *redis.Cmd) bool {
 }
 
 // writeRecord is lua/record.lua: the release scripts' write of a completion
-// record, given the record's set and its arguments (id, window, time,
-// scaled as record.lua's).
+// record, given the record's set and its arguments (id, window, scaled as
+// record.lua's), on the node's clock.
 func (m *memNode) writeRecord(key string, argv []any) {
 	m.calls["record"]++
 	z := m.zset(key, true)
-	window, now := num(argv[1]), num(argv[2])
+	window, now := num(argv[1]), time.Now().UnixMilli()*runScale
 	if window < 0 {
 		delete(z.m, str(argv[0]))
 		return

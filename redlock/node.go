@@ -101,10 +101,10 @@ type call struct {
 	joined   []*call // the releases this call runs for (joinReleases)
 	// look is a command sent just after the call's batch in the same
 	// pipeline: the look-up of an acquisition's completion record
-	// (completion.go); seen is its answer: 1 + the run of the record
-	// found, 0 for none.
+	// (completion.go); seen is its answer: the record's score, 0 for
+	// none.
 	look []any
-	seen int
+	seen int64
 }
 
 // reply is a node's answer to a call.
@@ -112,7 +112,7 @@ type reply struct {
 	node int
 	val  any
 	err  error // redis.Nil for a nil reply
-	seen int   // the call's look-up found its record: 1 + its run (completion.go)
+	seen int64 // the call's look-up found its record: its score (completion.go)
 }
 
 // deliver sends the call's reply; after it the node touches the call no

@@ -30,9 +30,8 @@ type round struct {
 	slots    []slot
 	calls    []call // room for one call per node
 	t        tally
-	seen     int  // nodes where the call's look-up found its record (completion.go)
-	run      int  // the largest run of the records found
-	busy     bool // counted in the client's busy until its caller stops waiting
+	rec      recordSeen // what the calls' look-ups found (completion.go)
+	busy     bool       // counted in the client's busy until its caller stops waiting
 	// refs counts who may still touch the round: its caller until free, and
 	// each queued call until its node sent the reply. The last one returns
 	// the round to the client's pool: a round and its calls were two fifths
@@ -91,7 +90,7 @@ func (c *Client) newRound(op, resource string, mask uint64, need int) *round {
 		r = &round{c: c, in: make([]reply, n), wake: make(chan struct{}, 1), slots: make([]slot, n), calls: make([]call, n)}
 	}
 	r.op, r.resource, r.pending, r.t, r.busy = op, resource, mask, tally{need: need}, true
-	r.seen, r.run = 0, 0
+	r.rec = recordSeen{}
 	return r
 }
 
@@ -234,10 +233,7 @@ func (r *round) record(rep reply, o outcome) {
 	if o == outFailed && rep.err != nil {
 		r.slots[rep.node].err = rep.err // reported by the node's worker
 	}
-	if rep.seen > 0 {
-		r.seen++
-		r.run = max(r.run, rep.seen-1)
-	}
+	r.rec.add(seenOf(rep.seen))
 	r.t.add(o)
 }
 

@@ -4,17 +4,16 @@
 -- KEYS as queue.lua, plus KEYS[4] the completion record set, if the
 -- holder's record is to be written (record.lua)
 -- ARGV[1] token; ARGV[2] lease in ms; ARGV[3] release channel ('' for none);
--- with KEYS[4]: ARGV[4] record id; ARGV[5] window in ms; ARGV[6] the
--- writer's time in ms
+-- with KEYS[4]: ARGV[4] record id; ARGV[5] window in ms (scaled, record.lua)
 -- Returns 1, or 0 when the key was not ours.
 if redis.call('GET', KEYS[1]) ~= ARGV[1] then
 	if KEYS[4] then
-		record(KEYS[4], ARGV[4], ARGV[5], ARGV[6])
+		record(KEYS[4], ARGV[4], ARGV[5])
 	end
 	return 0
 end
 free(ARGV[2], ARGV[3])
 if KEYS[4] then
-	record(KEYS[4], ARGV[4], ARGV[5], ARGV[6])
+	record(KEYS[4], ARGV[4], ARGV[5])
 end
 return 1

@@ -1,28 +1,33 @@
 -- record: the prelude of the scripts that release a lock (release_unqueued,
 -- release_many, turn, slot_release, slot_turn): they write the releasing
--- holder's completion record (completion.go) with record(key, id, window,
--- now), in the same call, on every node the call reaches, whether the key
+-- holder's completion record (completion.go) with record(key, id, window),
+-- in the same call, on every node the call reaches, whether the key
 -- still held the releasing token there or not: a key expired on a node
 -- paused past its TTL was kept by the majority that held it, and a record
 -- on one node more survives one more node's data loss (the Go side sends a
 -- record only for a lock that was not lost).
--- Scores are in ms times 1024 (completion.go, runScale): now is the
--- writer's time so scaled, window the record's window so scaled plus its
--- run, or -1 to delete the record instead. It drops the entries of the
--- record set key past their expiry, adds id scored now + window, and keeps
--- the set at least a window past it (never less than it was kept). Numbers go to redis.call as '%.0f' strings:
--- Lua's own conversion keeps 14 digits, a score has 16. Written after the
+-- Scores are in ms times 1024 (completion.go, runScale): window is the
+-- record's window so scaled plus its run, or -1 to delete the record
+-- instead. Expiries are on the node's clock (TIME), never a writer's: a
+-- writer whose clock runs ahead must not prune the others' records. Effects
+-- replication (the default since Redis 5) lets a script write after TIME.
+-- It drops the entries of the record set key past their expiry, adds id
+-- scored now + window, and keeps the set at least a window past it (never
+-- less than it was kept). Numbers go to redis.call as '%.0f' strings: Lua's
+-- own conversion keeps 14 digits, a score has 16. Written after the
 -- release's own writes: a server at maxmemory refuses a script's first
 -- write that may grow memory, not a later one, so a key released here has
 -- its record.
 -- KEYS: none of its own.
--- Returns nothing: record(key, id, window, now) returns nothing.
-local function record(key, id, window, now)
-	window, now = tonumber(window), tonumber(now)
+-- Returns nothing: record(key, id, window) returns nothing.
+local function record(key, id, window)
+	window = tonumber(window)
 	if window < 0 then
 		redis.call('ZREM', key, id)
 		return
 	end
+	local t = redis.call('TIME')
+	local now = (tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)) * 1024
 	redis.call('ZREMRANGEBYSCORE', key, '-inf', string.format('%.0f', now + 1023))
 	redis.call('ZADD', key, string.format('%.0f', now + window), id)
 	local ms = math.floor(window / 1024)

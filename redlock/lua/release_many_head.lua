@@ -9,7 +9,7 @@
 -- ARGV[1] the lease in ms (one for all); ARGV[2] one character per release,
 -- in order: 'r' for one that writes a record, '-' for one that does not;
 -- then per release its token, followed for one that writes a record by the
--- record id, the window in ms and the writer's time in ms. Each release
+-- record id and the window (scaled, record.lua). Each release
 -- announces on its key's channel, <key>:released (Go's keys.channel)
 -- Returns each release's answer, in order.
 local function release_queued(KEYS, ARGV)

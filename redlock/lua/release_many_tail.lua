@@ -20,8 +20,8 @@ for i = 1, #flags do
 	end
 	k, a = k + 3, a + 1
 	if string.byte(flags, i) == 114 then -- 'r'
-		record(KEYS[k + 1], ARGV[a + 1], ARGV[a + 2], ARGV[a + 3])
-		k, a = k + 1, a + 3
+		record(KEYS[k + 1], ARGV[a + 1], ARGV[a + 2])
+		k, a = k + 1, a + 2
 	end
 end
 return out

@@ -11,13 +11,13 @@
 if redis.call('EXISTS', KEYS[2]) == 0 then
 	if redis.call('GET', KEYS[1]) ~= ARGV[1] then
 		if KEYS[4] then
-			record(KEYS[4], ARGV[4], ARGV[5], ARGV[6])
+			record(KEYS[4], ARGV[4], ARGV[5])
 		end
 		return 0
 	end
 	redis.call('DEL', KEYS[1])
 	if KEYS[4] then
-		record(KEYS[4], ARGV[4], ARGV[5], ARGV[6])
+		record(KEYS[4], ARGV[4], ARGV[5])
 	end
 	return 1
 end

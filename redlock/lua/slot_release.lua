@@ -9,7 +9,7 @@
 local sk = slotKey(ARGV[2])
 if redis.call('GET', sk) ~= ARGV[1] then
 	if ARGV[6] then
-		record(KEYS[#KEYS], ARGV[6], ARGV[7], ARGV[8])
+		record(KEYS[#KEYS], ARGV[6], ARGV[7])
 	end
 	return 0
 end
@@ -18,7 +18,7 @@ if #h == 0 then -- every waiter lapsed
 	redis.call('DEL', sk)
 	settle(ARGV[3], '')
 	if ARGV[6] then
-		record(KEYS[#KEYS], ARGV[6], ARGV[7], ARGV[8])
+		record(KEYS[#KEYS], ARGV[6], ARGV[7])
 	end
 	return 1
 end
@@ -28,6 +28,6 @@ if ARGV[5] ~= '' then
 	redis.call('PUBLISH', ARGV[5], 'queued:' .. h[1] .. '/' .. ARGV[2])
 end
 if ARGV[6] then
-	record(KEYS[#KEYS], ARGV[6], ARGV[7], ARGV[8])
+	record(KEYS[#KEYS], ARGV[6], ARGV[7])
 end
 return 1

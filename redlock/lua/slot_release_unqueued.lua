@@ -10,14 +10,14 @@
 -- record is to be written (record.lua)
 -- ARGV[1] token; ARGV[2] the slot's number; ARGV[3] mark; ARGV[4] lease in
 -- ms; ARGV[5] release channel ('' for none); with a record set: ARGV[6]
--- record id; ARGV[7] window in ms; ARGV[8] the writer's time in ms
+-- record id; ARGV[7] window (scaled, record.lua)
 -- Returns 1 if the slot's key held the token, 0 if not; when waiters are
 -- queued it returns nothing and slot_release.lua runs.
 if redis.call('EXISTS', KEYS[2]) == 0 then
 	local sk = KEYS[5 + tonumber(ARGV[2])]
 	if redis.call('GET', sk) ~= ARGV[1] then
 		if ARGV[6] then
-			record(KEYS[#KEYS], ARGV[6], ARGV[7], ARGV[8])
+			record(KEYS[#KEYS], ARGV[6], ARGV[7])
 		end
 		return 0
 	end
@@ -26,7 +26,7 @@ if redis.call('EXISTS', KEYS[2]) == 0 then
 		redis.call('DEL', KEYS[1])
 	end
 	if ARGV[6] then
-		record(KEYS[#KEYS], ARGV[6], ARGV[7], ARGV[8])
+		record(KEYS[#KEYS], ARGV[6], ARGV[7])
 	end
 	return 1
 end

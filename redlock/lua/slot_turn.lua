@@ -14,19 +14,19 @@
 -- ARGV[5] '1' to fence; ARGV[6] counter retention in ms; ARGV[7] fence
 -- classes;
 -- ARGV[8] the slot's number; with KEYS[4]: ARGV[9] record id; ARGV[10]
--- window in ms; ARGV[11] the writer's time in ms
+-- window (scaled, record.lua)
 -- Returns as turn.lua: {old released (0/1), new set (0/1), fence or 0, 1},
 -- {0, 0, 0, 0} when another token holds the slot, and {0, 0, 0, 0,
 -- 'nolimit'} when a plain lock holds the resource.
 local cur = redis.call('GET', KEYS[1])
 local mine = cur == ARGV[1]
 if not mine and KEYS[4] then -- expired here, or taken: the work was kept by a majority
-	record(KEYS[4], ARGV[9], ARGV[10], ARGV[11])
+	record(KEYS[4], ARGV[9], ARGV[10])
 end
 local other = otherMark(KEYS[3])
 if other then
 	if mine and KEYS[4] then
-		record(KEYS[4], ARGV[9], ARGV[10], ARGV[11])
+		record(KEYS[4], ARGV[9], ARGV[10])
 	end
 	return {0, 0, 0, 0, other}
 end
@@ -36,7 +36,7 @@ end
 redis.call('SET', KEYS[1], ARGV[2], 'PX', ARGV[3])
 useMark(KEYS[3], ARGV[4], ARGV[3])
 if mine and KEYS[4] then
-	record(KEYS[4], ARGV[9], ARGV[10], ARGV[11])
+	record(KEYS[4], ARGV[9], ARGV[10])
 end
 local f = 0
 if ARGV[5] == '1' then

@@ -13,14 +13,14 @@
 -- ARGV[4] ticket; ARGV[5] waiter id; ARGV[6] lease in ms; ARGV[7] '1' to
 -- bump the fence; ARGV[8] counter retention in ms; ARGV[9] release channel;
 -- ARGV[10] '1' for keep mode; with KEYS[5]: ARGV[11] record id; ARGV[12]
--- window in ms; ARGV[13] the writer's time in ms
+-- window (scaled, record.lua)
 -- Returns {old released (0/1), new set (0/1), fence or 0, jumped the queue (0/1)},
 -- and, when the key holds the mark of slots taken WithLimit (limit.go),
 -- {0, 0, 0, 0, mark}: the caller uses the resource with another limit.
 local cur = redis.call('GET', KEYS[1])
 local mine = cur ~= false and ARGV[1] ~= '' and cur == ARGV[1]
 if not mine and KEYS[5] then -- expired here, or taken: the work was kept by a majority
-	record(KEYS[5], ARGV[11], ARGV[12], ARGV[13])
+	record(KEYS[5], ARGV[11], ARGV[12])
 end
 if cur and not mine and string.sub(cur, 1, 7) ~= 'queued:' then
 	if string.sub(cur, 1, 6) == 'limit:' then
@@ -51,7 +51,7 @@ if first or (mine and ARGV[10] == '1') then
 		end
 	end
 	if mine and KEYS[5] then
-		record(KEYS[5], ARGV[11], ARGV[12], ARGV[13])
+		record(KEYS[5], ARGV[11], ARGV[12])
 	end
 	return {mine and 1 or 0, 1, f, first and 0 or 1}
 end
@@ -59,7 +59,7 @@ enqueue(ARGV[4], ARGV[5], ARGV[6])
 if mine then
 	free(ARGV[6], ARGV[9])
 	if KEYS[5] then
-		record(KEYS[5], ARGV[11], ARGV[12], ARGV[13])
+		record(KEYS[5], ARGV[11], ARGV[12])
 	end
 	return {1, 0, 0, 0}
 end

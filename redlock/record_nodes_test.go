@@ -1,0 +1,237 @@
+package redlock
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/asynqlock/asynqlock/internal/redistest"
+	"github.com/redis/go-redis/v9"
+)
+
+// nodesClient returns a Client over the cluster's real redis-server nodes,
+// with a generous node timeout (these tests are not about timing).
+func nodesClient(t *testing.T, cl *redistest.Cluster) *Client {
+	t.Helper()
+	c, err := NewFromURLs(cl.URLs(), WithNodeTimeout(time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	return c
+}
+
+// recordDone acquires resource with id's completion record and writes it
+// in the release.
+func recordDone(t *testing.T, c *Client, resource, id string, window time.Duration) {
+	t.Helper()
+	ctx := context.Background()
+	l, err := c.TryAcquire(ctx, resource, 5*time.Second, WithCompletion(id, window))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := l.RecordCompletion(); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// findsRecord reports the run of id's record an acquisition of resource
+// finds (-1 for none).
+func findsRecord(t *testing.T, c *Client, resource, id string, window time.Duration) int {
+	t.Helper()
+	ctx := context.Background()
+	l, err := c.TryAcquire(ctx, resource, 5*time.Second, WithCompletion(id, window))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = l.Release(ctx) }()
+	return l.CompletedRun()
+}
+
+// setClocks steps every node's wall clock to the real one plus d.
+func setClocks(t *testing.T, cl *redistest.Cluster, d time.Duration) {
+	t.Helper()
+	for _, n := range cl.Nodes {
+		if err := n.SetClockOffset(d); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// TestRecordPastItsWindowIsNotFound: a record whose window has passed on
+// the nodes' clock is not found, though no write has pruned it yet (its
+// set is kept by another record's longer window). Issue 45, 5(d): ZSCORE
+// found it until the next write.
+func TestRecordPastItsWindowIsNotFound(t *testing.T) {
+	cl := redistest.StartClockCluster(t, 3)
+	c := nodesClient(t, cl)
+	recordDone(t, c, "r", "long", time.Hour)
+	recordDone(t, c, "r", "short", 2*time.Second)
+	if run := findsRecord(t, c, "r", "short", 2*time.Second); run != 0 {
+		t.Fatalf("within its window: CompletedRun %d, want 0", run)
+	}
+	setClocks(t, cl, 10*time.Second) // the nodes' clocks move past the short window
+	if run := findsRecord(t, c, "r", "short", 2*time.Second); run != -1 {
+		t.Fatalf("past its window on the nodes' clock: CompletedRun %d, want -1 (not found)", run)
+	}
+	if run := findsRecord(t, c, "r", "long", time.Hour); run != 0 {
+		t.Fatalf("the hour's record: CompletedRun %d, want 0", run)
+	}
+}
+
+// TestRecordWindowsOnTheNodesClock: a worker whose clock runs 2h ahead of
+// the nodes writes its record with a window measured on the nodes' clock,
+// and its write prunes none of the records others wrote on that clock.
+// Issue 45, 5(e): the prune used the writer's clock and deleted them all.
+func TestRecordWindowsOnTheNodesClock(t *testing.T) {
+	ctx := context.Background()
+	cl := redistest.StartClockCluster(t, 3)
+	setClocks(t, cl, -2*time.Hour) // this process is the worker 2h ahead
+	c := nodesClient(t, cl)
+	key := keyOf(c.cfg.prefix, "r") + recordSuffix
+	raws := make([]*redis.Client, len(cl.Nodes))
+	for i, n := range cl.Nodes {
+		raws[i] = n.Client(t)
+		// The record of a worker on the nodes' clock, as record.lua writes
+		// it: expiry in node ms times runScale, run 0.
+		now, err := raws[i].Time(ctx).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		score := float64(now.Add(time.Hour).UnixMilli() * runScale)
+		if err := raws[i].ZAdd(ctx, key, redis.Z{Score: score, Member: "other"}).Err(); err != nil {
+			t.Fatal(err)
+		}
+		raws[i].PExpire(ctx, key, time.Hour)
+	}
+	recordDone(t, c, "r", "mine", time.Hour)
+	if run := findsRecord(t, c, "r", "other", time.Hour); run != 0 {
+		t.Fatalf("another worker's record after the write of one 2h ahead: CompletedRun %d, want 0", run)
+	}
+	for i, raw := range raws {
+		now, err := raw.Time(ctx).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		score, err := raw.ZScore(ctx, key, "mine").Result()
+		if err != nil {
+			t.Fatalf("node %d: the record written: %v", i, err)
+		}
+		expiry := time.UnixMilli(int64(score) / runScale)
+		if d := expiry.Sub(now.Add(time.Hour)); d < -time.Minute || d > time.Minute {
+			t.Fatalf("node %d: record expires %v after the node's now + window, want about 0", i, d)
+		}
+	}
+}
+
+// TestSlotsSeeEachOthersRecords: under WithLimit(2), a caller of an id
+// looks its record up as it queues in its process (behind a caller that
+// then takes a slot), and then another process's slot holder records the
+// task's completion on every node (its release hands that slot to a waiter
+// of its own); a slot of the first process handed early to the caller must
+// not start it without the record. Issue 45, 5(b): the look-up was taken
+// as still true, as if every holder since were a lock of its own process.
+func TestSlotsSeeEachOthersRecords(t *testing.T) {
+	ctx := context.Background()
+	cl := redistest.StartCluster(t, 3)
+	x, y := nodesClient(t, cl), nodesClient(t, cl)
+	lim, once := WithLimit(2), WithCompletion("t", time.Hour)
+	take := func(ch <-chan acquired) *Lock {
+		t.Helper()
+		got := <-ch
+		if got.err != nil {
+			t.Fatal(got.err)
+		}
+		t.Cleanup(func() { _ = got.l.Release(ctx) })
+		return got.l
+	}
+	ya := take(waitFor(ctx, y, "r", 30*time.Second, lim))
+	xb := take(waitFor(ctx, x, "r", 30*time.Second, lim, once))
+	xnext := waitFor(ctx, x, "r", 30*time.Second, lim)
+	parked(t, x, "r", 2, 0)
+	ynext := waitFor(ctx, y, "r", 30*time.Second, lim)
+	parked(t, y, "r", 2, 0)
+	w := waitFor(ctx, y, "r", 30*time.Second, lim, once)
+	looked(t, y, "r", 2) // queued behind ynext, its look-up answered: no record
+	if err := ya.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	ya = take(ynext) // the slot went to ynext; w now pauses between rounds
+	parked(t, y, "r", 2, 0)
+	if err := xb.RecordCompletion(); err != nil {
+		t.Fatal(err)
+	}
+	if err := xb.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	take(xnext)
+	if err := ya.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	l := take(w)
+	if run := l.CompletedRun(); run != 0 {
+		t.Fatalf("the caller handed a slot (via %q) started with CompletedRun %d, want 0: the record another process's slot wrote", l.via, run)
+	}
+}
+
+// looked waits until a caller of resource's callers with limit n waits
+// with its look-up answered.
+func looked(t *testing.T, c *Client, resource string, n int32) {
+	t.Helper()
+	key := gateKey(c.keysFor(resource), n)
+	eventually(t, func() bool {
+		c.gates.mu.Lock()
+		defer c.gates.mu.Unlock()
+		g := c.gates.m[key]
+		if g == nil {
+			return false
+		}
+		for _, w := range append([]*waiter{g.idle}, g.queue...) {
+			if w != nil && w.req != nil && w.req.look != nil {
+				w.req.look.mu.Lock()
+				done := w.req.look.done
+				w.req.look.mu.Unlock()
+				if done {
+					return true
+				}
+			}
+		}
+		return false
+	})
+}
+
+// TestCompletedAtIsTheRecordsTime: an acquisition that finds a record
+// tells when its work completed (the release that wrote it), on the
+// nodes' clock; one that finds none says the zero time.
+func TestCompletedAtIsTheRecordsTime(t *testing.T) {
+	ctx := context.Background()
+	cl := redistest.StartClockCluster(t, 3)
+	setClocks(t, cl, -2*time.Hour)
+	c := nodesClient(t, cl)
+	once := WithCompletion("t", time.Hour)
+	l, err := c.TryAcquire(ctx, "r", 5*time.Second, once)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if at := l.CompletedAt(); !at.IsZero() {
+		t.Fatalf("no record: CompletedAt %v, want the zero time", at)
+	}
+	_ = l.RecordCompletion()
+	before := time.Now().Add(-2 * time.Hour)
+	if err := l.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	after := time.Now().Add(-2 * time.Hour)
+	l, err = c.TryAcquire(ctx, "r", 5*time.Second, once)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = l.Release(ctx) }()
+	// ms in the score; the nodes' clock is the real one less 2h.
+	if at := l.CompletedAt(); at.Before(before.Add(-time.Second)) || at.After(after.Add(time.Second)) {
+		t.Fatalf("CompletedAt %v, want between %v and %v (the release, on the nodes' clock)", at, before, after)
+	}
+}
