@@ -4,6 +4,7 @@ go 1.26.0
 
 require (
 	github.com/asynqlock/asynqlock v0.8.0
+	github.com/asynqlock/asynqlock/redlocktest v0.8.0
 	github.com/asynqlock/asynqlock/worker v0.8.0
 	github.com/hibiken/asynq v0.26.0
 	github.com/redis/go-redis/v9 v9.23.0

@@ -4,6 +4,7 @@ go 1.26.0
 
 require (
 	github.com/asynqlock/asynqlock v0.8.0
+	github.com/asynqlock/asynqlock/redlocktest v0.8.0
 	github.com/go-co-op/gocron/v2 v2.21.2
 	github.com/google/uuid v1.6.0
 	github.com/jonboulle/clockwork v0.5.0

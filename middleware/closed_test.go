@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/asynqlock/asynqlock/internal/redistest"
 	"github.com/asynqlock/asynqlock/redlock"
-	"github.com/asynqlock/asynqlock/redlocktest/embedded"
 )
 
 // TestClientClosedRightAfterAcquireIsALoss (issue 20, finding 3): the lock
@@ -17,7 +17,7 @@ import (
 // told before Until, with a cause matching redlock.ErrLockLost, and the task
 // must not be reported as done.
 func TestClientClosedRightAfterAcquireIsALoss(t *testing.T) {
-	srv := embedded.StartT(t)
+	srv := redistest.StartServer(t)
 	var c *redlock.Client
 	var closeOnce sync.Once
 	closeOnAcquire := func(e redlock.Event) {
@@ -67,7 +67,7 @@ func TestLossAfterTheHandlerReturnedIsNoFailure(t *testing.T) {
 	withMeta(t, taskMeta{id: "t1", maxRetry: 3, known: true})
 	old := afterHandler
 	afterHandler = func(l *redlock.Lock) {
-		e.srv.Close() // no extension can come now
+		_ = e.srv.Kill() // no extension can come now
 		select {
 		case <-l.Lost():
 		case <-time.After(time.Minute):

@@ -7,21 +7,21 @@ import (
 	"log"
 	"time"
 
+	"github.com/asynqlock/asynqlock/internal/redistest"
 	"github.com/asynqlock/asynqlock/middleware"
 	"github.com/asynqlock/asynqlock/redlock"
-	"github.com/asynqlock/asynqlock/redlocktest/embedded"
 	"github.com/hibiken/asynq"
 	"github.com/redis/go-redis/v9"
 )
 
-// lockNodes starts three in-process Redis servers for the example; in
-// production these are independent redis-server masters.
+// lockNodes starts three redis-servers for the example; in production
+// these are independent redis-server masters too.
 func lockNodes() (*redlock.Client, func()) {
-	urls, stop, err := embedded.StartN(3)
+	urls, stop, err := redistest.Servers(3)
 	if err != nil {
 		log.Fatal(err)
 	}
-	locks, err := redlock.NewFromURLs(urls, redlock.WithNodeTimeout(time.Second)) // patient: embedded nodes share a busy CPU
+	locks, err := redlock.NewFromURLs(urls, redlock.WithNodeTimeout(time.Second)) // patient: examples run as tests on busy machines
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -8,23 +8,23 @@ import (
 	"testing"
 	"time"
 
+	"github.com/asynqlock/asynqlock/internal/redistest"
 	"github.com/asynqlock/asynqlock/redlock"
-	"github.com/asynqlock/asynqlock/redlocktest/embedded"
 	"github.com/hibiken/asynq"
 	"github.com/redis/go-redis/v9"
 )
 
-// env is one embedded lock node, two independent lock clients (ours and a
+// env is one redis-server lock node, two independent lock clients (ours and a
 // competitor's) and a raw client to the node.
 type env struct {
 	locks, other *redlock.Client
 	raw          *redis.Client
-	srv          *embedded.Server
+	srv          *redistest.Server
 }
 
 func newEnv(t *testing.T) *env {
 	t.Helper()
-	// A node timeout twice the default: the embedded node answers a
+	// A node timeout twice the default: the node answers a
 	// loaded machine under -race slower than 50ms; the TTLs used here
 	// (200ms and up) leave room for it.
 	return newEnvWith(t, redlock.WithRetryDelay(5*time.Millisecond, 10*time.Millisecond),
@@ -58,7 +58,7 @@ func patientEnv(t *testing.T) *env {
 // newEnvWith is newEnv with lock clients made with opts.
 func newEnvWith(t *testing.T, opts ...redlock.Option) *env {
 	t.Helper()
-	srv := embedded.StartT(t)
+	srv := redistest.StartServer(t)
 	raw := redis.NewClient(&redis.Options{Addr: srv.Addr()})
 	t.Cleanup(func() { _ = raw.Close() })
 	e := &env{raw: raw, srv: srv}

@@ -191,8 +191,14 @@ func TestProgressModeRetriesFailedExtension(t *testing.T) {
 	withMeta(t, taskMeta{id: "t1", maxRetry: 3, known: true})
 	const ttl = 600 * time.Millisecond // extensions every 200ms, retries every 30ms
 	outage := time.AfterFunc(150*time.Millisecond, func() {
-		srv.Miniredis().SetError("LOADING injected outage")
-		time.AfterFunc(300*time.Millisecond, func() { srv.Miniredis().SetError("") })
+		if err := srv.Refuse(true); err != nil {
+			t.Error(err)
+		}
+		time.AfterFunc(300*time.Millisecond, func() {
+			if err := srv.Refuse(false); err != nil {
+				t.Error(err)
+			}
+		})
 	})
 	defer outage.Stop()
 	var cause error

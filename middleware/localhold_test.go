@@ -188,7 +188,7 @@ func TestWaiterBehindALocalHolderEndsOnANodeOutage(t *testing.T) {
 	if err := <-done; err != nil {
 		t.Fatal(err)
 	}
-	e.srv.Close()
+	_ = e.srv.Kill()
 	select {
 	case err := <-done:
 		if !errors.Is(err, redlock.ErrQuorum) || errors.Is(err, redlock.ErrLocked) {

@@ -9,8 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/asynqlock/asynqlock/internal/redistest"
 	"github.com/asynqlock/asynqlock/redlock"
-	"github.com/asynqlock/asynqlock/redlocktest/embedded"
 	"github.com/hibiken/asynq"
 )
 
@@ -21,7 +21,7 @@ import (
 // makes one line at Info, and the next ones none.
 func TestFailedReleasesLogOncePerChangeOfState(t *testing.T) {
 	const tasks = 4
-	srvs := []*embedded.Server{embedded.StartT(t), embedded.StartT(t), embedded.StartT(t)}
+	srvs := []*redistest.Server{redistest.StartServer(t), redistest.StartServer(t), redistest.StartServer(t)}
 	locks, err := redlock.NewFromURLs([]string{srvs[0].URL(), srvs[1].URL(), srvs[2].URL()}, patient()...)
 	if err != nil {
 		t.Fatal(err)
@@ -48,7 +48,9 @@ func TestFailedReleasesLogOncePerChangeOfState(t *testing.T) {
 		<-started
 	}
 	for _, s := range srvs[:2] { // a majority of the lock nodes fails every command
-		s.Miniredis().SetError("ERR node out of order")
+		if err := s.Refuse(true); err != nil {
+			t.Fatal(err)
+		}
 	}
 	close(gate)
 	wg.Wait()
@@ -61,7 +63,7 @@ func TestFailedReleasesLogOncePerChangeOfState(t *testing.T) {
 		}
 	}
 	warn := logs.lines(slog.LevelWarn)
-	if len(warn) != 1 || !strings.HasPrefix(warn[0], "WARN lock releases failing") || !strings.Contains(warn[0], "out of order") ||
+	if len(warn) != 1 || !strings.HasPrefix(warn[0], "WARN lock releases failing") || !strings.Contains(warn[0], "NOPERM") ||
 		!strings.Contains(warn[0], srvs[0].Addr()) || !strings.Contains(warn[0], srvs[1].Addr()) || strings.Contains(warn[0], srvs[2].Addr()) {
 		t.Fatalf("lines at Warn and above after %d failed releases: %q; want one naming the two failing nodes and the cause", tasks, warn)
 	}
@@ -71,7 +73,9 @@ func TestFailedReleasesLogOncePerChangeOfState(t *testing.T) {
 	}
 
 	for _, s := range srvs[:2] {
-		s.Miniredis().SetError("")
+		if err := s.Refuse(false); err != nil {
+			t.Fatal(err)
+		}
 	}
 	back := func() int { return count(logs.lines(slog.LevelInfo), "INFO lock releases work again") }
 	// Three runs of a SKU the outage left alone (the others' keys stay on

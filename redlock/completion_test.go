@@ -8,7 +8,7 @@ import (
 	"testing/synctest"
 	"time"
 
-	"github.com/asynqlock/asynqlock/redlocktest/embedded"
+	"github.com/asynqlock/asynqlock/internal/redistest"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -259,7 +259,7 @@ func TestEarlyHandOverKeepsRecordsCheap(t *testing.T) {
 // ErrQuorum naming the record.
 func TestRecordRidesTheReleaseScript(t *testing.T) {
 	ctx := context.Background()
-	c, raw := embeddedClient(t)
+	c, raw := serverClient(t)
 	release := func(id string) error {
 		l, err := c.TryAcquire(ctx, "r", 5*time.Second, WithCompletion(id, time.Hour))
 		if err != nil {
@@ -298,7 +298,7 @@ func TestRecordRidesTheReleaseScript(t *testing.T) {
 // slot keys is not taken for a held slot).
 func TestLimitedLockWritesItsRecord(t *testing.T) {
 	ctx := context.Background()
-	srv := embedded.StartT(t)
+	srv := redistest.StartServer(t)
 	raw := redis.NewClient(&redis.Options{Addr: srv.Addr()})
 	t.Cleanup(func() { _ = raw.Close() })
 	var cs [2]*Client
@@ -361,10 +361,10 @@ func TestLimitedLockWritesItsRecord(t *testing.T) {
 // TestRecordKeepsItsRun: a record carries the run that wrote it to a later
 // acquisition (the release script's score), a larger run overwrites it, and
 // ForgetCompletion's release deletes it; without a record CompletedRun is
-// -1. On the embedded Redis, through the release scripts themselves.
+// -1. On a redis-server, through the release scripts themselves.
 func TestRecordKeepsItsRun(t *testing.T) {
 	ctx := context.Background()
-	c, raw := embeddedClient(t)
+	c, raw := serverClient(t)
 	once := WithCompletion("t", time.Hour)
 	// A record of the format before runs (its expiry in ms) is not read.
 	old := float64(time.Now().Add(time.Hour).UnixMilli())
@@ -409,11 +409,11 @@ func TestRecordKeepsItsRun(t *testing.T) {
 // TestRecordKeepsItsOwnWindow: a record written with a short window beside
 // one kept for an hour (another task of the resource) does not cut the
 // hour's: the set of a resource's records is kept as long as its longest
-// window (issue 45, 5c: it expired at the latest writer's). On the embedded
-// Redis, in real time.
+// window (issue 45, 5c: it expired at the latest writer's). On a
+// redis-server, in real time.
 func TestRecordKeepsItsOwnWindow(t *testing.T) {
 	ctx := context.Background()
-	c, _ := embeddedClient(t)
+	c, _ := serverClient(t)
 	write := func(id string, window time.Duration) {
 		t.Helper()
 		l, err := c.TryAcquire(ctx, "r", 5*time.Second, WithCompletion(id, window))

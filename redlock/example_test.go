@@ -4,17 +4,17 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/asynqlock/asynqlock/redlocktest/embedded"
 	"log"
 	"time"
 
+	"github.com/asynqlock/asynqlock/internal/redistest"
 	"github.com/asynqlock/asynqlock/redlock"
 )
 
-// nodes starts n in-process Redis servers for the examples; in production
-// these are independent redis-server masters.
+// nodes starts n redis-servers for the examples; in production
+// these are independent redis-server masters too.
 func nodes(n int) (urls []string, stop func()) {
-	urls, stop, err := embedded.StartN(n)
+	urls, stop, err := redistest.Servers(n)
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -13,7 +13,7 @@ import (
 // scripts still release the lock.
 func TestHolderTravelsInTheLockValue(t *testing.T) {
 	ctx := within(t, 10*time.Second)
-	c, raw := embeddedClient(t)
+	c, raw := serverClient(t)
 	host, _ := os.Hostname()
 	name := "inventory:update a|b&c=d é" // separators and non-ASCII survive
 	l, err := c.TryAcquire(ContextWithHolder(ctx, name), "sku-1", 5*time.Second)
@@ -53,7 +53,7 @@ func TestHolderTravelsInTheLockValue(t *testing.T) {
 // innermost name wins); WithHolderInfo(false) stores the random token alone.
 func TestHolderFromContextAndOff(t *testing.T) {
 	ctx := within(t, 10*time.Second)
-	c, _ := embeddedClient(t)
+	c, _ := serverClient(t)
 	l, err := c.TryAcquire(ContextWithHolder(ctx, "job nightly"), "a", 5*time.Second)
 	if err != nil {
 		t.Fatal(err)
@@ -69,7 +69,7 @@ func TestHolderFromContextAndOff(t *testing.T) {
 		t.Fatalf("holder name %q, want the innermost context's %q", got, "inner")
 	}
 
-	off, _ := embeddedClient(t, WithHolderInfo(false))
+	off, _ := serverClient(t, WithHolderInfo(false))
 	l3, err := off.TryAcquire(ContextWithHolder(ctx, "job nightly"), "c", 5*time.Second)
 	if err != nil {
 		t.Fatal(err)
@@ -86,7 +86,7 @@ func TestHolderFromContextAndOff(t *testing.T) {
 // boundary, so the value sent with every call stays small.
 func TestHolderNameIsCut(t *testing.T) {
 	ctx := within(t, 10*time.Second)
-	c, _ := embeddedClient(t)
+	c, _ := serverClient(t)
 	long := strings.Repeat("é", 200) // 400 bytes
 	l, err := c.TryAcquire(ContextWithHolder(ctx, long), "r", 5*time.Second)
 	if err != nil {

@@ -70,11 +70,11 @@ func TestResourceOfInvertsKeyOf(t *testing.T) {
 	}
 }
 
-// TestBraceNamesLockReleaseList: on an embedded node, names with braces are
+// TestBraceNamesLockReleaseList: on a redis-server node, names with braces are
 // taken, listed, released and taken again, fenced or not.
 func TestBraceNamesLockReleaseList(t *testing.T) {
 	ctx := context.Background()
-	c, _ := embeddedClient(t)
+	c, _ := serverClient(t)
 	for _, name := range braceNames {
 		l, err := c.TryAcquire(ctx, name, 10*time.Second, WithFencing())
 		if err != nil {

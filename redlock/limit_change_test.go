@@ -46,7 +46,7 @@ func (e *limitEvents) list() [][]int {
 func TestLimitChangeSharesTheSlots(t *testing.T) {
 	ctx := context.Background()
 	var ev limitEvents
-	c, raw := embeddedClient(t, WithObserver(ev.observe))
+	c, raw := serverClient(t, WithObserver(ev.observe))
 	var held []*Lock
 	for range 3 {
 		l, err := c.TryAcquire(ctx, "r", 30*time.Second, WithLimit(3))
@@ -94,7 +94,7 @@ func TestLimitChangeSharesTheSlots(t *testing.T) {
 func TestLimitChangePlainAndSlotsTakeTurns(t *testing.T) {
 	ctx := context.Background()
 	var ev limitEvents
-	c, _ := embeddedClient(t, WithObserver(ev.observe), WithRetryDelay(10*time.Millisecond, 20*time.Millisecond))
+	c, _ := serverClient(t, WithObserver(ev.observe), WithRetryDelay(10*time.Millisecond, 20*time.Millisecond))
 	for _, first := range []int{1, 3} {
 		res := fmt.Sprint("r", first)
 		second := 4 - first // 3 after 1, 1 after 3
@@ -208,7 +208,7 @@ func plainHolds(t *testing.T, nodes []*redis.Client, reach []int, token string) 
 // made it, and names one limit again once the other's slots have expired.
 func TestSlotMarkNamesTheLimitsInUse(t *testing.T) {
 	ctx := context.Background()
-	_, raw := embeddedClient(t)
+	_, raw := serverClient(t)
 	k := keyOf(defaultPrefix, "r")
 	acquire := func(slot, n int, ttlMs int64) any {
 		t.Helper()

@@ -7,7 +7,7 @@ import (
 	"math/rand/v2"
 	"testing"
 
-	"github.com/asynqlock/asynqlock/redlocktest/embedded"
+	"github.com/asynqlock/asynqlock/internal/redistest"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -28,12 +28,12 @@ const counterLua = `if redis.call('SCARD', KEYS[1]) < tonumber(ARGV[2]) then
 end
 return 0`
 
-// controlNodes starts n embedded nodes and returns raw clients to them.
+// controlNodes starts n redis-server nodes and returns raw clients to them.
 func controlNodes(t *testing.T, n int) []*redis.Client {
 	t.Helper()
 	out := make([]*redis.Client, n)
 	for i := range out {
-		srv := embedded.StartT(t)
+		srv := redistest.StartServer(t)
 		out[i] = redis.NewClient(&redis.Options{Addr: srv.Addr()})
 		t.Cleanup(func() { _ = out[i].Close() })
 	}

@@ -6,16 +6,16 @@ import (
 	"testing"
 	"time"
 
-	"github.com/asynqlock/asynqlock/redlocktest/embedded"
+	"github.com/asynqlock/asynqlock/internal/redistest"
 	"github.com/redis/go-redis/v9"
 )
 
-// servers starts n embedded Redis servers and returns raw clients to them.
+// servers starts n redis-servers and returns raw clients to them.
 func servers(t *testing.T, n int) []*redis.Client {
 	t.Helper()
 	raws := make([]*redis.Client, n)
 	for i := range raws {
-		srv := embedded.StartT(t)
+		srv := redistest.StartServer(t)
 		raws[i] = redis.NewClient(&redis.Options{Addr: srv.Addr()})
 		t.Cleanup(func() { _ = raws[i].Close() })
 	}
@@ -157,7 +157,7 @@ func overlappingClients(t *testing.T, raws []*redis.Client, raised, release chan
 // inexact), and seeds a missing counter at or above the node's clock.
 func TestSlotFenceStepMatchesGo(t *testing.T) {
 	ctx := context.Background()
-	_, raw := embeddedClient(t)
+	_, raw := serverClient(t)
 	k := keyOf(defaultPrefix, "r")
 	for _, n := range []int64{2, 3, 7, MaxLimit} {
 		for _, c := range []int64{0, 5, 1_000, 1_751_234_567_890_123, 1<<52 + 3} {

@@ -142,7 +142,7 @@ func evalSlot(t *testing.T, raw *redis.Client, c *Client, s *script, argv ...any
 // lease.
 func TestLimitReservedSlotRefusesNewcomersAndPassesOn(t *testing.T) {
 	ctx := context.Background()
-	c, raw := embeddedClient(t)
+	c, raw := serverClient(t)
 	held := holdSlots(t, c, 2)
 	mark, ch := limitMark(2), c.keysFor("r").channel
 	wait := func(id string, ticket, slot int) any {

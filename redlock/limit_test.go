@@ -6,14 +6,14 @@ import (
 	"testing"
 	"time"
 
-	"github.com/asynqlock/asynqlock/redlocktest/embedded"
+	"github.com/asynqlock/asynqlock/internal/redistest"
 )
 
 // TestLimitGivesDistinctSlotsUpToN: n TryAcquires hold the n slots, the
 // next is refused with ErrLocked, and a released slot is taken again.
 func TestLimitGivesDistinctSlotsUpToN(t *testing.T) {
 	ctx := context.Background()
-	c, _ := embeddedClient(t)
+	c, _ := serverClient(t)
 	const n = 3
 	held := map[int]*Lock{}
 	for range n {
@@ -51,7 +51,7 @@ func slotOf(l *Lock) any {
 
 // TestLimitRefusesBadN: n outside [1, MaxLimit] is bad input.
 func TestLimitRefusesBadN(t *testing.T) {
-	c, _ := embeddedClient(t)
+	c, _ := serverClient(t)
 	for _, n := range []int{0, -1, MaxLimit + 1} {
 		if _, err := c.TryAcquire(context.Background(), "r", time.Second, WithLimit(n)); !errors.Is(err, ErrInvalid) {
 			t.Errorf("TryAcquire WithLimit(%d): %v, want ErrInvalid", n, err)
@@ -66,7 +66,7 @@ func TestLimitRefusesBadN(t *testing.T) {
 // as without the option.
 func TestLimitOneIsThePlainLock(t *testing.T) {
 	ctx := context.Background()
-	c, raw := embeddedClient(t)
+	c, raw := serverClient(t)
 	l, err := c.TryAcquire(ctx, "r", 5*time.Second, WithLimit(1))
 	if err != nil {
 		t.Fatal(err)
@@ -83,7 +83,7 @@ func TestLimitOneIsThePlainLock(t *testing.T) {
 // slot that frees, woken by its release.
 func TestLimitAcquireWaitsForAnySlot(t *testing.T) {
 	ctx := context.Background()
-	c, other := embeddedPair(t)
+	c, other := serverPair(t)
 	a, err := c.TryAcquire(ctx, "r", 30*time.Second, WithLimit(2))
 	if err != nil {
 		t.Fatal(err)
@@ -122,7 +122,7 @@ func TestLimitAcquireWaitsForAnySlot(t *testing.T) {
 // the slot.
 func TestLimitFencesGrowAcrossSlots(t *testing.T) {
 	ctx := context.Background()
-	c, _ := embeddedClient(t)
+	c, _ := serverClient(t)
 	var last int64
 	var held []*Lock
 	for i := range 6 {
@@ -146,7 +146,7 @@ func TestLimitFencesGrowAcrossSlots(t *testing.T) {
 // extension keeps the limit's mark at least as long as the slot.
 func TestLimitInspectAndExtendPerSlot(t *testing.T) {
 	ctx := context.Background()
-	c, raw := embeddedClient(t)
+	c, raw := serverClient(t)
 	var locks []*Lock
 	for range 2 {
 		l, err := c.TryAcquire(ctx, "r", 5*time.Second, WithLimit(3))
@@ -178,11 +178,11 @@ func TestLimitInspectAndExtendPerSlot(t *testing.T) {
 	}
 }
 
-// embeddedPair returns two Clients, as of two processes, over one embedded
-// Redis.
-func embeddedPair(t *testing.T) (*Client, *Client) {
+// serverPair returns two Clients, as of two processes, over one
+// redis-server.
+func serverPair(t *testing.T) (*Client, *Client) {
 	t.Helper()
-	srv := embedded.StartT(t)
+	srv := redistest.StartServer(t)
 	var cs [2]*Client
 	for i := range cs {
 		c, err := NewFromURLs([]string{srv.URL()}, WithNodeTimeout(time.Second))
@@ -200,7 +200,7 @@ func embeddedPair(t *testing.T) (*Client, *Client) {
 // (or none) at once.
 func TestLimitCanChangeOnceAllSlotsAreReleased(t *testing.T) {
 	ctx := context.Background()
-	c, raw := embeddedClient(t)
+	c, raw := serverClient(t)
 	a, err := c.TryAcquire(ctx, "r", 30*time.Second, WithLimit(3))
 	if err != nil {
 		t.Fatal(err)
@@ -233,7 +233,7 @@ func TestLimitCanChangeOnceAllSlotsAreReleased(t *testing.T) {
 // token frees that slot.
 func TestLimitForceReleaseFreesTheSlot(t *testing.T) {
 	ctx := context.Background()
-	c, _ := embeddedClient(t)
+	c, _ := serverClient(t)
 	a, err := c.TryAcquire(ctx, "r", 30*time.Second, WithLimit(2))
 	if err != nil {
 		t.Fatal(err)
@@ -254,7 +254,7 @@ func TestLimitForceReleaseFreesTheSlot(t *testing.T) {
 // holder learns of its loss (its key gone) through KeepAlive's context.
 func TestLimitSlotKeepAliveAndLoss(t *testing.T) {
 	ctx := context.Background()
-	c, raw := embeddedClient(t)
+	c, raw := serverClient(t)
 	l, err := c.TryAcquire(ctx, "r", 1500*time.Millisecond, WithLimit(2))
 	if err != nil {
 		t.Fatal(err)

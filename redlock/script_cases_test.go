@@ -48,7 +48,7 @@ func (q *queueCase) seeded(step string, v any) int64 {
 }
 
 // lockCases are the acquire, release, extend, fence and inspect scripts'
-// behaviours, run alike on the in-memory fake and on the embedded Redis.
+// behaviours, run alike on the in-memory fake and on a redis-server.
 var lockCases = []struct {
 	name string
 	run  func(q *queueCase)

@@ -7,12 +7,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/asynqlock/asynqlock/redlocktest/embedded"
+	"github.com/asynqlock/asynqlock/internal/redistest"
 	"github.com/redis/go-redis/v9"
 )
 
 // scriptBackend runs the package's commands and scripts (lua/*.lua) on one
-// node: the in-memory fake (memNode.exec) or an embedded Redis running the
+// node: the in-memory fake (memNode.exec) or a redis-server running the
 // real Lua. The cases below run alike on both, so the fake cannot drift.
 type scriptBackend struct {
 	do    func(args ...any) any   // one command; an error is the answer
@@ -60,7 +60,7 @@ func memBackend() scriptBackend {
 }
 
 func redisBackend(t *testing.T) scriptBackend {
-	srv := embedded.StartT(t)
+	srv := redistest.StartServer(t)
 	raw := redis.NewClient(&redis.Options{Addr: srv.Addr()})
 	t.Cleanup(func() { _ = raw.Close() })
 	ctx := context.Background()
@@ -124,7 +124,7 @@ func (q *queueCase) queued(step string, want int64) {
 }
 
 // queueCases are the queue scripts' behaviours, run alike on the in-memory
-// fake and on the embedded Redis so the two cannot drift apart.
+// fake and on a redis-server so the two cannot drift apart.
 var queueCases = []struct {
 	name string
 	run  func(q *queueCase)
@@ -255,7 +255,7 @@ func fenceOf(q *queueCase, v any) int64 {
 }
 
 // TestScriptsFakeMatchesRedis runs every lock and queue case on the
-// in-memory node and on the embedded Redis (the real Lua).
+// in-memory node and on a redis-server (the real Lua).
 func TestScriptsFakeMatchesRedis(t *testing.T) {
 	backends := map[string]func(*testing.T) scriptBackend{
 		"fake":  func(*testing.T) scriptBackend { return memBackend() },

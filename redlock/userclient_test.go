@@ -9,7 +9,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/asynqlock/asynqlock/redlocktest/embedded"
+	"github.com/asynqlock/asynqlock/internal/redistest"
 )
 
 // countHook counts the commands and pipelines a client sends through it.
@@ -39,7 +39,7 @@ func (h *countHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Pr
 // already fit is used as given. The hooks added to the callers' clients
 // (tracing, metrics) see the lock's commands either way.
 func TestNewTakesDefaultClients(t *testing.T) {
-	srvs := []*embedded.Server{embedded.StartT(t), embedded.StartT(t), embedded.StartT(t)}
+	srvs := []*redistest.Server{redistest.StartServer(t), redistest.StartServer(t), redistest.StartServer(t)}
 	def := redis.NewClient(&redis.Options{Addr: srvs[0].Addr()})
 	noTimeout := redis.NewClient(&redis.Options{Addr: srvs[1].Addr(), MaxRetries: -1, DialerRetries: 1, ReadTimeout: -1})
 	good := lockNodeClient(srvs[2].Addr(), 0)
@@ -78,7 +78,8 @@ func TestNewTakesDefaultClients(t *testing.T) {
 		t.Fatal(err)
 	}
 	for i, s := range srvs { // a node past the quorum may answer after Acquire returned
-		for tok := ""; tok != l.Token(); tok, _ = s.Miniredis().Get(keyOf(c.cfg.prefix, "default-clients")) {
+		raw := redistest.Client(t, s.Addr()) // no hook of the caller's sees these reads
+		for tok := ""; tok != l.Token(); tok, _ = raw.Get(ctx, keyOf(c.cfg.prefix, "default-clients")).Result() {
 			if ctx.Err() != nil {
 				t.Fatalf("node %d holds %q, want the token", i, tok)
 			}

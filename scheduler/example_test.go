@@ -12,17 +12,17 @@ import (
 	"sync"
 	"time"
 
+	"github.com/asynqlock/asynqlock/internal/redistest"
 	"github.com/asynqlock/asynqlock/redlock"
-	"github.com/asynqlock/asynqlock/redlocktest/embedded"
 	"github.com/asynqlock/asynqlock/scheduler"
 	"github.com/hibiken/asynq"
 	"github.com/robfig/cron/v3"
 )
 
-// nodes starts n in-process Redis servers for the examples; in production
-// these are independent redis-server masters.
+// nodes starts n redis-servers for the examples; in production these
+// are independent redis-server masters too.
 func nodes(n int) (urls []string, stop func()) {
-	urls, stop, err := embedded.StartN(n)
+	urls, stop, err := redistest.Servers(n)
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -58,7 +58,7 @@ func ExampleSingleton() {
 
 	var crons []*cron.Cron
 	for range 2 { // in production: one per process
-		locks, err := redlock.NewFromURLs(urls, redlock.WithNodeTimeout(time.Second)) // patient: embedded nodes share a busy CPU
+		locks, err := redlock.NewFromURLs(urls, redlock.WithNodeTimeout(time.Second)) // patient: examples run as tests on busy machines
 		if err != nil {
 			log.Fatal(err)
 		}
@@ -90,7 +90,7 @@ func ExampleSingleton() {
 func ExampleSingleton_withChain() {
 	urls, stop := nodes(3)
 	defer stop()
-	locks, err := redlock.NewFromURLs(urls, redlock.WithNodeTimeout(time.Second)) // patient: embedded nodes share a busy CPU
+	locks, err := redlock.NewFromURLs(urls, redlock.WithNodeTimeout(time.Second)) // patient: examples run as tests on busy machines
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -133,7 +133,7 @@ func ExampleSingleton_withChain() {
 func ExampleScheduler() {
 	urls, stop := nodes(3)
 	defer stop()
-	locks, err := redlock.NewFromURLs(urls, redlock.WithNodeTimeout(time.Second)) // patient: embedded nodes share a busy CPU
+	locks, err := redlock.NewFromURLs(urls, redlock.WithNodeTimeout(time.Second)) // patient: examples run as tests on busy machines
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -183,7 +183,7 @@ func (p *printer) EnqueueContext(ctx context.Context, t *asynq.Task, opts ...asy
 func ExampleScheduler_RegisterTask() {
 	urls, stop := nodes(3)
 	defer stop()
-	locks, err := redlock.NewFromURLs(urls, redlock.WithNodeTimeout(time.Second)) // patient: embedded nodes share a busy CPU
+	locks, err := redlock.NewFromURLs(urls, redlock.WithNodeTimeout(time.Second)) // patient: examples run as tests on busy machines
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -251,7 +251,7 @@ func ExampleEvery() {
 func ExampleEnqueueJob() {
 	urls, stop := nodes(3)
 	defer stop()
-	locks, err := redlock.NewFromURLs(urls, redlock.WithNodeTimeout(time.Second)) // patient: embedded nodes share a busy CPU
+	locks, err := redlock.NewFromURLs(urls, redlock.WithNodeTimeout(time.Second)) // patient: examples run as tests on busy machines
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -12,8 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/asynqlock/asynqlock/internal/redistest"
 	"github.com/asynqlock/asynqlock/redlock"
-	"github.com/asynqlock/asynqlock/redlocktest/embedded"
 )
 
 // opsView is what an operator sees of a redlock client and its schedulers:
@@ -61,10 +61,10 @@ func (v *opsView) lossesOf(prefix string) (lines, events int) {
 	return lines, events
 }
 
-// opsClient is a redlock client on one embedded node that reports to v.
-func opsClient(t *testing.T, v *opsView) (*redlock.Client, *embedded.Server) {
+// opsClient is a redlock client on one redis-server node that reports to v.
+func opsClient(t *testing.T, v *opsView) (*redlock.Client, *redistest.Server) {
 	t.Helper()
-	node := embedded.StartT(t)
+	node := redistest.StartServer(t)
 	// A patient node timeout: on a loaded machine a slow answer must not
 	// pass for an outage (or a real loss of the control's lock).
 	locks, err := redlock.NewFromURLs([]string{node.URL()}, redlock.WithNodeTimeout(time.Second),

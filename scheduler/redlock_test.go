@@ -6,8 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/asynqlock/asynqlock/internal/redistest"
 	"github.com/asynqlock/asynqlock/redlock"
-	"github.com/asynqlock/asynqlock/redlocktest/embedded"
 )
 
 // With a real redlock client shared by two jobs' runs in one process, a
@@ -16,7 +16,7 @@ import (
 // redlock queues a process's own Acquire callers locally, and a wait that
 // ends in that queue carries only the context's error.
 func TestSameProcessOverlapWithRedlock(t *testing.T) {
-	node := embedded.StartT(t)
+	node := redistest.StartServer(t)
 	locks, err := redlock.NewFromURLs([]string{node.URL()}, redlock.WithNodeTimeout(time.Second)) // a loaded machine
 	if err != nil {
 		t.Fatal(err)

@@ -4,6 +4,7 @@ go 1.26.0
 
 require (
 	github.com/asynqlock/asynqlock v0.8.0
+	github.com/asynqlock/asynqlock/redlocktest v0.8.0
 	github.com/caarlos0/env/v11 v11.4.2
 	github.com/go-logr/logr v1.4.4
 	github.com/hibiken/asynq v0.26.0

@@ -6,18 +6,17 @@ import (
 	"testing"
 	"time"
 
-	"github.com/asynqlock/asynqlock/redlocktest/embedded"
+	"github.com/asynqlock/asynqlock/internal/redistest"
 	"github.com/redis/go-redis/v9"
 )
 
-// embeddedClient returns a Client over one embedded Redis (miniredis with
-// real-time expiry) and a raw go-redis client to the same server. Its node
-// timeout is a generous second (opts may override it): these tests are not
+// serverClient returns a Client over one redis-server and a raw go-redis
+// client to the same server. Its node timeout is a generous second (opts may override it): these tests are not
 // about timing, and a loaded machine under -race can take longer than the
 // default 50ms to answer.
-func embeddedClient(t *testing.T, opts ...Option) (*Client, *redis.Client) {
+func serverClient(t *testing.T, opts ...Option) (*Client, *redis.Client) {
 	t.Helper()
-	srv := embedded.StartT(t)
+	srv := redistest.StartServer(t)
 	raw := redis.NewClient(&redis.Options{Addr: srv.Addr()})
 	t.Cleanup(func() { _ = raw.Close() })
 	c, err := NewFromURLs([]string{srv.URL()}, append([]Option{WithNodeTimeout(time.Second)}, opts...)...)
@@ -44,7 +43,7 @@ func runScript(t *testing.T, raw *redis.Client, s *script, keys []string, argv .
 // token that holds the key.
 func TestScriptsRequireTheRightToken(t *testing.T) {
 	ctx := context.Background()
-	c, raw := embeddedClient(t)
+	c, raw := serverClient(t)
 	l, err := c.TryAcquire(ctx, "sku-42", 5*time.Second)
 	if err != nil {
 		t.Fatal(err)
@@ -84,7 +83,7 @@ func TestScriptsRequireTheRightToken(t *testing.T) {
 // expires at its TTL and another client gets it.
 func TestExpiryInRealTime(t *testing.T) {
 	ctx := context.Background()
-	c, _ := embeddedClient(t, WithRetryDelay(10*time.Millisecond, 20*time.Millisecond))
+	c, _ := serverClient(t, WithRetryDelay(10*time.Millisecond, 20*time.Millisecond))
 	l, err := c.TryAcquire(ctx, "r", 1500*time.Millisecond)
 	if err != nil {
 		t.Fatal(err)
@@ -110,7 +109,7 @@ func TestExpiryInRealTime(t *testing.T) {
 // loses its script cache) every script still runs.
 func TestScriptCacheFlushFallsBackToEval(t *testing.T) {
 	ctx := context.Background()
-	c, raw := embeddedClient(t)
+	c, raw := serverClient(t)
 	l, err := c.TryAcquire(ctx, "r", 5*time.Second, WithFencing())
 	if err != nil {
 		t.Fatal(err)
@@ -141,7 +140,7 @@ func TestScriptCacheFlushFallsBackToEval(t *testing.T) {
 // lock as ErrLockLost even when fn itself succeeded.
 func TestRunReleasesAndReportsLoss(t *testing.T) {
 	ctx := context.Background()
-	c, raw := embeddedClient(t)
+	c, raw := serverClient(t)
 	var token string
 	err := c.Run(ctx, "job", 2*time.Second, func(ctx context.Context) error {
 		states, err := c.Inspect(ctx, "job")
