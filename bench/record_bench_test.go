@@ -39,7 +39,7 @@ func BenchmarkCompletionRecordBytes(b *testing.B) {
 				if err != nil {
 					b.Fatal(err)
 				}
-				if err := l.RecordCompletion(); err != nil {
+				if err := l.RecordCompletion(0); err != nil {
 					b.Fatal(err)
 				}
 				if err := l.Release(ctx); err != nil {

@@ -141,7 +141,7 @@ func sizeLockCPU(b *testing.B, recorded bool) {
 		}
 		l, err := rc.TryAcquire(taskHolder(i), fmt.Sprintf("task:stock:adjust:sku-%07d", i), 10*time.Second, opts...)
 		if err == nil && recorded {
-			err = l.RecordCompletion()
+			err = l.RecordCompletion(0)
 		}
 		if err == nil {
 			err = l.Release(context.Background())

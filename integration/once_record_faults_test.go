@@ -38,7 +38,7 @@ func TestRecordSurvivesBareMajorityAndOneDataLoss(t *testing.T) {
 	if kctx.Err() != nil {
 		t.Fatalf("the lock was lost though a majority kept it: %v", context.Cause(kctx))
 	}
-	if err := l.RecordCompletion(); err != nil {
+	if err := l.RecordCompletion(0); err != nil {
 		t.Fatal(err)
 	}
 	stop()
@@ -60,7 +60,7 @@ func TestRecordSurvivesBareMajorityAndOneDataLoss(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if !again.FoundCompletion() {
+		if again.CompletedRun() < 0 {
 			missed++
 		}
 		_ = again.Release(ctx)

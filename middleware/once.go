@@ -157,7 +157,7 @@ func (r *taskRun) recordCompletion() {
 	if r.lock == nil || r.m.cfg.window <= 0 || r.meta.id == "" {
 		return
 	}
-	if err := r.lock.RecordCompletionRun(r.meta.run()); err != nil {
+	if err := r.lock.RecordCompletion(r.meta.run()); err != nil {
 		// Lost at the very end: no record, and asynq may run it again.
 		r.log.Debug("no completion record written", "err", err)
 	}

@@ -19,8 +19,8 @@ const MaxCompletionWindow = 30 * 24 * time.Hour
 
 // WithCompletion ties the acquisition to a unit of work named id (a task's
 // stable ID): the acquisition's own round also looks on every node for a
-// completion record of id under this resource, and Lock.FoundCompletion
-// reports whether it found one; Lock.RecordCompletion makes the lock's
+// completion record of id under this resource, and Lock.CompletedRun
+// reports the run of the one it found; Lock.RecordCompletion makes the lock's
 // release write that record, in the release's own round, on every node that
 // still holds the lock, kept for window. A record on one node that answers is
 // enough to find it: written by a majority, it survives the loss of a
@@ -32,15 +32,11 @@ func WithCompletion(id string, window time.Duration) LockOption {
 	return func(c *lockConfig) { c.completion, c.window = id, window }
 }
 
-// FoundCompletion reports whether the acquisition found a completion record
-// of its WithCompletion id: the work was done before, by a holder that
-// recorded it. It is false without WithCompletion.
-func (l *Lock) FoundCompletion() bool { return l.CompletedRun() >= 0 }
-
 // CompletedRun returns the run number the completion record found by the
-// acquisition was written with (RecordCompletionRun; 0 for
-// RecordCompletion), the largest where nodes differ, and -1 when it found
-// none. A caller whose unit of work can be delivered more than once tells
+// acquisition was written with (RecordCompletion's), the largest where
+// nodes differ, and -1 when it found none (always without WithCompletion):
+// a record found means the work was done before, by a holder that recorded
+// it. A caller whose unit of work can be delivered more than once tells
 // with it a delivery of the run that completed from a later one (the
 // middleware compares it with asynq's retry count).
 func (l *Lock) CompletedRun() int {
@@ -78,14 +74,11 @@ func (l *Lock) CompletedAt() time.Time {
 // work succeeded, before Release or ReleaseAsync. It returns ErrInvalid for
 // a lock acquired without WithCompletion and ErrNotHeld for one released or
 // lost: a lost lock's work was not protected to its end, and no record is
-// written for it. It is RecordCompletionRun(0).
-func (l *Lock) RecordCompletion() error { return l.RecordCompletionRun(0) }
-
-// RecordCompletionRun is RecordCompletion naming the run that did the work:
-// a number in [0, MaxCompletionRun] (larger ones are taken as
-// MaxCompletionRun) that CompletedRun returns to a later acquisition.
-func (l *Lock) RecordCompletionRun(run int) error {
-	return l.markRecord(min(max(run, 0), MaxCompletionRun))
+// written for it. run names the run that did the work, for CompletedRun
+// to return to a later acquisition: a number in [0, 1023] (larger ones are
+// kept as 1023); 0 for work that has no runs.
+func (l *Lock) RecordCompletion(run int) error {
+	return l.markRecord(min(max(run, 0), maxCompletionRun))
 }
 
 // ForgetCompletion makes the lock's release delete its WithCompletion id's
@@ -95,8 +88,8 @@ func (l *Lock) RecordCompletionRun(run int) error {
 // RecordCompletion's; a later RecordCompletion overrides it.
 func (l *Lock) ForgetCompletion() error { return l.markRecord(forgetRun) }
 
-// MaxCompletionRun is the largest run number a completion record keeps.
-const MaxCompletionRun = runScale - 1
+// maxCompletionRun is the largest run number a completion record keeps.
+const maxCompletionRun = runScale - 1
 
 // markRecord has the release write the record with run (forgetRun: delete
 // it).
@@ -125,7 +118,7 @@ type completionRecord struct {
 	key    string
 	id     string
 	window time.Duration
-	run    int // what the release writes: RecordCompletionRun's, or forgetRun
+	run    int // what the release writes: RecordCompletion's, or forgetRun
 }
 
 // A record's score is its expiry in ms times runScale plus its run: one

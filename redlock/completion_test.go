@@ -22,10 +22,10 @@ func TestCompletionRecordRidesTheRelease(t *testing.T) {
 		c, mems := memClient(t, 3)
 		once := WithCompletion("task-1", time.Hour)
 		l, err := c.TryAcquire(ctx, "sku", time.Minute, once)
-		if err != nil || l.FoundCompletion() {
-			t.Fatalf("first acquisition: %v, found %v", err, l.FoundCompletion())
+		if err != nil || (l.CompletedRun() >= 0) {
+			t.Fatalf("first acquisition: %v, found %v", err, (l.CompletedRun() >= 0))
 		}
-		if err := l.RecordCompletion(); err != nil {
+		if err := l.RecordCompletion(0); err != nil {
 			t.Fatal(err)
 		}
 		synctest.Wait()
@@ -47,18 +47,18 @@ func TestCompletionRecordRidesTheRelease(t *testing.T) {
 			}
 		}
 		again, err := c.TryAcquire(ctx, "sku", time.Minute, once)
-		if err != nil || !again.FoundCompletion() {
-			t.Fatalf("re-delivery: %v, found %v; want the record found", err, again.FoundCompletion())
+		if err != nil || again.CompletedRun() < 0 {
+			t.Fatalf("re-delivery: %v, found %v; want the record found", err, (again.CompletedRun() >= 0))
 		}
 		_ = again.Release(ctx)
 		other, err := c.TryAcquire(ctx, "sku", time.Minute, WithCompletion("task-2", time.Hour))
-		if err != nil || other.FoundCompletion() {
-			t.Fatalf("another id: %v, found %v", err, other.FoundCompletion())
+		if err != nil || (other.CompletedRun() >= 0) {
+			t.Fatalf("another id: %v, found %v", err, (other.CompletedRun() >= 0))
 		}
 		_ = other.Release(ctx) // not recorded: the work failed
 		retry, err := c.TryAcquire(ctx, "sku", time.Minute, WithCompletion("task-2", time.Hour))
-		if err != nil || retry.FoundCompletion() {
-			t.Fatalf("a failed run's retry: %v, found %v; want no record", err, retry.FoundCompletion())
+		if err != nil || (retry.CompletedRun() >= 0) {
+			t.Fatalf("a failed run's retry: %v, found %v; want no record", err, (retry.CompletedRun() >= 0))
 		}
 		_ = retry.Release(ctx)
 	})
@@ -75,7 +75,7 @@ func TestCompletionRecordSurvivesAMinorityLoss(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		_ = l.RecordCompletion()
+		_ = l.RecordCompletion(0)
 		if err := l.Release(ctx); err != nil {
 			t.Fatal(err)
 		}
@@ -83,8 +83,8 @@ func TestCompletionRecordSurvivesAMinorityLoss(t *testing.T) {
 		mems[0].set(func(m *memNode) { clear(m.data); clear(m.zsets) }) // restarted empty
 		mems[1].set(func(m *memNode) { m.delay = 5 * time.Millisecond })
 		again, err := c.TryAcquire(ctx, "r", time.Minute, once)
-		if err != nil || !again.FoundCompletion() {
-			t.Fatalf("after one node lost its data: %v, found %v", err, again.FoundCompletion())
+		if err != nil || again.CompletedRun() < 0 {
+			t.Fatalf("after one node lost its data: %v, found %v", err, (again.CompletedRun() >= 0))
 		}
 		_ = again.Release(ctx)
 	})
@@ -98,17 +98,17 @@ func TestCompletionRecordExpiresAfterItsWindow(t *testing.T) {
 		c, _ := memClient(t, 3)
 		once := WithCompletion("t", time.Minute)
 		l, _ := c.TryAcquire(ctx, "r", time.Second, once)
-		_ = l.RecordCompletion()
+		_ = l.RecordCompletion(0)
 		_ = l.Release(ctx)
 		time.Sleep(59 * time.Second)
 		l, _ = c.TryAcquire(ctx, "r", time.Second, once)
-		if !l.FoundCompletion() {
+		if l.CompletedRun() < 0 {
 			t.Fatal("record gone within its window")
 		}
 		_ = l.Release(ctx)
 		time.Sleep(2 * time.Second)
 		l, _ = c.TryAcquire(ctx, "r", time.Second, once)
-		if l.FoundCompletion() {
+		if l.CompletedRun() >= 0 {
 			t.Fatal("record still there after its window")
 		}
 		_ = l.Release(ctx)
@@ -129,13 +129,13 @@ func TestHandOverCarriesTheRecord(t *testing.T) {
 		}
 		ch := waitFor(ctx, c, "r", time.Minute, once)
 		synctest.Wait()
-		_ = l.RecordCompletion()
+		_ = l.RecordCompletion(0)
 		if err := l.Release(ctx); err != nil {
 			t.Fatal(err)
 		}
 		got := <-ch
-		if got.err != nil || !got.l.FoundCompletion() {
-			t.Fatalf("waiter: %v, found %v; want the record found", got.err, got.l.FoundCompletion())
+		if got.err != nil || got.l.CompletedRun() < 0 {
+			t.Fatalf("waiter: %v, found %v; want the record found", got.err, (got.l.CompletedRun() >= 0))
 		}
 		if got.l.via != handoverLocal {
 			t.Errorf("waiter acquired via %q, want a local hand-over", got.l.via)
@@ -152,16 +152,16 @@ func TestLostLockWritesNoRecord(t *testing.T) {
 		c, _ := memClient(t, 3)
 		once := WithCompletion("t", time.Hour)
 		l, _ := c.TryAcquire(ctx, "r", time.Second, once)
-		_ = l.RecordCompletion()
+		_ = l.RecordCompletion(0)
 		time.Sleep(2 * time.Second) // validity over: lost
 		if err := l.Release(ctx); !errors.Is(err, ErrLockLost) {
 			t.Fatalf("Release: %v, want ErrLockLost", err)
 		}
-		if err := l.RecordCompletion(); !errors.Is(err, ErrNotHeld) {
+		if err := l.RecordCompletion(0); !errors.Is(err, ErrNotHeld) {
 			t.Fatalf("RecordCompletion after release: %v, want ErrNotHeld", err)
 		}
 		again, _ := c.TryAcquire(ctx, "r", time.Second, once)
-		if again.FoundCompletion() {
+		if again.CompletedRun() >= 0 {
 			t.Fatal("a lost lock left a record")
 		}
 		_ = again.Release(ctx)
@@ -203,7 +203,7 @@ func TestWithCompletionRefusesBadInput(t *testing.T) {
 			}
 		}
 		l, _ := c.TryAcquire(context.Background(), "r", time.Second)
-		if err := l.RecordCompletion(); !errors.Is(err, ErrInvalid) {
+		if err := l.RecordCompletion(0); !errors.Is(err, ErrInvalid) {
 			t.Errorf("RecordCompletion without WithCompletion: %v, want ErrInvalid", err)
 		}
 		_ = l.Release(context.Background())
@@ -221,7 +221,7 @@ func TestEarlyHandOverKeepsRecordsCheap(t *testing.T) {
 			c, mems := memClient(t, 3)
 			if doneBefore { // task B completed earlier: its record is there
 				b, _ := c.Acquire(ctx, "r", time.Minute, WithCompletion("B", time.Hour))
-				_ = b.RecordCompletion()
+				_ = b.RecordCompletion(0)
 				_ = b.Release(ctx)
 			}
 			l, err := c.Acquire(ctx, "r", time.Minute, WithCompletion("A", time.Hour))
@@ -234,7 +234,7 @@ func TestEarlyHandOverKeepsRecordsCheap(t *testing.T) {
 			for _, m := range mems {
 				m.set(func(m *memNode) { m.delay = 10 * time.Millisecond })
 			}
-			_ = l.RecordCompletion()
+			_ = l.RecordCompletion(0)
 			released := time.Now()
 			go func() { _ = l.Release(ctx) }()
 			got := <-ch
@@ -244,8 +244,8 @@ func TestEarlyHandOverKeepsRecordsCheap(t *testing.T) {
 			if d := got.at.Sub(released); d != 0 {
 				t.Errorf("doneBefore %v: the waiter started %v after the release, want at once (an early hand-over)", doneBefore, d)
 			}
-			if got.l.FoundCompletion() != doneBefore {
-				t.Errorf("found %v, want %v", got.l.FoundCompletion(), doneBefore)
+			if (got.l.CompletedRun() >= 0) != doneBefore {
+				t.Errorf("found %v, want %v", (got.l.CompletedRun() >= 0), doneBefore)
 			}
 			_ = got.l.Release(ctx)
 		})
@@ -265,7 +265,7 @@ func TestRecordRidesTheReleaseScript(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		_ = l.RecordCompletion()
+		_ = l.RecordCompletion(0)
 		return l.Release(ctx)
 	}
 	found := func(id string) bool {
@@ -274,7 +274,7 @@ func TestRecordRidesTheReleaseScript(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer func() { _ = l.Release(ctx) }()
-		return l.FoundCompletion()
+		return (l.CompletedRun() >= 0)
 	}
 	if err := raw.ScriptFlush(ctx).Err(); err != nil {
 		t.Fatal(err)
@@ -316,7 +316,7 @@ func TestLimitedLockWritesItsRecord(t *testing.T) {
 	opts := func(id string) []LockOption { return []LockOption{WithLimit(2), WithCompletion(id, time.Hour)} }
 	done := func(l *Lock) {
 		t.Helper()
-		if err := l.RecordCompletion(); err != nil {
+		if err := l.RecordCompletion(0); err != nil {
 			t.Fatal(err)
 		}
 		if err := l.Release(ctx); err != nil {
@@ -388,17 +388,17 @@ func TestRecordKeepsItsRun(t *testing.T) {
 		}
 		return run
 	}
-	record := func(n int) func(*Lock) error { return func(l *Lock) error { return l.RecordCompletionRun(n) } }
+	record := func(n int) func(*Lock) error { return func(l *Lock) error { return l.RecordCompletion(n) } }
 	if got := step(record(3)); got != -1 {
 		t.Fatalf("only an old-format record: CompletedRun %d, want -1", got)
 	}
-	if got := step(record(MaxCompletionRun + 5)); got != 3 {
+	if got := step(record(maxCompletionRun + 5)); got != 3 {
 		t.Fatalf("CompletedRun %d, want 3", got)
 	}
-	if got := step(nil); got != MaxCompletionRun {
-		t.Fatalf("CompletedRun %d, want %d (a larger run is kept as the largest)", got, MaxCompletionRun)
+	if got := step(nil); got != maxCompletionRun {
+		t.Fatalf("CompletedRun %d, want %d (a larger run is kept as the largest)", got, maxCompletionRun)
 	}
-	if got := step((*Lock).ForgetCompletion); got != MaxCompletionRun {
+	if got := step((*Lock).ForgetCompletion); got != maxCompletionRun {
 		t.Fatalf("CompletedRun %d before the forget", got)
 	}
 	if got := step(nil); got != -1 {
@@ -420,7 +420,7 @@ func TestRecordKeepsItsOwnWindow(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		_ = l.RecordCompletion()
+		_ = l.RecordCompletion(0)
 		if err := l.Release(ctx); err != nil {
 			t.Fatal(err)
 		}
@@ -433,7 +433,7 @@ func TestRecordKeepsItsOwnWindow(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer func() { _ = l.Release(ctx) }()
-	if !l.FoundCompletion() {
+	if l.CompletedRun() < 0 {
 		t.Fatal("the hour's record gone once a 1s record of the resource expired")
 	}
 }

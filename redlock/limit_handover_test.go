@@ -57,12 +57,19 @@ func (sc *scriptCounter) with(s *script, token string) int {
 // wait behind it.
 func parked(t *testing.T, c *Client, resource string, n int32, queued int) {
 	t.Helper()
+	gateReaches(t, c, resource, n, func(g *gate) bool { return g.idle != nil && len(g.queue) == queued })
+}
+
+// gateReaches waits until cond holds of the gate of resource's callers
+// with limit n, under the gates' lock.
+func gateReaches(t *testing.T, c *Client, resource string, n int32, cond func(*gate) bool) {
+	t.Helper()
 	key := gateKey(c.keysFor(resource), n)
 	eventually(t, func() bool {
 		c.gates.mu.Lock()
 		defer c.gates.mu.Unlock()
 		g := c.gates.m[key]
-		return g != nil && g.idle != nil && len(g.queue) == queued
+		return g != nil && cond(g)
 	})
 }
 

@@ -30,7 +30,7 @@ func recordDone(t *testing.T, c *Client, resource, id string, window time.Durati
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := l.RecordCompletion(); err != nil {
+	if err := l.RecordCompletion(0); err != nil {
 		t.Fatal(err)
 	}
 	if err := l.Release(ctx); err != nil {
@@ -161,7 +161,7 @@ func TestSlotsSeeEachOthersRecords(t *testing.T) {
 	}
 	ya = take(ynext) // the slot went to ynext; w now pauses between rounds
 	parked(t, y, "r", 2, 0)
-	if err := xb.RecordCompletion(); err != nil {
+	if err := xb.RecordCompletion(0); err != nil {
 		t.Fatal(err)
 	}
 	if err := xb.Release(ctx); err != nil {
@@ -181,14 +181,7 @@ func TestSlotsSeeEachOthersRecords(t *testing.T) {
 // with its look-up answered.
 func looked(t *testing.T, c *Client, resource string, n int32) {
 	t.Helper()
-	key := gateKey(c.keysFor(resource), n)
-	eventually(t, func() bool {
-		c.gates.mu.Lock()
-		defer c.gates.mu.Unlock()
-		g := c.gates.m[key]
-		if g == nil {
-			return false
-		}
+	gateReaches(t, c, resource, n, func(g *gate) bool {
 		for _, w := range append([]*waiter{g.idle}, g.queue...) {
 			if w != nil && w.req != nil && w.req.look != nil {
 				w.req.look.mu.Lock()
@@ -219,7 +212,7 @@ func TestCompletedAtIsTheRecordsTime(t *testing.T) {
 	if at := l.CompletedAt(); !at.IsZero() {
 		t.Fatalf("no record: CompletedAt %v, want the zero time", at)
 	}
-	_ = l.RecordCompletion()
+	_ = l.RecordCompletion(0)
 	before := time.Now().Add(-2 * time.Hour)
 	if err := l.Release(ctx); err != nil {
 		t.Fatal(err)

@@ -24,7 +24,7 @@ func (c *Client) Run(ctx context.Context, resource string, ttl time.Duration, fn
 	if err != nil {
 		return err
 	}
-	if l.FoundCompletion() {
+	if l.CompletedRun() >= 0 {
 		return errors.Join(ErrCompleted, lockutil.Release(ctx, l))
 	}
 	kctx, cancel := l.KeepAlive(ctx)
@@ -42,7 +42,7 @@ func (c *Client) Run(ctx context.Context, resource string, ttl time.Duration, fn
 	done = true
 	lost := context.Cause(kctx)
 	if ferr == nil && lost == nil && l.record != nil {
-		_ = l.RecordCompletion() // refused only once the lock is lost: no record then
+		_ = l.RecordCompletion(0) // refused only once the lock is lost: no record then
 	}
 	rerr := release()
 	if errors.Is(lost, ErrLockLost) {
