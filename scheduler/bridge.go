@@ -10,23 +10,22 @@ import (
 	"github.com/robfig/cron/v3"
 )
 
-// enqueuer enqueues asynq tasks: an *asynq.Client, or anything with its
-// EnqueueContext method.
+// defaultRetention is the bridge's least asynq retention of a task.
+const defaultRetention = time.Minute
+
+// enqueuer is what EnqueueJob needs of an *asynq.Client.
 type enqueuer interface {
 	EnqueueContext(ctx context.Context, task *asynq.Task, opts ...asynq.Option) (*asynq.TaskInfo, error)
 }
 
 // EnqueueJob returns a job that enqueues task with enq (an *asynq.Client)
-// on each tick exactly once across replicas, under Singleton
-// (Scheduler.RegisterTask for a Scheduler): with asynq.TaskID("cron:<job>:<tick in Unix ms>") and an
+// on each tick exactly once across replicas, under Singleton or a
+// Scheduler: with asynq.TaskID("cron:<job>:<tick in Unix ms>") and an
 // asynq.Retention of at least a minute, so that a second try of the tick
 // gets asynq.ErrTaskIDConflict (OutcomeSkippedOtherReplica). It takes the
-// tick lock, not the running lock; with the lock nodes down it relies on
-// the task ID alone. Give it to Singleton itself; outside it fails with
-// ErrInvalid.
-func EnqueueJob(enq enqueuer, task *asynq.Task) cron.Job {
-	return &taskJob{enq: enq, task: task}
-}
+// tick lock only; with the lock nodes down it relies on the task ID alone.
+// Run outside them it fails with ErrInvalid.
+func EnqueueJob(enq enqueuer, task *asynq.Task) cron.Job { return &taskJob{enq: enq, task: task} }
 
 type taskJob struct {
 	enq  enqueuer
@@ -45,28 +44,21 @@ func (j *taskJob) check() error {
 	return nil
 }
 
-// Run enqueues outside Singleton: it fails, there is no tick.
 func (j *taskJob) Run() { _ = j.RunContext(context.Background()) }
 
-// RunContext enqueues the task of the run's tick.
-func (j *taskJob) RunContext(ctx context.Context) error {
-	info, ok := ctx.Value(infoKey{}).(runInfo)
-	if !ok {
-		return invalidf("EnqueueJob must run under Singleton or a Scheduler: outside them a run has no tick")
-	}
-	if err := j.check(); err != nil {
-		return err
-	}
-	_, err := j.enq.EnqueueContext(ctx, j.task, asynq.TaskID(taskID(info.ev.Job, info.ev.Tick)), asynq.Retention(info.retention))
-	return err
+// RunContext is a run outside Singleton and Scheduler: it has no tick.
+func (j *taskJob) RunContext(context.Context) error {
+	return invalidf("EnqueueJob must run under Singleton or a Scheduler: outside them a run has no tick")
 }
 
-// enqueue runs the bridge for a won tick.
+// enqueue runs the bridge for a won tick, its task kept at least the tick
+// window (asynq keeps whole seconds).
 func (r *runner) enqueue(tj *taskJob, ev Event) {
-	ev.TaskID = taskID(r.name, ev.Tick)
-	ctx := r.withRun(r.host.running, ev)
+	ev.TaskID = r.tickResource(ev.Tick)
+	retention := max(defaultRetention, 2*r.cfg.skew+r.margin)
+	retention = (retention + time.Second - 1).Truncate(time.Second)
 	began := time.Now()
-	err := r.call(ctx)
+	_, err := tj.enq.EnqueueContext(r.withRun(r.host.running, ev), tj.task, asynq.TaskID(ev.TaskID), asynq.Retention(retention))
 	ev.Duration = time.Since(began)
 	switch {
 	case err == nil:

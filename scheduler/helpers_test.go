@@ -157,3 +157,25 @@ func ticks(t0 time.Time, n int) []time.Time {
 func withSchedule(s cron.Schedule) Option {
 	return func(c *config) { c.schedule, c.spec, c.hasSpec = s, "", false }
 }
+
+// defaultSkew is WithSkew's default.
+const defaultSkew = time.Second
+
+// tickResource, runningResource and taskID are the keys of job name of a
+// Singleton or Scheduler (the bridge's task ID is its tick's key).
+func tickResource(name string, tick time.Time) string { return keysOf(name).tickResource(tick) }
+
+func runningResource(name string) string { return keysOf(name).runningResource() }
+
+func taskID(name string, tick time.Time) string { return tickResource(name, tick) }
+
+func keysOf(name string) *runner {
+	r, err := newRunner(nil, name, nil, noJob, defaultConfig(), background)
+	if err != nil {
+		panic(err)
+	}
+	return r
+}
+
+// secondTick is the tick of a spec-less run at now.
+func secondTick(now time.Time) time.Time { return now.Truncate(time.Second) }

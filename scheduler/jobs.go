@@ -10,9 +10,9 @@ import (
 
 	"github.com/asynqlock/asynqlock/redlock"
 	"github.com/asynqlock/asynqlock/statelog"
+	"github.com/robfig/cron/v3"
 )
 
-// jobs is the cron core of NewJobs.
 type jobs struct {
 	cfg  config
 	jobs map[string]*runner
@@ -21,27 +21,21 @@ type jobs struct {
 	unknown map[string]*statelog.State // names Start was given but not NewJobs
 }
 
-// NewJobs is the cron core for a cron library whose runs start on its own
-// timers (package gocronlock, for gocron v2): each tick of the jobs specs
-// names runs at most once across replicas, as with Singleton. A spec is a
-// cron spec, read as a Scheduler reads it, or "@every d" for an interval
-// job, whose runs each replica's cron starts every d from its own start
-// (gocron's DurationJob): its ticks are the multiples of d (whole
-// milliseconds) since the Unix epoch, a run belonging to the interval it
-// starts in. A job's keys are "<prefix><name>:<tick in Unix ms>" and
-// "<prefix><name>:running". The options are Singleton's but WithSpec; a
-// configuration that cannot work fails with ErrInvalid.
+// NewJobs is the cron core for a cron library that starts runs on its own
+// timers (package gocronlock): each tick of the jobs specs names runs at
+// most once across replicas. A spec is read as Register reads it, but
+// "@every d" is an interval job whose runs each replica starts every d from
+// its own start (gocron's DurationJob): a run belongs to the interval since
+// the Unix epoch it starts in. Keys are "<prefix><name>:<tick in Unix ms>"
+// and "<prefix><name>:running". The options are Singleton's but WithSpec.
 //
-// The cron library's run of job name calls start when it begins: start wins
-// the run's tick, then the job's running lock, kept alive until end: the
-// returned context is cancelled with cause redlock.ErrLockLost if the lock
-// is lost. end releases it and reports the run with the job's error (a lost
-// lock fails it); its first call counts, and each returns the run's error.
-// A run that does not go ahead is reported and start returns why: an error
-// matching redlock.ErrLocked when another replica has the tick or the
-// previous run still runs, ErrInvalid for a name NewJobs was not given (it
-// runs nowhere, logged once). A run whose ctx ends first is not reported.
-// start is safe for concurrent use.
+// A run of job name calls start as it begins: start wins the tick, then the
+// running lock, kept alive until end (the context is cancelled with cause
+// redlock.ErrLockLost on loss); end releases it and reports the run with
+// the job's error (first call counts). A run that does not go ahead is
+// reported and start says why: redlock.ErrLocked when another replica has
+// the tick or the previous run still runs, ErrInvalid for a name not given
+// (it runs nowhere, logged once). start is safe for concurrent use.
 func NewJobs(client *redlock.Client, prefix string, specs map[string]string, opts ...Option) (
 	start func(ctx context.Context, name string) (context.Context, func(error) error, error), err error) {
 	locks, err := lockerFor(client)
@@ -73,27 +67,28 @@ func NewJobs(client *redlock.Client, prefix string, specs map[string]string, opt
 	return j.start, nil
 }
 
-// newJob makes the runner of one job of NewJobs.
 func newJob(locks locker, name, spec string, cfg config) (*runner, error) {
 	if d, ok := strings.CutPrefix(strings.TrimSpace(spec), "@every "); ok {
 		every, err := time.ParseDuration(strings.TrimSpace(d))
 		if err != nil || every < time.Millisecond || every%time.Millisecond != 0 {
 			return nil, invalidf("job %q: spec %q: give an interval of a whole number of milliseconds, at least 1ms", name, spec)
 		}
-		r, err := newRunner(locks, name, Every(every), Func(nil), cfg, background)
+		r, err := newRunner(locks, name, Every(every), noJob, cfg, background)
 		if err == nil {
 			r.every = every
 		}
 		return r, err
 	}
-	sched, err := parse(spec, cfg.loc)
+	sched, err := parse(spec, cfg.loc, false)
 	if err != nil {
 		return nil, fmt.Errorf("%w (job %q)", err, name)
 	}
-	return newRunner(locks, name, sched, Func(nil), cfg, background)
+	return newRunner(locks, name, sched, noJob, cfg, background)
 }
 
-// start is the function NewJobs returns.
+// noJob stands for the job another cron runs.
+var noJob = cron.FuncJob(func() {})
+
 func (j *jobs) start(ctx context.Context, name string) (context.Context, func(error) error, error) {
 	start := time.Now()
 	r, ok := j.jobs[name]
@@ -103,26 +98,21 @@ func (j *jobs) start(ctx context.Context, name string) (context.Context, func(er
 	now := r.cfg.now().In(r.cfg.loc)
 	r.checkPace(now)
 	ev, ok := r.tickOf(now)
-	if ok {
-		x := r.begin(ctx, &ev, start, false)
-		if x != nil {
-			return x.ctx, x.end, nil
-		}
-	} else {
+	if !ok {
 		r.report(ev)
+	} else if x := r.begin(ctx, &ev, start, false); x != nil {
+		return x.ctx, x.end, nil
 	}
 	return nil, nil, ev.Err
 }
 
-// maxUnknown bounds the unknown names remembered (each warned of once).
-const maxUnknown = 100
-
-// unknownJob reports a run of a job NewJobs was not given.
+// unknownJob reports a run of a job NewJobs was not given: each of the
+// first 100 names warned of once.
 func (j *jobs) unknownJob(name string) error {
 	err := invalidf("job %q is not registered: its ticks cannot be told, so it runs nowhere rather than once per replica", name)
 	j.mu.Lock()
 	st := j.unknown[name]
-	if st == nil && len(j.unknown) < maxUnknown {
+	if st == nil && len(j.unknown) < 100 {
 		st = &statelog.State{}
 		j.unknown[name] = st
 	}
@@ -136,10 +126,9 @@ func (j *jobs) unknownJob(name string) error {
 	return err
 }
 
-// checkPace warns, once per change, when an interval job is started under
-// half its interval apart twice in a row: its cron runs it more often than
-// registered, and the runs between ticks find the tick taken, so the job
-// runs less often than its cron says.
+// checkPace warns, once per change, when an interval job starts under half
+// its interval apart twice in a row: its cron runs it more often than
+// registered, and most runs find their tick taken.
 func (r *runner) checkPace(now time.Time) {
 	if r.every == 0 {
 		return

@@ -196,11 +196,11 @@ func (c *memClient) Record(ctx context.Context, resource string) (time.Duration,
 }
 
 // Check reports the service's clock as offset by c.nodeOffset.
-func (c *memClient) Check(ctx context.Context) ([]clockReport, error) {
+func (c *memClient) Check(ctx context.Context) ([]redlock.NodeReport, error) {
 	if c.dead.Load() {
 		return nil, redlock.ErrClosed
 	}
-	return []clockReport{{Node: "mem:1", Offset: time.Duration(c.nodeOffset.Load())}}, nil
+	return []redlock.NodeReport{{Addr: "mem:1", ClockOffset: time.Duration(c.nodeOffset.Load())}}, nil
 }
 
 // Mark takes resource with note and leaves it to expire, or returns the

@@ -1,22 +1,33 @@
 package scheduler
 
 import (
-	"go.opentelemetry.io/otel/trace"
+	"errors"
+	"fmt"
 	"log/slog"
 	"os"
 	"strconv"
+	"strings"
 	"time"
+	"unicode"
 
 	"github.com/asynqlock/asynqlock/internal/cronsim"
 	"github.com/robfig/cron/v3"
+	"go.opentelemetry.io/otel/trace"
 )
 
-// Defaults used when no option overrides them.
-const (
-	defaultSkew      = time.Second
-	defaultTTL       = 5 * time.Second
-	defaultRetention = time.Minute // the bridge's least asynq retention
+// ErrInvalid means input that cannot work, refused where it is made (a nil
+// client or job, a bad or duplicate name, a spec that does not parse or
+// never activates, a bad option); the message names the job and the fault.
+var ErrInvalid = errors.New("scheduler: invalid argument")
+
+var (
+	errStopped = errors.New("scheduler: stopped") // cause of the jobs Stop's context cut short
+	errNoTick  = errors.New("scheduler: run is not within the skew of an activation")
 )
+
+func invalidf(format string, args ...any) error {
+	return fmt.Errorf("%w: "+format, append([]any{ErrInvalid}, args...)...)
+}
 
 func init() {
 	cronsim.Clock = func(now func() time.Time) any { return withClock(now) }
@@ -24,33 +35,29 @@ func init() {
 }
 
 type config struct {
-	skew     time.Duration
-	ttl      time.Duration
-	delay    bool          // WithDelayIfRunning
-	maxDelay time.Duration // 0: the schedule's interval
-	loc      *time.Location
-	logger   *slog.Logger
-	observer func(Event)
-	schedule cron.Schedule
-	spec     string
-	hasSpec  bool
-	catchUp  time.Duration // 0: off
-	now      func() time.Time
-	replica  string
-	anyName  bool // NewJobs: job names another cron library gives
-	// tracerProvider is nil for the global provider.
-	tracerProvider trace.TracerProvider
+	skew, ttl time.Duration
+	delay     bool          // WithDelayIfRunning
+	maxDelay  time.Duration // 0: the schedule's interval
+	loc       *time.Location
+	logger    *slog.Logger
+	observer  func(Event)
+	spec      string
+	hasSpec   bool
+	schedule  cron.Schedule // tests': a schedule no spec writes
+	catchUp   time.Duration // 0: off
+	now       func() time.Time
+	replica   string
+	anyName   bool                 // NewJobs: job names another cron library gives
+	tp        trace.TracerProvider // nil: the global one
 }
 
 func defaultConfig() config {
-	return config{
-		skew:    defaultSkew,
-		ttl:     defaultTTL,
-		loc:     time.UTC,
-		logger:  slog.Default(),
-		now:     time.Now,
-		replica: defaultReplica(),
+	h, err := os.Hostname()
+	if err != nil || h == "" {
+		h = "localhost"
 	}
+	return config{skew: time.Second, ttl: 5 * time.Second, loc: time.UTC, logger: slog.Default(),
+		now: time.Now, replica: h + ":" + strconv.Itoa(os.Getpid())}
 }
 
 func (c *config) apply(opts []Option) error {
@@ -63,10 +70,6 @@ func (c *config) apply(opts []Option) error {
 	if c.logger == nil {
 		c.logger = slog.Default()
 	}
-	return c.validate()
-}
-
-func (c *config) validate() error {
 	switch {
 	case c.skew <= 0:
 		return invalidf("skew must be positive, got %v", c.skew)
@@ -86,8 +89,25 @@ func (c *config) validate() error {
 	return nil
 }
 
+// checkName rejects names that cannot be part of a lock key; the names
+// another cron library gives (NewJobs) only if empty or too long.
+func checkName(name string, anyName bool) error {
+	switch {
+	case name == "":
+		return invalidf("empty job name: name each job (with gocron: gocron.WithName)")
+	case len(name) > 200:
+		return invalidf("job name %.20q…: longer than 200 bytes", name)
+	case anyName:
+	case strings.ContainsAny(name, "{}"):
+		return invalidf("job name %q: contains '{' or '}'", name)
+	case strings.IndexFunc(name, func(r rune) bool { return unicode.IsSpace(r) || unicode.IsControl(r) }) >= 0:
+		return invalidf("job name %q: contains whitespace or control characters", name)
+	}
+	return nil
+}
+
 // Option configures a Singleton wrapper, a Scheduler (defaults for all its
-// jobs) or one job registered with a Scheduler (overriding those defaults).
+// jobs), one job registered with it (overriding them), or NewJobs.
 type Option func(*config)
 
 // WithSkew bounds each replica's clock offset to the lock nodes plus its
@@ -102,61 +122,49 @@ func WithSkew(d time.Duration) Option { return func(c *config) { c.skew = d } }
 func WithTTL(d time.Duration) Option { return func(c *config) { c.ttl = d } }
 
 // WithDelayIfRunning makes a tick whose previous run still runs (on any
-// replica) wait for it, at most maxDelay from the tick (0: the schedule's
-// smallest interval), then run once as that tick (OutcomeLate, then its
-// outcome); use it rather than cron.DelayIfStillRunning. Default: the tick
-// is skipped (OutcomeSkippedOverlap), as cron.SkipIfStillRunning would.
+// replica) wait for it, at most maxDelay (0: the schedule's smallest
+// interval), then run once (OutcomeLate, then its outcome), in place of
+// cron.DelayIfStillRunning. Default: the tick is skipped (OutcomeSkippedOverlap).
 func WithDelayIfRunning(maxDelay time.Duration) Option {
 	return func(c *config) { c.delay, c.maxDelay = true, maxDelay }
 }
 
 // WithLocation sets the zone of specs without a CRON_TZ= prefix, so that
 // replicas in different zones agree; with WithSpec (or NewJobs) it must be
-// the zone of the cron that runs the job. Daylight saving time skips or
-// repeats a daily job as robfig/cron does; UTC avoids both. Default: UTC.
+// the zone of the cron that runs the job. Default: UTC.
 func WithLocation(loc *time.Location) Option { return func(c *config) { c.loc = loc } }
 
-// WithLogger sets the logger of the job's changes of state: nothing above
-// Debug while healthy; a Warn (skips, lock errors, a caught-up tick, clock
-// offsets) or an Error (failures, panics with their stack) once per change,
-// repeats at Debug, and "cron job back to normal" at Info once it ends.
-// Default (or nil): slog.Default(), as in redlock and middleware.
+// WithLogger sets the logger of the job's changes of state (package
+// statelog): a Warn or an Error (failures, with a panic's stack) once per
+// change, repeats at Debug, one Info when it ends. Default (or nil):
+// slog.Default().
 func WithLogger(l *slog.Logger) Option { return func(c *config) { c.logger = l } }
 
 // WithObserver installs a hook called once per run with its outcome (once
-// more when a late run starts) and per clock measurement (OutcomeClock),
-// e.g. for metrics. It runs on the run's goroutine: it must be fast, must
-// not block, and may be called concurrently. Default: none.
+// more when a late run starts) and per clock measurement (OutcomeClock). It
+// runs on the run's goroutine: it must be fast and may be called
+// concurrently. Default: none.
 func WithObserver(f func(Event)) Option { return func(c *config) { c.observer = f } }
 
 // WithSpec gives Singleton the spec the job was added to the cron with: a
 // run's tick is then the latest activation within the skew before it (late
 // deliveries tolerated), and tick records last most of the interval.
-// "@every" is refused (robfig counts it from each cron's start: use Every);
-// a Scheduler refuses the option. Default: a run's tick is its whole second.
-func WithSpec(spec string) Option {
-	return func(c *config) { c.spec, c.hasSpec, c.schedule = spec, true, nil }
-}
+// "@every" is refused (use Every). Default: a run's tick is its whole second.
+func WithSpec(spec string) Option { return func(c *config) { c.spec, c.hasSpec = spec, true } }
 
-// WithCatchUp turns catch-up on: when a Scheduler starts (or registers a
-// job after), the job's latest activation within deadline runs once, on one
-// replica, unless a replica ran it (OutcomeLate, then its outcome). Tick
-// records then last the deadline (a key per tick: give every replica the
-// same deadline). Singleton and NewJobs refuse it. Default: 0, off.
+// WithCatchUp makes a Scheduler run, when it starts (or registers the job
+// after), the job's latest activation within deadline once, on one replica,
+// unless a replica ran it (OutcomeLate, then its outcome). Tick records then
+// last the deadline: give every replica the same. Default: 0, off.
 func WithCatchUp(deadline time.Duration) Option { return func(c *config) { c.catchUp = deadline } }
 
-// withClock sets the clock from which a run's tick is told: the clock of
-// the cron that runs the job (see internal/cronsim).
+// WithTracerProvider sets the provider of the span asynqlock.cron.tick, one
+// per tick a replica handles, with the job and outcome; the job's context
+// carries it. Default (or nil): otel.GetTracerProvider().
+func WithTracerProvider(tp trace.TracerProvider) Option { return func(c *config) { c.tp = tp } }
+
+// withClock (the clock of the cron that runs the job) and withReplica are
+// the simulation's (internal/cronsim).
 func withClock(now func() time.Time) Option { return func(c *config) { c.now = now } }
 
-// withReplica names this replica (see internal/cronsim).
 func withReplica(name string) Option { return func(c *config) { c.replica = name } }
-
-// defaultReplica is "<hostname>:<pid>".
-func defaultReplica() string {
-	h, err := os.Hostname()
-	if err != nil || h == "" {
-		h = "localhost"
-	}
-	return h + ":" + strconv.Itoa(os.Getpid())
-}

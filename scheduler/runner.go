@@ -3,44 +3,35 @@ package scheduler
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
-	"go.opentelemetry.io/otel/trace"
+	"log/slog"
+	"math/rand/v2"
+	"strconv"
 	"sync"
 	"time"
 
 	"github.com/asynqlock/asynqlock/internal/lockutil"
+	"github.com/asynqlock/asynqlock/redlock"
+	"github.com/asynqlock/asynqlock/statelog"
 	"github.com/robfig/cron/v3"
-)
-
-const (
-	// minMargin is the least margin of the tick window beyond the skew.
-	minMargin = 250 * time.Millisecond
-	// releaseTimeout bounds the release of a lock after its work is done.
-	releaseTimeout = lockutil.ReleaseTimeout
-	// firstRetry is the first delay before retrying a lock that was not won.
-	firstRetry = 4 * time.Millisecond
-	// defaultMaxDelayCap bounds the default max delay of schedules that
-	// activate too rarely for an interval to be measured.
-	defaultMaxDelayCap = 24 * time.Hour
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // host is what owns runners: their contexts end when a Scheduler stops.
 type host struct {
-	// stopping ends when Stop begins: runs that have not started their job
-	// give up (no new lock waits).
-	stopping context.Context
-	// running ends, with cause errStopped, when Stop's context ends: the
-	// contexts of running jobs are cancelled.
-	running context.Context
-	// wg counts runs started outside cron (catch-up); nil for Singleton.
-	wg *sync.WaitGroup
+	stopping context.Context // ends when Stop begins: runs not yet started give up
+	running  context.Context // ends (errStopped) when Stop's context ends: running jobs are cancelled
+	wg       *sync.WaitGroup // catch-up runs; nil for Singleton and NewJobs
 }
 
-// background is the host of Singleton wrappers: it never stops.
+// background is the host of Singleton wrappers and NewJobs: it never stops.
 var background = &host{stopping: context.Background(), running: context.Background()}
 
-// runner runs one job under the per-tick and running locks. It is the
-// cron.Job that Singleton and Scheduler hand to cron.
+// runner is the cron core: one job run under its per-tick and running
+// locks. It is the cron.Job that Singleton and Scheduler hand to cron, and
+// what NewJobs's start calls.
 type runner struct {
 	locks  locker
 	name   string
@@ -53,13 +44,12 @@ type runner struct {
 	tracer trace.Tracer
 	clock  *clockWatch // measures this replica's clock offset; may be nil
 
-	early     time.Duration // a run may start this long before its activation
-	margin    time.Duration // max(skew, minMargin)
-	budget    time.Duration // how long a run tries to win a lock
-	baseTTL   time.Duration // least TTL of a tick record
-	gap       time.Duration // smallest interval of sched, 0 if unknown
-	maxDelay  time.Duration // WithDelayIfRunning bound
-	retention time.Duration // bridge: asynq retention of the task
+	early    time.Duration // a run may start this long before its activation
+	margin   time.Duration // max(skew, 250ms): a tick won later is given up
+	budget   time.Duration // how long a run tries to win a lock
+	baseTTL  time.Duration // least TTL of a tick record
+	gap      time.Duration // smallest interval of sched, 0 if unknown
+	maxDelay time.Duration // WithDelayIfRunning bound
 
 	mu      sync.Mutex
 	learned time.Duration // spec-less: the interval between the last two ticks
@@ -67,7 +57,7 @@ type runner struct {
 	prev    time.Time     // spec-less: the last tick seen; interval job: the last start
 	short   int           // interval job: starts in a row under half the interval apart
 	state   entryState    // for Entries
-	logs    logState      // what the job's log lines follow (logstate.go)
+	logs    logState      // what the job's log lines follow (event.go)
 }
 
 // newRunner validates a job and derives its timings. sched may be nil.
@@ -75,62 +65,41 @@ func newRunner(locks locker, name string, sched cron.Schedule, job cron.Job, cfg
 	if err := checkName(name, cfg.anyName); err != nil {
 		return nil, err
 	}
-	if job == nil {
-		return nil, invalidf("job %q: nil job", name)
+	if err := checkJob(job); err != nil {
+		return nil, fmt.Errorf("%w (job %q)", err, name)
 	}
-	if tj, ok := job.(*taskJob); ok {
-		if err := tj.check(); err != nil {
-			return nil, fmt.Errorf("%w (job %q)", err, name)
+	r := &runner{locks: locks, name: name, prefix: "cron:", sched: sched, cfg: cfg, job: job, host: h,
+		tracer: cmp.Or(cfg.tp, otel.GetTracerProvider()).Tracer("github.com/asynqlock/asynqlock/scheduler")}
+	r.logs.trouble.Settle, r.logs.byID.Settle = statelog.Settle, statelog.Settle
+	switch _, every := sched.(cron.ConstantDelaySchedule); {
+	case sched == nil && cfg.catchUp > 0:
+		return nil, invalidf("job %q: WithCatchUp needs the job's schedule: register it with a Scheduler", name)
+	case every:
+		return nil, invalidf("job %q: robfig's @every counts from each cron's start, so replicas do not share its ticks; "+
+			"schedule the job with scheduler.Every (c.Schedule(scheduler.Every(d), job)) or use a Scheduler", name)
+	case sched != nil:
+		gap, never := minGap(sched, cfg.now().In(cfg.loc))
+		if never {
+			return nil, invalidf("job %q: the schedule never activates", name)
 		}
+		r.gap = gap
 	}
-	r := &runner{locks: locks, name: name, prefix: defaultPrefix, sched: sched, cfg: cfg, job: job, host: h, tracer: cfg.tracer()}
-	r.logs.settle()
-	if err := r.checkSchedule(); err != nil {
-		return nil, err
-	}
-	r.margin = max(cfg.skew, minMargin)
+	r.margin = max(cfg.skew, 250*time.Millisecond)
 	r.budget = r.margin / 2
-	// Two replicas start a tick within 2·skew of each other; the last
-	// one's last attempt comes within the budget, and a win later than
-	// the margin is given up: the record outlives all of them.
+	// Two replicas start a tick within 2·skew of each other; the last one's
+	// last attempt comes within the budget, and a win later than the margin
+	// is given up: the record outlives all of them.
 	r.baseTTL = max(cfg.ttl, 2*cfg.skew+2*r.margin)
 	r.early = max(0, min(cfg.skew, (r.gap-cfg.skew)/2))
-	r.maxDelay = cfg.maxDelay
-	if r.maxDelay == 0 {
-		r.maxDelay = r.gap
-		if r.gap == 0 {
-			r.maxDelay = defaultMaxDelayCap
-		}
-	}
-	r.setRetention()
+	r.maxDelay = cmp.Or(cfg.maxDelay, r.gap, 24*time.Hour)
 	return r, nil
 }
 
-// checkSchedule refuses schedules that cannot be run and notes the interval.
-func (r *runner) checkSchedule() error {
-	if r.sched == nil {
-		if r.cfg.catchUp > 0 {
-			return invalidf("job %q: WithCatchUp needs the job's schedule: register it with a Scheduler", r.name)
-		}
-		return nil
-	}
-	if _, ok := r.sched.(cron.ConstantDelaySchedule); ok {
-		return invalidf("job %q: robfig's @every counts from each cron's start, so replicas do not share its ticks; "+
-			"schedule the job with scheduler.Every (c.Schedule(scheduler.Every(d), job)) or use a Scheduler", r.name)
-	}
-	gap, never := minGap(r.sched, r.cfg.now().In(r.cfg.loc))
-	if never {
-		return invalidf("job %q: the schedule never activates", r.name)
-	}
-	r.gap = gap
-	return nil
+func (r *runner) tickResource(tick time.Time) string {
+	return r.prefix + r.name + ":" + strconv.FormatInt(tick.UnixMilli(), 10)
 }
 
-// setRetention derives the bridge's asynq retention.
-func (r *runner) setRetention() {
-	r.retention = max(defaultRetention, 2*r.cfg.skew+r.margin)          // at least the tick window
-	r.retention = (r.retention + time.Second - 1).Truncate(time.Second) // asynq keeps whole seconds
-}
+func (r *runner) runningResource() string { return r.prefix + r.name + ":running" }
 
 // tickTTL is how long a won tick is remembered: the tick window, most of
 // the interval when known, the catch-up deadline beyond it; an interval
@@ -151,4 +120,113 @@ func (r *runner) tickTTL(tick time.Time) time.Duration {
 	return ttl
 }
 
-func (r *runner) stopped() bool { return r.host.stopping.Err() != nil }
+// claim wins the tick's lock, or reports why this run ends here (ev.Err).
+// The lock is the record of the tick: never released, left to expire (so
+// that redlock does not report its expiry as a loss).
+func (r *runner) claim(ctx context.Context, ev *Event, start time.Time, catchUp bool) bool {
+	res, ttl := r.tickResource(ev.Tick), r.tickTTL(ev.Tick)
+	tl, err := r.try(ctx, res, ttl, true)
+	_, bridge := r.job.(*taskJob)
+	switch {
+	case err == nil && !bridge && !catchUp && time.Since(start) >= r.margin:
+		// Won too late to be sure: an earlier winner's record may have
+		// expired. (The bridge goes on: its task ID keeps a copy out.)
+		r.release(tl)
+		ev.Outcome = OutcomeLockError
+		ev.Err = fmt.Errorf("scheduler: job %q: tick lock won %v after the run started, past the %v margin: slow lock nodes?",
+			r.name, time.Since(start).Round(time.Millisecond), r.margin)
+	case err == nil:
+		_ = tl.LeaveToExpire() // nothing to do about a record already expired
+		r.logs.byID.OK(r.cfg.logger, "cron job: lock nodes answer again, enqueueing under the tick lock",
+			"job", r.name, "replica", r.cfg.replica)
+		return true
+	case ctx.Err() != nil:
+		ev.Err = fmt.Errorf("scheduler: job %q stopped: %w", r.name, errors.Join(context.Cause(ctx), err))
+		return false
+	case errors.Is(err, redlock.ErrLocked):
+		r.lost(ctx, ev, res, []time.Duration{r.baseTTL, ttl}, start, err)
+	case bridge: // the task ID alone keeps a second copy out of the queue
+		r.logs.byID.Fail(r.cfg.logger, slog.LevelWarn, "cron job: lock nodes unavailable, enqueueing by task ID only", err,
+			"job", r.name, "tick", ev.Tick, "replica", r.cfg.replica)
+		return true
+	default:
+		ev.Outcome, ev.Err = OutcomeLockError, fmt.Errorf("scheduler: job %q, tick %s: %w", r.name, ev.Tick.Format(time.RFC3339Nano), err)
+	}
+	r.report(*ev)
+	return false
+}
+
+// try locks resource, retrying within the budget (contenders starting at
+// once may split the nodes, a node may fail once), backing off from 4ms
+// with jitter. Another holder ends it with ErrLocked; for a tick's record
+// as soon as a quorum carries that holder, so that a loser leaves gocron's
+// singleton or limit slot within a round trip or two. The budget bounds
+// when the last attempt starts, never cuts one short, so that its answer
+// is not replaced by a context error.
+func (r *runner) try(ctx context.Context, resource string, ttl time.Duration, record bool) (lease, error) {
+	deadline := time.Now().Add(r.budget)
+	ctx = r.holderContext(ctx)
+	for backoff := 4 * time.Millisecond; ; backoff *= 2 {
+		l, err := r.locks.TryAcquire(ctx, resource, ttl)
+		if err == nil || errors.Is(err, redlock.ErrInvalid) || errors.Is(err, redlock.ErrClosed) || ctx.Err() != nil {
+			return l, err
+		}
+		if record && errors.Is(err, redlock.ErrLocked) {
+			if _, _, taken := r.locks.Record(ctx, resource); taken {
+				return nil, err
+			}
+		}
+		d := backoff/2 + rand.N(backoff)
+		if time.Until(deadline) < d {
+			return nil, err
+		}
+		select {
+		case <-ctx.Done():
+			return nil, err
+		case <-time.After(d):
+		}
+	}
+}
+
+// holderContext names the job and replica in the locks taken under ctx,
+// so that other replicas and operators can tell who ran a tick.
+func (r *runner) holderContext(ctx context.Context) context.Context {
+	return redlock.ContextWithHolder(ctx, "job "+r.name+" on "+r.cfg.replica)
+}
+
+func (r *runner) release(l lease) {
+	if err := lockutil.Release(context.Background(), l); err != nil && !errors.Is(err, redlock.ErrClosed) && !errors.Is(err, redlock.ErrLockLost) {
+		r.cfg.logger.Debug("cron job: lock release failed", "job", r.name, "err", err)
+	}
+}
+
+// lost handles a tick another replica holds: the common case (Debug). When
+// the record's age shows it was won earlier than any replica within the
+// skew could have started the tick, a clock is beyond the skew: still
+// skipped, at Warn. Not for interval jobs, whose runs start anywhere in
+// the interval. ttls are the TTLs the record may have been written with.
+func (r *runner) lost(ctx context.Context, ev *Event, resource string, ttls []time.Duration, start time.Time, err error) {
+	ev.Outcome = OutcomeSkippedOtherReplica
+	ev.Err = fmt.Errorf("scheduler: job %q, tick %s taken by another replica: %w", r.name, ev.Tick.Format(time.RFC3339Nano), err)
+	ctx, cancel := context.WithTimeout(ctx, lockutil.ReleaseTimeout)
+	remaining, token, ok := r.locks.Record(ctx, resource)
+	cancel()
+	h, _ := redlock.ParseHolder(token)
+	r.mu.Lock()
+	r.state.otherRanBy = h.String()
+	r.mu.Unlock()
+	if !ok || r.every > 0 {
+		return
+	}
+	age := time.Duration(-1) // the youngest age that explains the remaining TTL
+	for _, ttl := range ttls {
+		if a := ttl - remaining; a >= 0 && (age < 0 || a < age) {
+			age = a
+		}
+	}
+	if earlier := age - time.Since(start); age >= 0 && earlier > 2*r.cfg.skew+r.budget {
+		ev.Outcome = OutcomeSkippedBeyondSkew
+		ev.Err = fmt.Errorf("scheduler: tick already run by another replica %v before this run started, more than twice the skew %v: "+
+			"a clock offset or delivery delay beyond the skew (%w)", earlier.Round(time.Millisecond), r.cfg.skew, err)
+	}
+}

@@ -3,17 +3,19 @@ package scheduler
 import (
 	"context"
 	"fmt"
+	"maps"
+	"slices"
+	"strings"
 	"sync"
+	"time"
 
 	"github.com/asynqlock/asynqlock/redlock"
-	"github.com/hibiken/asynq"
 	"github.com/robfig/cron/v3"
 )
 
-// Scheduler runs named jobs on cron schedules, each tick at most once across
-// the replicas that register the same jobs with locks from the same Redlock
-// nodes. It wraps a robfig/cron Cron with seconds-level specs. Its methods
-// are safe for concurrent use.
+// Scheduler runs named jobs on cron schedules (a robfig/cron Cron), each
+// tick at most once across the replicas that register the same jobs with
+// locks from the same Redlock nodes. Its methods are safe for concurrent use.
 type Scheduler struct {
 	locks locker
 	cfg   config // defaults for every job
@@ -30,7 +32,6 @@ type Scheduler struct {
 	stopped bool
 }
 
-// registered is a job of a Scheduler.
 type registered struct {
 	id   cron.EntryID
 	spec string
@@ -39,8 +40,6 @@ type registered struct {
 
 // New returns a Scheduler taking its locks from client. The options are
 // defaults for every job (Register may override them; WithSpec is refused).
-// It measures this replica's clock offset to the lock nodes when it starts
-// and then at most once a minute.
 func New(client *redlock.Client, opts ...Option) (*Scheduler, error) {
 	locks, err := lockerFor(client)
 	if err != nil {
@@ -54,54 +53,35 @@ func newScheduler(locks locker, opts []Option) (*Scheduler, error) {
 	if err := cfg.apply(opts); err != nil {
 		return nil, err
 	}
-	if cfg.schedule != nil || cfg.hasSpec {
+	if cfg.hasSpec || cfg.schedule != nil {
 		return nil, invalidf("WithSpec is for Singleton; a Scheduler job's spec is given to Register")
 	}
 	stopping, stopBegin := context.WithCancel(context.Background())
 	running, kill := context.WithCancelCause(context.Background())
 	return &Scheduler{
-		locks:     locks,
-		cfg:       cfg,
-		clock:     newClockWatch(locks, cfg),
+		locks: locks, cfg: cfg, clock: newClockWatch(locks, cfg),
 		cron:      cron.New(cron.WithLocation(cfg.loc), cron.WithParser(specParser), cron.WithLogger(cron.DiscardLogger)),
 		host:      &host{stopping: stopping, running: running, wg: &sync.WaitGroup{}},
-		stopBegin: stopBegin,
-		kill:      kill,
-		jobs:      map[string]registered{},
+		stopBegin: stopBegin, kill: kill, jobs: map[string]registered{},
 	}, nil
 }
 
-// Register adds a job that calls fn on each tick of spec: 6 fields with
-// seconds first, 5 with minutes first, or a descriptor (@hourly; @every 30s
-// aligned as Every says), with an optional CRON_TZ=Zone prefix. fn's context
-// is cancelled with cause redlock.ErrLockLost if the lock is lost, or
-// "scheduler: stopped" when Stop's context ends; a panic is recovered and
-// reported. It fails with ErrInvalid, before or after Start or Stop.
-func (s *Scheduler) Register(name, spec string, fn func(ctx context.Context) error, opts ...Option) error {
-	if fn == nil {
-		return invalidf("job %q: nil function", name)
-	}
-	return s.add(name, spec, funcJob(fn), opts)
-}
-
-// RegisterTask adds a job that enqueues task with enq on each tick of spec,
-// exactly once across replicas, as EnqueueJob does. It fails as Register.
-func (s *Scheduler) RegisterTask(name, spec string, enq enqueuer, task *asynq.Task, opts ...Option) error {
-	return s.add(name, spec, &taskJob{enq: enq, task: task}, opts)
-}
-
-func (s *Scheduler) add(name, spec string, job cron.Job, opts []Option) error {
-	if err := checkName(name, false); err != nil {
-		return err
-	}
+// Register adds a job run on each tick of spec: 6 fields with seconds
+// first, 5 with minutes first, or a descriptor (@hourly; @every 30s aligned
+// as Every says), with an optional CRON_TZ=Zone prefix. job is Func(fn),
+// whose context is cancelled with cause redlock.ErrLockLost if the lock is
+// lost or "scheduler: stopped" when Stop's context ends, EnqueueJob(client,
+// task), or any cron.Job; a panic is recovered and reported. It fails with
+// ErrInvalid, before or after Start or Stop.
+func (s *Scheduler) Register(name, spec string, job cron.Job, opts ...Option) error {
 	cfg := s.cfg
 	if err := cfg.apply(opts); err != nil {
 		return fmt.Errorf("%w (job %q)", err, name)
 	}
-	if cfg.schedule != nil || cfg.hasSpec {
+	if cfg.hasSpec || cfg.schedule != nil {
 		return invalidf("job %q: WithSpec is for Singleton; pass the spec to Register", name)
 	}
-	sched, err := parse(spec, cfg.loc)
+	sched, err := parse(spec, cfg.loc, false)
 	if err != nil {
 		return fmt.Errorf("%w (job %q)", err, name)
 	}
@@ -125,10 +105,9 @@ func (s *Scheduler) add(name, spec string, job cron.Job, opts []Option) error {
 	return nil
 }
 
-// Start starts running the jobs in the background, measures this
-// replica's clock offset, and runs the missed tick of each job with
-// WithCatchUp if no replica ran it. It does nothing if the Scheduler is
-// already started or stopped: a stopped Scheduler cannot be restarted.
+// Start runs the jobs in the background, measures the clock offset, and
+// catches up the jobs with WithCatchUp. It does nothing once started or
+// stopped: a stopped Scheduler cannot be restarted.
 func (s *Scheduler) Start() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -143,12 +122,10 @@ func (s *Scheduler) Start() {
 	s.cron.Start()
 }
 
-// Stop stops starting ticks and waits for the running jobs; runs that have
-// not started their job give up at once. When ctx ends first, the jobs'
+// Stop stops starting ticks and waits for the running jobs (runs that have
+// not started their job give up at once). When ctx ends first, the jobs'
 // contexts are cancelled with cause "scheduler: stopped" and Stop returns
-// ctx's error.
-// Tick records stay until they expire. Stop may be called more than once; a
-// nil ctx is refused with ErrInvalid (the Scheduler keeps running).
+// ctx's error. It may be called more than once; a nil ctx is refused.
 func (s *Scheduler) Stop(ctx context.Context) error {
 	if ctx == nil {
 		return invalidf("nil context given to Stop: the scheduler still runs; stop it with a context that bounds the wait")
@@ -171,4 +148,49 @@ func (s *Scheduler) Stop(ctx context.Context) error {
 		s.kill(errStopped)
 		return ctx.Err()
 	}
+}
+
+// Entry is what a Scheduler knows of one of its jobs.
+type Entry struct {
+	Job     string    // the job's name
+	Spec    string    // the spec it was registered with
+	Next    time.Time // the next activation; zero before Start
+	Prev    time.Time // the last activation its cron fired; zero if none yet
+	Last    Event     // the last outcome reported here (zero Outcome if none yet)
+	LastRun time.Time // the tick this replica last ran (or enqueued); zero if none
+	// RanBy names the replica that ran Last.Tick: this one, or the holder
+	// another replica's lock record names (if the client records holders).
+	RanBy string
+}
+
+// entryState is the part of an Entry a runner keeps.
+type entryState struct {
+	last       Event
+	lastRun    time.Time
+	otherRanBy string // the holder of the last tick another replica ran
+}
+
+// Entries returns the registered jobs with their next and last runs,
+// sorted by name.
+func (s *Scheduler) Entries() []Entry {
+	s.mu.Lock()
+	jobs := maps.Clone(s.jobs)
+	s.mu.Unlock()
+	out := make([]Entry, 0, len(jobs))
+	for name, j := range jobs {
+		ce := s.cron.Entry(j.id) // zero Next and Prev before Start
+		j.r.mu.Lock()
+		st := j.r.state
+		j.r.mu.Unlock()
+		e := Entry{Job: name, Spec: j.spec, Next: ce.Next, Prev: ce.Prev, Last: st.last, LastRun: st.lastRun}
+		switch {
+		case !e.LastRun.IsZero() && e.LastRun.Equal(e.Last.Tick):
+			e.RanBy = j.r.cfg.replica
+		case e.Last.Outcome == OutcomeSkippedOtherReplica || e.Last.Outcome == OutcomeSkippedBeyondSkew:
+			e.RanBy = st.otherRanBy
+		}
+		out = append(out, e)
+	}
+	slices.SortFunc(out, func(a, b Entry) int { return strings.Compare(a.Job, b.Job) })
+	return out
 }

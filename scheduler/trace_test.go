@@ -39,9 +39,10 @@ func TestTickSpans(t *testing.T) {
 		perTick := map[string]map[string]int{}
 		ranSpans := map[string]bool{}
 		for _, s := range tp.Ended() {
-			if s.Name() != spanTick {
+			if s.Name() != "asynqlock.cron.tick" {
 				continue
 			}
+			const attrJob, attrTick, attrOutcome = "asynqlock.job", "asynqlock.tick", "asynqlock.outcome"
 			a := map[attribute.Key]string{}
 			for _, kv := range s.Attributes() {
 				a[kv.Key] = kv.Value.String()
