@@ -10,7 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/asynqlock/asynqlock/internal/lockutil"
 	"github.com/asynqlock/asynqlock/internal/redistest"
 	"github.com/asynqlock/asynqlock/middleware"
 	"github.com/asynqlock/asynqlock/redlock"
@@ -189,7 +188,9 @@ func (s *hotSpan) add(srv int, entry, acquired, start, end time.Time) {
 	if s.first.IsZero() || start.Before(s.first) {
 		s.first = start
 	}
-	s.last = lockutil.Later(s.last, end)
+	if end.After(s.last) {
+		s.last = end
+	}
 	s.busy += end.Sub(start)
 }
 
