@@ -9,7 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/asynqlock/asynqlock/internal/redisurl"
+	"github.com/asynqlock/asynqlock/redisurl"
 	"github.com/redis/go-redis/v9"
 	"github.com/redis/go-redis/v9/maintnotifications"
 )

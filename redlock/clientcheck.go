@@ -10,7 +10,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/asynqlock/asynqlock/internal/redisurl"
+	"github.com/asynqlock/asynqlock/redisurl"
 	"github.com/asynqlock/asynqlock/internal/sameserver"
 	"github.com/redis/go-redis/v9"
 )

@@ -11,7 +11,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/redis/go-redis/v9/maintnotifications"
 
-	"github.com/asynqlock/asynqlock/internal/redisurl"
+	"github.com/asynqlock/asynqlock/redisurl"
 )
 
 // dialNode makes the client of one node URL: a *redis.Client for a single

@@ -11,7 +11,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/asynqlock/asynqlock/internal/redisurl"
+	"github.com/asynqlock/asynqlock/redisurl"
 )
 
 // lockNodeClient is a client to addr with the settings New uses as given.

@@ -9,7 +9,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/asynqlock/asynqlock/internal/redisurl"
+	"github.com/asynqlock/asynqlock/redisurl"
 	"github.com/asynqlock/asynqlock/worker/internal/workerconfig"
 	"github.com/hibiken/asynq"
 	"github.com/redis/go-redis/v9"

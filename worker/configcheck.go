@@ -9,7 +9,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/asynqlock/asynqlock/internal/redisurl"
+	"github.com/asynqlock/asynqlock/redisurl"
 	"github.com/asynqlock/asynqlock/redlock"
 	"github.com/asynqlock/asynqlock/worker/internal/workerconfig"
 )

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/asynqlock/asynqlock/internal/redisurl"
+	"github.com/asynqlock/asynqlock/redisurl"
 	"github.com/asynqlock/asynqlock/worker/internal/lockadmin"
 	"github.com/hibiken/asynq"
 )

@@ -167,10 +167,7 @@ var testHarness = []string{
 // replaced by public API, each with where that happens; the check fails on
 // any other, and on one of these once it is gone (so the list shrinks).
 var pending = map[string]string{
-	"bench (test) -> internal/lockutil":                 "one time helper (lockutil.Later)",
-	"worker/internal/lockadmin -> internal/sameserver":  "the same-server judgement (issue 47): public, or the worker's own",
-	"worker -> internal/redisurl":                       "the lock-node URL format as public API (redlock)",
-	"worker/internal/workerconfig -> internal/redisurl": "the lock-node URL format as public API (redlock)",
+	"worker/internal/lockadmin -> internal/sameserver": "the same-server judgement (issue 47): public, or the worker's own",
 }
 
 // checkImports: a package of one module imports only public packages of

@@ -4,7 +4,7 @@ import (
 	"net/url"
 	"strings"
 
-	"github.com/asynqlock/asynqlock/internal/redisurl"
+	"github.com/asynqlock/asynqlock/redisurl"
 )
 
 // TLSFiles are the TLS files given by environment variables (a CA, a client

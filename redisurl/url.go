@@ -1,6 +1,9 @@
-// Package redisurl parses the Redis URLs of the module's lock nodes and
-// broker: errors that say what is wrong without quoting a password, redacted
-// forms for logs, and TLS files given as URL parameters.
+// Package redisurl parses the Redis URLs that redlock.NewFromURLs and the
+// worker accept (lock nodes: redis://, rediss://, redis-cluster://,
+// rediss-cluster://; TLS files as URL parameters), for programs that build
+// other clients, such as their asynq broker, from the same configuration:
+// errors that say what is wrong without quoting a password, redacted forms
+// for logs, and the check that a given password is used at all.
 package redisurl
 
 import (

@@ -9,30 +9,30 @@ import (
 
 // Cluster URL schemes of a lock node that is a whole Redis Cluster.
 const (
-	SchemeCluster    = "redis-cluster"
-	SchemeClusterTLS = "rediss-cluster"
+	schemeCluster    = "redis-cluster"
+	schemeClusterTLS = "rediss-cluster"
 )
 
-// IsCluster reports whether raw is a redis-cluster:// or rediss-cluster://
+// isCluster reports whether raw is a redis-cluster:// or rediss-cluster://
 // URL, the form of a lock node that is a whole Redis Cluster.
-func IsCluster(raw string) bool {
+func isCluster(raw string) bool {
 	scheme, _, _ := strings.Cut(strings.TrimSpace(raw), "://")
-	return scheme == SchemeCluster || scheme == SchemeClusterTLS
+	return scheme == schemeCluster || scheme == schemeClusterTLS
 }
 
-// ParseClusterNode parses redis-cluster://[user:pw@]host:port (or
+// parseClusterNode parses redis-cluster://[user:pw@]host:port (or
 // rediss-cluster:// for TLS, with the TLS file parameters): ONE lock node
 // that is a Redis Cluster, reached through the seed host:port and further
 // seeds written as go-redis's cluster URLs write them (?addr=h2:p2&addr=h3:p3)
 // rather than with commas, since the comma separates lock nodes. Errors show
 // the URL redacted.
-func ParseClusterNode(raw string) (*redis.ClusterOptions, error) {
+func parseClusterNode(raw string) (*redis.ClusterOptions, error) {
 	u, err := Parse(raw)
 	if err != nil {
 		return nil, err
 	}
 	shown := Redact(u)
-	if u.Scheme != SchemeCluster && u.Scheme != SchemeClusterTLS {
+	if u.Scheme != schemeCluster && u.Scheme != schemeClusterTLS {
 		return nil, fmt.Errorf("URL %q: scheme must be redis-cluster:// or rediss-cluster:// for a Redis Cluster, got %q", shown, u.Scheme)
 	}
 	if strings.Contains(u.Host, ",") {
@@ -55,11 +55,13 @@ func ParseClusterNode(raw string) (*redis.ClusterOptions, error) {
 
 // ParseLockNode parses a lock node URL of either form: a single server
 // (redis://, rediss://; see ParseNode) returned as single, or a Redis
-// Cluster (redis-cluster://, rediss-cluster://; see ParseClusterNode)
-// returned as cluster. Exactly one of the two is set when err is nil.
+// Cluster returned as cluster: redis-cluster://[user:pw@]host:port
+// (rediss-cluster:// for TLS, with the TLS file parameters), further seeds
+// as ?addr=host:port parameters, since a comma separates lock nodes.
+// Exactly one of the two is set when err is nil.
 func ParseLockNode(raw string) (single *redis.Options, cluster *redis.ClusterOptions, err error) {
-	if IsCluster(raw) {
-		cluster, err = ParseClusterNode(raw)
+	if isCluster(raw) {
+		cluster, err = parseClusterNode(raw)
 		return nil, cluster, err
 	}
 	single, err = ParseNode(raw)

@@ -9,7 +9,7 @@ import (
 // TestParseClusterNode: one cluster per URL, further seeds as addr
 // parameters, user info and TLS as for a single server.
 func TestParseClusterNode(t *testing.T) {
-	o, err := ParseClusterNode("redis-cluster://" + escaped + "@a1:7000?addr=a2:7001&addr=a3:7002")
+	o, err := parseClusterNode("redis-cluster://" + escaped + "@a1:7000?addr=a2:7001&addr=a3:7002")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -19,7 +19,7 @@ func TestParseClusterNode(t *testing.T) {
 	if o.Username != "worker" || o.Password != secret || o.TLSConfig != nil {
 		t.Fatalf("user %q, password ok %v, TLS %v", o.Username, o.Password == secret, o.TLSConfig != nil)
 	}
-	o, err = ParseClusterNode("rediss-cluster://a1:7000")
+	o, err = parseClusterNode("rediss-cluster://a1:7000")
 	if err != nil || o.TLSConfig == nil || o.TLSConfig.ServerName != "a1" {
 		t.Fatalf("rediss-cluster: %v, %+v", err, o)
 	}
@@ -36,9 +36,9 @@ func TestParseClusterNodeRefuses(t *testing.T) {
 		{"redis-cluster://" + escaped + "@a1:7000?tls_ca_file=x", "rediss-cluster"},
 		{"redis://" + escaped + "@a1:7000", "scheme must be"},
 	} {
-		_, err := ParseClusterNode(tc.raw)
+		_, err := parseClusterNode(tc.raw)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
-			t.Fatalf("ParseClusterNode(%q) = %v, want an error with %q", tc.raw, err, tc.want)
+			t.Fatalf("parseClusterNode(%q) = %v, want an error with %q", tc.raw, err, tc.want)
 		}
 		assertNoSecret(t, err.Error())
 	}
