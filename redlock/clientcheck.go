@@ -10,8 +10,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/asynqlock/asynqlock/redisurl"
 	"github.com/asynqlock/asynqlock/internal/sameserver"
+	"github.com/asynqlock/asynqlock/redisurl"
 	"github.com/redis/go-redis/v9"
 )
 
