@@ -191,3 +191,14 @@ func waitQueueEmpty(t *testing.T, insp *asynq.Inspector, limit time.Duration) *a
 		time.Sleep(50 * time.Millisecond)
 	}
 }
+
+// waitUntil polls cond every 20ms for up to limit and reports whether it
+// held.
+func waitUntil(limit time.Duration, cond func() bool) bool {
+	for deadline := time.Now().Add(limit); !cond(); time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			return false
+		}
+	}
+	return true
+}

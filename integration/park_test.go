@@ -148,7 +148,7 @@ func TestParkedMaxRetryZeroTasks(t *testing.T) {
 	if pc.get("park") == 0 {
 		t.Fatal("no task was parked: the test did not exercise parking on a last retry")
 	}
-	t.Logf("parked %d, promoted %d, resubmitted %d", pc.get("park"), pc.promoted, pc.get("resubmit"))
+	t.Logf("parked %d, promoted %d", pc.get("park"), pc.promoted)
 }
 
 // TestStalePromotionDoesNotRerunCompletedTask: a task parked once, then run

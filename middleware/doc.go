@@ -5,7 +5,7 @@
 //	locks, err := redlock.NewFromURLs(nodeURLs)
 //	mux := asynq.NewServeMux()
 //	mux.Use(middleware.Lock(locks, middleware.ByField("sku"),
-//		middleware.WithBroker(brokerRedis), // park busy tasks; resubmit on a last retry
+//		middleware.WithBroker(brokerRedis), // park busy tasks, last retries too
 //		middleware.WithRollback(undo),      // runs under the lock on failure or loss
 //	))
 //	srv := asynq.NewServer(redisOpt, asynq.Config{
@@ -22,7 +22,9 @@
 //
 // When another task holds the resource, the [Policy] decides: [Wait] (the
 // default, 2s), [Requeue], [Skip] or [Fail]. A conflict never consumes the
-// task's retry budget and never archives it. A task whose key cannot be
+// task's retry budget, and a wait ends before the task's deadline; on a
+// last retry, where asynq archives on any error, [WithBroker] brings the
+// task back from the archive, under its own ID. A task whose key cannot be
 // derived is archived with [ErrBadKey] and a message naming the field.
 //
 // The behaviour in depth (waiting, parking and promotion of hot resources,

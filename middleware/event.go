@@ -12,8 +12,7 @@ const (
 	// EventAcquired: the task got its lock after waiting (Wait, Handover).
 	EventAcquired EventKind = "acquired"
 	// EventConflict: the resource was held; Action says what was done
-	// ("park", "requeue", "skip", "fail", "resubmit",
-	// "wait-exhausted-budget").
+	// ("park", "requeue", "skip", "fail", "wait-exhausted-budget").
 	EventConflict EventKind = "conflict"
 	// EventLost: the lock was lost while the handler ran.
 	EventLost EventKind = "lost"

@@ -14,7 +14,7 @@ var recoverySettle = statelog.Settle
 
 // settleStates gives m's failing states the settle time.
 func (m *mw) settleStates() {
-	for _, st := range []*failState{&m.promoteErr, &m.parkErr, &m.resubErr, &m.lookupErr, &m.releaseErr} {
+	for _, st := range []*failState{&m.promoteErr, &m.parkErr, &m.releaseErr} {
 		st.Settle = recoverySettle
 	}
 }

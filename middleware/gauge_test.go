@@ -66,6 +66,7 @@ func TestParkedGaugeReturnsToZero(t *testing.T) {
 	g := &gauge{last: map[string]int{}}
 	h := Lock(e.locks, ByField("sku"), WithBroker(e.raw), withMaxWaiters(0), WithObserver(g.observe))
 	taskKey := queuePrefix("default") + "t:"
+	e.raw.SAdd(ctx, "asynq:queues", "default") // as asynq registers a queue (RunTask looks for it)
 	release := make(chan struct{})
 	first := make(chan error, 1)
 	started := make(chan struct{})

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -185,66 +186,15 @@ func (r *recorder) count() int {
 	return r.runs
 }
 
-// fakeEnqueuer records resubmitted tasks and rejects a repeated ID as asynq
-// does. With err set, every enqueue fails with it; with lostReplies n, the
-// first n enqueues store the task but report errLostReply (a reply lost on
-// the way).
-type fakeEnqueuer struct {
-	mu          sync.Mutex
-	ids         []string
-	opts        [][]asynq.Option
-	err         error
-	lostReplies int
-	calls       int
-	failed      [][]asynq.Option // the options of each enqueue that failed with err
-}
-
-func (f *fakeEnqueuer) EnqueueContext(_ context.Context, task *asynq.Task, opts ...asynq.Option) (*asynq.TaskInfo, error) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.calls++
-	if f.err != nil {
-		f.failed = append(f.failed, opts)
-		return nil, f.err
-	}
-	id := ""
-	for _, o := range opts {
-		if o.Type() == asynq.TaskIDOpt {
-			id = o.Value().(string)
-		}
-	}
-	for _, seen := range f.ids {
-		if seen == id {
-			return nil, asynq.ErrTaskIDConflict
-		}
-	}
-	f.ids = append(f.ids, id)
-	f.opts = append(f.opts, opts)
-	if f.lostReplies > 0 {
-		f.lostReplies--
-		return nil, errLostReply
-	}
-	return &asynq.TaskInfo{ID: id, Type: task.Type()}, nil
-}
-
-var errLostReply = errors.New("read tcp: i/o timeout")
-
-func (f *fakeEnqueuer) stored() []string {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return append([]string(nil), f.ids...)
-}
-
 // fakeInspector is a broker's view of tasks for withInspector: tasks by
 // "queue/id", lookups and deletions answered from it unless err is set;
 // undeletable marks tasks that are running.
 type fakeInspector struct {
-	mu          sync.Mutex
-	tasks       map[string]asynq.TaskInfo
-	undeletable map[string]bool
-	err         error
-	asked       []string // "queue/id" of each lookup
-	deleted     []string
+	mu    sync.Mutex
+	tasks map[string]asynq.TaskInfo
+	err   error
+	asked []string // "queue/id" of each lookup
+	ran   []string // "queue/id" of each task RunTask moved
 }
 
 func (f *fakeInspector) GetTaskInfo(queue, id string) (*asynq.TaskInfo, error) {
@@ -261,31 +211,40 @@ func (f *fakeInspector) GetTaskInfo(queue, id string) (*asynq.TaskInfo, error) {
 	return &info, nil
 }
 
-func (f *fakeInspector) DeleteTask(queue, id string) error {
+// RunTask moves an archived or retrying task to pending, as asynq's does.
+func (f *fakeInspector) RunTask(queue, id string) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	k := queue + "/" + id
+	info, ok := f.tasks[k]
 	switch {
 	case f.err != nil:
 		return f.err
-	case f.undeletable[k]:
-		return errors.New("asynq: cannot delete task in active state")
-	}
-	if _, ok := f.tasks[k]; !ok {
+	case !ok:
 		return fmt.Errorf("asynq: %w", asynq.ErrTaskNotFound)
+	case info.State == asynq.TaskStateActive || info.State == asynq.TaskStatePending:
+		return errors.New("asynq: task is already running")
 	}
-	delete(f.tasks, k)
-	f.deleted = append(f.deleted, k)
+	info.State = asynq.TaskStatePending
+	f.tasks[k] = info
+	f.ran = append(f.ran, k)
 	return nil
 }
 
-// optionValues maps each option's type to its value.
-func optionValues(opts []asynq.Option) map[asynq.OptionType]any {
-	out := make(map[asynq.OptionType]any, len(opts))
-	for _, o := range opts {
-		out[o.Type()] = o.Value()
+// set stores a task's state and last error.
+func (f *fakeInspector) set(queue, id string, st asynq.TaskState, lastErr string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.tasks == nil {
+		f.tasks = map[string]asynq.TaskInfo{}
 	}
-	return out
+	f.tasks[queue+"/"+id] = asynq.TaskInfo{ID: id, Queue: queue, State: st, LastErr: lastErr}
+}
+
+func (f *fakeInspector) runs() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return slices.Clone(f.ran)
 }
 
 // events collects observer events.
@@ -313,8 +272,6 @@ func (e *events) find(kind EventKind, action string) (Event, bool) {
 
 func task(typ, payload string) *asynq.Task { return asynq.NewTask(typ, []byte(payload)) }
 
-// withEnqueuer and withInspector stand in for the clients WithBroker makes,
-// so that tests can inject failures and lost replies.
-func withEnqueuer(e enqueuer) Option { return func(c *config) { c.enqueuer = e } }
-
+// withInspector stands in for the inspector WithBroker makes, so that
+// tests can see and inject its calls.
 func withInspector(i taskInspector) Option { return func(c *config) { c.inspector = i } }

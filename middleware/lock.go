@@ -27,10 +27,8 @@ type mw struct {
 	holds      *holdTable // recent hold times of resources whose state was dropped (pace.go)
 	keeper     *keeper    // starts the keep-alives of long runs (keeper.go)
 	tracer     trace.Tracer
-	promoteErr failState // promotions failing (failstate.go)
+	promoteErr failState // promotions (and revivals) failing (failstate.go)
 	parkErr    failState // park calls failing
-	resubErr   failState // resubmissions failing
-	lookupErr  failState // lookups of a task to resubmit failing
 	releaseErr failState // releases failing (releaseState)
 	outage     time.Time // a wait ended for want of a quorum; until then arrivals try first
 }
@@ -95,8 +93,8 @@ func (m *mw) process(ctx context.Context, t *asynq.Task, next asynq.Handler) err
 	meta := metaOf(ctx)
 	meta.prior = priorRuns(t)
 	if by, ok := t.Headers()[markerHeader]; ok {
-		// A marker only holds its ID against a late copy (claimCopyID):
-		// the task it stands for is run by its original.
+		// A marker (of an earlier version) only held an ID against a late
+		// copy: the task it stood for is run by its original.
 		m.cfg.logger.Debug("a marker ran: nothing to do", "task_id", meta.id, "task_type", t.Type(), "claimed_by", by)
 		return nil
 	}

@@ -5,7 +5,6 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"fmt"
-	"maps"
 	"strconv"
 	"strings"
 	"time"
@@ -28,7 +27,7 @@ var defaultWindow = DefaultCompletionWindow
 // WithCompletionWindow sets how long the record of a task whose handler
 // returned nil under its lock is kept on the lock nodes (docs/guide/RELIABILITY.md,
 // "Once"). The record names that run of that task (its original ID, type and
-// payload; a parked copy counts as its original): a re-delivery of the run,
+// payload): a re-delivery of the run,
 // which asynq makes when it missed the completion (its retry count grew since
 // the run), completes without running the handler; a fresh enqueue that
 // reuses the ID, or an operator's re-run, runs. 0 writes and looks for no record (asynq's
@@ -47,8 +46,8 @@ func WithCompletionWindow(d time.Duration) Option {
 }
 
 // TaskKeyFromContext returns the task's stable key: the ID it was enqueued
-// with, the same for every delivery and for a parked copy (whose ID adds
-// "~rN"). A handler that writes to its own store makes its effect
+// with, the same for every delivery (a copy made by an earlier version,
+// "id~rN", gives "id"). A handler that writes to its own store makes its effect
 // idempotent with it: apply only if (resource, key) was not applied yet, in
 // the same transaction or script as the effect. That closes the window the
 // completion record leaves (a worker killed after the handler returned,
@@ -163,10 +162,15 @@ func (r *taskRun) recordCompletion() {
 	}
 }
 
-// retriedHeader carries, on a resubmitted copy, the run of the delivery
-// that made it (taskMeta.run): the copy's own retry count starts at 0, and
-// its completion record must count on from its original's.
-const retriedHeader = "asynqlock-retried"
+// What an earlier version gave the copies it resubmitted on a last retry
+// ("id~rN", its run in retriedHeader) and the markers that held their IDs
+// (no payload): still read, so that those queued before an upgrade count as
+// their originals, and markers run nothing.
+const (
+	resubmitMark  = "~r"
+	retriedHeader = "asynqlock-retried"
+	markerHeader  = "asynqlock-claimed-by"
+)
 
 // priorRuns reads a copy's retriedHeader (0 for a task that has none).
 func priorRuns(t *asynq.Task) int {
@@ -179,12 +183,4 @@ func priorRuns(t *asynq.Task) int {
 		return 0
 	}
 	return n
-}
-
-// copyHeaders are the headers of a copy of t made by a delivery of run run.
-func copyHeaders(t *asynq.Task, run int) map[string]string {
-	h := make(map[string]string, len(t.Headers())+1)
-	maps.Copy(h, t.Headers())
-	h[retriedHeader] = strconv.Itoa(run)
-	return h
 }

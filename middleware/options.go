@@ -25,16 +25,11 @@ const (
 // the lock client's redlock.WithPrefix comes in front of it on the nodes.
 const resourcePrefix = "task:"
 
-// enqueuer submits tasks; *asynq.Client satisfies it.
-type enqueuer interface {
-	EnqueueContext(ctx context.Context, task *asynq.Task, opts ...asynq.Option) (*asynq.TaskInfo, error)
-}
-
-// taskInspector looks tasks up and deletes them; *asynq.Inspector satisfies
-// it.
+// taskInspector looks tasks up and runs parked ones; *asynq.Inspector
+// satisfies it.
 type taskInspector interface {
 	GetTaskInfo(queue, id string) (*asynq.TaskInfo, error)
-	DeleteTask(queue, id string) error
+	RunTask(queue, id string) error
 }
 
 type config struct {
@@ -47,8 +42,7 @@ type config struct {
 	progress        time.Duration
 	rollback        func(ctx context.Context, t *asynq.Task, cause error) error
 	rollbackTimeout time.Duration
-	enqueuer        enqueuer      // resubmits a busy task on its last retry
-	inspector       taskInspector // keeps a resubmitted task's options, confirms a copy absent
+	inspector       taskInspector // brings parked tasks back (promotion, revival of a last retry's)
 	broker          redis.UniversalClient
 	backstop        time.Duration // a fixed park backstop; 0 (no option sets it): from measured hold times
 	logger          *slog.Logger
@@ -151,27 +145,19 @@ func WithRollback(f func(ctx context.Context, t *asynq.Task, cause error) error)
 }
 
 // WithBroker gives the middleware a client to the asynq broker's Redis (the
-// one the server dequeues from). With it:
-//   - a task that meets a busy resource on its last retry (asynq would
-//     archive it on any error) is resubmitted under a derived ID with its
-//     timeout, deadline and retention (kept as completed at least until
-//     the run's deadline, so that a copy stored late and completed is told
-//     from one never stored), and the current run revoked; when that
-//     fails, the run claims the copy's ID with a marker (a task with no
-//     payload that runs nothing) before it does the work itself, so that a
-//     copy still on its way is never stored (docs/guide/MIDDLEWARE.md); without
-//     WithBroker, such a task waits for its lock as long as its deadline
-//     allows;
-//   - busy tasks are parked: kept in asynq's retry set, recorded in a FIFO
-//     per queue and resource, and moved to the front of their queue when a
-//     task of their resource starts running (a backstop delay brings them
-//     back if nobody does), so a hot resource neither bounces its tasks nor
-//     ties up the workers (docs/guide/HOTKEYS.md).
+// one the server dequeues from). With it busy tasks are parked: kept where
+// asynq puts a task that returns an error (its retry set, or on a last retry
+// or with MaxRetry(0) its archive), under their own ID, recorded in a FIFO
+// per queue and resource, and moved back to their queue with
+// Inspector.RunTask when a task of their resource starts or ends (a backstop
+// brings them back if nobody does), so a hot resource neither bounces its
+// tasks nor ties up the workers (docs/guide/HOTKEYS.md). Without it a task
+// on its last retry waits for its lock as long as its deadline allows.
 //
 // The server needs IsFailure and RetryDelay from this package. The client is
-// shared, never closed by the middleware. Parking moves tasks between
-// asynq's own keys: WithBroker refuses an asynq version other than those the
-// package was tested with (v0.26.0). Default: none.
+// shared, never closed by the middleware. Promotion reads a task's state
+// from asynq's own keys: WithBroker refuses an asynq version other than
+// those the package was tested with (v0.26.0). Default: none.
 func WithBroker(broker redis.UniversalClient) Option {
 	return func(c *config) {
 		if broker == nil {
@@ -183,7 +169,6 @@ func WithBroker(broker redis.UniversalClient) Option {
 			return
 		}
 		c.broker = broker
-		c.enqueuer = asynq.NewClientFromRedisClient(broker)
 		c.inspector = asynq.NewInspectorFromRedisClient(broker)
 	}
 }

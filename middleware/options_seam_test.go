@@ -12,3 +12,5 @@ func withWaitCap(w *waitCap) Option { return func(c *config) { c.waitCap = w } }
 func withMaxWaiters(n int) Option { return func(c *config) { c.maxWaiters = n } }
 
 func withRollbackTimeout(d time.Duration) Option { return func(c *config) { c.rollbackTimeout = d } }
+
+func withBackstop(d time.Duration) Option { return func(c *config) { c.backstop = d } }

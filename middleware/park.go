@@ -4,10 +4,13 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/asynqlock/asynqlock/internal/lockutil"
+	"github.com/hibiken/asynq"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -54,13 +57,12 @@ func markKey(queue, id string) string { return queuePrefix(queue) + parkMarkPart
 
 func outKey(queue, res string) string { return queuePrefix(queue) + parkOutPart + res }
 
-// parkScript records a parked task unless the running task was parked once
-// already. KEYS: fifo, the running task's mark, the returning task's mark.
-// ARGV: member, fifo TTL ms, mark TTL ms. Returns -1 (parked before: do not
-// park again) or the FIFO's length.
+// parkScript records a parked task unless it was parked once already (its
+// mark). KEYS: fifo, the task's mark. ARGV: member, fifo TTL ms, mark TTL
+// ms. Returns -1 (parked before: do not park again) or the FIFO's length.
 var parkScript = redis.NewScript(`
 if redis.call('EXISTS', KEYS[2]) == 1 then return -1 end
-redis.call('SET', KEYS[3], '1', 'PX', ARGV[3])
+redis.call('SET', KEYS[2], '1', 'PX', ARGV[3])
 local n = redis.call('RPUSH', KEYS[1], ARGV[1])
 redis.call('PEXPIRE', KEYS[1], ARGV[2])
 return n`)
@@ -74,21 +76,25 @@ local n = redis.call('LPUSH', KEYS[1], ARGV[1])
 redis.call('PEXPIRE', KEYS[1], ARGV[2])
 return n`)
 
-// promoteScript keeps up to ARGV[7] promoted tasks of a resource on their
+// promoteScript keeps up to ARGV[4] promoted tasks of a resource on their
 // way (pending, or waiting in a worker, and not started yet; promote removes
-// the tasks that started from the zset), or up to ARGV[9] while no other
+// the tasks that started from the zset), or up to ARGV[6] while no other
 // task of the queue is pending (no backlog: promoted tasks then wait in
-// workers nobody else needs): it moves as many parked tasks of
-// the FIFO as there is room for to the back of their queue's pending list,
-// where asynq's own RunTask and forwarder put tasks (tasks queued before
-// them are not overtaken). A record is trusted only if its task is still
-// parked by that very conflict: in the retry set with the record's nonce in
-// its last error, or (a resubmitted copy) in the scheduled set. A completed
-// task kept by Retention, a task already pending or running, one retried for
-// another reason: all are dropped, never run again. A record whose task has
-// not reached the set yet keeps its place for parkSettle (later records may
-// be promoted past it).
-// It first counts the started tasks (ARGV[12] on) as arrived and removes
+// workers nobody else needs): it picks as many parked tasks of the FIFO as
+// there is room for and returns them; promote moves each to the back of its
+// queue's pending list with asynq's Inspector.RunTask (tasks queued before
+// them are not overtaken). The script writes only the middleware's own keys
+// and reads a task's state and last error: a record is trusted only if its
+// task is still parked by that very conflict, in the retry set (or, on a
+// last retry, the archive) with the record's nonce in its last error. A
+// completed task kept by Retention, a task already pending or running, one
+// retried for another reason: all are dropped, never run again. A record
+// whose task has not reached the set yet keeps its place for parkSettle
+// (later records may be promoted past it).
+// A record whose task is due in the retry set within a second is dropped:
+// asynq's forwarder brings it back, and a RunTask racing it could run it
+// again after it completed (RunTask moves a completed task too).
+// It first counts the started tasks (ARGV[10] on) as arrived and removes
 // their marks (they ran: the mark has done its work), and stops there when
 // the FIFO does not exist, so that a resource with tasks parked needs one
 // round trip in all. A promoted task that is neither pending nor active any
@@ -97,35 +103,34 @@ return n`)
 // A record dropped because its task is no longer parked (it came back by
 // its backstop) removes the task's mark if the task is gone or done, and
 // shortens it to promotedMark if it is running.
-// KEYS: fifo, promoted zset. ARGV: task key prefix, pending, retry,
-// scheduled keys, now (ms), now (ns), depth, settle (ms), depth without
-// backlog, stale (ms), mark prefix, started IDs... Returns {remaining, id1,
-// at1, id2, at2...}.
+// KEYS: fifo, promoted zset. ARGV: task key prefix, pending key, now (ms),
+// depth, settle (ms), depth without backlog, stale (ms), mark prefix, retry
+// key, started IDs... Returns {remaining, id1, at1, id2, at2...}.
 var promoteScript = redis.NewScript(`
-for i = 12, #ARGV do
+for i = 10, #ARGV do
   redis.call('ZREM', KEYS[2], ARGV[i])
-  redis.call('DEL', ARGV[11] .. ARGV[i])
+  redis.call('DEL', ARGV[8] .. ARGV[i])
 end
 if redis.call('EXISTS', KEYS[1]) == 0 then return {0} end
 local out = {0}
-local now = tonumber(ARGV[5])
-redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', now - tonumber(ARGV[10]))
+local now = tonumber(ARGV[3])
+redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', now - tonumber(ARGV[7]))
 local queued = 0
-local outs = {}
+local outs = 0
 for _, o in ipairs(redis.call('ZRANGE', KEYS[2], 0, -1)) do
   local st = redis.call('HGET', ARGV[1] .. o, 'state')
   if st == 'pending' then
     queued = queued + 1
-    table.insert(outs, o)
+    outs = outs + 1
   elseif st == 'active' then
-    table.insert(outs, o)
+    outs = outs + 1
   else
     redis.call('ZREM', KEYS[2], o)
   end
 end
-local depth = ARGV[7]
-if redis.call('LLEN', ARGV[2]) <= queued then depth = ARGV[9] end
-local room = tonumber(depth) - #outs
+local depth = ARGV[4]
+if redis.call('LLEN', ARGV[2]) <= queued then depth = ARGV[6] end
+local room = tonumber(depth) - outs
 local moved, i = 0, 0
 for scanned = 1, ` + strconv.Itoa(parkScan) + ` do
   if moved >= room then break end
@@ -134,30 +139,21 @@ for scanned = 1, ` + strconv.Itoa(parkScan) + ` do
   local keep = false
   local at, nonce, id = string.match(m, '^(%d+)|(%w*)|(.*)$')
   if id then
-    local tk = ARGV[1] .. id
-    local f = redis.call('HMGET', tk, 'state', 'msg', 'group')
+    local f = redis.call('HMGET', ARGV[1] .. id, 'state', 'msg', 'group')
     local state, msg, group = f[1], f[2], f[3]
-    if (not state or state == 'active') and now - tonumber(at) < tonumber(ARGV[8]) then
+    if (not state or state == 'active') and now - tonumber(at) < tonumber(ARGV[5]) then
       keep = true
-    else
-      local z
-      if state == 'retry' and nonce ~= '' and msg and string.find(msg, nonce, 1, true) then
-        z = ARGV[3]
-      elseif state == 'scheduled' and nonce == '' then
-        z = ARGV[4]
-      end
-      if z and (not group or group == '') and redis.call('ZREM', z, id) == 1 then
-        redis.call('LPUSH', ARGV[2], id)
-        redis.call('ZADD', KEYS[2], now, id)
-        redis.call('HSET', tk, 'state', 'pending', 'pending_since', ARGV[6])
-        moved = moved + 1
-        table.insert(out, id)
-        table.insert(out, at)
-      elseif not state or state == 'completed' then
-        redis.call('DEL', ARGV[11] .. id)
-      elseif state == 'active' and redis.call('PTTL', ARGV[11] .. id) > ` + strconv.FormatInt(promotedMark.Milliseconds(), 10) + ` then
-        redis.call('PEXPIRE', ARGV[11] .. id, ` + strconv.FormatInt(promotedMark.Milliseconds(), 10) + `)
-      end
+    elseif state == 'retry' and tonumber(redis.call('ZSCORE', ARGV[9], id) or 0) * 1000 <= now + 1000 then
+      -- due: asynq's forwarder brings it back (a RunTask racing it could run it twice)
+    elseif (state == 'retry' or state == 'archived') and nonce ~= '' and msg and string.find(msg, nonce, 1, true) and (not group or group == '') then
+      redis.call('ZADD', KEYS[2], now, id)
+      moved = moved + 1
+      table.insert(out, id)
+      table.insert(out, at)
+    elseif not state or state == 'completed' then
+      redis.call('DEL', ARGV[8] .. id)
+    elseif state == 'active' and redis.call('PTTL', ARGV[8] .. id) > ` + strconv.FormatInt(promotedMark.Milliseconds(), 10) + ` then
+      redis.call('PEXPIRE', ARGV[8] .. id, ` + strconv.FormatInt(promotedMark.Milliseconds(), 10) + `)
     end
   end
   if keep then
@@ -166,7 +162,7 @@ for scanned = 1, ` + strconv.Itoa(parkScan) + ` do
     redis.call('LREM', KEYS[1], 1, m)
   end
 end
-if moved > 0 then redis.call('PEXPIRE', KEYS[2], ARGV[10]) end
+if moved > 0 then redis.call('PEXPIRE', KEYS[2], ARGV[7]) end
 out[1] = redis.call('LLEN', KEYS[1])
 return out`)
 
@@ -174,21 +170,18 @@ return out`)
 type parked struct {
 	again bool   // the task was parked once already: it should wait instead
 	fifo  int    // the FIFO's length with this task
-	nonce string // marks the task's conflict error (retry path)
+	nonce string // marks the task's conflict error
 }
 
-// park records the task that returns as returnID (the running task's ID, or
-// its resubmitted copy's) in res's FIFO. nonce is empty for a copy.
-func (m *mw) park(ctx context.Context, queue, res, runID, returnID string, copy bool) (parked, error) {
-	p := parked{}
-	if !copy {
-		p.nonce = newNonce()
-	}
-	member := strconv.FormatInt(time.Now().UnixMilli(), 10) + "|" + p.nonce + "|" + returnID
-	ttl := max(m.cfg.backstop, parkBackstopMax) + parkMarkTTL
+// park records the running task id in res's FIFO, unless it was parked
+// once already (again).
+func (m *mw) park(ctx context.Context, queue, res, id string) (parked, error) {
+	p := parked{nonce: newNonce()}
+	member := strconv.FormatInt(time.Now().UnixMilli(), 10) + "|" + p.nonce + "|" + id
+	ttl := m.parkTTL()
 	cctx, cancel := lockutil.Detached(ctx)
 	defer cancel()
-	n, err := parkScript.Run(cctx, m.cfg.broker, []string{fifoKey(queue, res), markKey(queue, runID), markKey(queue, returnID)},
+	n, err := parkScript.Run(cctx, m.cfg.broker, []string{fifoKey(queue, res), markKey(queue, id)},
 		member, ttl.Milliseconds(), ttl.Milliseconds()).Int()
 	if err != nil {
 		return p, err
@@ -205,25 +198,26 @@ func (m *mw) park(ctx context.Context, queue, res, runID, returnID string, copy 
 func (m *mw) repark(ctx context.Context, queue, res, id string) (nonce string, fifo int, err error) {
 	nonce = newNonce()
 	member := strconv.FormatInt(time.Now().UnixMilli(), 10) + "|" + nonce + "|" + id
-	ttl := max(m.cfg.backstop, parkBackstopMax) + parkMarkTTL
+	ttl := m.parkTTL()
 	cctx, cancel := lockutil.Detached(ctx)
 	defer cancel()
 	fifo, err = reparkScript.Run(cctx, m.cfg.broker, []string{fifoKey(queue, res)}, member, ttl.Milliseconds()).Int()
 	return nonce, fifo, err
 }
 
-// wasParked reports whether the running task was parked once already.
-func (m *mw) wasParked(ctx context.Context, queue, id string) (bool, error) {
-	cctx, cancel := lockutil.Detached(ctx)
-	defer cancel()
-	n, err := m.cfg.broker.Exists(cctx, markKey(queue, id)).Result()
-	return n == 1, err
-}
+// parkTTL is how long a park record and mark live.
+func (m *mw) parkTTL() time.Duration { return max(m.cfg.backstop, parkBackstopMax) + parkMarkTTL }
 
 // promotion is one promoted task.
 type promotion struct {
 	id     string
 	parked time.Duration // how long it was parked
+}
+
+// runner moves a task to its queue's pending list; *asynq.Inspector
+// satisfies it.
+type runner interface {
+	RunTask(queue, id string) error
 }
 
 // promote counts the started tasks as arrived and keeps up to d.busy
@@ -232,7 +226,9 @@ type promotion struct {
 // With parked (res had records at the last call) it runs the script at once,
 // one round trip; without, plain commands first, cheaper for a resource with
 // nothing parked (the common case), and the script only if the FIFO exists.
-func promote(ctx context.Context, broker redis.UniversalClient, queue, res string, started []string, d depths, parked bool) ([]promotion, int, error) {
+// A task the script picked that run cannot move (it came back by itself
+// meanwhile) is not reported.
+func promote(ctx context.Context, broker redis.UniversalClient, run runner, queue, res string, started []string, d depths, parked bool) ([]promotion, int, error) {
 	fifo, promoted := fifoKey(queue, res), outKey(queue, res)
 	if !parked {
 		pipe := broker.Pipeline()
@@ -252,8 +248,8 @@ func promote(ctx context.Context, broker redis.UniversalClient, queue, res strin
 	}
 	now := time.Now()
 	p := queuePrefix(queue)
-	args := append([]any{p + "t:", p + "pending", p + "retry", p + "scheduled",
-		now.UnixMilli(), now.UnixNano(), d.busy, parkSettle.Milliseconds(), d.idle, promotedStale.Milliseconds(), p + parkMarkPart}, anys(started)...)
+	args := append([]any{p + "t:", p + "pending", now.UnixMilli(), d.busy, parkSettle.Milliseconds(), d.idle,
+		promotedStale.Milliseconds(), p + parkMarkPart, p + "retry"}, anys(started)...)
 	vals, err := promoteScript.Run(ctx, broker, []string{fifo, promoted}, args...).Slice()
 	if err != nil || len(vals) == 0 {
 		return nil, 0, err
@@ -263,10 +259,16 @@ func promote(ctx context.Context, broker redis.UniversalClient, queue, res strin
 	for i := 1; i+1 < len(vals); i += 2 {
 		id, _ := vals[i].(string)
 		at, _ := vals[i+1].(string)
+		if rerr := run.RunTask(queue, id); rerr != nil {
+			if !errors.Is(rerr, asynq.ErrTaskNotFound) && !strings.Contains(rerr.Error(), "already") {
+				err = rerr
+			}
+			continue
+		}
 		ms, _ := strconv.ParseInt(at, 10, 64)
 		out = append(out, promotion{id: id, parked: now.Sub(time.UnixMilli(ms))})
 	}
-	return out, int(left), nil
+	return out, int(left), err
 }
 
 func anys(ss []string) []any {

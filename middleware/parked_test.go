@@ -20,15 +20,14 @@ func TestParkedTasksListsWhatParkRecorded(t *testing.T) {
 	m := &mw{cfg: config{broker: e.raw}}
 	for _, p := range []struct {
 		queue, res, id string
-		copy           bool
 	}{
-		{"default", "sku:A", "t1", false},
-		{"default", "sku:A", "t2-copy", true},
-		{"default", "sku:B", "t3", false},
-		{"low", "sku:A", "t4", false},
-		{"other", "sku:C", "t5", false}, // a queue not asked for
+		{"default", "sku:A", "t1"},
+		{"default", "sku:A", "t2"},
+		{"default", "sku:B", "t3"},
+		{"low", "sku:A", "t4"},
+		{"other", "sku:C", "t5"}, // a queue not asked for
 	} {
-		if _, err := m.park(ctx, p.queue, p.res, "run-"+p.id, p.id, p.copy); err != nil {
+		if _, err := m.park(ctx, p.queue, p.res, p.id); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -36,7 +35,7 @@ func TestParkedTasksListsWhatParkRecorded(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := map[string][]string{"sku:A": {"t1", "t2-copy", "t4"}, "sku:B": {"t3"}}
+	want := map[string][]string{"sku:A": {"t1", "t2", "t4"}, "sku:B": {"t3"}}
 	if len(got) != len(want) {
 		t.Fatalf("parked %v, want %v", got, want)
 	}

@@ -2,83 +2,47 @@ package middleware
 
 import (
 	"context"
-	"fmt"
+	"errors"
+	"strings"
+	"time"
 
 	"github.com/asynqlock/asynqlock/redlock"
 	"github.com/hibiken/asynq"
 )
 
 // parkTask parks a task that met its resource busy (see WithBroker); cause
-// is why the lock was not had. done is false when parking could not be
-// done (no queue, broker unreachable): the caller then requeues the task as
-// without parking, or, on a last retry, resubmits it under copyID when set
-// (the ID of a resubmission that failed, whose copy may still land).
-func (r *taskRun) parkTask(ctx context.Context, cause error) (lock *redlock.Lock, copyID string, done bool, err error) {
+// is why the lock was not had. A task on its last retry is parked the same
+// way: asynq archives it, and it is brought back from there (reviveLater).
+// done is false when parking could not be done (broker unreachable): the
+// caller then requeues the task as without parking.
+func (r *taskRun) parkTask(ctx context.Context, cause error) (lock *redlock.Lock, done bool, err error) {
 	m, meta := r.m, r.meta
-	if meta.budgetSpent() {
-		return r.parkCopy(ctx, cause)
-	}
-	p, perr := m.park(ctx, meta.queue, r.res, meta.id, meta.id, false)
+	p, perr := m.park(ctx, meta.queue, r.res, meta.id)
 	if perr != nil {
 		m.warnPark(r.res, perr)
-		return nil, "", false, nil
+		return nil, false, nil
 	}
 	m.warnPark(r.res, nil)
 	m.parkedHere(meta.queue, r.res, p.fifo)
 	if p.again {
 		lock, err = r.waitParked(ctx)
-		return lock, "", true, err
+		return lock, true, err
 	}
 	busy := &conflictError{resource: r.res, cause: cause, delay: m.backstop(r.res, p.fifo-1), nonce: p.nonce}
-	r.observeParked(cause, p.fifo)
-	traceParked(ctx, r.res, cause, p.fifo, busy.delay, "")
-	r.log.Debug("task parked: resource busy", "cause", cause, "position", p.fifo, "backstop", busy.delay)
-	return nil, "", true, busy
+	r.parked(ctx, busy, p.fifo)
+	return nil, true, busy
 }
 
-// parkCopy parks a task on its last retry, which asynq would archive on any
-// error: a copy is resubmitted to the scheduled set with the backstop delay
-// and recorded, and this run is revoked. A resubmission that fails hands
-// its copy's ID to the usual last-retry path.
-func (r *taskRun) parkCopy(ctx context.Context, cause error) (*redlock.Lock, string, bool, error) {
-	m, meta := r.m, r.meta
-	if m.cfg.enqueuer == nil {
-		return nil, "", false, nil
+// parked tells that the task was parked at position fifo, busy being its
+// error. On a last retry asynq archives it: it is brought back after the
+// backstop unless a promotion did it first (reviveLater).
+func (r *taskRun) parked(ctx context.Context, busy *conflictError, fifo int) {
+	if r.meta.budgetSpent() {
+		r.m.reviveLater(r.meta.queue, r.res, r.meta.id, busy.nonce, busy.delay, fifo > 0)
 	}
-	again, err := m.wasParked(ctx, meta.queue, meta.id)
-	if err != nil {
-		m.warnPark(r.res, err)
-		return nil, "", false, nil
-	}
-	if again {
-		// Waits like any parked task; if the wait ends first, the usual
-		// last-retry path resubmits it (it must not be archived).
-		m.forceWait(r.res)
-		if lock, err := m.waitFor(ctx, r.res, max(m.cfg.policy.wait, defaultWait), r.opts); err == nil {
-			return lock, "", true, nil
-		}
-		m.promoteAhead(meta.queue, r.res, meta.id) // no longer on its way: frees its promotion slot
-		return nil, "", false, nil
-	}
-	busy := &conflictError{resource: r.res, cause: cause, delay: m.backstop(r.res, m.waiting(r.res))}
-	// Recorded first: the record waits parkSettle for its copy to be
-	// stored, while a copy promoted by nobody would wait for its backstop.
-	id := r.copyID()
-	p, perr := m.park(ctx, meta.queue, r.res, meta.id, id, true)
-	m.warnPark(r.res, perr)
-	m.parkedHere(meta.queue, r.res, p.fifo)
-	if err := r.resubmit(ctx, id, busy); err != nil {
-		// The usual last-retry path takes over, with this ID: a copy
-		// stored late under it, even one that ran already, must show.
-		return nil, id, false, nil
-	}
-	m.warnResubmit(r.res, nil)
-	r.observeParked(cause, p.fifo)
-	if perr == nil { // recorded: it comes back on a promotion
-		traceParked(ctx, r.res, cause, p.fifo, busy.delay, id)
-	}
-	r.log.Debug("task parked on its last retry: resource busy; a copy was resubmitted", "cause", cause, "copy_id", id, "position", p.fifo, "backstop", busy.delay)
-	return nil, "", true, fmt.Errorf("%s parked as %s: %w: %w", r.name(), id, busy, asynq.RevokeTask)
+	r.observeParked(busy.cause, fifo)
+	traceParked(ctx, r.res, busy.cause, fifo, busy.delay)
+	r.log.Debug("task parked: resource busy", "cause", busy.cause, "position", fifo, "backstop", busy.delay, "last_retry", r.meta.budgetSpent())
 }
 
 // observeParked reports the task parked after cause, at position fifo.
@@ -105,36 +69,40 @@ func (r *taskRun) waitParked(ctx context.Context) (*redlock.Lock, error) {
 		if ferr := r.acquireFailed(ctx, err); ferr != nil {
 			return nil, ferr
 		}
-	} else if busy := r.reparkFirst(ctx); busy != nil {
+	} else if busy := r.reparkFirst(ctx, errWaitCap); busy != nil {
 		return nil, busy
 	}
 	m.promoteAhead(r.meta.queue, r.res, r.meta.id) // no longer on its way: frees its promotion slot
+	if r.meta.budgetSpent() {
+		return nil, r.reparkFirst(ctx, err) // a requeue would archive it
+	}
 	busy := &conflictError{resource: r.res, cause: err, delay: m.delay(r.res)}
 	r.observeWait(r.lockEvent(EventConflict, "requeue", err))
 	r.log.Debug("task requeued: parked once already and its resource stayed busy", "cause", err)
 	return nil, busy
 }
 
-// reparkFirst parks again, at the head of its resource's FIFO, a task
-// that was parked once and found no room to wait (the process's waiters
-// at their cap across resources): the next promotion brings it back first,
-// where a requeue would keep it away a trip through asynq's retry set (a
-// second or more) behind the tasks parked after it, and its worker is free
-// for other tasks meanwhile. Its promotion slot frees itself (the promote
-// script drops a promoted task that is neither pending nor active). nil
-// when the broker failed: the caller requeues it.
-func (r *taskRun) reparkFirst(ctx context.Context) error {
+// reparkFirst parks again after cause, at the head of its resource's FIFO,
+// a task that was parked once and found no room to wait (the process's
+// waiters at their cap across resources), or a task on its last retry that
+// was not parked: the next promotion brings it back first, where a requeue
+// would keep it away a trip through asynq's retry set (a second or more)
+// behind the tasks parked after it, and its worker is free for other tasks
+// meanwhile. Its promotion slot frees itself (the promote script drops a
+// promoted task that is neither pending nor active). nil when the broker
+// failed: the caller requeues it; never on a last retry, where a requeue
+// would archive the task: it is parked then all the same, brought back by
+// its backstop alone.
+func (r *taskRun) reparkFirst(ctx context.Context, cause error) error {
 	m, meta := r.m, r.meta
 	nonce, fifo, err := m.repark(ctx, meta.queue, r.res, meta.id)
 	m.warnPark(r.res, err)
-	if err != nil {
+	if err != nil && !meta.budgetSpent() {
 		return nil
 	}
 	m.parkedHere(meta.queue, r.res, fifo)
-	busy := &conflictError{resource: r.res, cause: errWaitCap, delay: m.backstop(r.res, 0), nonce: nonce}
-	r.observeParked(errWaitCap, 1)
-	traceParked(ctx, r.res, errWaitCap, 1, busy.delay, "")
-	r.log.Debug("task parked again, first in line: no room to wait", "backstop", busy.delay)
+	busy := &conflictError{resource: r.res, cause: cause, delay: m.backstop(r.res, 0), nonce: nonce}
+	r.parked(ctx, busy, fifo)
 	return busy
 }
 
@@ -151,4 +119,47 @@ func (m *mw) waiting(res string) int {
 // warnPark logs a failing park call once per change of state.
 func (m *mw) warnPark(res string, err error) {
 	m.brokerState(&m.parkErr, res, err, "cannot park tasks in the broker: busy tasks are requeued on a timer", "parking busy tasks again")
+}
+
+// Revival of a task parked on its last retry (in asynq's archive, which
+// brings nothing back by itself): looked at after its backstop, then, while
+// it is still parked or running (its run returning, or promoted meanwhile)
+// or the broker fails, again twice as late each time up to reviveStep, for
+// reviveFor in all (past it, only an operator brings the task back,
+// docs/guide/OPERATIONS.md).
+const (
+	reviveStep = time.Minute
+	reviveFor  = 15 * time.Minute
+)
+
+// reviveLater looks, after d, at the task id of queue parked on res on its
+// last retry with nonce: while it is archived with nonce in its last error
+// (by that very park) it asks for a promotion of res, which moves it back
+// to its queue (Inspector.RunTask) through its record, one promoter alone;
+// a task whose record was not written (recorded false) or has expired is
+// moved here.
+func (m *mw) reviveLater(queue, res, id, nonce string, d time.Duration, recorded bool) {
+	recordUntil := time.Now().Add(m.parkTTL())
+	until := time.Now().Add(reviveFor)
+	var try func()
+	try = func() {
+		info, err := m.cfg.inspector.GetTaskInfo(queue, id)
+		if errors.Is(err, asynq.ErrTaskNotFound) {
+			return // gone (deleted)
+		}
+		parked := err == nil && info.State == asynq.TaskStateArchived && strings.Contains(info.LastErr, nonce)
+		switch {
+		case parked && recorded && time.Now().Before(recordUntil):
+			m.promoteAhead(queue, res, "")
+		case parked:
+			err = m.cfg.inspector.RunTask(queue, id)
+		case err == nil && info.State != asynq.TaskStateActive:
+			return // back already
+		}
+		m.warnPromote(res, err)
+		if d = min(2*d, reviveStep); time.Now().Add(d).Before(until) {
+			time.AfterFunc(d, try)
+		}
+	}
+	time.AfterFunc(d, try)
 }

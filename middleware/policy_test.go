@@ -200,120 +200,58 @@ func TestShortWaitPastTheBound(t *testing.T) {
 }
 
 // TestConflictOnLastRetryIsNeverArchived: with MaxRetry(0) (or on the last
-// retry) asynq archives on any error, so the task is resubmitted under a
-// derived ID and the current run revoked; without an enqueuer the task
-// waits for the lock instead.
+// retry) asynq archives on any error. With a broker the task is parked all
+// the same: its run ends with a conflict (no failure, no revoke), asynq
+// keeps it archived under its own ID, and it is brought back to its queue
+// (RunTask) after its backstop, by that park only. Without a broker it
+// waits for the lock within its deadline.
 func TestConflictOnLastRetryIsNeverArchived(t *testing.T) {
 	ctx := context.Background()
-	t.Run("resubmitted", func(t *testing.T) {
-		e, _ := busyEnv(t, taskMeta{id: "abc", queue: "critical", retried: 0, maxRetry: 0, known: true})
-		enq := &fakeEnqueuer{}
-		rec := &recorder{}
-		h := Lock(e.locks, ByField("sku"), WithPolicy(Requeue()), withEnqueuer(enq))(rec)
-		err := h.ProcessTask(ctx, adjust())
-		if !errors.Is(err, asynq.RevokeTask) || errors.Is(err, asynq.SkipRetry) {
-			t.Fatalf("err %v, want RevokeTask after resubmitting", err)
-		}
-		if len(enq.ids) != 1 || enq.ids[0] != "abc~r1" || rec.count() != 0 {
-			t.Fatalf("resubmitted %v, runs %d", enq.ids, rec.count())
-		}
-		if len(enq.ids) != 1 || rec.count() != 0 {
-			t.Fatalf("resubmitted %v, runs %d", enq.ids, rec.count())
-		}
-		var queue string
-		var maxRetry = -1
-		for _, o := range enq.opts[0] {
-			switch o.Type() {
-			case asynq.QueueOpt:
-				queue = o.Value().(string)
-			case asynq.MaxRetryOpt:
-				maxRetry = o.Value().(int)
-			}
-		}
-		if queue != "critical" || maxRetry != 0 {
-			t.Fatalf("resubmitted to queue %q with MaxRetry %d", queue, maxRetry)
-		}
-		// A crash before the revoke redelivers the task: no second copy.
-		if err := h.ProcessTask(ctx, adjust()); !errors.Is(err, asynq.RevokeTask) || len(enq.ids) != 1 {
-			t.Fatalf("second run: %v, copies %v", err, enq.ids)
-		}
-		if nextID("abc~r1") != "abc~r2" || nextID("x~ry") != "x~ry~r1" {
-			t.Fatal("nextID")
-		}
-	})
-	t.Run("keeps the original's timeout, deadline and retention", func(t *testing.T) {
+	t.Run("parked in the archive, brought back", func(t *testing.T) {
 		e, _ := busyEnv(t, taskMeta{id: "abc", queue: "critical", retried: 2, maxRetry: 2, known: true})
-		deadline := time.Now().Add(time.Hour).Truncate(time.Second)
-		insp := &fakeInspector{tasks: map[string]asynq.TaskInfo{
-			"critical/abc": {Timeout: 90 * time.Second, Deadline: deadline, Retention: 24 * time.Hour},
-		}}
-		enq := &fakeEnqueuer{}
-		h := Lock(e.locks, ByField("sku"), WithPolicy(Requeue()), withEnqueuer(enq), withInspector(insp))(&recorder{})
-		if err := h.ProcessTask(ctx, adjust()); !errors.Is(err, asynq.RevokeTask) {
-			t.Fatalf("err %v, want RevokeTask after resubmitting", err)
-		}
-		if !slices.Equal(insp.asked, []string{"critical/abc~r1", "critical/abc"}) {
-			t.Fatalf("looked up %v, want the copy's ID, then the task", insp.asked)
-		}
-		got := optionValues(enq.opts[0])
-		if got[asynq.TimeoutOpt] != 90*time.Second || got[asynq.DeadlineOpt] != deadline ||
-			got[asynq.RetentionOpt] != 24*time.Hour || got[asynq.MaxRetryOpt] != 0 || got[asynq.QueueOpt] != "critical" {
-			t.Fatalf("resubmitted with %v", got)
-		}
-
-		// A failed lookup still resubmits, with the queue's defaults.
-		withMeta(t, taskMeta{id: "def", queue: "critical", retried: 2, maxRetry: 2, known: true})
-		insp.err = errors.New("broker down")
-		if err := h.ProcessTask(ctx, adjust()); !errors.Is(err, asynq.RevokeTask) {
-			t.Fatalf("err %v after a failed lookup, want RevokeTask", err)
-		}
-		got = optionValues(enq.opts[1])
-		if _, ok := got[asynq.TimeoutOpt]; ok || enq.ids[1] != "def~r1" {
-			t.Fatalf("after a failed lookup resubmitted %s with %v", enq.ids[1], got)
-		}
-	})
-	t.Run("a lost reply does not make two copies", func(t *testing.T) {
-		e, _ := busyEnv(t, taskMeta{id: "abc", queue: "default", retried: 0, maxRetry: 0, known: true})
+		insp := &fakeInspector{}
 		rec := &recorder{}
-		enq := &fakeEnqueuer{lostReplies: 1}
-		h := Lock(e.locks, ByField("sku"), WithPolicy(Requeue()), withEnqueuer(enq))(rec)
-		if err := h.ProcessTask(ctx, adjust()); !errors.Is(err, asynq.RevokeTask) || rec.count() != 0 {
-			t.Fatalf("err %v, runs %d; want the run revoked: its copy was stored", err, rec.count())
+		h := Lock(e.locks, ByField("sku"), WithPolicy(Requeue()), WithBroker(e.raw), withInspector(insp), withBackstop(200*time.Millisecond))(rec)
+		err := h.ProcessTask(ctx, adjust())
+		if !errors.Is(err, ErrConflict) || IsFailure(err) || errors.Is(err, asynq.RevokeTask) || errors.Is(err, asynq.SkipRetry) || rec.count() != 0 {
+			t.Fatalf("err %v, runs %d; want a conflict, the task parked", err, rec.count())
 		}
-		if ids := enq.stored(); len(ids) != 1 || ids[0] != "abc~r1" {
-			t.Fatalf("copies %v, want [abc~r1]", ids)
+		// As asynq archives it: its hash (read by the promotion) and what its
+		// inspector shows.
+		e.raw.HSet(ctx, queuePrefix("critical")+"t:abc", "state", "archived", "msg", err.Error())
+		insp.set("critical", "abc", asynq.TaskStateArchived, err.Error())
+		if n := e.raw.LLen(ctx, fifoKey("critical", res)).Val(); n != 1 {
+			t.Fatalf("%d park records, want 1", n)
 		}
-	})
-	// A failed resubmission whose copy's ID cannot be claimed either: when
-	// nobody can tell whether a copy exists, the task is archived, not run
-	// twice. The ID claimed, or a copy found, see latecopy_test.go.
-	t.Run("failed resubmission", func(t *testing.T) {
-		cases := []struct {
-			name string
-			insp *fakeInspector
-		}{
-			{name: "no inspector"},
-			{name: "inspector cannot tell", insp: &fakeInspector{err: errors.New("broker down")}},
+		// Another task archived for another reason is not touched.
+		withMeta(t, taskMeta{id: "def", queue: "critical", retried: 0, maxRetry: 0, known: true})
+		err = h.ProcessTask(ctx, adjust())
+		e.raw.HSet(ctx, queuePrefix("critical")+"t:def", "state", "archived", "msg", "some failure")
+		insp.set("critical", "def", asynq.TaskStateArchived, "some failure")
+		if !errors.Is(err, ErrConflict) {
+			t.Fatalf("second task: %v", err)
 		}
-		for _, tc := range cases {
-			t.Run(tc.name, func(t *testing.T) {
-				e, _ := busyEnv(t, taskMeta{id: "abc", queue: "default", retried: 0, maxRetry: 0, known: true})
-				rec := &recorder{}
-				opts := []Option{WithPolicy(Requeue()), withEnqueuer(&fakeEnqueuer{err: errors.New("broker down")})}
-				if tc.insp != nil {
-					opts = append(opts, withInspector(tc.insp))
-				}
-				err := Lock(e.locks, ByField("sku"), opts...)(rec).ProcessTask(ctx, adjust())
-				if err == nil || errors.Is(err, asynq.RevokeTask) || !strings.Contains(err.Error(), "broker down") || rec.count() != 0 {
-					t.Fatalf("err %v, runs %d; want the run failed (archived), not run", err, rec.count())
-				}
-				if tok := e.holder(t, res); tok == "" {
-					t.Fatal("the other holder's lock is gone: the task took it")
-				}
-			})
+		waitFor(t, "the parked task brought back from the archive", func() bool { return len(insp.runs()) > 0 })
+		time.Sleep(500 * time.Millisecond)
+		if got := insp.runs(); !slices.Equal(got, []string{"critical/abc"}) {
+			t.Fatalf("brought back %v, want [critical/abc]", got)
 		}
 	})
-	t.Run("waits without an enqueuer", func(t *testing.T) {
+	// A Timeout shorter than the wait: the wait ends shortly before the
+	// task's deadline with a conflict, which keeps its retry count, not with
+	// the deadline (a failure to asynq, which consumes it or archives).
+	t.Run("a wait ends before the deadline with a conflict", func(t *testing.T) {
+		e, _ := busyEnv(t, taskMeta{id: "abc", retried: 0, maxRetry: 5, known: true})
+		rec := &recorder{}
+		h := Lock(e.locks, ByField("sku"), WithPolicy(Wait(10*time.Second)))(rec)
+		tctx, cancel := context.WithTimeout(ctx, time.Second)
+		defer cancel()
+		err := h.ProcessTask(tctx, adjust())
+		if !errors.Is(err, ErrConflict) || IsFailure(err) || tctx.Err() != nil || rec.count() != 0 {
+			t.Fatalf("err %v (deadline passed: %v), runs %d; want a conflict before the deadline", err, tctx.Err(), rec.count())
+		}
+	})
+	t.Run("waits without a broker", func(t *testing.T) {
 		e, held := busyEnv(t, taskMeta{id: "abc", retried: 3, maxRetry: 3, known: true})
 		time.AfterFunc(300*time.Millisecond, func() { _ = held.Release(ctx) })
 		rec := &recorder{}

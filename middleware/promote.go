@@ -174,7 +174,7 @@ func (m *mw) promoteLoop(res string, e *resState, p *promoState) {
 		p.calls++
 		m.mu.Unlock()
 		ctx, cancel := context.WithTimeout(context.Background(), lockutil.ReleaseTimeout)
-		moved, left, err := promote(ctx, m.cfg.broker, p.queue, res, ids, m.promoteDepth(res), hint)
+		moved, left, err := promote(ctx, m.cfg.broker, m.cfg.inspector, p.queue, res, ids, m.promoteDepth(res), hint)
 		cancel()
 		m.promoted(res, e, p, moved, left, err)
 	}

@@ -20,6 +20,7 @@ func (e *env) parkTasks(t *testing.T, queue, res string, n int) {
 	ctx := context.Background()
 	p := queuePrefix(queue)
 	at := strconv.FormatInt(time.Now().UnixMilli(), 10)
+	e.raw.SAdd(ctx, "asynq:queues", queue) // as asynq registers a queue
 	for i := range n {
 		id, nonce := fmt.Sprintf("hot-%02d", i), fmt.Sprintf("p%02d", i)
 		if err := e.raw.HSet(ctx, p+"t:"+id, "state", "retry", "msg", "conflict "+nonce).Err(); err != nil {
@@ -55,7 +56,7 @@ func promoteDepthCase(t *testing.T, d depths, backlog, want int, hint bool) {
 		e.raw.LPush(ctx, queuePrefix(queue)+"pending", fmt.Sprintf("cold-%d", i))
 	}
 	e.parkTasks(t, queue, res, 10)
-	moved, left, err := promote(ctx, e.raw, queue, res, nil, d, hint)
+	moved, left, err := promote(ctx, e.raw, asynq.NewInspectorFromRedisClient(e.raw), queue, res, nil, d, hint)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -64,14 +65,14 @@ func promoteDepthCase(t *testing.T, d depths, backlog, want int, hint bool) {
 	}
 	// The promoted tasks are pending now; they are no backlog of their own,
 	// and nothing more moves until they start.
-	if again, _, err := promote(ctx, e.raw, queue, res, nil, d, hint); err != nil || len(again) != 0 {
+	if again, _, err := promote(ctx, e.raw, asynq.NewInspectorFromRedisClient(e.raw), queue, res, nil, d, hint); err != nil || len(again) != 0 {
 		t.Fatalf("second promotion moved %d (err %v), want 0", len(again), err)
 	}
 	// One starts: asynq moves it from pending to active.
 	started := moved[0].id
 	e.raw.LRem(ctx, queuePrefix(queue)+"pending", 1, started)
 	e.raw.HSet(ctx, queuePrefix(queue)+"t:"+started, "state", "active")
-	if again, _, err := promote(ctx, e.raw, queue, res, []string{started}, d, hint); err != nil || len(again) != 1 {
+	if again, _, err := promote(ctx, e.raw, asynq.NewInspectorFromRedisClient(e.raw), queue, res, []string{started}, d, hint); err != nil || len(again) != 1 {
 		t.Fatalf("after one promoted task started, moved %d (err %v), want 1", len(again), err)
 	}
 }
@@ -84,7 +85,7 @@ func TestPromotionCountsStartedTasksWithNothingParked(t *testing.T) {
 	e := newEnv(t)
 	for _, hint := range []bool{false, true} {
 		e.raw.ZAdd(ctx, outKey("q", res), redis.Z{Score: 1, Member: "started"})
-		if moved, left, err := promote(ctx, e.raw, "q", res, []string{"started"}, depths{busy: 2, idle: 6}, hint); err != nil || len(moved) != 0 || left != 0 {
+		if moved, left, err := promote(ctx, e.raw, asynq.NewInspectorFromRedisClient(e.raw), "q", res, []string{"started"}, depths{busy: 2, idle: 6}, hint); err != nil || len(moved) != 0 || left != 0 {
 			t.Fatalf("parked=%v: moved %d, left %d, err %v; want nothing", hint, len(moved), left, err)
 		}
 		if n := e.raw.ZCard(ctx, outKey("q", res)).Val(); n != 0 {
@@ -103,7 +104,7 @@ func TestRunEndingBesideALocalWaiterLeavesThePromotionToIt(t *testing.T) {
 	ctx := context.Background()
 	e := newEnv(t)
 	cfg := defaultConfig()
-	cfg.broker, cfg.logger = e.raw, slog.Default()
+	cfg.broker, cfg.inspector, cfg.logger = e.raw, asynq.NewInspectorFromRedisClient(e.raw), slog.Default()
 	m := newMW(e.locks, nil, cfg)
 	const queue = "q-owed"
 	owed := func(r string) string {

@@ -14,9 +14,9 @@ import (
 // when the task has a key: what every step needs to know about the task
 // (the task and its handler, asynq's metadata, its resource, when it began
 // to ask for its lock, its log) and, from acquisition to release, its lock.
-// The steps (conflict, park or resubmit, run, rollback, clean-up) are its
+// The steps (conflict, park, run, rollback, clean-up) are its
 // methods, so that each signature names only what that step adds (the
-// conflict's cause, a copy's ID); what every task of the process shares
+// conflict's cause); what every task of the process shares
 // (the table of resources, the broker's state) stays in mw. A taskRun
 // belongs to the task's goroutine: it is never shared.
 type taskRun struct {

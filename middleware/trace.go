@@ -30,7 +30,6 @@ const (
 	attrRounds   = attribute.Key("asynqlock.rounds")
 	attrPosition = attribute.Key("asynqlock.position")
 	attrBackstop = attribute.Key("asynqlock.backstop_ms")
-	attrCopy     = attribute.Key("asynqlock.copy_id")
 	attrCause    = attribute.Key("asynqlock.cause")
 	attrError    = attribute.Key("asynqlock.error")
 )
@@ -90,17 +89,13 @@ func taskEvent(ctx context.Context, name string, attrs ...attribute.KeyValue) {
 }
 
 // traceParked notes on the task's span that it was parked at position in
-// res's FIFO, back by itself after backstop; copyID names the resubmitted
-// copy that returns instead (a task on its last retry), or is empty.
-func traceParked(ctx context.Context, res string, cause error, position int, backstop time.Duration, copyID string) {
+// res's FIFO, back by itself after backstop.
+func traceParked(ctx context.Context, res string, cause error, position int, backstop time.Duration) {
 	if !trace.SpanFromContext(ctx).IsRecording() {
 		return
 	}
 	attrs := []attribute.KeyValue{attrResource.String(res), attrReason.String(cause.Error()),
 		attrPosition.Int(position), attrBackstop.Int64(backstop.Milliseconds())}
-	if copyID != "" {
-		attrs = append(attrs, attrCopy.String(copyID))
-	}
 	taskEvent(ctx, eventParked, attrs...)
 }
 

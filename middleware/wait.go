@@ -45,18 +45,24 @@ func (m *mw) waitFor(ctx context.Context, res string, bound time.Duration, opts 
 	rounds := 0
 	defer func() { m.endWait(span, rounds, err) }()
 	holder, same := "", 0
+	var waited time.Duration
 	for round := 1; ; round++ {
 		rounds = round
 		since := time.Now()
-		wctx, cancel := context.WithTimeout(ctx, bound)
+		b, last := bound, false
+		if left, ok := timeLeft(ctx); ok && left <= bound {
+			b, last = max(left, 0), true // the task's deadline ends the wait, with a conflict
+		}
+		wctx, cancel := context.WithTimeout(ctx, b)
 		lock, err = m.client.Acquire(wctx, res, m.cfg.ttl, opts...)
 		ended := wctx.Err() != nil
 		cancel()
+		waited += time.Since(since)
 		if err == nil || ctx.Err() != nil || !ended {
 			return lock, err
 		}
 		noQuorum := errors.Is(err, redlock.ErrQuorum) && !errors.Is(err, redlock.ErrLocked)
-		if round < waitRounds && !noQuorum {
+		if round < waitRounds && !noQuorum && !last {
 			// A task waiting behind another of this process hears only
 			// ErrLocked; the nodes tell whether they fail.
 			now, known := m.holderOf(ctx, res)
@@ -79,8 +85,30 @@ func (m *mw) waitFor(ctx context.Context, res string, bound time.Duration, opts 
 			cause = redlock.ErrQuorum
 			m.sawOutage(bound)
 		}
-		return nil, fmt.Errorf("%w (after waiting %v)", cause, time.Duration(round)*bound)
+		return nil, fmt.Errorf("%w (after waiting %v)", cause, waited.Round(time.Millisecond))
 	}
+}
+
+// timeLeft is how long a task may still wait for its lock: until shortly
+// before its deadline (a fifth of what is left, 20ms to 1s), so that it
+// returns a conflict, which keeps its retry count, rather than asynq's
+// deadline error, a failure that consumes it or archives the task. ok is
+// false without a deadline.
+func timeLeft(ctx context.Context) (time.Duration, bool) {
+	dl, ok := ctx.Deadline()
+	if !ok {
+		return 0, false
+	}
+	left := time.Until(dl)
+	return left - min(time.Second, max(left/5, 20*time.Millisecond)), true
+}
+
+// beforeDeadline is ctx ending at timeLeft, if it has a deadline.
+func beforeDeadline(ctx context.Context) (context.Context, context.CancelFunc) {
+	if left, ok := timeLeft(ctx); ok {
+		return context.WithTimeout(ctx, max(left, 0))
+	}
+	return context.WithCancel(ctx)
 }
 
 // holderOf returns the token most lock nodes report for res ("" when

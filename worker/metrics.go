@@ -123,7 +123,7 @@ func boolGauge(g prometheus.Gauge, v bool) {
 var (
 	acquireOutcomes = []string{redlock.OutcomeOf(nil), redlock.OutcomeOf(redlock.ErrLocked),
 		redlock.OutcomeOf(redlock.ErrQuorum), redlock.OutcomeOf(context.Canceled), redlock.OutcomeOf(redlock.ErrInvalid)}
-	conflictActions = []string{"park", "requeue", "skip", "fail", "resubmit", "wait-exhausted-budget"}
+	conflictActions = []string{"park", "requeue", "skip", "fail", "wait-exhausted-budget"}
 	handoverKinds   = []string{"local", "remote"}
 	limitPhases     = []string{"started", "done"}
 	resultLabels    = []string{"ok", "failed"}

@@ -94,27 +94,32 @@ func scanOne(ctx context.Context, c redis.Cmdable, pattern string, limit int) ([
 	return keys, it.Err()
 }
 
-// parkedCount is how many tasks of a queue wait parked in asynq's retry and
-// scheduled sets (parkedInQueue).
+// parkedCount is how many tasks of a queue wait parked in asynq's retry set
+// and archive (a task parked on its last retry; parkedInQueue).
 type parkedCount struct {
-	Retry, Scheduled int
+	Retry, Archived int
 	// Capped is true when a set held more tasks than the limit looked at:
 	// the counts are then lower bounds.
 	Capped bool
 }
 
-// parkedInQueue counts the tasks of queue that are parked: in asynq's retry or scheduled set with a
+// parkedInQueue counts the tasks of queue that are parked: in asynq's retry set or archive with a
 // park mark, i.e. parked and not started since. They are healthy waits for
-// a busy resource, counted by asynq among its retry (or scheduled) tasks; a
-// monitor subtracts them to see the retries that are failures. It looks at
-// the first limit tasks of each set, in two round trips per set.
+// a busy resource, counted by asynq among its retry (or archived) tasks; a
+// monitor subtracts them to see the retries and archived tasks that are
+// failures. It looks at the first limit tasks of the retry set and the
+// latest limit of the archive, in two round trips per set.
 func parkedInQueue(ctx context.Context, broker redis.UniversalClient, queue string, limit int) (parkedCount, error) {
 	var pc parkedCount
 	for _, set := range []struct {
 		name string
 		n    *int
-	}{{"retry", &pc.Retry}, {"scheduled", &pc.Scheduled}} {
-		ids, err := broker.ZRange(ctx, parkQueuePrefix(queue)+set.name, 0, int64(limit)).Result()
+	}{{"retry", &pc.Retry}, {"archived", &pc.Archived}} {
+		key := parkQueuePrefix(queue) + set.name
+		ids, err := broker.ZRange(ctx, key, 0, int64(limit)).Result()
+		if set.name == "archived" {
+			ids, err = broker.ZRevRange(ctx, key, 0, int64(limit)).Result()
+		}
 		if err != nil {
 			return pc, err
 		}

@@ -15,8 +15,8 @@ const queueParkedLimit = 10000
 
 var queueParkedDesc = prometheus.NewDesc("asynqlock_queue_parked_tasks",
 	"Tasks parked in the broker by the lock middleware (waiting for a busy resource, not failed), by queue and "+
-		"asynq state (retry or scheduled), read at scrape time: subtract them from "+
-		"asynq_tasks_enqueued_total{state=\"retry\"} for the retries that are failures. "+
+		"asynq state (retry, or archived for a task parked on its last retry), read at scrape time: subtract them from "+
+		"asynq_tasks_enqueued_total{state=\"retry\"} (and \"archived\") for the tasks that failed. "+
 		"The same value on every worker of a broker.",
 	[]string{"queue", "state"}, nil)
 
@@ -47,6 +47,6 @@ func (q *queueParked) Collect(ch chan<- prometheus.Metric) {
 			return
 		}
 		ch <- prometheus.MustNewConstMetric(queueParkedDesc, prometheus.GaugeValue, float64(pc.Retry), queue, "retry")
-		ch <- prometheus.MustNewConstMetric(queueParkedDesc, prometheus.GaugeValue, float64(pc.Scheduled), queue, "scheduled")
+		ch <- prometheus.MustNewConstMetric(queueParkedDesc, prometheus.GaugeValue, float64(pc.Archived), queue, "archived")
 	}
 }

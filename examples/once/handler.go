@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -54,12 +53,9 @@ func (h *stock) ProcessTask(ctx context.Context, t *asynq.Task) error {
 	return nil
 }
 
-// applied tells whether the task of this ID (or of the ID it is a parked
-// copy of, "id~rN") ran.
+// applied tells whether the task of this ID ran (a busy task keeps its ID
+// while it waits, on a last retry too).
 func (h *stock) applied(id string) bool {
-	if i := strings.LastIndex(id, "~r"); i >= 0 {
-		id = id[:i]
-	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	return h.runs[id] > 0

@@ -25,6 +25,11 @@
 // back; the pass of the replicas already running might come up to a minute
 // later.
 //
+// Tasks keep asynq's own options under the lock: a busy task keeps its
+// TaskID and Unique lock while it waits, Retention keeps it completed under
+// its ID, a MaxRetry(0) task is parked (in asynq's archive) rather than
+// copied as "id~r1", and a Timeout shorter than its wait costs no retry.
+//
 //	go run ./examples/once                  # re-deliveries skipped: every SKU exact
 //	go run ./examples/once -records=false   # the control: those tasks applied twice
 //
