@@ -131,13 +131,14 @@ func (r *taskRun) completed(lock *redlock.Lock) bool {
 // record: an earlier delivery's handler returned nil, and asynq delivered
 // it again because the broker could not record that. The handler does not
 // run; the lock is released and the task completes, its result (asynqmon,
-// Inspector) saying why.
+// Inspector) saying why, and when the run completed (on the lock nodes'
+// clock, Lock.CompletedAt).
 func (r *taskRun) skipCompleted(ctx context.Context) error {
 	m := r.m
 	r.log.Debug("task already completed under its lock: not run again")
 	if w := r.t.ResultWriter(); w != nil {
-		msg := fmt.Sprintf("asynqlock: re-delivery of run %d (asynq retry count), which completed under its lock; handler not run",
-			r.lock.CompletedRun())
+		msg := fmt.Sprintf("asynqlock: re-delivery of run %d (asynq retry count), which completed under its lock at %s; handler not run",
+			r.lock.CompletedRun(), r.lock.CompletedAt().UTC().Format(time.RFC3339Nano))
 		if _, err := w.Write([]byte(msg)); err != nil {
 			r.log.Debug("skip not written to the task's result", "err", err)
 		}
