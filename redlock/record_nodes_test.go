@@ -51,13 +51,20 @@ func findsRecord(t *testing.T, c *Client, resource, id string, window time.Durat
 	return l.CompletedRun()
 }
 
-// setClocks steps every node's wall clock to the real one plus d.
+// setClocks steps every node's wall clock to the real one plus d, and
+// waits until each node's TIME shows it (a node reads its clock once per
+// turn of its event loop).
 func setClocks(t *testing.T, cl *redistest.Cluster, d time.Duration) {
 	t.Helper()
 	for _, n := range cl.Nodes {
 		if err := n.SetClockOffset(d); err != nil {
 			t.Fatal(err)
 		}
+		raw := n.Client(t)
+		eventually(t, func() bool {
+			now, err := raw.Time(context.Background()).Result()
+			return err == nil && (now.Sub(time.Now())-d).Abs() < time.Second
+		})
 	}
 }
 
@@ -116,10 +123,11 @@ func TestRecordWindowsOnTheNodesClock(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		score, err := raw.ZScore(ctx, key, "mine").Result()
-		if err != nil {
-			t.Fatalf("node %d: the record written: %v", i, err)
-		}
+		var score float64
+		eventually(t, func() bool { // a release returns at quorum: a straggler may still be on its way
+			score, err = raw.ZScore(ctx, key, "mine").Result()
+			return err == nil
+		})
 		expiry := time.UnixMilli(int64(score) / runScale)
 		if d := expiry.Sub(now.Add(time.Hour)); d < -time.Minute || d > time.Minute {
 			t.Fatalf("node %d: record expires %v after the node's now + window, want about 0", i, d)
@@ -134,7 +142,25 @@ func TestRecordWindowsOnTheNodesClock(t *testing.T) {
 // of its own); a slot of the first process handed early to the caller must
 // not start it without the record. Issue 45, 5(b): the look-up was taken
 // as still true, as if every holder since were a lock of its own process.
+// A scenario whose set-up a loaded machine spoils (a caller not paused
+// between its rounds when it must be) is tried again, at most 3 times; the
+// assertion is never retried.
 func TestSlotsSeeEachOthersRecords(t *testing.T) {
+	for range 3 {
+		if l := slotsScenario(t); l != nil {
+			if run := l.CompletedRun(); run != 0 {
+				t.Fatalf("the caller handed a slot (via %q) started with CompletedRun %d, want 0: the record another process's slot wrote", l.via, run)
+			}
+			return
+		}
+	}
+	t.Fatal("the scenario's set-up never came about in 3 tries")
+}
+
+// slotsScenario sets TestSlotsSeeEachOthersRecords' scenario up on nodes
+// of its own and returns the caller's lock, or nil when a state it waits
+// for did not come about within 10s.
+func slotsScenario(t *testing.T) *Lock {
 	ctx := context.Background()
 	cl := redistest.StartCluster(t, 3)
 	x, y := nodesClient(t, cl), nodesClient(t, cl)
@@ -148,19 +174,25 @@ func TestSlotsSeeEachOthersRecords(t *testing.T) {
 		t.Cleanup(func() { _ = got.l.Release(ctx) })
 		return got.l
 	}
-	ya := take(waitFor(ctx, y, "r", 30*time.Second, lim))
-	xb := take(waitFor(ctx, x, "r", 30*time.Second, lim, once))
-	xnext := waitFor(ctx, x, "r", 30*time.Second, lim)
-	parked(t, x, "r", 2, 0)
-	ynext := waitFor(ctx, y, "r", 30*time.Second, lim)
-	parked(t, y, "r", 2, 0)
-	w := waitFor(ctx, y, "r", 30*time.Second, lim, once)
+	idle := func(c *Client) bool {
+		return gateWithin(c, "r", 2, func(g *gate) bool { return g.idle != nil && len(g.queue) == 0 })
+	}
+	ya := take(waitFor(ctx, y, "r", time.Minute, lim))
+	xb := take(waitFor(ctx, x, "r", time.Minute, lim, once))
+	xnext := waitFor(ctx, x, "r", time.Minute, lim)
+	ynext := waitFor(ctx, y, "r", time.Minute, lim)
+	if !idle(x) || !idle(y) {
+		return nil
+	}
+	w := waitFor(ctx, y, "r", time.Minute, lim, once)
 	looked(t, y, "r", 2) // queued behind ynext, its look-up answered: no record
 	if err := ya.Release(ctx); err != nil {
 		t.Fatal(err)
 	}
 	ya = take(ynext) // the slot went to ynext; w now pauses between rounds
-	parked(t, y, "r", 2, 0)
+	if !idle(y) {
+		return nil
+	}
 	if err := xb.RecordCompletion(0); err != nil {
 		t.Fatal(err)
 	}
@@ -171,10 +203,24 @@ func TestSlotsSeeEachOthersRecords(t *testing.T) {
 	if err := ya.Release(ctx); err != nil {
 		t.Fatal(err)
 	}
-	l := take(w)
-	if run := l.CompletedRun(); run != 0 {
-		t.Fatalf("the caller handed a slot (via %q) started with CompletedRun %d, want 0: the record another process's slot wrote", l.via, run)
+	return take(w)
+}
+
+// gateWithin reports whether cond comes to hold of the gate of resource's
+// callers with limit n within 10s.
+func gateWithin(c *Client, resource string, n int32, cond func(*gate) bool) bool {
+	key := gateKey(c.keysFor(resource), n)
+	for range 1000 {
+		c.gates.mu.Lock()
+		g := c.gates.m[key]
+		ok := g != nil && cond(g)
+		c.gates.mu.Unlock()
+		if ok {
+			return true
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
+	return false
 }
 
 // looked waits until a caller of resource's callers with limit n waits
@@ -223,8 +269,9 @@ func TestCompletedAtIsTheRecordsTime(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer func() { _ = l.Release(ctx) }()
-	// ms in the score; the nodes' clock is the real one less 2h.
-	if at := l.CompletedAt(); at.Before(before.Add(-time.Second)) || at.After(after.Add(time.Second)) {
+	// ms in the score; the nodes' clock is the real one less 2h; a straggler
+	// node may write its record a little after Release returned.
+	if at := l.CompletedAt(); at.Before(before.Add(-time.Second)) || at.After(after.Add(5*time.Second)) {
 		t.Fatalf("CompletedAt %v, want between %v and %v (the release, on the nodes' clock)", at, before, after)
 	}
 }
