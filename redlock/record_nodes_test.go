@@ -63,7 +63,7 @@ func setClocks(t *testing.T, cl *redistest.Cluster, d time.Duration) {
 		raw := n.Client(t)
 		eventually(t, func() bool {
 			now, err := raw.Time(context.Background()).Result()
-			return err == nil && (now.Sub(time.Now())-d).Abs() < time.Second
+			return err == nil && (time.Until(now)-d).Abs() < time.Second
 		})
 	}
 }
