@@ -10,9 +10,6 @@ import (
 	"github.com/robfig/cron/v3"
 )
 
-// defaultRetention is the bridge's least asynq retention of a task.
-const defaultRetention = time.Minute
-
 // enqueuer is what EnqueueJob needs of an *asynq.Client.
 type enqueuer interface {
 	EnqueueContext(ctx context.Context, task *asynq.Task, opts ...asynq.Option) (*asynq.TaskInfo, error)
@@ -51,14 +48,16 @@ func (j *taskJob) RunContext(context.Context) error {
 	return invalidf("EnqueueJob must run under Singleton or a Scheduler: outside them a run has no tick")
 }
 
-// enqueue runs the bridge for a won tick, its task kept at least the tick
-// window (asynq keeps whole seconds).
+// enqueue runs the bridge for a won tick, its task kept a minute, or the
+// tick window if longer (asynq keeps whole seconds).
 func (r *runner) enqueue(tj *taskJob, ev Event) {
 	ev.TaskID = r.tickResource(ev.Tick)
-	retention := max(defaultRetention, 2*r.cfg.skew+r.margin)
-	retention = (retention + time.Second - 1).Truncate(time.Second)
+	retention := (max(time.Minute, 2*r.cfg.skew+r.margin) + time.Second - 1).Truncate(time.Second)
 	began := time.Now()
-	_, err := tj.enq.EnqueueContext(r.withRun(r.host.running, ev), tj.task, asynq.TaskID(ev.TaskID), asynq.Retention(retention))
+	err := call(r.withRun(r.host.running, ev), funcJob(func(ctx context.Context) error {
+		_, err := tj.enq.EnqueueContext(ctx, tj.task, asynq.TaskID(ev.TaskID), asynq.Retention(retention))
+		return err
+	}))
 	ev.Duration = time.Since(began)
 	switch {
 	case err == nil:

@@ -105,9 +105,9 @@ func TestBridgeEnqueuesEachTickOnce(t *testing.T) {
 		if n := lateRec.count(OutcomeSkippedOtherReplica); n != 10 {
 			t.Errorf("late replica: %d events of a task already enqueued, want 10 (events %+v)", n, lateRec.events)
 		}
-		// The window is 400ms+400ms; asynq keeps whole seconds, at least defaultRetention.
-		if q.retention != defaultRetention {
-			t.Errorf("retention %v, want %v", q.retention, defaultRetention)
+		// The window is 400ms+400ms; asynq keeps whole seconds, at least a minute.
+		if q.retention != time.Minute {
+			t.Errorf("retention %v, want %v", q.retention, time.Minute)
 		}
 		time.Sleep(2 * time.Second)
 	})
@@ -134,6 +134,33 @@ func TestBridgeRetentionAndErrors(t *testing.T) {
 		}
 		if err := EnqueueJob(q, asynq.NewTask("x", nil)).(contextJob).RunContext(context.Background()); !errors.Is(err, ErrInvalid) {
 			t.Fatalf("EnqueueJob outside Singleton: %v, want ErrInvalid", err)
+		}
+		time.Sleep(time.Second)
+	})
+}
+
+// An enqueuer that panics fails its tick, reported with the panic; the
+// next tick is enqueued.
+func TestBridgePanicIsReported(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		calls := 0
+		panicky := enqueueFunc(func(context.Context, *asynq.Task, ...asynq.Option) (*asynq.TaskInfo, error) {
+			if calls++; calls == 1 {
+				panic("client bug")
+			}
+			return &asynq.TaskInfo{}, nil
+		})
+		rec := &recorder{}
+		c := startReplica(t, newMemLocks().client(), "p", Every(time.Second), EnqueueJob(panicky, asynq.NewTask("x", nil)), 0,
+			WithSkew(300*time.Millisecond), WithObserver(rec.observe))
+		time.Sleep(2*time.Second + 100*time.Millisecond)
+		stopCrons(c)
+		var pe *panicError
+		if f := rec.eventsOf(OutcomeFailed); len(f) != 1 || !errors.As(f[0].Err, &pe) || pe.value != "client bug" {
+			t.Fatalf("want one failed event with the panic, got %+v", rec.events)
+		}
+		if rec.count(OutcomeRan) != 1 {
+			t.Fatalf("want the next tick enqueued, got %+v", rec.events)
 		}
 		time.Sleep(time.Second)
 	})

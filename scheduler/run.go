@@ -66,7 +66,7 @@ func (r *runner) runTick(ev Event, start time.Time, catchUp bool) {
 	r.startTick(&ev, catchUp)
 	defer ev.span.End() // a no-op once report ended it; ends the span of a run cut by Stop
 	if x := r.begin(r.host.stopping, &ev, start, catchUp); x != nil {
-		_ = x.end(r.call(r.withRun(x.ctx, ev)))
+		_ = x.end(call(r.withRun(x.ctx, ev), r.job))
 	}
 }
 
@@ -181,17 +181,17 @@ func (r *runner) acquireRunning(ctx context.Context, ev *Event, start time.Time)
 	return nil, false
 }
 
-// call runs the job, turning a panic into a *panicError.
-func (r *runner) call(ctx context.Context) (err error) {
+// call runs a job, turning a panic into a *panicError.
+func call(ctx context.Context, job cron.Job) (err error) {
 	defer func() {
 		if v := recover(); v != nil {
 			err = &panicError{value: v, stack: debug.Stack()}
 		}
 	}()
-	if j, ok := r.job.(contextJob); ok {
+	if j, ok := job.(contextJob); ok {
 		return j.RunContext(ctx)
 	}
-	r.job.Run()
+	job.Run()
 	return nil
 }
 
