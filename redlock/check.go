@@ -43,6 +43,10 @@ type NodeReport struct {
 	// commands or keys (NOPERM), a command it does not know, or a Redis
 	// Cluster member given as a single server. It says what to change.
 	Misconfigured error
+	// SameServer lists the other nodes (indexes, ascending) that reach this
+	// node's server or one of its shards (equal run IDs): one server casting
+	// several votes undoes Redlock's fault tolerance. Nil while independent.
+	SameServer []int
 	// Shards are the reports of each master of a node that is a Redis
 	// Cluster, by address (nil for a single server). The node's own fields
 	// then sum them up: RunID lists every shard's run_id, comma-separated;
@@ -148,6 +152,7 @@ func (c *Client) check(ctx context.Context) ([]NodeReport, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, context.Cause(ctx)
 	}
+	markSameServer(out)
 	return out, nil
 }
 

@@ -7,6 +7,7 @@ import (
 	"net"
 	"reflect"
 	"runtime"
+	"slices"
 	"strings"
 	"time"
 
@@ -131,17 +132,23 @@ func probeScript(ctx context.Context, cl redis.UniversalClient, prefix string) e
 	return err
 }
 
-// sameServer returns a *sameserver.Error when two or more nodes that
-// answered Check reach one server, else nil; names are the nodes as errors
-// may show them.
-func sameServer(reports []NodeReport, names []string) error {
-	ids := make([][]string, len(names))
-	for _, r := range reports {
-		if r.Node >= 0 && r.Node < len(ids) {
-			ids[r.Node] = runIDs(r)
+// markSameServer sets the SameServer of every report whose node reaches the
+// server of another.
+func markSameServer(reports []NodeReport) {
+	ids := make([][]string, len(reports))
+	for i, r := range reports {
+		ids[i] = runIDs(r)
+	}
+	for _, g := range sameserver.Find(ids) {
+		for _, i := range g {
+			for _, j := range g {
+				if j != i && !slices.Contains(reports[i].SameServer, j) {
+					reports[i].SameServer = append(reports[i].SameServer, j)
+				}
+			}
+			slices.Sort(reports[i].SameServer)
 		}
 	}
-	return sameserver.Find(ids, names)
 }
 
 // runIDs are the server identities of a node that answered Check: its
@@ -186,8 +193,12 @@ func (c *Client) firstContact(names []string) error {
 			}
 		}
 	}
-	if same := sameServer(reports, names); same != nil {
-		errs = append(errs, fmt.Errorf("%w: %w", ErrMisconfigured, same))
+	for _, r := range reports {
+		if len(r.SameServer) > 0 && r.SameServer[0] < r.Node {
+			first := r.SameServer[0]
+			errs = append(errs, fmt.Errorf("node %d (%s): %w: it reaches the server of node %d (%s), same run_id: "+
+				"one server casts one vote; give each lock node its own redis-server", r.Node, names[r.Node], ErrMisconfigured, first, names[first]))
+		}
 	}
 	if len(errs) == 0 {
 		return nil

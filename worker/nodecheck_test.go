@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/asynqlock/asynqlock/worker/internal/lockadmin"
+	"github.com/asynqlock/asynqlock/redlock"
 )
 
 // logRecorder keeps the records logged at Info and above.
@@ -131,8 +131,8 @@ func TestWorkerRefusesToStartOnOneServerTwice(t *testing.T) {
 	dup := "redis://localhost:" + port
 	f.cfg.RedlockNodes[3] = dup
 	_, err := New(f.cfg, quiet())
-	if !errors.Is(err, lockadmin.ErrSameServer) || !errors.Is(err, ErrConfig) {
-		t.Fatalf("New = %v, want ErrSameServer and ErrConfig", err)
+	if !errors.Is(err, redlock.ErrMisconfigured) || !errors.Is(err, ErrConfig) || !strings.Contains(err.Error(), "same run_id") {
+		t.Fatalf("New = %v, want ErrMisconfigured (same run_id) and ErrConfig", err)
 	}
 	for _, want := range []string{"REDLOCK_NODES", "node 0 (" + f.cfg.RedlockNodes[0] + ")", "node 3 (" + dup + ")"} {
 		if !strings.Contains(err.Error(), want) {

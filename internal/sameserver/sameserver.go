@@ -1,52 +1,17 @@
-// Package sameserver tells lock nodes that are one Redis server apart from
-// independent ones by their servers' identities (INFO run_id), for redlock's
-// first contact and the operator's tools.
+// Package sameserver groups lock nodes that are one Redis server by their
+// servers' identities (INFO run_id), for redlock's first contact and the
+// NodeReport.SameServer of its checks.
 package sameserver
 
-import (
-	"errors"
-	"fmt"
-	"slices"
-	"strings"
-)
+import "slices"
 
-// ErrSameServer means two nodes reach one Redis server (equal run IDs):
-// that server casts two votes, and Redlock's fault tolerance is gone.
-var ErrSameServer = errors.New("redlock: two lock nodes are one server")
-
-// Error names the nodes that are one server. It matches ErrSameServer.
-type Error struct {
-	// Groups lists, per server reached more than once, the nodes reaching
-	// it (indexes, ascending).
-	Groups [][]int
-	// Addrs names the nodes, by index: addresses, or URLs with their
-	// passwords masked (two databases of one server share an address).
-	Addrs []string
-}
-
-// Error names every group by index and address.
-func (e *Error) Error() string {
-	parts := make([]string, len(e.Groups))
-	for i, g := range e.Groups {
-		names := make([]string, len(g))
-		for j, n := range g {
-			names[j] = fmt.Sprintf("node %d (%s)", n, e.Addrs[n])
-		}
-		parts[i] = strings.Join(names, " and ")
-	}
-	return ErrSameServer.Error() + ": " + strings.Join(parts, "; ") +
-		" have the same run_id; give each lock node its own redis-server"
-}
-
-// Is makes errors.Is(err, ErrSameServer) true.
-func (e *Error) Is(target error) bool { return target == ErrSameServer }
-
-// Find returns an *Error when two or more nodes share a server, else nil:
-// ids[i] are node i's server identities (one run_id, or each shard's of a
-// Redis Cluster, so that two nodes sharing any one server are caught),
-// addrs[i] its name. Spelling does not matter: localhost and 127.0.0.1, or
-// two databases of one server, are caught.
-func Find(ids [][]string, addrs []string) error {
+// Find returns, per server reached by more than one node, the nodes that
+// reach it (indexes, ascending; groups in the order their first identity
+// appears), or nil when every node has a server of its own. ids[i] are node
+// i's server identities: one run_id, or each shard's of a Redis Cluster, so
+// that two nodes sharing any one server are caught. Two clusters sharing
+// several servers make one group.
+func Find(ids [][]string) [][]int {
 	byID := map[string][]int{}
 	var order []string
 	for node, nodeIDs := range ids {
@@ -59,17 +24,13 @@ func Find(ids [][]string, addrs []string) error {
 			}
 		}
 	}
-	e := &Error{Addrs: addrs}
+	var groups [][]int
 	for _, id := range order {
 		g := byID[id]
 		slices.Sort(g)
-		// Two clusters sharing servers share several run IDs: one group.
-		if len(g) > 1 && !slices.ContainsFunc(e.Groups, func(h []int) bool { return slices.Equal(g, h) }) {
-			e.Groups = append(e.Groups, g)
+		if len(g) > 1 && !slices.ContainsFunc(groups, func(h []int) bool { return slices.Equal(g, h) }) {
+			groups = append(groups, g)
 		}
 	}
-	if len(e.Groups) == 0 {
-		return nil
-	}
-	return e
+	return groups
 }

@@ -166,9 +166,7 @@ var testHarness = []string{
 // pending are the imports of another module's internals still to be
 // replaced by public API, each with where that happens; the check fails on
 // any other, and on one of these once it is gone (so the list shrinks).
-var pending = map[string]string{
-	"worker/internal/lockadmin -> internal/sameserver": "the same-server judgement (issue 47): public, or the worker's own",
-}
+var pending = map[string]string{}
 
 // checkImports: a package of one module imports only public packages of
 // the others (its tests: also testHarness). Go's internal rule is by path,

@@ -17,24 +17,6 @@ func shards(node int, ids ...string) redlock.NodeReport {
 	return r
 }
 
-// TestSameServerComparesEveryShard: two cluster nodes sharing any server
-// are one group (once, however many servers they share); a plain node that
-// is a shard of a cluster node is caught too; distinct clusters pass.
-func TestSameServerComparesEveryShard(t *testing.T) {
-	var se *SameServerError
-	err := SameServer([]redlock.NodeReport{shards(0, "A", "B"), shards(1, "C", "D"), shards(2, "B", "A")})
-	if !errors.As(err, &se) || len(se.Groups) != 1 || se.Groups[0][0] != 0 || se.Groups[0][1] != 2 {
-		t.Fatalf("SameServer = %v, want nodes 0 and 2 once", err)
-	}
-	err = SameServer([]redlock.NodeReport{shards(0, "A", "B"), {Node: 1, RunID: "B"}})
-	if !errors.As(err, &se) || len(se.Groups) != 1 {
-		t.Fatalf("a shard given as a plain node: %v", err)
-	}
-	if err := SameServer([]redlock.NodeReport{shards(0, "A", "B"), shards(1, "C", "D")}); err != nil {
-		t.Fatalf("distinct clusters: %v", err)
-	}
-}
-
 // TestClusterAsSingle: only a node given as a single server that reports
 // cluster_enabled is named, with the URL to write.
 func TestClusterAsSingle(t *testing.T) {

@@ -7,41 +7,63 @@ import (
 	"strings"
 	"time"
 
-	"github.com/asynqlock/asynqlock/internal/sameserver"
 	"github.com/asynqlock/asynqlock/redlock"
 )
 
-// ErrSameServer means two node URLs reach one Redis server.
-var ErrSameServer = sameserver.ErrSameServer
+// ErrSameServer means two node URLs reach one Redis server: that server
+// casts two votes, and Redlock's fault tolerance is gone.
+var ErrSameServer = errors.New("redlock: two lock nodes are one server")
 
 // ClockSkew is the clock distance past which the module's tools warn
 // (ClockWarnings' limit).
 const ClockSkew = time.Second
 
-// SameServerError names the nodes that are one server.
-type SameServerError = sameserver.Error
+// SameServerError names the nodes that are one server. It matches
+// ErrSameServer.
+type SameServerError struct {
+	// Groups lists, per server reached more than once, the nodes reaching
+	// it (indexes, ascending).
+	Groups [][]int
+	// Addrs names the nodes, by index: addresses, or URLs with their
+	// passwords masked (two databases of one server share an address).
+	Addrs []string
+}
 
-// SameServer compares the run IDs of the nodes that answered Check and
-// returns a *SameServerError when two or more reach one server (equal run
-// IDs, or a shared shard's of a Redis Cluster), else nil.
+// Error names every group by index and address.
+func (e *SameServerError) Error() string {
+	parts := make([]string, len(e.Groups))
+	for i, g := range e.Groups {
+		names := make([]string, len(g))
+		for j, n := range g {
+			names[j] = fmt.Sprintf("node %d (%s)", n, e.Addrs[n])
+		}
+		parts[i] = strings.Join(names, " and ")
+	}
+	return ErrSameServer.Error() + ": " + strings.Join(parts, "; ") +
+		" have the same run_id; give each lock node its own redis-server"
+}
+
+// Is makes errors.Is(err, ErrSameServer) true.
+func (e *SameServerError) Is(target error) bool { return target == ErrSameServer }
+
+// SameServer returns a *SameServerError naming the nodes of the reports of
+// Check that reach one server (NodeReport.SameServer), else nil.
 func SameServer(reports []redlock.NodeReport) error {
-	ids, addrs := make([][]string, len(reports)), make([]string, len(reports))
+	e := &SameServerError{Addrs: make([]string, len(reports))}
 	for _, r := range reports {
-		i := r.Node
-		if i < 0 || i >= len(reports) {
+		if r.Node < 0 || r.Node >= len(reports) {
 			continue
 		}
-		addrs[i] = r.Addr
-		if r.Shards == nil && r.Err == nil && r.RunID != "" {
-			ids[i] = []string{r.RunID}
-		}
-		for _, s := range r.Shards {
-			if s.Err == nil && s.RunID != "" {
-				ids[i] = append(ids[i], s.RunID)
-			}
+		e.Addrs[r.Node] = r.Addr
+		g := slices.Sorted(slices.Values(append([]int{r.Node}, r.SameServer...)))
+		if len(g) > 1 && !slices.ContainsFunc(e.Groups, func(h []int) bool { return slices.Equal(g, h) }) {
+			e.Groups = append(e.Groups, g)
 		}
 	}
-	return sameserver.Find(ids, addrs)
+	if len(e.Groups) == 0 {
+		return nil
+	}
+	return e
 }
 
 // ClockWarnings compares the clocks Check measured: a node whose clock is

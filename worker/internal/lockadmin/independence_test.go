@@ -9,29 +9,34 @@ import (
 	"github.com/asynqlock/asynqlock/redlock"
 )
 
-func TestSameServerGroupsNodesByRunID(t *testing.T) {
+// TestSameServerNamesTheGroups: the nodes Check marked as one server
+// (redlock's NodeReport.SameServer, which compares run IDs and shards) make
+// one group each, named once, by index and address; independent nodes, and
+// nodes whose identity is unknown, pass.
+func TestSameServerNamesTheGroups(t *testing.T) {
 	down := errors.New("dial tcp: refused")
 	reports := []redlock.NodeReport{
-		{Node: 0, Addr: "a:1", RunID: "X"},
-		{Node: 1, Addr: "b:1", RunID: "Y"},
-		{Node: 2, Addr: "c:1", RunID: "X"},
+		{Node: 0, Addr: "a:1", RunID: "X", SameServer: []int{2, 5}},
+		{Node: 1, Addr: "b:1", RunID: "Y", SameServer: []int{6}},
+		{Node: 2, Addr: "c:1", RunID: "X", SameServer: []int{0, 5}},
 		{Node: 3, Addr: "d:1", Err: down}, // unknown identity: not compared
 		{Node: 4, Addr: "e:1", Err: down},
-		{Node: 5, Addr: "f:1", RunID: "X"},
+		{Node: 5, Addr: "f:1", RunID: "X", SameServer: []int{0, 2}},
+		{Node: 6, Addr: "cluster", RunID: "Z,Y", SameServer: []int{1}},
 	}
 	err := SameServer(reports)
 	if !errors.Is(err, ErrSameServer) {
 		t.Fatalf("SameServer = %v, want ErrSameServer", err)
 	}
 	var se *SameServerError
-	if !errors.As(err, &se) || len(se.Groups) != 1 || len(se.Groups[0]) != 3 {
-		t.Fatalf("groups %+v, want one group of nodes 0, 2, 5", se)
+	if !errors.As(err, &se) || len(se.Groups) != 2 || len(se.Groups[0]) != 3 || len(se.Groups[1]) != 2 {
+		t.Fatalf("groups %+v, want nodes 0, 2, 5 and nodes 1, 6", se)
 	}
-	if msg := err.Error(); !strings.Contains(msg, "node 0 (a:1) and node 2 (c:1) and node 5 (f:1)") {
+	if msg := err.Error(); !strings.Contains(msg, "node 0 (a:1) and node 2 (c:1) and node 5 (f:1); node 1 (b:1) and node 6 (cluster)") {
 		t.Fatalf("message %q does not name the nodes", msg)
 	}
-	if err := SameServer(reports[:2]); err != nil {
-		t.Fatalf("distinct nodes: %v", err)
+	if err := SameServer(reports[3:5]); err != nil {
+		t.Fatalf("nodes not marked: %v", err)
 	}
 }
 
