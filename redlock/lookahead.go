@@ -33,6 +33,8 @@ type lookAhead struct {
 // theirs is noted by notice). A record written before chainStart reached a
 // quorum before it (the chain's first lock took those nodes after the
 // release that carried it), and a later look-up of a quorum meets it.
+// Limit 1 only: under a limit other processes' slots are held beside the
+// chain (handOver does not ask it then).
 func (la *lookAhead) clearSince(chainStart time.Time) bool {
 	if la == nil {
 		return false
