@@ -17,7 +17,6 @@ import (
 
 	"github.com/asynqlock/asynqlock/internal/workertest"
 	"github.com/asynqlock/asynqlock/middleware"
-	"github.com/asynqlock/asynqlock/scheduler"
 	"github.com/asynqlock/asynqlock/worker"
 	"github.com/hibiken/asynq"
 )
@@ -103,7 +102,7 @@ func mixedLoad(t *testing.T, w *worker.Worker) *atomic.Int32 {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := s.Register("tick", "* * * * * *", scheduler.Func(func(context.Context) error { return nil })); err != nil {
+	if err := s.Register("tick", "* * * * * *", func(context.Context) error { return nil }); err != nil {
 		t.Fatal(err)
 	}
 	return &handled

@@ -282,11 +282,11 @@ func TestCronCatchUpAfterFullOutage(t *testing.T) {
 	caught, plain := newCronLedger(), newCronLedger()
 	start := func(i int) *scheduler.Scheduler {
 		s := cronScheduler(t, c)
-		if err := s.Register("caught", "*/5 * * * * *", scheduler.Func(caught.job(i, 0)), scheduler.WithCatchUp(10*time.Second),
+		if err := s.Register("caught", "*/5 * * * * *", caught.job(i, 0), scheduler.WithCatchUp(10*time.Second),
 			scheduler.WithObserver(caught.observe)); err != nil {
 			t.Fatal(err)
 		}
-		if err := s.Register("plain", "*/5 * * * * *", scheduler.Func(plain.job(i, 0))); err != nil {
+		if err := s.Register("plain", "*/5 * * * * *", plain.job(i, 0)); err != nil {
 			t.Fatal(err)
 		}
 		s.Start()

@@ -199,7 +199,7 @@ func TestCronSingletonEachTickOnceAcrossReplicas(t *testing.T) {
 	var scheds []*scheduler.Scheduler
 	for i := range 2 {
 		s := cronScheduler(t, c, skew, scheduler.WithObserver(locked.observe))
-		if err := s.Register("report", cronSpec, scheduler.Func(locked.job(i, 0))); err != nil {
+		if err := s.Register("report", cronSpec, locked.job(i, 0)); err != nil {
 			t.Fatal(err)
 		}
 		scheds = append(scheds, s)
@@ -300,7 +300,7 @@ func TestCronLongJobNeverOverlaps(t *testing.T) {
 		ledgers[p] = l
 		for i := range 3 {
 			s := cronScheduler(t, c, append(policy[p], scheduler.WithSkew(300*time.Millisecond), scheduler.WithObserver(l.observe))...)
-			if err := s.Register("long-"+p, cronSpec, scheduler.Func(l.job(i, 2500*time.Millisecond))); err != nil {
+			if err := s.Register("long-"+p, cronSpec, l.job(i, 2500*time.Millisecond)); err != nil {
 				t.Fatal(err)
 			}
 			scheds = append(scheds, s)
@@ -369,7 +369,7 @@ func TestCronReplicaDeathHandsOverTicks(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := s.Register("long", cronSpec, scheduler.Func(l.job(i, 20*time.Second))); err != nil {
+		if err := s.Register("long", cronSpec, l.job(i, 20*time.Second)); err != nil {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { _ = s.Stop(within(t, time.Second)) })
@@ -491,7 +491,7 @@ func TestCronAsynqBridgeEnqueuesEachTickOnce(t *testing.T) {
 	for range 2 {
 		enq := newEnqueuer()
 		s := cronScheduler(t, c, skew, scheduler.WithObserver(events.observe))
-		if err := s.Register("bridge", cronSpec, scheduler.EnqueueJob(enq, task)); err != nil {
+		if err := s.RegisterTask("bridge", cronSpec, enq, task); err != nil {
 			t.Fatal(err)
 		}
 		enqs, scheds = append(enqs, enq), append(scheds, s)

@@ -68,7 +68,7 @@ func TestBridgeEnqueuesEachTickOnce(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if err := s.Register("report", "* * * * * *", EnqueueJob(q, task)); err != nil {
+			if err := s.RegisterTask("report", "* * * * * *", q, task); err != nil {
 				t.Fatal(err)
 			}
 			s.Start()

@@ -34,7 +34,7 @@ func TestClockOffsetIsMeasuredAndWarned(t *testing.T) {
 				defer mu.Unlock()
 				seen = append(seen, e.Offset)
 			}))
-		if err := s.Register("j", "* * * * * *", Func(nop)); err != nil {
+		if err := s.Register("j", "* * * * * *", nop); err != nil {
 			t.Fatal(err)
 		}
 		client.nodeOffset.Store(int64(400 * time.Millisecond)) // under half the 1s skew

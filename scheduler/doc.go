@@ -14,8 +14,8 @@
 // shows each job's runs ([Scheduler.Entries]):
 //
 //	s, _ := scheduler.New(locks)
-//	s.Register("cleanup", "0 */5 * * * *", scheduler.Func(cleanup))
-//	s.Register("sync", "@every 30s", scheduler.EnqueueJob(asynqClient, asynq.NewTask("prices:sync", nil)))
+//	s.Register("cleanup", "0 */5 * * * *", cleanup)
+//	s.RegisterTask("sync", "@every 30s", asynqClient, asynq.NewTask("prices:sync", nil))
 //	s.Start()
 //	defer s.Stop(ctx)
 //

@@ -17,10 +17,10 @@ func TestEntries(t *testing.T) {
 		a := newTestScheduler(t, locks.client(), withReplica("a"))
 		b := newTestScheduler(t, locks.client(), withReplica("b"), withClock(func() time.Time { return time.Now() }))
 		for _, s := range []*Scheduler{a, b} {
-			if err := s.Register("fails", "*/2 * * * * *", Func(func(context.Context) error { return errors.New("disk full") })); err != nil {
+			if err := s.Register("fails", "*/2 * * * * *", func(context.Context) error { return errors.New("disk full") }); err != nil {
 				t.Fatal(err)
 			}
-			if err := s.Register("ok", "*/5 * * * * *", Func(nop)); err != nil {
+			if err := s.Register("ok", "*/5 * * * * *", nop); err != nil {
 				t.Fatal(err)
 			}
 		}

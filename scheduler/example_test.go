@@ -144,11 +144,11 @@ func ExampleScheduler() {
 		log.Fatal(err)
 	}
 	ticks := make(chan time.Time, 10)
-	err = s.Register("cleanup", "* * * * * *", scheduler.Func(func(ctx context.Context) error {
+	err = s.Register("cleanup", "* * * * * *", func(ctx context.Context) error {
 		run, _ := scheduler.FromContext(ctx)
 		ticks <- run.Tick
 		return nil
-	}))
+	})
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -178,9 +178,9 @@ func (p *printer) EnqueueContext(ctx context.Context, t *asynq.Task, opts ...asy
 	return &asynq.TaskInfo{}, nil
 }
 
-// Register with EnqueueJob bridges cron to asynq: each tick's task is
-// enqueued once across replicas, with a task ID made of the job name and the tick.
-func ExampleScheduler_enqueueJob() {
+// RegisterTask bridges cron to asynq: each tick's task is enqueued once
+// across replicas, with a task ID made of the job name and the tick.
+func ExampleScheduler_RegisterTask() {
 	urls, stop := nodes(3)
 	defer stop()
 	locks, err := redlock.NewFromURLs(urls, redlock.WithNodeTimeout(time.Second)) // patient: examples run as tests on busy machines
@@ -194,8 +194,7 @@ func ExampleScheduler_enqueueJob() {
 		log.Fatal(err)
 	}
 	enqueued := make(chan struct{}, 10)
-	job := scheduler.EnqueueJob(&printer{}, asynq.NewTask("report:generate", nil))
-	err = s.Register("report", "* * * * * *", job, scheduler.WithObserver(func(e scheduler.Event) {
+	err = s.RegisterTask("report", "* * * * * *", &printer{}, asynq.NewTask("report:generate", nil), scheduler.WithObserver(func(e scheduler.Event) {
 		if e.Outcome == scheduler.OutcomeRan {
 			enqueued <- struct{}{}
 		}

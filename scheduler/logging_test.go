@@ -64,7 +64,7 @@ func TestLogOncePerChangeOfState(t *testing.T) {
 		}
 		s := newTestScheduler(t, newMemLocks().client(), WithSkew(300*time.Millisecond),
 			WithLogger(logs.infoLogger()), WithObserver(rec.observe))
-		if err := s.Register("flaky", "* * * * * *", Func(job)); err != nil {
+		if err := s.Register("flaky", "* * * * * *", job); err != nil {
 			t.Fatal(err)
 		}
 		s.Start()
@@ -101,7 +101,7 @@ func TestLogNothingPerTickWhileHealthy(t *testing.T) {
 		opts := []Option{WithSkew(300 * time.Millisecond), WithLogger(logs.infoLogger()), WithObserver(rec.observe)}
 		a, b := newTestScheduler(t, locks.client(), opts...), newTestScheduler(t, locks.client(), opts...)
 		for _, s := range []*Scheduler{a, b} {
-			if err := s.Register("long", "* * * * * *", Func(long)); err != nil {
+			if err := s.Register("long", "* * * * * *", long); err != nil {
 				t.Fatal(err)
 			}
 			s.Start()
@@ -159,7 +159,7 @@ func TestDefaultLoggerShowsFailuresOnly(t *testing.T) {
 				if tc.fail {
 					job = func(context.Context) error { return errors.New("disk full") }
 				}
-				if err := s.Register("job", "* * * * * *", Func(job)); err != nil {
+				if err := s.Register("job", "* * * * * *", job); err != nil {
 					t.Fatal(err)
 				}
 				s.Start()

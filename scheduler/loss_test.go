@@ -103,7 +103,7 @@ func TestTickRecordExpiryIsNotALoss(t *testing.T) {
 		return context.Cause(ctx)
 	}
 	for name, fn := range map[string]func(context.Context) error{"beat": beat, "long": long} {
-		if err := s.Register(name, "* * * * * *", Func(fn)); err != nil {
+		if err := s.Register(name, "* * * * * *", fn); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/asynqlock/asynqlock/redlock"
+	"github.com/hibiken/asynq"
 	"github.com/robfig/cron/v3"
 )
 
@@ -66,14 +67,23 @@ func newScheduler(locks locker, opts []Option) (*Scheduler, error) {
 	}, nil
 }
 
-// Register adds a job run on each tick of spec: 6 fields with seconds
-// first, 5 with minutes first, or a descriptor (@hourly; @every 30s aligned
-// as Every says), with an optional CRON_TZ=Zone prefix. job is Func(fn),
-// whose context is cancelled with cause redlock.ErrLockLost if the lock is
-// lost or "scheduler: stopped" when Stop's context ends, EnqueueJob(client,
-// task), or any cron.Job; a panic is recovered and reported. It fails with
-// ErrInvalid, before or after Start or Stop.
-func (s *Scheduler) Register(name, spec string, job cron.Job, opts ...Option) error {
+// Register adds fn, run on each tick of spec: 6 fields with seconds first,
+// 5 with minutes first, or a descriptor (@hourly; @every 30s aligned as
+// Every says), with an optional CRON_TZ=Zone prefix. fn's context is
+// cancelled with cause redlock.ErrLockLost if the lock is lost, or
+// "scheduler: stopped" when Stop's context ends; a panic is recovered and
+// reported. It fails with ErrInvalid, before or after Start or Stop.
+func (s *Scheduler) Register(name, spec string, fn func(ctx context.Context) error, opts ...Option) error {
+	return s.add(name, spec, funcJob(fn), opts)
+}
+
+// RegisterTask adds the asynq bridge of EnqueueJob: task enqueued with enq
+// (an *asynq.Client) once per tick of spec across replicas.
+func (s *Scheduler) RegisterTask(name, spec string, enq enqueuer, task *asynq.Task, opts ...Option) error {
+	return s.add(name, spec, &taskJob{enq: enq, task: task}, opts)
+}
+
+func (s *Scheduler) add(name, spec string, job cron.Job, opts []Option) error {
 	cfg := s.cfg
 	if err := cfg.apply(opts); err != nil {
 		return fmt.Errorf("%w (job %q)", err, name)

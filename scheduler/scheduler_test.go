@@ -155,13 +155,13 @@ func TestSchedulerLogsOutcomes(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		logs := capture{recs: make(chan slog.Record, 100)}
 		s := newTestScheduler(t, newMemLocks().client(), WithSkew(300*time.Millisecond), WithLogger(slog.New(logs)))
-		if err := s.Register("fails", "* * * * * *", Func(func(ctx context.Context) error {
+		if err := s.Register("fails", "* * * * * *", func(ctx context.Context) error {
 			info, ok := FromContext(ctx)
 			if !ok || info.Job != "fails" || info.Tick.IsZero() {
 				t.Errorf("FromContext %+v, %v", info, ok)
 			}
 			return errors.New("disk full")
-		})); err != nil {
+		}); err != nil {
 			t.Fatal(err)
 		}
 		s.Start()

@@ -21,7 +21,7 @@ func TestRegisterValidation(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := s.Register("taken", "* * * * * *", Func(nop)); err != nil {
+	if err := s.Register("taken", "* * * * * *", nop); err != nil {
 		t.Fatal(err)
 	}
 	enq := &fakeQueue{}
@@ -32,28 +32,27 @@ func TestRegisterValidation(t *testing.T) {
 		want     error
 		mention  string
 	}{
-		{"invalid spec", func() error { return s.Register("a", "not a spec", Func(nop)) }, ErrInvalid, `"not a spec"`},
-		{"never activates", func() error { return s.Register("a", "0 0 0 30 2 *", Func(nop)) }, ErrInvalid, "never activates"},
-		{"empty name", func() error { return s.Register("", "* * * * * *", Func(nop)) }, ErrInvalid, "empty"},
-		{"name with space", func() error { return s.Register("a b", "* * * * * *", Func(nop)) }, ErrInvalid, "whitespace"},
-		{"name with brace", func() error { return s.Register("a{b}", "* * * * * *", Func(nop)) }, ErrInvalid, "'{'"},
-		{"name too long", func() error { return s.Register(strings.Repeat("x", 201), "* * * * * *", Func(nop)) }, ErrInvalid, "longer"},
-		{"duplicate name", func() error { return s.Register("taken", "*/5 * * * * *", Func(nop)) }, ErrInvalid, `"taken"`},
-		{"duplicate task name", func() error { return s.Register("taken", "*/5 * * * * *", EnqueueJob(enq, task)) }, ErrInvalid, `"taken"`},
-		{"nil job", func() error { return s.Register("a", "* * * * * *", nil) }, ErrInvalid, "nil job"},
-		{"nil function", func() error { return s.Register("a", "* * * * * *", Func(nil)) }, ErrInvalid, "nil function"},
-		{"zero skew", func() error { return s.Register("a", "* * * * * *", Func(nop), WithSkew(0)) }, ErrInvalid, "skew"},
-		{"negative ttl", func() error { return s.Register("a", "* * * * * *", Func(nop), WithTTL(-time.Second)) }, ErrInvalid, "ttl"},
-		{"negative max delay", func() error { return s.Register("a", "* * * * * *", Func(nop), WithDelayIfRunning(-1)) }, ErrInvalid, "max delay"},
-		{"nil location", func() error { return s.Register("a", "* * * * * *", Func(nop), WithLocation(nil)) }, ErrInvalid, "location"},
-		{"negative catch-up", func() error { return s.Register("a", "* * * * * *", Func(nop), WithCatchUp(-1)) }, ErrInvalid, "catch-up"},
-		{"nil clock", func() error { return s.Register("a", "* * * * * *", Func(nop), withClock(nil)) }, ErrInvalid, "clock"},
-		{"empty replica", func() error { return s.Register("a", "* * * * * *", Func(nop), withReplica("")) }, ErrInvalid, "replica"},
-		{"nil option", func() error { return s.Register("a", "* * * * * *", Func(nop), nil) }, ErrInvalid, "nil option"},
-		{"spec option", func() error { return s.Register("a", "* * * * * *", Func(nop), WithSpec("* * * * * *")) }, ErrInvalid, "Singleton"},
-		{"nil enqueuer", func() error { return s.Register("a", "* * * * * *", EnqueueJob(nil, task)) }, ErrInvalid, "enqueuer"},
-		{"nil task", func() error { return s.Register("a", "* * * * * *", EnqueueJob(enq, nil)) }, ErrInvalid, "nil task"},
-		{"task without type", func() error { return s.Register("a", "* * * * * *", EnqueueJob(enq, asynq.NewTask(" ", nil))) }, ErrInvalid, "empty type"},
+		{"invalid spec", func() error { return s.Register("a", "not a spec", nop) }, ErrInvalid, `"not a spec"`},
+		{"never activates", func() error { return s.Register("a", "0 0 0 30 2 *", nop) }, ErrInvalid, "never activates"},
+		{"empty name", func() error { return s.Register("", "* * * * * *", nop) }, ErrInvalid, "empty"},
+		{"name with space", func() error { return s.Register("a b", "* * * * * *", nop) }, ErrInvalid, "whitespace"},
+		{"name with brace", func() error { return s.Register("a{b}", "* * * * * *", nop) }, ErrInvalid, "'{'"},
+		{"name too long", func() error { return s.Register(strings.Repeat("x", 201), "* * * * * *", nop) }, ErrInvalid, "longer"},
+		{"duplicate name", func() error { return s.Register("taken", "*/5 * * * * *", nop) }, ErrInvalid, `"taken"`},
+		{"duplicate task name", func() error { return s.RegisterTask("taken", "*/5 * * * * *", enq, task) }, ErrInvalid, `"taken"`},
+		{"nil function", func() error { return s.Register("a", "* * * * * *", nil) }, ErrInvalid, "nil function"},
+		{"zero skew", func() error { return s.Register("a", "* * * * * *", nop, WithSkew(0)) }, ErrInvalid, "skew"},
+		{"negative ttl", func() error { return s.Register("a", "* * * * * *", nop, WithTTL(-time.Second)) }, ErrInvalid, "ttl"},
+		{"negative max delay", func() error { return s.Register("a", "* * * * * *", nop, WithDelayIfRunning(-1)) }, ErrInvalid, "max delay"},
+		{"nil location", func() error { return s.Register("a", "* * * * * *", nop, WithLocation(nil)) }, ErrInvalid, "location"},
+		{"negative catch-up", func() error { return s.Register("a", "* * * * * *", nop, WithCatchUp(-1)) }, ErrInvalid, "catch-up"},
+		{"nil clock", func() error { return s.Register("a", "* * * * * *", nop, withClock(nil)) }, ErrInvalid, "clock"},
+		{"empty replica", func() error { return s.Register("a", "* * * * * *", nop, withReplica("")) }, ErrInvalid, "replica"},
+		{"nil option", func() error { return s.Register("a", "* * * * * *", nop, nil) }, ErrInvalid, "nil option"},
+		{"spec option", func() error { return s.Register("a", "* * * * * *", nop, WithSpec("* * * * * *")) }, ErrInvalid, "Singleton"},
+		{"nil enqueuer", func() error { return s.RegisterTask("a", "* * * * * *", nil, task) }, ErrInvalid, "enqueuer"},
+		{"nil task", func() error { return s.RegisterTask("a", "* * * * * *", enq, nil) }, ErrInvalid, "nil task"},
+		{"task without type", func() error { return s.RegisterTask("a", "* * * * * *", enq, asynq.NewTask(" ", nil)) }, ErrInvalid, "empty type"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -72,20 +71,20 @@ func TestRegisterValidation(t *testing.T) {
 	// Per-second schedules work with the default skew, and with more; a
 	// nil logger is the default logger.
 	for i, skew := range []time.Duration{defaultSkew, 3 * time.Second} {
-		if err := s.Register(fmt.Sprint("ok", i), "* * * * * *", Func(nop), WithSkew(skew), WithLogger(nil)); err != nil {
+		if err := s.Register(fmt.Sprint("ok", i), "* * * * * *", nop, WithSkew(skew), WithLogger(nil)); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if err := s.Register("ok", "@every 1s", Func(nop)); err != nil {
+	if err := s.Register("ok", "@every 1s", nop); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.Register("task", "* * * * *", EnqueueJob(enq, task)); err != nil {
+	if err := s.RegisterTask("task", "* * * * *", enq, task); err != nil {
 		t.Fatal(err)
 	}
 	if err := s.Stop(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.Register("late", "* * * * * *", Func(nop), WithSkew(500*time.Millisecond)); !errors.Is(err, ErrInvalid) {
+	if err := s.Register("late", "* * * * * *", nop, WithSkew(500*time.Millisecond)); !errors.Is(err, ErrInvalid) {
 		t.Fatalf("Register after Stop: %v, want ErrInvalid", err)
 	}
 }

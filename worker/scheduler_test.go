@@ -6,8 +6,6 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
-
-	"github.com/asynqlock/asynqlock/scheduler"
 )
 
 // A worker hosts a cron scheduler: Run starts it, its runs and this
@@ -24,7 +22,7 @@ func TestWorkerHostsSchedulerWithMetrics(t *testing.T) {
 		t.Fatal(err)
 	}
 	var runs atomic.Int32
-	if err := s.Register("tick", "* * * * * *", scheduler.Func(func(context.Context) error { runs.Add(1); return nil })); err != nil {
+	if err := s.Register("tick", "* * * * * *", func(context.Context) error { runs.Add(1); return nil }); err != nil {
 		t.Fatal(err)
 	}
 	stop := start(t, w)

@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/asynqlock/asynqlock/middleware"
-	"github.com/asynqlock/asynqlock/scheduler"
 	"github.com/hibiken/asynq"
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
@@ -59,7 +58,7 @@ func TestDocumentedSeriesExistFromStart(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := s.Register("nightly", "0 3 * * *", scheduler.Func(func(context.Context) error { return nil })); err != nil {
+	if err := s.Register("nightly", "0 3 * * *", func(context.Context) error { return nil }); err != nil {
 		t.Fatal(err)
 	}
 	start(t, w)

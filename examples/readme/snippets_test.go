@@ -54,10 +54,10 @@ func cronSingleton(locks *redlock.Client, job cron.Job) *cron.Cron {
 // schedule is the README's Scheduler snippet.
 func schedule(ctx context.Context, locks *redlock.Client, asynqClient *asynq.Client, buildReport func(context.Context) error) {
 	sched, _ := scheduler.New(locks) // specs in UTC unless WithLocation or CRON_TZ= says otherwise
-	sched.Register("nightly-report", "0 0 2 * * *", scheduler.Func(func(ctx context.Context) error {
+	sched.Register("nightly-report", "0 0 2 * * *", func(ctx context.Context) error {
 		return buildReport(ctx) // once per tick across all replicas; ctx cancelled on lock loss
-	}), scheduler.WithCatchUp(2*time.Hour)) // a tick missed while every replica was down runs when one is back
-	sched.Register("sync-prices", "*/30 * * * * *", scheduler.EnqueueJob(asynqClient, asynq.NewTask("prices:sync", nil))) // enqueued once per tick
+	}, scheduler.WithCatchUp(2*time.Hour)) // a tick missed while every replica was down runs when one is back
+	sched.RegisterTask("sync-prices", "*/30 * * * * *", asynqClient, asynq.NewTask("prices:sync", nil)) // enqueued once per tick
 	sched.Start()
 	defer sched.Stop(ctx)
 	for _, e := range sched.Entries() {
