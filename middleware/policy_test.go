@@ -3,6 +3,7 @@ package middleware
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/asynqlock/asynqlock/redlock"
 	"github.com/hibiken/asynq"
+	"github.com/redis/go-redis/v9"
 )
 
 const res = "task:stock:adjust:SKU-1"
@@ -236,6 +238,23 @@ func TestConflictOnLastRetryIsNeverArchived(t *testing.T) {
 		if got := insp.runs(); !slices.Equal(got, []string{"critical/abc"}) {
 			t.Fatalf("brought back %v, want [critical/abc]", got)
 		}
+	})
+	// The broker refuses the park record (and asynq archives the task all
+	// the same, as it would once the broker is back): the process that
+	// parked it brings it back by itself.
+	t.Run("brought back without its record", func(t *testing.T) {
+		e, _ := busyEnv(t, taskMeta{id: "abc", queue: "critical", retried: 0, maxRetry: 0, known: true})
+		dead := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", MaxRetries: -1})
+		t.Cleanup(func() { _ = dead.Close() })
+		insp := &fakeInspector{}
+		h := Lock(e.locks, ByField("sku"), WithPolicy(Requeue()), WithBroker(dead), withInspector(insp),
+			withBackstop(200*time.Millisecond), WithLogger(slog.New(slog.DiscardHandler)))(&recorder{})
+		err := h.ProcessTask(ctx, adjust())
+		if !errors.Is(err, ErrConflict) || IsFailure(err) {
+			t.Fatalf("err %v; want a conflict", err)
+		}
+		insp.set("critical", "abc", asynq.TaskStateArchived, err.Error())
+		waitFor(t, "the task brought back from the archive", func() bool { return len(insp.runs()) == 1 })
 	})
 	// A Timeout shorter than the wait: the wait ends shortly before the
 	// task's deadline with a conflict, which keeps its retry count, not with

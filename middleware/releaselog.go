@@ -22,7 +22,7 @@ func (m *mw) releaseState(log taskLog, err error) {
 	case err != nil:
 		m.releaseErr.Fail(m.cfg.logger, slog.LevelWarn, "lock releases failing; each lock expires at its TTL", err,
 			"resource", log.res, "nodes", failedNodes(err))
-	default:
+	case m.releaseErr.Failing() != "": // not per task: the arguments cost two allocations
 		m.releaseErr.OK(m.cfg.logger, "lock releases work again", "resource", log.res)
 	}
 }
