@@ -23,6 +23,9 @@ func (s *Server) Refuse(refuse bool) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	opts := ClientOptions(s.Addr())
+	// A control call of the test, not a node under test: generous timeouts
+	// (a loaded machine once took more than the clients' dial timeout).
+	opts.DialTimeout, opts.ReadTimeout, opts.WriteTimeout, opts.MaxRetries = 10*time.Second, 10*time.Second, 10*time.Second, 3
 	cmds := [][]any{{"acl", "setuser", refuser, "on", ">" + refuserPassword, "~*", "&*", "+@all"},
 		{"acl", "setuser", "default", "-@all"}}
 	if !refuse {
