@@ -23,7 +23,7 @@ func offlineLocks(t *testing.T) *redlock.Client {
 }
 
 // TestNewRefusesBadConfig: a configuration that cannot work is refused by
-// New with scheduler.ErrInvalid and a message naming what is wrong.
+// New with redlock.ErrInvalid and a message naming what is wrong.
 func TestNewRefusesBadConfig(t *testing.T) {
 	locks := offlineLocks(t)
 	job := map[string]string{"j": "@every 1s"}
@@ -49,7 +49,7 @@ func TestNewRefusesBadConfig(t *testing.T) {
 		{"spec", locks, job, []scheduler.Option{scheduler.WithSpec("* * * * *")}, "not for NewJobs"},
 	} {
 		_, err := New(tc.locks, tc.jobs, tc.opts...)
-		if !errors.Is(err, scheduler.ErrInvalid) || !strings.Contains(err.Error(), tc.want) {
+		if !errors.Is(err, redlock.ErrInvalid) || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s: New = %v, want ErrInvalid saying %q", tc.name, err, tc.want)
 		}
 	}
@@ -74,7 +74,8 @@ func TestRefusedRunsWarnOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	for range 3 {
-		if _, err := l.Lock(context.Background(), "other"); !errors.Is(err, scheduler.ErrInvalid) || !strings.Contains(err.Error(), "not registered") {
+		_, err := l.Lock(context.Background(), "other")
+		if !errors.Is(err, redlock.ErrInvalid) || !strings.Contains(err.Error(), "not registered") {
 			t.Errorf("Lock(other) = %v, want ErrInvalid: not registered", err)
 		}
 		if _, err := l.Lock(context.Background(), "minutely"); err == nil || !strings.Contains(err.Error(), "not within the skew") {

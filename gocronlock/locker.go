@@ -44,7 +44,7 @@ import (
 // or the run. The options are scheduler's (WithLocation: the gocron
 // scheduler's, default time.Local); ticks follow the real clock, not a
 // gocron.WithClock fake. A configuration that cannot work fails with
-// scheduler.ErrInvalid.
+// redlock.ErrInvalid.
 func New(locks *redlock.Client, jobs map[string]string, opts ...scheduler.Option) (gocron.Locker, error) {
 	opts = append([]scheduler.Option{scheduler.WithLocation(time.Local)}, opts...)
 	start, err := scheduler.NewJobs(locks, "gocron:", jobs, opts...)

@@ -26,7 +26,8 @@ var (
 	// ErrNotHeld means the lock was already released.
 	ErrNotHeld = errors.New("redlock: lock not held")
 	// ErrInvalid marks bad input: an empty resource, a bad TTL, bad nodes or
-	// options. The message names what is wrong.
+	// options (in packages scheduler and gocronlock: a bad job, name, spec or
+	// option). The message names what is wrong.
 	ErrInvalid = errors.New("redlock: invalid argument")
 	// ErrClosed means the Client was closed.
 	ErrClosed = errors.New("redlock: client closed")

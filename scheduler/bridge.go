@@ -3,7 +3,6 @@ package scheduler
 import (
 	"context"
 	"errors"
-	"strings"
 	"time"
 
 	"github.com/hibiken/asynq"
@@ -21,24 +20,12 @@ type enqueuer interface {
 // asynq.Retention of at least a minute, so that a second try of the tick
 // gets asynq.ErrTaskIDConflict (OutcomeSkippedOtherReplica). It takes the
 // tick lock only; with the lock nodes down it relies on the task ID alone.
-// Run outside them it fails with ErrInvalid.
+// Run outside them it fails with redlock.ErrInvalid.
 func EnqueueJob(enq enqueuer, task *asynq.Task) cron.Job { return &taskJob{enq: enq, task: task} }
 
 type taskJob struct {
 	enq  enqueuer
 	task *asynq.Task
-}
-
-func (j *taskJob) check() error {
-	switch {
-	case j.enq == nil:
-		return invalidf("nil enqueuer")
-	case j.task == nil:
-		return invalidf("nil task")
-	case strings.TrimSpace(j.task.Type()) == "":
-		return invalidf("task with an empty type")
-	}
-	return nil
 }
 
 func (j *taskJob) Run() { _ = j.RunContext(context.Background()) }

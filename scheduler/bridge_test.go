@@ -9,6 +9,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/asynqlock/asynqlock/redlock"
 	"github.com/hibiken/asynq"
 	"github.com/robfig/cron/v3"
 )
@@ -132,8 +133,9 @@ func TestBridgeRetentionAndErrors(t *testing.T) {
 		if q.retention != 61*time.Second {
 			t.Fatalf("retention %v, want the 60.9s tick window rounded up to 61s", q.retention)
 		}
-		if err := EnqueueJob(q, asynq.NewTask("x", nil)).(contextJob).RunContext(context.Background()); !errors.Is(err, ErrInvalid) {
-			t.Fatalf("EnqueueJob outside Singleton: %v, want ErrInvalid", err)
+		err := EnqueueJob(q, asynq.NewTask("x", nil)).(contextJob).RunContext(context.Background())
+		if !errors.Is(err, redlock.ErrInvalid) {
+			t.Fatalf("EnqueueJob outside Singleton: %v, want redlock.ErrInvalid", err)
 		}
 		time.Sleep(time.Second)
 	})

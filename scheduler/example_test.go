@@ -211,7 +211,7 @@ func ExampleScheduler_RegisterTask() {
 }
 
 // Singleton refuses, where the wrapper is made, a configuration that could
-// never run as meant: it panics with an error matching ErrInvalid.
+// never run as meant: it panics with an error matching redlock.ErrInvalid.
 func ExampleSingleton_refused() {
 	urls, stop := nodes(3)
 	defer stop()
@@ -223,7 +223,7 @@ func ExampleSingleton_refused() {
 
 	defer func() {
 		err, _ := recover().(error)
-		fmt.Println(errors.Is(err, scheduler.ErrInvalid))
+		fmt.Println(errors.Is(err, redlock.ErrInvalid))
 	}()
 	scheduler.Singleton(locks, "report", scheduler.WithSpec("@every 10s"))
 	// Output: true

@@ -34,8 +34,8 @@ type jobs struct {
 // redlock.ErrLockLost on loss); end releases it and reports the run with
 // the job's error (first call counts). A run that does not go ahead is
 // reported and start says why: redlock.ErrLocked when another replica has
-// the tick or the previous run still runs, ErrInvalid for a name not given
-// (it runs nowhere, logged once). start is safe for concurrent use.
+// the tick or the previous run still runs, redlock.ErrInvalid for a name
+// not given (it runs nowhere, logged once). start is safe for concurrent use.
 func NewJobs(client *redlock.Client, prefix string, specs map[string]string, opts ...Option) (
 	start func(ctx context.Context, name string) (context.Context, func(error) error, error), err error) {
 	locks, err := lockerFor(client)
@@ -43,13 +43,11 @@ func NewJobs(client *redlock.Client, prefix string, specs map[string]string, opt
 		return nil, err
 	}
 	cfg := defaultConfig()
-	if err := cfg.apply(opts); err != nil {
+	if err := cfg.apply(opts, "NewJobs"); err != nil {
 		return nil, err
 	}
 	cfg.anyName = true
 	switch {
-	case cfg.hasSpec || cfg.catchUp > 0:
-		return nil, invalidf("WithSpec and WithCatchUp are not for NewJobs: its jobs' specs are given to it, and their cron starts the runs")
 	case prefix == "":
 		return nil, invalidf("empty key prefix: keys would mix with other users of the lock nodes")
 	case len(specs) == 0:

@@ -11,22 +11,28 @@ import (
 	"unicode"
 
 	"github.com/asynqlock/asynqlock/internal/cronsim"
+	"github.com/asynqlock/asynqlock/redlock"
 	"github.com/robfig/cron/v3"
 	"go.opentelemetry.io/otel/trace"
 )
-
-// ErrInvalid means input that cannot work, refused where it is made (a nil
-// client or job, a bad or duplicate name, a spec that does not parse or
-// never activates, a bad option); the message names the job and the fault.
-var ErrInvalid = errors.New("scheduler: invalid argument")
 
 var (
 	errStopped = errors.New("scheduler: stopped") // cause of the jobs Stop's context cut short
 	errNoTick  = errors.New("scheduler: run is not within the skew of an activation")
 )
 
+// invalidError is input that cannot work, refused where it is made (a nil
+// client or job, a bad or duplicate name, a spec that does not parse or
+// never activates, a bad option): it names the job and the fault, and
+// matches redlock.ErrInvalid, the one sentinel of bad input.
+type invalidError string
+
+func (e invalidError) Error() string { return "scheduler: invalid argument: " + string(e) }
+
+func (e invalidError) Unwrap() error { return redlock.ErrInvalid }
+
 func invalidf(format string, args ...any) error {
-	return fmt.Errorf("%w: "+format, append([]any{ErrInvalid}, args...)...)
+	return invalidError(fmt.Sprintf(format, args...))
 }
 
 func init() {
@@ -60,7 +66,9 @@ func defaultConfig() config {
 		now: time.Now, replica: h + ":" + strconv.Itoa(os.Getpid())}
 }
 
-func (c *config) apply(opts []Option) error {
+// apply applies opts for use ("Singleton", "a Scheduler" or "NewJobs"),
+// refusing the options that are another use's.
+func (c *config) apply(opts []Option, use string) error {
 	for _, o := range opts {
 		if o == nil {
 			return invalidf("nil option")
@@ -85,6 +93,10 @@ func (c *config) apply(opts []Option) error {
 		return invalidf("nil clock")
 	case c.replica == "":
 		return invalidf("empty replica name")
+	case (c.hasSpec || c.schedule != nil) && use != "Singleton":
+		return invalidf("WithSpec is for Singleton, not for %s: give the spec with the job", use)
+	case c.catchUp > 0 && use != "a Scheduler":
+		return invalidf("WithCatchUp is for a Scheduler, not for %s: it cannot know when its cron starts", use)
 	}
 	return nil
 }

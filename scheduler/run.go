@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime/debug"
+	"strings"
 	"sync"
 	"time"
 
@@ -73,7 +74,7 @@ func (r *runner) runTick(ev Event, start time.Time, catchUp bool) {
 // catchUpLater runs the job's latest tick within the catch-up deadline in
 // the background, unless its record (kept that long) shows a replica ran it.
 func (r *runner) catchUpLater() {
-	if r.cfg.catchUp <= 0 || r.sched == nil || r.host.wg == nil {
+	if r.cfg.catchUp <= 0 { // a Scheduler's jobs only (apply refuses it elsewhere)
 		return
 	}
 	r.host.wg.Add(1)
@@ -218,8 +219,9 @@ type contextJob interface {
 // Func adapts a function to a cron.Job run with the run's context:
 // cancelled with cause redlock.ErrLockLost if the running lock is lost (or
 // "scheduler: stopped" when a Scheduler's Stop runs out of time), carrying
-// the run (FromContext). Its error is the run's outcome. Any cron.Job with
-// a method RunContext(ctx) error is run the same way.
+// the run (FromContext). Its error, or its panic (logged with the stack),
+// is the run's outcome. Any cron.Job with a method RunContext(ctx) error is
+// run the same way.
 func Func(fn func(ctx context.Context) error) cron.Job { return funcJob(fn) }
 
 type funcJob func(ctx context.Context) error
@@ -228,17 +230,22 @@ func (f funcJob) Run() { _ = f(context.Background()) }
 
 func (f funcJob) RunContext(ctx context.Context) error { return f(ctx) }
 
-// checkJob refuses a job that cannot run.
+// checkJob refuses a job that cannot run: nil, Func(nil), or a bridge
+// without its client or task.
 func checkJob(job cron.Job) error {
-	switch j := job.(type) {
-	case nil:
+	fj, isFunc := job.(funcJob)
+	tj, isTask := job.(*taskJob)
+	switch {
+	case job == nil:
 		return invalidf("nil job")
-	case funcJob:
-		if j == nil {
-			return invalidf("nil function")
-		}
-	case *taskJob:
-		return j.check()
+	case isFunc && fj == nil:
+		return invalidf("nil function")
+	case isTask && tj.enq == nil:
+		return invalidf("nil enqueuer")
+	case isTask && tj.task == nil:
+		return invalidf("nil task")
+	case isTask && strings.TrimSpace(tj.task.Type()) == "":
+		return invalidf("task with an empty type")
 	}
 	return nil
 }

@@ -72,8 +72,6 @@ func newRunner(locks locker, name string, sched cron.Schedule, job cron.Job, cfg
 		tracer: cmp.Or(cfg.tp, otel.GetTracerProvider()).Tracer("github.com/asynqlock/asynqlock/scheduler")}
 	r.logs.trouble.Settle, r.logs.byID.Settle = statelog.Settle, statelog.Settle
 	switch _, every := sched.(cron.ConstantDelaySchedule); {
-	case sched == nil && cfg.catchUp > 0:
-		return nil, invalidf("job %q: WithCatchUp needs the job's schedule: register it with a Scheduler", name)
 	case every:
 		return nil, invalidf("job %q: robfig's @every counts from each cron's start, so replicas do not share its ticks; "+
 			"schedule the job with scheduler.Every (c.Schedule(scheduler.Every(d), job)) or use a Scheduler", name)

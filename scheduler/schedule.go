@@ -1,7 +1,6 @@
 package scheduler
 
 import (
-	"fmt"
 	"time"
 
 	"github.com/robfig/cron/v3"
@@ -18,7 +17,7 @@ var specParser = cron.NewParser(cron.SecondOptional | cron.Minute | cron.Hour | 
 func parse(spec string, loc *time.Location, keepEvery bool) (cron.Schedule, error) {
 	s, err := specParser.Parse(spec)
 	if err != nil {
-		return nil, fmt.Errorf("%w: cron spec %q: %w", ErrInvalid, spec, err)
+		return nil, invalidf("cron spec %q: %v", spec, err)
 	}
 	switch v := s.(type) {
 	case cron.ConstantDelaySchedule:

@@ -51,11 +51,8 @@ func New(client *redlock.Client, opts ...Option) (*Scheduler, error) {
 
 func newScheduler(locks locker, opts []Option) (*Scheduler, error) {
 	cfg := defaultConfig()
-	if err := cfg.apply(opts); err != nil {
+	if err := cfg.apply(opts, "a Scheduler"); err != nil {
 		return nil, err
-	}
-	if cfg.hasSpec || cfg.schedule != nil {
-		return nil, invalidf("WithSpec is for Singleton; a Scheduler job's spec is given to Register")
 	}
 	stopping, stopBegin := context.WithCancel(context.Background())
 	running, kill := context.WithCancelCause(context.Background())
@@ -67,12 +64,10 @@ func newScheduler(locks locker, opts []Option) (*Scheduler, error) {
 	}, nil
 }
 
-// Register adds fn, run on each tick of spec: 6 fields with seconds first,
-// 5 with minutes first, or a descriptor (@hourly; @every 30s aligned as
-// Every says), with an optional CRON_TZ=Zone prefix. fn's context is
-// cancelled with cause redlock.ErrLockLost if the lock is lost, or
-// "scheduler: stopped" when Stop's context ends; a panic is recovered and
-// reported. It fails with ErrInvalid, before or after Start or Stop.
+// Register adds fn, run as Func runs it on each tick of spec: 6 fields with
+// seconds first, 5 with minutes first, or a descriptor (@hourly; @every 30s
+// aligned as Every says), with an optional CRON_TZ=Zone prefix. It fails
+// with redlock.ErrInvalid, before or after Start or Stop.
 func (s *Scheduler) Register(name, spec string, fn func(ctx context.Context) error, opts ...Option) error {
 	return s.add(name, spec, funcJob(fn), opts)
 }
@@ -85,11 +80,8 @@ func (s *Scheduler) RegisterTask(name, spec string, enq enqueuer, task *asynq.Ta
 
 func (s *Scheduler) add(name, spec string, job cron.Job, opts []Option) error {
 	cfg := s.cfg
-	if err := cfg.apply(opts); err != nil {
+	if err := cfg.apply(opts, "a Scheduler"); err != nil {
 		return fmt.Errorf("%w (job %q)", err, name)
-	}
-	if cfg.hasSpec || cfg.schedule != nil {
-		return invalidf("job %q: WithSpec is for Singleton; pass the spec to Register", name)
 	}
 	sched, err := parse(spec, cfg.loc, false)
 	if err != nil {

@@ -7,6 +7,8 @@ import (
 	"testing"
 	"testing/synctest"
 	"time"
+
+	"github.com/asynqlock/asynqlock/redlock"
 )
 
 func newTestScheduler(t *testing.T, locks locker, opts ...Option) *Scheduler {
@@ -180,7 +182,7 @@ func TestSchedulerLogsOutcomes(t *testing.T) {
 	})
 }
 
-// Stop(nil) is refused with ErrInvalid, as every other call refuses a nil
+// Stop(nil) is refused with redlock.ErrInvalid, as every other call refuses a nil
 // context, and leaves the Scheduler running: a later Stop still waits for
 // the running job. Before, Stop(nil) panicked.
 func TestSchedulerStopRefusesNilContext(t *testing.T) {
@@ -192,8 +194,8 @@ func TestSchedulerStopRefusesNilContext(t *testing.T) {
 		}
 		s.Start()
 		var nilCtx context.Context
-		if err := s.Stop(nilCtx); !errors.Is(err, ErrInvalid) {
-			t.Fatalf("Stop(nil) = %v, want ErrInvalid", err)
+		if err := s.Stop(nilCtx); !errors.Is(err, redlock.ErrInvalid) {
+			t.Fatalf("Stop(nil) = %v, want redlock.ErrInvalid", err)
 		}
 		time.Sleep(2100 * time.Millisecond)
 		if err := s.Stop(context.Background()); err != nil {

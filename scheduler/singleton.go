@@ -18,10 +18,10 @@ import (
 // use c.Schedule(scheduler.Every(d), job). One wrapper may wrap several
 // jobs, named name, "name#2", ... in the order they are added.
 //
-// Singleton panics with an error matching ErrInvalid (nil client, bad
-// name, job or option, an "@every" spec, WithCatchUp) where the wrapper is
-// made or wraps a job, as regexp.MustCompile does: a job that could never
-// run is never returned.
+// Singleton panics with an error matching redlock.ErrInvalid (nil client,
+// bad name, job or option, an "@every" spec, WithCatchUp) where the wrapper
+// is made or wraps a job, as regexp.MustCompile does: a job that could
+// never run is never returned.
 func Singleton(client *redlock.Client, name string, opts ...Option) cron.JobWrapper {
 	locks, err := lockerFor(client)
 	if err == nil {
@@ -35,11 +35,8 @@ func Singleton(client *redlock.Client, name string, opts ...Option) cron.JobWrap
 
 func newSingleton(locks locker, name string, opts []Option) (cron.JobWrapper, error) {
 	cfg := defaultConfig()
-	if err := cfg.apply(opts); err != nil {
-		return nil, err
-	}
-	if cfg.catchUp > 0 {
-		return nil, invalidf("job %q: WithCatchUp is for a Scheduler (a Singleton does not know when its cron starts)", name)
+	if err := cfg.apply(opts, "Singleton"); err != nil {
+		return nil, fmt.Errorf("%w (job %q)", err, name)
 	}
 	sched := cfg.schedule
 	if cfg.hasSpec {

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/asynqlock/asynqlock/redlock"
 	"github.com/robfig/cron/v3"
 )
 
@@ -140,8 +141,8 @@ func TestParse(t *testing.T) {
 		t.Error("@every must become an everySchedule")
 	}
 	for _, bad := range []string{"", "* * *", "61 * * * * *", "@sometimes", "TZ=Nowhere/City * * * * *", "* * * * * * *"} {
-		if _, err := parse(bad, time.UTC, false); !errors.Is(err, ErrInvalid) {
-			t.Errorf("parse(%q) = %v, want ErrInvalid", bad, err)
+		if _, err := parse(bad, time.UTC, false); !errors.Is(err, redlock.ErrInvalid) {
+			t.Errorf("parse(%q) = %v, want redlock.ErrInvalid", bad, err)
 		}
 	}
 }

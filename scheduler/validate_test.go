@@ -29,36 +29,35 @@ func TestRegisterValidation(t *testing.T) {
 	tests := []struct {
 		name     string
 		register func() error
-		want     error
 		mention  string
 	}{
-		{"invalid spec", func() error { return s.Register("a", "not a spec", nop) }, ErrInvalid, `"not a spec"`},
-		{"never activates", func() error { return s.Register("a", "0 0 0 30 2 *", nop) }, ErrInvalid, "never activates"},
-		{"empty name", func() error { return s.Register("", "* * * * * *", nop) }, ErrInvalid, "empty"},
-		{"name with space", func() error { return s.Register("a b", "* * * * * *", nop) }, ErrInvalid, "whitespace"},
-		{"name with brace", func() error { return s.Register("a{b}", "* * * * * *", nop) }, ErrInvalid, "'{'"},
-		{"name too long", func() error { return s.Register(strings.Repeat("x", 201), "* * * * * *", nop) }, ErrInvalid, "longer"},
-		{"duplicate name", func() error { return s.Register("taken", "*/5 * * * * *", nop) }, ErrInvalid, `"taken"`},
-		{"duplicate task name", func() error { return s.RegisterTask("taken", "*/5 * * * * *", enq, task) }, ErrInvalid, `"taken"`},
-		{"nil function", func() error { return s.Register("a", "* * * * * *", nil) }, ErrInvalid, "nil function"},
-		{"zero skew", func() error { return s.Register("a", "* * * * * *", nop, WithSkew(0)) }, ErrInvalid, "skew"},
-		{"negative ttl", func() error { return s.Register("a", "* * * * * *", nop, WithTTL(-time.Second)) }, ErrInvalid, "ttl"},
-		{"negative max delay", func() error { return s.Register("a", "* * * * * *", nop, WithDelayIfRunning(-1)) }, ErrInvalid, "max delay"},
-		{"nil location", func() error { return s.Register("a", "* * * * * *", nop, WithLocation(nil)) }, ErrInvalid, "location"},
-		{"negative catch-up", func() error { return s.Register("a", "* * * * * *", nop, WithCatchUp(-1)) }, ErrInvalid, "catch-up"},
-		{"nil clock", func() error { return s.Register("a", "* * * * * *", nop, withClock(nil)) }, ErrInvalid, "clock"},
-		{"empty replica", func() error { return s.Register("a", "* * * * * *", nop, withReplica("")) }, ErrInvalid, "replica"},
-		{"nil option", func() error { return s.Register("a", "* * * * * *", nop, nil) }, ErrInvalid, "nil option"},
-		{"spec option", func() error { return s.Register("a", "* * * * * *", nop, WithSpec("* * * * * *")) }, ErrInvalid, "Singleton"},
-		{"nil enqueuer", func() error { return s.RegisterTask("a", "* * * * * *", nil, task) }, ErrInvalid, "enqueuer"},
-		{"nil task", func() error { return s.RegisterTask("a", "* * * * * *", enq, nil) }, ErrInvalid, "nil task"},
-		{"task without type", func() error { return s.RegisterTask("a", "* * * * * *", enq, asynq.NewTask(" ", nil)) }, ErrInvalid, "empty type"},
+		{"invalid spec", func() error { return s.Register("a", "not a spec", nop) }, `"not a spec"`},
+		{"never activates", func() error { return s.Register("a", "0 0 0 30 2 *", nop) }, "never activates"},
+		{"empty name", func() error { return s.Register("", "* * * * * *", nop) }, "empty"},
+		{"name with space", func() error { return s.Register("a b", "* * * * * *", nop) }, "whitespace"},
+		{"name with brace", func() error { return s.Register("a{b}", "* * * * * *", nop) }, "'{'"},
+		{"name too long", func() error { return s.Register(strings.Repeat("x", 201), "* * * * * *", nop) }, "longer"},
+		{"duplicate name", func() error { return s.Register("taken", "*/5 * * * * *", nop) }, `"taken"`},
+		{"duplicate task name", func() error { return s.RegisterTask("taken", "*/5 * * * * *", enq, task) }, `"taken"`},
+		{"nil function", func() error { return s.Register("a", "* * * * * *", nil) }, "nil function"},
+		{"zero skew", func() error { return s.Register("a", "* * * * * *", nop, WithSkew(0)) }, "skew"},
+		{"negative ttl", func() error { return s.Register("a", "* * * * * *", nop, WithTTL(-time.Second)) }, "ttl"},
+		{"negative max delay", func() error { return s.Register("a", "* * * * * *", nop, WithDelayIfRunning(-1)) }, "max delay"},
+		{"nil location", func() error { return s.Register("a", "* * * * * *", nop, WithLocation(nil)) }, "location"},
+		{"negative catch-up", func() error { return s.Register("a", "* * * * * *", nop, WithCatchUp(-1)) }, "catch-up"},
+		{"nil clock", func() error { return s.Register("a", "* * * * * *", nop, withClock(nil)) }, "clock"},
+		{"empty replica", func() error { return s.Register("a", "* * * * * *", nop, withReplica("")) }, "replica"},
+		{"nil option", func() error { return s.Register("a", "* * * * * *", nop, nil) }, "nil option"},
+		{"spec option", func() error { return s.Register("a", "* * * * * *", nop, WithSpec("* * * * * *")) }, "Singleton"},
+		{"nil enqueuer", func() error { return s.RegisterTask("a", "* * * * * *", nil, task) }, "enqueuer"},
+		{"nil task", func() error { return s.RegisterTask("a", "* * * * * *", enq, nil) }, "nil task"},
+		{"task without type", func() error { return s.RegisterTask("a", "* * * * * *", enq, asynq.NewTask(" ", nil)) }, "empty type"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			err := tt.register()
-			if !errors.Is(err, tt.want) {
-				t.Fatalf("got %v, want %v", err, tt.want)
+			if !errors.Is(err, redlock.ErrInvalid) {
+				t.Fatalf("got %v, want redlock.ErrInvalid", err)
 			}
 			if !strings.Contains(err.Error(), tt.mention) {
 				t.Fatalf("error %q does not mention %q", err, tt.mention)
@@ -84,43 +83,45 @@ func TestRegisterValidation(t *testing.T) {
 	if err := s.Stop(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.Register("late", "* * * * * *", nop, WithSkew(500*time.Millisecond)); !errors.Is(err, ErrInvalid) {
-		t.Fatalf("Register after Stop: %v, want ErrInvalid", err)
+	err = s.Register("late", "* * * * * *", nop, WithSkew(500*time.Millisecond))
+	if !errors.Is(err, redlock.ErrInvalid) {
+		t.Fatalf("Register after Stop: %v, want redlock.ErrInvalid", err)
 	}
 }
 
 func TestNewValidation(t *testing.T) {
-	if _, err := New(nil); !errors.Is(err, ErrInvalid) {
-		t.Fatalf("New(nil) = %v, want ErrInvalid", err)
+	if _, err := New(nil); !errors.Is(err, redlock.ErrInvalid) {
+		t.Fatalf("New(nil) = %v, want redlock.ErrInvalid", err)
 	}
-	if err, _ := mustPanic(t, func() { Singleton(nil, "a", WithSpec("* * * * *")) }).(error); !errors.Is(err, ErrInvalid) {
-		t.Fatalf("Singleton(nil) panics with %v, want ErrInvalid", err)
+	v := mustPanic(t, func() { Singleton(nil, "a", WithSpec("* * * * *")) })
+	if err, _ := v.(error); !errors.Is(err, redlock.ErrInvalid) {
+		t.Fatalf("Singleton(nil) panics with %v, want redlock.ErrInvalid", err)
 	}
 	locks := newMemLocks().client()
-	if _, err := newScheduler(locks, []Option{WithSkew(-1)}); !errors.Is(err, ErrInvalid) {
+	if _, err := newScheduler(locks, []Option{WithSkew(-1)}); !errors.Is(err, redlock.ErrInvalid) {
 		t.Fatalf("negative default skew: %v", err)
 	}
-	if _, err := newScheduler(locks, []Option{withSchedule(Every(time.Minute))}); !errors.Is(err, ErrInvalid) {
+	_, err := newScheduler(locks, []Option{withSchedule(Every(time.Minute))})
+	if !errors.Is(err, redlock.ErrInvalid) {
 		t.Fatalf("WithSchedule on a Scheduler: %v", err)
 	}
 	for _, tt := range []struct {
 		name    string
 		opts    []Option
-		want    error
 		mention string
 	}{
-		{"", nil, ErrInvalid, "empty"},
-		{"a", []Option{WithSpec("bad")}, ErrInvalid, `"bad"`},
-		{"a", []Option{WithSpec("@every 5s")}, ErrInvalid, "scheduler.Every"},
-		{"a", []Option{withSchedule(cron.Every(5 * time.Second))}, ErrInvalid, "@every"},
-		{"a", []Option{WithSpec("0 0 30 2 *")}, ErrInvalid, "never activates"},
-		{"a", []Option{WithTTL(0)}, ErrInvalid, "ttl"},
-		{"a", []Option{WithCatchUp(time.Minute)}, ErrInvalid, "Scheduler"},
-		{"a", []Option{nil}, ErrInvalid, "nil option"},
+		{"", nil, "empty"},
+		{"a", []Option{WithSpec("bad")}, `"bad"`},
+		{"a", []Option{WithSpec("@every 5s")}, "scheduler.Every"},
+		{"a", []Option{withSchedule(cron.Every(5 * time.Second))}, "@every"},
+		{"a", []Option{WithSpec("0 0 30 2 *")}, "never activates"},
+		{"a", []Option{WithTTL(0)}, "ttl"},
+		{"a", []Option{WithCatchUp(time.Minute)}, "Scheduler"},
+		{"a", []Option{nil}, "nil option"},
 	} {
 		_, err := newSingleton(locks, tt.name, append(tt.opts, quiet))
-		if !errors.Is(err, tt.want) || !strings.Contains(err.Error(), tt.mention) {
-			t.Errorf("newSingleton(%q): %v, want %v mentioning %q", tt.name, err, tt.want, tt.mention)
+		if !errors.Is(err, redlock.ErrInvalid) || !strings.Contains(err.Error(), tt.mention) {
+			t.Errorf("newSingleton(%q): %v, want redlock.ErrInvalid mentioning %q", tt.name, err, tt.mention)
 		}
 	}
 	// The robfig idiom: no schedule, default skew, per-second or
@@ -168,8 +169,8 @@ func TestSingletonPanicsOnBadInput(t *testing.T) {
 		t.Run(tt.what, func(t *testing.T) {
 			v := mustPanic(t, func() { Singleton(tt.client, tt.name, tt.opts...) })
 			err, ok := v.(error)
-			if !ok || !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), tt.mention) {
-				t.Fatalf("panic %v, want ErrInvalid mentioning %q", v, tt.mention)
+			if !ok || !errors.Is(err, redlock.ErrInvalid) || !strings.Contains(err.Error(), tt.mention) {
+				t.Fatalf("panic %v, want redlock.ErrInvalid mentioning %q", v, tt.mention)
 			}
 			if !strings.HasPrefix(err.Error(), "scheduler: ") {
 				t.Fatalf("panic %q, want the package's error", err)
