@@ -87,7 +87,7 @@ func staleParked(t *asynq.TaskInfo) bool {
 
 // reviveTask claims the task, looks at it again and moves it back.
 func (w *Worker) reviveTask(ctx context.Context, queue, id string) (bool, error) {
-	claim := "asynq:{" + queue + "}:asynqlock:revive:" + id
+	claim := parkQueuePrefix(queue) + "asynqlock:revive:" + id
 	won, err := w.ping.SetNX(ctx, claim, "1", 10*time.Minute).Result()
 	if err != nil || !won {
 		return false, err
