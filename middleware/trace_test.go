@@ -92,8 +92,8 @@ func event(t *testing.T, span *spantest.Span, name string) (spantest.Event, bool
 
 func wantAttr(t *testing.T, what string, attrs []attribute.KeyValue, k attribute.Key, want string) {
 	t.Helper()
-	if v, ok := attrOf(attrs, k); !ok || v.String() != want {
-		t.Fatalf("%s: %s = %q (set %v), want %q", what, k, v.String(), ok, want)
+	if v, ok := attrOf(attrs, k); !ok || v.Emit() != want {
+		t.Fatalf("%s: %s = %q (set %v), want %q", what, k, v.Emit(), ok, want)
 	}
 }
 
