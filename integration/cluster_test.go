@@ -213,7 +213,7 @@ func clusterCheckCase(t *testing.T, urls []string, addrs [][]string) {
 		t.Fatalf("independent clusters report shared servers: %v", g)
 	}
 	twice := []string{urls[0], urls[1], redistest.LockClusterURL([]string{addrs[0][2]})}
-	if _, err := redlock.NewFromURLs(twice, redlock.WithNodeTimeout(time.Second)); !errors.Is(err, redlock.ErrMisconfigured) {
+	if _, err := redlock.NewFromURLs(twice, redlock.WithNodeTimeout(time.Second)); !errors.Is(err, redlock.ErrInvalid) {
 		t.Fatalf("NewFromURLs with one cluster listed twice: %v, want ErrSameServer", err)
 	}
 	// The operator's check keeps such nodes to report them.
@@ -265,9 +265,9 @@ func TestClusterMemberAsSingleServer(t *testing.T) {
 	addrs := redistest.StartRedisCluster(t, 3)
 	plain := redistest.StartCluster(t, 2)
 	urls := append(plain.URLs(), "redis://"+addrs[0])
-	if _, err := redlock.NewFromURLs(urls, redlock.WithNodeTimeout(time.Second)); !errors.Is(err, redlock.ErrMisconfigured) ||
+	if _, err := redlock.NewFromURLs(urls, redlock.WithNodeTimeout(time.Second)); !errors.Is(err, redlock.ErrInvalid) ||
 		!strings.Contains(err.Error(), "redis-cluster://"+addrs[0]) {
-		t.Fatalf("NewFromURLs with a cluster member as redis://: %v, want ErrMisconfigured naming the cluster form", err)
+		t.Fatalf("NewFromURLs with a cluster member as redis://: %v, want ErrInvalid naming the cluster form", err)
 	}
 	// The operator's check keeps such a node to report it.
 	c := newClusterLocks(t, urls, redlock.WithInspectOnly())

@@ -220,7 +220,7 @@ func TestShutdownReleasesLocksAndRequeues(t *testing.T) {
 			}
 			held := 0
 			for _, s := range st {
-				if s.Held() {
+				if s.Token != "" {
 					held++
 				}
 			}

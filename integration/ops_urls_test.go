@@ -73,8 +73,8 @@ func TestOpsWrongNodePasswordIsRefusedAndNamed(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, err = worker.New(cfg, worker.WithLogger(slog.New(slog.DiscardHandler)))
-	if !errors.Is(err, redlock.ErrMisconfigured) || !errors.Is(err, worker.ErrConfig) {
-		t.Fatalf("New = %v, want ErrMisconfigured and ErrConfig", err)
+	if !errors.Is(err, redlock.ErrInvalid) || !errors.Is(err, worker.ErrConfig) {
+		t.Fatalf("New = %v, want ErrInvalid and ErrConfig", err)
 	}
 	for _, want := range []string{"REDLOCK_NODES", "node 2 (redis://locker:xxxxx@" + addrs[2] + ")", "WRONGPASS"} {
 		if !strings.Contains(err.Error(), want) {

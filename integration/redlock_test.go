@@ -471,7 +471,7 @@ func testInspect(t *testing.T, newClient func(testing.TB, *redistest.Cluster, ..
 		if s.Err != nil {
 			t.Fatalf("node %d: %v", s.Node, s.Err)
 		}
-		if !s.Held() {
+		if s.Token == "" {
 			continue
 		}
 		holding++
@@ -494,7 +494,7 @@ func testInspect(t *testing.T, newClient func(testing.TB, *redistest.Cluster, ..
 	if err != nil {
 		t.Fatal(err)
 	}
-	if states[2].Err == nil || states[2].Held() {
+	if states[2].Err == nil || states[2].Token != "" {
 		t.Fatalf("dead node reported %+v", states[2])
 	}
 	if err := l.Release(context.Background()); err != nil {
@@ -505,7 +505,7 @@ func testInspect(t *testing.T, newClient func(testing.TB, *redistest.Cluster, ..
 		t.Fatal(err)
 	}
 	for _, s := range states[:2] {
-		if s.Held() {
+		if s.Token != "" {
 			t.Fatalf("node %d still held after release: %+v", s.Node, s)
 		}
 	}

@@ -50,7 +50,7 @@ func TestLimitRunsUpToNTasksOfAKey(t *testing.T) {
 	}
 	held := 0
 	for _, s := range states {
-		if s.Held() {
+		if s.Token != "" {
 			held++
 		}
 	}

@@ -37,7 +37,7 @@ type NodeReport struct {
 	// ClusterEnabled is INFO's cluster_enabled: on a node given as a single
 	// server it means a cluster member that answers MOVED for most keys.
 	ClusterEnabled bool
-	// Misconfigured is set, matching ErrMisconfigured, when the node refuses
+	// Misconfigured is set, matching ErrInvalid, when the node refuses
 	// this client for a reason that retrying will not fix: a wrong password
 	// (WRONGPASS), none given (NOAUTH), an ACL that denies the lock's
 	// commands or keys (NOPERM), a command it does not know, or a Redis
@@ -178,7 +178,7 @@ func checkNode(ctx context.Context, n *node, bound time.Duration, prefix string)
 	if single && r.ClusterEnabled && r.Misconfigured == nil {
 		r.Misconfigured = fmt.Errorf("%w: a Redis Cluster member (cluster_enabled:1) given as a single server: "+
 			"it refuses the keys of other shards' slots (MOVED); write the node as redis-cluster://%s, "+
-			"or give the whole cluster as a *redis.ClusterClient to redlock.New", ErrMisconfigured, n.addr)
+			"or give the whole cluster as a *redis.ClusterClient to redlock.New", errMisconfigured, n.addr)
 	}
 	return r
 }

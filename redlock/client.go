@@ -163,8 +163,8 @@ func nodeIdentity(i int, cl redis.UniversalClient) string {
 // its password. On first contact it asks every node that answers within a
 // few node timeouts who it is (INFO run_id) and runs the release script on a
 // key nobody holds: one server reached by two URLs (localhost and
-// 127.0.0.1, or /0 and /1) is refused (ErrMisconfigured), and so is a node no
-// retry would make usable (ErrMisconfigured: a wrong password, NOAUTH, an
+// 127.0.0.1, or /0 and /1) is refused (ErrInvalid), and so is a node no
+// retry would make usable (ErrInvalid: a wrong password, NOAUTH, an
 // ACL denial, an unknown command, a Redis Cluster member). A node that does
 // not answer yet is not refused: Admin.Check reports it later.
 func NewFromURLs(urls []string, opts ...Option) (*Client, error) {

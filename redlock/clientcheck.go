@@ -83,10 +83,10 @@ func isDefaultDialer(d func(context.Context, string, string) (net.Conn, error)) 
 	return fn != nil && strings.HasPrefix(fn.Name(), "github.com/redis/go-redis/v9.") && strings.Contains(fn.Name(), "NewDialer.func")
 }
 
-// ErrMisconfigured marks a lock node that refuses this client for a reason
+// errMisconfigured marks a lock node that refuses this client for a reason
 // that retrying will not fix (NodeReport.Misconfigured): NewFromURLs refuses
-// such a node at once rather than counting it as down.
-var ErrMisconfigured = errors.New("redlock: lock node misconfigured")
+// such a node at once (ErrInvalid) rather than counting it as down.
+var errMisconfigured = fmt.Errorf("%w: lock node misconfigured", ErrInvalid)
 
 // permanentErrors are the error replies that no retry cures, by prefix,
 // with what to change; script says whether the error came from the lock's
@@ -105,7 +105,7 @@ var permanentErrors = []struct {
 }
 
 // misconfigured classifies a node's error reply: an error matching
-// ErrMisconfigured that says what to change, or nil when err is nil or may
+// ErrInvalid that says what to change, or nil when err is nil or may
 // pass (a timeout, a refused connection, a node loading its data).
 func misconfigured(err error, script bool) error {
 	if err == nil {
@@ -114,7 +114,7 @@ func misconfigured(err error, script bool) error {
 	msg := err.Error()
 	for _, p := range permanentErrors {
 		if strings.HasPrefix(msg, p.prefix) && (script || !p.script) {
-			return fmt.Errorf("%w: %s (%v)", ErrMisconfigured, p.fix, err)
+			return fmt.Errorf("%w: %s (%v)", errMisconfigured, p.fix, err)
 		}
 	}
 	return nil
@@ -174,7 +174,7 @@ func runIDs(r NodeReport) []string {
 // node that answers within a few node timeouts is asked who it is and
 // whether it accepts the lock's commands; names are the nodes as errors may
 // show them (URLs with passwords masked). It returns an error matching
-// ErrInvalid and ErrMisconfigured for what no retry cures (one server
+// ErrInvalid for what no retry cures (one server
 // reached twice among them);
 // a node that does not answer is left to the lock's own calls (it may be
 // down for now).
@@ -197,13 +197,10 @@ func (c *Client) firstContact(names []string) error {
 		if len(r.SameServer) > 0 && r.SameServer[0] < r.Node {
 			first := r.SameServer[0]
 			errs = append(errs, fmt.Errorf("node %d (%s): %w: it reaches the server of node %d (%s), same run_id: "+
-				"one server casts one vote; give each lock node its own redis-server", r.Node, names[r.Node], ErrMisconfigured, first, names[first]))
+				"one server casts one vote; give each lock node its own redis-server", r.Node, names[r.Node], errMisconfigured, first, names[first]))
 		}
 	}
-	if len(errs) == 0 {
-		return nil
-	}
-	return fmt.Errorf("%w: %w", ErrInvalid, errors.Join(errs...))
+	return errors.Join(errs...) // each matches ErrInvalid
 }
 
 // passwordUnused tells a password given for node i that the node does not

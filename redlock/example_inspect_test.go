@@ -32,8 +32,7 @@ func ExampleClient_Inspect() {
 		log.Fatal(err)
 	}
 	for _, s := range states {
-		h, _ := redlock.ParseHolder(s.Token)
-		fmt.Printf("node %d: held %v by %q, this lock's token: %v\n", s.Node, s.Held(), h.Name, s.Token == lock.Token())
+		fmt.Printf("node %d: held %v by %q, this lock's token: %v\n", s.Node, s.Token != "", s.Holder.Name, s.Token == lock.Token())
 	}
 	// Output:
 	// node 0: held true by "job nightly-report", this lock's token: true

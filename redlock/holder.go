@@ -13,7 +13,8 @@ import (
 // Holder says who holds a lock: the process (host name and process id) and
 // what in it holds the lock (a task, a job), never anything secret. It
 // travels inside the lock's value, after the random part of the token, so an
-// operator reads it with Inspect and the lock costs no extra round trip.
+// operator reads it with Inspect (NodeState.Holder) and the lock costs no
+// extra round trip. ContextWithHolder names it.
 type Holder struct {
 	Host string `json:"host"`           // the holder process's host name
 	PID  int    `json:"pid"`            // the holder process's id
@@ -47,10 +48,10 @@ const holderSep = "|"
 // is sent with every acquire, extend and release.
 const maxHolderName = 100
 
-// ParseHolder reads the holder carried by a lock token (Lock.Token,
-// NodeState.Token), e.g. to show who holds a resource Inspect found. It reports false for a token without one: taken by a
-// client with WithHolderInfo(false) or by another Redlock implementation.
-func ParseHolder(token string) (Holder, bool) {
+// parseHolder reads the holder carried by a lock token (NodeState.Holder).
+// It reports false for a token without one: taken by another Redlock
+// implementation.
+func parseHolder(token string) (Holder, bool) {
 	_, desc, ok := strings.Cut(token, holderSep)
 	if !ok {
 		return Holder{}, false
@@ -107,7 +108,7 @@ type holderKey struct{}
 
 // ContextWithHolder returns a context whose acquisitions name their holder
 // (Holder.Name), e.g. a task type and id or a job name; the host and process
-// id are always recorded unless the client has WithHolderInfo(false). It
+// id are always recorded. It
 // lets code that runs a handler (an asynq server, a cron runner) name what
 // holds the lock without reaching into the code that takes it. Names longer
 // than 100 bytes are cut; never put a secret in one: anyone who can read the
@@ -116,7 +117,6 @@ func ContextWithHolder(ctx context.Context, name string) context.Context {
 	return context.WithValue(ctx, holderKey{}, name)
 }
 
-// WithHolderInfo turns the holder description in lock values on or off.
-// Off, a lock's value is its random token alone and operators see no holder.
-// Default: on.
-func WithHolderInfo(on bool) Option { return func(c *config) { c.holderInfo = on } }
+// withHolderInfo turns the holder description in lock values on or off
+// (benchmarks of what it costs). Default: on.
+func withHolderInfo(on bool) Option { return func(c *config) { c.holderInfo = on } }

@@ -19,7 +19,7 @@ func BenchmarkHolderInfo(b *testing.B) {
 	ctx := context.Background()
 	for _, on := range []bool{false, true} {
 		b.Run("holder="+strconv.FormatBool(on), func(b *testing.B) {
-			c, err := NewFromURLs(nodes.URLs(), WithNodeTimeout(time.Second), WithHolderInfo(on))
+			c, err := NewFromURLs(nodes.URLs(), WithNodeTimeout(time.Second), withHolderInfo(on))
 			if err != nil {
 				b.Fatal(err)
 			}

@@ -25,18 +25,18 @@ func TestHolderTravelsInTheLockValue(t *testing.T) {
 	if stored != l.Token() {
 		t.Fatalf("node holds %q, lock token %q", stored, l.Token())
 	}
-	if got, ok := ParseHolder(stored); !ok || got != want {
-		t.Fatalf("ParseHolder(stored) = %+v, %v; want %+v", got, ok, want)
+	if got, ok := parseHolder(stored); !ok || got != want {
+		t.Fatalf("parseHolder(stored) = %+v, %v; want %+v", got, ok, want)
 	}
 	if holderOf(l.Token()) != want {
-		t.Fatalf("ParseHolder(Token()) = %+v, want %+v", holderOf(l.Token()), want)
+		t.Fatalf("parseHolder(Token()) = %+v, want %+v", holderOf(l.Token()), want)
 	}
 	st, err := c.Inspect(ctx, "sku-1")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got, ok := ParseHolder(st[0].Token); !ok || got != want {
-		t.Fatalf("Inspect holder = %+v, %v; want %+v", got, ok, want)
+	if got := st[0].Holder; got != want {
+		t.Fatalf("Inspect holder = %+v; want %+v", got, want)
 	}
 	if random, _, _ := strings.Cut(l.Token(), holderSep); len(random) < 26 {
 		t.Fatalf("random part %q is shorter than 128 bits of base32", random)
@@ -50,7 +50,7 @@ func TestHolderTravelsInTheLockValue(t *testing.T) {
 }
 
 // TestHolderFromContextAndOff: ContextWithHolder names the holder (the
-// innermost name wins); WithHolderInfo(false) stores the random token alone.
+// innermost name wins); withHolderInfo(false) stores the random token alone.
 func TestHolderFromContextAndOff(t *testing.T) {
 	ctx := within(t, 10*time.Second)
 	c, _ := serverClient(t)
@@ -69,15 +69,15 @@ func TestHolderFromContextAndOff(t *testing.T) {
 		t.Fatalf("holder name %q, want the innermost context's %q", got, "inner")
 	}
 
-	off, _ := serverClient(t, WithHolderInfo(false))
+	off, _ := serverClient(t, withHolderInfo(false))
 	l3, err := off.TryAcquire(ContextWithHolder(ctx, "job nightly"), "c", 5*time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if strings.Contains(l3.Token(), holderSep) {
-		t.Fatalf("token %q carries a holder with WithHolderInfo(false)", l3.Token())
+		t.Fatalf("token %q carries a holder with withHolderInfo(false)", l3.Token())
 	}
-	if h, ok := ParseHolder(l3.Token()); ok {
+	if h, ok := parseHolder(l3.Token()); ok {
 		t.Fatalf("ParseHolder found %+v in a bare token", h)
 	}
 }
@@ -114,18 +114,18 @@ func TestHolderString(t *testing.T) {
 	}
 }
 
-// TestParseHolderRejectsForeignTokens: values written by other clients are
+// TestHolderParseRejectsForeignTokens: values written by other clients are
 // not mistaken for a holder.
-func TestParseHolderRejectsForeignTokens(t *testing.T) {
+func TestHolderParseRejectsForeignTokens(t *testing.T) {
 	for _, tok := range []string{"", "ABCDEF", "ABC|", "ABC|%zz", "ABC|x=1"} {
-		if h, ok := ParseHolder(tok); ok {
-			t.Errorf("ParseHolder(%q) = %+v, true", tok, h)
+		if h, ok := parseHolder(tok); ok {
+			t.Errorf("parseHolder(%q) = %+v, true", tok, h)
 		}
 	}
 }
 
 // holderOf is the holder a token carries, zero when none.
 func holderOf(token string) Holder {
-	h, _ := ParseHolder(token)
+	h, _ := parseHolder(token)
 	return h
 }

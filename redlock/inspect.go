@@ -9,12 +9,15 @@ import (
 
 // NodeState is one node's view of a resource.
 type NodeState struct {
-	Node  int           // index in the node list
-	Addr  string        // the node's address (no credentials)
-	Token string        // the holder's token, "" when the node has no lock key
-	TTL   time.Duration // the lock key's remaining time to live, 0 when free
-	Fence int64         // the node's fencing counter, 0 when it has none
-	Err   error         // the node's failure, if it did not answer
+	Node  int    // index in the node list
+	Addr  string // the node's address (no credentials)
+	Token string // the holder's token, "" when the node has no lock key
+	// Holder is who holds the lock, read from Token (ContextWithHolder
+	// names it); zero when Token carries none.
+	Holder Holder
+	TTL    time.Duration // the lock key's remaining time to live, 0 when free
+	Fence  int64         // the node's fencing counter, 0 when it has none
+	Err    error         // the node's failure, if it did not answer
 	// Reserved: the key is free but kept, for TTL, for the first waiter of
 	// the nodes' FIFO queue (docs/design/HANDOVER.md); Token is then "".
 	Reserved bool
@@ -27,9 +30,6 @@ type NodeState struct {
 	// (docs/design/REDLOCK.md, "Changing n"); nil when the node has no mark.
 	Limits []int
 }
-
-// Held reports whether this node holds a lock key for the resource.
-func (s NodeState) Held() bool { return s.Token != "" }
 
 // Inspect asks every node who holds resource and for how long, waiting for
 // each answer up to its I/O timeout (4 node timeouts, at least 200ms): a
@@ -117,8 +117,9 @@ func parseInspect(st NodeState, v any) NodeState {
 	}
 	if tok, ok := vals[0].(string); ok {
 		st.Token = tok
+		st.Holder, _ = parseHolder(tok)
 		if strings.HasPrefix(tok, reservePrefix) {
-			st.Token, st.Reserved = "", true
+			st.Token, st.Holder, st.Reserved = "", Holder{}, true
 		}
 	}
 	if ms, ok := vals[1].(int64); ok && ms > 0 {

@@ -70,8 +70,6 @@ func (c *config) validate() error {
 		return invalidf("drift factor must be in [0, 0.5), got %v", c.driftFactor)
 	case c.retryMin <= 0 || c.retryMax < c.retryMin:
 		return invalidf("retry delay range must satisfy 0 < min <= max, got [%v, %v]", c.retryMin, c.retryMax)
-	case c.fenceRetention < time.Minute:
-		return invalidf("fence retention must be at least a minute, got %v", c.fenceRetention)
 	case c.batchWindow < 0 || c.batchWindow > c.nodeTimeout/4:
 		return invalidf("batch window must be in [0, node timeout/4 = %v], got %v", c.nodeTimeout/4, c.batchWindow)
 	}
@@ -101,12 +99,6 @@ func WithDriftFactor(f float64) Option { return func(c *config) { c.driftFactor 
 func WithRetryDelay(min, max time.Duration) Option {
 	return func(c *config) { c.retryMin, c.retryMax = min, max }
 }
-
-// WithFenceRetention sets how long a resource's fencing counter is kept after
-// its last fenced acquisition. Past it the counter restarts from the nodes'
-// clock in microseconds, which stays above every earlier fence as long as
-// node clocks differ by less than the retention. Default: 7 days.
-func WithFenceRetention(d time.Duration) Option { return func(c *config) { c.fenceRetention = d } }
 
 // WithLocalQueue turns the in-process FIFO queue of Acquire waiters on or off
 // (default on). With it, only the head of each resource's queue contends on
@@ -169,8 +161,10 @@ type LockOption func(*lockConfig)
 // WithFencing makes the acquisition produce a fencing token (see Lock.Fence)
 // that is larger than every fence handed out for the resource before, as
 // long as at most one node loses its data between two fenced acquisitions
-// and the resource is fenced at least once per fence retention
-// (docs/design/REDLOCK.md has the proof). It costs a script instead of a plain SET
+// and the resource is fenced at least once in 7 days: a counter unused that
+// long is dropped and restarts from the nodes' clock in microseconds, which
+// stays above every earlier fence while node clocks differ by less than
+// that (docs/design/REDLOCK.md has the proof). It costs a script instead of a plain SET
 // and, when the nodes' counters disagree, one more round trip; and it needs
 // N−q+2 nodes to answer, one more than a quorum when N is odd (4 of 5),
 // else the attempt fails with ErrQuorum. Default: no fence.

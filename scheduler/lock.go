@@ -14,8 +14,8 @@ type locker interface {
 	TryAcquire(ctx context.Context, resource string, ttl time.Duration) (lease, error) // one attempt
 	Acquire(ctx context.Context, resource string, ttl time.Duration) (lease, error)    // waits until ctx ends
 	// Record returns the remaining TTL of resource's lock on the nodes of a
-	// quorum's holder (the longest) and its token; false if no quorum holds it.
-	Record(ctx context.Context, resource string) (remaining time.Duration, token string, ok bool)
+	// quorum's holder (the longest) and that holder; false if no quorum holds it.
+	Record(ctx context.Context, resource string) (remaining time.Duration, holder redlock.Holder, ok bool)
 	Check(ctx context.Context) ([]redlock.NodeReport, error) // this process's clock offset to each node (redlock's Admin.Check)
 	// Mark takes resource for ttl with a note and leaves it to expire; when
 	// another holder has it, it fails with redlock.ErrLocked and that note.
@@ -54,24 +54,26 @@ func asLease(l *redlock.Lock, err error) (lease, error) {
 	return l, nil
 }
 
-func (r redlockLocker) Record(ctx context.Context, resource string) (time.Duration, string, bool) {
+func (r redlockLocker) Record(ctx context.Context, resource string) (time.Duration, redlock.Holder, bool) {
 	states, err := r.c.Inspect(ctx, resource)
 	if err != nil {
-		return 0, "", false
+		return 0, redlock.Holder{}, false
 	}
 	votes, longest := map[string]int{}, map[string]time.Duration{}
+	holders := map[string]redlock.Holder{}
 	for _, s := range states {
-		if s.Err == nil && s.Held() {
+		if s.Err == nil && s.Token != "" {
 			votes[s.Token]++
 			longest[s.Token] = max(longest[s.Token], s.TTL)
+			holders[s.Token] = s.Holder
 		}
 	}
 	for tok, n := range votes {
 		if n >= len(states)/2+1 {
-			return longest[tok], tok, true
+			return longest[tok], holders[tok], true
 		}
 	}
-	return 0, "", false
+	return 0, redlock.Holder{}, false
 }
 
 func (r redlockLocker) Check(ctx context.Context) ([]redlock.NodeReport, error) {
@@ -79,15 +81,14 @@ func (r redlockLocker) Check(ctx context.Context) ([]redlock.NodeReport, error) 
 }
 
 // Mark notes the holder in the lock's token (redlock.ContextWithHolder);
-// a client with WithHolderInfo(false) records no note.
+// the holder's note is its name.
 func (r redlockLocker) Mark(ctx context.Context, resource string, ttl time.Duration, note string) (string, error) {
 	l, err := r.c.TryAcquire(redlock.ContextWithHolder(ctx, note), resource, ttl)
 	if err == nil {
 		return "", l.LeaveToExpire()
 	}
 	if errors.Is(err, redlock.ErrLocked) {
-		_, token, _ := r.Record(ctx, resource)
-		h, _ := redlock.ParseHolder(token)
+		_, h, _ := r.Record(ctx, resource)
 		return h.Name, err
 	}
 	return "", err

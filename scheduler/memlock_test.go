@@ -185,14 +185,14 @@ func (l *memLease) LeaveToExpire() error {
 	return nil
 }
 
-func (c *memClient) Record(ctx context.Context, resource string) (time.Duration, string, bool) {
+func (c *memClient) Record(ctx context.Context, resource string) (time.Duration, redlock.Holder, bool) {
 	c.m.mu.Lock()
 	defer c.m.mu.Unlock()
 	l := c.m.keys[resource]
 	if l == nil || !time.Now().Before(l.expires) {
-		return 0, "", false
+		return 0, redlock.Holder{}, false
 	}
-	return time.Until(l.expires), "", true
+	return time.Until(l.expires), redlock.Holder{}, true
 }
 
 // Check reports the service's clock as offset by c.nodeOffset.

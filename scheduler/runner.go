@@ -207,9 +207,8 @@ func (r *runner) lost(ctx context.Context, ev *Event, resource string, ttls []ti
 	ev.Outcome = OutcomeSkippedOtherReplica
 	ev.Err = fmt.Errorf("scheduler: job %q, tick %s taken by another replica: %w", r.name, ev.Tick.Format(time.RFC3339Nano), err)
 	ctx, cancel := context.WithTimeout(ctx, lockutil.ReleaseTimeout)
-	remaining, token, ok := r.locks.Record(ctx, resource)
+	remaining, h, ok := r.locks.Record(ctx, resource)
 	cancel()
-	h, _ := redlock.ParseHolder(token)
 	r.mu.Lock()
 	r.state.otherRanBy = h.String()
 	r.mu.Unlock()

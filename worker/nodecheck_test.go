@@ -131,8 +131,8 @@ func TestWorkerRefusesToStartOnOneServerTwice(t *testing.T) {
 	dup := "redis://localhost:" + port
 	f.cfg.RedlockNodes[3] = dup
 	_, err := New(f.cfg, quiet())
-	if !errors.Is(err, redlock.ErrMisconfigured) || !errors.Is(err, ErrConfig) || !strings.Contains(err.Error(), "same run_id") {
-		t.Fatalf("New = %v, want ErrMisconfigured (same run_id) and ErrConfig", err)
+	if !errors.Is(err, redlock.ErrInvalid) || !errors.Is(err, ErrConfig) || !strings.Contains(err.Error(), "same run_id") {
+		t.Fatalf("New = %v, want ErrInvalid (same run_id) and ErrConfig", err)
 	}
 	for _, want := range []string{"REDLOCK_NODES", "node 0 (" + f.cfg.RedlockNodes[0] + ")", "node 3 (" + dup + ")"} {
 		if !strings.Contains(err.Error(), want) {

@@ -22,8 +22,8 @@ func TestWorkerRefusesAWrongPasswordAtStart(t *testing.T) {
 	locked := redistest.StartServer(t, redistest.WithPassword("the-pw"))
 	f.cfg.RedlockNodes[2] = "redis://:" + secret + "@" + locked.Addr()
 	_, err := New(f.cfg, quiet())
-	if !errors.Is(err, redlock.ErrMisconfigured) || !errors.Is(err, ErrConfig) {
-		t.Fatalf("New = %v, want ErrMisconfigured and ErrConfig", err)
+	if !errors.Is(err, redlock.ErrInvalid) || !errors.Is(err, ErrConfig) {
+		t.Fatalf("New = %v, want ErrInvalid and ErrConfig", err)
 	}
 	if msg := err.Error(); !strings.Contains(msg, "node 2 (redis://:xxxxx@"+locked.Addr()+")") || !strings.Contains(msg, "WRONGPASS") || strings.Contains(msg, secret) {
 		t.Fatalf("error %q: want node 2 by its masked URL and WRONGPASS, never the password", msg)

@@ -84,8 +84,8 @@ func runShow(ctx context.Context, a *app, _ any, args []string) error {
 	t := newTable(a.out, "NODE", "ADDR", "HOLDER", "TOKEN", "TTL", "FENCE", "ERROR")
 	for _, s := range states {
 		holder, tok, errText := "-", "-", ""
-		if s.Held() {
-			holder, tok = holderOf(s.Token), shortToken(s.Token)
+		if s.Token != "" {
+			holder, tok = holderOf(s.Holder, s.Token), shortToken(s.Token)
 		}
 		if s.Err != nil {
 			holder, errText = "?", s.Err.Error()
@@ -147,7 +147,7 @@ func failed(states []redlock.NodeState) int {
 func countFree(states []redlock.NodeState) int {
 	n := 0
 	for _, s := range states {
-		if !s.Held() {
+		if s.Token == "" {
 			n++
 		}
 	}

@@ -37,14 +37,14 @@ type lockJSON struct {
 func toLockJSON(resource string, states []redlock.NodeState) lockJSON {
 	l := lockJSON{Resource: resource, Nodes: make([]nodeJSON, len(states))}
 	for i, s := range states {
-		n := nodeJSON{Node: s.Node, Addr: s.Addr, Held: s.Held(), TTLMs: s.TTL.Milliseconds(), Fence: s.Fence}
+		n := nodeJSON{Node: s.Node, Addr: s.Addr, Held: s.Token != "", TTLMs: s.TTL.Milliseconds(), Fence: s.Fence}
 		if s.Limit > 1 {
 			n.Slot, n.Limit, n.Limits = &s.Slot, s.Limit, s.Limits
 		}
-		if s.Held() {
+		if s.Token != "" {
 			n.Token = shortToken(s.Token) // a full token lets its bearer extend or release the lock
 		}
-		if h, ok := redlock.ParseHolder(s.Token); ok {
+		if h := s.Holder; h != (redlock.Holder{}) {
 			n.Holder = &h
 		}
 		if s.Err != nil {
@@ -76,12 +76,13 @@ func (t *table) row(cells ...string) { fmt.Fprintln(t.tw, strings.Join(cells, "\
 func (t *table) flush() error { return t.tw.Flush() }
 
 // claimHolder is a claim's holder for people.
-func claimHolder(c lockadmin.Claim) string { return holderOf(c.Token) }
+func claimHolder(c lockadmin.Claim) string { return holderOf(c.Holder, c.Token) }
 
-// holderOf is the holder a token names, or a short token when it names none.
-func holderOf(token string) string {
-	if h, _ := redlock.ParseHolder(token); h.String() != "" {
-		return h.String()
+// holderOf is the holder h of token for people, or a short token when the
+// token names none.
+func holderOf(h redlock.Holder, token string) string {
+	if s := h.String(); s != "" {
+		return s
 	}
 	return "token " + shortToken(token)
 }

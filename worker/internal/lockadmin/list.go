@@ -57,7 +57,7 @@ func List(ctx context.Context, c *redlock.Client, resourcePrefix string, limit i
 	}
 	for _, l := range locks {
 		// Gone since the scan only if every node answered that it is free.
-		if slices.ContainsFunc(l.Nodes, func(s redlock.NodeState) bool { return s.Held() || s.Err != nil }) {
+		if slices.ContainsFunc(l.Nodes, func(s redlock.NodeState) bool { return s.Token != "" || s.Err != nil }) {
 			out.Locks = append(out.Locks, l)
 		}
 	}

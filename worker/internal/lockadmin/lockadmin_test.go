@@ -83,8 +83,8 @@ func TestListFindsHeldLocksUnderAPrefix(t *testing.T) {
 		t.Fatalf("truncated %v, scan errors %v", got.Truncated, got.ScanErrs)
 	}
 	for _, st := range got.Locks[0].Nodes {
-		h, ok := redlock.ParseHolder(st.Token)
-		if !ok || h.Name != "task sku-1" || st.TTL <= 0 || st.TTL > 10*time.Second || st.Fence <= 0 {
+		h := st.Holder
+		if h.Name != "task sku-1" || st.TTL <= 0 || st.TTL > 10*time.Second || st.Fence <= 0 {
 			t.Fatalf("node state %+v (holder %+v)", st, h)
 		}
 	}

@@ -108,15 +108,14 @@ func Claims(states []redlock.NodeState) []Claim {
 	var out []Claim
 	at := map[string]int{}
 	for _, s := range states {
-		if !s.Held() {
+		if s.Token == "" {
 			continue
 		}
 		i, ok := at[s.Token]
 		if !ok {
-			h, _ := redlock.ParseHolder(s.Token)
 			i = len(out)
 			at[s.Token] = i
-			out = append(out, Claim{Token: s.Token, Holder: h, TTL: s.TTL, Slot: s.Slot, Limit: s.Limit})
+			out = append(out, Claim{Token: s.Token, Holder: s.Holder, TTL: s.TTL, Slot: s.Slot, Limit: s.Limit})
 		}
 		c := &out[i]
 		c.Limits = appendLimits(c.Limits, s.Limits)
