@@ -152,11 +152,12 @@ func TestForceReleaseRemovesOnlyTheTokenSeen(t *testing.T) {
 // node order, with the shortest TTL and the highest fence of its nodes.
 func TestClaimsGroupNodesByToken(t *testing.T) {
 	a, b := "AAAA|h=w1&p=1&n=job+x", "BBBB"
+	ha := redlock.Holder{Host: "w1", PID: 1, Name: "job x"}
 	states := []redlock.NodeState{
 		{Node: 0, Token: b, TTL: 5 * time.Second, Fence: 7},
-		{Node: 1, Token: a, TTL: 3 * time.Second, Fence: 4},
+		{Node: 1, Token: a, Holder: ha, TTL: 3 * time.Second, Fence: 4},
 		{Node: 2},
-		{Node: 3, Token: a, TTL: 2 * time.Second, Fence: 9},
+		{Node: 3, Token: a, Holder: ha, TTL: 2 * time.Second, Fence: 9},
 		{Node: 4, Err: errors.New("down")},
 	}
 	got := Claims(states)
