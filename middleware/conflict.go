@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
+	"time"
 
 	"github.com/asynqlock/asynqlock/redlock"
 	"github.com/hibiken/asynq"
@@ -83,4 +85,196 @@ func (r *taskRun) skipOrFail(action action, ev Event, busy *conflictError) error
 	r.observeWait(ev)
 	r.log.Warn("task archived: resource busy", "cause", busy.cause)
 	return fmt.Errorf("%s: %w: %w", r.name(), busy, asynq.SkipRetry)
+}
+
+// parkTask parks a task that met its resource busy (see WithBroker); cause
+// is why the lock was not had. A task on its last retry is parked the same
+// way: asynq archives it, and it is brought back from there (reviveLater).
+// done is false when parking could not be done (broker unreachable): the
+// caller then requeues the task as without parking.
+func (r *taskRun) parkTask(ctx context.Context, cause error) (lock *redlock.Lock, done bool, err error) {
+	m, meta := r.m, r.meta
+	p, perr := m.park(ctx, meta.queue, r.res, meta.id)
+	if perr != nil {
+		m.warnPark(r.res, perr)
+		return nil, false, nil
+	}
+	m.warnPark(r.res, nil)
+	m.parkedHere(meta.queue, r.res, p.fifo)
+	if p.again {
+		lock, err = r.waitParked(ctx)
+		return lock, true, err
+	}
+	busy := &conflictError{resource: r.res, cause: cause, delay: m.backstop(r.res, p.fifo-1), nonce: p.nonce}
+	r.parked(ctx, busy, p.fifo)
+	return nil, true, busy
+}
+
+// parked tells that the task was parked at position fifo, busy being its
+// error. On a last retry asynq archives it: it is brought back after the
+// backstop unless a promotion did it first (reviveLater).
+func (r *taskRun) parked(ctx context.Context, busy *conflictError, fifo int) {
+	if r.meta.budgetSpent() {
+		r.m.reviveLater(r.meta.queue, r.res, r.meta.id, busy.nonce, busy.delay, fifo > 0)
+	}
+	r.observeParked(busy.cause, fifo)
+	traceParked(ctx, r.res, busy.cause, fifo, busy.delay)
+	r.log.Debug("task parked: resource busy", "cause", busy.cause, "position", fifo, "backstop", busy.delay, "last_retry", r.meta.budgetSpent())
+}
+
+// observeParked reports the task parked after cause, at position fifo.
+func (r *taskRun) observeParked(cause error, fifo int) {
+	ev := r.lockEvent(EventConflict, "park", cause)
+	ev.Parked = fifo
+	r.observeWait(ev)
+}
+
+// waitParked makes a task that was parked once wait for its lock rather
+// than be parked again, past the waiters' bound: it was promoted to run next
+// (or came back by its backstop). It waits within the Wait bound (2s at
+// least), and is requeued if that ends first; if the process's waiters are
+// at their cap across resources (a Room's wait places), it is parked again first in
+// line (reparkFirst).
+func (r *taskRun) waitParked(ctx context.Context) (*redlock.Lock, error) {
+	m := r.m
+	err := error(errWaitCap)
+	if m.tryWaitParked(r.res) {
+		var lock *redlock.Lock
+		if lock, err = m.waitFor(ctx, r.res, max(m.cfg.policy.wait, defaultWait), r.opts); err == nil {
+			return lock, nil
+		}
+		if ferr := r.acquireFailed(ctx, err); ferr != nil {
+			return nil, ferr
+		}
+	} else if busy := r.reparkFirst(ctx, errWaitCap); busy != nil {
+		return nil, busy
+	}
+	m.onTurn(turnAsk, r.meta.queue, r.res, r.meta.id) // no longer on its way: frees its promotion slot
+	if r.meta.budgetSpent() {
+		return nil, r.reparkFirst(ctx, err) // a requeue would archive it
+	}
+	busy := &conflictError{resource: r.res, cause: err, delay: m.delay(r.res)}
+	r.observeWait(r.lockEvent(EventConflict, "requeue", err))
+	r.log.Debug("task requeued: parked once already and its resource stayed busy", "cause", err)
+	return nil, busy
+}
+
+// reparkFirst parks again after cause, at the head of its resource's FIFO,
+// a task that was parked once and found no room to wait (the process's
+// waiters at their cap across resources), or a task on its last retry that
+// was not parked: the next promotion brings it back first, where a requeue
+// would keep it away a trip through asynq's retry set (a second or more)
+// behind the tasks parked after it, and its worker is free for other tasks
+// meanwhile. Its promotion slot frees itself (the promote script drops a
+// promoted task that is neither pending nor active). nil when the broker
+// failed: the caller requeues it; never on a last retry, where a requeue
+// would archive the task: it is parked then all the same, brought back by
+// its backstop alone.
+func (r *taskRun) reparkFirst(ctx context.Context, cause error) error {
+	m, meta := r.m, r.meta
+	nonce, fifo, err := m.repark(ctx, meta.queue, r.res, meta.id)
+	m.warnPark(r.res, err)
+	if err != nil && !meta.budgetSpent() {
+		return nil
+	}
+	m.parkedHere(meta.queue, r.res, fifo)
+	busy := &conflictError{resource: r.res, cause: cause, delay: m.backstop(r.res, 0), nonce: nonce}
+	r.parked(ctx, busy, fifo)
+	return busy
+}
+
+// warnPark logs a failing park call once per change of state.
+func (m *mw) warnPark(res string, err error) {
+	m.brokerState(&m.parkErr, res, err, "cannot park tasks in the broker: busy tasks are requeued on a timer", "parking busy tasks again")
+}
+
+// Revival of a task parked on its last retry (in asynq's archive, which
+// brings nothing back by itself): looked at after its backstop, then, while
+// it is still parked or running (its run returning, or promoted meanwhile)
+// or the broker fails, again twice as late each time up to reviveStep, for
+// reviveFor in all (past it, only an operator brings the task back,
+// docs/guide/OPERATIONS.md).
+const (
+	reviveStep = time.Minute
+	reviveFor  = 15 * time.Minute
+)
+
+// reviveLater looks, after d, at the task id of queue parked on res on its
+// last retry with nonce: while it is archived with nonce in its last error
+// (by that very park) it asks for a promotion of res, which moves it back
+// to its queue (Inspector.RunTask) through its record, one promoter alone;
+// a task whose record was not written (recorded false) or has expired is
+// moved here.
+func (m *mw) reviveLater(queue, res, id, nonce string, d time.Duration, recorded bool) {
+	recordUntil := time.Now().Add(m.parkTTL())
+	until := time.Now().Add(reviveFor)
+	var try func()
+	try = func() {
+		info, err := m.cfg.inspector.GetTaskInfo(queue, id)
+		if errors.Is(err, asynq.ErrTaskNotFound) {
+			return // gone (deleted)
+		}
+		parked := err == nil && info.State == asynq.TaskStateArchived && strings.Contains(info.LastErr, nonce)
+		switch {
+		case parked && recorded && time.Now().Before(recordUntil):
+			m.onTurn(turnAsk, queue, res, "")
+		case parked:
+			err = m.cfg.inspector.RunTask(queue, id)
+		case err == nil && info.State != asynq.TaskStateActive:
+			return // back already
+		}
+		m.warnPromote(res, err)
+		if d = min(2*d, reviveStep); time.Now().Add(d).Before(until) {
+			time.AfterFunc(d, try)
+		}
+	}
+	time.AfterFunc(d, try)
+}
+
+// Policy decides what happens to a task whose resource is held by another.
+type Policy struct {
+	action action
+	wait   time.Duration
+}
+
+type action int
+
+const (
+	actRequeue action = iota + 1
+	actSkip
+	actFail
+)
+
+// Wait blocks up to max for the lock (woken as soon as the holder releases,
+// and never past the task's own deadline), then requeues the task — unless
+// the resource changed hands meanwhile (a queue of waiters is being served):
+// then the wait is renewed, up to 15 times max; a holder that stays put
+// gets the waiter requeued after 2×max (with WithBroker; 5×max without).
+func Wait(max time.Duration) Policy { return Policy{action: actRequeue, wait: max} }
+
+// Requeue returns the task to asynq at once, to be retried after a short
+// jittered delay without consuming its retry budget (see IsFailure and
+// RetryDelay).
+func Requeue() Policy { return Policy{action: actRequeue} }
+
+// Skip completes the task without running it (logged and observed).
+func Skip() Policy { return Policy{action: actSkip} }
+
+// Fail archives the task with asynq.SkipRetry.
+func Fail() Policy { return Policy{action: actFail} }
+
+// name names the policy in events and logs.
+func (p Policy) name() string {
+	switch p.action {
+	case actRequeue:
+		if p.wait > 0 {
+			return "wait"
+		}
+		return "requeue"
+	case actSkip:
+		return "skip"
+	case actFail:
+		return "fail"
+	}
+	return "invalid"
 }

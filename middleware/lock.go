@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/maphash"
+	"log/slog"
 	"slices"
 	"sync"
 	"time"
@@ -24,10 +25,10 @@ type mw struct {
 	res        map[string]*resState // per resource, while in use or contended lately (state.go)
 	idle       []idleRec            // idle entries kept a while, oldest first (from idleHead)
 	idleHead   int
-	holds      *holdTable // recent hold times of resources whose state was dropped (pace.go)
+	holds      *holdTable // recent hold times of resources whose state was dropped (state.go)
 	keeper     *keeper    // starts the keep-alives of long runs (keeper.go)
 	tracer     trace.Tracer
-	promoteErr failState // promotions (and revivals) failing (failstate.go)
+	promoteErr failState // promotions (and revivals) failing (releaselog.go)
 	parkErr    failState // park calls failing
 	releaseErr failState // releases failing (releaseState)
 	outage     time.Time // a wait ended for want of a quorum; until then arrivals try first
@@ -141,6 +142,121 @@ func (m *mw) process(ctx context.Context, t *asynq.Task, next asynq.Handler) err
 		return fmt.Errorf("%s: holding %s, waiting to run: %w", r.name(), r.res, err)
 	}
 	r.next = p.around(r.next)
-	m.promoteOnStart(meta.queue, r.res, meta.id)
+	m.onTurn(turnStart, meta.queue, r.res, meta.id)
 	return r.run(ctx)
 }
+
+// taskRun is one task's way through the middleware, made once by process
+// when the task has a key: what every step needs to know about the task
+// (the task and its handler, asynq's metadata, its resource, when it began
+// to ask for its lock, its log) and, from acquisition to release, its lock.
+// The steps (conflict, park, run, rollback, clean-up) are its
+// methods, so that each signature names only what that step adds (the
+// conflict's cause); what every task of the process shares
+// (the table of resources, the broker's state) stays in mw. A taskRun
+// belongs to the task's goroutine: it is never shared.
+type taskRun struct {
+	m     *mw
+	t     *asynq.Task
+	next  asynq.Handler
+	meta  taskMeta
+	res   string    // the task's lock resource
+	start time.Time // when it began to ask for its lock
+	log   taskLog
+	lock  *redlock.Lock        // held from acquisition to release; a rollback may take it anew
+	held  *resState            // the resource's entry while countHolder counts this task
+	opts  []redlock.LockOption // its acquisitions' options (lockOptsFor)
+}
+
+// newRun starts the run of task t, with metadata meta, on resource res. It
+// returns a value, which the caller keeps on its stack: a run allocates
+// nothing of its own.
+func (m *mw) newRun(t *asynq.Task, next asynq.Handler, meta taskMeta, res string) taskRun {
+	return taskRun{m: m, t: t, next: next, meta: meta, res: res, start: time.Now(), opts: m.lockOptsFor(t, meta),
+		log: taskLog{l: m.cfg.logger, id: meta.id, typ: t.Type(), res: res}}
+}
+
+// name is how errors name the task: "task TYPE (id ID)".
+func (r *taskRun) name() string {
+	return fmt.Sprintf("task %s (id %s)", r.t.Type(), r.meta.id)
+}
+
+// acquireFailed returns the error that ends the run when an acquisition
+// failed for another reason than a conflict (a busy resource, unreachable
+// lock nodes): asynq ended the run (deadline, shutdown), or the lock client
+// failed otherwise (closed, bad input). That is an ordinary failure,
+// retried and counted as such, never a conflict. It returns nil for a
+// conflict.
+func (r *taskRun) acquireFailed(ctx context.Context, err error) error {
+	if ctx.Err() != nil || !errors.Is(err, redlock.ErrLocked) && !errors.Is(err, redlock.ErrQuorum) {
+		return fmt.Errorf("%s: acquiring %s: %w", r.name(), r.res, err)
+	}
+	return nil
+}
+
+// event returns an event of kind about this task.
+func (r *taskRun) event(kind EventKind, err error) Event {
+	return Event{Kind: kind, TaskType: r.t.Type(), TaskID: r.meta.id, Resource: r.res, Err: err}
+}
+
+// lockEvent returns an event about getting the lock (acquired, or a
+// conflict with its action), which also names the policy; observeWait
+// sends it with its wait.
+func (r *taskRun) lockEvent(kind EventKind, action string, err error) Event {
+	ev := r.event(kind, err)
+	ev.Policy, ev.Action = r.m.cfg.policy.name(), action
+	return ev
+}
+
+// observeWait sends ev with the time since the run began to ask for its
+// lock: how long acquiring took, or until the conflict was decided.
+func (r *taskRun) observeWait(ev Event) {
+	ev.Wait = time.Since(r.start)
+	r.m.observe(ev)
+}
+
+// taskMeta is what asynq tells a handler about its task.
+type taskMeta struct {
+	id       string
+	queue    string
+	retried  int
+	maxRetry int
+	prior    int  // runs of the task before its copy was made (a copy's retriedHeader)
+	known    bool // run by an asynq server (the fields are set)
+}
+
+// run numbers this delivery among the task's: asynq's retry count, a copy
+// counting on from its original's (the completion record's run, once.go).
+func (m taskMeta) run() int { return m.prior + m.retried }
+
+// budgetSpent reports whether asynq would archive this run on any error.
+func (m taskMeta) budgetSpent() bool { return m.known && m.retried >= m.maxRetry }
+
+// metaOf reads the task's metadata from its context. Tests replace it to run
+// handlers outside an asynq server.
+var metaOf = func(ctx context.Context) taskMeta {
+	var m taskMeta
+	m.id, m.known = asynq.GetTaskID(ctx)
+	m.queue, _ = asynq.GetQueueName(ctx)
+	m.retried, _ = asynq.GetRetryCount(ctx)
+	m.maxRetry, _ = asynq.GetMaxRetry(ctx)
+	return m
+}
+
+// taskLog logs with the task's ID, type and resource; it builds the
+// attributes only when a line is actually written (not once per task).
+type taskLog struct {
+	l            *slog.Logger
+	id, typ, res string
+}
+
+func (t taskLog) log(level slog.Level, msg string, args ...any) {
+	if !t.l.Enabled(context.Background(), level) {
+		return
+	}
+	t.l.Log(context.Background(), level, msg, append([]any{"task_id", t.id, "task_type", t.typ, "resource", t.res}, args...)...)
+}
+
+func (t taskLog) Debug(msg string, args ...any) { t.log(slog.LevelDebug, msg, args...) }
+func (t taskLog) Warn(msg string, args ...any)  { t.log(slog.LevelWarn, msg, args...) }
+func (t taskLog) Error(msg string, args ...any) { t.log(slog.LevelError, msg, args...) }

@@ -10,20 +10,68 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// promoteAhead releases parked tasks of res when a task of res starts
-// running (started is its ID) or ends (started is ""), so that the next ones
-// reach a worker and wait for the turn while this one works: up to
-// promoteDepth promoted tasks are on their way at any time, across
-// processes. It runs in the background (the task does not wait for the
-// broker), and calls for one resource are coalesced: one goroutine at a time
-// per resource and queue calls the broker.
-func (m *mw) promoteAhead(queue, res, started string) {
-	if m.cfg.broker == nil || queue == "" {
+// turn is what the promoter observes of a resource (onTurn).
+type turn uint8
+
+const (
+	turnStart turn = iota // a task of the resource starts running (id)
+	turnEnd               // a run of it ended: its lock is released
+	turnLeft              // a waiter left without the lock
+	turnAsk               // a call is wanted whatever the contention (id: a promoted task no longer on its way)
+)
+
+// onTurn is the one observer of a resource's starts and ends that promotes
+// its parked tasks, so that the next ones reach a worker and wait for the
+// turn while this one works: up to promoteDepth promoted tasks are on their
+// way at any time, across processes. The calls run in the background (the
+// task does not wait for the broker) and are coalesced: one goroutine at a
+// time per resource and queue calls the broker. A resource that met no
+// contention in this process lately asks for nothing (docs/guide/HOTKEYS.md,
+// "Who promotes").
+//
+// A run's end promotes unless the turn passes in this process: tasks of it
+// wait for res, or one holds it already (an early hand-over may start the
+// next run before this one's end is seen here; the ended run still counts
+// as a holder; under WithLimit(n), more than n holders). Then the promotion
+// is owed: the next start asks for it (for the ended run's queue too if it
+// came from another), or a waiter leaving without the lock, or the next
+// run's end, so a turn passed in this process costs one broker call, not
+// two. One queue is owed per resource: an owed promotion of another queue
+// is asked for at once.
+func (m *mw) onTurn(ev turn, queue, res, id string) {
+	if m.cfg.broker == nil || queue == "" && ev != turnLeft {
 		return
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	e := m.entry(res)
+	owed := e.owed
+	if ev != turnAsk && !e.contended(time.Now()) && owed == "" {
+		m.touched(res, e)
+		return
+	}
+	if ev != turnAsk {
+		e.owed = ""
+	}
+	if owed != "" && owed != queue && ev != turnAsk {
+		m.ask(res, e, owed, "")
+	}
+	switch ev {
+	case turnStart, turnAsk:
+		m.ask(res, e, queue, id)
+	case turnEnd:
+		if e.waiters > 0 || e.holders > m.cfg.limit {
+			e.owed = queue
+		} else {
+			m.ask(res, e, queue, "")
+		}
+	}
+	m.touched(res, e)
+}
+
+// ask asks for a promotion call for res in queue (m.mu held), reporting
+// started (a task ID, or ""), and starts its goroutine if none runs.
+func (m *mw) ask(res string, e *resState, queue, started string) {
 	p := e.promo(queue)
 	if started != "" {
 		p.started = append(p.started, started)
@@ -39,84 +87,6 @@ func (m *mw) request(res string, e *resState, p *promoState) {
 		p.running = true
 		go m.promoteLoop(res, e, p)
 	}
-}
-
-// promoteAfter asks for a promotion when a run on res ended, unless the
-// turn passes in this process: tasks of it wait for res, or one holds it
-// already (an early hand-over may start the next run before this one's end
-// is seen here; the ended run still counts as a holder; under WithLimit(n),
-// more than n holders). Then it is owed:
-// the next start here asks for it (promoteOnStart), or a waiter leaving
-// without the lock (leaveWait), or the next run's end, so a turn passed in
-// this process costs one broker call, not two. One queue is owed per
-// resource: an owed promotion of another queue is asked for at once.
-// A resource that met no contention in this process lately asks for
-// nothing (docs/guide/HOTKEYS.md, "Who promotes").
-func (m *mw) promoteAfter(queue, res string) {
-	if m.cfg.broker == nil || queue == "" {
-		return
-	}
-	m.mu.Lock()
-	e := m.entry(res)
-	if !e.contended(time.Now()) && e.owed == "" {
-		m.touched(res, e)
-		m.mu.Unlock()
-		return
-	}
-	passes := e.waiters > 0 || e.holders > m.cfg.limit
-	other := ""
-	if e.owed != "" && e.owed != queue {
-		other = e.owed
-	}
-	e.owed = ""
-	if passes {
-		e.owed = queue
-	}
-	m.touched(res, e)
-	m.mu.Unlock()
-	if other != "" {
-		m.promoteAhead(other, res, "")
-	}
-	if !passes {
-		m.promoteAhead(queue, res, "")
-	}
-}
-
-// promoteOnStart asks for a promotion when the task started (its ID) runs
-// on res, which covers one owed by a run's end if of the same queue (tasks
-// of one resource may come from several queues). A resource that met no
-// contention in this process lately asks for nothing.
-func (m *mw) promoteOnStart(queue, res, started string) {
-	if m.cfg.broker == nil || queue == "" {
-		return
-	}
-	m.mu.Lock()
-	e := m.entry(res)
-	want := e.contended(time.Now()) || e.owed != ""
-	m.touched(res, e)
-	m.mu.Unlock()
-	if !want {
-		return
-	}
-	m.promoteAhead(queue, res, started)
-	if q := m.takeOwed(res); q != "" && q != queue {
-		m.promoteAhead(q, res, "")
-	}
-}
-
-// takeOwed returns and forgets the queue whose promotion for res a run's
-// end left to this process's next event on res ("" when none).
-func (m *mw) takeOwed(res string) string {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	e, ok := m.res[res]
-	if !ok {
-		return ""
-	}
-	q := e.owed
-	e.owed = ""
-	m.touched(res, e)
-	return q
 }
 
 // depths bound the promoted tasks of one resource on their way at once.
@@ -295,3 +265,48 @@ func (m *mw) handoverKind(res string, acquired time.Time) string {
 // localHandover: a lock obtained this soon after a task of this process
 // released it is taken for passed on locally.
 const localHandover = 20 * time.Millisecond
+
+// promoState is the promotion state of one resource in one queue.
+type promoState struct {
+	queue   string
+	started []string // started task IDs to report at the next call
+	req     bool     // a call was asked for since the last one
+	running bool     // a goroutine makes the calls (promoteLoop)
+	parked  bool     // the last call (or a park here) left records behind
+	left    int      // records last reported to the observer
+	follow  bool     // a follow-up call is scheduled (followUp)
+	calls   int      // calls made, to tell whether others called meanwhile
+	backoff time.Duration
+	since   time.Time // last park here or call that changed the records
+}
+
+// busy reports whether the promotion state must be kept; its parked hint
+// alone does not: the resource's contention keeps it while it matters.
+func (p *promoState) busy() bool { return p.running || p.req || p.follow }
+
+// promo returns e's promotion state of queue, made if missing.
+func (e *resState) promo(queue string) *promoState {
+	for _, p := range e.promos {
+		if p.queue == queue {
+			return p
+		}
+	}
+	p := &promoState{queue: queue}
+	e.promos = append(e.promos, p)
+	return p
+}
+
+// dropPromos forgets e's promotion states that hold nothing.
+func (e *resState) dropPromos() {
+	kept := e.promos[:0]
+	for _, p := range e.promos {
+		if p.busy() {
+			kept = append(kept, p)
+		}
+	}
+	clear(e.promos[len(kept):])
+	e.promos = kept
+	if len(kept) == 0 {
+		e.promos = nil
+	}
+}

@@ -131,25 +131,25 @@ func TestRunEndingBesideALocalWaiterLeavesThePromotionToIt(t *testing.T) {
 	for _, r := range []string{"alone", "got", "early", "gave-up"} {
 		m.contended(r) // only a contended resource promotes
 	}
-	m.promoteAfter(queue, "alone")
+	m.onTurn(turnEnd, queue, "alone", "")
 	promotedFrom("alone")
 
 	m.forceWait("got")
-	m.promoteAfter(queue, "got")
+	m.onTurn(turnEnd, queue, "got", "")
 	m.leaveWait("got", true)
 	if q := owed("got"); q != queue {
 		t.Fatalf("owed %q after a run ended beside a waiter that then got the lock, want %q", q, queue)
 	}
-	m.promoteOnStart("q-other", "got", "task-of-q-other")
+	m.onTurn(turnStart, "q-other", "got", "task-of-q-other")
 	promotedFrom("got")
 
 	ended, successor := m.countHolder("early"), m.countHolder("early")
-	m.promoteAfter(queue, "early")
+	m.onTurn(turnEnd, queue, "early", "")
 	m.uncountHolder("early", ended)
 	if q := owed("early"); q != queue {
 		t.Fatalf("owed %q after a run ended behind a successor that started, want %q", q, queue)
 	}
-	m.promoteAfter(queue, "early")
+	m.onTurn(turnEnd, queue, "early", "")
 	m.uncountHolder("early", successor)
 	promotedFrom("early")
 
@@ -159,7 +159,7 @@ func TestRunEndingBesideALocalWaiterLeavesThePromotionToIt(t *testing.T) {
 	}
 	defer func() { _ = held.Release(ctx) }()
 	m.forceWait("gave-up")
-	m.promoteAfter(queue, "gave-up")
+	m.onTurn(turnEnd, queue, "gave-up", "")
 	if _, err := m.waitFor(ctx, "gave-up", 100*time.Millisecond, m.cfg.lockOpts); err == nil {
 		t.Fatal("got a lock the other client holds")
 	}

@@ -1,5 +1,17 @@
 package middleware
 
+import (
+	"context"
+	"fmt"
+	"math"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/asynqlock/asynqlock/redlock"
+	"github.com/hibiken/asynq"
+)
+
 // Room is a process's places for its tasks, shared by every middleware
 // given it (WithRoom), one per task type: run places for the tasks that try
 // for their locks or run their handlers, and wait places for the tasks that
@@ -39,4 +51,395 @@ func (r *Room) Waiting() int {
 		return 0
 	}
 	return r.wait.waiting()
+}
+
+// runGate is a Room's run places: a task takes its place when it starts,
+// gives it back while it waits for a busy lock, takes one again once it
+// holds the lock (ahead of tasks that hold none), and gives it back when its
+// handler returns.
+type runGate struct {
+	mu    sync.Mutex
+	size  int
+	taken int
+	// Tasks waiting for a place, oldest first: holders hold their locks
+	// and are let in first; others are tasks that have not tried yet.
+	holders, others []chan struct{}
+}
+
+// newRunGate returns a gate of n places (n >= 1).
+func newRunGate(n int) *runGate {
+	return &runGate{size: max(n, 1)}
+}
+
+// enter takes a place, waiting while the gate is full, until ctx ends; a
+// holder is let in ahead of the others.
+func (g *runGate) enter(ctx context.Context, holder bool) error {
+	g.mu.Lock()
+	if g.taken < g.size { // then nobody waits: leave hands places on
+		g.taken++
+		g.mu.Unlock()
+		return nil
+	}
+	ch := make(chan struct{})
+	if holder {
+		g.holders = append(g.holders, ch)
+	} else {
+		g.others = append(g.others, ch)
+	}
+	g.mu.Unlock()
+	select {
+	case <-ch:
+		return nil
+	case <-ctx.Done():
+	}
+	g.mu.Lock()
+	granted := !g.unqueue(ch)
+	g.mu.Unlock()
+	if granted { // as ctx ended: pass it on
+		g.leave()
+	}
+	return context.Cause(ctx)
+}
+
+// unqueue removes ch from the waiters; false if it was let in already.
+func (g *runGate) unqueue(ch chan struct{}) bool {
+	for _, q := range []*[]chan struct{}{&g.holders, &g.others} {
+		if i := slices.Index(*q, ch); i >= 0 {
+			*q = slices.Delete(*q, i, i+1)
+			return true
+		}
+	}
+	return false
+}
+
+// leave gives a place back, to the first waiter if there is one.
+func (g *runGate) leave() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	for _, q := range []*[]chan struct{}{&g.holders, &g.others} {
+		if len(*q) > 0 {
+			close((*q)[0])
+			*q = (*q)[1:]
+			return
+		}
+	}
+	g.taken--
+}
+
+// place is one task's place in a gate along its run; it belongs to the
+// task's goroutine. A nil place does nothing.
+type place struct {
+	g    *runGate
+	held bool
+}
+
+// place returns a task's place in g, not yet taken; nil for a nil gate.
+func (g *runGate) place() *place {
+	if g == nil {
+		return nil
+	}
+	return &place{g: g}
+}
+
+// take takes the place if it is not held; holder says the task holds its
+// lock.
+func (p *place) take(ctx context.Context, holder bool) error {
+	if p == nil || p.held {
+		return nil
+	}
+	if err := p.g.enter(ctx, holder); err != nil {
+		return err
+	}
+	p.held = true
+	return nil
+}
+
+// drop gives the place back if it is held.
+func (p *place) drop() {
+	if p != nil && p.held {
+		p.held = false
+		p.g.leave()
+	}
+}
+
+// around returns h, giving the place back as soon as h returns (before the
+// lock's release round).
+func (p *place) around(h asynq.Handler) asynq.Handler {
+	if p == nil {
+		return h
+	}
+	return asynq.HandlerFunc(func(ctx context.Context, t *asynq.Task) error {
+		defer p.drop()
+		return h.ProcessTask(ctx, t)
+	})
+}
+
+type placeKey struct{}
+
+// withPlace returns ctx carrying p, so that a wait deep in the conflict
+// paths gives the place back (dropPlace).
+func withPlace(ctx context.Context, p *place) context.Context {
+	if p == nil {
+		return ctx
+	}
+	return context.WithValue(ctx, placeKey{}, p)
+}
+
+// dropPlace gives back the place of the task whose context ctx is, before
+// it waits for its lock.
+func dropPlace(ctx context.Context) {
+	if p, ok := ctx.Value(placeKey{}).(*place); ok {
+		p.drop()
+	}
+}
+
+// errWaitCap is the conflict of a parked task that found no room to wait:
+// the process's waiters are at their cap across resources.
+var errWaitCap = fmt.Errorf("middleware: %w: the waiters across resources are at their cap", redlock.ErrLocked)
+
+// waitCap is a Room's wait places: it bounds the tasks of a process that
+// wait for their locks at once, across all resources. Within the cap, each
+// resource with waiters gets an equal share per slot (WithLimit; at least
+// one): n hot resources of one slot take turns with about cap/n waiters
+// each, and a newly hot resource finds room as soon as a waiter of a
+// resource above its share leaves.
+type waitCap struct {
+	max int
+
+	mu     sync.Mutex
+	total  int
+	per    map[string]int   // waiters per resource; only resources with waiters
+	slots  map[string]int   // the slots (WithLimit) of each resource in per
+	weight int              // the sum of slots
+	claims map[string]claim // resources refused lately, with no waiter (claimLocked)
+}
+
+// newWaitCap returns a cap of n waiting tasks (n >= 1).
+func newWaitCap(n int) *waitCap {
+	return &waitCap{max: max(n, 1), per: make(map[string]int), slots: make(map[string]int)}
+}
+
+// waiting returns how many tasks wait under the cap now.
+func (c *waitCap) waiting() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.total
+}
+
+// enter takes a slot for a waiter of res if the cap and res's share allow:
+// shares are weighed by the resources' slots (WithLimit), so a resource of
+// limit slots gets limit times the share of a resource of one. A nil cap
+// always allows.
+func (c *waitCap) enter(res string, limit int) bool {
+	if c == nil {
+		return true
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	now := time.Now()
+	if c.total >= c.max || c.per[res] >= c.shareLocked(res, limit, now) {
+		c.claimLocked(res, limit, now)
+		return false
+	}
+	c.add(res, limit)
+	return true
+}
+
+// share is how many tasks of res may wait under the cap now: its share
+// among the resources with waiters or refused lately, res counted (at
+// least one). A nil cap
+// sets none (math.MaxInt).
+func (c *waitCap) share(res string, limit int) int {
+	if c == nil {
+		return math.MaxInt
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.shareLocked(res, limit, time.Now())
+}
+
+// shareLocked is share with c.mu held; the resources refused lately for
+// want of room count as if they had waiters (claimLocked).
+func (c *waitCap) shareLocked(res string, limit int, now time.Time) int {
+	weight := c.weight + c.claimWeightLocked(res, now)
+	if c.per[res] == 0 {
+		weight += limit
+	}
+	return max(1, c.max*limit/weight)
+}
+
+// force takes a slot for a waiter of res whatever the cap.
+func (c *waitCap) force(res string, limit int) {
+	if c == nil {
+		return
+	}
+	c.mu.Lock()
+	c.add(res, limit)
+	c.mu.Unlock()
+}
+
+// add counts a waiter of res, a resource of limit slots; c.mu is held.
+func (c *waitCap) add(res string, limit int) {
+	delete(c.claims, res)
+	if c.per[res] == 0 {
+		c.slots[res] = limit
+		c.weight += limit
+	}
+	c.total++
+	c.per[res]++
+}
+
+// leave gives a waiter's slot back.
+func (c *waitCap) leave(res string) {
+	if c == nil {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.per[res]--; c.per[res] <= 0 {
+		delete(c.per, res)
+		c.weight -= c.slots[res]
+		delete(c.slots, res)
+	}
+	c.total--
+}
+
+// claimFor is how long a resource that a full cap refused counts in the
+// shares while it has no waiter. Shares divide the cap among the resources
+// with waiters; without the claim, a resource that filled the cap alone
+// kept its whole share, each of its leaving waiters replaced by its next
+// promoted task, and a newly hot resource found no room until it drained
+// (docs/guide/HOTKEYS.md). A refused task comes back on the next promotion,
+// well within it.
+const claimFor = time.Second
+
+// claim is a refused resource's place in the shares.
+type claim struct {
+	limit int // its slots (WithLimit)
+	until time.Time
+}
+
+// claimLocked notes that res, of limit slots, was refused for want of
+// room; c.mu is held.
+func (c *waitCap) claimLocked(res string, limit int, now time.Time) {
+	if c.per[res] > 0 {
+		return
+	}
+	if c.claims == nil {
+		c.claims = make(map[string]claim)
+	}
+	c.claims[res] = claim{limit: limit, until: now.Add(claimFor)}
+}
+
+// claimWeightLocked is the slots of the resources other than res that were
+// refused within claimFor and have no waiter; it drops the claims that are
+// over. c.mu is held.
+func (c *waitCap) claimWeightLocked(res string, now time.Time) int {
+	w := 0
+	for r, cl := range c.claims {
+		switch {
+		case now.After(cl.until) || c.per[r] > 0:
+			delete(c.claims, r)
+		case r != res:
+			w += cl.limit
+		}
+	}
+	return w
+}
+
+// requeueTrip is how long a requeued task is away at least with asynq's
+// default DelayedTaskCheckInterval: waiting any shorter is better.
+const requeueTrip = 5 * time.Second
+
+// freshShare is how many tasks of this process may wait for a resource
+// when a task meets it busy: maxWaiters, or with parking (not soft) half of
+// it, at least 1: the other half is left to promoted tasks, which come back
+// in FIFO order and would otherwise find the share taken. Fewer tasks
+// waiting in workers also leave more workers to other resources during a
+// burst (docs/guide/HOTKEYS.md).
+// A resource of n slots (WithLimit) has n times the share. Under a cap
+// across resources (a Room's wait places) it is also at most half the resource's
+// share of the cap, so that with several hot resources the promoted tasks
+// of each still find room (docs/guide/HOTKEYS.md).
+func (m *mw) freshShare(res string, soft bool) int {
+	if soft || m.cfg.maxWaiters <= 1 {
+		return m.cfg.maxWaiters * m.cfg.limit
+	}
+	n := m.cfg.maxWaiters / 2 * m.cfg.limit
+	if s := m.cfg.waitCap.share(res, m.cfg.limit); s < math.MaxInt {
+		n = min(n, max(1, s/2))
+	}
+	return n
+}
+
+// enterWait counts a waiter of res if there is room: fewer than freshShare
+// wait, or (soft) the tasks ahead should be done within the Wait bound and
+// sooner than a requeued task could come back.
+func (m *mw) enterWait(res string, soft bool) bool {
+	n := m.waiting(res)
+	if n >= m.freshShare(res, soft) {
+		if !soft || m.cfg.maxWaiters == 0 {
+			return false
+		}
+		if ahead := time.Duration(n+1) * m.typical(res); ahead >= min(requeueTrip, m.cfg.policy.wait) {
+			return false
+		}
+	}
+	if !m.cfg.waitCap.enter(res, m.cfg.limit) {
+		return false
+	}
+	m.countWaiter(res)
+	return true
+}
+
+// forceWait counts a waiter of res whatever the bounds, the cap across
+// resources included (a task on its last retry must not be archived).
+func (m *mw) forceWait(res string) {
+	m.cfg.waitCap.force(res, m.cfg.limit)
+	m.countWaiter(res)
+}
+
+// tryWaitParked counts a waiter of res that was parked once: past the
+// resource's share, but within the cap across resources (false: no room).
+func (m *mw) tryWaitParked(res string) bool {
+	if !m.cfg.waitCap.enter(res, m.cfg.limit) {
+		return false
+	}
+	m.countWaiter(res)
+	return true
+}
+
+// countWaiter counts a waiter of res (its cap slot taken) and notes the
+// contention.
+func (m *mw) countWaiter(res string) {
+	m.mu.Lock()
+	e := m.entry(res)
+	e.waiters++
+	e.contention(time.Now())
+	m.mu.Unlock()
+}
+
+// leaveWait uncounts a waiter of res; one that leaves without the lock
+// tells the promoter (onTurn), one that got it tells it at its start.
+func (m *mw) leaveWait(res string, got bool) {
+	m.cfg.waitCap.leave(res)
+	m.mu.Lock()
+	if e, ok := m.res[res]; ok {
+		e.waiters--
+		m.touched(res, e)
+	}
+	m.mu.Unlock()
+	if !got {
+		m.onTurn(turnLeft, "", res, "")
+	}
+}
+
+// waiting returns how many tasks of this process wait for res.
+func (m *mw) waiting(res string) int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if e, ok := m.res[res]; ok {
+		return e.waiters
+	}
+	return 0
 }

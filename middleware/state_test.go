@@ -24,9 +24,9 @@ func (m *mw) idleEntries() (kept, queued int) {
 // state: a holder starts, promotes on start, ends, promotes after.
 func (m *mw) runUncontended(res string) {
 	e := m.countHolder(res)
-	m.promoteOnStart("q", res, "id")
+	m.onTurn(turnStart, "q", res, "id")
 	m.ranFor(res, time.Millisecond, time.Now())
-	m.promoteAfter("q", res)
+	m.onTurn(turnEnd, "q", res, "")
 	m.uncountHolder(res, e)
 }
 
