@@ -243,10 +243,10 @@ func recordedArgs(s *script, keys []string, rec *completionRecord, argv ...any) 
 }
 
 // lookOf is the look-up of an acquisition's record (nil without one), sent
-// on each node just after the batch that holds the acquisition's call, and
-// followed there by one TIME for all of the batch's look-ups: a score found
-// means the record is there if its expiry is still ahead of the node's
-// clock (an entry past it waits for the next write's prune). After, not ahead: a record
+// on each node just after the batch that holds the acquisition's call: a
+// score found means the record is there if its expiry is still ahead of the
+// node's clock (an entry past it waits for the next write's prune), which
+// readLooks asks the node for only then. After, not ahead: a record
 // written by a release that let the acquisition in is then always seen,
 // and the batch's first reply is not the miss, a nil that go-redis checks
 // against each of its retryable errors (about 40 of a recorded task's 250
@@ -258,17 +258,13 @@ func lookOf(rec *completionRecord) []any {
 	return []any{"zscore", rec.key, rec.id}
 }
 
-// countLooks is the number of commands the look-ups of a batch's calls
-// take: one each, and a TIME after them.
+// countLooks is the number of look-ups of a batch's calls.
 func countLooks(live []*call) int {
 	n := 0
 	for _, c := range live {
 		if c.look != nil {
 			n++
 		}
-	}
-	if n > 0 {
-		n++
 	}
 	return n
 }
@@ -283,13 +279,15 @@ func addLooks(ctx context.Context, live []*call, cmds []*redis.Cmd) {
 			i++
 		}
 	}
-	if i > 0 {
-		cmds[i] = redis.NewCmd(ctx, "time")
-	}
 }
 
-// nodeMillis reads a TIME reply as Unix ms; 0 when it failed.
-func nodeMillis(cmd *redis.Cmd) int64 {
+// timeArgs is the node clock's read.
+var timeArgs = []any{"time"}
+
+// nodeMillis reads the node's clock (TIME) as Unix ms; 0 when it failed.
+func (n *node) nodeMillis() int64 {
+	cmd := redis.NewCmd(context.Background(), timeArgs...)
+	n.do(context.Background(), []*redis.Cmd{cmd})
 	v, _ := cmd.Val().([]any)
 	if cmd.Err() != nil || len(v) != 2 {
 		return 0
@@ -301,27 +299,31 @@ func nodeMillis(cmd *redis.Cmd) int64 {
 	return sec*1000 + usec/1000
 }
 
-// readLooks stores the look-ups' answers (looks, then the node's TIME) in
-// their calls: a record found within its window sets seen (its score). A
-// look-up that failed where its call (calls, in live's order) did not is
-// reported as the node's failure; it counts as not found there, as on a
-// node whose TIME failed: the record is looked for on every node, and one
-// that answers is enough.
+// readLooks stores the look-ups' answers (looks) in their calls: a record
+// found within its window sets seen (its score). Only a look-up that found
+// a score needs the node's clock: it is read then, once for the batch, in a
+// round trip of its own after the batch's. A record is found by a
+// re-delivery or a reused ID; an acquisition that finds none (every fresh
+// task) sends nothing more than its look-up. A look-up that failed where
+// its call (calls, in live's order) did not is reported as the node's
+// failure; it counts as not found there, as on a node whose TIME failed:
+// the record is looked for on every node, and one that answers is enough.
 func (n *node) readLooks(live []*call, calls, looks []*redis.Cmd) {
-	if len(looks) == 0 {
-		return
-	}
-	now := nodeMillis(looks[len(looks)-1])
-	i := 0
+	var now int64 // the node's clock, read at the first score found
+	asked, i := false, 0
 	for j, c := range live {
 		if c.look == nil {
 			continue
 		}
-		err := looks[i].Err()
+		look := looks[i]
 		i++
-		switch {
+		switch err := look.Err(); {
 		case err == nil:
-			if run, expiry, ok := decodeScore(looks[i-1].Val()); ok && now > 0 && expiry > now {
+			run, expiry, ok := decodeScore(look.Val())
+			if ok && !asked {
+				now, asked = n.nodeMillis(), true
+			}
+			if ok && now > 0 && expiry > now {
 				c.seen = expiry*runScale + int64(run)
 			}
 		case err != redis.Nil && n.failed != nil && (calls[j].Err() == nil || calls[j].Err() == redis.Nil):
