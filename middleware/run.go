@@ -142,7 +142,7 @@ func (r *taskRun) cleanUp(ctx context.Context, lost bool, cause error, after fun
 
 // release gives the task's lock up, if it holds one, with a context of its
 // own: the task's may be cancelled already (deadline, shutdown). The task
-// does not wait for the nodes' answers (redlock's Lock.ReleaseAsync):
+// does not wait for the nodes' answers (lockutil.ReleaseAsync):
 // asynq marks it done and fetches the next one meanwhile. Until they
 // answered, the resource counts as held here (countHolder), so a task
 // arriving for it queues behind the release. Then after runs, if not nil.
@@ -163,7 +163,7 @@ func (r *taskRun) release(ctx context.Context, after func()) {
 		return
 	}
 	rctx, cancel := lockutil.Detached(ctx)
-	lock.ReleaseAsync(rctx, func(err error) {
+	lockutil.ReleaseAsync(rctx, lock, func(err error) {
 		cancel()
 		if errors.Is(err, redlock.ErrLockLost) {
 			log.Warn("lock found lost at release: exclusivity was not guaranteed to the end", "err", err)

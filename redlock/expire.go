@@ -1,6 +1,7 @@
 package redlock
 
-// LeaveToExpire ends the lock's life in this process without touching the
+// leaveToExpire (lockutil.LeaveToExpire, the scheduler's) ends the lock's
+// life in this process without touching the
 // nodes: its keys stay there until their TTL ends, and the end of its
 // validity is expected, not a loss (no "lock lost" log line, no EventLost,
 // Lost() never closes). Use it for a lock that records that something
@@ -14,7 +15,7 @@ package redlock
 // It returns ErrNotHeld if the lock was already released or left, and an
 // error matching ErrLockLost if its validity had already ended. A nil Lock
 // returns ErrNotHeld.
-func (l *Lock) LeaveToExpire() error {
+func (l *Lock) leaveToExpire() error {
 	if l == nil {
 		return ErrNotHeld
 	}

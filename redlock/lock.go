@@ -19,6 +19,7 @@ const (
 
 // Lock is a held Redlock lock. Its methods are safe for concurrent use.
 type Lock struct {
+	handle   // the middleware's and the scheduler's calls (mechanics)
 	c        *Client
 	res      keys
 	token    string
@@ -118,6 +119,19 @@ func (l *Lock) Lost() <-chan struct{} {
 	return l.lost
 }
 
+// handle carries a Lock's mechanics: calls this module's middleware and
+// scheduler make through lockutil, which are not the public API.
+type handle = lockutil.Handle
+
+// mechanics are the Lock's calls that lockutil reaches (lockutil.Mechanics).
+type mechanics Lock
+
+func (m *mechanics) ReleaseAsync(ctx context.Context, done func(error)) {
+	(*Lock)(m).releaseAsync(ctx, done)
+}
+
+func (m *mechanics) LeaveToExpire() error { return (*Lock)(m).leaveToExpire() }
+
 // lossGuard is how long before Until a loss is declared (lockutil.LossGuard).
 func lossGuard(ttl time.Duration) time.Duration { return lockutil.LossGuard(ttl) }
 
@@ -128,6 +142,7 @@ func (c *Client) newLock(res keys, token string, fence int64, ttl time.Duration,
 		acquired: start, until: until, lastStart: start,
 		lost: make(chan struct{}), ended: make(chan struct{}),
 	}
+	l.handle = lockutil.NewHandle((*mechanics)(l))
 	if lc.maxHold > 0 {
 		l.holdEnd = start.Add(lc.maxHold)
 	}

@@ -2,7 +2,8 @@ package redlock
 
 import "context"
 
-// ReleaseAsync is Release without the wait for the nodes' answers: it
+// releaseAsync is Release without the wait for the nodes' answers
+// (lockutil.ReleaseAsync, the middleware's): it
 // returns at once, and done, if not nil, gets Release's result on another
 // goroutine once they answered. A caller that only reports the result (a
 // job's middleware, after its handler) goes on with its next work
@@ -14,7 +15,7 @@ import "context"
 // releases started before it, so that none is dropped and leaves its keys
 // for a TTL; one started after Close runs as Release does then. A nil Lock
 // reports ErrNotHeld to done at once.
-func (l *Lock) ReleaseAsync(ctx context.Context, done func(error)) {
+func (l *Lock) releaseAsync(ctx context.Context, done func(error)) {
 	if l == nil {
 		report(done, ErrNotHeld)
 		return

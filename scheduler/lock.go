@@ -5,6 +5,7 @@ import (
 	"errors"
 	"time"
 
+	"github.com/asynqlock/asynqlock/internal/lockutil"
 	"github.com/asynqlock/asynqlock/redlock"
 )
 
@@ -51,8 +52,13 @@ func asLease(l *redlock.Lock, err error) (lease, error) {
 	if err != nil {
 		return nil, err
 	}
-	return l, nil
+	return redlockLease{l}, nil
 }
+
+// redlockLease is a *redlock.Lock with the scheduler's LeaveToExpire.
+type redlockLease struct{ *redlock.Lock }
+
+func (l redlockLease) LeaveToExpire() error { return lockutil.LeaveToExpire(l.Lock) }
 
 func (r redlockLocker) Record(ctx context.Context, resource string) (time.Duration, redlock.Holder, bool) {
 	states, err := r.c.Inspect(ctx, resource)
@@ -85,7 +91,7 @@ func (r redlockLocker) Check(ctx context.Context) ([]redlock.NodeReport, error) 
 func (r redlockLocker) Mark(ctx context.Context, resource string, ttl time.Duration, note string) (string, error) {
 	l, err := r.c.TryAcquire(redlock.ContextWithHolder(ctx, note), resource, ttl)
 	if err == nil {
-		return "", l.LeaveToExpire()
+		return "", lockutil.LeaveToExpire(l)
 	}
 	if errors.Is(err, redlock.ErrLocked) {
 		_, h, _ := r.Record(ctx, resource)

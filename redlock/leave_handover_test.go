@@ -1,4 +1,4 @@
-package integration
+package redlock_test
 
 import (
 	"context"
@@ -9,6 +9,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/asynqlock/asynqlock/internal/lockutil"
 	"github.com/asynqlock/asynqlock/internal/redistest"
 	"github.com/asynqlock/asynqlock/redlock"
 )
@@ -25,8 +26,8 @@ import (
 func TestLeftEarlySuccessorKeepsTheResource(t *testing.T) {
 	t.Parallel()
 	c := redistest.StartCluster(t, 3)
-	cl := lockClient(t, c, redlock.WithNodeTimeout(500*time.Millisecond))
-	other := lockClient(t, c, redlock.WithNodeTimeout(time.Second))
+	cl := newLocks(t, c, redlock.WithNodeTimeout(500*time.Millisecond))
+	other := newLocks(t, c, redlock.WithNodeTimeout(time.Second))
 	direct := make([]*redis.Client, len(c.Nodes))
 	for i, n := range c.Nodes {
 		direct[i] = redistest.Client(t, n.ServerAddr())
@@ -38,12 +39,12 @@ func TestLeftEarlySuccessorKeepsTheResource(t *testing.T) {
 			continue
 		}
 		until := succ.Until()
-		if err := succ.LeaveToExpire(); err != nil {
+		if err := lockutil.LeaveToExpire(succ); err != nil {
 			t.Fatal(err)
 		}
 		deadline := until.Add(2 * time.Minute)
 		for {
-			l, err := other.TryAcquire(within(t, time.Minute), res, 3*time.Second)
+			l, err := other.TryAcquire(deadlineCtx(t, time.Minute), res, 3*time.Second)
 			if err != nil && !errors.Is(err, redlock.ErrLocked) && !errors.Is(err, redlock.ErrQuorum) {
 				t.Fatal(err)
 			}
@@ -70,10 +71,10 @@ func TestLeftEarlySuccessorKeepsTheResource(t *testing.T) {
 // successor is nil when it did not get the lock.
 func earlySuccessorOnOneNode(t *testing.T, c *redistest.Cluster, cl *redlock.Client, direct []*redis.Client, res string) (*redlock.Lock, bool) {
 	t.Helper()
-	holder := holdEverywhere(t, cl, c, res, nil) // TTL 1m
+	holder := holdEverywhere(t, cl, c, res) // TTL 1m
 	next := make(chan *redlock.Lock, 1)
 	go func() {
-		l, err := cl.Acquire(within(t, time.Minute), res, 3*time.Second)
+		l, err := cl.Acquire(deadlineCtx(t, time.Minute), res, 3*time.Second)
 		if err != nil {
 			t.Error(err)
 		}
@@ -82,7 +83,7 @@ func earlySuccessorOnOneNode(t *testing.T, c *redistest.Cluster, cl *redlock.Cli
 	time.Sleep(50 * time.Millisecond) // the waiter queues behind the holder
 	c.Nodes[0].Refuse()
 	c.Nodes[1].Refuse()
-	_ = holder.Release(within(t, time.Minute)) // fails on nodes 0 and 1
+	_ = holder.Release(deadlineCtx(t, time.Minute)) // fails on nodes 0 and 1
 	var succ *redlock.Lock
 	select {
 	case succ = <-next:
@@ -114,4 +115,51 @@ func earlySuccessorOnOneNode(t *testing.T, c *redistest.Cluster, cl *redlock.Cli
 		return nil, false
 	}
 	return succ, true
+}
+
+// newLocks is a Client over c's nodes, closed at the test's end.
+func newLocks(t *testing.T, c *redistest.Cluster, opts ...redlock.Option) *redlock.Client {
+	t.Helper()
+	cl, err := redlock.New(c.Clients(t), opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cl.Close() })
+	return cl
+}
+
+// deadlineCtx is a context that ends after d or with the test.
+func deadlineCtx(t *testing.T, d time.Duration) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// holdEverywhere acquires res for a minute on every node of c, not only a
+// quorum (an acquisition returns at quorum; a SET may still be on its way),
+// retrying at most 20 times.
+func holdEverywhere(t *testing.T, cl *redlock.Client, c *redistest.Cluster, res string) *redlock.Lock {
+	t.Helper()
+	for range 20 {
+		l, err := cl.Acquire(deadlineCtx(t, time.Minute), res, time.Minute)
+		if err != nil {
+			t.Fatal(err)
+		}
+		states, err := cl.Inspect(deadlineCtx(t, time.Minute), res)
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := 0
+		for _, s := range states {
+			if s.Token == l.Token() {
+				n++
+			}
+		}
+		if n == len(c.Nodes) {
+			return l
+		}
+		_ = l.Release(context.Background())
+	}
+	t.Fatalf("%s was never held on every node in 20 tries", res)
+	return nil
 }

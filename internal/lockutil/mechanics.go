@@ -1,0 +1,39 @@
+package lockutil
+
+import "context"
+
+// Mechanics are what a redlock lock does for this module's middleware and
+// scheduler and for none of its users, so they are not redlock's public API:
+// redlock's Lock embeds a Handle carrying them, and ReleaseAsync and
+// LeaveToExpire below reach them through it.
+type Mechanics interface {
+	// ReleaseAsync is a release that returns before the nodes answer;
+	// done, if not nil, gets its result on another goroutine.
+	ReleaseAsync(ctx context.Context, done func(error))
+	// LeaveToExpire ends the lock in this process and leaves its keys on
+	// the nodes until their TTL, an end that is not a loss.
+	LeaveToExpire() error
+}
+
+// Handle is embedded in redlock's Lock: its unexported method is promoted
+// to the Lock, which no package but this one can call.
+type Handle struct{ m Mechanics }
+
+// NewHandle is the Handle of a lock whose mechanics are m.
+func NewHandle(m Mechanics) Handle { return Handle{m: m} }
+
+func (h *Handle) mechanics() Mechanics { return h.m }
+
+// mechanical is a lock that embeds a Handle (*redlock.Lock, not nil).
+type mechanical interface{ mechanics() Mechanics }
+
+// ReleaseAsync releases l without waiting for the nodes' answers
+// (redlock's lock documents when it sends the release itself); done, if not
+// nil, gets the release's result. Close of l's client waits for it.
+func ReleaseAsync(ctx context.Context, l mechanical, done func(error)) {
+	l.mechanics().ReleaseAsync(ctx, done)
+}
+
+// LeaveToExpire ends l's life in this process without touching the nodes:
+// its keys stay until their TTL, and the end of its validity is no loss.
+func LeaveToExpire(l mechanical) error { return l.mechanics().LeaveToExpire() }
