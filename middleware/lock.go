@@ -32,6 +32,7 @@ type mw struct {
 	parkErr    failState // park calls failing
 	releaseErr failState // releases failing (releaseState)
 	outage     time.Time // a wait ended for want of a quorum; until then arrivals try first
+	atOnce     *atOnce   // sizes the default wait places (WithBroker without WithRoom); nil: none
 }
 
 // New returns the middleware, or an error naming a bad argument.
@@ -66,6 +67,10 @@ func newMW(client *redlock.Client, key KeyFunc, cfg config) *mw {
 	}
 	m := &mw{client: client, key: key, cfg: cfg, res: make(map[string]*resState), holds: &holdTable{seed: maphash.MakeSeed()},
 		keeper: newKeeper(keepAfterOf(cfg.ttl)), tracer: cfg.tracer()}
+	if cfg.broker != nil && !cfg.room && cfg.waitCap == nil {
+		m.cfg.waitCap = newWaitCap(1)
+		m.atOnce = &atOnce{places: m.cfg.waitCap}
+	}
 	m.settleStates()
 	return m
 }
@@ -91,6 +96,10 @@ func (m *mw) resource(t *asynq.Task, key string) string {
 
 // process runs one task: key, lock (or the conflict policy), handler.
 func (m *mw) process(ctx context.Context, t *asynq.Task, next asynq.Handler) error {
+	if m.atOnce != nil {
+		m.atOnce.arrive()
+		defer m.atOnce.now.Add(-1)
+	}
 	meta := metaOf(ctx)
 	meta.prior = priorRuns(t)
 	if by, ok := t.Headers()[markerHeader]; ok {

@@ -49,6 +49,7 @@ type config struct {
 	observer        func(Event)
 	waitCap         *waitCap // a Room's wait places across resources; nil: none
 	runGate         *runGate // a Room's run places; nil: none
+	room            bool     // WithRoom was given
 	tracerProvider  trace.TracerProvider
 	window          time.Duration // completion records kept this long; 0: none (once.go)
 	err             error         // a refused option
@@ -181,16 +182,18 @@ func WithBroker(broker redis.UniversalClient) Option {
 // wait place is parked or requeued; a parked task that comes back and finds
 // none is parked again at the head of its resource's FIFO. worker.New gives
 // every handler one room of WORKER_CONCURRENCY run places and
-// WORKER_WAIT_ROOM wait places (docs/guide/HOTKEYS.md). Default: none (asynq's
-// Concurrency alone bounds the tasks, waiting ones included; at most two
-// wait for one resource).
+// WORKER_WAIT_ROOM wait places (docs/guide/HOTKEYS.md). Default: with
+// WithBroker, wait places for two thirds of the most tasks the middleware has
+// seen at once (the rest of asynq's workers keep running tasks that can run);
+// without, none (asynq's Concurrency alone bounds the tasks, waiting ones
+// included; at most two wait for one resource).
 func WithRoom(r *Room) Option {
 	return func(cfg *config) {
 		if r == nil {
 			cfg.err = errors.New("middleware: WithRoom: nil room")
 			return
 		}
-		cfg.runGate, cfg.waitCap, cfg.maxWaiters = r.run, r.wait, r.maxWaiters
+		cfg.runGate, cfg.waitCap, cfg.maxWaiters, cfg.room = r.run, r.wait, r.maxWaiters, true
 	}
 }
 

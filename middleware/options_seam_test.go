@@ -7,9 +7,10 @@ import "time"
 
 func withRunGate(g *runGate) Option { return func(c *config) { c.runGate = g } }
 
-func withWaitCap(w *waitCap) Option { return func(c *config) { c.waitCap = w } }
+// The room seams configure a room explicitly: no default wait places.
+func withWaitCap(w *waitCap) Option { return func(c *config) { c.waitCap, c.room = w, true } }
 
-func withMaxWaiters(n int) Option { return func(c *config) { c.maxWaiters = n } }
+func withMaxWaiters(n int) Option { return func(c *config) { c.maxWaiters, c.room = n, true } }
 
 func withRollbackTimeout(d time.Duration) Option { return func(c *config) { c.rollbackTimeout = d } }
 

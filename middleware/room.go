@@ -6,6 +6,7 @@ import (
 	"math"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/asynqlock/asynqlock/redlock"
@@ -212,6 +213,36 @@ type waitCap struct {
 	slots  map[string]int   // the slots (WithLimit) of each resource in per
 	weight int              // the sum of slots
 	claims map[string]claim // resources refused lately, with no waiter (claimLocked)
+}
+
+// resize sets the cap to n waiting tasks (at least one).
+func (c *waitCap) resize(n int) {
+	c.mu.Lock()
+	c.max = max(n, 1)
+	c.mu.Unlock()
+}
+
+// atOnce sizes the default wait places of a middleware given a broker and
+// no Room: two thirds of the most tasks it has seen at once, as worker.New
+// gives its waiting tasks two thirds of asynq's workers. The other third
+// then always runs tasks that can run: cold resources keep workers beside a
+// hot one, whose tasks past the places are parked rather than holding a
+// worker each while they wait (docs/guide/HOTKEYS.md).
+type atOnce struct {
+	now, most atomic.Int64
+	places    *waitCap
+}
+
+// arrive counts a task that entered the middleware, growing the places with
+// the most seen at once.
+func (a *atOnce) arrive() {
+	n := a.now.Add(1)
+	for m := a.most.Load(); n > m; m = a.most.Load() {
+		if a.most.CompareAndSwap(m, n) {
+			a.places.resize(int(2 * n / 3))
+			return
+		}
+	}
 }
 
 // newWaitCap returns a cap of n waiting tasks (n >= 1).

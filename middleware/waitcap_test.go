@@ -229,3 +229,37 @@ func TestWaitCapRefusedResourceGetsItsShare(t *testing.T) {
 		t.Fatal("control: with b's claim over, a did not get the free place")
 	}
 }
+
+// TestDefaultWaitPlacesFollowTheTasksSeenAtOnce: with a broker and no Room,
+// the wait places are two thirds of the most tasks seen at once (at least
+// one), and do not shrink when fewer run; a Room, even of no places, sets
+// none.
+func TestDefaultWaitPlacesFollowTheTasksSeenAtOnce(t *testing.T) {
+	e := newEnv(t)
+	cfg := defaultConfig()
+	cfg.broker = e.raw
+	m := newMW(e.locks, nil, cfg)
+	places := func() int {
+		m.cfg.waitCap.mu.Lock()
+		defer m.cfg.waitCap.mu.Unlock()
+		return m.cfg.waitCap.max
+	}
+	if m.atOnce == nil || places() != 1 {
+		t.Fatalf("no default wait places of one before any task")
+	}
+	for range 6 {
+		m.atOnce.arrive()
+	}
+	if got := places(); got != 4 {
+		t.Fatalf("6 tasks at once: %d wait places, want 4", got)
+	}
+	m.atOnce.now.Store(0)
+	m.atOnce.arrive()
+	if got := places(); got != 4 {
+		t.Fatalf("after fewer tasks: %d wait places, want 4 still", got)
+	}
+	WithRoom(NewRoom(0, 0))(&cfg)
+	if m := newMW(e.locks, nil, cfg); m.atOnce != nil || m.cfg.waitCap != nil {
+		t.Fatal("a Room of no places got default wait places")
+	}
+}

@@ -26,6 +26,8 @@ func decorate(redisOpt asynq.RedisClientOpt, rollback func(context.Context, *asy
 	// brokerRedis: a go-redis client to the broker asynq uses (redisOpt, an asynq.RedisClientOpt), where busy tasks are parked.
 	brokerRedis := redis.NewClient(&redis.Options{Addr: redisOpt.Addr, Username: redisOpt.Username, Password: redisOpt.Password, DB: redisOpt.DB})
 	mux := asynq.NewServeMux()
+	// The one choice to make: a lock per task type and key ("task:<type>:<key>", the default: stock:adjust
+	// and stock:batch on one SKU may run at once), or per key across types (add middleware.WithSharedKeys()).
 	mux.Use(middleware.Lock(locks, middleware.ByField("order.sku"), // or ByType(), ByPayloadHash(), your KeyFunc
 		middleware.WithPolicy(middleware.Wait(2*time.Second)), // Wait(d) | Requeue() | Skip() | Fail()
 		middleware.WithRollback(rollback),                     // runs under the lock on error or loss
