@@ -39,11 +39,8 @@ func (c *Client) minTTL() time.Duration {
 // prepare validates a call's input and options; a context that has
 // already ended is reported after bad input.
 func (c *Client) prepare(ctx context.Context, resource string, ttl time.Duration, opts []LockOption) (time.Duration, *lockConfig, error) {
-	if ctx == nil {
-		return 0, nil, invalidf("nil context")
-	}
-	if c.isClosed() {
-		return 0, nil, ErrClosed
+	if err := c.usable(ctx); err != nil {
+		return 0, nil, err
 	}
 	if resource == "" {
 		return 0, nil, invalidf("empty resource name")

@@ -9,16 +9,65 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// scan returns the resources whose lock key, on any node, starts with
-// resourcePrefix under the client's key prefix, and each node's scan failure
-// (nil where it was scanned). It is the operator's listing (see
-// worker/internal/lockadmin): it scans every node's keyspace (SCAN, never KEYS).
-func (c *Client) scan(ctx context.Context, resourcePrefix string) ([]string, []error, error) {
-	if ctx == nil {
-		return nil, nil, invalidf("nil context")
+// Admin holds the calls an operator's tools need and a lock's users never
+// do: the nodes and their reachability and settings (Check), the locks the
+// nodes hold, and a forced release (Redisson's forceUnlock). The
+// `asynqlock` command and the worker's /locks page and readiness probe use
+// it; Client.Inspect shows one resource.
+type Admin struct{ c *Client }
+
+// Admin returns the operator calls on c's nodes.
+func (c *Client) Admin() Admin { return Admin{c: c} }
+
+// Nodes returns the number of lock nodes.
+func (a Admin) Nodes() int { return len(a.c.nodes) }
+
+// Quorum returns the number of nodes that must agree: N/2+1.
+func (a Admin) Quorum() int { return a.c.q }
+
+// NodeStatus is one node's answer to Admin.Ping.
+type NodeStatus struct {
+	Node int    // index of the node in the client's list
+	Addr string // the node's address, never its credentials
+	Err  error  // nil when the node answered; else a *NodeError
+}
+
+// Ping pings every node at once and reports each one's answer, waiting for
+// all of them (at most the node timeout), so that a probe can tell which
+// nodes are down and whether a quorum is left: it counts the nodes that are
+// up, it does not stop at the first decided outcome.
+func (a Admin) Ping(ctx context.Context) ([]NodeStatus, error) {
+	c := a.c
+	if err := c.usable(ctx); err != nil {
+		return nil, err
 	}
-	if c.isClosed() {
-		return nil, nil, ErrClosed
+	deadline := time.Now().Add(c.cfg.nodeTimeout)
+	r := c.broadcast("ping", "", c.allNodes(), c.q, deadline, false, []any{"ping"}, nil)
+	if err := r.collectAll(ctx, deadline, classifyAnswered); err != nil {
+		return nil, err
+	}
+	out := make([]NodeStatus, len(c.nodes))
+	for i, n := range c.nodes {
+		out[i] = NodeStatus{Node: i, Addr: n.addr}
+		if sl := r.slots[i]; sl.out != outOK {
+			cause := sl.err
+			if cause == nil {
+				cause = errNodeTimeout
+			}
+			out[i].Err = &NodeError{Node: i, Addr: n.addr, Op: "ping", Err: cause}
+		}
+	}
+	return out, nil
+}
+
+// Scan returns the resources whose lock key, on any node, starts with
+// resourcePrefix under the client's key prefix (unsorted, possibly
+// repeated), and each node's scan failure (nil where it was scanned). It
+// walks every node's keyspace with SCAN, never KEYS.
+func (a Admin) Scan(ctx context.Context, resourcePrefix string) ([]string, []error, error) {
+	c := a.c
+	if err := c.usable(ctx); err != nil {
+		return nil, nil, err
 	}
 	var found []string
 	errs := make([]error, len(c.nodes))
@@ -105,16 +154,14 @@ func (c *Client) slotOf(ctx context.Context, resource, token string) (slot, limi
 	return 0, 0
 }
 
-// forceRelease deletes resource's lock key (or its slot's key) on every node where it still
-// holds token and announces the release to waiters; it reports on how many
-// nodes a key was deleted. A key that meanwhile changed hands is left alone.
-// It is the operator's break-glass (see worker/internal/lockadmin).
-func (c *Client) forceRelease(ctx context.Context, resource, token string) (int, error) {
-	if ctx == nil {
-		return 0, invalidf("nil context")
-	}
-	if c.isClosed() {
-		return 0, ErrClosed
+// ForceRelease deletes resource's lock key (or slot) on every node where it
+// still holds token and announces the release to waiters; it reports on how
+// many nodes it did. A key that meanwhile changed hands is left alone. The
+// holder keeps running until its next extension finds the lock gone.
+func (a Admin) ForceRelease(ctx context.Context, resource, token string) (int, error) {
+	c := a.c
+	if err := c.usable(ctx); err != nil {
+		return 0, err
 	}
 	if resource == "" || token == "" {
 		return 0, invalidf("ForceRelease needs a resource and a token (got %q, %q)", resource, token)

@@ -223,7 +223,7 @@ func TestBusyCountSettles(t *testing.T) {
 			t.Fatalf("release after loss: %v, want ErrLockLost", err)
 		}
 		check("a release after the loss")
-		if _, err := c.pingNodes(ctx); err != nil {
+		if _, err := c.Admin().Ping(ctx); err != nil {
 			t.Fatal(err)
 		}
 		check("ping")

@@ -134,11 +134,8 @@ func (r NodeReport) Problems() []string {
 func (a Admin) Check(ctx context.Context) ([]NodeReport, error) { return a.c.check(ctx) }
 
 func (c *Client) check(ctx context.Context) ([]NodeReport, error) {
-	if ctx == nil {
-		return nil, invalidf("nil context")
-	}
-	if c.isClosed() {
-		return nil, ErrClosed
+	if err := c.usable(ctx); err != nil {
+		return nil, err
 	}
 	// The script probe goes after the workers' own script loads: a probe
 	// ahead of them met NOSCRIPT on a cluster master and fell back to EVAL.

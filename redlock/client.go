@@ -306,6 +306,17 @@ func (c *Client) warmWait() time.Duration {
 	return max(4*c.cfg.nodeTimeout, 200*time.Millisecond)
 }
 
+// usable refuses a call with a nil context or on a closed client.
+func (c *Client) usable(ctx context.Context) error {
+	if ctx == nil {
+		return invalidf("nil context")
+	}
+	if c.isClosed() {
+		return ErrClosed
+	}
+	return nil
+}
+
 func (c *Client) isClosed() bool {
 	select {
 	case <-c.closed:

@@ -45,11 +45,8 @@ func (c *Client) Inspect(ctx context.Context, resource string) ([]NodeState, err
 
 // inspect is Inspect with every node's answer awaited for at most timeout.
 func (c *Client) inspect(ctx context.Context, resource string, timeout time.Duration) ([]NodeState, error) {
-	if ctx == nil {
-		return nil, invalidf("nil context")
-	}
-	if c.isClosed() {
-		return nil, ErrClosed
+	if err := c.usable(ctx); err != nil {
+		return nil, err
 	}
 	if resource == "" {
 		return nil, invalidf("empty resource name")

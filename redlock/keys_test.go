@@ -83,7 +83,7 @@ func TestBraceNamesLockReleaseList(t *testing.T) {
 		if _, err := c.TryAcquire(ctx, name, 10*time.Second); err == nil {
 			t.Fatalf("%q: taken twice", name)
 		}
-		found, _, err := c.scan(ctx, name)
+		found, _, err := c.Admin().Scan(ctx, name)
 		if err != nil || !slices.Contains(found, name) {
 			t.Fatalf("%q: scan found %q, %v", name, found, err)
 		}
