@@ -27,7 +27,7 @@ var (
 		"asynq Concurrency of the one server of BenchmarkMiddlewareThroughput")
 	mwWork = flag.Duration("bench.mwwork", 0,
 		"extra work (a sleep) of the BenchmarkMiddlewareThroughput handler before its INCRBY")
-	mwWindow = flag.Duration("bench.mwwindow", middleware.DefaultCompletionWindow,
+	mwWindow = flag.Duration("bench.mwwindow", time.Hour,
 		"completion window of the locked variants of BenchmarkMiddlewareThroughput and MiddlewareTurns (0: no completion records)")
 	hotMixServers = flag.Int("bench.hotmixservers", 3,
 		"asynq servers (each with its own lock client, Concurrency 8) of BenchmarkMiddlewareHotMix")

@@ -125,7 +125,7 @@ func (ow *onceWorker) run() error {
 	}
 	window := time.Duration(0)
 	if cfg.Records {
-		window = middleware.DefaultCompletionWindow
+		window = time.Hour // the middleware's default
 	}
 	mw, err := middleware.New(locks, middleware.ByField("sku"), middleware.WithTTL(cfg.TTL),
 		middleware.WithCompletionWindow(window), middleware.WithObserver(ow.observeTask))

@@ -28,11 +28,12 @@ type mw struct {
 	holds      *holdTable // recent hold times of resources whose state was dropped (state.go)
 	keeper     *keeper    // starts the keep-alives of long runs (keeper.go)
 	tracer     trace.Tracer
-	promoteErr failState // promotions (and revivals) failing (releaselog.go)
-	parkErr    failState // park calls failing
-	releaseErr failState // releases failing (releaseState)
-	outage     time.Time // a wait ended for want of a quorum; until then arrivals try first
-	atOnce     *atOnce   // sizes the default wait places (WithBroker without WithRoom); nil: none
+	promoteErr failState                            // promotions (and revivals) failing (releaselog.go)
+	parkErr    failState                            // park calls failing
+	releaseErr failState                            // releases failing (releaseState)
+	outage     time.Time                            // a wait ended for want of a quorum; until then arrivals try first
+	atOnce     *atOnce                              // sizes the default wait places (WithBroker without WithRoom); nil: none
+	promoter   func(ev turn, queue, res, id string) // the observer of starts and ends (onTurn, WithBroker); nil: none
 }
 
 // New returns the middleware, or an error naming a bad argument.
@@ -67,9 +68,15 @@ func newMW(client *redlock.Client, key KeyFunc, cfg config) *mw {
 	}
 	m := &mw{client: client, key: key, cfg: cfg, res: make(map[string]*resState), holds: &holdTable{seed: maphash.MakeSeed()},
 		keeper: newKeeper(keepAfterOf(cfg.ttl)), tracer: cfg.tracer()}
-	if cfg.broker != nil && !cfg.room && cfg.waitCap == nil {
-		m.cfg.waitCap = newWaitCap(1)
-		m.atOnce = &atOnce{places: m.cfg.waitCap}
+	if cfg.room == nil { // the default room: a share of two per resource
+		m.cfg.room = &Room{maxWaiters: defaultMaxWaiters}
+		if cfg.broker != nil {
+			m.cfg.room.wait = newWaitCap(1)
+			m.atOnce = &atOnce{places: m.cfg.room.wait}
+		}
+	}
+	if cfg.broker != nil {
+		m.promoter = m.onTurn
 	}
 	m.settleStates()
 	return m
@@ -101,7 +108,6 @@ func (m *mw) process(ctx context.Context, t *asynq.Task, next asynq.Handler) err
 		defer m.atOnce.now.Add(-1)
 	}
 	meta := metaOf(ctx)
-	meta.prior = priorRuns(t)
 	if by, ok := t.Headers()[markerHeader]; ok {
 		// A marker (of an earlier version) only held an ID against a late
 		// copy: the task it stood for is run by its original.
@@ -112,7 +118,7 @@ func (m *mw) process(ctx context.Context, t *asynq.Task, next asynq.Handler) err
 	if err != nil {
 		return m.badKey(t, meta, err)
 	}
-	p := m.cfg.runGate.place() // nil without a gate: no allocation
+	p := m.cfg.room.run.place() // nil without a gate: no allocation
 	if err := p.take(ctx, false); err != nil {
 		return fmt.Errorf("task %s (id %s): waiting to run: %w", t.Type(), meta.id, err)
 	}
@@ -151,8 +157,17 @@ func (m *mw) process(ctx context.Context, t *asynq.Task, next asynq.Handler) err
 		return fmt.Errorf("%s: holding %s, waiting to run: %w", r.name(), r.res, err)
 	}
 	r.next = p.around(r.next)
-	m.onTurn(turnStart, meta.queue, r.res, meta.id)
+	m.tell(turnStart, meta.queue, r.res, meta.id)
 	return r.run(ctx)
+}
+
+// tell tells the promoter of parked tasks, if there is one (WithBroker),
+// what happened on res: it is the one observer of a resource's starts and
+// ends (onTurn), beside the task's way, never in it.
+func (m *mw) tell(ev turn, queue, res, id string) {
+	if m.promoter != nil {
+		m.promoter(ev, queue, res, id)
+	}
 }
 
 // taskRun is one task's way through the middleware, made once by process
@@ -181,6 +196,7 @@ type taskRun struct {
 // returns a value, which the caller keeps on its stack: a run allocates
 // nothing of its own.
 func (m *mw) newRun(t *asynq.Task, next asynq.Handler, meta taskMeta, res string) taskRun {
+	meta.prior = priorRuns(t)
 	return taskRun{m: m, t: t, next: next, meta: meta, res: res, start: time.Now(), opts: m.lockOptsFor(t, meta),
 		log: taskLog{l: m.cfg.logger, id: meta.id, typ: t.Type(), res: res}}
 }

@@ -13,16 +13,13 @@ import (
 	"github.com/hibiken/asynq"
 )
 
-// DefaultCompletionWindow is how long a task's completion record is kept
+// defaultWindow is how long a task's completion record is kept by default
 // (WithCompletionWindow): past asynq's re-delivery of a task whose
 // completion the broker could not record (its lease, 30s, expires; the
 // recoverer, every minute, puts it back; it runs after its retry delay),
-// with room for a broker outage of most of an hour.
-const DefaultCompletionWindow = time.Hour
-
-// defaultWindow is the window a middleware starts with: a seam for the
-// package's tests, whose fake metadata gives every task the same ID.
-var defaultWindow = DefaultCompletionWindow
+// with room for a broker outage of most of an hour. A variable: the
+// package's tests, whose fake metadata gives every task the same ID, set 0.
+var defaultWindow = time.Hour
 
 // WithCompletionWindow sets how long the record of a task whose handler
 // returned nil under its lock is kept on the lock nodes (docs/guide/RELIABILITY.md,
@@ -34,7 +31,7 @@ var defaultWindow = DefaultCompletionWindow
 // at-least-once delivery: a task whose completion the broker missed runs
 // again). Each record takes about 150 bytes on every lock node for its
 // window (docs/guide/OPERATIONS.md). A negative window, or one above
-// redlock.MaxCompletionWindow, is refused. Default: DefaultCompletionWindow.
+// redlock.MaxCompletionWindow, is refused. Default: an hour.
 func WithCompletionWindow(d time.Duration) Option {
 	return func(c *config) {
 		if d < 0 || d > redlock.MaxCompletionWindow {
@@ -146,7 +143,7 @@ func (r *taskRun) skipCompleted(ctx context.Context) error {
 	m.observe(r.event(EventRedeliverySkipped, nil))
 	taskEvent(ctx, eventSkipped, attrResource.String(r.res))
 	queue, res := r.meta.queue, r.res
-	r.release(ctx, func() { m.onTurn(turnEnd, queue, res, "") })
+	r.release(ctx, func() { m.tell(turnEnd, queue, res, "") })
 	return nil
 }
 

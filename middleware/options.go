@@ -36,7 +36,6 @@ type config struct {
 	ttl             time.Duration
 	shared          bool
 	policy          Policy
-	maxWaiters      int
 	limit           int // WithLimit's n: holders of one resource at once
 	lockOpts        []redlock.LockOption
 	progress        time.Duration
@@ -47,9 +46,7 @@ type config struct {
 	backstop        time.Duration // a fixed park backstop; 0 (no option sets it): from measured hold times
 	logger          *slog.Logger
 	observer        func(Event)
-	waitCap         *waitCap // a Room's wait places across resources; nil: none
-	runGate         *runGate // a Room's run places; nil: none
-	room            bool     // WithRoom was given
+	room            *Room // the places to run and to wait (WithRoom); nil: the default (newMW)
 	tracerProvider  trace.TracerProvider
 	window          time.Duration // completion records kept this long; 0: none (once.go)
 	err             error         // a refused option
@@ -59,7 +56,6 @@ func defaultConfig() config {
 	return config{
 		ttl:             defaultTTL,
 		policy:          Wait(defaultWait),
-		maxWaiters:      defaultMaxWaiters,
 		limit:           1,
 		rollbackTimeout: defaultRollbackTimeout,
 		window:          defaultWindow,
@@ -193,7 +189,7 @@ func WithRoom(r *Room) Option {
 			cfg.err = errors.New("middleware: WithRoom: nil room")
 			return
 		}
-		cfg.runGate, cfg.waitCap, cfg.maxWaiters, cfg.room = r.run, r.wait, r.maxWaiters, true
+		cfg.room = r
 	}
 }
 

@@ -5,12 +5,19 @@ import "time"
 // Options of a Room's parts alone, and of the rollback's bound, for tests
 // that set one of them.
 
-func withRunGate(g *runGate) Option { return func(c *config) { c.runGate = g } }
+// roomOf returns c's room, made (the default share, no places) if none.
+func (c *config) roomOf() *Room {
+	if c.room == nil {
+		c.room = &Room{maxWaiters: defaultMaxWaiters}
+	}
+	return c.room
+}
 
-// The room seams configure a room explicitly: no default wait places.
-func withWaitCap(w *waitCap) Option { return func(c *config) { c.waitCap, c.room = w, true } }
+func withRunGate(g *runGate) Option { return func(c *config) { c.roomOf().run = g } }
 
-func withMaxWaiters(n int) Option { return func(c *config) { c.maxWaiters, c.room = n, true } }
+func withWaitCap(w *waitCap) Option { return func(c *config) { c.roomOf().wait = w } }
+
+func withMaxWaiters(n int) Option { return func(c *config) { c.roomOf().maxWaiters = n } }
 
 func withRollbackTimeout(d time.Duration) Option { return func(c *config) { c.rollbackTimeout = d } }
 

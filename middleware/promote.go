@@ -110,7 +110,7 @@ type depths struct {
 // wait (a promoted task that finds no room is parked again, a trip through
 // the broker), and the turns go round the resources.
 func (m *mw) promoteDepth(res string) depths {
-	n, share := max(1, m.cfg.maxWaiters)*m.cfg.limit, m.cfg.waitCap.share(res, m.cfg.limit)
+	n, share := max(1, m.cfg.room.maxWaiters)*m.cfg.limit, m.cfg.room.wait.share(res, m.cfg.limit)
 	n = min(n, share)
 	return depths{busy: max(2, n), idle: max(2, min(3*n, share))}
 }

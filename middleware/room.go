@@ -393,11 +393,11 @@ const requeueTrip = 5 * time.Second
 // share of the cap, so that with several hot resources the promoted tasks
 // of each still find room (docs/guide/HOTKEYS.md).
 func (m *mw) freshShare(res string, soft bool) int {
-	if soft || m.cfg.maxWaiters <= 1 {
-		return m.cfg.maxWaiters * m.cfg.limit
+	if soft || m.cfg.room.maxWaiters <= 1 {
+		return m.cfg.room.maxWaiters * m.cfg.limit
 	}
-	n := m.cfg.maxWaiters / 2 * m.cfg.limit
-	if s := m.cfg.waitCap.share(res, m.cfg.limit); s < math.MaxInt {
+	n := m.cfg.room.maxWaiters / 2 * m.cfg.limit
+	if s := m.cfg.room.wait.share(res, m.cfg.limit); s < math.MaxInt {
 		n = min(n, max(1, s/2))
 	}
 	return n
@@ -409,14 +409,14 @@ func (m *mw) freshShare(res string, soft bool) int {
 func (m *mw) enterWait(res string, soft bool) bool {
 	n := m.waiting(res)
 	if n >= m.freshShare(res, soft) {
-		if !soft || m.cfg.maxWaiters == 0 {
+		if !soft || m.cfg.room.maxWaiters == 0 {
 			return false
 		}
 		if ahead := time.Duration(n+1) * m.typical(res); ahead >= min(requeueTrip, m.cfg.policy.wait) {
 			return false
 		}
 	}
-	if !m.cfg.waitCap.enter(res, m.cfg.limit) {
+	if !m.cfg.room.wait.enter(res, m.cfg.limit) {
 		return false
 	}
 	m.countWaiter(res)
@@ -426,14 +426,14 @@ func (m *mw) enterWait(res string, soft bool) bool {
 // forceWait counts a waiter of res whatever the bounds, the cap across
 // resources included (a task on its last retry must not be archived).
 func (m *mw) forceWait(res string) {
-	m.cfg.waitCap.force(res, m.cfg.limit)
+	m.cfg.room.wait.force(res, m.cfg.limit)
 	m.countWaiter(res)
 }
 
 // tryWaitParked counts a waiter of res that was parked once: past the
 // resource's share, but within the cap across resources (false: no room).
 func (m *mw) tryWaitParked(res string) bool {
-	if !m.cfg.waitCap.enter(res, m.cfg.limit) {
+	if !m.cfg.room.wait.enter(res, m.cfg.limit) {
 		return false
 	}
 	m.countWaiter(res)
@@ -453,7 +453,7 @@ func (m *mw) countWaiter(res string) {
 // leaveWait uncounts a waiter of res; one that leaves without the lock
 // tells the promoter (onTurn), one that got it tells it at its start.
 func (m *mw) leaveWait(res string, got bool) {
-	m.cfg.waitCap.leave(res)
+	m.cfg.room.wait.leave(res)
 	m.mu.Lock()
 	if e, ok := m.res[res]; ok {
 		e.waiters--
@@ -461,7 +461,7 @@ func (m *mw) leaveWait(res string, got bool) {
 	}
 	m.mu.Unlock()
 	if !got {
-		m.onTurn(turnLeft, "", res, "")
+		m.tell(turnLeft, "", res, "")
 	}
 }
 

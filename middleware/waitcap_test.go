@@ -240,9 +240,9 @@ func TestDefaultWaitPlacesFollowTheTasksSeenAtOnce(t *testing.T) {
 	cfg.broker = e.raw
 	m := newMW(e.locks, nil, cfg)
 	places := func() int {
-		m.cfg.waitCap.mu.Lock()
-		defer m.cfg.waitCap.mu.Unlock()
-		return m.cfg.waitCap.max
+		m.cfg.room.wait.mu.Lock()
+		defer m.cfg.room.wait.mu.Unlock()
+		return m.cfg.room.wait.max
 	}
 	if m.atOnce == nil || places() != 1 {
 		t.Fatalf("no default wait places of one before any task")
@@ -259,7 +259,7 @@ func TestDefaultWaitPlacesFollowTheTasksSeenAtOnce(t *testing.T) {
 		t.Fatalf("after fewer tasks: %d wait places, want 4 still", got)
 	}
 	WithRoom(NewRoom(0, 0))(&cfg)
-	if m := newMW(e.locks, nil, cfg); m.atOnce != nil || m.cfg.waitCap != nil {
+	if m := newMW(e.locks, nil, cfg); m.atOnce != nil || m.cfg.room.wait != nil {
 		t.Fatal("a Room of no places got default wait places")
 	}
 }
