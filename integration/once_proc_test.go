@@ -82,9 +82,10 @@ type onceWorker struct {
 	store *redis.Client
 	acks  chan struct{} // closed on "ack"
 
-	mu        sync.Mutex
-	resources map[string]string        // task ID -> its lock's resource
-	released  map[string]chan struct{} // resource -> closed once a release of it succeeded
+	locks *redlock.Client
+
+	mu  sync.Mutex
+	ran map[string]middleware.LockInfo // task ID -> the lock it ran under
 }
 
 // onceWorkerMain runs a once worker from its JSON config and returns the
@@ -102,7 +103,7 @@ func onceWorkerMain(raw string) int {
 		})
 	}
 	ow := &onceWorker{proofWorker: &proofWorker{cfg: cfg, cmds: make(chan string, 4)}, acks: make(chan struct{}),
-		resources: map[string]string{}, released: map[string]chan struct{}{}}
+		ran: map[string]middleware.LockInfo{}}
 	go ow.readStdin()
 	if err := ow.run(); err != nil {
 		fmt.Fprintf(os.Stderr, "once worker %s: %v\n", cfg.ID, err)
@@ -113,11 +114,12 @@ func onceWorkerMain(raw string) int {
 
 func (ow *onceWorker) run() error {
 	cfg := ow.cfg
-	locks, err := redlock.NewFromURLs(cfg.Nodes, redlock.WithNodeTimeout(cfg.NodeTimeout), redlock.WithObserver(ow.observeLock))
+	locks, err := redlock.NewFromURLs(cfg.Nodes, redlock.WithNodeTimeout(cfg.NodeTimeout))
 	if err != nil {
 		return err
 	}
 	defer locks.Close()
+	ow.locks = locks
 	ow.store = redis.NewClient(redistest.ClientOptions(cfg.Store))
 	defer ow.store.Close()
 	if err := ow.store.Ping(context.Background()).Err(); err != nil {
@@ -205,7 +207,7 @@ func (ow *onceWorker) apply(ctx context.Context, t *asynq.Task) error {
 		return err
 	}
 	ow.mu.Lock()
-	ow.resources[id] = li.Resource
+	ow.ran[id] = li
 	ow.mu.Unlock()
 	ow.emit(workerEvent{Event: "ran", Value: id})
 	return nil
@@ -219,15 +221,13 @@ func (ow *onceWorker) holdAck(next asynq.Handler) asynq.Handler {
 		}
 		id, _ := asynq.GetTaskID(ctx)
 		ow.mu.Lock()
-		res, ran := ow.resources[id]
+		li, ran := ow.ran[id]
 		ow.mu.Unlock()
 		if !ran {
 			return nil // not run here (skipped): nothing to hold
 		}
-		select {
-		case <-ow.releasedCh(res):
-		case <-time.After(30 * time.Second):
-			fmt.Fprintf(os.Stderr, "once worker %s: task %s: no release of %s reported in 30s\n", ow.cfg.ID, id, res)
+		if !ow.released(li, 30*time.Second) {
+			fmt.Fprintf(os.Stderr, "once worker %s: task %s: no release of %s seen in 30s\n", ow.cfg.ID, id, li.Resource)
 			os.Exit(5)
 		}
 		ow.emit(workerEvent{Event: "returned", Value: id})
@@ -239,32 +239,26 @@ func (ow *onceWorker) holdAck(next asynq.Handler) asynq.Handler {
 	})
 }
 
-// releasedCh returns the channel closed once a release of res succeeded.
-func (ow *onceWorker) releasedCh(res string) chan struct{} {
-	ow.mu.Lock()
-	defer ow.mu.Unlock()
-	ch := ow.released[res]
-	if ch == nil {
-		ch = make(chan struct{})
-		ow.released[res] = ch
+// released waits, at most d, until a quorum of the lock nodes answers
+// without li's token: its release ran there, and with it the record, if
+// any (the release script writes both).
+func (ow *onceWorker) released(li middleware.LockInfo, d time.Duration) bool {
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	defer cancel()
+	for ctx.Err() == nil {
+		states, err := ow.locks.Inspect(ctx, li.Resource)
+		gone := 0
+		for _, s := range states {
+			if s.Err == nil && s.Token != li.Token {
+				gone++
+			}
+		}
+		if err == nil && gone >= len(states)/2+1 {
+			return true
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
-	return ch
-}
-
-// observeLock notes the lock client's successful releases: the record, if
-// any, was written by them.
-func (ow *onceWorker) observeLock(e redlock.Event) {
-	if e.Kind != redlock.EventRelease || e.Err != nil {
-		return
-	}
-	ch := ow.releasedCh(e.Resource)
-	ow.mu.Lock()
-	defer ow.mu.Unlock()
-	select {
-	case <-ch:
-	default:
-		close(ch)
-	}
+	return false
 }
 
 // observeTask announces the re-deliveries the middleware skipped.

@@ -173,7 +173,7 @@ func TestReleaseWaitsOnlyForQuorum(t *testing.T) {
 	})
 }
 
-// TestObserverSeesEvents: acquisitions, extensions, releases, losses and
+// TestObserverSeesEvents: acquisitions, extensions, losses and
 // node errors reach the observer.
 func TestObserverSeesEvents(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
@@ -199,7 +199,7 @@ func TestObserverSeesEvents(t *testing.T) {
 		synctest.Wait()
 		mu.Lock()
 		defer mu.Unlock()
-		for _, k := range []EventKind{EventAcquire, EventExtend, EventLost, EventRelease, EventNodeError} {
+		for _, k := range []EventKind{EventAcquire, EventExtend, EventLost, EventNodeError} {
 			if kinds[k] == 0 {
 				t.Errorf("no %v event (got %v)", k, kinds)
 			}

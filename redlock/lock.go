@@ -265,7 +265,6 @@ func (l *Lock) startRelease(ctx context.Context) (pendingRelease, error) {
 		// A hand-over that claimed a waiter passes the turn on itself,
 		// even when ctx ends before its round is decided.
 		if handed, err := l.tryHandOver(ctx); handed {
-			l.c.observe(Event{Kind: EventRelease, Resource: l.res.resource, Duration: time.Since(l.acquired), Err: err})
 			return pendingRelease{}, err
 		}
 	}
@@ -281,7 +280,6 @@ func (p *pendingRelease) finish(ctx context.Context) error {
 	if !p.wasLost {
 		l.noticeRecord() // for callers that queued while the round was out
 	}
-	l.c.observe(Event{Kind: EventRelease, Resource: l.res.resource, Duration: time.Since(l.acquired), Err: err})
 	return err
 }
 

@@ -18,8 +18,6 @@ const (
 	EventAcquire EventKind = "acquire"
 	// EventExtend: an extension ended (Err nil on success).
 	EventExtend EventKind = "extend"
-	// EventRelease: a release ended. Duration is how long the lock was held.
-	EventRelease EventKind = "release"
 	// EventLost: a held lock was lost; Err is the cause.
 	EventLost EventKind = "lost"
 	// EventNodeError: one node failed a call; Node and Addr name it.

@@ -136,8 +136,9 @@ func WithLogger(l *slog.Logger) Option {
 }
 
 // WithObserver installs a hook called for acquisitions, extensions,
-// releases, losses and node errors, e.g. to feed metrics. It is called
-// synchronously on the lock's hot path: it must be fast and must not block.
+// losses, node errors, hand-overs and changes of limit (EventKind), e.g. to
+// feed metrics. It is called synchronously on the lock's hot path: it must
+// be fast and must not block.
 // Default: none; nil means none.
 func WithObserver(f func(Event)) Option { return func(c *config) { c.observer = f } }
 
