@@ -28,7 +28,10 @@ func holdSlotsOnAllNodes(t *testing.T, c *redistest.Cluster, cl *redlock.Client,
 	for _, node := range c.Nodes {
 		nc := node.Client(t)
 		for _, l := range held {
-			key := "asynqlock:{" + resource + "}:slot:" + strconv.Itoa(l.Slot())
+			key := "asynqlock:{" + resource + "}" // slot 0: the resource's own key
+			if l.Slot() > 0 {
+				key += ":slot:" + strconv.Itoa(l.Slot())
+			}
 			for nc.Get(ctx, key).Val() != l.Token() {
 				if time.Now().After(deadline) {
 					t.Fatalf("slot %d not held on %s within 20s", l.Slot(), node.Addr())

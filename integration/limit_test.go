@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"math/rand/v2"
-	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -126,7 +125,7 @@ func holdEverySlot(t *testing.T, holder, other *redlock.Client, res string, n in
 
 // TestLimitChangeOnServers: on redis-server nodes, a caller with another
 // limit shares the slots (at most the larger limit held), and a caller
-// without a limit waits for the slots (ErrLocked).
+// without a limit waits for slot 0 (ErrLocked).
 func TestLimitChangeOnServers(t *testing.T) {
 	c := redistest.StartCluster(t, 3)
 	a := urlLockClient(t, c, redlock.WithNodeTimeout(time.Second))
@@ -158,7 +157,7 @@ func TestLimitChangeOnServers(t *testing.T) {
 	}
 	held := 0
 	for _, s := range states {
-		if s.Token == l.Token() && s.Slot == l.Slot() && s.Limit == 4 && slices.Equal(s.Limits, []int{3, 4}) {
+		if s.Token == l.Token() && s.Slot == l.Slot() && s.Limit == 4 {
 			held++
 		}
 	}

@@ -20,8 +20,11 @@ type keys struct {
 
 func (c *Client) keysFor(resource string) keys {
 	k := keyOf(c.cfg.prefix, resource)
-	return keys{resource: resource, key: k, fenceKey: k + ":fence", channel: k + channelSuffix}
+	return keys{resource: resource, key: k, fenceKey: k + fenceSuffix, channel: k + channelSuffix}
 }
+
+// fenceSuffix follows a lock key in the name of its fencing counter.
+const fenceSuffix = ":fence"
 
 // channelSuffix follows a lock key in the name of its release channel
 // (lua/release_many_tail.lua builds it too).
@@ -310,7 +313,6 @@ func (c *Client) attempt(ctx context.Context, k keys, ttl time.Duration, lc *loc
 	r := c.broadcastLook("acquire", k.resource, c.allNodes(), c.q, deadline, false, args, s, lookOf(lc.rec))
 	defer r.free()
 	err := r.collect(ctx, deadline, classify)
-	c.takeSlotChanges(r, k, lc.limit)
 	if err == nil && r.t.success() {
 		until := start.Add(ttl - driftAllowance(ttl, c.cfg.driftFactor))
 		var fence int64
@@ -332,9 +334,6 @@ func (c *Client) attempt(ctx context.Context, k keys, ttl time.Duration, lc *loc
 	if err != nil {
 		return nil, err
 	}
-	if err := mismatchOf(r, k, lc.limit); err != nil {
-		return nil, err
-	}
 	e := r.err(r.t.causes(), fmt.Sprintf("%d of %d nodes set (quorum %d), %d held by another, %d failed",
 		r.t.ok, r.t.total, c.q, r.t.refused, r.t.failed))
 	// A split: some nodes ours, some another's, and nobody can hold a
@@ -352,11 +351,11 @@ func (c *Client) roundArgs(k keys, token string, ttl time.Duration, lc *lockConf
 	ttlMs := ttl.Milliseconds()
 	switch {
 	case lc.limit > 1 && tk != nil:
-		return slotWaitScript, c.slotWaitArgs(k, token, ttlMs, lc, tk), classifySlot
+		return slotWaitScript, c.slotWaitArgs(k, token, ttlMs, lc, tk), classifySet
 	case tk != nil:
 		return turnScript, c.turnArgs(k, "", token, ttl, tk, lc, false, nil), classifyTurn
-	case lc.limit > 1:
-		return slotAcquireScript, c.slotArgs(k, token, ttlMs, lc), classifySlot
+	case lc.limit > 1 && lc.fencing:
+		return slotAcquireScript, c.slotArgs(k, token, ttlMs, lc), classifySet
 	case lc.fencing:
 		return fenceAcquireScript, fenceAcquireScript.args(k.bothKeys(), token, ttlMs, c.cfg.fenceRetention.Milliseconds()), classifySet
 	}

@@ -47,9 +47,6 @@ type Client struct {
 	// the scripts, or failed to; cold counts those still at it.
 	warmed chan struct{}
 	cold   atomic.Int32
-	// limitNotes is what was last reported of each resource's limits in
-	// use (limitchange.go).
-	limitNotes limitNotes
 }
 
 // New returns a Client over the given nodes: independent Redis masters (not

@@ -90,10 +90,3 @@ func (e *opError) Unwrap() []error {
 func invalidf(format string, args ...any) error {
 	return fmt.Errorf("%w: "+format, append([]any{ErrInvalid}, args...)...)
 }
-
-// errLimitMismatch marks a resource used with different limits (WithLimit)
-// at once, as while a change of n rolls out (docs/design/REDLOCK.md, "Changing
-// n"): the Err of an EventLimitChange and, beside ErrLocked, the error of a
-// caller that found the resource held the other way, which waits as for any
-// holder.
-var errLimitMismatch = errors.New("redlock: resource is used with another limit")

@@ -62,9 +62,6 @@ func (l *Lock) extend(ctx context.Context, ttl time.Duration) error {
 		deadline = until
 	}
 	s, args := extendScript, extendScript.args(l.res.lockKeys(), l.token, ttl.Milliseconds())
-	if l.limit > 1 {
-		s, args = slotExtendScript, slotExtendScript.args([]string{l.res.key, l.res.markKey()}, l.token, ttl.Milliseconds(), limitMark(int(l.limit)))
-	}
 	r := c.broadcast("extend", l.res.resource, c.allNodes(), c.q, deadline, false, args, s)
 	err := r.collect(ctx, deadline, classifyOne)
 	if err != nil {

@@ -21,14 +21,12 @@ type NodeState struct {
 	// Reserved: the key is free but kept, for TTL, for the first waiter of
 	// the nodes' FIFO queue (docs/design/HANDOVER.md); Token is then "".
 	Reserved bool
-	// Slot and Limit describe a resource used WithLimit(n), n > 1: this
-	// state is the node's view of slot Slot of Limit, the largest limit in
-	// use on any node. Both are 0 otherwise.
+	// Slot and Limit describe a resource whose slots i > 0 (WithLimit(n),
+	// n > 1) are held or reserved on some node: this state is the node's
+	// view of slot Slot, and Limit is one more than the highest such slot
+	// on any node (the limit, as far as the nodes show it). Both are 0
+	// otherwise.
 	Slot, Limit int
-	// Limits are the limits in use on this node, in increasing order, from
-	// its mark: one, or several while a change of limit is under way
-	// (docs/design/REDLOCK.md, "Changing n"); nil when the node has no mark.
-	Limits []int
 }
 
 // Inspect asks every node who holds resource and for how long, waiting for
@@ -37,8 +35,8 @@ type NodeState struct {
 // look free. A node that fails or times out has Err set; the error is
 // reserved for bad input and the end of ctx. A resource is held by the
 // token that a quorum of the nodes carry. It returns one state per node,
-// or, for a resource held WithLimit(n) (its mark is on some node), one per
-// slot and node, slot by slot (Slot, Limit): n × the nodes.
+// or, for a resource whose slots (WithLimit) above slot 0 are held or
+// reserved on some node, one per slot and node, slot by slot (Slot, Limit).
 func (c *Client) Inspect(ctx context.Context, resource string) ([]NodeState, error) {
 	return c.inspect(ctx, resource, ioTimeout(c.cfg.nodeTimeout))
 }
@@ -52,59 +50,48 @@ func (c *Client) inspect(ctx context.Context, resource string, timeout time.Dura
 		return nil, invalidf("empty resource name")
 	}
 	k := c.keysFor(resource)
+	names := append(k.bothKeys(), make([]string, MaxLimit-1)...)
+	for i := 1; i < MaxLimit; i++ {
+		names[1+i] = slotKey(k.key, i)
+	}
 	deadline := time.Now().Add(timeout)
-	args := inspectScript.args(k.bothKeys())
-	r := c.broadcast("inspect", resource, c.allNodes(), len(c.nodes), deadline, false, args, inspectScript)
+	r := c.broadcast("inspect", resource, c.allNodes(), len(c.nodes), deadline, false, inspectScript.args(names), inspectScript)
 	if err := r.collectAll(ctx, deadline, classifyAnswered); err != nil {
 		return nil, err
 	}
-	out := make([]NodeState, len(c.nodes))
 	limit := 0
-	marks := make([][]int, len(c.nodes))
-	for i, n := range c.nodes {
-		sl := r.slots[i]
-		st := NodeState{Node: i, Addr: n.addr, Err: sl.err}
-		if sl.out == outOK {
-			st = parseInspect(st, sl.val)
+	for i := range c.nodes {
+		if vals, ok := r.slots[i].val.([]any); ok && r.slots[i].out == outOK && len(vals) > 3 {
+			n, _ := vals[len(vals)-3].(int64)
+			limit = max(limit, int(n)+1)
 		}
-		if ls := limitsOfMark(st.Token); len(ls) > 0 {
-			marks[i] = ls
-			limit = max(limit, min(ls[len(ls)-1], MaxLimit))
-		}
-		out[i] = st
 	}
-	if limit > 1 {
-		return c.inspectSlots(ctx, resource, limit, marks, timeout)
-	}
-	return out, nil
-}
-
-// inspectSlots is Inspect of a resource whose lock key holds the mark of a
-// limit of n slots (the largest of marks, each node's limits in use): each
-// node's view of each slot, slot by slot.
-func (c *Client) inspectSlots(ctx context.Context, resource string, n int, marks [][]int, timeout time.Duration) ([]NodeState, error) {
-	names := make([]string, n+1)
-	for i := range n {
-		names[i] = c.slotKeys(resource, i).key
-	}
-	names[n] = c.keysFor(resource).fenceKey
-	deadline := time.Now().Add(timeout)
-	r := c.broadcast("inspect", resource, c.allNodes(), len(c.nodes), deadline, false, inspectSlotsScript.args(names), inspectSlotsScript)
-	if err := r.collectAll(ctx, deadline, classifyAnswered); err != nil {
-		return nil, err
-	}
-	out := make([]NodeState, 0, n*len(c.nodes))
-	for s := range n {
-		for i, nd := range c.nodes {
+	out := make([]NodeState, 0, max(limit, 1)*len(c.nodes))
+	for s := range max(limit, 1) {
+		for i, n := range c.nodes {
 			sl := r.slots[i]
-			st := NodeState{Node: i, Addr: nd.addr, Err: sl.err, Slot: s, Limit: n, Limits: marks[i]}
-			if vals, ok := sl.val.([]any); ok && sl.out == outOK && len(vals) == 2*n+1 {
-				st = parseInspect(st, []any{vals[2*s], vals[2*s+1], vals[2*n]})
+			st := NodeState{Node: i, Addr: n.addr, Err: sl.err, Slot: s, Limit: limit}
+			if vals, ok := sl.val.([]any); ok && sl.out == outOK && len(vals) >= 3 {
+				st = parseInspect(st, slotState(vals, s))
 			}
 			out = append(out, st)
 		}
 	}
 	return out, nil
+}
+
+// slotState is slot s's {token, TTL, fence} in a node's inspect answer:
+// the lock key's for slot 0, else the slot's entry, if any (none: free).
+func slotState(vals []any, s int) []any {
+	if s == 0 {
+		return vals[:3]
+	}
+	for j := 3; j+2 < len(vals); j += 3 {
+		if n, _ := vals[j].(int64); int(n) == s {
+			return []any{vals[j+1], vals[j+2], vals[2]}
+		}
+	}
+	return []any{nil, int64(-2), vals[2]}
 }
 
 func parseInspect(st NodeState, v any) NodeState {

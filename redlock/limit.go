@@ -6,26 +6,26 @@ import (
 	"fmt"
 	"math"
 	mrand "math/rand/v2"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
 )
 
 // A resource locked WithLimit(n), n > 1, has n slots, each a Redlock lock
-// of its own (its key beside the resource's, under the same hash tag), so a
-// slot is as safe and as fault tolerant as a plain lock. The resource's own
-// lock key carries the mark of the limits in use while any slot is held,
-// which refuses plain holders (docs/design/REDLOCK.md, "Limits").
+// of its own: slot 0 is the resource's own lock key, slot i > 0 a key beside
+// it under the same hash tag, so a slot is as safe and as fault tolerant as
+// a plain lock, and a caller of n takes only slots below n
+// (docs/design/REDLOCK.md, "Limits").
 
 // MaxLimit is the largest n WithLimit accepts: a TryAcquire of a full
 // resource makes one round per slot.
 const MaxLimit = 1024
 
-// markPrefix starts the limit's mark; tokens (rand.Text) are upper case and
-// reservations start with reservePrefix, so they never start with it.
-// lua/slot_acquire.lua and lua/turn.lua spell it out.
-const markPrefix = "limit:"
+// fenceClasses is the modulus of a slot's fence class: slot s takes fences
+// equal to s modulo fenceClasses, whatever n, so that holders of different
+// slots never share a fence, also while callers of two limits share the
+// slots (docs/design/REDLOCK.md, "Limits").
+const fenceClasses = MaxLimit
 
 // WithLimit lets up to n holders have the resource at once: each holds one
 // of n slots (Lock.Slot), and each slot is a quorum lock of its own, with the
@@ -36,19 +36,16 @@ const markPrefix = "limit:"
 // is larger than every fence handed out before its acquisition began,
 // whatever their slots (holders of slot s take fences equal to s modulo
 // MaxLimit; docs/design/REDLOCK.md, "Limits"). Callers may give one resource
-// different n, as while a change of n rolls out: callers of limits above 1
-// share the slots (slot i is one lock whatever n, and a caller takes only
-// slots below its n), so at most the largest n in use hold it at once; a
-// plain lock (no WithLimit, or WithLimit(1)) and slots take turns, and a
-// caller that finds the resource held the other way sees ErrLocked (with
-// errLimitMismatch) and waits in Acquire. The change is logged and observed
-// (EventLimitChange) once per change (docs/design/REDLOCK.md, "Changing n"). n
-// must be in [1, MaxLimit]; WithLimit(1) is the
-// default, one holder. Waiters of a resource of n > 1 slots queue in FIFO
-// order in their process, and a slot released by their Client is handed to
-// the first of them in one round; waiters of different processes queue on
-// the nodes in one queue per resource shared by its slots, and a slot
-// released while they wait is reserved for the earliest (docs/design/HANDOVER.md).
+// different n, as while a change of n rolls out: slot 0 is the plain lock's
+// key and slot i one lock whatever n, and a caller of n takes only slots
+// below n, so at most the largest n in use hold it at once, and nobody is
+// refused for the difference (docs/design/REDLOCK.md, "Changing n"). n must
+// be in [1, MaxLimit]; WithLimit(1) is the default, one holder. Waiters of a
+// resource of n > 1 slots queue in FIFO order in their process, and a slot
+// released by their Client is handed to the first of them in one round;
+// waiters of different processes queue on the nodes in one queue per
+// resource shared by its slots, and a slot released while they wait is
+// reserved for the earliest (docs/design/HANDOVER.md).
 func WithLimit(n int) LockOption {
 	return func(c *lockConfig) { c.limit, c.limited = int32(max(min(n, MaxLimit+1), math.MinInt32)), true }
 }
@@ -74,48 +71,52 @@ func checkLimit(lc *lockConfig) error {
 	return nil
 }
 
-// limitMark is the value the resource's lock key holds while slots of a
-// limit of n are held.
-func limitMark(n int) string { return markPrefix + strconv.Itoa(n) }
+// baseKey is the resource's own lock key, slot 0's: the fencing
+// counter's key without its suffix.
+func (k keys) baseKey() string { return strings.TrimSuffix(k.fenceKey, fenceSuffix) }
 
-// markKey is the resource's own lock key, which holds the limit's mark
-// while slots are held: the slot key without its suffix.
-func (k keys) markKey() string { return k.key[:strings.LastIndex(k.key, ":slot:")] }
-
-// slotKeys are the keys of slot i of resource: the slot's lock key beside
-// the resource's (same hash tag), the resource's fencing counter and release
-// channel, shared by the slots.
+// slotKeys are the keys of slot i of resource: the slot's lock key (the
+// resource's own for slot 0, beside it under the same hash tag otherwise),
+// the resource's fencing counter and release channel, shared by the slots.
 func (c *Client) slotKeys(resource string, i int) keys {
 	k := c.keysFor(resource)
 	k.key = slotKey(k.key, i)
 	return k
 }
 
-func slotKey(lockKey string, i int) string { return lockKey + ":slot:" + strconv.Itoa(i) }
+func slotKey(lockKey string, i int) string {
+	if i == 0 {
+		return lockKey
+	}
+	return lockKey + slotSuffix + strconv.Itoa(i)
+}
 
-// slotArgs builds slotAcquireScript's arguments.
+// slotSuffix follows the resource's lock key in a slot's key (slot 0 has
+// none).
+const slotSuffix = ":slot:"
+
+// slotArgs builds slotAcquireScript's arguments (a fenced slot round).
 func (c *Client) slotArgs(k keys, token string, ttlMs int64, lc *lockConfig) []any {
-	return slotAcquireScript.args([]string{k.key, k.fenceKey, k.markKey()}, token, ttlMs,
-		c.cfg.fenceRetention.Milliseconds(), limitMark(int(lc.limit)), flag(lc.fencing), fenceClasses, lc.slot)
+	return slotAcquireScript.args(k.bothKeys(), token, ttlMs, c.cfg.fenceRetention.Milliseconds(), fenceClasses, lc.slot)
 }
 
 // slotQueueKeys are the keys of slot_queue.lua for a resource of limit
-// slots, k being one slot's keys: the mark, the resource's waiter queue
-// (the same keys as a plain lock's queue: a resource has one limit at a
-// time), the fencing counter, then every slot key.
+// slots, k being one slot's keys: the resource's lock key, its waiter queue
+// (the same keys as a plain lock's queue), the fencing counter, then every
+// slot key.
 func (k keys) slotQueueKeys(limit int) []string {
-	mark := k.markKey()
+	base := k.baseKey()
 	names := make([]string, 4, 4+limit)
-	names[0], names[1], names[2], names[3] = mark, mark+":q", mark+":qx", k.fenceKey
+	names[0], names[1], names[2], names[3] = base, base+":q", base+":qx", k.fenceKey
 	for i := range limit {
-		names = append(names, slotKey(mark, i))
+		names = append(names, slotKey(base, i))
 	}
 	return names
 }
 
 // slotIndex is the number of the slot whose keys are k.
 func slotIndex(k keys) int {
-	i, _ := strconv.Atoi(k.key[strings.LastIndex(k.key, ":slot:")+len(":slot:"):])
+	i, _ := strconv.Atoi(strings.TrimPrefix(k.key, k.baseKey()+slotSuffix))
 	return i
 }
 
@@ -123,7 +124,7 @@ func slotIndex(k keys) int {
 // deleted, or reserved for the resource's waiter queue when it is not
 // empty, and then announced on channel (none when empty).
 func (c *Client) slotRelease(k keys, token, channel string, slot, limit int, rec *completionRecord) (*script, []any) {
-	return slotReleaseScript, recordedArgs(slotReleaseScript, k.slotQueueKeys(limit), rec, token, strconv.Itoa(slot), limitMark(limit),
+	return slotReleaseScript, recordedArgs(slotReleaseScript, k.slotQueueKeys(limit), rec, token, strconv.Itoa(slot), limit,
 		c.queueLease().Milliseconds(), channel)
 }
 
@@ -131,7 +132,7 @@ func (c *Client) slotRelease(k keys, token, channel string, slot, limit int, rec
 // on slot lc.slot with ticket tk.
 func (c *Client) slotWaitArgs(k keys, token string, ttlMs int64, lc *lockConfig, tk *ticket) []any {
 	return slotWaitScript.args(k.slotQueueKeys(int(lc.limit)), token, ttlMs, c.cfg.fenceRetention.Milliseconds(),
-		limitMark(int(lc.limit)), flag(lc.fencing), fenceClasses, lc.slot, tk.score, tk.id, c.queueLease().Milliseconds(), k.channel)
+		lc.limit, flag(lc.fencing), fenceClasses, lc.slot, tk.score, tk.id, c.queueLease().Milliseconds(), k.channel)
 }
 
 // leaveSlotQueue takes waiter tk out of the queue of slots on the nodes in
@@ -140,57 +141,8 @@ func (c *Client) leaveSlotQueue(k keys, tk *ticket, limit int, mask uint64) {
 	if mask == 0 || tk == nil || c.isClosed() {
 		return
 	}
-	args := slotLeaveScript.args(k.slotQueueKeys(limit), tk.id, limitMark(limit), k.channel)
+	args := slotLeaveScript.args(k.slotQueueKeys(limit), tk.id, limit, k.channel)
 	c.broadcast("dequeue", k.resource, mask, 1, time.Now().Add(c.cfg.nodeTimeout), true, args, slotLeaveScript).free()
-}
-
-// classifySlot is for slotAcquireScript: a number (or {number, mark})
-// means set, nil held by another, 'nolimit' a plain lock's holder (see
-// mismatchOf).
-func classifySlot(rep reply) outcome {
-	if _, other := rep.val.(string); other && rep.err == nil {
-		return outRefused
-	}
-	return classifySet(rep)
-}
-
-// mismatchOf returns an error matching ErrLocked and errLimitMismatch when a
-// node of a failed round answered that the resource is held the other way:
-// by a plain lock for a slot round ('nolimit', limit > 1), by slots for a
-// plain turn round (its mark). The plain lock and slots take turns
-// (docs/design/REDLOCK.md, "Changing n"): the caller waits as for any holder.
-func mismatchOf(r *round, k keys, limit int32) error {
-	for i, sl := range r.slots {
-		other := ""
-		switch v := sl.val.(type) {
-		case string:
-			if limit > 1 { // a plain SET answers "OK"
-				other = v
-			}
-		case []any:
-			if len(v) == 5 {
-				other, _ = v[4].(string)
-			}
-		}
-		if other == "" {
-			continue
-		}
-		limits := append(limitsOfMark(other), 1, int(max(limit, 1)))
-		slices.Sort(limits)
-		limits = slices.Compact(limits)
-		r.c.limitsInUse(k.resource, int(max(limit, 1)), limits)
-		return &opError{kinds: []error{ErrLocked, errLimitMismatch}, summary: fmt.Sprintf(
-			"resource %q is used here with %s and on node %d with %s: they take turns", k.resource, limitsText([]int{int(max(limit, 1))}), i, limitText(other))}
-	}
-	return nil
-}
-
-// limitText describes another caller's limit from what a node answered.
-func limitText(other string) string {
-	if ls := limitsOfMark(other); len(ls) > 0 {
-		return limitsText(ls)
-	}
-	return "no limit (one holder)"
 }
 
 // trySlots makes one round per slot of a limited resource, from a random
@@ -220,8 +172,8 @@ func (c *Client) trySlots(ctx context.Context, resource string, ttl time.Duratio
 			}
 			return l, nil
 		}
-		if ctx.Err() != nil || errors.Is(err, ErrClosed) || errors.Is(err, errLimitMismatch) {
-			return nil, err // a plain lock holds the resource: every slot refuses
+		if ctx.Err() != nil || errors.Is(err, ErrClosed) {
+			return nil, err
 		}
 		all.add(err)
 	}

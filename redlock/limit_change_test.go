@@ -5,9 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
-	"slices"
-	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -15,38 +12,18 @@ import (
 )
 
 // The rule for callers of one resource with different limits
-// (docs/design/REDLOCK.md, "Changing n"): never more holders than the largest n
-// in use, nobody refused, the change reported once.
-
-// limitEvents records a Client's EventLimitChange events.
-type limitEvents struct {
-	mu  sync.Mutex
-	got [][]int
-}
-
-func (e *limitEvents) observe(ev Event) {
-	if ev.Kind != EventLimitChange {
-		return
-	}
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	e.got = append(e.got, ev.Limits)
-}
-
-func (e *limitEvents) list() [][]int {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	return slices.Clone(e.got)
-}
+// (docs/design/REDLOCK.md, "Changing n"): slot 0 is the plain lock, a caller
+// of n takes slots below n, so never more holders than the largest n in
+// use, and nobody refused for the difference.
 
 // TestLimitChangeSharesTheSlots: beside three holders WithLimit(3),
 // callers WithLimit(5) take slots 3 and 4 and no more, callers
-// WithLimit(2) none; the change is reported once, and each side's error
-// when full is ErrLocked.
+// WithLimit(2) none; each side's error when full is ErrLocked alone. Once
+// the holders of 3 released, a plain caller takes slot 0 beside slots 3
+// and 4.
 func TestLimitChangeSharesTheSlots(t *testing.T) {
 	ctx := context.Background()
-	var ev limitEvents
-	c, raw := serverClient(t, WithObserver(ev.observe))
+	c, raw := serverClient(t)
 	var held []*Lock
 	for range 3 {
 		l, err := c.TryAcquire(ctx, "r", 30*time.Second, WithLimit(3))
@@ -63,80 +40,85 @@ func TestLimitChangeSharesTheSlots(t *testing.T) {
 		if l.Slot() < 3 {
 			t.Fatalf("WithLimit(5) took slot %d, held by a holder WithLimit(3)", l.Slot())
 		}
-		held = append(held, l)
 	}
-	for _, n := range []int{5, 3, 2} {
-		if _, err := c.TryAcquire(ctx, "r", 30*time.Second, WithLimit(n)); !errors.Is(err, ErrLocked) || errors.Is(err, errLimitMismatch) {
+	for _, n := range []int{5, 3, 2, 1} {
+		if _, err := c.TryAcquire(ctx, "r", 30*time.Second, WithLimit(n)); !errors.Is(err, ErrLocked) || errors.Is(err, ErrQuorum) {
 			t.Fatalf("WithLimit(%d) beside 5 holders: %v, want ErrLocked alone", n, err)
 		}
 	}
-	if got := ev.list(); len(got) != 1 || !slices.Equal(got[0], []int{3, 5}) {
-		t.Fatalf("limit change events %v, want one naming [3 5]", got)
-	}
-	if m := raw.Get(ctx, c.keysFor("r").key).Val(); !strings.HasPrefix(m, "limit:3@") || !strings.Contains(m, ",5@") {
-		t.Fatalf("mark %q, want both limits with their ends", m)
-	}
-	// Releasing every slot of limit 3 leaves the mark while slots of 5 are
-	// held: a plain caller is still refused.
-	for _, l := range held[:3] {
+	for _, l := range held {
 		if err := l.Release(ctx); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if _, err := c.TryAcquire(ctx, "r", 30*time.Second); !errors.Is(err, ErrLocked) {
-		t.Fatalf("a plain caller beside slots 3 and 4: %v, want ErrLocked", err)
+	p, err := c.TryAcquire(ctx, "r", 30*time.Second)
+	if err != nil {
+		t.Fatalf("a plain caller beside slots 3 and 4: %v", err)
+	}
+	if got := raw.Get(ctx, c.keysFor("r").key).Val(); got != p.Token() || p.Slot() != 0 {
+		t.Fatalf("the plain holder's key holds %q, slot %d; want its token in slot 0's key", got, p.Slot())
 	}
 }
 
-// TestLimitChangePlainAndSlotsTakeTurns: a plain lock and slots never
-// hold the resource together; each side waits for the other (ErrLocked and
-// errLimitMismatch from TryAcquire, a wait in Acquire), never refused.
-func TestLimitChangePlainAndSlotsTakeTurns(t *testing.T) {
+// TestLimitChangePlainIsSlotZero: a plain holder holds slot 0, so callers
+// WithLimit(3) take slots 1 and 2 beside it and a third waits; a plain
+// caller beside a holder of slot 0 WithLimit(3) waits in Acquire until it
+// releases, and is never refused.
+func TestLimitChangePlainIsSlotZero(t *testing.T) {
 	ctx := context.Background()
-	var ev limitEvents
-	c, _ := serverClient(t, WithObserver(ev.observe), WithRetryDelay(10*time.Millisecond, 20*time.Millisecond))
-	for _, first := range []int{1, 3} {
-		res := fmt.Sprint("r", first)
-		second := 4 - first // 3 after 1, 1 after 3
-		a, err := c.TryAcquire(ctx, res, 30*time.Second, WithLimit(first))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := c.TryAcquire(ctx, res, 30*time.Second, WithLimit(second)); !errors.Is(err, ErrLocked) {
-			t.Fatalf("WithLimit(%d) beside WithLimit(%d): %v, want ErrLocked", second, first, err)
-		}
-		got := make(chan error, 1)
-		go func() {
-			actx, cancel := context.WithTimeout(ctx, 20*time.Second)
-			defer cancel()
-			l, err := c.Acquire(actx, res, 30*time.Second, WithLimit(second))
-			if err == nil {
-				err = l.Release(ctx)
-			}
-			got <- err
-		}()
-		select {
-		case err := <-got:
-			t.Fatalf("WithLimit(%d) beside WithLimit(%d) ended before the holder released: %v", second, first, err)
-		case <-time.After(300 * time.Millisecond):
-		}
-		if err := a.Release(ctx); err != nil {
-			t.Fatal(err)
-		}
-		if err := <-got; err != nil {
-			t.Fatalf("WithLimit(%d) after WithLimit(%d) released: %v", second, first, err)
-		}
+	c, _ := serverClient(t, WithRetryDelay(10*time.Millisecond, 20*time.Millisecond))
+	plain, err := c.TryAcquire(ctx, "r", 30*time.Second)
+	if err != nil {
+		t.Fatal(err)
 	}
-	if got := ev.list(); len(got) != 2 || !slices.Equal(got[0], []int{1, 3}) {
-		t.Fatalf("limit change events %v, want one per resource naming [1 3]", got)
+	slots := map[int]bool{}
+	for range 2 {
+		l, err := c.TryAcquire(ctx, "r", 30*time.Second, WithLimit(3))
+		if err != nil {
+			t.Fatalf("WithLimit(3) beside a plain holder: %v", err)
+		}
+		slots[l.Slot()] = true
+	}
+	if !slots[1] || !slots[2] {
+		t.Fatalf("WithLimit(3) beside a plain holder took slots %v, want 1 and 2", slots)
+	}
+	if _, err := c.TryAcquire(ctx, "r", 30*time.Second, WithLimit(3)); !errors.Is(err, ErrLocked) {
+		t.Fatalf("a fourth caller of 3: %v, want ErrLocked", err)
+	}
+	if err := plain.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	zero, err := c.TryAcquire(ctx, "r", 30*time.Second, WithLimit(3))
+	if err != nil || zero.Slot() != 0 {
+		t.Fatalf("WithLimit(3) once the plain holder released: slot %d, %v; want slot 0", zero.Slot(), err)
+	}
+	got := make(chan error, 1)
+	go func() {
+		actx, cancel := context.WithTimeout(ctx, 20*time.Second)
+		defer cancel()
+		l, err := c.Acquire(actx, "r", 30*time.Second)
+		if err == nil {
+			err = l.Release(ctx)
+		}
+		got <- err
+	}()
+	select {
+	case err := <-got:
+		t.Fatalf("a plain caller beside slot 0's holder ended before it released: %v", err)
+	case <-time.After(300 * time.Millisecond):
+	}
+	if err := zero.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-got; err != nil {
+		t.Fatalf("a plain caller after slot 0 was released: %v", err)
 	}
 }
 
 // TestSlotRuleNeverAdmitsMoreThanTheLargestLimit: over random
 // reachabilities and orders of arrival on five nodes, callers of limits 3
-// and 5 (in both orders of deploy) and plain callers never hold more than
-// the largest limit among them, never two on one slot, and plain holders
-// never beside slots.
+// and 5 (in both orders of deploy) and plain callers (slot 0) never hold
+// more than the largest limit among them, never two on one slot.
 func TestSlotRuleNeverAdmitsMoreThanTheLargestLimit(t *testing.T) {
 	const holders, trials = 9, 30
 	rng := rand.New(rand.NewPCG(38, 2))
@@ -147,7 +129,7 @@ func TestSlotRuleNeverAdmitsMoreThanTheLargestLimit(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		slots, plain, largest := map[int]int{}, 0, 0
+		slots, largest := map[int]int{}, 0
 		old, nw := 3, 5
 		if trial%2 == 1 {
 			old, nw = 5, 3
@@ -163,7 +145,7 @@ func TestSlotRuleNeverAdmitsMoreThanTheLargestLimit(t *testing.T) {
 			}
 			if n == 1 {
 				if plainHolds(t, nodes, reach, fmt.Sprint("p", h)) {
-					plain++
+					slots[0]++
 				}
 				continue
 			}
@@ -179,8 +161,8 @@ func TestSlotRuleNeverAdmitsMoreThanTheLargestLimit(t *testing.T) {
 			}
 			total += c
 		}
-		if total > max(old, nw) || (plain > 0 && total > 0) || plain > 1 {
-			t.Fatalf("trial %d: %d slot holders (largest limit %d) and %d plain ones, limits %d and %d", trial, total, largest, plain, old, nw)
+		if total > max(old, nw) {
+			t.Fatalf("trial %d: %d holders (largest limit %d), limits %d and %d", trial, total, largest, old, nw)
 		}
 	}
 }
@@ -201,47 +183,4 @@ func plainHolds(t *testing.T, nodes []*redis.Client, reach []int, token string) 
 		}
 	}
 	return ok >= quorum(len(nodes))
-}
-
-// TestSlotMarkNamesTheLimitsInUse: the mark names both limits while
-// holders of both may hold slots, reports each change to the caller that
-// made it, and names one limit again once the other's slots have expired.
-func TestSlotMarkNamesTheLimitsInUse(t *testing.T) {
-	ctx := context.Background()
-	_, raw := serverClient(t)
-	k := keyOf(defaultPrefix, "r")
-	acquire := func(slot, n int, ttlMs int64) any {
-		t.Helper()
-		args := slotAcquireScript.args([]string{slotKey(k, slot), k + ":fence", k}, fmt.Sprint("T", slot), ttlMs, 60000, limitMark(n), "0", fenceClasses, slot)
-		args[0], args[1] = "eval", slotAcquireScript.src
-		v, err := raw.Do(ctx, args...).Result()
-		if err != nil {
-			t.Fatal(err)
-		}
-		return v
-	}
-	if v := acquire(0, 3, 150); v != int64(1) {
-		t.Fatalf("first slot: %v, want 1 (no change reported)", v)
-	}
-	v, ok := acquire(4, 5, 60000).([]any)
-	if !ok || len(v) != 2 || v[0] != int64(1) || !slices.Equal(limitsOfMark(fmt.Sprint(v[1])), []int{3, 5}) {
-		t.Fatalf("slot 4 of 5 beside slot 0 of 3: %v, want {1, a mark of limits 3 and 5}", v)
-	}
-	if v := acquire(1, 5, 60000); v != int64(1) {
-		t.Fatalf("a second slot of 5 while 3 is in use: %v, want 1 (no change)", v)
-	}
-	for i := 0; raw.Exists(ctx, slotKey(k, 0)).Val() == 1; i++ {
-		if i == 200 {
-			t.Fatal("slot 0 never expired")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	time.Sleep(20 * time.Millisecond) // the mark's entry for 3 ended with its slot
-	v, ok = acquire(2, 5, 60000).([]any)
-	if !ok || fmt.Sprint(v[1]) != limitMark(5) {
-		t.Fatalf("a slot of 5 once 3's slots expired: %v, want {1, %q}", v, limitMark(5))
-	}
-	if m := raw.Get(ctx, k).Val(); m != limitMark(5) {
-		t.Fatalf("mark %q, want %q", m, limitMark(5))
-	}
 }

@@ -164,8 +164,8 @@ func TestSlotFenceStepMatchesGo(t *testing.T) {
 			for _, slot := range []int64{0, 1, n - 1} {
 				raw.FlushAll(ctx)
 				raw.Set(ctx, k+":fence", c, time.Hour)
-				keys := []string{slotKey(k, int(slot)), k + ":fence", k}
-				got := runScript(t, raw, slotAcquireScript, keys, "T", 60000, 60000, limitMark(int(n)), "1", n, slot)
+				keys := []string{slotKey(k, int(slot)), k + ":fence"}
+				got := runScript(t, raw, slotAcquireScript, keys, "T", 60000, 60000, n, slot)
 				if want := (fenceStep{n: n, slot: slot}).above(c); got != want {
 					t.Fatalf("n %d, slot %d, counter %d: fence %d, want %d", n, slot, c, got, want)
 				}
@@ -177,7 +177,7 @@ func TestSlotFenceStepMatchesGo(t *testing.T) {
 	}
 	raw.FlushAll(ctx)
 	before := time.Now().UnixMicro()
-	f := runScript(t, raw, slotAcquireScript, []string{slotKey(k, 2), k + ":fence", k}, "T", 60000, 60000, limitMark(3), "1", 3, 2)
+	f := runScript(t, raw, slotAcquireScript, []string{slotKey(k, 2), k + ":fence"}, "T", 60000, 60000, 3, 2)
 	if f < before || f%3 != 2 {
 		t.Fatalf("seeded fence %d: want at least the clock (%d) and 2 modulo 3", f, before)
 	}

@@ -117,9 +117,6 @@ func (mq *memQueue) turn(argv []any) []any {
 		mq.writeRecord(argv) // lua/turn.lua: on every node reached
 	}
 	if held && !mine && !strings.HasPrefix(cur, reservePrefix) {
-		if strings.HasPrefix(cur, markPrefix) {
-			return []any{int64(0), int64(0), int64(0), int64(0), cur}
-		}
 		mq.enqueue(score, id, lease)
 		return []any{int64(0), int64(0), int64(0), int64(0)}
 	}

@@ -29,13 +29,6 @@ const (
 	// (a remote hand-over), ErrQuorum when the round failed; a successor
 	// that had started at once then keeps its lock and its validity.
 	EventHandOver EventKind = "handover"
-	// EventLimitChange: callers of another limit (WithLimit) use the
-	// resource too, or no longer do: Limits lists the limits in use, in
-	// increasing order (1 for callers without a limit), several while a
-	// change of limit is under way, one once it is done. Err describes the
-	// change. Reported once per change and
-	// Client (docs/design/REDLOCK.md, "Changing n").
-	EventLimitChange EventKind = "limit_change"
 )
 
 // OutcomeOf names how an acquisition that returned err ended, as the
@@ -65,7 +58,6 @@ type Event struct {
 	Attempts int
 	Node     int    // for EventNodeError
 	Addr     string // for EventNodeError
-	Limits   []int  // for EventLimitChange
 	Err      error
 }
 

@@ -77,8 +77,8 @@ func (c *Client) turnArgs(k keys, old, token string, ttl time.Duration, tk *tick
 func (c *Client) turnCall(k keys, old, token string, req *handoffReq, keep bool, rec *completionRecord) (*script, []any) {
 	lc := req.lc
 	if lc.limit > 1 {
-		return slotTurnScript, recordedArgs(slotTurnScript, []string{k.key, k.fenceKey, k.markKey()}, rec, old, token, req.ttl.Milliseconds(),
-			limitMark(int(lc.limit)), flag(lc.fencing), c.cfg.fenceRetention.Milliseconds(), fenceClasses, lc.slot)
+		return slotTurnScript, recordedArgs(slotTurnScript, k.bothKeys(), rec, old, token, req.ttl.Milliseconds(),
+			flag(lc.fencing), c.cfg.fenceRetention.Milliseconds(), fenceClasses, lc.slot)
 	}
 	return turnScript, c.turnArgs(k, old, token, req.ttl, req.tk, lc, keep, rec)
 }

@@ -134,12 +134,6 @@ var queueCases = []struct {
 		q.holder("after", "A")
 		q.queued("after", 0)
 	}},
-	{"a limit's mark refuses a waiter, unqueued, and names the limit", func(q *queueCase) {
-		q.b.do("set", q.k.key, "limit:3", "nx", "px", 60000)
-		q.want("turn", q.turn("", "B", 20, "b", false, false, testLease), "[0 0 0 0 limit:3]")
-		q.holder("after", "limit:3")
-		q.queued("after", 0)
-	}},
 	{"a held key queues the waiter", func(q *queueCase) {
 		q.turn("", "X", 1, "x", false, false, testLease)
 		q.want("turn", q.turn("", "B", 20, "b", false, false, testLease), "[0 0 0 0]")

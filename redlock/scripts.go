@@ -56,15 +56,13 @@ var (
 	turnScript         = newScript("record.lua", "queue.lua", "turn.lua")
 	queueReleaseScript = newScript("record.lua", "release_unqueued.lua", "queue.lua", "queue_release.lua")
 	leaveQueueScript   = newScript("queue.lua", "leave_queue.lua")
-	slotAcquireScript  = newScript("slot_mark.lua", "slot_fence.lua", "slot_acquire.lua")
-	slotTurnScript     = newScript("record.lua", "slot_mark.lua", "slot_fence.lua", "slot_turn.lua")
-	slotExtendScript   = newScript("slot_mark.lua", "slot_extend.lua", "extend.lua")
-	inspectSlotsScript = newScript("inspect_slots.lua")
-	slotReleaseScript  = newScript("record.lua", "slot_release_unqueued.lua", "slot_mark.lua", "queue.lua", "slot_queue.lua", "slot_release.lua")
-	slotWaitScript     = newScript("slot_mark.lua", "slot_fence.lua", "queue.lua", "slot_queue.lua", "slot_wait.lua")
-	slotLeaveScript    = newScript("slot_mark.lua", "queue.lua", "slot_queue.lua", "slot_leave.lua")
+	slotAcquireScript  = newScript("slot_fence.lua", "slot_acquire.lua")
+	slotTurnScript     = newScript("record.lua", "slot_fence.lua", "slot_turn.lua")
+	slotReleaseScript  = newScript("record.lua", "slot_release_unqueued.lua", "queue.lua", "slot_queue.lua", "slot_release.lua")
+	slotWaitScript     = newScript("slot_fence.lua", "queue.lua", "slot_queue.lua", "slot_wait.lua")
+	slotLeaveScript    = newScript("queue.lua", "slot_queue.lua", "slot_leave.lua")
 )
 
 // allScripts are loaded on a node before its first script call.
 var allScripts = []*script{releaseScript, extendScript, fenceAcquireScript, fenceRaiseScript, inspectScript, turnScript, queueReleaseScript, leaveQueueScript,
-	slotAcquireScript, slotExtendScript, inspectSlotsScript, slotReleaseScript, slotTurnScript, slotWaitScript, slotLeaveScript, releaseManyScript}
+	slotAcquireScript, slotReleaseScript, slotTurnScript, slotWaitScript, slotLeaveScript, releaseManyScript}

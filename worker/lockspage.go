@@ -113,7 +113,7 @@ type nodeRow struct {
 
 type lockRow struct {
 	Resource, Holder, Token, Nodes, TTL, Fence string
-	Slot                                       string // "slot 1/3" under a limit, else ""
+	Slot                                       string // "slot 1" under a limit, else ""
 	Minority                                   bool   // the claim lacks a quorum: leftovers or a split
 	Parked                                     []string
 	Held                                       string    // how long it has been held, at least

@@ -14,14 +14,10 @@ type metrics struct {
 	extensions *prometheus.CounterVec
 	losses     prometheus.Counter
 	nodeErrors *prometheus.CounterVec
-	// limitChanges counts changes of the limits in use on a resource
-	// (redlock.EventLimitChange): "started" while several are, "done" once
-	// one is left.
-	limitChanges *prometheus.CounterVec
-	conflicts    *prometheus.CounterVec
-	rollbacks    *prometheus.CounterVec
-	badKeys      prometheus.Counter
-	held         prometheus.Gauge
+	conflicts  *prometheus.CounterVec
+	rollbacks  *prometheus.CounterVec
+	badKeys    prometheus.Counter
+	held       prometheus.Gauge
 	// redeliveries counts re-deliveries of completed tasks that completed
 	// without running their handler (their completion record was found).
 	redeliveries prometheus.Counter
@@ -41,8 +37,6 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		extensions: f.counterVec("asynqlock_lock_extensions_total", "Lock extensions, by result.", "result"),
 		losses:     f.counter("asynqlock_lock_losses_total", "Held locks that were lost."),
 		nodeErrors: f.counterVec("asynqlock_lock_node_errors_total", "Failed calls to a lock node, by node address.", "node"),
-		limitChanges: f.counterVec("asynqlock_lock_limit_changes_total",
-			"Changes of the limits (WithLimit) in use on a resource seen by this worker: started (several in use) or done (one left).", "phase"),
 		conflicts: f.counterVec("asynqlock_task_conflicts_total",
 			"Tasks that found their resource busy, by policy and action taken.", "policy", "action"),
 		rollbacks: f.counterVec("asynqlock_task_rollbacks_total", "Rollback hook runs, by result.", "result"),
@@ -77,18 +71,7 @@ func (m *metrics) observeLock(e redlock.Event) {
 		m.losses.Inc()
 	case redlock.EventNodeError:
 		m.nodeErrors.WithLabelValues(e.Addr).Inc()
-	case redlock.EventLimitChange:
-		m.limitChanges.WithLabelValues(limitPhase(e.Limits)).Inc()
 	}
-}
-
-// limitPhase labels a limit change by the limits now in use: "started"
-// while several are, "done" once one is left.
-func limitPhase(limits []int) string {
-	if len(limits) > 1 {
-		return limitPhases[0]
-	}
-	return limitPhases[1]
 }
 
 // observeTask is the middleware observer.
@@ -125,7 +108,6 @@ var (
 		redlock.OutcomeOf(redlock.ErrQuorum), redlock.OutcomeOf(context.Canceled), redlock.OutcomeOf(redlock.ErrInvalid)}
 	conflictActions = []string{"park", "requeue", "skip", "fail", "wait-exhausted-budget"}
 	handoverKinds   = []string{"local", "remote"}
-	limitPhases     = []string{"started", "done"}
 	resultLabels    = []string{"ok", "failed"}
 )
 
@@ -145,8 +127,5 @@ func (m *metrics) zero(policy string) {
 	}
 	for _, k := range handoverKinds {
 		m.park.handovers.WithLabelValues(k)
-	}
-	for _, p := range limitPhases {
-		m.limitChanges.WithLabelValues(p)
 	}
 }

@@ -1,4 +1,4 @@
--- slot_wait (after slot_mark.lua, slot_fence.lua, queue.lua, slot_queue.lua): a queued
+-- slot_wait (after slot_fence.lua, queue.lua, slot_queue.lua): a queued
 -- waiter's round on one slot (turn.lua for slots). The slot is taken only
 -- when it is free or reserved and no live waiter with an earlier ticket is
 -- queued on this node; otherwise the waiter is queued (or renewed). The
@@ -6,14 +6,10 @@
 -- stands: the queue only adds refusals.
 -- KEYS as slot_queue.lua
 -- ARGV[1] token; ARGV[2] ttl in ms; ARGV[3] counter retention in ms;
--- ARGV[4] mark; ARGV[5] '1' to fence; ARGV[6] fence classes; ARGV[7] the slot's number;
--- ARGV[8] ticket; ARGV[9] waiter id; ARGV[10] lease in ms; ARGV[11] release
--- channel
--- Returns as slot_acquire.lua.
-local other = otherMark(KEYS[1])
-if other then
-	return other
-end
+-- ARGV[4] n; ARGV[5] '1' to fence; ARGV[6] fence classes; ARGV[7] the
+-- slot's number; ARGV[8] ticket; ARGV[9] waiter id; ARGV[10] lease in ms;
+-- ARGV[11] release channel
+-- Returns the fence (fenced) or 1 when set, nil when refused.
 local sk = slotKey(ARGV[7])
 local cur = redis.call('GET', sk)
 local first = false
@@ -27,14 +23,9 @@ if not first then
 	return false
 end
 redis.call('SET', sk, ARGV[1], 'PX', ARGV[2])
-local changed = keepMark(ARGV[4], ARGV[2])
 dequeue(ARGV[9])
 settle(ARGV[4], ARGV[11])
-local r = 1
 if ARGV[5] == '1' then
-	r = slotFence(KEYS[4], ARGV[3], ARGV[6], ARGV[7])
+	return slotFence(KEYS[4], ARGV[3], ARGV[6], ARGV[7])
 end
-if changed then
-	return {r, changed}
-end
-return r
+return 1

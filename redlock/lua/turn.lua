@@ -14,18 +14,13 @@
 -- bump the fence; ARGV[8] counter retention in ms; ARGV[9] release channel;
 -- ARGV[10] '1' for keep mode; with KEYS[5]: ARGV[11] record id; ARGV[12]
 -- window (scaled, record.lua)
--- Returns {old released (0/1), new set (0/1), fence or 0, jumped the queue (0/1)},
--- and, when the key holds the mark of slots taken WithLimit (limit.go),
--- {0, 0, 0, 0, mark}: the caller uses the resource with another limit.
+-- Returns {old released (0/1), new set (0/1), fence or 0, jumped the queue (0/1)}.
 local cur = redis.call('GET', KEYS[1])
 local mine = cur ~= false and ARGV[1] ~= '' and cur == ARGV[1]
 if not mine and KEYS[5] then -- expired here, or taken: the work was kept by a majority
 	record(KEYS[5], ARGV[11], ARGV[12])
 end
 if cur and not mine and string.sub(cur, 1, 7) ~= 'queued:' then
-	if string.sub(cur, 1, 6) == 'limit:' then
-		return {0, 0, 0, 0, cur}
-	end
 	enqueue(ARGV[4], ARGV[5], ARGV[6])
 	return {0, 0, 0, 0}
 end

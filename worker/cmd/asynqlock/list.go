@@ -92,7 +92,7 @@ func runShow(ctx context.Context, a *app, _ any, args []string) error {
 		}
 		node := fmt.Sprint(s.Node)
 		if s.Limit > 1 {
-			node += fmt.Sprintf(" (slot %d/%d)", s.Slot, s.Limit)
+			node += fmt.Sprintf(" (slot %d)", s.Slot)
 		}
 		t.row(node, s.Addr, holder, tok, ttlText(s.TTL), fenceText(s.Fence), errText)
 	}
@@ -100,9 +100,6 @@ func runShow(ctx context.Context, a *app, _ any, args []string) error {
 		return err
 	}
 	fmt.Fprintln(a.out, summary(args[0], a.prefix, states, lockadmin.Quorum(a.locks)))
-	if l := lockadmin.LimitText(states); l != "" {
-		fmt.Fprintf(a.out, "%s: %s\n", args[0], l)
-	}
 	return nil
 }
 

@@ -391,31 +391,9 @@ func TestListAndShowSlots(t *testing.T) {
 	r := cli(t, urls, "", "list")
 	want := []string{"RESOURCE", "3/3 (0,1,2)"}
 	for _, s := range slots {
-		want = append(want, fmt.Sprintf("tenant-7 (slot %d/3)", s))
+		want = append(want, fmt.Sprintf("tenant-7 (slot %d)", s))
 	}
 	r.want(t, 0, want...)
 	r = cli(t, urls, "", "show", "tenant-7")
-	r.want(t, 0, fmt.Sprintf("0 (slot %d/3)", slots[0]), fmt.Sprintf("(slot %d/3) on 3/3", slots[1]))
-}
-
-// TestShowNamesTheLimitsInUse: while holders of limits 3 and 5 share a
-// resource (a change of limit rolling out), show names the limit in force
-// and both limits, list each held slot as changing; once only one limit is
-// in use, show names it alone.
-func TestShowNamesTheLimitsInUse(t *testing.T) {
-	nodes := redistest.StartCluster(t, 3)
-	urls := nodes.URLs()
-	ctx := within(t, 60*time.Second)
-	c := holderClient(t, urls)
-	three, err := c.TryAcquire(redlock.ContextWithHolder(ctx, "import"), "tenant-8", time.Minute, redlock.WithLimit(3))
-	if err != nil {
-		t.Fatal(err)
-	}
-	cli(t, urls, "", "show", "tenant-8").want(t, 0, "tenant-8: limit 3")
-	if _, err := c.TryAcquire(redlock.ContextWithHolder(ctx, "import"), "tenant-8", time.Minute, redlock.WithLimit(5)); err != nil {
-		t.Fatal(err)
-	}
-	cli(t, urls, "", "show", "tenant-8").want(t, 0, "tenant-8: limit 5 in force, changing: limits 3 and 5 in use")
-	cli(t, urls, "", "list").want(t, 0, fmt.Sprintf("(slot %d/5, changing: limits 3 and 5)", three.Slot()))
-	cli(t, urls, "", "show", "--json", "tenant-8").want(t, 0, `"limits": [`)
+	r.want(t, 0, fmt.Sprintf("0 (slot %d)", slots[0]), fmt.Sprintf("(slot %d) on 3/3", slots[1]))
 }

@@ -22,9 +22,8 @@ type nodeJSON struct {
 	Holder *redlock.Holder `json:"holder,omitempty"`
 	TTLMs  int64           `json:"ttl_ms,omitempty"`
 	Fence  int64           `json:"fence,omitempty"`
-	Slot   *int            `json:"slot,omitempty"`   // under a limit: which slot this state describes
-	Limit  int             `json:"limit,omitempty"`  // the resource's limit in force (the largest in use), when it has one
-	Limits []int           `json:"limits,omitempty"` // the limits in use on the node, several while a change is under way
+	Slot   *int            `json:"slot,omitempty"`  // under a limit: which slot this state describes
+	Limit  int             `json:"limit,omitempty"` // one more than the highest slot held on any node, when slots above 0 are
 	Error  string          `json:"error,omitempty"`
 }
 
@@ -39,7 +38,7 @@ func toLockJSON(resource string, states []redlock.NodeState) lockJSON {
 	for i, s := range states {
 		n := nodeJSON{Node: s.Node, Addr: s.Addr, Held: s.Token != "", TTLMs: s.TTL.Milliseconds(), Fence: s.Fence}
 		if s.Limit > 1 {
-			n.Slot, n.Limit, n.Limits = &s.Slot, s.Limit, s.Limits
+			n.Slot, n.Limit = &s.Slot, s.Limit
 		}
 		if s.Token != "" {
 			n.Token = shortToken(s.Token) // a full token lets its bearer extend or release the lock
