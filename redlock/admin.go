@@ -107,7 +107,7 @@ func (c *Client) scanNode(ctx context.Context, n *node, match string) ([]string,
 				return err
 			}
 			for _, k := range keys {
-				if r, ok := c.resourceOf(k); ok {
+				if r, ok := c.resourceOfSlot(k); ok {
 					names = append(names, r)
 				}
 			}

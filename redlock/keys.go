@@ -3,6 +3,7 @@ package redlock
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"strconv"
 	"strings"
 )
 
@@ -56,15 +57,34 @@ func (c *Client) resourceOf(key string) (string, bool) {
 	return name, true
 }
 
-// scanPatterns are the SCAN MATCH patterns that find the lock keys of the
-// names starting with resourcePrefix: one per key form (a prefix containing
-// '}' only has names of the hashed form). They match some other keys too,
-// which resourceOf and the caller's prefix check drop.
+// resourceOfSlot is resourceOf for a lock key or the key of a slot above 0
+// (WithLimit): a resource whose slot 0 is free is found by its other slots.
+func (c *Client) resourceOfSlot(key string) (string, bool) {
+	if r, ok := c.resourceOf(key); ok {
+		return r, true
+	}
+	i := strings.LastIndex(key, slotSuffix)
+	if i < 0 {
+		return "", false
+	}
+	n, err := strconv.Atoi(key[i+len(slotSuffix):])
+	r, ok := c.resourceOf(key[:i])
+	if err != nil || n < 1 || !ok || slotKey(keyOf(c.cfg.prefix, r), n) != key {
+		return "", false
+	}
+	return r, true
+}
+
+// scanPatterns are the SCAN MATCH patterns that find the lock keys (and
+// slot keys) of the names starting with resourcePrefix: per key form (a
+// prefix containing '}' only has names of the hashed form). They match
+// some other keys too, which resourceOfSlot and the caller's prefix check
+// drop.
 func (c *Client) scanPatterns(resourcePrefix string) []string {
 	p := globEscape(c.cfg.prefix) + "{"
 	hashed := p + strings.Repeat("?", tagLen) + "}" + globEscape(resourcePrefix) + "*"
 	if strings.Contains(resourcePrefix, "}") {
 		return []string{hashed}
 	}
-	return []string{p + globEscape(resourcePrefix) + "*}", hashed}
+	return []string{p + globEscape(resourcePrefix) + "*}", p + globEscape(resourcePrefix) + "*}" + slotSuffix + "*", hashed}
 }

@@ -57,6 +57,12 @@ func TestResourceOfInvertsKeyOf(t *testing.T) {
 		if got, ok := c.resourceOf(k.key); !ok || got != name {
 			t.Fatalf("resourceOf(%q) = %q, %v; want %q", k.key, got, ok, name)
 		}
+		if got, ok := c.resourceOfSlot(slotKey(k.key, 3)); !ok || got != name {
+			t.Fatalf("resourceOfSlot(slot 3 of %q) = %q, %v", name, got, ok)
+		}
+		if got, ok := c.resourceOfSlot(k.key + slotSuffix + "0"); ok {
+			t.Fatalf("resourceOfSlot(%q) = %q: slot 0 has no suffix", k.key+slotSuffix+"0", got)
+		}
 		for _, other := range append(k.queueKeys()[1:], k.channel) {
 			if got, ok := c.resourceOf(other); ok {
 				t.Fatalf("resourceOf(%q) = %q, a suffix key of %q taken for a lock", other, got, name)

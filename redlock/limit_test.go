@@ -252,3 +252,32 @@ func TestLimitSlotKeepAliveAndLoss(t *testing.T) {
 		t.Fatalf("cause %v, want ErrLockLost", context.Cause(work))
 	}
 }
+
+// TestScanFindsAResourceByItsSlots: the operator's listing finds a
+// resource whose slot 0 is free by its other slots.
+func TestScanFindsAResourceByItsSlots(t *testing.T) {
+	ctx := context.Background()
+	c, _ := serverClient(t)
+	var held []*Lock
+	for range 2 {
+		l, err := c.TryAcquire(ctx, "r", 30*time.Second, WithLimit(3))
+		if err != nil {
+			t.Fatal(err)
+		}
+		held = append(held, l)
+	}
+	for _, l := range held {
+		if l.Slot() == 0 {
+			if err := l.Release(ctx); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	found, errs, err := c.Admin().Scan(ctx, "")
+	if err != nil || errs[0] != nil {
+		t.Fatal(err, errs)
+	}
+	if len(found) == 0 || found[0] != "r" {
+		t.Fatalf("Scan found %v, want r", found)
+	}
+}
