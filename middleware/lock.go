@@ -108,6 +108,7 @@ func (m *mw) process(ctx context.Context, t *asynq.Task, next asynq.Handler) err
 		defer m.atOnce.now.Add(-1)
 	}
 	meta := metaOf(ctx)
+	m.sweepSeen(meta.queue) // the archive sweep of the task's queue (sweep.go)
 	if by, ok := t.Headers()[markerHeader]; ok {
 		// A marker (of an earlier version) only held an ID against a late
 		// copy: the task it stood for is run by its original.

@@ -148,8 +148,10 @@ func WithRollback(f func(ctx context.Context, t *asynq.Task, cause error) error)
 // per queue and resource, and moved back to their queue with
 // Inspector.RunTask when a task of their resource starts or ends (a backstop
 // brings them back if nobody does), so a hot resource neither bounces its
-// tasks nor ties up the workers (docs/guide/HOTKEYS.md). Without it a task
-// on its last retry waits for its lock as long as its deadline allows.
+// tasks nor ties up the workers (docs/guide/HOTKEYS.md). Once it has run a
+// task of a queue, it also moves back, every minute, that queue's tasks left
+// parked in the archive by a process that stopped (sweep.go). Without it a
+// task on its last retry waits for its lock as long as its deadline allows.
 //
 // The server needs IsFailure and RetryDelay from this package. The client is
 // shared, never closed by the middleware. Promotion reads a task's state

@@ -87,6 +87,11 @@ func TestTasksOnDistinctKeysLeaveNoState(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = locks.Close() })
 	m := newMW(locks, ByField("sku"), cfg)
+	// The queue's archive sweep (a pass a minute, not per task; sweep_test.go)
+	// is taken as running already.
+	k := sweepKey{broker, "default"}
+	sweeps.Store(k, &sweep{})
+	t.Cleanup(func() { sweeps.Delete(k) })
 	rec := &recorder{}
 	for i := range 300 {
 		if err := m.process(ctx, task("stock:adjust", fmt.Sprintf(`{"sku":"S-%d"}`, i)), rec); err != nil {

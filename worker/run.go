@@ -50,14 +50,12 @@ func (w *Worker) Run(ctx context.Context) error {
 	w.log.Info("worker started", "concurrency", w.cfg.Concurrency, "wait_room", w.cfg.waitRoom(), "queues", w.cfg.Queues, "lock_nodes", lockadmin.Nodes(w.locks), "metrics", w.Addr(), "trace_export", cmp.Or(w.tracesTo, "off"))
 	w.health.logStartReadiness()
 	probeDone := w.startProbes(ctx)
-	reviveDone := w.startRevive(ctx)
 
 	<-ctx.Done()
 	<-nodeCheckDone // it ends with ctx
 	stop()          // a second SIGINT/SIGTERM now ends the process at once
 	w.log.Info("worker shutting down", "timeout", w.cfg.ShutdownTimeout)
 	<-probeDone // no probe may flip readiness back on
-	<-reviveDone
 	w.shutdown(srv)
 	ep.shutdown()
 	w.log.Info("worker stopped")
