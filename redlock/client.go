@@ -278,16 +278,17 @@ func (c *Client) Close() error {
 }
 
 // awaitWarm holds a call made while the nodes are still being dialed
-// (right after New) until they are ready, at most warmWait: its node timeout
-// then starts once the node answers at network speed, instead of paying for
-// the dial and the script load inside it.
+// (right after New) until they are ready, at most the I/O timeout (a dead
+// node costs that much once, not more): its node timeout then starts once
+// the node answers at network speed, instead of paying for the dial and the
+// script load inside it.
 func (c *Client) awaitWarm(ctx context.Context) {
 	select {
 	case <-c.warmed:
 		return
 	default:
 	}
-	t := time.NewTimer(c.warmWait())
+	t := time.NewTimer(ioTimeout(c.cfg.nodeTimeout))
 	defer t.Stop()
 	select {
 	case <-c.warmed:
@@ -295,12 +296,6 @@ func (c *Client) awaitWarm(ctx context.Context) {
 	case <-ctx.Done():
 	case <-c.closed:
 	}
-}
-
-// warmWait bounds awaitWarm: the dial and I/O timeout NewFromURLs gives its
-// clients (a dead node costs that much once, not more).
-func (c *Client) warmWait() time.Duration {
-	return max(4*c.cfg.nodeTimeout, 200*time.Millisecond)
 }
 
 // usable refuses a call with a nil context or on a closed client.

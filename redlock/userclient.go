@@ -1,0 +1,159 @@
+package redlock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"reflect"
+	"runtime"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// checkClient lists the settings of a caller's *redis.Client that make a
+// dead or stuck node cost far more than the node timeout (New then makes a
+// client of its own, see fitForLocking): each node's calls
+// run one batch at a time, so whatever one call to a dead node costs, every
+// call queued behind it waits too. Options are read after go-redis filled in
+// its defaults. Clients of other kinds are not checked.
+func checkClient(cl redis.UniversalClient) []string {
+	rc, ok := cl.(*redis.Client)
+	if !ok {
+		return nil
+	}
+	o := rc.Options()
+	var bad []string
+	if o.MaxRetries > 0 {
+		bad = append(bad, fmt.Sprintf("MaxRetries is %d (go-redis's default is 3): set MaxRetries: -1, or each failed call is retried with backoff before the next one is sent", o.MaxRetries))
+	}
+	if o.DialerRetries > 1 {
+		bad = append(bad, fmt.Sprintf("DialerRetries is %d (go-redis's default is 5): set DialerRetries: 1, or every call to a dead node dials it %d times", o.DialerRetries, o.DialerRetries))
+	}
+	if o.ReadTimeout <= 0 || o.WriteTimeout <= 0 {
+		bad = append(bad, "ReadTimeout or WriteTimeout is disabled: set both to a few node timeouts, or a stuck node holds its calls forever")
+	}
+	return bad
+}
+
+// fitForLocking returns a client of the lock's own for a caller's
+// *redis.Client whose settings checkClient finds unfit, made from a copy of
+// its options with tuneForLocking's settings, whose commands pass through
+// the hooks added to cl (userHooks); nil when cl is fit, or of another kind,
+// and is used as given.
+func fitForLocking(cl redis.UniversalClient, nodeTimeout time.Duration) redis.UniversalClient {
+	if len(checkClient(cl)) == 0 {
+		return nil
+	}
+	o := *cl.(*redis.Client).Options() // filled in by go-redis: reset what tuneForLocking decides
+	io := ioTimeout(nodeTimeout)
+	for _, d := range []*time.Duration{&o.ReadTimeout, &o.WriteTimeout, &o.PoolTimeout} {
+		if *d < 0 || *d > io {
+			*d = 0
+		}
+	}
+	o.DialerRetries, o.Protocol = 0, 0
+	// The caller's client registered its handlers with these; the lock's
+	// client has no use for push notifications (RESP2, see tuneForLocking).
+	o.PushNotificationProcessor, o.MaintNotificationsConfig = nil, nil
+	if isDefaultDialer(o.Dialer) {
+		o.Dialer = nil // go-redis's own, bound to the caller's dial timeout: a new one is made
+	}
+	tuneForLocking(&o, nodeTimeout)
+	own := redis.NewClient(&o)
+	own.AddHook(withUserHooks(cl.(*redis.Client)))
+	return own
+}
+
+// isDefaultDialer reports whether d is the dialer go-redis gives a client
+// that has none (NewDialer's closure, bound to that client's options), by
+// its function's name: inlining gives each call site of NewDialer a closure
+// of its own, so the code pointer cannot tell. TestDefaultDialerIsRecognised
+// keeps this true across go-redis versions.
+func isDefaultDialer(d func(context.Context, string, string) (net.Conn, error)) bool {
+	if d == nil {
+		return false
+	}
+	fn := runtime.FuncForPC(reflect.ValueOf(d).Pointer())
+	return fn != nil && strings.HasPrefix(fn.Name(), "github.com/redis/go-redis/v9.") && strings.Contains(fn.Name(), "NewDialer.func")
+}
+
+// userHooks runs the hooks a caller added to its client with AddHook
+// (tracing, metrics: redisotel) around the commands of the client New makes
+// from that client's options (fitForLocking), which has none of them:
+// go-redis gives no way to read a client's hooks, and its WithTimeout clone
+// drops them. Added to the lock's client, it passes each command and
+// pipeline to a Conn of the caller's client, whose hooks are a copy of the
+// caller's with relay innermost; relay hands the command back to the lock's
+// client, carried in the context, so it runs on the lock's own connections
+// and settings. The Conn never sends anything itself. Dials are the lock's
+// client's and do not pass the caller's dial hooks.
+type userHooks struct{ conn *redis.Conn }
+
+// withUserHooks returns user's hooks as a hook for the lock's client.
+func withUserHooks(user *redis.Client) userHooks {
+	conn := user.Conn()
+	conn.AddHook(relay{})
+	return userHooks{conn: conn}
+}
+
+// nextCmd and nextPipe carry the lock's client's own next step through the
+// caller's hooks to relay.
+type (
+	nextCmd  struct{}
+	nextPipe struct{}
+)
+
+// DialHook leaves the lock's client's dials as they are.
+func (userHooks) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+// ProcessHook runs one command through the caller's hooks.
+func (h userHooks) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		return h.conn.Process(context.WithValue(ctx, nextCmd{}, next), cmd)
+	}
+}
+
+// ProcessPipelineHook runs one pipeline through the caller's hooks.
+func (h userHooks) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		pipe := h.conn.Pipeline()
+		for _, cmd := range cmds {
+			_ = pipe.Process(ctx, cmd) // queues it
+		}
+		_, err := pipe.Exec(context.WithValue(ctx, nextPipe{}, next))
+		return err
+	}
+}
+
+// errNoRelay is a command that reached the caller's Conn without the lock's
+// client's next step: never sent.
+var errNoRelay = errors.New("redlock: a command reached the caller's client outside the lock's")
+
+// relay, innermost of the caller's hooks on the Conn, hands each command
+// back to the lock's client instead of sending it on the Conn.
+type relay struct{}
+
+func (relay) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (relay) ProcessHook(redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		next, ok := ctx.Value(nextCmd{}).(redis.ProcessHook)
+		if !ok {
+			return errNoRelay
+		}
+		return next(ctx, cmd)
+	}
+}
+
+func (relay) ProcessPipelineHook(redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		next, ok := ctx.Value(nextPipe{}).(redis.ProcessPipelineHook)
+		if !ok {
+			return errNoRelay
+		}
+		return next(ctx, cmds)
+	}
+}
