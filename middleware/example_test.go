@@ -76,8 +76,9 @@ func ExampleByField() {
 }
 
 // Give the middleware the asynq broker the server dequeues from: a busy
-// task is then parked rather than requeued on a timer, and a busy task on
-// its last retry is resubmitted rather than archived. The server needs the
+// task is then parked rather than requeued on a timer (on its last retry,
+// in asynq's archive, and brought back from there), and tasks a stopped
+// process left parked are moved back by the others. The server needs the
 // package's IsFailure and RetryDelay.
 func ExampleWithBroker() {
 	locks, stop := lockNodes()
