@@ -27,7 +27,7 @@ func (c *Client) keysFor(resource string) keys {
 const fenceSuffix = ":fence"
 
 // channelSuffix follows a lock key in the name of its release channel
-// (lua/release_many_tail.lua builds it too).
+// (lua/release_many.lua builds it too).
 const channelSuffix = ":released"
 
 func (k keys) lockKeys() []string { return []string{k.key} }

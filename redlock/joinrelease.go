@@ -8,8 +8,8 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// releaseManyScript runs several queue releases in one call (lua/release_many_head.lua).
-var releaseManyScript = newScript("record.lua", "release_many_head.lua", "queue.lua", "queue_release.lua", "release_many_tail.lua")
+// releaseManyScript runs several queue releases in one call (lua/release_many.lua).
+var releaseManyScript = newScript("record.lua", "release_many.lua")
 
 // releaseArgc is the length of a queueReleaseScript call's arguments:
 // evalsha, sha, numkeys, three keys, three arguments; recordedReleaseArgc
@@ -73,7 +73,7 @@ func (n *node) joinReleases(live []*call) []*call {
 }
 
 // foldReleases replaces the releases marked in join by one call at last,
-// laid out as lua/release_many_head.lua reads it.
+// laid out as lua/release_many.lua reads it.
 func (n *node) foldReleases(live []*call, join []bool, last, count int) []*call {
 	records := 0
 	for i, c := range live {
