@@ -184,7 +184,7 @@ func (m *memNode) execQueue(s *script, keys []string, argv []any) (val any, ok b
 			}
 			return int64(0), true
 		}
-		if mq.q == nil || len(mq.q.m) == 0 { // release_unqueued.lua: unannounced
+		if mq.q == nil || len(mq.q.m) == 0 { // queue_release.lua, nobody queued: unannounced
 			delete(m.data, keys[0])
 		} else {
 			mq.free(num(argv[1]))

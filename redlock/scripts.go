@@ -54,7 +54,7 @@ var (
 	fenceRaiseScript   = newScript("fence_raise.lua")
 	inspectScript      = newScript("inspect.lua")
 	turnScript         = newScript("record.lua", "queue.lua", "turn.lua")
-	queueReleaseScript = newScript("record.lua", "release_unqueued.lua", "queue.lua", "queue_release.lua")
+	queueReleaseScript = newScript("record.lua", "queue_release.lua")
 	leaveQueueScript   = newScript("queue.lua", "leave_queue.lua")
 	slotAcquireScript  = newScript("slot_fence.lua", "slot_acquire.lua")
 	slotTurnScript     = newScript("record.lua", "slot_fence.lua", "slot_turn.lua")

@@ -1,5 +1,5 @@
--- queue: the prelude of the waiter-queue scripts (turn, queue_release,
--- leave_queue), which are sent as this file followed by their own. It drops
+-- queue: the prelude of the waiter-queue scripts (turn, leave_queue and the
+-- slot queue's), which are sent as this file followed by their own. It drops
 -- lapsed waiters and defines helpers to queue a waiter and to free or
 -- reserve a released key. A reservation is the lock value 'queued:' (Go's
 -- reservePrefix) followed by the waiter id; docs/design/HANDOVER.md has the design.

@@ -41,7 +41,7 @@ local function release_queued(key, q, qx, token, lease)
 	redis.call('PUBLISH', key .. ':released', msg)
 	return 1
 end
--- A release nobody queues for is release_unqueued.lua's compare-and-delete,
+-- A release nobody queues for is queue_release.lua's compare-and-delete,
 -- inline: no prelude, no tables, no function call (measured on one node,
 -- 14 releases a call: 1.5-1.7µs a release against 2.0-2.2µs through a
 -- release_one with six arguments each).

@@ -1,7 +1,7 @@
 -- slot_release_unqueued (after record.lua, sent before queue.lua in
 -- slot_release): the common case, a resource nobody queues for: delete
 -- the slot's key if it holds the token. No prelude and no announcement, as
--- release_unqueued.lua: a waiter queues (slot_wait.lua) before it waits
+-- queue_release.lua's: a waiter queues (slot_wait.lua) before it waits
 -- for one.
 -- KEYS as slot_queue.lua, then the holder's completion record set if its
 -- record is to be written (record.lua)
