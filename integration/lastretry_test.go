@@ -254,17 +254,19 @@ func TestLastRetryKeepsRetentionResultAndRetryCount(t *testing.T) {
 	}
 }
 
-// TestLastRetryTimeoutShorterThanTheWait: Timeout(1s) behind a 5s holder,
+// TestLastRetryTimeoutShorterThanTheWait: Timeout(2s) behind a 5s holder,
 // with MaxRetry(0) and with MaxRetry(25): each runs once the holder is
 // gone, never archived, and the handler sees retry count 0 (a conflict
-// consumes no retry). Before: MaxRetry(0) was archived after about a second
+// consumes no retry). Before the fix: MaxRetry(0) was archived at its timeout
 // with "context deadline exceeded", never run; MaxRetry(25) used 3 retries.
+// A wait ends a fifth of the timeout before it, leaving the park's round
+// trips 400ms: 1s left 200ms, which a machine under heavy load overran.
 func TestLastRetryTimeoutShorterThanTheWait(t *testing.T) {
 	t.Parallel()
 	r := startLastRetryRig(t)
 	r.hold(t, 5*time.Second)
 	for _, s := range r.sides {
-		if !r.enqueue(t, s, 1, asynq.Timeout(time.Second), asynq.MaxRetry(0)) || !r.enqueue(t, s, 2, asynq.Timeout(time.Second), asynq.MaxRetry(25)) {
+		if !r.enqueue(t, s, 1, asynq.Timeout(2*time.Second), asynq.MaxRetry(0)) || !r.enqueue(t, s, 2, asynq.Timeout(2*time.Second), asynq.MaxRetry(25)) {
 			t.Fatal("refused")
 		}
 	}
