@@ -31,9 +31,16 @@ const (
 
 // Parking bounds.
 const (
-	parkBackstopMin = 2 * time.Second
+	parkBackstopMin = 3 * time.Second
 	parkBackstopMax = time.Minute
-	parkMarkTTL     = 10 * time.Minute
+	// parkDueMargin: a parked task due in the retry set this soon is left
+	// to asynq's forwarder (a RunTask racing it could run it again after it
+	// completed). Retry scores are whole seconds, so a task parked for
+	// parkBackstopMin is due 2-3s later: its record stays promotable for
+	// 1.5s at least (with a 2s minimum and a 1s margin, none at worst: a
+	// hot resource's drain then stalled until the forwarder's next round).
+	parkDueMargin = 500 * time.Millisecond
+	parkMarkTTL   = 10 * time.Minute
 	// parkSettle is how long a record may name a task that is not yet in
 	// the retry or scheduled set (its run is still returning, its copy
 	// still being enqueued) before the record is taken for stale.
@@ -91,7 +98,7 @@ return n`)
 // retried for another reason: all are dropped, never run again. A record
 // whose task has not reached the set yet keeps its place for parkSettle
 // (later records may be promoted past it).
-// A record whose task is due in the retry set within a second is dropped:
+// A record whose task is due in the retry set within parkDueMargin is dropped:
 // asynq's forwarder brings it back, and a RunTask racing it could run it
 // again after it completed (RunTask moves a completed task too).
 // It first counts the started tasks (ARGV[10] on) as arrived and removes
@@ -143,7 +150,7 @@ for scanned = 1, ` + strconv.Itoa(parkScan) + ` do
     local state, msg, group = f[1], f[2], f[3]
     if (not state or state == 'active') and now - tonumber(at) < tonumber(ARGV[5]) then
       keep = true
-    elseif state == 'retry' and tonumber(redis.call('ZSCORE', ARGV[9], id) or 0) * 1000 <= now + 1000 then
+    elseif state == 'retry' and tonumber(redis.call('ZSCORE', ARGV[9], id) or 0) * 1000 <= now + ` + strconv.FormatInt(parkDueMargin.Milliseconds(), 10) + ` then
       -- due: asynq's forwarder brings it back (a RunTask racing it could run it twice)
     elseif (state == 'retry' or state == 'archived') and nonce ~= '' and msg and string.find(msg, nonce, 1, true) and (not group or group == '') then
       redis.call('ZADD', KEYS[2], now, id)
@@ -287,7 +294,7 @@ func newNonce() string {
 
 // backstop is how long a parked task stays away if nobody promotes it: four
 // times the hold time of the tasks ahead of it (a turn costs more than the
-// hold: the hand-over, the trip back to a worker), within [2s, 1m].
+// hold: the hand-over, the trip back to a worker), within [3s, 1m].
 func (m *mw) backstop(res string, ahead int) time.Duration {
 	if m.cfg.backstop > 0 {
 		return m.cfg.backstop

@@ -16,17 +16,23 @@ import (
 // leaves them: in the retry set, their last error carrying the record's
 // nonce, and recorded in res's FIFO in that order.
 func (e *env) parkTasks(t *testing.T, queue, res string, n int) {
+	e.parkTasksAt(t, queue, res, n, time.Now(), time.Now().Add(time.Minute).Truncate(time.Second))
+}
+
+// parkTasksAt is parkTasks with the records written at parkedAt and the
+// tasks due in the retry set at due.
+func (e *env) parkTasksAt(t *testing.T, queue, res string, n int, parkedAt, due time.Time) {
 	t.Helper()
 	ctx := context.Background()
 	p := queuePrefix(queue)
-	at := strconv.FormatInt(time.Now().UnixMilli(), 10)
+	at := strconv.FormatInt(parkedAt.UnixMilli(), 10)
 	e.raw.SAdd(ctx, "asynq:queues", queue) // as asynq registers a queue
 	for i := range n {
 		id, nonce := fmt.Sprintf("hot-%02d", i), fmt.Sprintf("p%02d", i)
 		if err := e.raw.HSet(ctx, p+"t:"+id, "state", "retry", "msg", "conflict "+nonce).Err(); err != nil {
 			t.Fatal(err)
 		}
-		e.raw.ZAdd(ctx, p+"retry", redis.Z{Score: float64(time.Now().Add(time.Minute).Unix()), Member: id})
+		e.raw.ZAdd(ctx, p+"retry", redis.Z{Score: float64(due.UnixMilli()) / 1000, Member: id})
 		e.raw.RPush(ctx, fifoKey(queue, res), at+"|"+nonce+"|"+id)
 	}
 }
@@ -74,6 +80,24 @@ func promoteDepthCase(t *testing.T, d depths, backlog, want int, hint bool) {
 	e.raw.HSet(ctx, queuePrefix(queue)+"t:"+started, "state", "active")
 	if again, _, err := promote(ctx, e.raw, asynq.NewInspectorFromRedisClient(e.raw), queue, res, []string{started}, d, hint); err != nil || len(again) != 1 {
 		t.Fatalf("after one promoted task started, moved %d (err %v), want 1", len(again), err)
+	}
+}
+
+// TestParkedTaskStaysPromotableForASecond: a task parked with the shortest
+// backstop a second ago, at the worst phase of a second (asynq's retry
+// scores are whole seconds: the backstop is cut by up to one), is still
+// promoted, not left to asynq's forwarder, whose next round may be seconds
+// away (DelayedTaskCheckInterval, 5s by default). With a 2s backstop and a
+// 1s margin, such records were dropped at once, and a hot resource's drain
+// stalled (integration TestLimitThroughAsynq: 3 slots as slow as 1).
+func TestParkedTaskStaysPromotableForASecond(t *testing.T) {
+	ctx := context.Background()
+	e := newEnv(t)
+	parkedAt := time.Now().Add(-time.Second)
+	e.parkTasksAt(t, "q-due", res, 1, parkedAt, parkedAt.Add(parkBackstopMin-time.Second))
+	moved, left, err := promote(ctx, e.raw, asynq.NewInspectorFromRedisClient(e.raw), "q-due", res, nil, depths{busy: 2, idle: 6}, true)
+	if err != nil || len(moved) != 1 || left != 0 {
+		t.Fatalf("promoted %d, %d left (err %v); want the task parked a second ago promoted", len(moved), left, err)
 	}
 }
 
