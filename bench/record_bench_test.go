@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/asynqlock/asynqlock/internal/locktest"
 	"github.com/asynqlock/asynqlock/internal/redistest"
 	"github.com/asynqlock/asynqlock/redlock"
 	"github.com/google/uuid"
@@ -15,7 +16,7 @@ import (
 )
 
 // BenchmarkCompletionRecordBytes measures a lock node's memory per
-// completion record (redlock.WithCompletion, the middleware's "once"):
+// completion record (the middleware's "once"):
 // records written through Acquire, RecordCompletion and Release on one real
 // redis-server, ids shaped as the middleware's (recordName), used_memory read before and after. "hot": every record on one
 // resource (one sorted set, past its compact encoding); "cold": one record
@@ -35,11 +36,11 @@ func BenchmarkCompletionRecordBytes(b *testing.B) {
 					res = fmt.Sprintf("task:stock:adjust:SKU-%06d", i)
 				}
 				id := recordName(uuid.NewString())
-				l, err := rc.Acquire(ctx, res, 10*time.Second, redlock.WithCompletion(id, time.Hour))
+				l, err := rc.Acquire(ctx, res, 10*time.Second, locktest.WithCompletion(id, time.Hour))
 				if err != nil {
 					b.Fatal(err)
 				}
-				if err := l.RecordCompletion(0); err != nil {
+				if err := locktest.RecordCompletion(l, 0); err != nil {
 					b.Fatal(err)
 				}
 				if err := l.Release(ctx); err != nil {

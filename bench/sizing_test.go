@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/asynqlock/asynqlock/internal/locktest"
 	"github.com/asynqlock/asynqlock/internal/redistest"
 	"github.com/asynqlock/asynqlock/middleware"
 	"github.com/asynqlock/asynqlock/redlock"
@@ -137,11 +138,11 @@ func sizeLockCPU(b *testing.B, recorded bool) {
 	parallel(n, func(i int) {
 		var opts []redlock.LockOption
 		if recorded {
-			opts = append(opts, redlock.WithCompletion(recordName(strconv.Itoa(i)), time.Hour))
+			opts = append(opts, locktest.WithCompletion(recordName(strconv.Itoa(i)), time.Hour))
 		}
 		l, err := rc.TryAcquire(taskHolder(i), fmt.Sprintf("task:stock:adjust:sku-%07d", i), 10*time.Second, opts...)
 		if err == nil && recorded {
-			err = l.RecordCompletion(0)
+			err = locktest.RecordCompletion(l, 0)
 		}
 		if err == nil {
 			err = l.Release(context.Background())

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/asynqlock/asynqlock/internal/lockutil"
 	"github.com/asynqlock/asynqlock/redlock"
 	"github.com/hibiken/asynq"
 )
@@ -31,11 +32,11 @@ var defaultWindow = time.Hour
 // at-least-once delivery: a task whose completion the broker missed runs
 // again). Each record takes about 150 bytes on every lock node for its
 // window (docs/guide/OPERATIONS.md). A negative window, or one above
-// redlock.MaxCompletionWindow, is refused. Default: an hour.
+// lockutil.MaxCompletionWindow, is refused. Default: an hour.
 func WithCompletionWindow(d time.Duration) Option {
 	return func(c *config) {
-		if d < 0 || d > redlock.MaxCompletionWindow {
-			c.err = fmt.Errorf("middleware: completion window must be in [0, %v], got %v", redlock.MaxCompletionWindow, d)
+		if d < 0 || d > lockutil.MaxCompletionWindow {
+			c.err = fmt.Errorf("middleware: completion window must be in [0, %v], got %v", lockutil.MaxCompletionWindow, d)
 			return
 		}
 		c.window = d
@@ -97,7 +98,7 @@ func (m *mw) lockOptsFor(t *asynq.Task, meta taskMeta) []redlock.LockOption {
 	}
 	opts := make([]redlock.LockOption, len(m.cfg.lockOpts), len(m.cfg.lockOpts)+1)
 	copy(opts, m.cfg.lockOpts)
-	return append(opts, redlock.WithCompletion(recordID(meta.id, t), m.cfg.window))
+	return append(opts, lockutil.Completion(recordID(meta.id, t), m.cfg.window).(redlock.LockOption))
 }
 
 // completed reports whether the acquisition found the completion record of
@@ -109,18 +110,19 @@ func (m *mw) lockOptsFor(t *asynq.Task, meta taskMeta) []redlock.LockOption {
 // a failure. A record of a run not below this delivery's is no such run: a
 // fresh enqueue that reuses the ID (a new task, its count from 0), or an
 // operator's re-run (Inspector.RunTask keeps the count). It runs, and its
-// release deletes that record (ForgetCompletion), so that its own retries
+// release deletes that record (lockutil's ForgetCompletion), so that its own retries
 // are not taken for re-deliveries of the other work; a success writes its
 // own. docs/guide/RELIABILITY.md, "Once", argues the rule and its limits.
 func (r *taskRun) completed(lock *redlock.Lock) bool {
-	run := lock.CompletedRun()
+	rec := lockutil.MechanicsOf(lock)
+	run := rec.CompletedRun()
 	if run < 0 {
 		return false
 	}
 	if r.meta.run() > run {
 		return true
 	}
-	_ = lock.ForgetCompletion() // refused only for a lock lost meanwhile: its release writes nothing then
+	_ = rec.ForgetCompletion() // refused only for a lock lost meanwhile: its release writes nothing then
 	return false
 }
 
@@ -129,13 +131,14 @@ func (r *taskRun) completed(lock *redlock.Lock) bool {
 // it again because the broker could not record that. The handler does not
 // run; the lock is released and the task completes, its result (asynqmon,
 // Inspector) saying why, and when the run completed (on the lock nodes'
-// clock, Lock.CompletedAt).
+// clock, CompletedAt).
 func (r *taskRun) skipCompleted(ctx context.Context) error {
 	m := r.m
 	r.log.Debug("task already completed under its lock: not run again")
 	if w := r.t.ResultWriter(); w != nil {
+		rec := lockutil.MechanicsOf(r.lock)
 		msg := fmt.Sprintf("asynqlock: re-delivery of run %d (asynq retry count), which completed under its lock at %s; handler not run",
-			r.lock.CompletedRun(), r.lock.CompletedAt().UTC().Format(time.RFC3339Nano))
+			rec.CompletedRun(), rec.CompletedAt().UTC().Format(time.RFC3339Nano))
 		if _, err := w.Write([]byte(msg)); err != nil {
 			r.log.Debug("skip not written to the task's result", "err", err)
 		}
@@ -154,7 +157,7 @@ func (r *taskRun) recordCompletion() {
 	if r.lock == nil || r.m.cfg.window <= 0 || r.meta.id == "" {
 		return
 	}
-	if err := r.lock.RecordCompletion(r.meta.run()); err != nil {
+	if err := lockutil.MechanicsOf(r.lock).RecordCompletion(r.meta.run()); err != nil {
 		// Lost at the very end: no record, and asynq may run it again.
 		r.log.Debug("no completion record written", "err", err)
 	}

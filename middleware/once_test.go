@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/asynqlock/asynqlock/internal/lockutil"
 	"github.com/asynqlock/asynqlock/redlock"
 	"github.com/hibiken/asynq"
 )
@@ -181,7 +182,7 @@ func TestLostLockLeavesNoRecord(t *testing.T) {
 // lock client's maximum is refused where it is given.
 func TestCompletionWindowRefusesBadValues(t *testing.T) {
 	e := newEnv(t)
-	for _, d := range []time.Duration{-time.Second, redlock.MaxCompletionWindow + time.Hour} {
+	for _, d := range []time.Duration{-time.Second, lockutil.MaxCompletionWindow + time.Hour} {
 		if _, err := New(e.locks, ByField("sku"), WithCompletionWindow(d)); err == nil {
 			t.Errorf("window %v accepted", d)
 		}

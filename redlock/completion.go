@@ -2,47 +2,37 @@ package redlock
 
 import (
 	"context"
-	"errors"
 	"strconv"
 	"time"
 
+	"github.com/asynqlock/asynqlock/internal/lockutil"
 	"github.com/redis/go-redis/v9"
 )
 
-// ErrCompleted means the work of a completion id (WithCompletion) was
-// already done under the resource's lock: Run did not call its function.
-var ErrCompleted = errors.New("redlock: already completed")
-
-// MaxCompletionWindow bounds WithCompletion's window: records are kept on
-// every lock node for their whole window (docs/guide/OPERATIONS.md sizes them).
-const MaxCompletionWindow = 30 * 24 * time.Hour
-
-// WithCompletion ties the acquisition to a unit of work named id (a task's
-// stable ID): the acquisition's own round also looks on every node for a
-// completion record of id under this resource, and Lock.CompletedRun
-// reports the run of the one it found; Lock.RecordCompletion makes the lock's
-// release write that record, in the release's own round, on every node that
-// still holds the lock, kept for window. A record on one node that answers is
-// enough to find it: written by a majority, it survives the loss of a
-// minority's data. A hand-over to a caller acquiring WithCompletion waits for
-// its round (as WithFencing's does), so that the caller learns of a record
-// before it starts. An empty id or a window outside (0, MaxCompletionWindow]
-// is refused with ErrInvalid. Default: no record.
-func WithCompletion(id string, window time.Duration) LockOption {
+// withCompletion (lockutil.Completion, the middleware's) ties the
+// acquisition to a unit of work named id (a task's stable ID): the
+// acquisition's own round also looks on every node for a completion record
+// of id under this resource, and completedRun reports the run of the one it
+// found; recordCompletion makes the lock's release write that record, in the
+// release's own round, on every node that still holds the lock, kept for
+// window. A record on one node that answers is enough to find it: written by
+// a majority, it survives the loss of a minority's data. A hand-over to a
+// caller acquiring withCompletion waits for its round (as WithFencing's
+// does), so that the caller learns of a record before it starts. An empty id
+// or a window outside (0, lockutil.MaxCompletionWindow] is refused with
+// ErrInvalid.
+func withCompletion(id string, window time.Duration) LockOption {
 	return func(c *lockConfig) { c.completion, c.window = id, window }
 }
 
-// CompletedRun returns the run number the completion record found by the
-// acquisition was written with (RecordCompletion's), the largest where
-// nodes differ, and -1 when it found none (always without WithCompletion):
-// a record found means the work was done before, by a holder that recorded
-// it. A caller whose unit of work can be delivered more than once tells
-// with it a delivery of the run that completed from a later one (the
-// middleware compares it with asynq's retry count).
-func (l *Lock) CompletedRun() int {
-	if l == nil {
-		return -1
-	}
+func init() {
+	lockutil.Completion = func(id string, window time.Duration) any { return withCompletion(id, window) }
+}
+
+// completedRun returns the run number the completion record found by the
+// acquisition was written with (recordCompletion's), the largest where
+// nodes differ, and -1 when it found none (always without withCompletion).
+func (l *Lock) completedRun() int {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if !l.found.ok {
@@ -51,13 +41,13 @@ func (l *Lock) CompletedRun() int {
 	return l.found.run
 }
 
-// CompletedAt returns when the work of the completion record found by the
+// completedAt returns when the work of the completion record found by the
 // acquisition completed: the record's expiry on the nodes' clock (the
 // latest where nodes differ) less the acquisition's own window, which is
-// the writer's when both use the same WithCompletion window. It is the
-// zero time when the acquisition found no record.
-func (l *Lock) CompletedAt() time.Time {
-	if l == nil || l.record == nil {
+// the writer's when both use the same window. It is the zero time when the
+// acquisition found no record.
+func (l *Lock) completedAt() time.Time {
+	if l.record == nil {
 		return time.Time{}
 	}
 	l.mu.Lock()
@@ -68,25 +58,23 @@ func (l *Lock) CompletedAt() time.Time {
 	return time.UnixMilli(l.found.expiry).Add(-l.record.window)
 }
 
-// RecordCompletion makes the lock's release (or hand-over) write the
-// completion record of its WithCompletion id, in the same round as the
-// release, on every node where the lock is still held. Call it once the
-// work succeeded, before Release or ReleaseAsync. It returns ErrInvalid for
-// a lock acquired without WithCompletion and ErrNotHeld for one released or
-// lost: a lost lock's work was not protected to its end, and no record is
-// written for it. run names the run that did the work, for CompletedRun
-// to return to a later acquisition: a number in [0, 1023] (larger ones are
-// kept as 1023); 0 for work that has no runs.
-func (l *Lock) RecordCompletion(run int) error {
+// recordCompletion makes the lock's release (or hand-over) write the
+// completion record of its id, in the same round as the release, on every
+// node where the lock is still held. It returns ErrInvalid for a lock
+// acquired without withCompletion and ErrNotHeld for one released or lost:
+// a lost lock's work was not protected to its end, and no record is
+// written for it. run names the run that did the work (in [0, 1023], larger
+// ones kept as 1023).
+func (l *Lock) recordCompletion(run int) error {
 	return l.markRecord(min(max(run, 0), maxCompletionRun))
 }
 
-// ForgetCompletion makes the lock's release delete its WithCompletion id's
-// record on every node where the lock is still held, instead of writing
-// it: the record found stands for other work (an ID reused), and must not
-// make a later acquisition take this unit of work for done. Errors as
-// RecordCompletion's; a later RecordCompletion overrides it.
-func (l *Lock) ForgetCompletion() error { return l.markRecord(forgetRun) }
+// forgetCompletion makes the lock's release delete its id's record on every
+// node where the lock is still held, instead of writing it: the record
+// found stands for other work (an ID reused), and must not make a later
+// acquisition take this unit of work for done. A later recordCompletion
+// overrides it.
+func (l *Lock) forgetCompletion() error { return l.markRecord(forgetRun) }
 
 // maxCompletionRun is the largest run number a completion record keeps.
 const maxCompletionRun = runScale - 1
@@ -94,11 +82,8 @@ const maxCompletionRun = runScale - 1
 // markRecord has the release write the record with run (forgetRun: delete
 // it).
 func (l *Lock) markRecord(run int) error {
-	if l == nil {
-		return ErrNotHeld
-	}
 	if l.record == nil {
-		return invalidf("RecordCompletion: the lock was acquired without WithCompletion")
+		return invalidf("recordCompletion: the lock was acquired without withCompletion")
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -109,7 +94,7 @@ func (l *Lock) markRecord(run int) error {
 	return nil
 }
 
-// completionRecord is a lock's WithCompletion record: an entry id in the
+// completionRecord is a lock's withCompletion record: an entry id in the
 // sorted set key (next to the resource's lock key, in its hash slot), one
 // set per resource, scored with the entry's expiry on the node's clock.
 // One key per resource, not per record: the keyspace does not grow with the
@@ -118,7 +103,7 @@ type completionRecord struct {
 	key    string
 	id     string
 	window time.Duration
-	run    int // what the release writes: RecordCompletion's, or forgetRun
+	run    int // what the release writes: recordCompletion's, or forgetRun
 }
 
 // A record's score is its expiry in ms times runScale plus its run: one
@@ -182,22 +167,22 @@ func decodeScore(v any) (run int, expiry int64, ok bool) {
 // recordSuffix follows a resource's lock key in the name of its records.
 const recordSuffix = ":done"
 
-// checkCompletion validates WithCompletion's arguments, if given.
+// checkCompletion validates withCompletion's arguments, if given.
 func (lc *lockConfig) checkCompletion() error {
 	if lc.completion == "" && lc.window == 0 {
 		return nil
 	}
 	switch {
 	case lc.completion == "":
-		return invalidf("WithCompletion: empty id")
-	case lc.window <= 0 || lc.window > MaxCompletionWindow:
-		return invalidf("WithCompletion: window %v outside (0, %v]", lc.window, MaxCompletionWindow)
+		return invalidf("completion record: empty id")
+	case lc.window <= 0 || lc.window > lockutil.MaxCompletionWindow:
+		return invalidf("completion record: window %v outside (0, %v]", lc.window, lockutil.MaxCompletionWindow)
 	}
 	return nil
 }
 
 // recordOf is the completion record an acquisition of resource asks for,
-// nil without WithCompletion.
+// nil without withCompletion.
 func (c *Client) recordOf(resource string, lc *lockConfig) *completionRecord {
 	if lc.completion == "" {
 		return nil
@@ -206,7 +191,7 @@ func (c *Client) recordOf(resource string, lc *lockConfig) *completionRecord {
 }
 
 // written is the completion record l's release writes: its own once its
-// work is done (RecordCompletion), else nil.
+// work is done (recordCompletion), else nil.
 func (l *Lock) written() *completionRecord {
 	if l.record == nil || !l.recordDone {
 		return nil

@@ -8,6 +8,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/asynqlock/asynqlock/internal/lockutil"
 	"github.com/asynqlock/asynqlock/internal/redistest"
 	"github.com/redis/go-redis/v9"
 )
@@ -20,12 +21,12 @@ func TestCompletionRecordRidesTheRelease(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		ctx := context.Background()
 		c, mems := memClient(t, 3)
-		once := WithCompletion("task-1", time.Hour)
+		once := withCompletion("task-1", time.Hour)
 		l, err := c.TryAcquire(ctx, "sku", time.Minute, once)
-		if err != nil || (l.CompletedRun() >= 0) {
-			t.Fatalf("first acquisition: %v, found %v", err, (l.CompletedRun() >= 0))
+		if err != nil || (l.completedRun() >= 0) {
+			t.Fatalf("first acquisition: %v, found %v", err, (l.completedRun() >= 0))
 		}
-		if err := l.RecordCompletion(0); err != nil {
+		if err := l.recordCompletion(0); err != nil {
 			t.Fatal(err)
 		}
 		synctest.Wait()
@@ -47,18 +48,18 @@ func TestCompletionRecordRidesTheRelease(t *testing.T) {
 			}
 		}
 		again, err := c.TryAcquire(ctx, "sku", time.Minute, once)
-		if err != nil || again.CompletedRun() < 0 {
-			t.Fatalf("re-delivery: %v, found %v; want the record found", err, (again.CompletedRun() >= 0))
+		if err != nil || again.completedRun() < 0 {
+			t.Fatalf("re-delivery: %v, found %v; want the record found", err, (again.completedRun() >= 0))
 		}
 		_ = again.Release(ctx)
-		other, err := c.TryAcquire(ctx, "sku", time.Minute, WithCompletion("task-2", time.Hour))
-		if err != nil || (other.CompletedRun() >= 0) {
-			t.Fatalf("another id: %v, found %v", err, (other.CompletedRun() >= 0))
+		other, err := c.TryAcquire(ctx, "sku", time.Minute, withCompletion("task-2", time.Hour))
+		if err != nil || (other.completedRun() >= 0) {
+			t.Fatalf("another id: %v, found %v", err, (other.completedRun() >= 0))
 		}
 		_ = other.Release(ctx) // not recorded: the work failed
-		retry, err := c.TryAcquire(ctx, "sku", time.Minute, WithCompletion("task-2", time.Hour))
-		if err != nil || (retry.CompletedRun() >= 0) {
-			t.Fatalf("a failed run's retry: %v, found %v; want no record", err, (retry.CompletedRun() >= 0))
+		retry, err := c.TryAcquire(ctx, "sku", time.Minute, withCompletion("task-2", time.Hour))
+		if err != nil || (retry.completedRun() >= 0) {
+			t.Fatalf("a failed run's retry: %v, found %v; want no record", err, (retry.completedRun() >= 0))
 		}
 		_ = retry.Release(ctx)
 	})
@@ -70,12 +71,12 @@ func TestCompletionRecordSurvivesAMinorityLoss(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		ctx := context.Background()
 		c, mems := memClient(t, 3)
-		once := WithCompletion("t", time.Hour)
+		once := withCompletion("t", time.Hour)
 		l, err := c.TryAcquire(ctx, "r", time.Minute, once)
 		if err != nil {
 			t.Fatal(err)
 		}
-		_ = l.RecordCompletion(0)
+		_ = l.recordCompletion(0)
 		if err := l.Release(ctx); err != nil {
 			t.Fatal(err)
 		}
@@ -83,8 +84,8 @@ func TestCompletionRecordSurvivesAMinorityLoss(t *testing.T) {
 		mems[0].set(func(m *memNode) { clear(m.data); clear(m.zsets) }) // restarted empty
 		mems[1].set(func(m *memNode) { m.delay = 5 * time.Millisecond })
 		again, err := c.TryAcquire(ctx, "r", time.Minute, once)
-		if err != nil || again.CompletedRun() < 0 {
-			t.Fatalf("after one node lost its data: %v, found %v", err, (again.CompletedRun() >= 0))
+		if err != nil || again.completedRun() < 0 {
+			t.Fatalf("after one node lost its data: %v, found %v", err, (again.completedRun() >= 0))
 		}
 		_ = again.Release(ctx)
 	})
@@ -96,19 +97,19 @@ func TestCompletionRecordExpiresAfterItsWindow(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		ctx := context.Background()
 		c, _ := memClient(t, 3)
-		once := WithCompletion("t", time.Minute)
+		once := withCompletion("t", time.Minute)
 		l, _ := c.TryAcquire(ctx, "r", time.Second, once)
-		_ = l.RecordCompletion(0)
+		_ = l.recordCompletion(0)
 		_ = l.Release(ctx)
 		time.Sleep(59 * time.Second)
 		l, _ = c.TryAcquire(ctx, "r", time.Second, once)
-		if l.CompletedRun() < 0 {
+		if l.completedRun() < 0 {
 			t.Fatal("record gone within its window")
 		}
 		_ = l.Release(ctx)
 		time.Sleep(2 * time.Second)
 		l, _ = c.TryAcquire(ctx, "r", time.Second, once)
-		if l.CompletedRun() >= 0 {
+		if l.completedRun() >= 0 {
 			t.Fatal("record still there after its window")
 		}
 		_ = l.Release(ctx)
@@ -122,20 +123,20 @@ func TestHandOverCarriesTheRecord(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		ctx := context.Background()
 		c, _ := memClient(t, 3)
-		once := WithCompletion("t", time.Hour)
+		once := withCompletion("t", time.Hour)
 		l, err := c.Acquire(ctx, "r", time.Minute, once)
 		if err != nil {
 			t.Fatal(err)
 		}
 		ch := waitFor(ctx, c, "r", time.Minute, once)
 		synctest.Wait()
-		_ = l.RecordCompletion(0)
+		_ = l.recordCompletion(0)
 		if err := l.Release(ctx); err != nil {
 			t.Fatal(err)
 		}
 		got := <-ch
-		if got.err != nil || got.l.CompletedRun() < 0 {
-			t.Fatalf("waiter: %v, found %v; want the record found", got.err, (got.l.CompletedRun() >= 0))
+		if got.err != nil || got.l.completedRun() < 0 {
+			t.Fatalf("waiter: %v, found %v; want the record found", got.err, (got.l.completedRun() >= 0))
 		}
 		if got.l.via != handoverLocal {
 			t.Errorf("waiter acquired via %q, want a local hand-over", got.l.via)
@@ -150,45 +151,21 @@ func TestLostLockWritesNoRecord(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		ctx := context.Background()
 		c, _ := memClient(t, 3)
-		once := WithCompletion("t", time.Hour)
+		once := withCompletion("t", time.Hour)
 		l, _ := c.TryAcquire(ctx, "r", time.Second, once)
-		_ = l.RecordCompletion(0)
+		_ = l.recordCompletion(0)
 		time.Sleep(2 * time.Second) // validity over: lost
 		if err := l.Release(ctx); !errors.Is(err, ErrLockLost) {
 			t.Fatalf("Release: %v, want ErrLockLost", err)
 		}
-		if err := l.RecordCompletion(0); !errors.Is(err, ErrNotHeld) {
+		if err := l.recordCompletion(0); !errors.Is(err, ErrNotHeld) {
 			t.Fatalf("RecordCompletion after release: %v, want ErrNotHeld", err)
 		}
 		again, _ := c.TryAcquire(ctx, "r", time.Second, once)
-		if again.CompletedRun() >= 0 {
+		if again.completedRun() >= 0 {
 			t.Fatal("a lost lock left a record")
 		}
 		_ = again.Release(ctx)
-	})
-}
-
-// TestRunWithCompletion: Run records fn's success and skips fn for the same
-// id after that, returning ErrCompleted; a failed fn is run again.
-func TestRunWithCompletion(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		ctx := context.Background()
-		c, _ := memClient(t, 3)
-		runs := 0
-		fn := func(context.Context) error { runs++; return nil }
-		once := WithCompletion("job-1", time.Hour)
-		if err := c.Run(ctx, "r", time.Second, fn, once); err != nil {
-			t.Fatal(err)
-		}
-		if err := c.Run(ctx, "r", time.Second, fn, once); !errors.Is(err, ErrCompleted) || runs != 1 {
-			t.Fatalf("second Run: %v after %d runs, want ErrCompleted after 1", err, runs)
-		}
-		fail := errors.New("boom")
-		failing := WithCompletion("job-2", time.Hour)
-		_ = c.Run(ctx, "r", time.Second, func(context.Context) error { return fail }, failing)
-		if err := c.Run(ctx, "r", time.Second, fn, failing); err != nil || runs != 2 {
-			t.Fatalf("retry after a failure: %v, runs %d; want it run", err, runs)
-		}
 	})
 }
 
@@ -197,13 +174,13 @@ func TestRunWithCompletion(t *testing.T) {
 func TestWithCompletionRefusesBadInput(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		c, _ := memClient(t, 3)
-		for _, o := range []LockOption{WithCompletion("", time.Hour), WithCompletion("x", 0), WithCompletion("x", MaxCompletionWindow+1)} {
+		for _, o := range []LockOption{withCompletion("", time.Hour), withCompletion("x", 0), withCompletion("x", lockutil.MaxCompletionWindow+1)} {
 			if _, err := c.TryAcquire(context.Background(), "r", time.Second, o); !errors.Is(err, ErrInvalid) {
 				t.Errorf("TryAcquire: %v, want ErrInvalid", err)
 			}
 		}
 		l, _ := c.TryAcquire(context.Background(), "r", time.Second)
-		if err := l.RecordCompletion(0); !errors.Is(err, ErrInvalid) {
+		if err := l.recordCompletion(0); !errors.Is(err, ErrInvalid) {
 			t.Errorf("RecordCompletion without WithCompletion: %v, want ErrInvalid", err)
 		}
 		_ = l.Release(context.Background())
@@ -220,21 +197,21 @@ func TestEarlyHandOverKeepsRecordsCheap(t *testing.T) {
 			ctx := context.Background()
 			c, mems := memClient(t, 3)
 			if doneBefore { // task B completed earlier: its record is there
-				b, _ := c.Acquire(ctx, "r", time.Minute, WithCompletion("B", time.Hour))
-				_ = b.RecordCompletion(0)
+				b, _ := c.Acquire(ctx, "r", time.Minute, withCompletion("B", time.Hour))
+				_ = b.recordCompletion(0)
 				_ = b.Release(ctx)
 			}
-			l, err := c.Acquire(ctx, "r", time.Minute, WithCompletion("A", time.Hour))
+			l, err := c.Acquire(ctx, "r", time.Minute, withCompletion("A", time.Hour))
 			if err != nil {
 				t.Fatal(err)
 			}
 			time.Sleep(time.Millisecond) // the look-up goes out after the holder's round was decided
-			ch := waitFor(ctx, c, "r", time.Minute, WithCompletion("B", time.Hour))
+			ch := waitFor(ctx, c, "r", time.Minute, withCompletion("B", time.Hour))
 			synctest.Wait() // queued, its look-up answered
 			for _, m := range mems {
 				m.set(func(m *memNode) { m.delay = 10 * time.Millisecond })
 			}
-			_ = l.RecordCompletion(0)
+			_ = l.recordCompletion(0)
 			released := time.Now()
 			go func() { _ = l.Release(ctx) }()
 			got := <-ch
@@ -244,8 +221,8 @@ func TestEarlyHandOverKeepsRecordsCheap(t *testing.T) {
 			if d := got.at.Sub(released); d != 0 {
 				t.Errorf("doneBefore %v: the waiter started %v after the release, want at once (an early hand-over)", doneBefore, d)
 			}
-			if (got.l.CompletedRun() >= 0) != doneBefore {
-				t.Errorf("found %v, want %v", (got.l.CompletedRun() >= 0), doneBefore)
+			if (got.l.completedRun() >= 0) != doneBefore {
+				t.Errorf("found %v, want %v", (got.l.completedRun() >= 0), doneBefore)
 			}
 			_ = got.l.Release(ctx)
 		})
@@ -261,20 +238,20 @@ func TestRecordRidesTheReleaseScript(t *testing.T) {
 	ctx := context.Background()
 	c, raw := serverClient(t)
 	release := func(id string) error {
-		l, err := c.TryAcquire(ctx, "r", 5*time.Second, WithCompletion(id, time.Hour))
+		l, err := c.TryAcquire(ctx, "r", 5*time.Second, withCompletion(id, time.Hour))
 		if err != nil {
 			t.Fatal(err)
 		}
-		_ = l.RecordCompletion(0)
+		_ = l.recordCompletion(0)
 		return l.Release(ctx)
 	}
 	found := func(id string) bool {
-		l, err := c.TryAcquire(ctx, "r", 5*time.Second, WithCompletion(id, time.Hour))
+		l, err := c.TryAcquire(ctx, "r", 5*time.Second, withCompletion(id, time.Hour))
 		if err != nil {
 			t.Fatal(err)
 		}
 		defer func() { _ = l.Release(ctx) }()
-		return (l.CompletedRun() >= 0)
+		return (l.completedRun() >= 0)
 	}
 	if err := raw.ScriptFlush(ctx).Err(); err != nil {
 		t.Fatal(err)
@@ -313,10 +290,10 @@ func TestLimitedLockWritesItsRecord(t *testing.T) {
 		cs[i] = c
 	}
 	c, other := cs[0], cs[1]
-	opts := func(id string) []LockOption { return []LockOption{WithLimit(2), WithCompletion(id, time.Hour)} }
+	opts := func(id string) []LockOption { return []LockOption{WithLimit(2), withCompletion(id, time.Hour)} }
 	done := func(l *Lock) {
 		t.Helper()
-		if err := l.RecordCompletion(0); err != nil {
+		if err := l.recordCompletion(0); err != nil {
 			t.Fatal(err)
 		}
 		if err := l.Release(ctx); err != nil {
@@ -365,7 +342,7 @@ func TestLimitedLockWritesItsRecord(t *testing.T) {
 func TestRecordKeepsItsRun(t *testing.T) {
 	ctx := context.Background()
 	c, raw := serverClient(t)
-	once := WithCompletion("t", time.Hour)
+	once := withCompletion("t", time.Hour)
 	// A record of the format before runs (its expiry in ms) is not read.
 	old := float64(time.Now().Add(time.Hour).UnixMilli())
 	if err := raw.ZAdd(ctx, keyOf(c.cfg.prefix, "r")+recordSuffix, redis.Z{Score: old, Member: "t"}).Err(); err != nil {
@@ -377,7 +354,7 @@ func TestRecordKeepsItsRun(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		run := l.CompletedRun()
+		run := l.completedRun()
 		if mark != nil {
 			if err := mark(l); err != nil {
 				t.Fatal(err)
@@ -388,7 +365,7 @@ func TestRecordKeepsItsRun(t *testing.T) {
 		}
 		return run
 	}
-	record := func(n int) func(*Lock) error { return func(l *Lock) error { return l.RecordCompletion(n) } }
+	record := func(n int) func(*Lock) error { return func(l *Lock) error { return l.recordCompletion(n) } }
 	if got := step(record(3)); got != -1 {
 		t.Fatalf("only an old-format record: CompletedRun %d, want -1", got)
 	}
@@ -398,7 +375,7 @@ func TestRecordKeepsItsRun(t *testing.T) {
 	if got := step(nil); got != maxCompletionRun {
 		t.Fatalf("CompletedRun %d, want %d (a larger run is kept as the largest)", got, maxCompletionRun)
 	}
-	if got := step((*Lock).ForgetCompletion); got != maxCompletionRun {
+	if got := step((*Lock).forgetCompletion); got != maxCompletionRun {
 		t.Fatalf("CompletedRun %d before the forget", got)
 	}
 	if got := step(nil); got != -1 {
@@ -416,11 +393,11 @@ func TestRecordKeepsItsOwnWindow(t *testing.T) {
 	c, _ := serverClient(t)
 	write := func(id string, window time.Duration) {
 		t.Helper()
-		l, err := c.TryAcquire(ctx, "r", 5*time.Second, WithCompletion(id, window))
+		l, err := c.TryAcquire(ctx, "r", 5*time.Second, withCompletion(id, window))
 		if err != nil {
 			t.Fatal(err)
 		}
-		_ = l.RecordCompletion(0)
+		_ = l.recordCompletion(0)
 		if err := l.Release(ctx); err != nil {
 			t.Fatal(err)
 		}
@@ -428,12 +405,12 @@ func TestRecordKeepsItsOwnWindow(t *testing.T) {
 	write("long", time.Hour)
 	write("short", time.Second)
 	time.Sleep(1500 * time.Millisecond)
-	l, err := c.TryAcquire(ctx, "r", 5*time.Second, WithCompletion("long", time.Hour))
+	l, err := c.TryAcquire(ctx, "r", 5*time.Second, withCompletion("long", time.Hour))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer func() { _ = l.Release(ctx) }()
-	if l.CompletedRun() < 0 {
+	if l.completedRun() < 0 {
 		t.Fatal("the hour's record gone once a 1s record of the resource expired")
 	}
 }

@@ -36,7 +36,7 @@ type handoffReq struct {
 	ttl time.Duration
 	lc  *lockConfig
 	tk  *ticket
-	// WithCompletion: the look-up sent as the caller started to wait
+	// withCompletion: the look-up sent as the caller started to wait
 	// (lookahead.go), and what sends it.
 	look   *lookAhead
 	onWait func()

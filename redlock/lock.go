@@ -52,7 +52,7 @@ type Lock struct {
 	// chainStart: when the first lock of its chain of local hand-overs
 	// was decided by a round of its own (lookahead.go).
 	chainStart time.Time
-	// WithCompletion (completion.go): the record, whether the acquisition
+	// withCompletion (completion.go): the record, whether the acquisition
 	// found it (with which run, when), and whether the release is to
 	// write it.
 	record     *completionRecord
@@ -131,6 +131,11 @@ func (m *mechanics) ReleaseAsync(ctx context.Context, done func(error)) {
 }
 
 func (m *mechanics) LeaveToExpire() error { return (*Lock)(m).leaveToExpire() }
+
+func (m *mechanics) CompletedRun() int              { return (*Lock)(m).completedRun() }
+func (m *mechanics) CompletedAt() time.Time         { return (*Lock)(m).completedAt() }
+func (m *mechanics) RecordCompletion(run int) error { return (*Lock)(m).recordCompletion(run) }
+func (m *mechanics) ForgetCompletion() error        { return (*Lock)(m).forgetCompletion() }
 
 // lossGuard is how long before Until a loss is declared (lockutil.LossGuard).
 func lossGuard(ttl time.Duration) time.Duration { return lockutil.LossGuard(ttl) }

@@ -6,7 +6,7 @@ import (
 	"time"
 )
 
-// lookAhead is what a caller acquiring WithCompletion learned of its record
+// lookAhead is what a caller acquiring withCompletion learned of its record
 // while it waited in its Client's queue: a look-up sent as it started to
 // wait, so that a hand-over need not wait for a round to learn it (docs/
 // RELIABILITY.md, "Once: what the completion record covers"). Safe for
@@ -18,7 +18,7 @@ type lookAhead struct {
 	// id wrote it), with its run and expiry
 	rec recordSeen
 	// forgot: when a local holder's release deleted the record
-	// (ForgetCompletion): a look-up sent before says nothing.
+	// (forgetCompletion): a look-up sent before says nothing.
 	forgot time.Time
 	at     time.Time // when the look-up was sent
 	// after is the start of the chain the look-up was sent after
@@ -165,7 +165,7 @@ func (t *turn) lookers(withIdle bool, f func(*handoffReq)) {
 	}
 }
 
-// waitReq is what an Acquire caller asks of a hand-over; WithCompletion, it
+// waitReq is what an Acquire caller asks of a hand-over; withCompletion, it
 // looks its record up as it starts to wait behind another caller.
 func (c *Client) waitReq(k keys, ttl time.Duration, lc *lockConfig, tk *ticket) *handoffReq {
 	req := &handoffReq{ttl: ttl, lc: lc, tk: tk}

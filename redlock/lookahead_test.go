@@ -18,13 +18,13 @@ func TestLookUpRefreshedWhenTheChainStarts(t *testing.T) {
 		ctx := context.Background()
 		c, mems := memClient(t, 3)
 		other := memClientOver(t, mems)
-		o, err := other.Acquire(ctx, "r", time.Minute, WithCompletion("O", time.Hour))
+		o, err := other.Acquire(ctx, "r", time.Minute, withCompletion("O", time.Hour))
 		if err != nil {
 			t.Fatal(err)
 		}
-		chA := waitFor(ctx, c, "r", time.Minute, WithCompletion("A", time.Hour))
+		chA := waitFor(ctx, c, "r", time.Minute, withCompletion("A", time.Hour))
 		synctest.Wait()
-		chB := waitFor(ctx, c, "r", time.Minute, WithCompletion("B", time.Hour))
+		chB := waitFor(ctx, c, "r", time.Minute, withCompletion("B", time.Hour))
 		synctest.Wait() // B waits behind A, its look-up answered
 		time.Sleep(time.Millisecond)
 		_ = o.Release(ctx)

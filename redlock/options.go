@@ -150,7 +150,7 @@ type lockConfig struct {
 	limit   int32  // WithLimit's n, clamped to [MinInt32, MaxLimit+1]; 0 when not given (one holder)
 	maxHold time.Duration
 	suffix  string // the holder part of this acquisition's tokens
-	// WithCompletion's id and window, and the record they name (prepare).
+	// withCompletion's id and window, and the record they name (prepare).
 	completion string
 	window     time.Duration
 	rec        *completionRecord

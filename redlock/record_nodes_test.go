@@ -26,11 +26,11 @@ func nodesClient(t *testing.T, cl *redistest.Cluster) *Client {
 func recordDone(t *testing.T, c *Client, resource, id string, window time.Duration) {
 	t.Helper()
 	ctx := context.Background()
-	l, err := c.TryAcquire(ctx, resource, 5*time.Second, WithCompletion(id, window))
+	l, err := c.TryAcquire(ctx, resource, 5*time.Second, withCompletion(id, window))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := l.RecordCompletion(0); err != nil {
+	if err := l.recordCompletion(0); err != nil {
 		t.Fatal(err)
 	}
 	if err := l.Release(ctx); err != nil {
@@ -43,12 +43,12 @@ func recordDone(t *testing.T, c *Client, resource, id string, window time.Durati
 func findsRecord(t *testing.T, c *Client, resource, id string, window time.Duration) int {
 	t.Helper()
 	ctx := context.Background()
-	l, err := c.TryAcquire(ctx, resource, 5*time.Second, WithCompletion(id, window))
+	l, err := c.TryAcquire(ctx, resource, 5*time.Second, withCompletion(id, window))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer func() { _ = l.Release(ctx) }()
-	return l.CompletedRun()
+	return l.completedRun()
 }
 
 // setClocks steps every node's wall clock to the real one plus d, and
@@ -148,7 +148,7 @@ func TestRecordWindowsOnTheNodesClock(t *testing.T) {
 func TestSlotsSeeEachOthersRecords(t *testing.T) {
 	for range 3 {
 		if l := slotsScenario(t); l != nil {
-			if run := l.CompletedRun(); run != 0 {
+			if run := l.completedRun(); run != 0 {
 				t.Fatalf("the caller handed a slot (via %q) started with CompletedRun %d, want 0: the record another process's slot wrote", l.via, run)
 			}
 			return
@@ -164,7 +164,7 @@ func slotsScenario(t *testing.T) *Lock {
 	ctx := context.Background()
 	cl := redistest.StartCluster(t, 3)
 	x, y := nodesClient(t, cl), nodesClient(t, cl)
-	lim, once := WithLimit(2), WithCompletion("t", time.Hour)
+	lim, once := WithLimit(2), withCompletion("t", time.Hour)
 	take := func(ch <-chan acquired) *Lock {
 		t.Helper()
 		got := <-ch
@@ -193,7 +193,7 @@ func slotsScenario(t *testing.T) *Lock {
 	if !idle(y) {
 		return nil
 	}
-	if err := xb.RecordCompletion(0); err != nil {
+	if err := xb.recordCompletion(0); err != nil {
 		t.Fatal(err)
 	}
 	if err := xb.Release(ctx); err != nil {
@@ -250,15 +250,15 @@ func TestCompletedAtIsTheRecordsTime(t *testing.T) {
 	cl := redistest.StartClockCluster(t, 3)
 	setClocks(t, cl, -2*time.Hour)
 	c := nodesClient(t, cl)
-	once := WithCompletion("t", time.Hour)
+	once := withCompletion("t", time.Hour)
 	l, err := c.TryAcquire(ctx, "r", 5*time.Second, once)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if at := l.CompletedAt(); !at.IsZero() {
+	if at := l.completedAt(); !at.IsZero() {
 		t.Fatalf("no record: CompletedAt %v, want the zero time", at)
 	}
-	_ = l.RecordCompletion(0)
+	_ = l.recordCompletion(0)
 	before := time.Now().Add(-2 * time.Hour)
 	if err := l.Release(ctx); err != nil {
 		t.Fatal(err)
@@ -271,7 +271,7 @@ func TestCompletedAtIsTheRecordsTime(t *testing.T) {
 	defer func() { _ = l.Release(ctx) }()
 	// ms in the score; the nodes' clock is the real one less 2h; a straggler
 	// node may write its record a little after Release returned.
-	if at := l.CompletedAt(); at.Before(before.Add(-time.Second)) || at.After(after.Add(5*time.Second)) {
+	if at := l.completedAt(); at.Before(before.Add(-time.Second)) || at.After(after.Add(5*time.Second)) {
 		t.Fatalf("CompletedAt %v, want between %v and %v (the release, on the nodes' clock)", at, before, after)
 	}
 }

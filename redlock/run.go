@@ -24,9 +24,6 @@ func (c *Client) Run(ctx context.Context, resource string, ttl time.Duration, fn
 	if err != nil {
 		return err
 	}
-	if l.CompletedRun() >= 0 {
-		return errors.Join(ErrCompleted, lockutil.Release(ctx, l))
-	}
 	kctx, cancel := l.KeepAlive(ctx)
 	release := func() error {
 		cancel()
@@ -41,9 +38,6 @@ func (c *Client) Run(ctx context.Context, resource string, ttl time.Duration, fn
 	ferr := fn(kctx)
 	done = true
 	lost := context.Cause(kctx)
-	if ferr == nil && lost == nil && l.record != nil {
-		_ = l.RecordCompletion(0) // refused only once the lock is lost: no record then
-	}
 	rerr := release()
 	if errors.Is(lost, ErrLockLost) {
 		if errors.Is(ferr, ErrLockLost) {

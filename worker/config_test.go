@@ -6,8 +6,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/asynqlock/asynqlock/middleware"
+	"github.com/asynqlock/asynqlock/redlock"
 	"github.com/asynqlock/asynqlock/worker/internal/workerconfig"
 	"github.com/hibiken/asynq"
+	"github.com/redis/go-redis/v9"
 )
 
 func goodEnv() map[string]string {
@@ -245,5 +248,29 @@ func TestLoadConfigLimits(t *testing.T) {
 	}
 	if len(cfg.limitOf("tenant:import")) != 1 || cfg.limitOf("other") != nil {
 		t.Fatal("limitOf: one option for a listed type, none for another")
+	}
+}
+
+// TestCompletionWindowBoundIsTheMiddlewares: LoadConfig's bound on
+// WORKER_COMPLETION_WINDOW is the middleware's own: the largest window it
+// lets through is one the middleware takes, a second more one it refuses.
+func TestCompletionWindowBoundIsTheMiddlewares(t *testing.T) {
+	node := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"})
+	t.Cleanup(func() { _ = node.Close() })
+	locks, err := redlock.New([]redis.UniversalClient{node})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = locks.Close() })
+	for d, ok := range map[time.Duration]bool{maxCompletionWindow: true, maxCompletionWindow + time.Second: false} {
+		_, err := middleware.New(locks, middleware.ByType(), middleware.WithCompletionWindow(d))
+		if (err == nil) != ok {
+			t.Errorf("middleware.New with a %v window: %v; LoadConfig lets it through: %v", d, err, ok)
+		}
+		vars := goodEnv()
+		vars["WORKER_COMPLETION_WINDOW"] = d.String()
+		if _, err := LoadConfigFrom(vars); (err == nil) != ok {
+			t.Errorf("WORKER_COMPLETION_WINDOW=%v: %v", d, err)
+		}
 	}
 }

@@ -14,6 +14,11 @@ import (
 	"github.com/asynqlock/asynqlock/worker/internal/workerconfig"
 )
 
+// maxCompletionWindow is middleware.WithCompletionWindow's bound (a record
+// is kept on every lock node for its window), checked here with the other
+// variables; TestCompletionWindowBoundIsTheMiddlewares keeps the two equal.
+const maxCompletionWindow = 30 * 24 * time.Hour
+
 // asynqTLS is the broker's TLS files from the environment.
 func (c *Config) asynqTLS() workerconfig.TLSFiles {
 	return workerconfig.TLSFiles{CA: c.AsynqTLSCAFile, Cert: c.AsynqTLSCertFile, Key: c.AsynqTLSKeyFile}
@@ -99,8 +104,8 @@ func (c *Config) check() []problem {
 			add("WORKER_LIMITS", "%s: the limit must be in [1, %d], got %d", typ, redlock.MaxLimit, n)
 		}
 	}
-	if c.CompletionWindow < 0 || c.CompletionWindow > redlock.MaxCompletionWindow {
-		add("WORKER_COMPLETION_WINDOW", "must be in [0, %v] (0: no completion records), got %v", redlock.MaxCompletionWindow, c.CompletionWindow)
+	if c.CompletionWindow < 0 || c.CompletionWindow > maxCompletionWindow {
+		add("WORKER_COMPLETION_WINDOW", "must be in [0, %v] (0: no completion records), got %v", maxCompletionWindow, c.CompletionWindow)
 	}
 	if c.ConflictWait < 0 || c.ConflictPolicy == "wait" && c.ConflictWait == 0 {
 		add("WORKER_CONFLICT_WAIT", "must be positive with the wait policy (use requeue for no wait), got %v", c.ConflictWait)

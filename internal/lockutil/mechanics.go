@@ -1,6 +1,9 @@
 package lockutil
 
-import "context"
+import (
+	"context"
+	"time"
+)
 
 // Mechanics are what a redlock lock does for this module's middleware and
 // scheduler and for none of its users, so they are not redlock's public API:
@@ -13,7 +16,29 @@ type Mechanics interface {
 	// LeaveToExpire ends the lock in this process and leaves its keys on
 	// the nodes until their TTL, an end that is not a loss.
 	LeaveToExpire() error
+	// CompletedRun is the run of the completion record the acquisition
+	// found (the largest where nodes differ), -1 for none.
+	CompletedRun() int
+	// CompletedAt is when the found record's work completed, on the nodes'
+	// clock; the zero time for none.
+	CompletedAt() time.Time
+	// RecordCompletion has the release write the record with run (kept in
+	// [0, 1023]); ForgetCompletion has it delete the record instead. Both
+	// refuse a lock acquired without Completion or no longer held.
+	RecordCompletion(run int) error
+	ForgetCompletion() error
 }
+
+// MaxCompletionWindow bounds a completion record's window: records are kept
+// on every lock node for their whole window (docs/guide/OPERATIONS.md).
+const MaxCompletionWindow = 30 * 24 * time.Hour
+
+// Completion is redlock's lock option (a redlock.LockOption) that ties an
+// acquisition to the unit of work id: its round also looks for the id's
+// completion record on every node, and the release writes the record the
+// holder asks for, kept for window (docs/guide/RELIABILITY.md, "Once"). Set
+// by redlock; only the middleware writes records.
+var Completion func(id string, window time.Duration) any
 
 // Handle is embedded in redlock's Lock: its unexported method is promoted
 // to the Lock, which no package but this one can call.
@@ -37,3 +62,7 @@ func ReleaseAsync(ctx context.Context, l mechanical, done func(error)) {
 // LeaveToExpire ends l's life in this process without touching the nodes:
 // its keys stay until their TTL, and the end of its validity is no loss.
 func LeaveToExpire(l mechanical) error { return l.mechanics().LeaveToExpire() }
+
+// MechanicsOf returns the mechanics of l, a lock acquired with Completion, for its
+// record's calls.
+func MechanicsOf(l mechanical) Mechanics { return l.mechanics() }

@@ -159,6 +159,7 @@ type pkg struct {
 var testHarness = []string{
 	repoPath + "/internal/checker",
 	repoPath + "/internal/cronsim",
+	repoPath + "/internal/locktest",
 	repoPath + "/internal/redistest",
 	repoPath + "/internal/workertest",
 }

@@ -1,4 +1,4 @@
-package integration
+package redlock
 
 import (
 	"context"
@@ -6,10 +6,21 @@ import (
 	"time"
 
 	"github.com/asynqlock/asynqlock/internal/redistest"
-	"github.com/asynqlock/asynqlock/redlock"
 )
 
-// TestRecordSurvivesBareMajorityAndOneDataLoss (issue 45, 5a), on 3 real
+// faultClient returns a Client over the cluster's nodes whose calls give up
+// on a paused node within 300ms.
+func faultClient(t *testing.T, cl *redistest.Cluster) *Client {
+	t.Helper()
+	c, err := NewFromURLs(cl.URLs(), WithNodeTimeout(300*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	return c
+}
+
+// TestRecordSurvivesBareMajorityAndOneDataLoss on 3 real
 // redis-server nodes: a lock kept by a bare majority (its third node paused
 // past the key's TTL) records its completion with its release; the paused
 // node, continued, gets the release late, where the key has expired; then
@@ -20,12 +31,12 @@ import (
 // there or not; before, the late node wrote none, and an acquisition that
 // returned at a quorum of the empty node and the late one missed it.
 func TestRecordSurvivesBareMajorityAndOneDataLoss(t *testing.T) {
-	t.Parallel()
 	const ttl = time.Second
 	nodes := redistest.StartCluster(t, 3)
-	c := lockClient(t, nodes, redlock.WithNodeTimeout(300*time.Millisecond))
-	ctx := within(t, time.Minute)
-	once := redlock.WithCompletion("task-1", time.Hour)
+	c := faultClient(t, nodes)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	once := withCompletion("task-1", time.Hour)
 	l, err := c.Acquire(ctx, "r", ttl, once)
 	if err != nil {
 		t.Fatal(err)
@@ -38,7 +49,7 @@ func TestRecordSurvivesBareMajorityAndOneDataLoss(t *testing.T) {
 	if kctx.Err() != nil {
 		t.Fatalf("the lock was lost though a majority kept it: %v", context.Cause(kctx))
 	}
-	if err := l.RecordCompletion(0); err != nil {
+	if err := l.recordCompletion(0); err != nil {
 		t.Fatal(err)
 	}
 	stop()
@@ -55,12 +66,12 @@ func TestRecordSurvivesBareMajorityAndOneDataLoss(t *testing.T) {
 	missed := 0
 	const tries = 6
 	for range tries {
-		fresh := lockClient(t, nodes, redlock.WithNodeTimeout(300*time.Millisecond))
+		fresh := faultClient(t, nodes)
 		again, err := fresh.TryAcquire(ctx, "r", ttl, once)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if again.CompletedRun() < 0 {
+		if again.completedRun() < 0 {
 			missed++
 		}
 		_ = again.Release(ctx)
