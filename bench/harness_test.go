@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/asynqlock/asynqlock/internal/locktest"
 	"github.com/asynqlock/asynqlock/internal/redistest"
 	"github.com/asynqlock/asynqlock/redlock"
 	"github.com/go-redsync/redsync/v4"
@@ -151,7 +152,7 @@ func newRedlock(tb testing.TB, c *redistest.Cluster, opts ...redlock.Option) *re
 		opts = append(opts, redlock.WithNodeTimeout(*nodeTimeout))
 	}
 	if *batchWindow >= 0 {
-		opts = append(opts, redlock.WithBatchWindow(*batchWindow))
+		opts = append(opts, locktest.WithBatchWindow(*batchWindow))
 	}
 	rc, err := redlock.New(nodeClients(tb, c), opts...)
 	if err != nil {

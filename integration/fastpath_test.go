@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/asynqlock/asynqlock/internal/locktest"
 	"github.com/asynqlock/asynqlock/internal/redistest"
 	"github.com/asynqlock/asynqlock/redlock"
 	"github.com/redis/go-redis/v9"
@@ -137,7 +138,7 @@ func TestAcquireQueuesAtOnceWhereItWaits(t *testing.T) {
 	holder := urlLockClient(t, c, redlock.WithNodeTimeout(time.Second))
 	// Without the local queue, the client's second caller goes to the nodes
 	// itself instead of waiting behind the first in the process.
-	waiters := urlLockClient(t, c, redlock.WithNodeTimeout(time.Second), redlock.WithLocalQueue(false))
+	waiters := urlLockClient(t, c, redlock.WithNodeTimeout(time.Second), locktest.WithLocalQueue(false))
 	lockUnlock(t, holder, "warm-up")
 	lockUnlock(t, waiters, "warm-up")
 	h, err := holder.Acquire(within(t, time.Minute), "hot", 10*time.Second)

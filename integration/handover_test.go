@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/asynqlock/asynqlock/internal/locktest"
 	"github.com/asynqlock/asynqlock/internal/redistest"
 	"github.com/asynqlock/asynqlock/redlock"
 )
@@ -101,14 +102,14 @@ func TestFencesGrowAcrossHandOvers(t *testing.T) {
 	t.Parallel() // its own servers; nothing timed
 	c := redistest.StartCluster(t, 5)
 	var handovers atomic.Int64
-	obs := func(e redlock.Event) {
-		if e.Kind == redlock.EventHandOver && e.Err == nil {
+	obs := locktest.OnHandOver(func(err error) {
+		if err == nil {
 			handovers.Add(1)
 		}
-	}
+	})
 	clients := []*redlock.Client{
-		lockClient(t, c, redlock.WithNodeTimeout(handoverTimeout), redlock.WithObserver(obs)),
-		lockClient(t, c, redlock.WithNodeTimeout(handoverTimeout), redlock.WithObserver(obs)),
+		lockClient(t, c, redlock.WithNodeTimeout(handoverTimeout), obs),
+		lockClient(t, c, redlock.WithNodeTimeout(handoverTimeout), obs),
 	}
 	var mu sync.Mutex
 	var fences []int64

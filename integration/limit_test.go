@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/asynqlock/asynqlock/internal/locktest"
 	"github.com/asynqlock/asynqlock/internal/redistest"
 	"github.com/asynqlock/asynqlock/redlock"
 )
@@ -84,8 +85,8 @@ func TestLimitAtMostNHoldersWithANodeKilled(t *testing.T) {
 	clients := []*redlock.Client{
 		lockClient(t, c, opts...),
 		urlLockClient(t, c, opts...),
-		lockClient(t, c, append(opts, redlock.WithLocalQueue(false))...),
-		lockClient(t, c, append(opts, redlock.WithLocalQueue(false))...),
+		lockClient(t, c, append(opts, locktest.WithLocalQueue(false))...),
+		lockClient(t, c, append(opts, locktest.WithLocalQueue(false))...),
 	}
 	const n = 3
 	run := limitContention(t, clients, 12, n, 20*time.Second, 900, func() {

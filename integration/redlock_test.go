@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/asynqlock/asynqlock/internal/locktest"
 	"github.com/asynqlock/asynqlock/internal/redistest"
 	"github.com/asynqlock/asynqlock/redlock"
 )
@@ -97,8 +98,8 @@ func TestMutualExclusionUnderContention(t *testing.T) {
 	clients := []*redlock.Client{
 		lockClient(t, c, opts...),
 		lockClient(t, c, opts...),
-		lockClient(t, c, append(opts, redlock.WithLocalQueue(false))...),
-		lockClient(t, c, append(opts, redlock.WithLocalQueue(false))...),
+		lockClient(t, c, append(opts, locktest.WithLocalQueue(false))...),
+		lockClient(t, c, append(opts, locktest.WithLocalQueue(false))...),
 	}
 	total := contention(t, clients, 32, []string{"sku-a", "sku-b", "sku-c"}, 3*time.Second, 20000)
 	for k, n := range total {

@@ -36,7 +36,7 @@ func acquireRelease(t *testing.T, c *Client, resource string) {
 // does a lone lock's extension.
 func TestBatchWindowNeverDelaysALoneCaller(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		c, mems := memClient(t, 5, WithBatchWindow(10*time.Millisecond))
+		c, mems := memClient(t, 5, withBatchWindow(10*time.Millisecond))
 		start := time.Now()
 		for range 3 {
 			acquireRelease(t, c, "lone")
@@ -123,7 +123,7 @@ func acquireTogether(t *testing.T, c *Client, mems []*memNode, n int) []*Lock {
 // their pipeline; without one it is sent at once.
 func gatherBesideHolders(t *testing.T, window time.Duration) {
 	const later = 5 * time.Millisecond
-	c, mems := memClient(t, 5, WithBatchWindow(window))
+	c, mems := memClient(t, 5, withBatchWindow(window))
 	ctx := context.Background()
 	held := acquireTogether(t, c, mems, 4)
 	before := batchCounts(mems)

@@ -314,7 +314,9 @@ func (l *Lock) settleHandOver(r *round, deadline time.Time, w *waiter, next *Loc
 		}
 	}
 	l.noticeRecord() // for callers that queued while the round was out
-	c.observe(Event{Kind: EventHandOver, Resource: k.resource, Err: err})
+	if c.cfg.onHandOver != nil {
+		c.cfg.onHandOver(err)
+	}
 	return err == nil, r.releaseResult(err)
 }
 

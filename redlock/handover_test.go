@@ -165,14 +165,12 @@ func TestHandOverFallsBack(t *testing.T) {
 func testHandOverFallsBack(t *testing.T, fenced bool) {
 	var mu sync.Mutex
 	var handErrs []error
-	obs := func(e Event) {
-		if e.Kind == EventHandOver {
-			mu.Lock()
-			handErrs = append(handErrs, e.Err)
-			mu.Unlock()
-		}
+	obs := func(err error) {
+		mu.Lock()
+		handErrs = append(handErrs, err)
+		mu.Unlock()
 	}
-	c, mems := memClient(t, 3, WithNodeTimeout(20*time.Millisecond), WithRetryDelay(10*time.Millisecond, 20*time.Millisecond), WithObserver(obs))
+	c, mems := memClient(t, 3, WithNodeTimeout(20*time.Millisecond), WithRetryDelay(10*time.Millisecond, 20*time.Millisecond), withHandOverHook(obs))
 	var opts []LockOption
 	if fenced {
 		opts = append(opts, WithFencing())

@@ -38,8 +38,8 @@ func TestNewRejectsBadNodes(t *testing.T) {
 		{"zero node timeout", []redis.UniversalClient{a}, []Option{WithNodeTimeout(0)}, "node timeout must be positive"},
 		{"drift too large", []redis.UniversalClient{a}, []Option{WithDriftFactor(0.7)}, "drift factor must be in [0, 0.5)"},
 		{"retry range", []redis.UniversalClient{a}, []Option{WithRetryDelay(time.Second, time.Millisecond)}, "retry delay range"},
-		{"negative batch window", []redis.UniversalClient{a}, []Option{WithBatchWindow(-time.Microsecond)}, "batch window must be in [0, node timeout/4 = 12.5ms], got -1µs"},
-		{"batch window past the node timeout", []redis.UniversalClient{a}, []Option{WithNodeTimeout(20 * time.Millisecond), WithBatchWindow(6 * time.Millisecond)}, "batch window must be in [0, node timeout/4 = 5ms], got 6ms"},
+		{"negative batch window", []redis.UniversalClient{a}, []Option{withBatchWindow(-time.Microsecond)}, "batch window must be in [0, node timeout/4 = 12.5ms], got -1µs"},
+		{"batch window past the node timeout", []redis.UniversalClient{a}, []Option{WithNodeTimeout(20 * time.Millisecond), withBatchWindow(6 * time.Millisecond)}, "batch window must be in [0, node timeout/4 = 5ms], got 6ms"},
 		{"nil option", []redis.UniversalClient{a}, []Option{nil}, "nil option"},
 	}
 	for _, tc := range cases {

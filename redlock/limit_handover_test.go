@@ -240,8 +240,8 @@ func TestLimitHandOversNeverExceedN(t *testing.T) {
 func handOversNeverExceedN(t *testing.T, fenced bool) {
 	raws := servers(t, 3)
 	var handed atomic.Int64
-	obs := WithObserver(func(e Event) {
-		if e.Kind == EventHandOver && e.Err == nil {
+	obs := withHandOverHook(func(err error) {
+		if err == nil {
 			handed.Add(1)
 		}
 	})

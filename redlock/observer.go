@@ -22,13 +22,6 @@ const (
 	EventLost EventKind = "lost"
 	// EventNodeError: one node failed a call; Node and Addr name it.
 	EventNodeError EventKind = "node_error"
-	// EventHandOver: a Release passed the lock to a waiting Acquire of the
-	// same Client in one round (Err nil: a local hand-over). Otherwise the
-	// waiter acquires by itself: Err matches ErrLocked when a waiter of
-	// another process was ahead in the nodes' queue, which the lock went to
-	// (a remote hand-over), ErrQuorum when the round failed; a successor
-	// that had started at once then keeps its lock and its validity.
-	EventHandOver EventKind = "handover"
 )
 
 // OutcomeOf names how an acquisition that returned err ended, as the

@@ -1,10 +1,12 @@
 package redlock
 
 import (
-	"go.opentelemetry.io/otel/trace"
 	"log/slog"
 	"math"
 	"time"
+
+	"github.com/asynqlock/asynqlock/internal/lockutil"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // Defaults used when no option overrides them; each option's doc states its own.
@@ -31,13 +33,14 @@ type config struct {
 	retryMax       time.Duration
 	fenceRetention time.Duration
 	localQueue     bool
-	noSlotQueue    bool   // tests only: slot waiters do not queue on the nodes (the control of the FIFO tests)
-	slotRound      func() // tests only: runs before each of a slot waiter's tries (nil: none)
+	noSlotQueue    bool        // tests only: slot waiters do not queue on the nodes (the control of the FIFO tests)
+	slotRound      func()      // tests only: runs before each of a slot waiter's tries (nil: none)
+	onHandOver     func(error) // tests only: the result of each hand-over round (nil: none)
 	logger         *slog.Logger
 	observer       func(Event)
 	batchWorkers   int
 	batchWindow    time.Duration
-	windowSet      bool // WithBatchWindow was given; else the default, fitted to the node timeout
+	windowSet      bool // withBatchWindow was given; else the default, fitted to the node timeout
 	holderInfo     bool
 	tracerProvider trace.TracerProvider // nil: the global provider
 	inspectOnly    bool                 // NewFromURLs keeps nodes it would refuse (the operator's check)
@@ -100,21 +103,31 @@ func WithRetryDelay(min, max time.Duration) Option {
 	return func(c *config) { c.retryMin, c.retryMax = min, max }
 }
 
-// WithLocalQueue turns the in-process FIFO queue of Acquire waiters on or off
-// (default on). With it, only the head of each resource's queue contends on
-// the nodes, and a release hands the lock to the next local waiter in one
-// round. Off, every caller contends on the nodes by itself, as callers in
-// separate processes do (tests and benchmarks of that case use it). Safety
-// never depends on it: the quorum decides.
-func WithLocalQueue(on bool) Option { return func(c *config) { c.localQueue = on } }
+// withLocalQueue (lockutil.LocalQueue, for tests and benchmarks) turns the
+// in-process FIFO queue of Acquire waiters on or off (default on). With it,
+// only the head of each resource's queue contends on the nodes, and a release
+// hands the lock to the next local waiter in one round. Off, every caller
+// contends on the nodes by itself, as callers in separate processes do.
+// Safety never depends on it: the quorum decides.
+func withLocalQueue(on bool) Option { return func(c *config) { c.localQueue = on } }
 
-// WithBatchWindow sets how long a node's worker may hold a call back to send
-// it together with others while callers overlap (default 1ms, or a quarter
-// of the node timeout when that is less; 0 sends every call at once; a lone
-// caller never waits); see docs/design/BATCHING.md. It must not exceed a quarter of
-// the node timeout.
-func WithBatchWindow(d time.Duration) Option {
+// withBatchWindow (lockutil.BatchWindow, for tests and benchmarks) sets how
+// long a node's worker may hold a call back to send it together with others
+// while callers overlap (default 1ms, or a quarter of the node timeout when
+// that is less; 0 sends every call at once; a lone caller never waits); see
+// docs/design/BATCHING.md. It must not exceed a quarter of the node timeout.
+func withBatchWindow(d time.Duration) Option {
 	return func(c *config) { c.batchWindow, c.windowSet = d, true }
+}
+
+// withHandOverHook (lockutil.OnHandOver, for tests) calls f with each
+// hand-over round's result.
+func withHandOverHook(f func(error)) Option { return func(c *config) { c.onHandOver = f } }
+
+func init() {
+	lockutil.LocalQueue = func(on bool) any { return withLocalQueue(on) }
+	lockutil.BatchWindow = func(d time.Duration) any { return withBatchWindow(d) }
+	lockutil.OnHandOver = func(f func(error)) any { return withHandOverHook(f) }
 }
 
 // WithInspectOnly makes NewFromURLs keep the nodes it would refuse (one

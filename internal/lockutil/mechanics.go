@@ -66,3 +66,15 @@ func LeaveToExpire(l mechanical) error { return l.mechanics().LeaveToExpire() }
 // MechanicsOf returns the mechanics of l, a lock acquired with Completion, for its
 // record's calls.
 func MechanicsOf(l mechanical) Mechanics { return l.mechanics() }
+
+// LocalQueue, BatchWindow and OnHandOver are redlock Client options
+// (redlock.Option, set by redlock) for this repository's tests and
+// benchmarks (internal/locktest), which turn a mechanism on and off or watch
+// it: callers of one Client queued in the process (default on), how long a
+// node's worker may hold a call back to batch it (default 1ms or a quarter
+// of the node timeout), and f called with each hand-over round's result.
+var (
+	LocalQueue  func(on bool) any
+	BatchWindow func(d time.Duration) any
+	OnHandOver  func(f func(error)) any
+)
