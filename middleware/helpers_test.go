@@ -275,3 +275,10 @@ func task(typ, payload string) *asynq.Task { return asynq.NewTask(typ, []byte(pa
 // withInspector stands in for the inspector WithBroker makes, so that
 // tests can see and inject its calls.
 func withInspector(i taskInspector) Option { return func(c *config) { c.inspector = i } }
+
+// waiting returns how many tasks wait under the cap now.
+func (c *waitCap) waiting() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.total
+}

@@ -28,12 +28,14 @@ type mw struct {
 	holds      *holdTable // recent hold times of resources whose state was dropped (state.go)
 	keeper     *keeper    // starts the keep-alives of long runs (keeper.go)
 	tracer     trace.Tracer
-	promoteErr failState                            // promotions (and revivals) failing (releaselog.go)
-	parkErr    failState                            // park calls failing
-	releaseErr failState                            // releases failing (releaseState)
-	outage     time.Time                            // a wait ended for want of a quorum; until then arrivals try first
-	atOnce     *atOnce                              // sizes the default wait places (WithBroker without WithRoom); nil: none
-	promoter   func(ev turn, queue, res, id string) // the observer of starts and ends (onTurn, WithBroker); nil: none
+	promoteErr failState // promotions (and revivals) failing (releaselog.go)
+	parkErr    failState // park calls failing
+	releaseErr failState // releases failing (releaseState)
+	outage     time.Time // a wait ended for want of a quorum; until then arrivals try first
+	atOnce     *atOnce   // sizes the default wait places (WithBroker without WithRoom); nil: none
+	// promoter hears every start and end on a resource, beside the task's
+	// way, never in it: onTurn with WithBroker, else a no-op.
+	promoter func(ev turn, queue, res, id string)
 }
 
 // New returns the middleware, or an error naming a bad argument.
@@ -75,6 +77,7 @@ func newMW(client *redlock.Client, key KeyFunc, cfg config) *mw {
 			m.atOnce = &atOnce{places: m.cfg.room.wait}
 		}
 	}
+	m.promoter = func(turn, string, string, string) {}
 	if cfg.broker != nil {
 		m.promoter = m.onTurn
 	}
@@ -158,17 +161,8 @@ func (m *mw) process(ctx context.Context, t *asynq.Task, next asynq.Handler) err
 		return fmt.Errorf("%s: holding %s, waiting to run: %w", r.name(), r.res, err)
 	}
 	r.next = p.around(r.next)
-	m.tell(turnStart, meta.queue, r.res, meta.id)
+	m.promoter(turnStart, meta.queue, r.res, meta.id)
 	return r.run(ctx)
-}
-
-// tell tells the promoter of parked tasks, if there is one (WithBroker),
-// what happened on res: it is the one observer of a resource's starts and
-// ends (onTurn), beside the task's way, never in it.
-func (m *mw) tell(ev turn, queue, res, id string) {
-	if m.promoter != nil {
-		m.promoter(ev, queue, res, id)
-	}
 }
 
 // taskRun is one task's way through the middleware, made once by process

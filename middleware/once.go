@@ -146,7 +146,7 @@ func (r *taskRun) skipCompleted(ctx context.Context) error {
 	m.observe(r.event(EventRedeliverySkipped, nil))
 	taskEvent(ctx, eventSkipped, attrResource.String(r.res))
 	queue, res := r.meta.queue, r.res
-	r.release(ctx, func() { m.tell(turnEnd, queue, res, "") })
+	r.release(ctx, func() { m.promoter(turnEnd, queue, res, "") })
 	return nil
 }
 

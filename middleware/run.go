@@ -62,7 +62,7 @@ func (r *taskRun) ended(acquired time.Time) func() {
 	return func() {
 		now := time.Now()
 		m.ranFor(res, now.Sub(acquired), now)
-		m.tell(turnEnd, queue, res, "")
+		m.promoter(turnEnd, queue, res, "")
 	}
 }
 

@@ -292,9 +292,9 @@ func (m *mw) delay(res string) time.Duration {
 	if e.hold == 0 {
 		step = paceFirstHold
 	}
-	step /= time.Duration(m.cfg.limit) // n slots free up n times as often
-	e.next = lockutil.Later(e.next, now).Add(step)
-	e.contention(lockutil.Later(now, e.next))
+	step /= time.Duration(m.cfg.limit)             // n slots free up n times as often
+	e.next = lockutil.Later(e.next, now).Add(step) // after now: step > 0
+	e.contention(e.next)
 	d := e.next.Sub(now)
 	d += time.Duration(rand.Int64N(int64(step))) // jitter within one slot
 	m.touched(res, e)
