@@ -4,9 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"hash/maphash"
+	"math/rand/v2"
 	"strings"
 	"time"
 
+	"github.com/asynqlock/asynqlock/internal/lockutil"
 	"github.com/asynqlock/asynqlock/redlock"
 	"github.com/hibiken/asynq"
 )
@@ -138,7 +141,7 @@ func (r *taskRun) observeParked(cause error, fifo int) {
 func (r *taskRun) waitParked(ctx context.Context) (*redlock.Lock, error) {
 	m := r.m
 	err := error(errWaitCap)
-	if m.tryWaitParked(r.res) {
+	if m.cfg.room.wait.enter(r.res, m.cfg.limit) { // past the share, within the cap across resources
 		var lock *redlock.Lock
 		if lock, err = m.waitFor(ctx, r.res, max(m.cfg.policy.wait, defaultWait), r.opts); err == nil {
 			return lock, nil
@@ -278,3 +281,162 @@ func (p Policy) name() string {
 	}
 	return "invalid"
 }
+
+// The pace of a resource spaces out the return of its requeued tasks. Each
+// conflict takes the next slot of a virtual queue whose slots are one
+// typical hold time apart (measured from this process's own runs on the
+// resource), so that requeued tasks come back about as fast as the resource
+// can serve them instead of all at once: the lock stays busy and the workers
+// are not flooded with tasks that can only be requeued again.
+//
+// asynq keeps retry times in whole seconds, so slots closer together than a
+// second come back together at the next second; the pacing then works at
+// that granularity, and the waiters carry the hand-offs
+// within a second. The pace lives in the resource's resState: it is
+// remembered while the resource is in use or met contention lately.
+
+const (
+	paceMinHold   = 2 * time.Millisecond
+	paceFirstHold = 50 * time.Millisecond // before any run was measured
+	paceMinDelay  = 50 * time.Millisecond
+	paceMaxDelay  = 30 * time.Second
+)
+
+// holdSlots is the size of the table of recent hold times: the hold time
+// of a resource whose state was dropped (it met no contention) is kept
+// there, in constant memory, until another resource takes its slot, so that
+// the first conflict on a resource that ran here lately is paced by its
+// measured hold time.
+const holdSlots = 1024
+
+// holdSlot is a recent hold time of the resource whose hash is key.
+type holdSlot struct {
+	key  uint64
+	hold time.Duration
+}
+
+// holdTable holds recent hold times by resource hash.
+type holdTable struct {
+	seed  maphash.Seed
+	slots [holdSlots]holdSlot
+}
+
+func (h *holdTable) slot(res string) (*holdSlot, uint64) {
+	k := maphash.String(h.seed, res)
+	return &h.slots[k%holdSlots], k
+}
+
+// get returns the recent hold time of res (0 when unknown).
+func (h *holdTable) get(res string) time.Duration {
+	s, k := h.slot(res)
+	if s.key != k {
+		return 0
+	}
+	return s.hold
+}
+
+func (h *holdTable) set(res string, d time.Duration) {
+	s, k := h.slot(res)
+	*s = holdSlot{k, d}
+}
+
+// ranFor records that a task held res for d and released it at now.
+func (m *mw) ranFor(res string, d time.Duration, now time.Time) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	e := m.entry(res)
+	if e.hold == 0 {
+		e.hold = d
+	} else {
+		e.hold = (e.hold*7 + d) / 8
+	}
+	m.holds.set(res, e.hold)
+	e.released = now
+	m.touched(res, e)
+}
+
+// lastRelease returns when a task of this process last released res.
+func (m *mw) lastRelease(res string) time.Time {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if e, ok := m.res[res]; ok {
+		return e.released
+	}
+	return time.Time{}
+}
+
+// delay returns how long a task that met a conflict on res should stay
+// away, and notes the contention.
+func (m *mw) delay(res string) time.Duration {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	now := time.Now()
+	e := m.entry(res)
+	step := max(e.hold, paceMinHold)
+	if e.hold == 0 {
+		step = paceFirstHold
+	}
+	step /= time.Duration(m.cfg.limit)             // n slots free up n times as often
+	e.next = lockutil.Later(e.next, now).Add(step) // after now: step > 0
+	e.contention(e.next)
+	d := e.next.Sub(now)
+	d += time.Duration(rand.Int64N(int64(step))) // jitter within one slot
+	m.touched(res, e)
+	return min(max(d, paceMinDelay), paceMaxDelay)
+}
+
+// contended notes that a task of this process met res busy.
+func (m *mw) contended(res string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	e := m.entry(res)
+	e.contention(time.Now())
+	m.touched(res, e)
+}
+
+// acquireFailed returns the error that ends the run when an acquisition
+// failed for another reason than a conflict (a busy resource, unreachable
+// lock nodes): asynq ended the run (deadline, shutdown), or the lock client
+// failed otherwise (closed, bad input). That is an ordinary failure,
+// retried and counted as such, never a conflict. It returns nil for a
+// conflict.
+func (r *taskRun) acquireFailed(ctx context.Context, err error) error {
+	if ctx.Err() != nil || !errors.Is(err, redlock.ErrLocked) && !errors.Is(err, redlock.ErrQuorum) {
+		return fmt.Errorf("%s: acquiring %s: %w", r.name(), r.res, err)
+	}
+	return nil
+}
+
+// event returns an event of kind about this task.
+func (r *taskRun) event(kind EventKind, err error) Event {
+	return Event{Kind: kind, TaskType: r.t.Type(), TaskID: r.meta.id, Resource: r.res, Err: err}
+}
+
+// lockEvent returns an event about getting the lock (acquired, or a
+// conflict with its action), which also names the policy; observeWait
+// sends it with its wait.
+func (r *taskRun) lockEvent(kind EventKind, action string, err error) Event {
+	ev := r.event(kind, err)
+	ev.Policy, ev.Action = r.m.cfg.policy.name(), action
+	return ev
+}
+
+// observeWait sends ev with the time since the run began to ask for its
+// lock: how long acquiring took, or until the conflict was decided.
+func (r *taskRun) observeWait(ev Event) {
+	ev.Wait = time.Since(r.start)
+	r.m.observe(ev)
+}
+
+// handoverKind tells whether a lock obtained after waiting passed from a task
+// of this process ("local") or of another ("remote").
+func (m *mw) handoverKind(res string, acquired time.Time) string {
+	if r := m.lastRelease(res); !r.IsZero() && acquired.Sub(r) < localHandover {
+		return "local"
+	}
+	return "remote"
+}
+
+// localHandover: a lock obtained this soon after a task of this process
+// released it is taken for passed on locally.
+const localHandover = 20 * time.Millisecond

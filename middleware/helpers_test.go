@@ -282,3 +282,20 @@ func (c *waitCap) waiting() int {
 	defer c.mu.Unlock()
 	return c.total
 }
+
+// forceWait counts a waiter of res whatever the bounds, the cap across
+// resources included (a task on its last retry must not be archived).
+func (m *mw) forceWait(res string) {
+	m.cfg.room.wait.force(res, m.cfg.limit)
+	m.countWaiter(res)
+}
+
+// force takes a slot for a waiter of res whatever the cap.
+func (c *waitCap) force(res string, limit int) {
+	if c == nil {
+		return
+	}
+	c.mu.Lock()
+	c.add(res, limit)
+	c.mu.Unlock()
+}

@@ -25,7 +25,7 @@ type mw struct {
 	res        map[string]*resState // per resource, while in use or contended lately (state.go)
 	idle       []idleRec            // idle entries kept a while, oldest first (from idleHead)
 	idleHead   int
-	holds      *holdTable // recent hold times of resources whose state was dropped (state.go)
+	holds      *holdTable // recent hold times of resources whose state was dropped (the pace, conflict.go)
 	keeper     *keeper    // starts the keep-alives of long runs (keeper.go)
 	tracer     trace.Tracer
 	promoteErr failState // promotions (and revivals) failing (releaselog.go)
@@ -199,40 +199,6 @@ func (m *mw) newRun(t *asynq.Task, next asynq.Handler, meta taskMeta, res string
 // name is how errors name the task: "task TYPE (id ID)".
 func (r *taskRun) name() string {
 	return fmt.Sprintf("task %s (id %s)", r.t.Type(), r.meta.id)
-}
-
-// acquireFailed returns the error that ends the run when an acquisition
-// failed for another reason than a conflict (a busy resource, unreachable
-// lock nodes): asynq ended the run (deadline, shutdown), or the lock client
-// failed otherwise (closed, bad input). That is an ordinary failure,
-// retried and counted as such, never a conflict. It returns nil for a
-// conflict.
-func (r *taskRun) acquireFailed(ctx context.Context, err error) error {
-	if ctx.Err() != nil || !errors.Is(err, redlock.ErrLocked) && !errors.Is(err, redlock.ErrQuorum) {
-		return fmt.Errorf("%s: acquiring %s: %w", r.name(), r.res, err)
-	}
-	return nil
-}
-
-// event returns an event of kind about this task.
-func (r *taskRun) event(kind EventKind, err error) Event {
-	return Event{Kind: kind, TaskType: r.t.Type(), TaskID: r.meta.id, Resource: r.res, Err: err}
-}
-
-// lockEvent returns an event about getting the lock (acquired, or a
-// conflict with its action), which also names the policy; observeWait
-// sends it with its wait.
-func (r *taskRun) lockEvent(kind EventKind, action string, err error) Event {
-	ev := r.event(kind, err)
-	ev.Policy, ev.Action = r.m.cfg.policy.name(), action
-	return ev
-}
-
-// observeWait sends ev with the time since the run began to ask for its
-// lock: how long acquiring took, or until the conflict was decided.
-func (r *taskRun) observeWait(ev Event) {
-	ev.Wait = time.Since(r.start)
-	r.m.observe(ev)
 }
 
 // taskMeta is what asynq tells a handler about its task.

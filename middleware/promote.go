@@ -261,19 +261,6 @@ func (m *mw) brokerState(failing *failState, res string, err error, down, up str
 	}
 }
 
-// handoverKind tells whether a lock obtained after waiting passed from a task
-// of this process ("local") or of another ("remote").
-func (m *mw) handoverKind(res string, acquired time.Time) string {
-	if r := m.lastRelease(res); !r.IsZero() && acquired.Sub(r) < localHandover {
-		return "local"
-	}
-	return "remote"
-}
-
-// localHandover: a lock obtained this soon after a task of this process
-// released it is taken for passed on locally.
-const localHandover = 20 * time.Millisecond
-
 // promoState is the promotion state of one resource in one queue.
 type promoState struct {
 	queue   string

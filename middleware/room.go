@@ -283,16 +283,6 @@ func (c *waitCap) shareLocked(res string, limit int, now time.Time) int {
 	return max(1, c.max*limit/weight)
 }
 
-// force takes a slot for a waiter of res whatever the cap.
-func (c *waitCap) force(res string, limit int) {
-	if c == nil {
-		return
-	}
-	c.mu.Lock()
-	c.add(res, limit)
-	c.mu.Unlock()
-}
-
 // add counts a waiter of res, a resource of limit slots; c.mu is held.
 func (c *waitCap) add(res string, limit int) {
 	delete(c.claims, res)
@@ -360,101 +350,4 @@ func (c *waitCap) claimWeightLocked(res string, now time.Time) int {
 		}
 	}
 	return w
-}
-
-// requeueTrip is how long a requeued task is away at least with asynq's
-// default DelayedTaskCheckInterval: waiting any shorter is better.
-const requeueTrip = 5 * time.Second
-
-// freshShare is how many tasks of this process may wait for a resource
-// when a task meets it busy: maxWaiters, or with parking (not soft) half of
-// it, at least 1: the other half is left to promoted tasks, which come back
-// in FIFO order and would otherwise find the share taken. Fewer tasks
-// waiting in workers also leave more workers to other resources during a
-// burst (docs/guide/HOTKEYS.md).
-// A resource of n slots (WithLimit) has n times the share. Under a cap
-// across resources (a Room's wait places) it is also at most half the resource's
-// share of the cap, so that with several hot resources the promoted tasks
-// of each still find room (docs/guide/HOTKEYS.md).
-func (m *mw) freshShare(res string, soft bool) int {
-	if soft || m.cfg.room.maxWaiters <= 1 {
-		return m.cfg.room.maxWaiters * m.cfg.limit
-	}
-	n := m.cfg.room.maxWaiters / 2 * m.cfg.limit
-	if s := m.cfg.room.wait.share(res, m.cfg.limit); s < math.MaxInt {
-		n = min(n, max(1, s/2))
-	}
-	return n
-}
-
-// enterWait counts a waiter of res if there is room: fewer than freshShare
-// wait, or (soft) the tasks ahead should be done within the Wait bound and
-// sooner than a requeued task could come back.
-func (m *mw) enterWait(res string, soft bool) bool {
-	n := m.waiting(res)
-	if n >= m.freshShare(res, soft) {
-		if !soft || m.cfg.room.maxWaiters == 0 {
-			return false
-		}
-		if ahead := time.Duration(n+1) * m.typical(res); ahead >= min(requeueTrip, m.cfg.policy.wait) {
-			return false
-		}
-	}
-	if !m.cfg.room.wait.enter(res, m.cfg.limit) {
-		return false
-	}
-	m.countWaiter(res)
-	return true
-}
-
-// forceWait counts a waiter of res whatever the bounds, the cap across
-// resources included (a task on its last retry must not be archived).
-func (m *mw) forceWait(res string) {
-	m.cfg.room.wait.force(res, m.cfg.limit)
-	m.countWaiter(res)
-}
-
-// tryWaitParked counts a waiter of res that was parked once: past the
-// resource's share, but within the cap across resources (false: no room).
-func (m *mw) tryWaitParked(res string) bool {
-	if !m.cfg.room.wait.enter(res, m.cfg.limit) {
-		return false
-	}
-	m.countWaiter(res)
-	return true
-}
-
-// countWaiter counts a waiter of res (its cap slot taken) and notes the
-// contention.
-func (m *mw) countWaiter(res string) {
-	m.mu.Lock()
-	e := m.entry(res)
-	e.waiters++
-	e.contention(time.Now())
-	m.mu.Unlock()
-}
-
-// leaveWait uncounts a waiter of res; one that leaves without the lock
-// tells the promoter (onTurn), one that got it tells it at its start.
-func (m *mw) leaveWait(res string, got bool) {
-	m.cfg.room.wait.leave(res)
-	m.mu.Lock()
-	if e, ok := m.res[res]; ok {
-		e.waiters--
-		m.touched(res, e)
-	}
-	m.mu.Unlock()
-	if !got {
-		m.promoter(turnLeft, "", res, "")
-	}
-}
-
-// waiting returns how many tasks of this process wait for res.
-func (m *mw) waiting(res string) int {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if e, ok := m.res[res]; ok {
-		return e.waiters
-	}
-	return 0
 }

@@ -2,13 +2,10 @@ package middleware
 
 import (
 	"context"
-	"errors"
 	"time"
 
-	"github.com/asynqlock/asynqlock/redlock"
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
-	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
 )
 
@@ -54,31 +51,6 @@ func (c *config) tracer() trace.Tracer {
 		tp = otel.GetTracerProvider()
 	}
 	return tp.Tracer(tracerName)
-}
-
-// startWait starts the wait span of a task that waits for res; the
-// returned context carries it, so that the acquisitions of the wait are its
-// children. Only tasks that meet a busy lock get here: an uncontended task
-// pays nothing for it.
-func (m *mw) startWait(ctx context.Context, res string) (context.Context, trace.Span) {
-	ctx, span := m.tracer.Start(ctx, spanWait, trace.WithSpanKind(trace.SpanKindInternal))
-	if span.IsRecording() {
-		span.SetAttributes(attrResource.String(res))
-	}
-	return ctx, span
-}
-
-// endWait records how a wait ended and the rounds of the wait bound it
-// took. How the lock came (asynqlock.handover) is on the acquisition that
-// ended the wait, a child span, from the lock client that knows it.
-func (m *mw) endWait(span trace.Span, rounds int, err error) {
-	if span.IsRecording() {
-		span.SetAttributes(attrOutcome.String(redlock.OutcomeOf(err)), attrRounds.Int(rounds))
-		if err != nil && !errors.Is(err, redlock.ErrLocked) {
-			span.SetStatus(codes.Error, err.Error())
-		}
-	}
-	span.End()
 }
 
 // taskEvent adds an event to the span of the task's context, if it records.
