@@ -9,7 +9,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/asynqlock/asynqlock/internal/lockutil"
 	"github.com/asynqlock/asynqlock/redlock"
 	"github.com/hibiken/asynq"
 )
@@ -376,8 +375,11 @@ func (m *mw) delay(res string) time.Duration {
 	if e.hold == 0 {
 		step = paceFirstHold
 	}
-	step /= time.Duration(m.cfg.limit)             // n slots free up n times as often
-	e.next = lockutil.Later(e.next, now).Add(step) // after now: step > 0
+	step /= time.Duration(m.cfg.limit) // n slots free up n times as often
+	if e.next.Before(now) {
+		e.next = now // no slot ahead: the queue starts again now
+	}
+	e.next = e.next.Add(step) // after now: step > 0
 	e.contention(e.next)
 	d := e.next.Sub(now)
 	d += time.Duration(rand.Int64N(int64(step))) // jitter within one slot

@@ -130,7 +130,7 @@ func (m *mw) process(ctx context.Context, t *asynq.Task, next asynq.Handler) err
 	if key == "" {
 		return next.ProcessTask(ctx, t)
 	}
-	r := m.newRun(t, next, meta, m.resource(t, key))
+	r := m.newRun(t, next, meta, key)
 	// A wait gives the place back (dropPlace); the handler's context does
 	// not carry it, so no lock taken inside the handler can.
 	wctx := withPlace(ctx, p)
@@ -145,8 +145,8 @@ func (m *mw) process(ctx context.Context, t *asynq.Task, next asynq.Handler) err
 		waited = true
 	}
 	r.lock = lock
-	if r.completed(lock) {
-		return r.skipCompleted(ctx)
+	if r.skipCompleted(ctx) {
+		return nil
 	}
 	if m.cfg.observer != nil {
 		ev := r.lockEvent(EventAcquired, "", nil)
@@ -160,7 +160,7 @@ func (m *mw) process(ctx context.Context, t *asynq.Task, next asynq.Handler) err
 		r.release(ctx, nil)
 		return fmt.Errorf("%s: holding %s, waiting to run: %w", r.name(), r.res, err)
 	}
-	r.next = p.around(r.next)
+	r.place = p
 	m.promoter(turnStart, meta.queue, r.res, meta.id)
 	return r.run(ctx)
 }
@@ -184,13 +184,15 @@ type taskRun struct {
 	log   taskLog
 	lock  *redlock.Lock        // held from acquisition to release; a rollback may take it anew
 	held  *resState            // the resource's entry while countHolder counts this task
+	place *place               // its run place, given back as soon as its handler returns
 	opts  []redlock.LockOption // its acquisitions' options (lockOptsFor)
 }
 
-// newRun starts the run of task t, with metadata meta, on resource res. It
-// returns a value, which the caller keeps on its stack: a run allocates
-// nothing of its own.
-func (m *mw) newRun(t *asynq.Task, next asynq.Handler, meta taskMeta, res string) taskRun {
+// newRun starts the run of task t, with metadata meta, on the resource of
+// key. It returns a value, which the caller keeps on its stack: a run
+// allocates nothing of its own.
+func (m *mw) newRun(t *asynq.Task, next asynq.Handler, meta taskMeta, key string) taskRun {
+	res := m.resource(t, key)
 	meta.prior = priorRuns(t)
 	return taskRun{m: m, t: t, next: next, meta: meta, res: res, start: time.Now(), opts: m.lockOptsFor(t, meta),
 		log: taskLog{l: m.cfg.logger, id: meta.id, typ: t.Type(), res: res}}

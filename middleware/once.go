@@ -101,8 +101,9 @@ func (m *mw) lockOptsFor(t *asynq.Task, meta taskMeta) []redlock.LockOption {
 	return append(opts, lockutil.Completion(recordID(meta.id, t), m.cfg.window).(redlock.LockOption))
 }
 
-// completed reports whether the acquisition found the completion record of
-// the run this delivery repeats: a run of the task completed under the lock,
+// skipCompleted ends the run, and reports true, if the acquisition found the
+// completion record of the run this delivery repeats: a run of the task
+// completed under the lock,
 // and asynq counted a failure of the task since (its retry count is above
 // the record's run). That is how asynq brings back a task whose completion
 // it missed (a worker killed or paused before the acknowledgment, a broker
@@ -110,35 +111,29 @@ func (m *mw) lockOptsFor(t *asynq.Task, meta taskMeta) []redlock.LockOption {
 // a failure. A record of a run not below this delivery's is no such run: a
 // fresh enqueue that reuses the ID (a new task, its count from 0), or an
 // operator's re-run (Inspector.RunTask keeps the count). It runs, and its
-// release deletes that record (lockutil's ForgetCompletion), so that its own retries
+// release deletes that record (ForgetCompletion), so that its own retries
 // are not taken for re-deliveries of the other work; a success writes its
 // own. docs/guide/RELIABILITY.md, "Once", argues the rule and its limits.
-func (r *taskRun) completed(lock *redlock.Lock) bool {
-	rec := lockutil.MechanicsOf(lock)
+//
+// A skipped delivery's handler does not run (an earlier one returned nil,
+// and the broker could not record it): the lock is released and the task
+// completes, its result (asynqmon, Inspector) saying why, and when the run
+// completed (on the lock nodes' clock).
+func (r *taskRun) skipCompleted(ctx context.Context) bool {
+	rec := lockutil.MechanicsOf(r.lock)
 	run := rec.CompletedRun()
 	if run < 0 {
 		return false
 	}
-	if r.meta.run() > run {
-		return true
+	if r.meta.run() <= run {
+		_ = rec.ForgetCompletion() // refused only for a lock lost meanwhile: its release writes nothing then
+		return false
 	}
-	_ = rec.ForgetCompletion() // refused only for a lock lost meanwhile: its release writes nothing then
-	return false
-}
-
-// skipCompleted ends a run whose acquisition found the task's completion
-// record: an earlier delivery's handler returned nil, and asynq delivered
-// it again because the broker could not record that. The handler does not
-// run; the lock is released and the task completes, its result (asynqmon,
-// Inspector) saying why, and when the run completed (on the lock nodes'
-// clock, CompletedAt).
-func (r *taskRun) skipCompleted(ctx context.Context) error {
 	m := r.m
 	r.log.Debug("task already completed under its lock: not run again")
 	if w := r.t.ResultWriter(); w != nil {
-		rec := lockutil.MechanicsOf(r.lock)
 		msg := fmt.Sprintf("asynqlock: re-delivery of run %d (asynq retry count), which completed under its lock at %s; handler not run",
-			rec.CompletedRun(), rec.CompletedAt().UTC().Format(time.RFC3339Nano))
+			run, rec.CompletedAt().UTC().Format(time.RFC3339Nano))
 		if _, err := w.Write([]byte(msg)); err != nil {
 			r.log.Debug("skip not written to the task's result", "err", err)
 		}
@@ -147,7 +142,7 @@ func (r *taskRun) skipCompleted(ctx context.Context) error {
 	taskEvent(ctx, eventSkipped, attrResource.String(r.res))
 	queue, res := r.meta.queue, r.res
 	r.release(ctx, func() { m.promoter(turnEnd, queue, res, "") })
-	return nil
+	return true
 }
 
 // recordCompletion has the lock's release write the task's completion

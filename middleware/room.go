@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/asynqlock/asynqlock/redlock"
-	"github.com/hibiken/asynq"
 )
 
 // Room is a process's places for its tasks, shared by every middleware
@@ -152,18 +151,6 @@ func (p *place) drop() {
 		p.held = false
 		p.g.leave()
 	}
-}
-
-// around returns h, giving the place back as soon as h returns (before the
-// lock's release round).
-func (p *place) around(h asynq.Handler) asynq.Handler {
-	if p == nil {
-		return h
-	}
-	return asynq.HandlerFunc(func(ctx context.Context, t *asynq.Task) error {
-		defer p.drop()
-		return h.ProcessTask(ctx, t)
-	})
 }
 
 type placeKey struct{}

@@ -20,9 +20,10 @@ func (r *taskRun) run(ctx context.Context) error {
 		if finished {
 			return
 		}
-		// The handler panicked: roll back under the lock, release it, then
-		// let asynq see the panic (it turns it into a failed run). The
-		// rollback's error is logged and observed by rollback.
+		// The handler panicked: give its place back, roll back under the
+		// lock, release it, then let asynq see the panic (it turns it into a
+		// failed run). The rollback's error is logged and observed by rollback.
+		r.place.drop()
 		p := recover()
 		lost := g.end(m.keeper)
 		traceLost(ctx, r.res, lost)
@@ -30,6 +31,7 @@ func (r *taskRun) run(ctx context.Context) error {
 		panic(p)
 	}()
 	herr := r.next.ProcessTask(g, r.t)
+	r.place.drop() // before the lock's release round
 	returned := time.Now()
 	finished = true
 	afterHandler(lock)
