@@ -13,6 +13,19 @@ import (
 	"github.com/hibiken/asynq"
 )
 
+// acquireFailed returns the error that ends the run when an acquisition
+// failed for another reason than a conflict (a busy resource, unreachable
+// lock nodes): asynq ended the run (deadline, shutdown), or the lock client
+// failed otherwise (closed, bad input). That is an ordinary failure,
+// retried and counted as such, never a conflict. It returns nil for a
+// conflict.
+func (r *taskRun) acquireFailed(ctx context.Context, err error) error {
+	if ctx.Err() != nil || !errors.Is(err, redlock.ErrLocked) && !errors.Is(err, redlock.ErrQuorum) {
+		return fmt.Errorf("%s: acquiring %s: %w", r.name(), r.res, err)
+	}
+	return nil
+}
+
 // conflict applies the policy to a task whose resource is busy (or whose
 // lock nodes are unreachable): cause is why the lock was not had. It
 // returns a lock only when it ended up waiting for, and getting, the lock.
@@ -281,6 +294,48 @@ func (p Policy) name() string {
 	return "invalid"
 }
 
+// event returns an event of kind about this task.
+func (r *taskRun) event(kind EventKind, err error) Event {
+	return Event{Kind: kind, TaskType: r.t.Type(), TaskID: r.meta.id, Resource: r.res, Err: err}
+}
+
+// lockEvent returns an event about getting the lock (acquired, or a
+// conflict with its action), which also names the policy; observeWait
+// sends it with its wait.
+func (r *taskRun) lockEvent(kind EventKind, action string, err error) Event {
+	ev := r.event(kind, err)
+	ev.Policy, ev.Action = r.m.cfg.policy.name(), action
+	return ev
+}
+
+// observeWait sends ev with the time since the run began to ask for its
+// lock: how long acquiring took, or until the conflict was decided.
+func (r *taskRun) observeWait(ev Event) {
+	ev.Wait = time.Since(r.start)
+	r.m.observe(ev)
+}
+
+// observeAcquired sends the observer (if any) that the task got its lock;
+// after a wait, Handover tells whether it passed from a task of this
+// process ("local") or of another ("remote").
+func (r *taskRun) observeAcquired(waited bool) {
+	if r.m.cfg.observer == nil {
+		return
+	}
+	ev := r.lockEvent(EventAcquired, "", nil)
+	if waited {
+		ev.Handover = "remote"
+		if rel := r.m.lastRelease(r.res); !rel.IsZero() && time.Since(rel) < localHandover {
+			ev.Handover = "local"
+		}
+	}
+	r.observeWait(ev)
+}
+
+// localHandover: a lock obtained this soon after a task of this process
+// released it is taken for passed on locally.
+const localHandover = 20 * time.Millisecond
+
 // The pace of a resource spaces out the return of its requeued tasks. Each
 // conflict takes the next slot of a virtual queue whose slots are one
 // typical hold time apart (measured from this process's own runs on the
@@ -395,50 +450,3 @@ func (m *mw) contended(res string) {
 	e.contention(time.Now())
 	m.touched(res, e)
 }
-
-// acquireFailed returns the error that ends the run when an acquisition
-// failed for another reason than a conflict (a busy resource, unreachable
-// lock nodes): asynq ended the run (deadline, shutdown), or the lock client
-// failed otherwise (closed, bad input). That is an ordinary failure,
-// retried and counted as such, never a conflict. It returns nil for a
-// conflict.
-func (r *taskRun) acquireFailed(ctx context.Context, err error) error {
-	if ctx.Err() != nil || !errors.Is(err, redlock.ErrLocked) && !errors.Is(err, redlock.ErrQuorum) {
-		return fmt.Errorf("%s: acquiring %s: %w", r.name(), r.res, err)
-	}
-	return nil
-}
-
-// event returns an event of kind about this task.
-func (r *taskRun) event(kind EventKind, err error) Event {
-	return Event{Kind: kind, TaskType: r.t.Type(), TaskID: r.meta.id, Resource: r.res, Err: err}
-}
-
-// lockEvent returns an event about getting the lock (acquired, or a
-// conflict with its action), which also names the policy; observeWait
-// sends it with its wait.
-func (r *taskRun) lockEvent(kind EventKind, action string, err error) Event {
-	ev := r.event(kind, err)
-	ev.Policy, ev.Action = r.m.cfg.policy.name(), action
-	return ev
-}
-
-// observeWait sends ev with the time since the run began to ask for its
-// lock: how long acquiring took, or until the conflict was decided.
-func (r *taskRun) observeWait(ev Event) {
-	ev.Wait = time.Since(r.start)
-	r.m.observe(ev)
-}
-
-// handoverKind tells whether a lock obtained after waiting passed from a task
-// of this process ("local") or of another ("remote").
-func (m *mw) handoverKind(res string, acquired time.Time) string {
-	if r := m.lastRelease(res); !r.IsZero() && acquired.Sub(r) < localHandover {
-		return "local"
-	}
-	return "remote"
-}
-
-// localHandover: a lock obtained this soon after a task of this process
-// released it is taken for passed on locally.
-const localHandover = 20 * time.Millisecond

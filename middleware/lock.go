@@ -148,13 +148,7 @@ func (m *mw) process(ctx context.Context, t *asynq.Task, next asynq.Handler) err
 	if r.skipCompleted(ctx) {
 		return nil
 	}
-	if m.cfg.observer != nil {
-		ev := r.lockEvent(EventAcquired, "", nil)
-		if waited {
-			ev.Handover = m.handoverKind(r.res, time.Now())
-		}
-		r.observeWait(ev)
-	}
+	r.observeAcquired(waited)
 	r.held = m.countHolder(r.res) // until the release is answered
 	if err := p.take(ctx, true); err != nil {
 		r.release(ctx, nil)

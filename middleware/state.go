@@ -5,8 +5,10 @@ import (
 )
 
 // resState is everything this process keeps about one resource: who of
-// the process holds or waits for it, its pace (measured hold time, requeue
-// slots), and its promotions per queue. It lives in one table (mw.res) with
+// the process holds or waits for it (counted here, where the count may
+// drop the entry; the wait reads it, wait.go), its pace (measured hold
+// time, requeue slots: conflict.go), and its promotions per queue
+// (promote.go). It lives in one table (mw.res) with
 // one lifecycle: it exists while in use (a holder, a waiter, a promotion
 // call or follow-up, an owed promotion) and, once idle, is dropped at once
 // unless the resource met contention in this process lately (keepUntil):

@@ -33,6 +33,101 @@ func (m *mw) acquire(ctx context.Context, res string, opts []redlock.LockOption)
 	return lock, err == nil, err
 }
 
+// errHeldHere is the conflict of a task that found its resource held (all
+// its slots) or waited for by tasks of this process: a TryAcquire round
+// could only be refused, or take the lock ahead of a waiter.
+var errHeldHere = fmt.Errorf("middleware: %w: held or waited for by tasks of this process", redlock.ErrLocked)
+
+// heldHere reports whether tasks of this process wait for res, or hold
+// all of its slots (WithLimit).
+func (m *mw) heldHere(res string) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	e, ok := m.res[res]
+	return ok && (e.holders >= m.cfg.limit || e.waiters > 0)
+}
+
+// sawOutage notes that a wait ended for want of a quorum: for the next
+// bound, tasks arriving beside a local holder or waiter try the nodes first
+// (TryAcquire fails at once in an outage, and the task is requeued) rather
+// than each waiting out a bound behind the others.
+func (m *mw) sawOutage(bound time.Duration) {
+	m.mu.Lock()
+	m.outage = time.Now().Add(bound)
+	m.mu.Unlock()
+}
+
+func (m *mw) inOutage() bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return time.Now().Before(m.outage)
+}
+
+// requeueTrip is how long a requeued task is away at least with asynq's
+// default DelayedTaskCheckInterval: waiting any shorter is better.
+const requeueTrip = 5 * time.Second
+
+// enterWait takes a wait place for res if there is room: fewer than freshShare
+// wait, or (soft) the tasks ahead should be done within the Wait bound and
+// sooner than a requeued task could come back.
+func (m *mw) enterWait(res string, soft bool) bool {
+	n := m.waiting(res)
+	if n >= m.freshShare(res, soft) {
+		if !soft || m.cfg.room.maxWaiters == 0 {
+			return false
+		}
+		if ahead := time.Duration(n+1) * m.typical(res); ahead >= min(requeueTrip, m.cfg.policy.wait) {
+			return false
+		}
+	}
+	return m.cfg.room.wait.enter(res, m.cfg.limit)
+}
+
+// waiting returns how many tasks of this process wait for res.
+func (m *mw) waiting(res string) int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if e, ok := m.res[res]; ok {
+		return e.waiters
+	}
+	return 0
+}
+
+// freshShare is how many tasks of this process may wait for a resource
+// when a task meets it busy: maxWaiters, or with parking (not soft) half of
+// it, at least 1: the other half is left to promoted tasks, which come back
+// in FIFO order and would otherwise find the share taken. Fewer tasks
+// waiting in workers also leave more workers to other resources during a
+// burst (docs/guide/HOTKEYS.md).
+// A resource of n slots (WithLimit) has n times the share. Under a cap
+// across resources (a Room's wait places) it is also at most half the resource's
+// share of the cap, so that with several hot resources the promoted tasks
+// of each still find room (docs/guide/HOTKEYS.md).
+func (m *mw) freshShare(res string, soft bool) int {
+	if soft || m.cfg.room.maxWaiters <= 1 {
+		return m.cfg.room.maxWaiters * m.cfg.limit
+	}
+	n := m.cfg.room.maxWaiters / 2 * m.cfg.limit
+	if s := m.cfg.room.wait.share(res, m.cfg.limit); s < math.MaxInt {
+		n = min(n, max(1, s/2))
+	}
+	return n
+}
+
+// typical returns how often a turn of res comes: its typical hold time (a
+// guess before any run), over its slots (WithLimit).
+func (m *mw) typical(res string) time.Duration {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	d := paceFirstHold
+	if e, ok := m.res[res]; ok && e.hold > 0 {
+		d = max(e.hold, paceMinHold)
+	} else if h := m.holds.get(res); h > 0 {
+		d = max(h, paceMinHold)
+	}
+	return d / time.Duration(m.cfg.limit)
+}
+
 // waitFor waits up to bound for res, counted as its waiter; the caller took
 // its wait place (enterWait, or past the share for a parked task). When the
 // bound ends, the wait goes on for another bound (up to waitRounds bounds)
@@ -93,26 +188,29 @@ func (m *mw) waitFor(ctx context.Context, res string, bound time.Duration, opts 
 	}
 }
 
-// timeLeft is how long a task may still wait for its lock: until shortly
-// before its deadline (a fifth of what is left, 20ms to 1s), so that it
-// returns a conflict, which keeps its retry count, rather than asynq's
-// deadline error, a failure that consumes it or archives the task. ok is
-// false without a deadline.
-func timeLeft(ctx context.Context) (time.Duration, bool) {
-	dl, ok := ctx.Deadline()
-	if !ok {
-		return 0, false
+// startWait starts the wait span of a task that waits for res; the
+// returned context carries it, so that the acquisitions of the wait are its
+// children. Only tasks that meet a busy lock get here: an uncontended task
+// pays nothing for it.
+func (m *mw) startWait(ctx context.Context, res string) (context.Context, trace.Span) {
+	ctx, span := m.tracer.Start(ctx, spanWait, trace.WithSpanKind(trace.SpanKindInternal))
+	if span.IsRecording() {
+		span.SetAttributes(attrResource.String(res))
 	}
-	left := time.Until(dl)
-	return left - min(time.Second, max(left/5, 20*time.Millisecond)), true
+	return ctx, span
 }
 
-// beforeDeadline is ctx ending at timeLeft, if it has a deadline.
-func beforeDeadline(ctx context.Context) (context.Context, context.CancelFunc) {
-	if left, ok := timeLeft(ctx); ok {
-		return context.WithTimeout(ctx, max(left, 0))
+// endWait records how a wait ended and the rounds of the wait bound it
+// took. How the lock came (asynqlock.handover) is on the acquisition that
+// ended the wait, a child span, from the lock client that knows it.
+func (m *mw) endWait(span trace.Span, rounds int, err error) {
+	if span.IsRecording() {
+		span.SetAttributes(attrOutcome.String(redlock.OutcomeOf(err)), attrRounds.Int(rounds))
+		if err != nil && !errors.Is(err, redlock.ErrLocked) {
+			span.SetStatus(codes.Error, err.Error())
+		}
 	}
-	return context.WithCancel(ctx)
+	span.End()
 }
 
 // holderOf returns the token most lock nodes report for res ("" when
@@ -167,122 +265,24 @@ func (m *mw) stuckAfter() int {
 	return 4
 }
 
-// requeueTrip is how long a requeued task is away at least with asynq's
-// default DelayedTaskCheckInterval: waiting any shorter is better.
-const requeueTrip = 5 * time.Second
-
-// freshShare is how many tasks of this process may wait for a resource
-// when a task meets it busy: maxWaiters, or with parking (not soft) half of
-// it, at least 1: the other half is left to promoted tasks, which come back
-// in FIFO order and would otherwise find the share taken. Fewer tasks
-// waiting in workers also leave more workers to other resources during a
-// burst (docs/guide/HOTKEYS.md).
-// A resource of n slots (WithLimit) has n times the share. Under a cap
-// across resources (a Room's wait places) it is also at most half the resource's
-// share of the cap, so that with several hot resources the promoted tasks
-// of each still find room (docs/guide/HOTKEYS.md).
-func (m *mw) freshShare(res string, soft bool) int {
-	if soft || m.cfg.room.maxWaiters <= 1 {
-		return m.cfg.room.maxWaiters * m.cfg.limit
+// timeLeft is how long a task may still wait for its lock: until shortly
+// before its deadline (a fifth of what is left, 20ms to 1s), so that it
+// returns a conflict, which keeps its retry count, rather than asynq's
+// deadline error, a failure that consumes it or archives the task. ok is
+// false without a deadline.
+func timeLeft(ctx context.Context) (time.Duration, bool) {
+	dl, ok := ctx.Deadline()
+	if !ok {
+		return 0, false
 	}
-	n := m.cfg.room.maxWaiters / 2 * m.cfg.limit
-	if s := m.cfg.room.wait.share(res, m.cfg.limit); s < math.MaxInt {
-		n = min(n, max(1, s/2))
+	left := time.Until(dl)
+	return left - min(time.Second, max(left/5, 20*time.Millisecond)), true
+}
+
+// beforeDeadline is ctx ending at timeLeft, if it has a deadline.
+func beforeDeadline(ctx context.Context) (context.Context, context.CancelFunc) {
+	if left, ok := timeLeft(ctx); ok {
+		return context.WithTimeout(ctx, max(left, 0))
 	}
-	return n
-}
-
-// enterWait takes a wait place for res if there is room: fewer than freshShare
-// wait, or (soft) the tasks ahead should be done within the Wait bound and
-// sooner than a requeued task could come back.
-func (m *mw) enterWait(res string, soft bool) bool {
-	n := m.waiting(res)
-	if n >= m.freshShare(res, soft) {
-		if !soft || m.cfg.room.maxWaiters == 0 {
-			return false
-		}
-		if ahead := time.Duration(n+1) * m.typical(res); ahead >= min(requeueTrip, m.cfg.policy.wait) {
-			return false
-		}
-	}
-	return m.cfg.room.wait.enter(res, m.cfg.limit)
-}
-
-// waiting returns how many tasks of this process wait for res.
-func (m *mw) waiting(res string) int {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if e, ok := m.res[res]; ok {
-		return e.waiters
-	}
-	return 0
-}
-
-// errHeldHere is the conflict of a task that found its resource held (all
-// its slots) or waited for by tasks of this process: a TryAcquire round
-// could only be refused, or take the lock ahead of a waiter.
-var errHeldHere = fmt.Errorf("middleware: %w: held or waited for by tasks of this process", redlock.ErrLocked)
-
-// heldHere reports whether tasks of this process wait for res, or hold
-// all of its slots (WithLimit).
-func (m *mw) heldHere(res string) bool {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	e, ok := m.res[res]
-	return ok && (e.holders >= m.cfg.limit || e.waiters > 0)
-}
-
-// sawOutage notes that a wait ended for want of a quorum: for the next
-// bound, tasks arriving beside a local holder or waiter try the nodes first
-// (TryAcquire fails at once in an outage, and the task is requeued) rather
-// than each waiting out a bound behind the others.
-func (m *mw) sawOutage(bound time.Duration) {
-	m.mu.Lock()
-	m.outage = time.Now().Add(bound)
-	m.mu.Unlock()
-}
-
-func (m *mw) inOutage() bool {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	return time.Now().Before(m.outage)
-}
-
-// typical returns how often a turn of res comes: its typical hold time (a
-// guess before any run), over its slots (WithLimit).
-func (m *mw) typical(res string) time.Duration {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	d := paceFirstHold
-	if e, ok := m.res[res]; ok && e.hold > 0 {
-		d = max(e.hold, paceMinHold)
-	} else if h := m.holds.get(res); h > 0 {
-		d = max(h, paceMinHold)
-	}
-	return d / time.Duration(m.cfg.limit)
-}
-
-// startWait starts the wait span of a task that waits for res; the
-// returned context carries it, so that the acquisitions of the wait are its
-// children. Only tasks that meet a busy lock get here: an uncontended task
-// pays nothing for it.
-func (m *mw) startWait(ctx context.Context, res string) (context.Context, trace.Span) {
-	ctx, span := m.tracer.Start(ctx, spanWait, trace.WithSpanKind(trace.SpanKindInternal))
-	if span.IsRecording() {
-		span.SetAttributes(attrResource.String(res))
-	}
-	return ctx, span
-}
-
-// endWait records how a wait ended and the rounds of the wait bound it
-// took. How the lock came (asynqlock.handover) is on the acquisition that
-// ended the wait, a child span, from the lock client that knows it.
-func (m *mw) endWait(span trace.Span, rounds int, err error) {
-	if span.IsRecording() {
-		span.SetAttributes(attrOutcome.String(redlock.OutcomeOf(err)), attrRounds.Int(rounds))
-		if err != nil && !errors.Is(err, redlock.ErrLocked) {
-			span.SetStatus(codes.Error, err.Error())
-		}
-	}
-	span.End()
+	return context.WithCancel(ctx)
 }
