@@ -101,14 +101,13 @@ func (m *mw) lockOptsFor(t *asynq.Task, meta taskMeta) []redlock.LockOption {
 	return append(opts, lockutil.Completion(recordID(meta.id, t), m.cfg.window).(redlock.LockOption))
 }
 
-// skipCompleted ends the run, and reports true, if the acquisition found the
-// completion record of the run this delivery repeats: a run of the task
-// completed under the lock,
-// and asynq counted a failure of the task since (its retry count is above
-// the record's run). That is how asynq brings back a task whose completion
-// it missed (a worker killed or paused before the acknowledgment, a broker
-// outage): its recoverer retries it once its lease expired, counting that as
-// a failure. A record of a run not below this delivery's is no such run: a
+// skipCompleted ends the run, and reports true, when the acquisition found
+// the completion record of the run this delivery repeats: a run of the task
+// completed under the lock, and asynq counted a failure of the task since
+// (its retry count is above the record's run). That is how asynq brings
+// back a task whose completion it missed (a worker killed or paused before
+// the acknowledgment, a broker outage): its recoverer retries it once its
+// lease expired, counting that as a failure. A record of a run not below this delivery's is no such run: a
 // fresh enqueue that reuses the ID (a new task, its count from 0), or an
 // operator's re-run (Inspector.RunTask keeps the count). It runs, and its
 // release deletes that record (ForgetCompletion), so that its own retries
@@ -126,7 +125,8 @@ func (r *taskRun) skipCompleted(ctx context.Context) bool {
 		return false
 	}
 	if r.meta.run() <= run {
-		_ = rec.ForgetCompletion() // refused only for a lock lost meanwhile: its release writes nothing then
+		// Refused only for a lock lost meanwhile: its release writes nothing then.
+		_ = rec.ForgetCompletion()
 		return false
 	}
 	m := r.m
