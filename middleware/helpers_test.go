@@ -276,13 +276,6 @@ func task(typ, payload string) *asynq.Task { return asynq.NewTask(typ, []byte(pa
 // tests can see and inject its calls.
 func withInspector(i taskInspector) Option { return func(c *config) { c.inspector = i } }
 
-// waiting returns how many tasks wait under the cap now.
-func (c *waitCap) waiting() int {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.total
-}
-
 // forceWait counts a waiter of res whatever the bounds, the cap across
 // resources included (a task on its last retry must not be archived).
 func (m *mw) forceWait(res string) {
