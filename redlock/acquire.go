@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"math/bits"
 	mrand "math/rand/v2"
+	"strconv"
+	"strings"
 	"time"
 )
 
@@ -209,6 +211,245 @@ func (c *Client) attemptLoop(ctx context.Context, k keys, ttl time.Duration, lc 
 	}
 }
 
+// acquireLimited is Acquire for a resource of n > 1 slots. As for one
+// holder, only the first of this client's callers (in FIFO order) tries the
+// nodes, so that a release sets one caller per process on the freed slot,
+// not all of them; once it holds a slot, the next caller tries the others.
+// A slot this client releases goes to the first of its callers in one round
+// (slot_turn.lua): to the one trying the nodes while it pauses between its
+// rounds (pauseParked), else to the first queued behind it (enterSlots).
+// The trying caller's first round is plain (slot_acquire.lua, as
+// TryAcquire's) unless the resource was contended here lately; after a
+// refusal it queues on the nodes with ticket tk, taken on arrival, in the
+// resource's queue shared by the slots (slot_wait.lua), and leaves it when
+// it wins or gives up. It is woken by a release that reserves a slot for
+// it (then it tries that slot alone) or by the retry delay (then it tries
+// all slots).
+func (c *Client) acquireLimited(ctx context.Context, resource string, ttl time.Duration, lc *lockConfig) (*Lock, int, error) {
+	tk := newTicket()
+	req := c.waitReq(c.keysFor(resource), ttl, lc, nil)
+	t, l, err := c.enterSlots(ctx, resource, lc, req)
+	switch {
+	case err != nil:
+		return nil, 0, err
+	case l != nil:
+		return l, 1, nil // handed over by a holder of this client
+	}
+	p := pauser{c: c}
+	defer p.stop()
+	var last error
+	var queued *ticket // nil until the first round failed: nothing to leave on the nodes
+	if ch := c.keysFor(resource).channel; c.notify.watched(ch) && c.slotTicket(tk) != nil {
+		// Contended here lately: queue and watch from the first round, as
+		// attemptLoop does.
+		p.w = c.notify.watch(ctx, ch)
+		p.w.forWaiter(tk.id)
+		queued = tk
+	}
+	only := -1
+	for attempts := 1; ; attempts++ {
+		p.reset()
+		if c.cfg.slotRound != nil {
+			c.cfg.slotRound()
+		}
+		l, err := c.trySlots(ctx, resource, ttl, lc, only, c.slotTicket(queued))
+		if err == nil {
+			t.leave() // the next caller of this client tries the other slots
+			return l, attempts, nil
+		}
+		if ctx.Err() != nil || errors.Is(err, ErrClosed) {
+			c.leaveSlots(resource, queued, lc, t)
+			return nil, attempts, waitError(ctx, err, last)
+		}
+		queued, last = tk, err
+		if p.w == nil && errors.Is(err, ErrLocked) {
+			p.w = c.notify.watch(ctx, c.keysFor(resource).channel)
+			p.w.forWaiter(tk.id) // a reservation is announced to the queue's head
+			continue             // a slot may have been released before the watch
+		}
+		l, err = c.pauseParked(ctx, &p, t, req, err)
+		if l != nil || err != nil {
+			c.leaveSlots(resource, queued, lc, t)
+		}
+		if l != nil {
+			l.via = handoverLocal
+			return l, attempts, nil
+		}
+		if err != nil {
+			return nil, attempts, waitError(ctx, err, last)
+		}
+		only = announcedSlot(&p, int(lc.limit))
+	}
+}
+
+// enterSlots queues the caller behind this client's other callers of the
+// resource until it holds the turn t, or is handed a slot released by this
+// client (a slot does not keep the turn: it comes alone, with no turn).
+func (c *Client) enterSlots(ctx context.Context, resource string, lc *lockConfig, req *handoffReq) (*turn, *Lock, error) {
+	if !c.cfg.localQueue {
+		return nil, nil, nil
+	}
+	t, l, err := c.gates.enter(ctx, gateKey(c.keysFor(resource), lc.limit), c.closed, req)
+	if l != nil {
+		if err == nil {
+			l.via = handoverLocal
+			return nil, l, nil
+		}
+		// It arrived as the caller gave up.
+		if !c.spawn(func() { _ = l.Release(context.Background()) }) {
+			_ = l.Release(context.Background())
+		}
+	}
+	switch {
+	case err == nil:
+		return t, nil, nil
+	case errors.Is(err, ErrClosed):
+		return nil, nil, err
+	}
+	return nil, nil, waitError(ctx, nil, &opError{kinds: []error{ErrLocked}, summary: "waited behind other callers of this client"})
+}
+
+// gateKey names the local queue of a resource's callers with limit n.
+func gateKey(base keys, n int32) string { return base.key + "#" + strconv.Itoa(int(n)) }
+
+// slotTicket is the ticket a waiter's slot rounds queue with: none when the
+// queue of slots is turned off (a test's control).
+func (c *Client) slotTicket(tk *ticket) *ticket {
+	if c.cfg.noSlotQueue {
+		return nil
+	}
+	return tk
+}
+
+// waitReq is what an Acquire caller asks of a hand-over; withCompletion, it
+// looks its record up as it starts to wait behind another caller.
+func (c *Client) waitReq(k keys, ttl time.Duration, lc *lockConfig, tk *ticket) *handoffReq {
+	req := &handoffReq{ttl: ttl, lc: lc, tk: tk}
+	if lc.rec != nil {
+		req.look = &lookAhead{}
+		req.onWait = func() { c.spawn(func() { c.lookUp(k, req, time.Time{}) }) }
+	}
+	return req
+}
+
+// leaveSlots ends a waiter's wait for a slot: it leaves the nodes' queue
+// (if it queued) and passes its local turn t on.
+func (c *Client) leaveSlots(resource string, tk *ticket, lc *lockConfig, t *turn) {
+	if tk = c.slotTicket(tk); tk != nil {
+		c.leaveSlotQueue(c.slotKeys(resource, 0), tk, int(lc.limit), c.allNodes())
+	}
+	t.leave()
+}
+
+// giveUp ends a waiter's wait: it leaves the nodes' queue (if it queued:
+// tk is nil when only plain rounds were sent) and passes its local turn on.
+func (c *Client) giveUp(k keys, tk *ticket, t *turn) {
+	if tk != nil {
+		c.leaveQueue(k, tk, c.allNodes())
+	}
+	t.leave()
+}
+
+// park makes the caller holding the turn t of a resource of n > 1 slots
+// claimable while it pauses between rounds: it is the oldest of this
+// client's callers, so a slot this client releases meanwhile may be handed
+// to it (handover.go). unpark ends that. Only this caller is ever handed a
+// slot, which keeps the process's callers in FIFO order.
+func (t *turn) park(req *handoffReq) *waiter {
+	if t == nil {
+		return nil
+	}
+	w := &waiter{ready: make(chan struct{}), req: req}
+	t.gs.mu.Lock()
+	if g := t.gs.m[t.key]; g != nil {
+		g.idle = w
+	}
+	t.gs.mu.Unlock()
+	return w
+}
+
+// pauseParked is acquireLimited's pause after a failed try (last), with
+// the caller parked on its turn t (see park): a slot this client releases
+// meanwhile is handed to it, and comes back. It returns ctx's error or
+// ErrClosed when the wait must end instead.
+func (c *Client) pauseParked(ctx context.Context, p *pauser, t *turn, req *handoffReq, last error) (*Lock, error) {
+	w := t.park(req)
+	var handed <-chan struct{}
+	if w != nil {
+		handed = w.ready
+	}
+	perr := p.pauseOr(ctx, last, handed)
+	l, err := t.unpark(ctx, w, c.closed)
+	switch {
+	case l != nil && err == nil:
+		return l, nil
+	case l != nil:
+		// It arrived as the caller gave up.
+		if !c.spawn(func() { _ = l.Release(context.Background()) }) {
+			_ = l.Release(context.Background())
+		}
+		return nil, err
+	case err != nil:
+		return nil, err
+	}
+	return nil, perr
+}
+
+// unpark ends the pause of the parked caller w. A slot handed to it comes
+// back (nil when none, or when the hand-over failed: the caller acquires by
+// itself); a hand-over under way is waited for. When ctx ends or the
+// client closes first, the error comes back, with the lock if it arrived
+// as the caller gave up (the caller releases it); otherwise the hand-over's
+// sender releases what it gets.
+func (t *turn) unpark(ctx context.Context, w *waiter, closed <-chan struct{}) (*Lock, error) {
+	if w == nil {
+		return nil, nil
+	}
+	gs := t.gs
+	gs.mu.Lock()
+	if !w.claimed {
+		if g := gs.m[t.key]; g != nil && g.idle == w {
+			g.idle = nil
+		}
+		gs.mu.Unlock()
+		return nil, nil
+	}
+	gs.mu.Unlock()
+	var err error
+	select {
+	case <-w.ready:
+		return w.lock, nil
+	case <-ctx.Done():
+		err = ctx.Err()
+	case <-closed:
+		err = ErrClosed
+	}
+	gs.mu.Lock()
+	defer gs.mu.Unlock()
+	if w.granted {
+		return w.lock, err
+	}
+	w.gone = true
+	return nil, err
+}
+
+// announcedSlot is the slot whose release woke the pause, -1 when the pause
+// ended otherwise (or the announcement names no slot of limit).
+func announcedSlot(p *pauser, limit int) int {
+	if !p.woke || p.w == nil {
+		return -1
+	}
+	pl := p.w.payload()
+	if i := strings.LastIndexByte(pl, '/'); i >= 0 {
+		pl = pl[i+1:] // a reservation: queued:<head>/<slot> (slot_queue.lua)
+	}
+	s, err := strconv.Atoi(pl)
+	if err != nil || s < 0 || s >= limit {
+		return -1
+	}
+	return s
+}
+
 // pauser is an Acquire's wait between two attempts: for a release
 // announcement (once w watches the resource), the retry delay, the end of
 // ctx or the client's close.
@@ -245,6 +486,33 @@ func (p *pauser) stop() {
 // pause waits before the attempt that follows one that failed with err. It
 // returns ctx's error or ErrClosed when the wait must end instead.
 func (p *pauser) pause(ctx context.Context, err error) error { return p.pauseOr(ctx, err, nil) }
+
+// pauseOr is pause that also ends when handed is closed (nil: never, as a
+// nil channel is never ready).
+func (p *pauser) pauseOr(ctx context.Context, err error, handed <-chan struct{}) error {
+	d := p.c.delayAfter(err)
+	if p.timer == nil {
+		p.timer = time.NewTimer(d)
+	} else {
+		p.timer.Reset(d)
+	}
+	var wake <-chan struct{}
+	if p.w != nil {
+		wake = p.w.C
+	}
+	p.woke = false
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-p.c.closed:
+		return ErrClosed
+	case <-wake:
+		p.woke = true
+	case <-handed:
+	case <-p.timer.C:
+	}
+	return nil
+}
 
 // delayAfter is the wait before the next attempt after a failed one, when no
 // release notification comes first.
@@ -301,6 +569,82 @@ func (c *Client) acquired(resource string, begin time.Time, attempts int, err er
 	c.observe(Event{Kind: EventAcquire, Resource: resource, Duration: d, Attempts: attempts, Err: err})
 }
 
+// trySlots makes one round per slot of a limited resource, from a random
+// slot on (from slot 0 for a queued waiter, tk not nil: slot_wait.lua),
+// until one is won; or, with only >= 0, one round for that slot. When all
+// are refused it returns an error that matches the causes of every slot's
+// failure (ErrLocked when all are held).
+func (c *Client) trySlots(ctx context.Context, resource string, ttl time.Duration, lc *lockConfig, only int, tk *ticket) (*Lock, error) {
+	n, start, tries := int(lc.limit), only, 1
+	switch {
+	case only >= 0:
+	case tk != nil:
+		start, tries = 0, n
+	default:
+		start, tries = mrand.IntN(n), n // spreads uncontended callers over the slots
+	}
+	all := &opError{summary: fmt.Sprintf("none of the %d slots could be taken", tries)}
+	for i := range tries {
+		slot := (start + i) % n
+		lc.slot = uint16(slot)
+		l, err := c.attempt(ctx, c.slotKeys(resource, slot), ttl, lc, tk)
+		if err == nil {
+			if c.cfg.localQueue {
+				// Its release may hand the slot to this client's next
+				// caller (docs/design/HANDOVER.md).
+				l.adoptTurn(&turn{gs: &c.gates, key: gateKey(c.keysFor(resource), lc.limit), slots: true})
+			}
+			return l, nil
+		}
+		if ctx.Err() != nil || errors.Is(err, ErrClosed) {
+			return nil, err
+		}
+		all.add(err)
+	}
+	return nil, all
+}
+
+// add merges a slot's failure into e: its causes, its node errors (the
+// last slot's), and whether it was a split.
+func (e *opError) add(err error) {
+	var oe *opError
+	if !errors.As(err, &oe) {
+		e.kinds = appendNew(e.kinds, ErrQuorum)
+		return
+	}
+	for _, k := range oe.kinds {
+		e.kinds = appendNew(e.kinds, k)
+	}
+	e.nodes = oe.nodes
+	e.split = e.split || oe.split
+	e.took = max(e.took, oe.took)
+}
+
+func appendNew(errs []error, e error) []error {
+	for _, x := range errs {
+		if x == e {
+			return errs
+		}
+	}
+	return append(errs, e)
+}
+
+// slotKeys are the keys of slot i of resource: the slot's lock key (the
+// resource's own for slot 0, beside it under the same hash tag otherwise),
+// the resource's fencing counter and release channel, shared by the slots.
+func (c *Client) slotKeys(resource string, i int) keys {
+	k := c.keysFor(resource)
+	k.key = slotKey(k.key, i)
+	return k
+}
+
+func slotKey(lockKey string, i int) string {
+	if i == 0 {
+		return lockKey
+	}
+	return lockKey + slotSuffix + strconv.Itoa(i)
+}
+
 // attempt is one Redlock round: SET NX PX (or the fencing script) on every
 // node at once, decided at quorum; with a ticket, turnScript, which also
 // keeps the caller's place in the nodes' waiter queue. A failed round is
@@ -343,24 +687,23 @@ func (c *Client) attempt(ctx context.Context, k keys, ttl time.Duration, lc *loc
 	return nil, e
 }
 
-// roundArgs builds an acquisition round's command: for a slot of a limited
-// resource, slotWaitScript with a ticket, else slotAcquireScript; with a
-// ticket, turnScript; with fencing, fenceAcquireScript; else a plain SET NX
-// PX (s is nil).
-func (c *Client) roundArgs(k keys, token string, ttl time.Duration, lc *lockConfig, tk *ticket) (s *script, args []any, classify func(reply) outcome) {
-	ttlMs := ttl.Milliseconds()
-	switch {
-	case lc.limit > 1 && tk != nil:
-		return slotWaitScript, c.slotWaitArgs(k, token, ttlMs, lc, tk), classifySet
-	case tk != nil:
-		return turnScript, c.turnArgs(k, "", token, ttl, tk, lc, false, nil), classifyTurn
-	case lc.limit > 1 && lc.fencing:
-		return slotAcquireScript, c.slotArgs(k, token, ttlMs, lc), classifySet
-	case lc.fencing:
-		return fenceAcquireScript, fenceAcquireScript.args(k.bothKeys(), token, ttlMs, c.cfg.fenceRetention.Milliseconds()), classifySet
+// slotQueueKeys are the keys of slot_queue.lua for a resource of limit
+// slots, k being one slot's keys: the resource's lock key, its waiter queue
+// (the same keys as a plain lock's queue), the fencing counter, then every
+// slot key.
+func (k keys) slotQueueKeys(limit int) []string {
+	base := k.baseKey()
+	names := make([]string, 4, 4+limit)
+	names[0], names[1], names[2], names[3] = base, base+":q", base+":qx", k.fenceKey
+	for i := range limit {
+		names = append(names, slotKey(base, i))
 	}
-	return nil, []any{"set", k.key, token, "nx", "px", ttlMs}, classifySet
+	return names
 }
+
+// baseKey is the resource's own lock key, slot 0's: the fencing
+// counter's key without its suffix.
+func (k keys) baseKey() string { return strings.TrimSuffix(k.fenceKey, fenceSuffix) }
 
 // undo releases a failed attempt's token on every node its SET was queued
 // for (not those in unsent). Even a node that answered that another holder
@@ -380,6 +723,20 @@ func (c *Client) undo(k keys, token string, unsent uint64, limit int) {
 	c.unlock(k, token, c.allNodes()&^unsent)
 }
 
+// slotRelease builds the release of slot key k (slot of limit) for token:
+// deleted, or reserved for the resource's waiter queue when it is not
+// empty, and then announced on channel (none when empty).
+func (c *Client) slotRelease(k keys, token, channel string, slot, limit int, rec *completionRecord) (*script, []any) {
+	return slotReleaseScript, recordedArgs(slotReleaseScript, k.slotQueueKeys(limit), rec, token, strconv.Itoa(slot), limit,
+		c.queueLease().Milliseconds(), channel)
+}
+
+// slotIndex is the number of the slot whose keys are k.
+func slotIndex(k keys) int {
+	i, _ := strconv.Atoi(strings.TrimPrefix(k.key, k.baseKey()+slotSuffix))
+	return i
+}
+
 // unlock sends the compare-and-delete script, without announcement, to the
 // nodes in mask and does not wait for the answers.
 func (c *Client) unlock(k keys, token string, mask uint64) {
@@ -389,4 +746,24 @@ func (c *Client) unlock(k keys, token string, mask uint64) {
 	args := releaseScript.args(k.lockKeys(), token, "")
 	// Nobody waits for an undo: it leaves the busy count at once.
 	c.broadcast("release", k.resource, mask, bits.OnesCount64(mask), time.Now().Add(c.cfg.nodeTimeout), true, args, releaseScript).free()
+}
+
+// leaveAnyQueue is leaveQueue, or leaveSlotQueue for a slot of a limited
+// resource (lc).
+func (c *Client) leaveAnyQueue(k keys, tk *ticket, lc *lockConfig, mask uint64) {
+	if lc.limit > 1 {
+		c.leaveSlotQueue(k, tk, int(lc.limit), mask)
+		return
+	}
+	c.leaveQueue(k, tk, mask)
+}
+
+// leaveSlotQueue takes waiter tk out of the queue of slots on the nodes in
+// mask, without waiting for the answers.
+func (c *Client) leaveSlotQueue(k keys, tk *ticket, limit int, mask uint64) {
+	if mask == 0 || tk == nil || c.isClosed() {
+		return
+	}
+	args := slotLeaveScript.args(k.slotQueueKeys(limit), tk.id, limit, k.channel)
+	c.broadcast("dequeue", k.resource, mask, 1, time.Now().Add(c.cfg.nodeTimeout), true, args, slotLeaveScript).free()
 }

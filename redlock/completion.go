@@ -199,34 +199,6 @@ func (l *Lock) written() *completionRecord {
 	return l.record
 }
 
-// recordedArgs builds the arguments of s, a script that releases a
-// holder's token, for writing rec in the same call where the token still
-// held its key (lua/record.lua): rec's set follows the script's own keys,
-// and its id and window its own arguments. One
-// call per node, not two: written by a script call of its own beside the
-// release, a record made a lock node run 1.3 script calls per task
-// through asynq instead of 0.26 (releases share calls, joinReleases)
-// (bench/README.md, "Completion records"). Expiry is judged on the
-// node's clock (the script reads TIME), never the writer's. A nil rec
-// gives s.args.
-func recordedArgs(s *script, keys []string, rec *completionRecord, argv ...any) []any {
-	if rec == nil {
-		return s.args(keys, argv...)
-	}
-	a := make([]any, 0, 4+len(keys)+len(argv)+2)
-	a = append(a, "evalsha", s.sha, len(keys)+1)
-	for _, k := range keys {
-		a = append(a, k)
-	}
-	a = append(a, rec.key)
-	a = append(a, argv...)
-	window := rec.window.Milliseconds()*runScale + int64(rec.run)
-	if rec.run == forgetRun {
-		window = -1
-	}
-	return append(a, rec.id, window)
-}
-
 // lookOf is the look-up of an acquisition's record (nil without one), sent
 // on each node just after the batch that holds the acquisition's call: a
 // score found means the record is there if its expiry is still ahead of the

@@ -164,14 +164,3 @@ func (t *turn) lookers(withIdle bool, f func(*handoffReq)) {
 		f(w.req)
 	}
 }
-
-// waitReq is what an Acquire caller asks of a hand-over; withCompletion, it
-// looks its record up as it starts to wait behind another caller.
-func (c *Client) waitReq(k keys, ttl time.Duration, lc *lockConfig, tk *ticket) *handoffReq {
-	req := &handoffReq{ttl: ttl, lc: lc, tk: tk}
-	if lc.rec != nil {
-		req.look = &lookAhead{}
-		req.onWait = func() { c.spawn(func() { c.lookUp(k, req, time.Time{}) }) }
-	}
-	return req
-}

@@ -43,7 +43,7 @@ type watch struct {
 	C       chan struct{}
 	seen    uint64 // nodes that announced a release since reset; under n.mu
 	id      string // the waiter's queue id: ignore releases reserved for others; under n.mu
-	last    string // the announcement that last fired C (a slot's number, see limit.go); under n.mu
+	last    string // the announcement that last fired C (a slot's number, see announcedSlot); under n.mu
 }
 
 func newNotifier(c *Client) *notifier {

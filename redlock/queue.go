@@ -62,14 +62,6 @@ func (w *watch) wants(payload string) bool {
 	return !reserved || w.id == "" || id == w.id
 }
 
-// turnArgs builds turnScript's arguments; with rec, the releasing holder
-// of old writes its completion record.
-func (c *Client) turnArgs(k keys, old, token string, ttl time.Duration, tk *ticket, lc *lockConfig, keep bool, rec *completionRecord) []any {
-	lease := c.queueLease().Milliseconds()
-	return recordedArgs(turnScript, k.queueKeys(), rec, old, token, ttl.Milliseconds(), tk.score, tk.id, lease,
-		flag(lc.fencing), c.cfg.fenceRetention.Milliseconds(), k.channel, flag(keep))
-}
-
 // turnCall builds a hand-over round's script and arguments for req (see
 // turnArgs): for a slot of a limited resource, slotTurnScript, which does
 // not ask the waiter queue. With rec, the releasing holder of old writes
@@ -105,25 +97,6 @@ func (c *Client) leaveQueue(k keys, tk *ticket, mask uint64) {
 	}
 	args := leaveQueueScript.args(k.queueKeys()[:3], tk.id, c.queueLease().Milliseconds(), k.channel)
 	c.broadcast("dequeue", k.resource, mask, 1, time.Now().Add(c.cfg.nodeTimeout), true, args, leaveQueueScript).free()
-}
-
-// leaveAnyQueue is leaveQueue, or leaveSlotQueue for a slot of a limited
-// resource (lc).
-func (c *Client) leaveAnyQueue(k keys, tk *ticket, lc *lockConfig, mask uint64) {
-	if lc.limit > 1 {
-		c.leaveSlotQueue(k, tk, int(lc.limit), mask)
-		return
-	}
-	c.leaveQueue(k, tk, mask)
-}
-
-// giveUp ends a waiter's wait: it leaves the nodes' queue (if it queued:
-// tk is nil when only plain rounds were sent) and passes its local turn on.
-func (c *Client) giveUp(k keys, tk *ticket, t *turn) {
-	if tk != nil {
-		c.leaveQueue(k, tk, c.allNodes())
-	}
-	t.leave()
 }
 
 // turnReply reads one node's turnScript answer.
