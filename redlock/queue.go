@@ -87,18 +87,6 @@ func (c *Client) releaseArgs(k keys, token string, rec *completionRecord) []any 
 	return recordedArgs(queueReleaseScript, k.queueKeys()[:3], rec, token, c.queueLease().Milliseconds(), k.channel)
 }
 
-// leaveQueue takes a waiter that gave up out of the queue on the nodes in
-// mask, without waiting for the answers.
-// A nil tk (a slot's hand-over, whose waiter leaves by itself) has
-// nothing to leave.
-func (c *Client) leaveQueue(k keys, tk *ticket, mask uint64) {
-	if mask == 0 || tk == nil || c.isClosed() {
-		return
-	}
-	args := leaveQueueScript.args(k.queueKeys()[:3], tk.id, c.queueLease().Milliseconds(), k.channel)
-	c.broadcast("dequeue", k.resource, mask, 1, time.Now().Add(c.cfg.nodeTimeout), true, args, leaveQueueScript).free()
-}
-
 // turnReply reads one node's turnScript answer.
 func turnReply(v any) (released, set bool, fence int64) {
 	a, ok := v.([]any)

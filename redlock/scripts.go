@@ -1,6 +1,8 @@
 package redlock
 
 import (
+	"math/bits"
+	"strconv"
 	"strings"
 	"time"
 
@@ -69,6 +71,9 @@ var (
 var allScripts = []*script{releaseScript, extendScript, fenceAcquireScript, fenceRaiseScript, inspectScript, turnScript, queueReleaseScript, leaveQueueScript,
 	slotAcquireScript, slotReleaseScript, slotTurnScript, slotWaitScript, slotLeaveScript, releaseManyScript}
 
+// Below, what an acquisition sends with the scripts: its round's arguments,
+// and the calls it does not wait for (leaving the queue, undoing a round).
+
 // roundArgs builds an acquisition round's command: for a slot of a limited
 // resource, slotWaitScript with a ticket, else slotAcquireScript; with a
 // ticket, turnScript; with fencing, fenceAcquireScript; else a plain SET NX
@@ -94,6 +99,24 @@ func (c *Client) slotWaitArgs(k keys, token string, ttlMs int64, lc *lockConfig,
 	return slotWaitScript.args(k.slotQueueKeys(int(lc.limit)), token, ttlMs, c.cfg.fenceRetention.Milliseconds(),
 		lc.limit, flag(lc.fencing), fenceClasses, lc.slot, tk.score, tk.id, c.queueLease().Milliseconds(), k.channel)
 }
+
+// slotQueueKeys are the keys of slot_queue.lua for a resource of limit
+// slots, k being one slot's keys: the resource's lock key, its waiter queue
+// (the same keys as a plain lock's queue), the fencing counter, then every
+// slot key.
+func (k keys) slotQueueKeys(limit int) []string {
+	base := k.baseKey()
+	names := make([]string, 4, 4+limit)
+	names[0], names[1], names[2], names[3] = base, base+":q", base+":qx", k.fenceKey
+	for i := range limit {
+		names = append(names, slotKey(base, i))
+	}
+	return names
+}
+
+// baseKey is the resource's own lock key, slot 0's: the fencing
+// counter's key without its suffix.
+func (k keys) baseKey() string { return strings.TrimSuffix(k.fenceKey, fenceSuffix) }
 
 // slotArgs builds slotAcquireScript's arguments (a fenced slot round).
 func (c *Client) slotArgs(k keys, token string, ttlMs int64, lc *lockConfig) []any {
@@ -134,4 +157,69 @@ func recordedArgs(s *script, keys []string, rec *completionRecord, argv ...any) 
 		window = -1
 	}
 	return append(a, rec.id, window)
+}
+
+// leaveSlotQueue takes waiter tk out of the queue of slots on the nodes in
+// mask, without waiting for the answers.
+func (c *Client) leaveSlotQueue(k keys, tk *ticket, limit int, mask uint64) {
+	if mask == 0 || tk == nil || c.isClosed() {
+		return
+	}
+	args := slotLeaveScript.args(k.slotQueueKeys(limit), tk.id, limit, k.channel)
+	c.broadcast("dequeue", k.resource, mask, 1, time.Now().Add(c.cfg.nodeTimeout), true, args, slotLeaveScript).free()
+}
+
+// leaveQueue takes a waiter that gave up out of the queue on the nodes in
+// mask, without waiting for the answers.
+// A nil tk (a slot's hand-over, whose waiter leaves by itself) has
+// nothing to leave.
+func (c *Client) leaveQueue(k keys, tk *ticket, mask uint64) {
+	if mask == 0 || tk == nil || c.isClosed() {
+		return
+	}
+	args := leaveQueueScript.args(k.queueKeys()[:3], tk.id, c.queueLease().Milliseconds(), k.channel)
+	c.broadcast("dequeue", k.resource, mask, 1, time.Now().Add(c.cfg.nodeTimeout), true, args, leaveQueueScript).free()
+}
+
+// undo releases a failed attempt's token on every node its SET was queued
+// for (not those in unsent). Even a node that answered that another holder
+// has the key gets it: a client that retries commands may have set our key
+// and then seen its own retry refused, and compare-and-delete is harmless
+// where the key is not ours. Nodes run calls in order, so the undo reaches
+// a straggler after its SET.
+func (c *Client) undo(k keys, token string, unsent uint64, limit int) {
+	if limit > 1 {
+		mask := c.allNodes() &^ unsent
+		if mask != 0 && !c.isClosed() {
+			s, args := c.slotRelease(k, token, "", slotIndex(k), limit, nil) // unannounced: an undo wakes nobody
+			c.broadcast("release", k.resource, mask, bits.OnesCount64(mask), time.Now().Add(c.cfg.nodeTimeout), true, args, s).free()
+		}
+		return
+	}
+	c.unlock(k, token, c.allNodes()&^unsent)
+}
+
+// slotRelease builds the release of slot key k (slot of limit) for token:
+// deleted, or reserved for the resource's waiter queue when it is not
+// empty, and then announced on channel (none when empty).
+func (c *Client) slotRelease(k keys, token, channel string, slot, limit int, rec *completionRecord) (*script, []any) {
+	return slotReleaseScript, recordedArgs(slotReleaseScript, k.slotQueueKeys(limit), rec, token, strconv.Itoa(slot), limit,
+		c.queueLease().Milliseconds(), channel)
+}
+
+// slotIndex is the number of the slot whose keys are k.
+func slotIndex(k keys) int {
+	i, _ := strconv.Atoi(strings.TrimPrefix(k.key, k.baseKey()+slotSuffix))
+	return i
+}
+
+// unlock sends the compare-and-delete script, without announcement, to the
+// nodes in mask and does not wait for the answers.
+func (c *Client) unlock(k keys, token string, mask uint64) {
+	if mask == 0 || c.isClosed() {
+		return
+	}
+	args := releaseScript.args(k.lockKeys(), token, "")
+	// Nobody waits for an undo: it leaves the busy count at once.
+	c.broadcast("release", k.resource, mask, bits.OnesCount64(mask), time.Now().Add(c.cfg.nodeTimeout), true, args, releaseScript).free()
 }

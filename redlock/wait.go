@@ -1,0 +1,189 @@
+package redlock
+
+import (
+	"context"
+	"errors"
+	mrand "math/rand/v2"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// pauser is an Acquire's wait between two attempts: for a release
+// announcement (once w watches the resource), the retry delay, the end of
+// ctx or the client's close.
+type pauser struct {
+	c     *Client
+	w     *watch
+	timer *time.Timer
+	woke  bool // the last pause ended with an announcement
+}
+
+// pause waits before the attempt that follows one that failed with err, or
+// until handed is closed (nil: never, as a nil channel is never ready). It
+// returns ctx's error or ErrClosed when the wait must end instead.
+func (p *pauser) pause(ctx context.Context, err error, handed <-chan struct{}) error {
+	d := p.c.delayAfter(err)
+	if p.timer == nil {
+		p.timer = time.NewTimer(d)
+	} else {
+		p.timer.Reset(d)
+	}
+	var wake <-chan struct{}
+	if p.w != nil {
+		wake = p.w.C
+	}
+	p.woke = false
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-p.c.closed:
+		return ErrClosed
+	case <-wake:
+		p.woke = true
+	case <-handed:
+	case <-p.timer.C:
+	}
+	return nil
+}
+
+// delayAfter is the wait before the next attempt after a failed one, when no
+// release notification comes first.
+func (c *Client) delayAfter(err error) time.Duration {
+	var oe *opError
+	if errors.As(err, &oe) && oe.split {
+		// Contenders split the nodes and nobody won: no release will be
+		// announced, so retry after a short random delay instead, spread
+		// over the attempt's length (a silent node makes a split last a
+		// whole node timeout; retrying inside it collides again).
+		return c.splitDelay(oe.took)
+	}
+	return c.retryDelay()
+}
+
+// retryDelay is a random delay in [retryMin, retryMax].
+func (c *Client) retryDelay() time.Duration {
+	span := c.cfg.retryMax - c.cfg.retryMin
+	if span <= 0 {
+		return c.cfg.retryMin
+	}
+	return c.cfg.retryMin + time.Duration(mrand.Int64N(int64(span)+1))
+}
+
+// splitDelay is the short random delay after a split vote: long enough
+// (several round trips, or the length of the failed attempt) for one
+// contender to go first.
+func (c *Client) splitDelay(took time.Duration) time.Duration {
+	span := max(min(c.cfg.retryMin, 5*time.Millisecond), 2*took)
+	return time.Duration(mrand.Int64N(int64(span) + 1))
+}
+
+// stop ends the watch and the timer.
+func (p *pauser) stop() {
+	if p.w != nil {
+		p.w.close()
+	}
+	if p.timer != nil {
+		p.timer.Stop()
+	}
+}
+
+// pauseParked is acquireLimited's pause after a failed try (last), with
+// the caller parked on its turn t (see park): a slot this client releases
+// meanwhile is handed to it, and comes back. It returns ctx's error or
+// ErrClosed when the wait must end instead.
+func (c *Client) pauseParked(ctx context.Context, p *pauser, t *turn, req *handoffReq, last error) (*Lock, error) {
+	w := t.park(req)
+	var handed <-chan struct{}
+	if w != nil {
+		handed = w.ready
+	}
+	perr := p.pause(ctx, last, handed)
+	l, err := t.unpark(ctx, w, c.closed)
+	switch {
+	case l != nil && err == nil:
+		return l, nil
+	case l != nil:
+		// It arrived as the caller gave up.
+		if !c.spawn(func() { _ = l.Release(context.Background()) }) {
+			_ = l.Release(context.Background())
+		}
+		return nil, err
+	case err != nil:
+		return nil, err
+	}
+	return nil, perr
+}
+
+// park makes the caller holding the turn t of a resource of n > 1 slots
+// claimable while it pauses between rounds: it is the oldest of this
+// client's callers, so a slot this client releases meanwhile may be handed
+// to it (handover.go). unpark ends that. Only this caller is ever handed a
+// slot, which keeps the process's callers in FIFO order.
+func (t *turn) park(req *handoffReq) *waiter {
+	if t == nil {
+		return nil
+	}
+	w := &waiter{ready: make(chan struct{}), req: req}
+	t.gs.mu.Lock()
+	if g := t.gs.m[t.key]; g != nil {
+		g.idle = w
+	}
+	t.gs.mu.Unlock()
+	return w
+}
+
+// unpark ends the pause of the parked caller w. A slot handed to it comes
+// back (nil when none, or when the hand-over failed: the caller acquires by
+// itself); a hand-over under way is waited for. When ctx ends or the
+// client closes first, the error comes back, with the lock if it arrived
+// as the caller gave up (the caller releases it); otherwise the hand-over's
+// sender releases what it gets.
+func (t *turn) unpark(ctx context.Context, w *waiter, closed <-chan struct{}) (*Lock, error) {
+	if w == nil {
+		return nil, nil
+	}
+	gs := t.gs
+	gs.mu.Lock()
+	if !w.claimed {
+		if g := gs.m[t.key]; g != nil && g.idle == w {
+			g.idle = nil
+		}
+		gs.mu.Unlock()
+		return nil, nil
+	}
+	gs.mu.Unlock()
+	var err error
+	select {
+	case <-w.ready:
+		return w.lock, nil
+	case <-ctx.Done():
+		err = ctx.Err()
+	case <-closed:
+		err = ErrClosed
+	}
+	gs.mu.Lock()
+	defer gs.mu.Unlock()
+	if w.granted {
+		return w.lock, err
+	}
+	w.gone = true
+	return nil, err
+}
+
+// announcedSlot is the slot whose release woke the pause, -1 when the pause
+// ended otherwise (or the announcement names no slot of limit).
+func announcedSlot(p *pauser, limit int) int {
+	if !p.woke || p.w == nil {
+		return -1
+	}
+	pl := p.w.payload()
+	if i := strings.LastIndexByte(pl, '/'); i >= 0 {
+		pl = pl[i+1:] // a reservation: queued:<head>/<slot> (slot_queue.lua)
+	}
+	s, err := strconv.Atoi(pl)
+	if err != nil || s < 0 || s >= limit {
+		return -1
+	}
+	return s
+}
