@@ -369,6 +369,10 @@ func slotKey(lockKey string, i int) string {
 	return lockKey + slotSuffix + strconv.Itoa(i)
 }
 
+// slotSuffix follows the resource's lock key in a slot's key (slot 0 has
+// none).
+const slotSuffix = ":slot:"
+
 // waitError reports a wait that ended with ctx: ctx's error, wrapping the
 // last attempt's cause.
 func waitError(ctx context.Context, err, last error) error {

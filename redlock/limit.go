@@ -61,7 +61,3 @@ func checkLimit(lc *lockConfig) error {
 	}
 	return nil
 }
-
-// slotSuffix follows the resource's lock key in a slot's key (slot 0 has
-// none).
-const slotSuffix = ":slot:"
