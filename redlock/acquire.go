@@ -362,17 +362,6 @@ func (c *Client) slotKeys(resource string, i int) keys {
 	return k
 }
 
-func slotKey(lockKey string, i int) string {
-	if i == 0 {
-		return lockKey
-	}
-	return lockKey + slotSuffix + strconv.Itoa(i)
-}
-
-// slotSuffix follows the resource's lock key in a slot's key (slot 0 has
-// none).
-const slotSuffix = ":slot:"
-
 // waitError reports a wait that ended with ctx: ctx's error, wrapping the
 // last attempt's cause.
 func waitError(ctx context.Context, err, last error) error {

@@ -88,3 +88,16 @@ func (c *Client) scanPatterns(resourcePrefix string) []string {
 	}
 	return []string{p + globEscape(resourcePrefix) + "*}", p + globEscape(resourcePrefix) + "*}" + slotSuffix + "*", hashed}
 }
+
+// slotKey is the lock key of slot i of a resource whose lock key is
+// lockKey (slot 0's is lockKey itself).
+func slotKey(lockKey string, i int) string {
+	if i == 0 {
+		return lockKey
+	}
+	return lockKey + slotSuffix + strconv.Itoa(i)
+}
+
+// slotSuffix follows the resource's lock key in a slot's key (slot 0 has
+// none).
+const slotSuffix = ":slot:"
