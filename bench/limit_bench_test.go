@@ -2,6 +2,7 @@ package bench
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"slices"
 	"strconv"
@@ -14,6 +15,10 @@ import (
 	"github.com/asynqlock/asynqlock/redlock"
 	"github.com/hibiken/asynq"
 )
+
+// limitBroker: false drains without WithBroker (busy tasks wait in their
+// workers, the Wait policy's own way, nothing parked).
+var limitBroker = flag.Bool("bench.limitbroker", true, "BenchmarkLimitDrain: park busy tasks through the broker (WithBroker)")
 
 // limitTasks tasks of limitWork each, on one key, drained by three servers.
 const (
@@ -96,7 +101,11 @@ func drainOnce(b *testing.B, cluster *redistest.Cluster, broker *redistest.Node,
 	for range 3 {
 		rc := newRedlock(b, cluster, redlock.WithNodeTimeout(time.Second))
 		warmLocks(b, rc, queue)
-		mw := middleware.Lock(rc, middleware.ByType(), middleware.WithLimit(n), middleware.WithBroker(nodeClient(b, broker)))
+		opts := []middleware.Option{middleware.WithLimit(n)}
+		if *limitBroker {
+			opts = append(opts, middleware.WithBroker(nodeClient(b, broker)))
+		}
+		mw := middleware.Lock(rc, middleware.ByType(), opts...)
 		handlers = append(handlers, mw(h))
 		servers = append(servers, newServer(b, broker, serverConfig(queue, 8)))
 	}
