@@ -44,93 +44,29 @@ func ByField(path string) KeyFunc {
 		panic(fmt.Sprintf("middleware: ByField(%q): empty field name in the path; expected e.g. \"sku\" or \"order.item.sku\"", path))
 	}
 	return func(_ context.Context, t *asynq.Task) (string, error) {
-		payload := t.Payload()
-		// The common case, a valid payload with the field present and a
-		// plain value, is served by a scan over the bytes without decoding.
-		// Everything else, in particular every error, goes through
-		// encoding/json so that results and messages do not depend on the
-		// shortcut.
-		if key, ok := byFieldFast(parts, payload); ok {
-			return key, nil
-		}
-		return byFieldSlow(path, parts, payload)
-	}
-}
-
-// byFieldFast finds the key of ByField without decoding the payload. ok is
-// false if the payload is not valid JSON, the field is missing, or its value
-// is not a usable key: the caller then asks byFieldSlow, which has the same
-// answer for every payload where ok is true and the error otherwise.
-func byFieldFast(parts []string, payload []byte) (key string, ok bool) {
-	if !json.Valid(payload) {
-		return "", false
-	}
-	vs, ve := 0, len(payload)
-	for _, p := range parts {
-		var found bool
-		vs, ve, found, ok = objectField(payload[:ve], vs, p)
-		if !ok || !found {
-			return "", false
-		}
-	}
-	raw := payload[vs:ve]
-	if len(raw) == 0 {
-		return "", false
-	}
-	switch c := raw[0]; {
-	case c == '"':
-		end, plain, sok := scanString(raw, 0)
-		if !sok || end != len(raw) {
-			return "", false
-		}
-		if plain {
-			if len(raw) == 2 {
-				return "", false // an empty string: an error
+		// Walk down the path decoding one object level at a time into raw
+		// messages: only the fields on the path are ever decoded.
+		raw := json.RawMessage(t.Payload())
+		for i, p := range parts {
+			var obj map[string]json.RawMessage
+			if err := json.Unmarshal(raw, &obj); err != nil || obj == nil {
+				if i == 0 && !json.Valid(raw) {
+					return "", fmt.Errorf("%w: field %q: payload is not valid JSON: %v", ErrBadKey, path, err)
+				}
+				where := strings.Join(parts[:i], ".")
+				if i == 0 {
+					where = "the payload"
+				}
+				return "", fmt.Errorf("%w: field %q: %q is not a JSON object", ErrBadKey, path, where)
 			}
-			return string(raw[1 : len(raw)-1]), true
-		}
-		var s string
-		if err := json.Unmarshal(raw, &s); err != nil || s == "" {
-			return "", false
-		}
-		return s, true
-	case c == '-' || c >= '0' && c <= '9':
-		// A valid JSON number: json.Number keeps its text as is.
-		return string(raw), true
-	case string(raw) == "true":
-		return "true", true
-	case string(raw) == "false":
-		return "false", true
-	}
-	return "", false // null, an object or an array: an error
-}
-
-// byFieldSlow is ByField decoding one object level at a time with
-// encoding/json. It is the reference for byFieldFast and produces every error
-// of ByField.
-func byFieldSlow(path string, parts []string, payload []byte) (string, error) {
-	// Walk down the path decoding one object level at a time into raw
-	// messages: only the fields on the path are ever decoded.
-	raw := json.RawMessage(payload)
-	for i, p := range parts {
-		var obj map[string]json.RawMessage
-		if err := json.Unmarshal(raw, &obj); err != nil || obj == nil {
-			if i == 0 && !json.Valid(raw) {
-				return "", fmt.Errorf("%w: field %q: payload is not valid JSON: %v", ErrBadKey, path, err)
+			v, ok := obj[p]
+			if !ok {
+				return "", fmt.Errorf("%w: field %q is missing from the payload", ErrBadKey, path)
 			}
-			where := strings.Join(parts[:i], ".")
-			if i == 0 {
-				where = "the payload"
-			}
-			return "", fmt.Errorf("%w: field %q: %q is not a JSON object", ErrBadKey, path, where)
+			raw = v
 		}
-		v, ok := obj[p]
-		if !ok {
-			return "", fmt.Errorf("%w: field %q is missing from the payload", ErrBadKey, path)
-		}
-		raw = v
+		return scalarKey(path, raw)
 	}
-	return scalarKey(path, raw)
 }
 
 // scalarKey turns a JSON string, number or boolean into a key.
