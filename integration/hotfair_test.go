@@ -4,13 +4,14 @@ import (
 	"context"
 	"fmt"
 	"strconv"
-	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/asynqlock/asynqlock/internal/redistest"
 	"github.com/asynqlock/asynqlock/internal/workertest"
 	"github.com/asynqlock/asynqlock/middleware"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 )
 
 // hotFairRoom is WORKER_WAIT_ROOM of the several-hot-keys test: asynq takes
@@ -50,28 +51,28 @@ func TestSeveralHotKeysKeepWorkersForCold(t *testing.T) {
 }
 
 // runHotFair runs the workload on two workers whose middleware has a Room
-// of capSize wait places per worker, and returns the most tasks seen
-// waiting at once in one worker and the hot tasks' trips through asynq
+// of capSize wait places per worker, and returns the most tasks waiting at
+// once in one worker (its open wait spans) and the hot tasks' trips through asynq
 // (parks, requeues) per hot task.
 func runHotFair(t *testing.T, nodes *redistest.Cluster, capSize int) (most int, trips float64) {
 	broker, store := redistest.StartNode(t), redistest.StartNode(t)
 	inv := newInventory(t, store, 3*time.Millisecond)
 	pc := newParkCount()
-	ctx, cancel := context.WithCancel(context.Background())
-	var wg sync.WaitGroup
 	var peak workertest.Peak
-	t.Cleanup(func() { cancel(); wg.Wait() })
 	for range 2 {
 		w := newWorker(t, workerVars(broker, nodes, map[string]string{
 			"WORKER_CONCURRENCY": strconv.Itoa(hotFairConcurrency), "WORKER_WAIT_ROOM": strconv.Itoa(hotFairRoom),
 			"WORKER_TASK_CHECK_INTERVAL": "20ms",
 		}))
 		room := middleware.NewRoom(hotFairConcurrency, capSize)
-		if err := w.Handle("stock:adjust", inv, middleware.ByField("sku"), middleware.WithRoom(room), middleware.WithObserver(pc.observe)); err != nil {
+		waits := &openWaits{peak: &peak}
+		tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(waits))
+		t.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
+		if err := w.Handle("stock:adjust", inv, middleware.ByField("sku"), middleware.WithRoom(room),
+			middleware.WithObserver(pc.observe), middleware.WithTracerProvider(tp)); err != nil {
 			t.Fatal(err)
 		}
 		runWorker(t, w)
-		wg.Go(func() { peak.Sample(ctx, 200*time.Microsecond, 5*time.Minute, room.Waiting) })
 	}
 	adj, expected := hotFairTasks()
 	enqueueAdjustments(t, asynqClient(t, broker), adj)
@@ -81,10 +82,31 @@ func runHotFair(t *testing.T, nodes *redistest.Cluster, capSize int) (most int, 
 		t.Fatalf("%d tasks archived", qi.Archived)
 	}
 	checkAppliedOnce(t, inv, len(adj), expected)
-	cancel()
-	wg.Wait()
 	return int(peak.Load()), float64(pc.get("park")+pc.get("requeue")) / 120
 }
+
+// openWaits counts one worker's tasks waiting for their locks: the
+// middleware's wait spans (asynqlock.wait) open at once, each inside the
+// task's wait place; peak keeps the most.
+type openWaits struct {
+	n    atomic.Int64
+	peak *workertest.Peak
+}
+
+func (o *openWaits) OnStart(_ context.Context, s sdktrace.ReadWriteSpan) {
+	if s.Name() == "asynqlock.wait" {
+		o.peak.See(o.n.Add(1))
+	}
+}
+
+func (o *openWaits) OnEnd(s sdktrace.ReadOnlySpan) {
+	if s.Name() == "asynqlock.wait" {
+		o.n.Add(-1)
+	}
+}
+
+func (o *openWaits) Shutdown(context.Context) error   { return nil }
+func (o *openWaits) ForceFlush(context.Context) error { return nil }
 
 // hotFairTasks is 40 tasks on each of HOT-1..HOT-3, interleaved, then 40
 // cold tasks on 20 SKUs.

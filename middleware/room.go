@@ -44,15 +44,6 @@ func NewRoom(run, wait int) *Room {
 	return r
 }
 
-// Waiting returns how many tasks wait in the room's wait places now (0
-// without wait places), for a gauge.
-func (r *Room) Waiting() int {
-	if r.wait == nil {
-		return 0
-	}
-	return r.wait.waiting()
-}
-
 // runGate is a Room's run places: a task takes its place when it starts,
 // gives it back while it waits for a busy lock, takes one again once it
 // holds the lock (ahead of tasks that hold none), and gives it back when its
@@ -235,13 +226,6 @@ func (a *atOnce) arrive() {
 // newWaitCap returns a cap of n waiting tasks (n >= 1).
 func newWaitCap(n int) *waitCap {
 	return &waitCap{max: max(n, 1), per: make(map[string]int), slots: make(map[string]int)}
-}
-
-// waiting returns how many tasks wait under the cap now.
-func (c *waitCap) waiting() int {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.total
 }
 
 // enter takes a slot for a waiter of res if the cap and res's share allow:

@@ -263,3 +263,10 @@ func TestDefaultWaitPlacesFollowTheTasksSeenAtOnce(t *testing.T) {
 		t.Fatal("a Room of no places got default wait places")
 	}
 }
+
+// waiting returns how many tasks wait under the cap now.
+func (c *waitCap) waiting() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.total
+}
