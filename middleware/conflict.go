@@ -336,19 +336,10 @@ func (r *taskRun) observeAcquired(waited bool) {
 // released it is taken for passed on locally.
 const localHandover = 20 * time.Millisecond
 
-// The pace of a resource spaces out the return of its requeued tasks. Each
-// conflict takes the next slot of a virtual queue whose slots are one
-// typical hold time apart (measured from this process's own runs on the
-// resource), so that requeued tasks come back about as fast as the resource
-// can serve them instead of all at once: the lock stays busy and the workers
-// are not flooded with tasks that can only be requeued again.
-//
-// asynq keeps retry times in whole seconds, so slots closer together than a
-// second come back together at the next second; the pacing then works at
-// that granularity, and the waiters carry the hand-offs
-// within a second. The pace lives in the resource's resState: it is
-// remembered while the resource is in use or met contention lately.
-
+// The pace of a resource spaces out the return of its requeued tasks: each
+// conflict takes the next slot of a virtual queue one typical hold time
+// apart, kept in the resource's resState (docs/guide/MIDDLEWARE.md,
+// "Conflicts", Requeue).
 const (
 	paceMinHold   = 2 * time.Millisecond
 	paceFirstHold = 50 * time.Millisecond // before any run was measured

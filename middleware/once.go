@@ -102,22 +102,14 @@ func (m *mw) lockOptsFor(t *asynq.Task, meta taskMeta) []redlock.LockOption {
 }
 
 // skipCompleted ends the run, and reports true, when the acquisition found
-// the completion record of the run this delivery repeats: a run of the task
-// completed under the lock, and asynq counted a failure of the task since
-// (its retry count is above the record's run). That is how asynq brings
-// back a task whose completion it missed (a worker killed or paused before
-// the acknowledgment, a broker outage): its recoverer retries it once its
-// lease expired, counting that as a failure. A record of a run not below this delivery's is no such run: a
-// fresh enqueue that reuses the ID (a new task, its count from 0), or an
-// operator's re-run (Inspector.RunTask keeps the count). It runs, and its
-// release deletes that record (ForgetCompletion), so that its own retries
-// are not taken for re-deliveries of the other work; a success writes its
-// own. docs/guide/RELIABILITY.md, "Once", argues the rule and its limits.
-//
-// A skipped delivery's handler does not run (an earlier one returned nil,
-// and the broker could not record it): the lock is released and the task
-// completes, its result (asynqmon, Inspector) saying why, and when the run
-// completed (on the lock nodes' clock).
+// the completion record of the run this delivery repeats: a run completed
+// under the lock and asynq's retry count grew since (its recoverer brings
+// back a task whose completion it missed, counting a failure). A record of
+// a run not below this delivery's (a fresh enqueue reusing the ID, an
+// operator's re-run) is no such run: the task runs, and its release deletes
+// that record (docs/guide/RELIABILITY.md, "Once", argues the rule). A
+// skipped delivery releases the lock and completes, its result saying why
+// and when the run completed (on the lock nodes' clock).
 func (r *taskRun) skipCompleted(ctx context.Context) bool {
 	rec := lockutil.MechanicsOf(r.lock)
 	run := rec.CompletedRun()

@@ -22,23 +22,13 @@ const (
 )
 
 // onTurn is the one observer of a resource's starts and ends that promotes
-// its parked tasks, so that the next ones reach a worker and wait for the
-// turn while this one works: up to promoteDepth promoted tasks are on their
-// way at any time, across processes. The calls run in the background (the
-// task does not wait for the broker) and are coalesced: one goroutine at a
-// time per resource and queue calls the broker. A resource that met no
-// contention in this process lately asks for nothing (docs/guide/HOTKEYS.md,
-// "Who promotes").
-//
-// A run's end promotes unless the turn passes in this process: tasks of it
-// wait for res, or one holds it already (an early hand-over may start the
-// next run before this one's end is seen here; the ended run still counts
-// as a holder; under WithLimit(n), more than n holders). Then the promotion
-// is owed: the next start asks for it (for the ended run's queue too if it
-// came from another), or a waiter leaving without the lock, or the next
-// run's end, so a turn passed in this process costs one broker call, not
-// two. One queue is owed per resource: an owed promotion of another queue
-// is asked for at once.
+// its parked tasks, up to promoteDepth on their way at once across
+// processes; its calls run in the background, one goroutine at a time per
+// resource and queue, and only for a resource that met contention here
+// lately. A run's end whose turn passes in this process (a task of it waits
+// or already holds) owes its promotion to the next start, leaving waiter or
+// end: one broker call per turn, not two (docs/guide/HOTKEYS.md, "Promote
+// ahead" and "Who promotes"). One queue is owed per resource.
 func (m *mw) onTurn(ev turn, queue, res, id string) {
 	if m.cfg.broker == nil || queue == "" && ev != turnLeft {
 		return
@@ -97,23 +87,13 @@ type depths struct {
 }
 
 // promoteDepth is as many promoted tasks as one process lets wait (at
-// least 2, so that one promoted task that never starts, its process gone,
-// does not stop promotion until its entry is stale) while the queue has a
-// backlog, so that other resources' tasks keep their workers; three times
-// what one process lets wait while it has none, so that more of the waiting
-// tasks land in the holder's process and the turn passes locally, the cheap
-// way (docs/guide/HOTKEYS.md).
-// A resource of n slots (WithLimit) has n times the depth. Under a cap
-// across resources (a Room's wait places), what one process lets wait is res's share
-// of the cap when that is less, and the depth without backlog is at most
-// that share: with k hot resources each is promoted about a k-th of the
-// cap, so that together they do not bring more tasks than a process lets
-// wait (a promoted task that finds no room is parked again, a trip through
-// the broker), and the turns go round the resources.
-//
-// The default wait places of a middleware without a Room (atOnce) bound the
-// waiting tasks only, not the depth: cut to them, the depth of a resource of
-// 3 slots without backlog fell from 18 to 5 with 8 workers (BenchmarkLimitDrain).
+// least 2: a promoted task whose process is gone must not stop promotion)
+// while the queue has a backlog, and three times that without one, so that
+// more turns pass locally; n times that for n slots (WithLimit). Under a
+// Room both are at most res's share of the wait places, so that k hot
+// resources together bring no more tasks than a process lets wait; the
+// default places (atOnce) bound waiters only, not the depth
+// (docs/guide/HOTKEYS.md, "Several hot resources").
 func (m *mw) promoteDepth(res string) depths {
 	n, share := max(1, m.cfg.room.maxWaiters)*m.cfg.limit, math.MaxInt
 	if m.atOnce == nil {
@@ -123,14 +103,10 @@ func (m *mw) promoteDepth(res string) depths {
 	return depths{busy: max(2, n), idle: max(2, min(3*n, share))}
 }
 
-// Follow-up calls: a process that parked tasks on a resource, or whose
-// last call left records behind, calls again by itself when no start or end
-// of the resource made a call meanwhile, first followFirst after a park (its
-// task's run has returned by then and its record can be promoted), then
-// twice as long after each call that moved nothing, up to followMax, for
-// followFor after the records last changed. So every record is looked at
-// by the process that wrote it even when the resource's other processes
-// ask for nothing (docs/guide/HOTKEYS.md, "Who promotes").
+// Follow-up calls: a process that parked tasks on a resource, or whose last
+// call left records behind, calls again by itself from followFirst after a
+// park, doubling up to followMax, for followFor after the records last
+// changed (docs/guide/HOTKEYS.md, "Who promotes", 1).
 const (
 	followFirst = 25 * time.Millisecond
 	followMax   = time.Second

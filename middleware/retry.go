@@ -69,19 +69,9 @@ const (
 // IsFailure(err) is false or err is asynq.ErrLeaseExpired, and yours
 // otherwise.
 //
-// A task whose worker crashed reaches RetryDelay only after asynq's lease
-// (30s, extended every 5s while the worker lives) has expired and its
-// recoverer, which runs once a minute on each server and takes leases expired
-// for at least 30s, has found it: 55s to about 2 minutes after the crash.
-// asynq's default backoff would add another 15-44s to a task that did not
-// fail on its own. Waiting longer protects nothing: the crashed worker's
-// locks have expired by then (a lock TTL shorter than the 55s, as the
-// default 30s, is what makes that so), and a worker that was only cut off
-// still holds its lock, so the recovered task meets a conflict and waits for
-// it, and fences reject a stale holder's late write. It still counts as a
-// failure (asynq's IsFailure), so a task that crashes its worker every time
-// is archived after its retry budget rather than crashing workers forever,
-// and asynq's recoverer paces those crashes to one a minute at most.
+// A crashed worker's task gets the short delay because the lock it held
+// has expired by the time asynq recovers it (docs/guide/MIDDLEWARE.md,
+// "Conflicts", says why waiting longer protects nothing).
 func RetryDelay(n int, err error, t *asynq.Task) time.Duration {
 	if d, ok := conflictDelay(err); ok {
 		return d

@@ -297,12 +297,8 @@ func (c *waitCap) leave(res string) {
 }
 
 // claimFor is how long a resource that a full cap refused counts in the
-// shares while it has no waiter. Shares divide the cap among the resources
-// with waiters; without the claim, a resource that filled the cap alone
-// kept its whole share, each of its leaving waiters replaced by its next
-// promoted task, and a newly hot resource found no room until it drained
-// (docs/guide/HOTKEYS.md). A refused task comes back on the next promotion,
-// well within it.
+// shares while it has no waiter, so that a resource that filled the cap
+// alone does not keep it (docs/guide/HOTKEYS.md, "Refused resources count").
 const claimFor = time.Second
 
 // claim is a refused resource's place in the shares.

@@ -5,18 +5,13 @@ import (
 )
 
 // resState is everything this process keeps about one resource: who of
-// the process holds or waits for it (counted here, where the count may
-// drop the entry; the wait reads it, wait.go), its pace (measured hold
-// time, requeue slots: conflict.go), and its promotions per queue
-// (promote.go). It lives in one table (mw.res) with
-// one lifecycle: it exists while in use (a holder, a waiter, a promotion
-// call or follow-up, an owed promotion) and, once idle, is dropped at once
-// unless the resource met contention in this process lately (keepUntil):
-// what is learnt about a contended resource (its hold time, its requeue
-// slots, that it has parked tasks) is worth keeping a while, while an
-// uncontended resource, the common case, leaves nothing behind. Idle
-// entries kept for keepUntil wait in a FIFO and are dropped in O(1)
-// amortized per task (expire), never by a scan of the table.
+// the process holds or waits for it, its pace (conflict.go) and its
+// promotions per queue (promote.go), in one table (mw.res). An entry exists
+// while in use; once idle it is dropped at once unless the resource met
+// contention here lately (keepUntil), so an uncontended resource, the common
+// case, leaves nothing behind (docs/guide/HOTKEYS.md, "Who promotes"). Kept
+// idle entries wait in a FIFO and are dropped in O(1) amortized per task
+// (expire), never by a scan of the table.
 type resState struct {
 	holders int // tasks of this process holding the resource
 	waiters int // tasks of this process waiting for it

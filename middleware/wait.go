@@ -95,14 +95,9 @@ func (m *mw) waiting(res string) int {
 
 // freshShare is how many tasks of this process may wait for a resource
 // when a task meets it busy: maxWaiters, or with parking (not soft) half of
-// it, at least 1: the other half is left to promoted tasks, which come back
-// in FIFO order and would otherwise find the share taken. Fewer tasks
-// waiting in workers also leave more workers to other resources during a
-// burst (docs/guide/HOTKEYS.md).
-// A resource of n slots (WithLimit) has n times the share. Under a cap
-// across resources (a Room's wait places) it is also at most half the resource's
-// share of the cap, so that with several hot resources the promoted tasks
-// of each still find room (docs/guide/HOTKEYS.md).
+// it, at least 1, the other half left to promoted tasks; n times that for n
+// slots (WithLimit), and under a Room at most half the resource's share of
+// its wait places (docs/guide/HOTKEYS.md, "Fresh waiters per share").
 func (m *mw) freshShare(res string, soft bool) int {
 	if soft || m.cfg.room.maxWaiters <= 1 {
 		return m.cfg.room.maxWaiters * m.cfg.limit
@@ -134,8 +129,9 @@ func (m *mw) typical(res string) time.Duration {
 // unless the resource is seen stuck: the same holder on the lock nodes at
 // stuckAfter bound ends in a row after the first, with no release by a task
 // of this process meanwhile, or the lock nodes failed (no quorum, or fewer
-// than a majority answer a look at the holder): requeueing a task that is being served in turn only sends it to
-// the back, and with asynq's default RetryDelayFunc keeps it away 15s or more.
+// than a majority answer a look at the holder). A requeue of a task being
+// served in turn only sends it to the back, 15s or more with asynq's
+// default RetryDelayFunc.
 func (m *mw) waitFor(ctx context.Context, res string, bound time.Duration, opts []redlock.LockOption) (lock *redlock.Lock, err error) {
 	m.countWaiter(res)
 	dropPlace(ctx) // a waiting task holds no place in the run gate
