@@ -2,6 +2,7 @@ package redlock
 
 import (
 	"context"
+	"github.com/asynqlock/asynqlock/redlock/internal/transport"
 	"strings"
 	"sync"
 	"time"
@@ -48,13 +49,13 @@ func (a Admin) Ping(ctx context.Context) ([]NodeStatus, error) {
 	}
 	out := make([]NodeStatus, len(c.nodes))
 	for i, n := range c.nodes {
-		out[i] = NodeStatus{Node: i, Addr: n.addr}
+		out[i] = NodeStatus{Node: i, Addr: n.Addr}
 		if sl := r.slots[i]; sl.out != outOK {
 			cause := sl.err
 			if cause == nil {
-				cause = errNodeTimeout
+				cause = transport.ErrNodeTimeout
 			}
-			out[i].Err = &NodeError{Node: i, Addr: n.addr, Op: "ping", Err: cause}
+			out[i].Err = &NodeError{Node: i, Addr: n.Addr, Op: "ping", Err: cause}
 		}
 	}
 	return out, nil
@@ -78,7 +79,7 @@ func (a Admin) Scan(ctx context.Context, resourcePrefix string) ([]string, []err
 				return nil, nil, ctx.Err()
 			}
 			if err != nil && errs[i] == nil {
-				errs[i] = &NodeError{Node: i, Addr: n.addr, Op: "scan", Err: err}
+				errs[i] = &NodeError{Node: i, Addr: n.Addr, Op: "scan", Err: err}
 			}
 			for _, name := range names {
 				if strings.HasPrefix(name, resourcePrefix) {
@@ -95,7 +96,7 @@ const scanBatch = 1000
 
 // scanNode returns the resources whose lock key (see keyOf) on n matches the
 // pattern; fencing counters and queues are skipped.
-func (c *Client) scanNode(ctx context.Context, n *node, match string) ([]string, error) {
+func (c *Client) scanNode(ctx context.Context, n *transport.Node, match string) ([]string, error) {
 	var names []string
 	scan := func(ctx context.Context, cl redis.Cmdable) error {
 		var cursor uint64
@@ -116,7 +117,7 @@ func (c *Client) scanNode(ctx context.Context, n *node, match string) ([]string,
 			}
 		}
 	}
-	if cc, ok := n.client.(*redis.ClusterClient); ok {
+	if cc, ok := n.Client.(*redis.ClusterClient); ok {
 		var mu sync.Mutex
 		return names, cc.ForEachMaster(ctx, func(ctx context.Context, m *redis.Client) error {
 			mu.Lock()
@@ -124,7 +125,7 @@ func (c *Client) scanNode(ctx context.Context, n *node, match string) ([]string,
 			return scan(ctx, m)
 		})
 	}
-	return names, scan(ctx, n.client)
+	return names, scan(ctx, n.Client)
 }
 
 // globEscape quotes the characters SCAN's MATCH pattern treats specially.
@@ -167,7 +168,7 @@ func (a Admin) ForceRelease(ctx context.Context, resource, token string) (int, e
 		return 0, invalidf("ForceRelease needs a resource and a token (got %q, %q)", resource, token)
 	}
 	k := c.keysFor(resource)
-	s, args := releaseScript, releaseScript.args(k.lockKeys(), token, k.channel)
+	s, args := releaseScript, releaseScript.Args(k.lockKeys(), token, k.channel)
 	if slot, limit := c.slotOf(ctx, resource, token); limit > 1 {
 		k = c.slotKeys(resource, slot)
 		s, args = c.slotRelease(k, token, k.channel, slot, limit, nil)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/asynqlock/asynqlock/redlock/internal/transport"
 	"slices"
 	"strconv"
 	"strings"
@@ -161,25 +162,25 @@ func (c *Client) check(ctx context.Context) ([]NodeReport, error) {
 // a release of a key nobody holds); it uses the node's client directly,
 // beside the batching worker, since nothing here is urgent. A cluster node
 // is checked on every master.
-func checkNode(ctx context.Context, n *node, bound time.Duration, prefix string) NodeReport {
+func checkNode(ctx context.Context, n *transport.Node, bound time.Duration, prefix string) NodeReport {
 	ctx, cancel := context.WithTimeout(ctx, bound)
 	defer cancel()
-	if cc, ok := n.client.(*redis.ClusterClient); ok {
+	if cc, ok := n.Client.(*redis.ClusterClient); ok {
 		r := checkCluster(ctx, n, cc)
 		if r.Misconfigured == nil && r.Err == nil {
 			r.Misconfigured = misconfigured(probeScript(ctx, cc, prefix), true)
 		}
 		return r
 	}
-	_, single := n.client.(*redis.Client)
-	r := checkServer(ctx, n.idx, n.addr, n.client)
+	_, single := n.Client.(*redis.Client)
+	r := checkServer(ctx, n.Idx, n.Addr, n.Client)
 	if r.Err == nil && r.Misconfigured == nil {
-		r.Misconfigured = misconfigured(probeScript(ctx, n.client, prefix), true)
+		r.Misconfigured = misconfigured(probeScript(ctx, n.Client, prefix), true)
 	}
 	if single && r.ClusterEnabled && r.Misconfigured == nil {
 		r.Misconfigured = fmt.Errorf("%w: a Redis Cluster member (cluster_enabled:1) given as a single server: "+
 			"it refuses the keys of other shards' slots (MOVED); write the node as redis-cluster://%s, "+
-			"or give the whole cluster as a *redis.ClusterClient to redlock.New", errMisconfigured, n.addr)
+			"or give the whole cluster as a *redis.ClusterClient to redlock.New", errMisconfigured, n.Addr)
 	}
 	return r
 }
@@ -283,9 +284,9 @@ func misconfigured(err error, script bool) error {
 // here rather than as a node that never grants one.
 func probeScript(ctx context.Context, cl redis.UniversalClient, prefix string) error {
 	key := []string{prefix + "{asynqlock:check}"}
-	err := cl.EvalSha(ctx, releaseScript.sha, key, "no token is this", "").Err()
+	err := cl.EvalSha(ctx, releaseScript.SHA, key, "no token is this", "").Err()
 	if err != nil && strings.HasPrefix(err.Error(), "NOSCRIPT") {
-		err = cl.Eval(ctx, releaseScript.src, key, "no token is this", "").Err()
+		err = cl.Eval(ctx, releaseScript.Src, key, "no token is this", "").Err()
 	}
 	return err
 }
@@ -366,7 +367,7 @@ func (c *Client) firstContact(names []string) error {
 // no retry cures.
 func (c *Client) passwordUnused(i int) error {
 	var user, pw string
-	switch cl := c.nodes[i].client.(type) {
+	switch cl := c.nodes[i].Client.(type) {
 	case *redis.Client:
 		user, pw = cl.Options().Username, cl.Options().Password
 	case *redis.ClusterClient:
@@ -374,5 +375,5 @@ func (c *Client) passwordUnused(i int) error {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), ioTimeout(c.cfg.nodeTimeout))
 	defer cancel()
-	return misconfigured(redisurl.UnusedPassword(ctx, c.nodes[i].client, user, pw), false)
+	return misconfigured(redisurl.UnusedPassword(ctx, c.nodes[i].Client, user, pw), false)
 }

@@ -3,6 +3,7 @@ package redlock
 import (
 	"context"
 	"errors"
+	"github.com/asynqlock/asynqlock/redlock/internal/transport"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -30,10 +31,10 @@ func TestUndoIsNeverDroppedByAFullQueue(t *testing.T) {
 			done <- err
 		}()
 		synctest.Wait() // node 0's worker is sending the SET
-		sink := make(chan reply, queueLen)
+		sink := make(chan transport.Reply, transport.QueueLen)
 		far := time.Now().Add(time.Hour)
-		for range queueLen {
-			c.nodes[0].send(&call{node: 0, args: []any{"ping"}, deadline: far, out: sink, op: "ping"}, c.closed)
+		for range transport.QueueLen {
+			c.nodes[0].Send(&transport.Call{Node: 0, Args: []any{"ping"}, Deadline: far, Out: sink, Op: "ping"}, c.closed)
 		}
 		if err := <-done; !errors.Is(err, ErrLocked) {
 			t.Fatalf("attempt: %v, want ErrLocked", err)
@@ -55,10 +56,10 @@ func TestAcquireRefusedByAFullQueueSendsNoUndo(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		c, mems := memClient(t, 3, WithNodeTimeout(20*time.Millisecond))
 		mems[0].set(func(m *memNode) { m.delay = time.Second })
-		sink := make(chan reply, queueLen+1)
+		sink := make(chan transport.Reply, transport.QueueLen+1)
 		far := time.Now().Add(time.Hour)
-		for range queueLen + 1 { // one in the worker, the rest queued
-			c.nodes[0].send(&call{node: 0, args: []any{"ping"}, deadline: far, out: sink, op: "ping"}, c.closed)
+		for range transport.QueueLen + 1 { // one in the worker, the rest queued
+			c.nodes[0].Send(&transport.Call{Node: 0, Args: []any{"ping"}, Deadline: far, Out: sink, Op: "ping"}, c.closed)
 			synctest.Wait()
 		}
 		for _, m := range mems[1:] {
@@ -67,9 +68,7 @@ func TestAcquireRefusedByAFullQueueSendsNoUndo(t *testing.T) {
 		if _, err := c.TryAcquire(context.Background(), "r", time.Second); !errors.Is(err, ErrQuorum) {
 			t.Fatalf("attempt: %v, want ErrQuorum", err)
 		}
-		c.nodes[0].spillMu.Lock()
-		spilled := len(c.nodes[0].spill)
-		c.nodes[0].spillMu.Unlock()
+		spilled := c.nodes[0].Spilled()
 		if spilled != 0 {
 			t.Fatalf("%d calls spilled for an acquire that never reached the queue", spilled)
 		}
@@ -84,10 +83,10 @@ func TestReleaseSkipsNodesThatNeverGotTheSet(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		c, mems := memClient(t, 3, WithNodeTimeout(20*time.Millisecond))
 		mems[0].set(func(m *memNode) { m.delay = time.Second })
-		sink := make(chan reply, queueLen+1)
+		sink := make(chan transport.Reply, transport.QueueLen+1)
 		far := time.Now().Add(time.Hour)
-		for range queueLen + 1 {
-			c.nodes[0].send(&call{node: 0, args: []any{"ping"}, deadline: far, out: sink, op: "ping"}, c.closed)
+		for range transport.QueueLen + 1 {
+			c.nodes[0].Send(&transport.Call{Node: 0, Args: []any{"ping"}, Deadline: far, Out: sink, Op: "ping"}, c.closed)
 			synctest.Wait()
 		}
 		ctx := context.Background()
@@ -100,9 +99,7 @@ func TestReleaseSkipsNodesThatNeverGotTheSet(t *testing.T) {
 				t.Fatalf("release %d: %v", i, err)
 			}
 		}
-		c.nodes[0].spillMu.Lock()
-		spilled := len(c.nodes[0].spill)
-		c.nodes[0].spillMu.Unlock()
+		spilled := c.nodes[0].Spilled()
 		if spilled != 0 {
 			t.Fatalf("%d releases spilled for a node that never got their SET", spilled)
 		}

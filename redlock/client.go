@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/asynqlock/asynqlock/redlock/internal/transport"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -18,7 +19,7 @@ import (
 // It is safe for concurrent use; create one per process and share it.
 type Client struct {
 	cfg    config
-	nodes  []*node
+	nodes  []*transport.Node
 	q      int
 	owned  []redis.UniversalClient // clients created by NewFromURLs, closed by Close
 	closed chan struct{}
@@ -34,7 +35,7 @@ type Client struct {
 	notify    *notifier
 	// busy counts the locks held (acquired, neither released nor lost) and
 	// the callers waiting on a round: each will send calls soon, so a node's
-	// worker may wait for them while busy exceeds its batch (node.gather).
+	// worker may wait for them while busy exceeds its batch (transport's gather).
 	busy atomic.Int64
 	// timers are rounds' deadline timers for reuse (roundTimer).
 	timers sync.Pool
@@ -88,14 +89,14 @@ func newClient(nodes []redis.UniversalClient, owned []redis.UniversalClient, opt
 		return nil, invalidf("%d nodes given, at most %d supported", len(nodes), maxNodes)
 	}
 	seen := make(map[string]int, len(nodes))
-	list := make([]*node, 0, len(nodes))
+	list := make([]*transport.Node, 0, len(nodes))
 	for i, cl := range nodes {
 		if cl == nil {
 			return nil, invalidf("node %d is a nil client", i)
 		}
 		id := nodeIdentity(i, cl)
 		if j, dup := seen[id]; dup {
-			return nil, invalidf("node %d (%s) is the same node as node %d: Redlock needs independent nodes", i, nodeAddr(i, cl), j)
+			return nil, invalidf("node %d (%s) is the same node as node %d: Redlock needs independent nodes", i, transport.NodeAddr(i, cl), j)
 		}
 		seen[id] = i
 	}
@@ -104,13 +105,13 @@ func newClient(nodes []redis.UniversalClient, owned []redis.UniversalClient, opt
 			owned = append(owned, own)
 			cl = own
 		}
-		list = append(list, newNode(i, nodeAddr(i, cl), cl))
+		list = append(list, transport.NewNode(i, transport.NodeAddr(i, cl), cl, transportEnv))
 	}
 	return start(cfg, list, owned), nil
 }
 
 // start builds a Client over ready nodes and starts their workers.
-func start(cfg config, nodes []*node, owned []redis.UniversalClient) *Client {
+func start(cfg config, nodes []*transport.Node, owned []redis.UniversalClient) *Client {
 	c := &Client{cfg: cfg, nodes: nodes, q: quorum(len(nodes)), owned: owned, closed: make(chan struct{}), procHolder: processHolder(),
 		tracer: newTracers(cfg.tracerProvider), warmed: make(chan struct{})}
 	c.cold.Store(int32(len(nodes)))
@@ -120,14 +121,14 @@ func start(cfg config, nodes []*node, owned []redis.UniversalClient) *Client {
 		}
 	}
 	for _, n := range c.nodes {
-		n.failed, n.debug = c.nodeFailed, cfg.logger.Debug
-		n.window, n.busy = cfg.batchWindow, &c.busy
+		n.Failed, n.Debug = c.nodeFailed, cfg.logger.Debug
+		n.Window, n.Busy = cfg.batchWindow, &c.busy
 		for w := range cfg.batchWorkers {
 			c.work.Add(1)
 			if w == 0 {
-				go n.serve(c.closed, &c.work, warmed)
+				go n.Serve(c.closed, &c.work, warmed)
 			} else {
-				go n.serve(c.closed, &c.work, nil)
+				go n.Serve(c.closed, &c.work, nil)
 			}
 		}
 	}

@@ -3,6 +3,7 @@ package redlock
 import (
 	"context"
 	"fmt"
+	"github.com/asynqlock/asynqlock/redlock/internal/transport"
 	"slices"
 	"strings"
 	"sync"
@@ -58,41 +59,19 @@ func tuneClusterForLocking(o *redis.ClusterOptions, nodeTimeout time.Duration) {
 	}
 }
 
-// loadEveryMaster loads the scripts on every master of a cluster node, since
-// a keyless SCRIPT LOAD in the pipeline reaches only one shard and the others
-// would answer NOSCRIPT on first use. It reports false, doing nothing, for a
-// single server, whose pipeline loads them. A master that appears later (a
-// failover) answers NOSCRIPT once, which clears loaded and loads again.
-func (n *node) loadEveryMaster(ctx context.Context) bool {
-	cc, ok := n.client.(*redis.ClusterClient)
-	if !ok {
-		return false
-	}
-	err := cc.ForEachMaster(ctx, func(ctx context.Context, m *redis.Client) error {
-		p := m.Pipeline()
-		for _, s := range allScripts {
-			p.ScriptLoad(ctx, s.src)
-		}
-		_, err := p.Exec(ctx)
-		return err
-	})
-	n.loaded = err == nil
-	return true
-}
-
 // checkCluster runs Check's calls on every master of a cluster node, since a
 // keyless command reaches one arbitrary shard, and sums the shards up.
-func checkCluster(ctx context.Context, n *node, cc *redis.ClusterClient) NodeReport {
+func checkCluster(ctx context.Context, n *transport.Node, cc *redis.ClusterClient) NodeReport {
 	var mu sync.Mutex
 	var shards []NodeReport
 	err := cc.ForEachMaster(ctx, func(ctx context.Context, m *redis.Client) error {
-		s := checkServer(ctx, n.idx, m.Options().Addr, m)
+		s := checkServer(ctx, n.Idx, m.Options().Addr, m)
 		mu.Lock()
 		defer mu.Unlock()
 		shards = append(shards, s)
 		return nil
 	})
-	r := NodeReport{Node: n.idx, Addr: n.addr}
+	r := NodeReport{Node: n.Idx, Addr: n.Addr}
 	if err != nil && len(shards) == 0 {
 		r.Err = err // not even the cluster's layout is known
 		return r
@@ -166,17 +145,4 @@ func shardWarnings(shards []NodeReport) []string {
 		}
 	}
 	return w
-}
-
-// movedHint names the fix on a MOVED answer from a node given as a single
-// server: it is a Redis Cluster member, and keys of other shards' slots can
-// never be set there. Other errors are returned as they are.
-func (n *node) movedHint(err error) error {
-	if err == nil || !redis.HasErrorPrefix(err, "MOVED") {
-		return err
-	}
-	if _, single := n.client.(*redis.Client); !single {
-		return err
-	}
-	return fmt.Errorf("%w (a Redis Cluster member given as a single server: write the node as redis-cluster://%s)", err, n.addr)
 }

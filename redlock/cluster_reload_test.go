@@ -3,6 +3,7 @@ package redlock
 import (
 	"context"
 	"fmt"
+	"github.com/asynqlock/asynqlock/redlock/internal/transport"
 	"net"
 	"sync/atomic"
 	"testing"
@@ -182,11 +183,11 @@ func TestClusterDeadShardCost(t *testing.T) {
 	tuneClusterForLocking(o, time.Second)
 	cc := redis.NewClusterClient(o)
 	t.Cleanup(func() { _ = cc.Close() })
-	n := newNode(0, "cluster", cc)
+	n := transport.NewNode(0, "cluster", cc, transportEnv)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	warm := redis.NewCmd(ctx, "set", "k", "v")
-	if n.run(ctx, []*redis.Cmd{warm}); warm.Err() != nil {
+	if n.Do(ctx, []*redis.Cmd{warm}); warm.Err() != nil {
 		t.Fatal(warm.Err())
 	}
 	master.Store(dead) // the shard's master died and the map says so
@@ -207,7 +208,7 @@ func TestClusterDeadShardCost(t *testing.T) {
 			cmds[i] = redis.NewCmd(ctx, "set", fmt.Sprintf("k%d", i), "v")
 		}
 		dials.Store(0)
-		n.run(ctx, cmds)
+		n.Do(ctx, cmds)
 		if cmds[0].Err() == nil || dials.Load() > 2*perAttempt {
 			t.Fatalf("a batch of %d to a dead shard: %v after %d dials, want an error after at most %d",
 				size, cmds[0].Err(), dials.Load(), 2*perAttempt)

@@ -1,12 +1,10 @@
 package redlock
 
 import (
-	"context"
 	"strconv"
 	"time"
 
 	"github.com/asynqlock/asynqlock/internal/lockutil"
-	"github.com/redis/go-redis/v9"
 )
 
 // withCompletion (lockutil.Completion, the middleware's) ties the
@@ -141,6 +139,13 @@ func seenOf(score int64) recordSeen {
 	return recordSeen{ok: true, run: int(score % runScale), expiry: score / runScale}
 }
 
+// lookScore reads a look-up's answer for the transport: the record's
+// score, its expiry in Unix ms, and whether it is a score.
+func lookScore(v any) (score, expiry int64, ok bool) {
+	run, expiry, ok := decodeScore(v)
+	return expiry*runScale + int64(run), expiry, ok
+}
+
 // decodeScore splits a record's score (ZSCORE's reply) into its run and its
 // expiry in Unix ms; ok is false for a reply that is no score, or one of the
 // format before runs (an expiry in ms, not scaled), which is not read.
@@ -203,7 +208,7 @@ func (l *Lock) written() *completionRecord {
 // on each node just after the batch that holds the acquisition's call: a
 // score found means the record is there if its expiry is still ahead of the
 // node's clock (an entry past it waits for the next write's prune), which
-// readLooks asks the node for only then. After, not ahead: a record
+// the transport (look.go) asks the node for only then. After, not ahead: a record
 // written by a release that let the acquisition in is then always seen,
 // and the batch's first reply is not the miss, a nil that go-redis checks
 // against each of its retryable errors (about 40 of a recorded task's 250
@@ -213,78 +218,4 @@ func lookOf(rec *completionRecord) []any {
 		return nil
 	}
 	return []any{"zscore", rec.key, rec.id}
-}
-
-// countLooks is the number of look-ups of a batch's calls.
-func countLooks(live []*call) int {
-	n := 0
-	for _, c := range live {
-		if c.look != nil {
-			n++
-		}
-	}
-	return n
-}
-
-// addLooks builds the look-ups of a batch's calls into cmds, in the calls'
-// order.
-func addLooks(ctx context.Context, live []*call, cmds []*redis.Cmd) {
-	i := 0
-	for _, c := range live {
-		if c.look != nil {
-			cmds[i] = redis.NewCmd(ctx, c.look...)
-			i++
-		}
-	}
-}
-
-// timeArgs is the node clock's read.
-var timeArgs = []any{"time"}
-
-// nodeMillis reads the node's clock (TIME) as Unix ms; 0 when it failed.
-func (n *node) nodeMillis() int64 {
-	cmd := redis.NewCmd(context.Background(), timeArgs...)
-	n.do(context.Background(), []*redis.Cmd{cmd})
-	v, _ := cmd.Val().([]any)
-	if cmd.Err() != nil || len(v) != 2 {
-		return 0
-	}
-	s, _ := v[0].(string)
-	u, _ := v[1].(string)
-	sec, _ := strconv.ParseInt(s, 10, 64)
-	usec, _ := strconv.ParseInt(u, 10, 64)
-	return sec*1000 + usec/1000
-}
-
-// readLooks stores the look-ups' answers (looks) in their calls: a record
-// found within its window sets seen (its score). Only a look-up that found
-// a score needs the node's clock: it is read then, once for the batch, in a
-// round trip of its own after the batch's. A record is found by a
-// re-delivery or a reused ID; an acquisition that finds none (every fresh
-// task) sends nothing more than its look-up. A look-up that failed where
-// its call (calls, in live's order) did not is reported as the node's
-// failure; it counts as not found there, as on a node whose TIME failed:
-// the record is looked for on every node, and one that answers is enough.
-func (n *node) readLooks(live []*call, calls, looks []*redis.Cmd) {
-	var now int64 // the node's clock, read at the first score found
-	asked, i := false, 0
-	for j, c := range live {
-		if c.look == nil {
-			continue
-		}
-		look := looks[i]
-		i++
-		switch err := look.Err(); {
-		case err == nil:
-			run, expiry, ok := decodeScore(look.Val())
-			if ok && !asked {
-				now, asked = n.nodeMillis(), true
-			}
-			if ok && now > 0 && expiry > now {
-				c.seen = expiry*runScale + int64(run)
-			}
-		case err != redis.Nil && n.failed != nil && (calls[j].Err() == nil || calls[j].Err() == redis.Nil):
-			n.failed("look", c.resource, c.node, nodeErr(err))
-		}
-	}
 }

@@ -3,6 +3,7 @@ package redlock
 import (
 	"context"
 	"fmt"
+	"github.com/asynqlock/asynqlock/redlock/internal/transport"
 	"math/bits"
 	"time"
 )
@@ -96,9 +97,9 @@ func (s fenceStep) above(c int64) int64 { return s.atLeast(c + 1) }
 // each of them. It returns the fence proven.
 func (c *Client) raiseFence(ctx context.Context, k keys, fence int64, copies int, deadline, until time.Time, step fenceStep) (int64, error) {
 	for range maxRefences {
-		args := fenceRaiseScript.args([]string{k.fenceKey}, fence, c.cfg.fenceRetention.Milliseconds())
+		args := fenceRaiseScript.Args([]string{k.fenceKey}, fence, c.cfg.fenceRetention.Milliseconds())
 		r := c.broadcast("fence", k.resource, c.allNodes(), copies, deadline, false, args, fenceRaiseScript)
-		classify := func(rep reply) outcome { return classifyRaise(rep, fence) }
+		classify := func(rep transport.Reply) outcome { return classifyRaise(rep, fence) }
 		err := r.wait(ctx, deadline, classify, func() bool { return r.t.decided() || r.t.refused > 0 })
 		switch {
 		case err != nil:
@@ -126,11 +127,11 @@ const maxRefences = 3
 
 // classifyRaise counts a node that holds exactly fence as OK, one that holds
 // a larger counter as refused.
-func classifyRaise(rep reply, fence int64) outcome {
-	if rep.err != nil {
+func classifyRaise(rep transport.Reply, fence int64) outcome {
+	if rep.Err != nil {
 		return outFailed
 	}
-	if v, ok := rep.val.(int64); ok && v == fence {
+	if v, ok := rep.Val.(int64); ok && v == fence {
 		return outOK
 	}
 	return outRefused
@@ -174,7 +175,7 @@ func highestCounter(r *round, counter func(any) any) (int64, uint64, error) {
 // fenced SET answers with the counter, a turn (queue) round with a triple
 // whose last element is the counter.
 type fenceReader struct {
-	classify func(reply) outcome
+	classify func(transport.Reply) outcome
 	counter  func(any) any
 }
 

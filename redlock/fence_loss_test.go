@@ -2,6 +2,7 @@ package redlock
 
 import (
 	"context"
+	"github.com/asynqlock/asynqlock/redlock/internal/transport"
 	"sync/atomic"
 	"testing"
 	"testing/synctest"
@@ -35,11 +36,11 @@ func fenceAfterLoss(t *testing.T, path string) {
 	// The faults are installed before any call (the workers read do), and
 	// switched on by the flags.
 	var lag, refuse, slow atomic.Bool
-	x.nodes[1].do = lagged(mems[1], &lag, 60*time.Millisecond)
+	x.nodes[1].Do = lagged(mems[1], &lag, 60*time.Millisecond)
 	for _, i := range []int{3, 4} {
-		x.nodes[i].do = refusingLocks(mems[i], &refuse)
+		x.nodes[i].Do = refusingLocks(mems[i], &refuse)
 	}
-	y.nodes[4].do = slowRaise(mems[4], &slow, 200*time.Millisecond)
+	y.nodes[4].Do = slowRaise(mems[4], &slow, 200*time.Millisecond)
 	prime, err := y.TryAcquire(ctx, "r", time.Minute, WithFencing())
 	if err != nil {
 		t.Fatal(err)
@@ -115,14 +116,14 @@ func slowRaise(m *memNode, on *atomic.Bool, d time.Duration) func(context.Contex
 }
 
 // sends reports whether a batch runs one of the scripts.
-func sends(cmds []*redis.Cmd, scripts ...*script) bool {
+func sends(cmds []*redis.Cmd, scripts ...*transport.Script) bool {
 	for _, c := range cmds {
 		a := c.Args()
 		if len(a) < 2 {
 			continue
 		}
 		for _, s := range scripts {
-			if str(a[1]) == s.sha || str(a[1]) == s.src {
+			if str(a[1]) == s.SHA || str(a[1]) == s.Src {
 				return true
 			}
 		}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/asynqlock/asynqlock/redlock/internal/transport"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -18,10 +19,10 @@ func memClientOn(t testing.TB, mems []*memNode, opts ...Option) *Client {
 	for _, o := range opts {
 		o(&cfg)
 	}
-	nodes := make([]*node, len(mems))
+	nodes := make([]*transport.Node, len(mems))
 	for i, m := range mems {
-		nodes[i] = newNode(i, fmt.Sprintf("mem%d", i), nil)
-		nodes[i].do = m.do
+		nodes[i] = transport.NewNode(i, fmt.Sprintf("mem%d", i), nil, transportEnv)
+		nodes[i].Do = m.do
 	}
 	c := start(cfg, nodes, nil)
 	t.Cleanup(func() { _ = c.Close() })

@@ -74,7 +74,7 @@ func TestDefaultBatchWindowFitsTheNodeTimeout(t *testing.T) {
 		if err != nil {
 			t.Fatalf("node timeout %v: %v", tc.timeout, err)
 		}
-		got := c.nodes[0].window
+		got := c.nodes[0].Window
 		c.Close()
 		if got != tc.want {
 			t.Errorf("node timeout %v: batch window %v, want %v", tc.timeout, got, tc.want)

@@ -55,7 +55,7 @@ func (c *Client) inspect(ctx context.Context, resource string, timeout time.Dura
 		names[1+i] = slotKey(k.key, i)
 	}
 	deadline := time.Now().Add(timeout)
-	r := c.broadcast("inspect", resource, c.allNodes(), len(c.nodes), deadline, false, inspectScript.args(names), inspectScript)
+	r := c.broadcast("inspect", resource, c.allNodes(), len(c.nodes), deadline, false, inspectScript.Args(names), inspectScript)
 	if err := r.collectAll(ctx, deadline, classifyAnswered); err != nil {
 		return nil, err
 	}
@@ -70,7 +70,7 @@ func (c *Client) inspect(ctx context.Context, resource string, timeout time.Dura
 	for s := range max(limit, 1) {
 		for i, n := range c.nodes {
 			sl := r.slots[i]
-			st := NodeState{Node: i, Addr: n.addr, Err: sl.err, Slot: s, Limit: limit}
+			st := NodeState{Node: i, Addr: n.Addr, Err: sl.err, Slot: s, Limit: limit}
 			if vals, ok := sl.val.([]any); ok && sl.out == outOK && len(vals) >= 3 {
 				st = parseInspect(st, slotState(vals, s))
 			}

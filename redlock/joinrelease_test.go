@@ -2,6 +2,7 @@ package redlock
 
 import (
 	"context"
+	"github.com/asynqlock/asynqlock/redlock/internal/transport"
 	"slices"
 	"strconv"
 	"strings"
@@ -17,7 +18,7 @@ import (
 type joinBed struct {
 	t   *testing.T
 	c   *Client
-	n   *node
+	n   *transport.Node
 	rdb *redis.Client
 }
 
@@ -30,26 +31,25 @@ func newJoinBed(t *testing.T) *joinBed {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = c.Close() })
-	n := newNode(0, srv.ServerAddr(), rdb)
-	t.Cleanup(n.closeConn)
+	n := transport.NewNode(0, srv.ServerAddr(), rdb, transportEnv)
 	return &joinBed{t: t, c: c, n: n, rdb: rdb}
 }
 
 // release is a holder's release call of token on resource, writing the
 // completion record of id unless it is empty.
-func (b *joinBed) release(resource, token, id string, out chan reply) *call {
+func (b *joinBed) release(resource, token, id string, out chan transport.Reply) *transport.Call {
 	var rec *completionRecord
 	if id != "" {
 		rec = &completionRecord{key: b.c.keysFor(resource).key + recordSuffix, id: id, window: time.Hour}
 	}
-	return &call{args: b.c.releaseArgs(b.c.keysFor(resource), token, rec), script: queueReleaseScript,
-		deadline: time.Now().Add(time.Minute), out: out, op: "release", resource: resource}
+	return &transport.Call{Args: b.c.releaseArgs(b.c.keysFor(resource), token, rec), Script: queueReleaseScript,
+		Deadline: time.Now().Add(time.Minute), Out: out, Op: "release", Resource: resource}
 }
 
 // setNX is a plain acquire call on resource.
-func (b *joinBed) setNX(resource, token string, out chan reply) *call {
-	return &call{args: []any{"set", b.c.keysFor(resource).key, token, "nx", "px", 60000},
-		deadline: time.Now().Add(time.Minute), out: out, op: "acquire", resource: resource}
+func (b *joinBed) setNX(resource, token string, out chan transport.Reply) *transport.Call {
+	return &transport.Call{Args: []any{"set", b.c.keysFor(resource).key, token, "nx", "px", 60000},
+		Deadline: time.Now().Add(time.Minute), Out: out, Op: "acquire", Resource: resource}
 }
 
 func (b *joinBed) evalshas() int64 {
@@ -96,11 +96,11 @@ func TestBatchReleasesShareOneScriptCall(t *testing.T) {
 		if _, err := sub.Receive(context.Background()); err != nil { // the subscription's confirmation
 			t.Fatal(err)
 		}
-		outs := make([]chan reply, 7)
+		outs := make([]chan transport.Reply, 7)
 		for i := range outs {
-			outs[i] = make(chan reply, 1)
+			outs[i] = make(chan transport.Reply, 1)
 		}
-		calls := []*call{
+		calls := []*transport.Call{
 			b.release("e", "te", "", outs[0]), // must run before the SET of e
 			b.setNX("e", "te2", outs[1]),
 			b.release("a", "ta", "", outs[2]),
@@ -110,20 +110,20 @@ func TestBatchReleasesShareOneScriptCall(t *testing.T) {
 			b.release("d", "td", "rd", outs[6]),
 		}
 		before := b.evalshas()
-		b.n.execBatch(slices.Clone(calls), time.Now())
+		b.n.Exec(slices.Clone(calls))
 		want := map[string]int64{"e": 1, "a": 1, "b": 1, "c": 0, "d": 1}
 		for i, c := range calls {
 			rep := <-outs[i]
-			if c.script == nil {
+			if c.Script == nil {
 				// After a NOSCRIPT the scripts run again after the batch
 				// (node.execBatch), so only the first pass keeps e's order.
-				if !flush && (rep.err != nil || rep.val != "OK") {
-					t.Errorf("flush %v: SET of %s answered %v, %v; want OK after e's release", flush, c.resource, rep.val, rep.err)
+				if !flush && (rep.Err != nil || rep.Val != "OK") {
+					t.Errorf("flush %v: SET of %s answered %v, %v; want OK after e's release", flush, c.Resource, rep.Val, rep.Err)
 				}
 				continue
 			}
-			if rep.err != nil || rep.val != want[c.resource] {
-				t.Errorf("flush %v: release of %s answered %v, %v; want %d", flush, c.resource, rep.val, rep.err, want[c.resource])
+			if rep.Err != nil || rep.Val != want[c.Resource] {
+				t.Errorf("flush %v: release of %s answered %v, %v; want %d", flush, c.Resource, rep.Val, rep.Err, want[c.Resource])
 			}
 		}
 		// e's release, then one call for a, b, c and d (after a NOSCRIPT
@@ -168,18 +168,17 @@ func TestBatchReleasesShareOneScriptCall(t *testing.T) {
 // every release folded into it gets the failure.
 func TestJoinedReleaseFailureReachesEveryCaller(t *testing.T) {
 	b := newJoinBed(t)
-	outs := []chan reply{make(chan reply, 1), make(chan reply, 1)}
-	calls := []*call{b.release("a", "ta", "", outs[0]), b.release("b", "tb", "rb", outs[1])}
-	b.n.do = func(ctx context.Context, cmds []*redis.Cmd) {
+	outs := []chan transport.Reply{make(chan transport.Reply, 1), make(chan transport.Reply, 1)}
+	calls := []*transport.Call{b.release("a", "ta", "", outs[0]), b.release("b", "tb", "rb", outs[1])}
+	b.n.Do = func(ctx context.Context, cmds []*redis.Cmd) {
 		for _, cmd := range cmds {
 			cmd.SetErr(redis.ErrClosed)
 		}
 	}
-	b.n.loaded = true
-	b.n.execBatch(slices.Clone(calls), time.Now())
+	b.n.Exec(slices.Clone(calls))
 	for i, c := range calls {
-		if rep := <-outs[i]; rep.err == nil {
-			t.Errorf("release of %s answered %v without the failure", c.resource, rep.val)
+		if rep := <-outs[i]; rep.Err == nil {
+			t.Errorf("release of %s answered %v without the failure", c.Resource, rep.Val)
 		}
 	}
 }

@@ -77,7 +77,7 @@ func slotHolds(t *testing.T, nodes []*redis.Client, reach []int, token string, n
 			return s
 		}
 		for _, i := range reach {
-			nodes[i].Eval(ctx, releaseScript.src, []string{slotKey(k, s)}, token, "")
+			nodes[i].Eval(ctx, releaseScript.Src, []string{slotKey(k, s)}, token, "")
 		}
 	}
 	return -1

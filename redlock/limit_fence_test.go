@@ -2,6 +2,7 @@ package redlock
 
 import (
 	"context"
+	"github.com/asynqlock/asynqlock/redlock/internal/transport"
 	"sync"
 	"testing"
 	"time"
@@ -34,14 +35,14 @@ func wrappedClient(t *testing.T, raws []*redis.Client, wrap func(i int, run func
 	if err := cfg.validate(); err != nil {
 		t.Fatal(err)
 	}
-	nodes := make([]*node, len(raws))
+	nodes := make([]*transport.Node, len(raws))
 	owned := make([]redis.UniversalClient, len(raws))
 	for i, raw := range raws {
 		cl := redis.NewClient(&redis.Options{Addr: raw.Options().Addr})
 		owned[i] = cl
-		nodes[i] = newNode(i, raw.Options().Addr, cl)
+		nodes[i] = transport.NewNode(i, raw.Options().Addr, cl, transportEnv)
 		if wrap != nil {
-			nodes[i].do = wrap(i, nodes[i].do)
+			nodes[i].Do = wrap(i, nodes[i].Do)
 		}
 	}
 	c := start(cfg, nodes, owned)
@@ -51,7 +52,7 @@ func wrappedClient(t *testing.T, raws []*redis.Client, wrap func(i int, run func
 
 // failing answers a batch that runs one of scripts with an error, as a node
 // that dropped the connection; other batches go to run.
-func failing(run func(context.Context, []*redis.Cmd), scripts ...*script) func(context.Context, []*redis.Cmd) {
+func failing(run func(context.Context, []*redis.Cmd), scripts ...*transport.Script) func(context.Context, []*redis.Cmd) {
 	return func(ctx context.Context, cmds []*redis.Cmd) {
 		if sends(cmds, scripts...) {
 			for _, c := range cmds {

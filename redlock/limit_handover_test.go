@@ -3,6 +3,7 @@ package redlock
 import (
 	"context"
 	"errors"
+	"github.com/asynqlock/asynqlock/redlock/internal/transport"
 	"math/rand/v2"
 	"sync"
 	"sync/atomic"
@@ -16,7 +17,7 @@ import (
 // (calls[nil] holds the plain SET commands.)
 type scriptCounter struct {
 	mu    sync.Mutex
-	calls map[*script][][]any
+	calls map[*transport.Script][][]any
 }
 
 func (sc *scriptCounter) wrap(_ int, run func(context.Context, []*redis.Cmd)) func(context.Context, []*redis.Cmd) {
@@ -25,7 +26,7 @@ func (sc *scriptCounter) wrap(_ int, run func(context.Context, []*redis.Cmd)) fu
 		sc.mu.Lock()
 		defer sc.mu.Unlock()
 		if sc.calls == nil {
-			sc.calls = map[*script][][]any{}
+			sc.calls = map[*transport.Script][][]any{}
 		}
 		for _, c := range cmds {
 			if c.Args()[0] == "set" {
@@ -41,7 +42,7 @@ func (sc *scriptCounter) wrap(_ int, run func(context.Context, []*redis.Cmd)) fu
 }
 
 // with counts the calls of s that carried token.
-func (sc *scriptCounter) with(s *script, token string) int {
+func (sc *scriptCounter) with(s *transport.Script, token string) int {
 	sc.mu.Lock()
 	defer sc.mu.Unlock()
 	n := 0

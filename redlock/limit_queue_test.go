@@ -3,6 +3,7 @@ package redlock
 import (
 	"context"
 	"errors"
+	"github.com/asynqlock/asynqlock/redlock/internal/transport"
 	"strings"
 	"testing"
 	"time"
@@ -11,7 +12,7 @@ import (
 )
 
 // total counts the calls of s, whatever their arguments.
-func (sc *scriptCounter) total(s *script) int {
+func (sc *scriptCounter) total(s *transport.Script) int {
 	sc.mu.Lock()
 	defer sc.mu.Unlock()
 	return len(sc.calls[s])
@@ -121,10 +122,10 @@ func holdSlots(t *testing.T, c *Client, n int) []*Lock {
 
 // evalSlot runs one of the slot queue's scripts on raw as the client sends
 // it, for resource "r" of 2 slots; nil for a refusal.
-func evalSlot(t *testing.T, raw *redis.Client, c *Client, s *script, argv ...any) any {
+func evalSlot(t *testing.T, raw *redis.Client, c *Client, s *transport.Script, argv ...any) any {
 	t.Helper()
-	args := s.args(c.slotKeys("r", 0).slotQueueKeys(2), argv...)
-	args[0], args[1] = "eval", s.src
+	args := s.Args(c.slotKeys("r", 0).slotQueueKeys(2), argv...)
+	args[0], args[1] = "eval", s.Src
 	v, err := raw.Do(context.Background(), args...).Result()
 	if errors.Is(err, redis.Nil) {
 		return nil

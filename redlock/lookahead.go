@@ -2,6 +2,7 @@ package redlock
 
 import (
 	"context"
+	"github.com/asynqlock/asynqlock/redlock/internal/transport"
 	"sync"
 	"time"
 )
@@ -119,11 +120,11 @@ func (l *Lock) refreshLooks() {
 
 // classifyLook reads a look-up's answer (the call is a TIME, its look-up
 // the record's): a record found within its window is OK, none a refusal.
-func classifyLook(rep reply) outcome {
+func classifyLook(rep transport.Reply) outcome {
 	switch {
-	case rep.err != nil:
+	case rep.Err != nil:
 		return outFailed
-	case rep.seen == 0:
+	case rep.Seen == 0:
 		return outRefused
 	}
 	return outOK

@@ -3,6 +3,7 @@ package redlock
 import (
 	"context"
 	"fmt"
+	"github.com/asynqlock/asynqlock/redlock/internal/transport"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -52,10 +53,10 @@ func TestLookUpRefreshedWhenTheChainStarts(t *testing.T) {
 // memClientOver is a second Client (another process) over mems.
 func memClientOver(t *testing.T, mems []*memNode) *Client {
 	t.Helper()
-	nodes := make([]*node, len(mems))
+	nodes := make([]*transport.Node, len(mems))
 	for i, m := range mems {
-		nodes[i] = newNode(i, fmt.Sprintf("mem%d", i), nil)
-		nodes[i].do = m.do
+		nodes[i] = transport.NewNode(i, fmt.Sprintf("mem%d", i), nil, transportEnv)
+		nodes[i].Do = m.do
 	}
 	c := start(defaultConfig(), nodes, nil)
 	t.Cleanup(func() { _ = c.Close() })

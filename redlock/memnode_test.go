@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/asynqlock/asynqlock/redlock/internal/transport"
 	"strconv"
 	"strings"
 	"sync"
@@ -126,8 +127,8 @@ func (m *memNode) exec(c *redis.Cmd) {
 	op := strings.ToLower(str(a[0]))
 	if op == "script" {
 		for _, s := range allScripts {
-			if str(a[2]) == s.src {
-				c.SetVal(s.sha)
+			if str(a[2]) == s.Src {
+				c.SetVal(s.SHA)
 				return
 			}
 		}
@@ -158,9 +159,9 @@ func (m *memNode) exec(c *redis.Cmd) {
 		return
 	}
 	// evalsha / eval
-	var s *script
+	var s *transport.Script
 	for _, cand := range allScripts {
-		if str(a[1]) == cand.sha || str(a[1]) == cand.src {
+		if str(a[1]) == cand.SHA || str(a[1]) == cand.Src {
 			s = cand
 		}
 	}
@@ -254,11 +255,11 @@ func memClient(t testing.TB, n int, opts ...Option) (*Client, []*memNode) {
 		t.Fatal(err)
 	}
 	mems := make([]*memNode, n)
-	nodes := make([]*node, n)
+	nodes := make([]*transport.Node, n)
 	for i := range mems {
 		mems[i] = newMemNode()
-		nodes[i] = newNode(i, fmt.Sprintf("mem%d", i), nil)
-		nodes[i].do = mems[i].do
+		nodes[i] = transport.NewNode(i, fmt.Sprintf("mem%d", i), nil, transportEnv)
+		nodes[i].Do = mems[i].do
 	}
 	c := start(cfg, nodes, nil)
 	t.Cleanup(func() { _ = c.Close() })

@@ -1,6 +1,7 @@
 package redlock
 
 import (
+	"github.com/asynqlock/asynqlock/redlock/internal/transport"
 	"slices"
 	"strconv"
 	"strings"
@@ -171,7 +172,7 @@ func (m *memNode) bumpFence(key string, retention int64, now time.Time) int64 {
 }
 
 // execQueue runs one of the queue scripts; ok is false for other scripts.
-func (m *memNode) execQueue(s *script, keys []string, argv []any) (val any, ok bool) {
+func (m *memNode) execQueue(s *transport.Script, keys []string, argv []any) (val any, ok bool) {
 	switch s {
 	case turnScript:
 		return m.queueOp(keys).turn(argv), true

@@ -106,10 +106,10 @@ func (n *notifier) pubsub(i int) *redis.PubSub {
 	if p := n.ps[i]; p != nil {
 		return p
 	}
-	if n.c.nodes[i].client == nil {
+	if n.c.nodes[i].Client == nil {
 		return nil // an in-memory test node: no pub/sub
 	}
-	p := n.c.nodes[i].client.Subscribe(context.Background())
+	p := n.c.nodes[i].Client.Subscribe(context.Background())
 	n.ps[i] = p
 	msgs := p.Channel()
 	n.wg.Add(1)

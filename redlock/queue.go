@@ -2,6 +2,7 @@ package redlock
 
 import (
 	"crypto/rand"
+	"github.com/asynqlock/asynqlock/redlock/internal/transport"
 	"strings"
 	"time"
 )
@@ -66,7 +67,7 @@ func (w *watch) wants(payload string) bool {
 // turnArgs): for a slot of a limited resource, slotTurnScript, which does
 // not ask the waiter queue. With rec, the releasing holder of old writes
 // its completion record where old still held the key.
-func (c *Client) turnCall(k keys, old, token string, req *handoffReq, keep bool, rec *completionRecord) (*script, []any) {
+func (c *Client) turnCall(k keys, old, token string, req *handoffReq, keep bool, rec *completionRecord) (*transport.Script, []any) {
 	lc := req.lc
 	if lc.limit > 1 {
 		return slotTurnScript, recordedArgs(slotTurnScript, k.bothKeys(), rec, old, token, req.ttl.Milliseconds(),
@@ -113,11 +114,11 @@ func (r *round) jumped() bool {
 }
 
 // classifyTurn counts a node that set the new token as OK.
-func classifyTurn(rep reply) outcome {
-	if rep.err != nil {
+func classifyTurn(rep transport.Reply) outcome {
+	if rep.Err != nil {
 		return outFailed
 	}
-	if _, set, _ := turnReply(rep.val); set {
+	if _, set, _ := turnReply(rep.Val); set {
 		return outOK
 	}
 	return outRefused

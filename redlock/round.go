@@ -2,6 +2,7 @@ package redlock
 
 import (
 	"context"
+	"github.com/asynqlock/asynqlock/redlock/internal/transport"
 	"math/bits"
 	"sync/atomic"
 	"time"
@@ -13,22 +14,22 @@ import (
 // caller is woken only once enough replies are in to decide it. Replies
 // that arrive after the round was decided are dropped with it, or cleared
 // before the round is reused (unref): nothing needs them, because every node
-// runs its calls in order (see node), so a release or undo sent after this
+// runs its calls in order (internal/transport), so a release or undo sent after this
 // round reaches each node after this round's command.
 type round struct {
 	c        *Client
 	op       string
 	resource string
-	in       []reply       // each node's reply, valid once its bit is in arrived
-	arrived  atomic.Uint64 // nodes whose reply is in in
-	wake     chan struct{} // a token once wakeAt replies or more are in
-	wakeAt   int           // the fewest replies that can decide the round
-	waiting  atomic.Bool   // the caller is in wait: replies past wakeAt wake it
-	pending  uint64        // nodes whose reply has not been read yet
-	answered uint64        // nodes counted in the tally (reply read, or timed out)
-	unsent   uint64        // nodes whose call was refused before it was queued
+	in       []transport.Reply // each node's reply, valid once its bit is in arrived
+	arrived  atomic.Uint64     // nodes whose reply is in in
+	wake     chan struct{}     // a token once wakeAt replies or more are in
+	wakeAt   int               // the fewest replies that can decide the round
+	waiting  atomic.Bool       // the caller is in wait: replies past wakeAt wake it
+	pending  uint64            // nodes whose reply has not been read yet
+	answered uint64            // nodes counted in the tally (reply read, or timed out)
+	unsent   uint64            // nodes whose call was refused before it was queued
 	slots    []slot
-	calls    []call // room for one call per node
+	calls    []transport.Call // room for one call per node
 	t        tally
 	rec      recordSeen // what the calls' look-ups found (completion.go)
 	busy     bool       // counted in the client's busy until its caller stops waiting
@@ -52,16 +53,16 @@ type slot struct {
 // deadline, and returns the round to collect. need is the number of OK
 // answers that decides success. A cleanup round (releases) is sent even if a
 // node's queue only reaches it after the deadline.
-func (c *Client) broadcast(op, resource string, mask uint64, need int, deadline time.Time, cleanup bool, args []any, s *script) *round {
+func (c *Client) broadcast(op, resource string, mask uint64, need int, deadline time.Time, cleanup bool, args []any, s *transport.Script) *round {
 	return c.broadcastLook(op, resource, mask, need, deadline, cleanup, args, s, nil)
 }
 
 // broadcastLook is broadcast with a look-up (lookOf) sent on each node just
 // after the call's batch, in the same pipeline (completion.go).
-func (c *Client) broadcastLook(op, resource string, mask uint64, need int, deadline time.Time, cleanup bool, args []any, s *script, look []any) *round {
+func (c *Client) broadcastLook(op, resource string, mask uint64, need int, deadline time.Time, cleanup bool, args []any, s *transport.Script, look []any) *round {
 	r := c.newRound(op, resource, mask, need)
 	// Counted before its calls are queued: a node's worker never sees a
-	// call whose caller is not yet counted (node.gather).
+	// call whose caller is not yet counted (transport, Node.gather).
 	c.busy.Add(1)
 	calls := r.calls[:bits.OnesCount64(mask)]
 	r.refs.Store(int32(1 + len(calls)))
@@ -74,8 +75,8 @@ func (c *Client) broadcastLook(op, resource string, mask uint64, need int, deadl
 		r.t.total++
 		cl := &calls[j]
 		j++
-		*cl = call{node: i, args: args, script: s, deadline: deadline, cleanup: cleanup, owner: r, op: op, resource: resource, look: look}
-		if !c.nodes[i].send(cl, c.closed) {
+		*cl = transport.Call{Node: i, Args: args, Script: s, Deadline: deadline, Cleanup: cleanup, Owner: r, Op: op, Resource: resource, Look: look}
+		if !c.nodes[i].Send(cl, c.closed) {
 			r.unsent |= 1 << i
 		}
 	}
@@ -87,7 +88,7 @@ func (c *Client) newRound(op, resource string, mask uint64, need int) *round {
 	r, ok := c.rounds.Get().(*round)
 	if !ok {
 		n := len(c.nodes)
-		r = &round{c: c, in: make([]reply, n), wake: make(chan struct{}, 1), slots: make([]slot, n), calls: make([]call, n)}
+		r = &round{c: c, in: make([]transport.Reply, n), wake: make(chan struct{}, 1), slots: make([]slot, n), calls: make([]transport.Call, n)}
 	}
 	r.op, r.resource, r.pending, r.t, r.busy = op, resource, mask, tally{need: need}, true
 	r.rec = recordSeen{}
@@ -98,15 +99,15 @@ func (c *Client) newRound(op, resource string, mask uint64, need int) *round {
 // it, not even the slots. Calls still queued keep it until answered.
 func (r *round) free() {
 	r.idle()
-	r.unref()
+	r.Unref()
 }
 
-// arrive stores a node's reply and wakes the caller once the replies in
+// Arrive stores a node's reply and wakes the caller once the replies in
 // can decide the round: one wake-up per round instead of one per reply, a
 // goroutine switch saved on each side per reply (docs/design/BATCHING.md).
-func (r *round) arrive(rep reply) {
-	r.in[rep.node] = rep
-	if bits.OnesCount64(r.arrived.Or(1<<rep.node)|1<<rep.node) < r.wakeAt || !r.waiting.Load() {
+func (r *round) Arrive(rep transport.Reply) {
+	r.in[rep.Node] = rep
+	if bits.OnesCount64(r.arrived.Or(1<<rep.Node)|1<<rep.Node) < r.wakeAt || !r.waiting.Load() {
 		return // wait reads arrived after it sets waiting: nothing is missed
 	}
 	select {
@@ -115,9 +116,9 @@ func (r *round) arrive(rep reply) {
 	}
 }
 
-// unref drops one reference; the last one empties the round and pools it.
+// Unref drops one reference; the last one empties the round and pools it.
 // Every call has sent its reply by then: nothing writes to it any more.
-func (r *round) unref() {
+func (r *round) Unref() {
 	if r.refs.Add(-1) != 0 {
 		return
 	}
@@ -153,17 +154,17 @@ func (c *Client) allNodes() uint64 {
 // collect reads replies until the round is decided, the deadline passes
 // (pending nodes then count as failed) or ctx ends. classify turns a reply
 // into an outcome. It reports ctx's error if ctx ended first.
-func (r *round) collect(ctx context.Context, deadline time.Time, classify func(reply) outcome) error {
+func (r *round) collect(ctx context.Context, deadline time.Time, classify func(transport.Reply) outcome) error {
 	return r.wait(ctx, deadline, classify, r.t.decided)
 }
 
 // collectAll is collect waiting for every node's answer, not only for the
 // decision.
-func (r *round) collectAll(ctx context.Context, deadline time.Time, classify func(reply) outcome) error {
+func (r *round) collectAll(ctx context.Context, deadline time.Time, classify func(transport.Reply) outcome) error {
 	return r.wait(ctx, deadline, classify, func() bool { return r.pending&^r.answered == 0 })
 }
 
-func (r *round) wait(ctx context.Context, deadline time.Time, classify func(reply) outcome, done func() bool) error {
+func (r *round) wait(ctx context.Context, deadline time.Time, classify func(transport.Reply) outcome, done func() bool) error {
 	defer r.idle()
 	r.waiting.Store(true)
 	defer r.waiting.Store(false)
@@ -215,25 +216,25 @@ func (c *Client) putRoundTimer(t *time.Timer) {
 }
 
 // take records the replies that arrived since the last take.
-func (r *round) take(classify func(reply) outcome) {
+func (r *round) take(classify func(transport.Reply) outcome) {
 	for in := r.arrived.Load() & r.pending; in != 0; in &= in - 1 {
 		rep := r.in[bits.TrailingZeros64(in)]
 		r.record(rep, classify(rep))
 	}
 }
 
-func (r *round) record(rep reply, o outcome) {
-	bit := uint64(1) << rep.node
+func (r *round) record(rep transport.Reply, o outcome) {
+	bit := uint64(1) << rep.Node
 	r.pending &^= bit
 	if r.answered&bit != 0 {
 		return // already counted as timed out
 	}
 	r.answered |= bit
-	r.slots[rep.node] = slot{val: rep.val, out: o}
-	if o == outFailed && rep.err != nil {
-		r.slots[rep.node].err = rep.err // reported by the node's worker
+	r.slots[rep.Node] = slot{val: rep.Val, out: o}
+	if o == outFailed && rep.Err != nil {
+		r.slots[rep.Node].err = rep.Err // reported by the node's worker
 	}
-	r.rec.add(seenOf(rep.seen))
+	r.rec.add(seenOf(rep.Seen))
 	r.t.add(o)
 }
 
@@ -245,8 +246,8 @@ func (r *round) timeoutPending() {
 			continue
 		}
 		r.answered |= bit
-		r.slots[i] = slot{out: outFailed, err: errNodeTimeout}
-		r.c.nodeFailed(r.op, r.resource, i, errNodeTimeout)
+		r.slots[i] = slot{out: outFailed, err: transport.ErrNodeTimeout}
+		r.c.nodeFailed(r.op, r.resource, i, transport.ErrNodeTimeout)
 		r.t.add(outFailed)
 	}
 }
@@ -256,7 +257,7 @@ func (r *round) err(kinds []error, summary string) *opError {
 	e := &opError{kinds: kinds, summary: summary}
 	for i, sl := range r.slots {
 		if sl.err != nil {
-			e.nodes = append(e.nodes, &NodeError{Node: i, Addr: r.c.nodes[i].addr, Op: r.op, Err: sl.err})
+			e.nodes = append(e.nodes, &NodeError{Node: i, Addr: r.c.nodes[i].Addr, Op: r.op, Err: sl.err})
 		}
 	}
 	return e
@@ -264,6 +265,6 @@ func (r *round) err(kinds []error, summary string) *opError {
 
 func (c *Client) nodeFailed(op, resource string, i int, err error) {
 	n := c.nodes[i]
-	c.cfg.logger.Debug("redlock node call failed", "op", op, "resource", resource, "node", i, "addr", n.addr, "err", err)
-	c.observe(Event{Kind: EventNodeError, Resource: resource, Node: i, Addr: n.addr, Err: err})
+	c.cfg.logger.Debug("redlock node call failed", "op", op, "resource", resource, "node", i, "addr", n.Addr, "err", err)
+	c.observe(Event{Kind: EventNodeError, Resource: resource, Node: i, Addr: n.Addr, Err: err})
 }

@@ -3,6 +3,7 @@ package redlock
 import (
 	"context"
 	"fmt"
+	"github.com/asynqlock/asynqlock/redlock/internal/transport"
 	"slices"
 	"testing"
 	"time"
@@ -22,9 +23,9 @@ type scriptBackend struct {
 }
 
 // eval runs s with its source (EVAL), as a node answers after NOSCRIPT.
-func (b scriptBackend) eval(s *script, keys []string, argv ...any) any {
-	args := s.args(keys, argv...)
-	args[0], args[1] = "eval", s.src
+func (b scriptBackend) eval(s *transport.Script, keys []string, argv ...any) any {
+	args := s.Args(keys, argv...)
+	args[0], args[1] = "eval", s.Src
 	return b.do(args...)
 }
 
@@ -93,8 +94,8 @@ func (q *queueCase) turn(old, token string, ticket int64, id string, fencing, ke
 
 // evalArgs runs s with its source, as eval does, on arguments built for
 // its EVALSHA.
-func (q *queueCase) evalArgs(s *script, args []any) any {
-	args[0], args[1] = "eval", s.src
+func (q *queueCase) evalArgs(s *transport.Script, args []any) any {
+	args[0], args[1] = "eval", s.Src
 	return q.b.do(args...)
 }
 

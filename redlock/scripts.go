@@ -1,28 +1,20 @@
 package redlock
 
 import (
+	"github.com/asynqlock/asynqlock/redlock/internal/transport"
 	"math/bits"
 	"strconv"
 	"strings"
 	"time"
 
-	"crypto/sha1"
 	"embed"
-	"encoding/hex"
 )
-
-// script is a Lua script sent as EVALSHA, falling back to EVAL when a node
-// does not have it cached.
-type script struct {
-	src string
-	sha string
-}
 
 //go:embed lua/*.lua
 var luaFiles embed.FS
 
 // newScript is the script made of the named files of lua/, in order.
-func newScript(files ...string) *script {
+func newScript(files ...string) *transport.Script {
 	var src strings.Builder
 	for _, f := range files {
 		b, err := luaFiles.ReadFile("lua/" + f)
@@ -31,18 +23,7 @@ func newScript(files ...string) *script {
 		}
 		src.Write(b)
 	}
-	sum := sha1.Sum([]byte(src.String()))
-	return &script{src: src.String(), sha: hex.EncodeToString(sum[:])}
-}
-
-// args builds the EVALSHA arguments.
-func (s *script) args(keys []string, argv ...any) []any {
-	a := make([]any, 0, 3+len(keys)+len(argv))
-	a = append(a, "evalsha", s.sha, len(keys))
-	for _, k := range keys {
-		a = append(a, k)
-	}
-	return append(a, argv...)
+	return transport.NewScript(src.String())
 }
 
 // The scripts, one file each in lua/ with its KEYS/ARGV contract and
@@ -65,10 +46,18 @@ var (
 	slotReleaseScript  = newScript("record.lua", "slot_release_unqueued.lua", "queue.lua", "slot_queue.lua", "slot_release.lua")
 	slotWaitScript     = newScript("slot_fence.lua", "queue.lua", "slot_queue.lua", "slot_wait.lua")
 	slotLeaveScript    = newScript("queue.lua", "slot_queue.lua", "slot_leave.lua")
+	// releaseManyScript runs several queue releases in one call: a node's
+	// transport joins a batch's queue releases (release_many.lua).
+	releaseManyScript = newScript("record.lua", "release_many.lua")
 )
 
+// transportEnv tells every node which scripts it loads and which releases
+// it may join.
+var transportEnv = &transport.Env{Scripts: allScripts, Closed: ErrClosed, Release: queueReleaseScript, ReleaseMany: releaseManyScript,
+	ChannelSuffix: channelSuffix, LookScore: lookScore}
+
 // allScripts are loaded on a node before its first script call.
-var allScripts = []*script{releaseScript, extendScript, fenceAcquireScript, fenceRaiseScript, inspectScript, turnScript, queueReleaseScript, leaveQueueScript,
+var allScripts = []*transport.Script{releaseScript, extendScript, fenceAcquireScript, fenceRaiseScript, inspectScript, turnScript, queueReleaseScript, leaveQueueScript,
 	slotAcquireScript, slotReleaseScript, slotTurnScript, slotWaitScript, slotLeaveScript, releaseManyScript}
 
 // Below, what an acquisition sends with the scripts: its round's arguments,
@@ -78,7 +67,7 @@ var allScripts = []*script{releaseScript, extendScript, fenceAcquireScript, fenc
 // resource, slotWaitScript with a ticket, else slotAcquireScript; with a
 // ticket, turnScript; with fencing, fenceAcquireScript; else a plain SET NX
 // PX (s is nil).
-func (c *Client) roundArgs(k keys, token string, ttl time.Duration, lc *lockConfig, tk *ticket) (s *script, args []any, classify func(reply) outcome) {
+func (c *Client) roundArgs(k keys, token string, ttl time.Duration, lc *lockConfig, tk *ticket) (s *transport.Script, args []any, classify func(transport.Reply) outcome) {
 	ttlMs := ttl.Milliseconds()
 	switch {
 	case lc.limit > 1 && tk != nil:
@@ -88,7 +77,7 @@ func (c *Client) roundArgs(k keys, token string, ttl time.Duration, lc *lockConf
 	case lc.limit > 1 && lc.fencing:
 		return slotAcquireScript, c.slotArgs(k, token, ttlMs, lc), classifySet
 	case lc.fencing:
-		return fenceAcquireScript, fenceAcquireScript.args(k.bothKeys(), token, ttlMs, c.cfg.fenceRetention.Milliseconds()), classifySet
+		return fenceAcquireScript, fenceAcquireScript.Args(k.bothKeys(), token, ttlMs, c.cfg.fenceRetention.Milliseconds()), classifySet
 	}
 	return nil, []any{"set", k.key, token, "nx", "px", ttlMs}, classifySet
 }
@@ -96,7 +85,7 @@ func (c *Client) roundArgs(k keys, token string, ttl time.Duration, lc *lockConf
 // slotWaitArgs builds slotWaitScript's arguments: a queued waiter's round
 // on slot lc.slot with ticket tk.
 func (c *Client) slotWaitArgs(k keys, token string, ttlMs int64, lc *lockConfig, tk *ticket) []any {
-	return slotWaitScript.args(k.slotQueueKeys(int(lc.limit)), token, ttlMs, c.cfg.fenceRetention.Milliseconds(),
+	return slotWaitScript.Args(k.slotQueueKeys(int(lc.limit)), token, ttlMs, c.cfg.fenceRetention.Milliseconds(),
 		lc.limit, flag(lc.fencing), fenceClasses, lc.slot, tk.score, tk.id, c.queueLease().Milliseconds(), k.channel)
 }
 
@@ -120,7 +109,7 @@ func (k keys) baseKey() string { return strings.TrimSuffix(k.fenceKey, fenceSuff
 
 // slotArgs builds slotAcquireScript's arguments (a fenced slot round).
 func (c *Client) slotArgs(k keys, token string, ttlMs int64, lc *lockConfig) []any {
-	return slotAcquireScript.args(k.bothKeys(), token, ttlMs, c.cfg.fenceRetention.Milliseconds(), fenceClasses, lc.slot)
+	return slotAcquireScript.Args(k.bothKeys(), token, ttlMs, c.cfg.fenceRetention.Milliseconds(), fenceClasses, lc.slot)
 }
 
 // turnArgs builds turnScript's arguments; with rec, the releasing holder
@@ -137,16 +126,16 @@ func (c *Client) turnArgs(k keys, old, token string, ttl time.Duration, tk *tick
 // and its id and window its own arguments. One
 // call per node, not two: written by a script call of its own beside the
 // release, a record made a lock node run 1.3 script calls per task
-// through asynq instead of 0.26 (releases share calls, joinReleases)
+// through asynq instead of 0.26 (releases share calls, transport/join.go)
 // (bench/README.md, "Completion records"). Expiry is judged on the
 // node's clock (the script reads TIME), never the writer's. A nil rec
 // gives s.args.
-func recordedArgs(s *script, keys []string, rec *completionRecord, argv ...any) []any {
+func recordedArgs(s *transport.Script, keys []string, rec *completionRecord, argv ...any) []any {
 	if rec == nil {
-		return s.args(keys, argv...)
+		return s.Args(keys, argv...)
 	}
 	a := make([]any, 0, 4+len(keys)+len(argv)+2)
-	a = append(a, "evalsha", s.sha, len(keys)+1)
+	a = append(a, "evalsha", s.SHA, len(keys)+1)
 	for _, k := range keys {
 		a = append(a, k)
 	}
@@ -165,7 +154,7 @@ func (c *Client) leaveSlotQueue(k keys, tk *ticket, limit int, mask uint64) {
 	if mask == 0 || tk == nil || c.isClosed() {
 		return
 	}
-	args := slotLeaveScript.args(k.slotQueueKeys(limit), tk.id, limit, k.channel)
+	args := slotLeaveScript.Args(k.slotQueueKeys(limit), tk.id, limit, k.channel)
 	c.broadcast("dequeue", k.resource, mask, 1, time.Now().Add(c.cfg.nodeTimeout), true, args, slotLeaveScript).free()
 }
 
@@ -177,7 +166,7 @@ func (c *Client) leaveQueue(k keys, tk *ticket, mask uint64) {
 	if mask == 0 || tk == nil || c.isClosed() {
 		return
 	}
-	args := leaveQueueScript.args(k.queueKeys()[:3], tk.id, c.queueLease().Milliseconds(), k.channel)
+	args := leaveQueueScript.Args(k.queueKeys()[:3], tk.id, c.queueLease().Milliseconds(), k.channel)
 	c.broadcast("dequeue", k.resource, mask, 1, time.Now().Add(c.cfg.nodeTimeout), true, args, leaveQueueScript).free()
 }
 
@@ -202,7 +191,7 @@ func (c *Client) undo(k keys, token string, unsent uint64, limit int) {
 // slotRelease builds the release of slot key k (slot of limit) for token:
 // deleted, or reserved for the resource's waiter queue when it is not
 // empty, and then announced on channel (none when empty).
-func (c *Client) slotRelease(k keys, token, channel string, slot, limit int, rec *completionRecord) (*script, []any) {
+func (c *Client) slotRelease(k keys, token, channel string, slot, limit int, rec *completionRecord) (*transport.Script, []any) {
 	return slotReleaseScript, recordedArgs(slotReleaseScript, k.slotQueueKeys(limit), rec, token, strconv.Itoa(slot), limit,
 		c.queueLease().Milliseconds(), channel)
 }
@@ -219,7 +208,7 @@ func (c *Client) unlock(k keys, token string, mask uint64) {
 	if mask == 0 || c.isClosed() {
 		return
 	}
-	args := releaseScript.args(k.lockKeys(), token, "")
+	args := releaseScript.Args(k.lockKeys(), token, "")
 	// Nobody waits for an undo: it leaves the busy count at once.
 	c.broadcast("release", k.resource, mask, bits.OnesCount64(mask), time.Now().Add(c.cfg.nodeTimeout), true, args, releaseScript).free()
 }

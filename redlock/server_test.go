@@ -3,6 +3,7 @@ package redlock
 import (
 	"context"
 	"errors"
+	"github.com/asynqlock/asynqlock/redlock/internal/transport"
 	"testing"
 	"time"
 
@@ -28,10 +29,10 @@ func serverClient(t *testing.T, opts ...Option) (*Client, *redis.Client) {
 }
 
 // runScript runs one of the package's scripts the way the client does.
-func runScript(t *testing.T, raw *redis.Client, s *script, keys []string, argv ...any) int64 {
+func runScript(t *testing.T, raw *redis.Client, s *transport.Script, keys []string, argv ...any) int64 {
 	t.Helper()
-	args := s.args(keys, argv...)
-	args[0], args[1] = "eval", s.src
+	args := s.Args(keys, argv...)
+	args[0], args[1] = "eval", s.Src
 	n, err := raw.Do(context.Background(), args...).Int64()
 	if err != nil {
 		t.Fatal(err)

@@ -54,14 +54,14 @@ func TestNewTakesDefaultClients(t *testing.T) {
 		t.Fatalf("New with go-redis's default settings: %v", err)
 	}
 	for i, n := range c.nodes {
-		if bad := checkClient(n.client); len(bad) != 0 {
+		if bad := checkClient(n.Client); len(bad) != 0 {
 			t.Errorf("node %d: the lock's client is unfit: %v", i, bad)
 		}
-		o := n.client.(*redis.Client).Options()
+		o := n.Client.(*redis.Client).Options()
 		if i < 2 && (o.DialTimeout > 400*time.Millisecond || o.ReadTimeout > 400*time.Millisecond) {
 			t.Errorf("node %d: dial %v, read %v; want at most 4 node timeouts", i, o.DialTimeout, o.ReadTimeout)
 		}
-		if (i < 2) == (n.client == redis.UniversalClient(users[i])) {
+		if (i < 2) == (n.Client == redis.UniversalClient(users[i])) {
 			t.Errorf("node %d: used the caller's client as given: %v", i, i == 2)
 		}
 	}

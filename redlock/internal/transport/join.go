@@ -1,4 +1,4 @@
-package redlock
+package transport
 
 import (
 	"fmt"
@@ -8,10 +8,8 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// releaseManyScript runs several queue releases in one call (lua/release_many.lua).
-var releaseManyScript = newScript("record.lua", "release_many.lua")
-
-// releaseArgc is the length of a queueReleaseScript call's arguments:
+// releaseArgc is the length of an Env.Release call's arguments (redlock's
+// queue release, lua/queue_release.lua):
 // evalsha, sha, numkeys, three keys, three arguments; recordedReleaseArgc
 // with a completion record (recordedArgs): its set, and its id and window.
 const (
@@ -19,18 +17,18 @@ const (
 	recordedReleaseArgc = releaseArgc + 3
 )
 
-// releaseParts reads a queueReleaseScript call's arguments: its three
+// releaseParts reads an Env.Release call's arguments: its three
 // keys, its token, lease and channel, and its record's set and arguments
 // (nil without a record).
-func releaseParts(c *call) (keys, argv []any, recKey any, recArgs []any) {
-	a := c.args
+func releaseParts(c *Call) (keys, argv []any, recKey any, recArgs []any) {
+	a := c.Args
 	if len(a) == releaseArgc {
 		return a[3:6], a[6:9], nil, nil
 	}
 	return a[3:6], a[7:10], a[6], a[10:12]
 }
 
-// joinReleases folds a batch's releases into one releaseManyScript call,
+// joinReleases folds a batch's releases into one Env.ReleaseMany call,
 // sent where the last of them stands: the node sets up one script call per
 // batch instead of one per release (about a tenth of its CPU per lock with
 // 32 concurrent callers, docs/design/BATCHING.md). A release only
@@ -38,14 +36,14 @@ func releaseParts(c *call) (keys, argv []any, recKey any, recArgs []any) {
 // call of the batch names stays where it is, so every resource sees its
 // calls in the order they were queued. Standalone nodes only: a cluster
 // node's keys may live on different shards.
-func (n *node) joinReleases(live []*call) []*call {
-	if !n.joins || len(live) > maxBatch {
+func (n *Node) joinReleases(live []*Call) []*Call {
+	if !n.joins || n.env.Release == nil || len(live) > maxBatch {
 		return live
 	}
 	last, count := -1, 0
 	var lease any
 	for i, c := range live {
-		if joinable(c, lease) {
+		if n.joinable(c, lease) {
 			_, argv, _, _ := releaseParts(c)
 			last, count, lease = i, count+1, argv[1]
 		}
@@ -60,9 +58,9 @@ func (n *node) joinReleases(live []*call) []*call {
 	for i := last; i >= 0; i-- {
 		c := live[i]
 		switch {
-		case !joinable(c, lease):
-			named = append(named, c.resource)
-		case !slices.Contains(named, c.resource):
+		case !n.joinable(c, lease):
+			named = append(named, c.Resource)
+		case !slices.Contains(named, c.Resource):
 			join[i], count = true, count+1
 		}
 	}
@@ -74,24 +72,24 @@ func (n *node) joinReleases(live []*call) []*call {
 
 // foldReleases replaces the releases marked in join by one call at last,
 // laid out as lua/release_many.lua reads it.
-func (n *node) foldReleases(live []*call, join []bool, last, count int) []*call {
+func (n *Node) foldReleases(live []*Call, join []bool, last, count int) []*Call {
 	records := 0
 	for i, c := range live {
-		if join[i] && len(c.args) == recordedReleaseArgc {
+		if join[i] && len(c.Args) == recordedReleaseArgc {
 			records++
 		}
 	}
 	all := &n.fold // the worker's: one fold per batch
-	*all = call{node: n.idx, script: releaseManyScript, op: "release", joined: all.joined[:0]}
+	*all = Call{Node: n.Idx, Script: n.env.ReleaseMany, Op: "release", joined: all.joined[:0]}
 	nkeys := 3*count + records
 	if need := 3 + nkeys + 2 + count + 2*records; cap(n.foldArgs) >= need {
-		all.args = n.foldArgs[:need]
+		all.Args = n.foldArgs[:need]
 	} else {
-		all.args = make([]any, need)
-		n.foldArgs = all.args
+		all.Args = make([]any, need)
+		n.foldArgs = all.Args
 	}
-	all.args[0], all.args[1], all.args[2] = "evalsha", releaseManyScript.sha, nkeys
-	keys, argv := all.args[3:3+nkeys], all.args[3+nkeys:]
+	all.Args[0], all.Args[1], all.Args[2] = "evalsha", n.env.ReleaseMany.SHA, nkeys
+	keys, argv := all.Args[3:3+nkeys], all.Args[3+nkeys:]
 	var flags [maxBatch]byte
 	k, a := 0, 2
 	out := live[:0]
@@ -142,19 +140,19 @@ func flagString(flags []byte, records int) string {
 // joinable is whether c is a queue release that may share a call: one
 // that announces on its key's channel, with the lease of the others (nil
 // for the first).
-func joinable(c *call, lease any) bool {
-	if c.script != queueReleaseScript || len(c.args) != releaseArgc && len(c.args) != recordedReleaseArgc {
+func (n *Node) joinable(c *Call, lease any) bool {
+	if c.Script != n.env.Release || len(c.Args) != releaseArgc && len(c.Args) != recordedReleaseArgc {
 		return false
 	}
 	ks, argv, _, _ := releaseParts(c)
 	key, _ := ks[0].(string)
 	ch, _ := argv[2].(string)
 	rest, ok := strings.CutPrefix(ch, key)
-	return ok && key != "" && rest == channelSuffix && (lease == nil || argv[1] == lease)
+	return ok && key != "" && rest == n.env.ChannelSuffix && (lease == nil || argv[1] == lease)
 }
 
 // answerJoined hands each release folded into c its own answer.
-func (n *node) answerJoined(c *call, val any, err error) {
+func (n *Node) answerJoined(c *Call, val any, err error) {
 	vals, ok := val.([]any)
 	if err == nil && (!ok || len(vals) != len(c.joined)) {
 		err = fmt.Errorf("release of %d keys answered %T of %d", len(c.joined), val, len(vals))

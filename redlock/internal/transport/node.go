@@ -1,4 +1,9 @@
-package redlock
+// Package transport carries redlock's calls to its nodes: one worker per
+// node runs the calls of concurrent callers as one pipeline, in the order
+// they were sent, loads the scripts, joins a batch's releases into one call
+// and reads completion look-ups. It knows nothing of locks: rounds, quorums
+// and what the scripts mean live in redlock.
+package transport
 
 import (
 	"context"
@@ -16,31 +21,48 @@ import (
 const (
 	// maxBatch bounds how many concurrent calls one pipeline carries.
 	maxBatch = 128
-	// queueLen bounds the calls waiting for a node; past it a call fails at
+	// QueueLen bounds the calls waiting for a node; past it a call fails at
 	// once instead of blocking its caller (a stuck node must not stall
 	// anyone), except a cleanup call, which waits in the node's spill list.
-	queueLen = 4096
+	QueueLen = 4096
 )
 
-// errNodeTimeout is a node's failure to answer within the node timeout. It
+// ErrNodeTimeout is a node's failure to answer within the node timeout. It
 // deliberately does not match context.DeadlineExceeded: that error belongs to
 // the caller's own context.
-var errNodeTimeout = errors.New("no answer within the node timeout")
+var ErrNodeTimeout = errors.New("no answer within the node timeout")
 
 var errQueueFull = errors.New("too many calls waiting for this node")
 
-// node is one independent Redis master. Calls to it are batched: concurrent
+// Env is what the algorithm tells every node of its scripts, once.
+type Env struct {
+	// Scripts are loaded on a node before its first script call.
+	Scripts []*Script
+	// Closed answers the calls sent to, or left on, a closed client.
+	Closed error
+	// Release is the release whose calls of one batch may share one call
+	// of ReleaseMany (join.go); nil: none do.
+	Release, ReleaseMany *Script
+	// ChannelSuffix follows a lock key in its release channel's name.
+	ChannelSuffix string
+	// LookScore reads a look-up's answer: the record's score and its
+	// expiry in Unix ms (look.go).
+	LookScore func(v any) (score, expiry int64, ok bool)
+}
+
+// Node is one independent Redis master. Calls to it are batched: concurrent
 // callers' commands share one pipeline (one write, one read) instead of a
 // round trip each, which is where the lock's throughput comes from.
 //
 // Each node has one worker that runs its calls strictly in order, one
 // pipeline at a time: a release or undo queued after an acquire reaches the
 // node after it, so no straggler ever needs chasing.
-type node struct {
-	idx    int
-	addr   string
-	client redis.UniversalClient
-	calls  chan *call
+type Node struct {
+	Idx    int
+	Addr   string
+	Client redis.UniversalClient
+	env    *Env
+	calls  chan *Call
 	// spill holds, in order, the cleanup calls that found calls full; once
 	// it is non-empty every cleanup call joins it (and any other call is
 	// refused) until the worker, having emptied calls, takes it. spilled
@@ -48,7 +70,7 @@ type node struct {
 	// worker that the queue drained before a spill (a sender paused between
 	// finding it full and spilling).
 	spillMu sync.Mutex
-	spill   []*call
+	spill   []*Call
 	spilled atomic.Bool
 	wake    chan struct{}
 	loaded  bool        // the node's script cache holds our scripts; worker-owned
@@ -59,86 +81,93 @@ type node struct {
 	// worker-owned and reused from batch to batch.
 	pipe     redis.Pipeliner
 	cmders   []redis.Cmder
-	fold     call
+	fold     Call
 	foldArgs []any
-	// failed reports a call's failure (logs, observer), also when nobody
+	// Failed reports a call's failure (logs, observer), also when nobody
 	// waits for the answer any more.
-	failed func(op, resource string, node int, err error)
-	// debug logs at Debug level (nil: not at all).
-	debug func(msg string, args ...any)
-	// window is how long the worker may wait for more calls while busy
-	// exceeds the batch (the batch window, docs/design/BATCHING.md); busy is the client's count of
+	Failed func(op, resource string, node int, err error)
+	// Debug logs at Debug level (nil: not at all).
+	Debug func(msg string, args ...any)
+	// Window is how long the worker may wait for more calls while Busy
+	// exceeds the batch (the batch window, docs/design/BATCHING.md); Busy is the client's count of
 	// held locks and waiting callers.
-	window time.Duration
-	busy   *atomic.Int64
+	Window time.Duration
+	Busy   *atomic.Int64
 	// recent is whether calls overlapped lately: the previous batch carried
 	// more than one call and was sent less than lingerMemory windows ago
 	// (its send time is sent). Worker-owned.
 	recent bool
 	sent   time.Time
-	// do runs a batch on the node; it is the client's pipeline, replaced
+	// Do runs a batch on the node; it is the client's pipeline, replaced
 	// by an in-memory node in unit tests.
-	do func(ctx context.Context, cmds []*redis.Cmd)
+	Do func(ctx context.Context, cmds []*redis.Cmd)
 }
 
-func newNode(idx int, addr string, cl redis.UniversalClient) *node {
-	n := &node{idx: idx, addr: addr, client: cl, calls: make(chan *call, queueLen), wake: make(chan struct{}, 1), joins: joinsReleases(cl)}
-	n.do = n.run
+// NewNode is node idx, named addr in errors and logs, over client cl.
+func NewNode(idx int, addr string, cl redis.UniversalClient, env *Env) *Node {
+	n := &Node{Idx: idx, Addr: addr, Client: cl, env: env, calls: make(chan *Call, QueueLen), wake: make(chan struct{}, 1), joins: joinsReleases(cl)}
+	n.Do = n.run
 	return n
 }
 
-// call is one command for one node; its reply goes to out.
-type call struct {
-	node     int
-	args     []any
-	script   *script // set when args is an EVALSHA of this script
-	deadline time.Time
-	cleanup  bool         // send even past the deadline: it only removes our keys
-	owner    *round       // gets the reply, let go of once it is in
-	out      chan<- reply // gets the reply of a call without a round
-	op       string       // for error reports
-	resource string
-	joined   []*call // the releases this call runs for (joinReleases)
-	// look is a command sent just after the call's batch in the same
-	// pipeline: the look-up of an acquisition's completion record
-	// (completion.go); seen is its answer: the record's score, 0 for
-	// none.
-	look []any
+// Owner is a round that sent calls: each reply arrives, then the call lets
+// go of the round.
+type Owner interface {
+	Arrive(Reply)
+	Unref()
+}
+
+// Call is one command for one node; its reply goes to Owner, or to Out.
+type Call struct {
+	Node     int
+	Args     []any
+	Script   *Script // set when Args is an EVALSHA of this script
+	Deadline time.Time
+	Cleanup  bool         // send even past the deadline: it only removes our keys
+	Owner    Owner        // gets the reply, let go of once it is in
+	Out      chan<- Reply // gets the reply of a call without a round
+	Op       string       // for error reports
+	Resource string
+	joined   []*Call // the releases this call runs for (joinReleases)
+	// Look is a command sent just after the call's batch in the same
+	// pipeline: the look-up of an acquisition's completion record; seen is
+	// its answer: the record's score, 0 for none (look.go).
+	Look []any
 	seen int64
 }
 
-// reply is a node's answer to a call.
-type reply struct {
-	node int
-	val  any
-	err  error // redis.Nil for a nil reply
-	seen int64 // the call's look-up found its record: its score (completion.go)
+// Reply is a node's answer to a call.
+type Reply struct {
+	Node int
+	Val  any
+	Err  error // redis.Nil for a nil reply
+	Seen int64 // the call's look-up found its record: its score (look.go)
 }
 
 // deliver sends the call's reply; after it the node touches the call no
 // more, and its round may be reused.
-func (c *call) deliver(rep reply) {
-	rep.seen = c.seen
-	owner := c.owner
+func (c *Call) deliver(rep Reply) {
+	rep.Seen = c.seen
+	owner := c.Owner
 	if owner == nil {
-		c.out <- rep
+		c.Out <- rep
 		return
 	}
-	owner.arrive(rep)
-	owner.unref()
+	owner.Arrive(rep)
+	owner.Unref()
 }
 
-// send queues a call without ever blocking and reports whether it did; a
+// Send queues a call without ever blocking and reports whether it did; a
 // closed client, or a full queue, answers it at once with an error. A
 // cleanup call is never refused for a full queue: an acquire already on the
 // wire would leave its key on the node for a whole TTL under a token nobody
 // holds. It waits in the spill list, behind every call queued before it; a
 // cleanup follows the call it cleans up, so the list only grows with calls
 // that were queued or locks that were held.
-func (n *node) send(c *call, closed <-chan struct{}) bool {
+func (n *Node) Send(c *Call, closed <-chan struct{}) bool {
 	select {
 	case <-closed:
-		c.deliver(reply{node: c.node, err: ErrClosed})
+		c.deliver(Reply{Node: c.Node, Err: n.env.Closed})
 		return false
 	default:
 	}
@@ -158,8 +187,8 @@ func (n *node) send(c *call, closed <-chan struct{}) bool {
 		default:
 		}
 	}
-	if !c.cleanup {
-		c.deliver(reply{node: c.node, err: errQueueFull})
+	if !c.Cleanup {
+		c.deliver(Reply{Node: c.Node, Err: errQueueFull})
 		return false
 	}
 	n.spill = append(n.spill, c)
@@ -173,7 +202,7 @@ func (n *node) send(c *call, closed <-chan struct{}) bool {
 
 // takeSpill adds spilled cleanup calls to batch once the queue is empty:
 // every call still queued is older than them.
-func (n *node) takeSpill(batch []*call) []*call {
+func (n *Node) takeSpill(batch []*Call) []*Call {
 	if !n.spilled.Load() {
 		return batch
 	}
@@ -193,16 +222,16 @@ func (n *node) takeSpill(batch []*call) []*call {
 	return batch
 }
 
-// serve runs one batching worker until closed; then it answers what is left.
+// Serve runs one batching worker until closed; then it answers what is left.
 // It first warms the node up (warmed, when set, is called once that ended).
-func (n *node) serve(closed <-chan struct{}, wg *sync.WaitGroup, warmed func()) {
+func (n *Node) Serve(closed <-chan struct{}, wg *sync.WaitGroup, warmed func()) {
 	defer wg.Done()
 	defer n.closeConn()
 	if warmed != nil {
 		n.warmUp()
 		warmed()
 	}
-	batch := make([]*call, 0, maxBatch)
+	batch := make([]*Call, 0, maxBatch)
 	linger := time.NewTimer(time.Hour)
 	linger.Stop()
 	defer linger.Stop()
@@ -241,19 +270,19 @@ func (n *node) serve(closed <-chan struct{}, wg *sync.WaitGroup, warmed func()) 
 // a first call that paid for both inside its node timeout failed on a loaded
 // machine (issue 20). In-memory test nodes (no client) need none. A failure
 // leaves the work to the first batch, as before.
-func (n *node) warmUp() {
-	if n.client == nil {
+func (n *Node) warmUp() {
+	if n.Client == nil {
 		return
 	}
 	ctx := context.Background()
 	if n.loadEveryMaster(ctx) {
 		return // a cluster node: every master loaded them (or loaded stays false)
 	}
-	cmds := make([]*redis.Cmd, len(allScripts))
-	for i, s := range allScripts {
-		cmds[i] = redis.NewCmd(ctx, "script", "load", s.src)
+	cmds := make([]*redis.Cmd, len(n.env.Scripts))
+	for i, s := range n.env.Scripts {
+		cmds[i] = redis.NewCmd(ctx, "script", "load", s.Src)
 	}
-	n.do(ctx, cmds)
+	n.Do(ctx, cmds)
 	n.loaded = true
 	for _, cmd := range cmds {
 		if cmd.Err() != nil {
@@ -262,19 +291,19 @@ func (n *node) warmUp() {
 	}
 }
 
-// refuseAll answers every call still waiting with ErrClosed.
-func (n *node) refuseAll() {
+// refuseAll answers every call still waiting with env.Closed.
+func (n *Node) refuseAll() {
 	for {
 		select {
 		case c := <-n.calls:
-			c.deliver(reply{node: c.node, err: ErrClosed})
+			c.deliver(Reply{Node: c.Node, Err: n.env.Closed})
 		default:
 			n.spillMu.Lock()
 			spill := n.spill
 			n.spill = nil
 			n.spillMu.Unlock()
 			for _, c := range spill {
-				c.deliver(reply{node: c.node, err: ErrClosed})
+				c.deliver(Reply{Node: c.Node, Err: n.env.Closed})
 			}
 			return
 		}
@@ -293,15 +322,15 @@ const lingerMemory = 10
 // and a wake-up on both ends per call. A lone caller does not wait, even
 // beside idle holders, and no call is held back closer than one window to its
 // deadline.
-func (n *node) gather(batch []*call, t *time.Timer, closed <-chan struct{}) []*call {
-	if n.window <= 0 || n.busy == nil || !n.recent || n.busy.Load() <= int64(len(batch)) {
+func (n *Node) gather(batch []*Call, t *time.Timer, closed <-chan struct{}) []*Call {
+	if n.Window <= 0 || n.Busy == nil || !n.recent || n.Busy.Load() <= int64(len(batch)) {
 		return batch
 	}
 	now := time.Now()
-	if now.Sub(n.sent) > lingerMemory*n.window {
+	if now.Sub(n.sent) > lingerMemory*n.Window {
 		return batch
 	}
-	end := now.Add(n.window)
+	end := now.Add(n.Window)
 	for _, c := range batch {
 		end = n.lingerEnd(end, c)
 	}
@@ -310,7 +339,7 @@ func (n *node) gather(batch []*call, t *time.Timer, closed <-chan struct{}) []*c
 	}
 	t.Reset(end.Sub(now))
 	defer t.Stop()
-	for len(batch) < maxBatch && n.busy.Load() > int64(len(batch)) {
+	for len(batch) < maxBatch && n.Busy.Load() > int64(len(batch)) {
 		select {
 		case c := <-n.calls:
 			batch = append(batch, c)
@@ -333,11 +362,11 @@ func (n *node) gather(batch []*call, t *time.Timer, closed <-chan struct{}) []*c
 
 // lingerEnd moves end before c's deadline, leaving one window for the round
 // trip; cleanup calls have no deadline to keep.
-func (n *node) lingerEnd(end time.Time, c *call) time.Time {
-	if c.cleanup {
+func (n *Node) lingerEnd(end time.Time, c *Call) time.Time {
+	if c.Cleanup {
 		return end
 	}
-	if lim := c.deadline.Add(-n.window); lim.Before(end) {
+	if lim := c.Deadline.Add(-n.Window); lim.Before(end) {
 		return lim
 	}
 	return end
@@ -347,7 +376,7 @@ func (n *node) lingerEnd(end time.Time, c *call) time.Time {
 // passed are answered with a timeout without being sent (an acquire that
 // arrives after its caller gave up could only leave a stray key behind),
 // except cleanup calls, which only remove our keys and are always sent.
-func (n *node) execBatch(batch []*call, now time.Time) {
+func (n *Node) execBatch(batch []*Call, now time.Time) {
 	live := expire(batch, now)
 	if len(live) == 0 {
 		return
@@ -368,18 +397,18 @@ func (n *node) execBatch(batch []*call, now time.Time) {
 	}
 	pre := 0
 	if load {
-		pre = len(allScripts)
+		pre = len(n.env.Scripts)
 	}
 	cmds := make([]*redis.Cmd, pre+len(live)+countLooks(live))
-	for i, s := range allScripts[:pre] {
-		cmds[i] = redis.NewCmd(ctx, "script", "load", s.src)
+	for i, s := range n.env.Scripts[:pre] {
+		cmds[i] = redis.NewCmd(ctx, "script", "load", s.Src)
 	}
 	calls, looks := cmds[pre:pre+len(live)], cmds[pre+len(live):]
 	for i, c := range live {
-		calls[i] = redis.NewCmd(ctx, c.args...)
+		calls[i] = redis.NewCmd(ctx, c.Args...)
 	}
 	addLooks(ctx, live, looks)
-	n.do(ctx, cmds)
+	n.Do(ctx, cmds)
 	if load {
 		n.loaded = true
 		for _, cmd := range cmds[:pre] {
@@ -389,11 +418,11 @@ func (n *node) execBatch(batch []*call, now time.Time) {
 		}
 	}
 	n.readLooks(live, calls, looks)
-	var retry []*call
+	var retry []*Call
 	for i, c := range live {
 		cmd := calls[i]
 		err := cmd.Err()
-		if c.script != nil && err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
+		if c.Script != nil && err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
 			retry = append(retry, c)
 			continue
 		}
@@ -406,11 +435,11 @@ func (n *node) execBatch(batch []*call, now time.Time) {
 
 // expire answers the calls whose deadline passed while they queued
 // (cleanups have none) and returns the others, reusing batch's array.
-func expire(batch []*call, now time.Time) []*call {
+func expire(batch []*Call, now time.Time) []*Call {
 	live := batch[:0]
 	for _, c := range batch {
-		if !c.cleanup && !now.Before(c.deadline) {
-			c.deliver(reply{node: c.node, err: errNodeTimeout})
+		if !c.Cleanup && !now.Before(c.Deadline) {
+			c.deliver(Reply{Node: c.Node, Err: ErrNodeTimeout})
 			continue
 		}
 		live = append(live, c)
@@ -422,46 +451,46 @@ func expire(batch []*call, now time.Time) []*call {
 // cache (restart, SCRIPT FLUSH). It sends the scripts' source, which also
 // caches them again, and has them all loaded ahead of the next batch. cmds
 // is spare room for len(calls) commands.
-func (n *node) evalSource(ctx context.Context, calls []*call, cmds []*redis.Cmd) {
+func (n *Node) evalSource(ctx context.Context, calls []*Call, cmds []*redis.Cmd) {
 	n.loaded = false
 	for i, c := range calls {
-		args := append([]any{"eval", c.script.src}, c.args[2:]...)
+		args := append([]any{"eval", c.Script.Src}, c.Args[2:]...)
 		cmds[i] = redis.NewCmd(ctx, args...)
 	}
-	n.do(ctx, cmds)
+	n.Do(ctx, cmds)
 	for i, c := range calls {
 		n.answer(c, cmds[i].Val(), nodeErr(cmds[i].Err()))
 	}
 }
 
 // answer delivers a call's reply and reports its failure.
-func (n *node) answer(c *call, val any, err error) {
+func (n *Node) answer(c *Call, val any, err error) {
 	if c.joined != nil {
 		n.answerJoined(c, val, err)
 		return
 	}
 	err = n.movedHint(err)
-	if err != nil && err != redis.Nil && n.failed != nil {
-		n.failed(c.op, c.resource, c.node, err)
+	if err != nil && err != redis.Nil && n.Failed != nil {
+		n.Failed(c.Op, c.Resource, c.Node, err)
 	}
-	c.deliver(reply{node: c.node, val: val, err: err})
+	c.deliver(Reply{Node: c.Node, Val: val, Err: err})
 }
 
-func hasScript(calls []*call) bool {
+func hasScript(calls []*Call) bool {
 	for _, c := range calls {
-		if c.script != nil {
+		if c.Script != nil {
 			return true
 		}
 	}
 	return false
 }
 
-func (n *node) run(ctx context.Context, cmds []*redis.Cmd) {
+func (n *Node) run(ctx context.Context, cmds []*redis.Cmd) {
 	var p interface {
 		Process(context.Context, redis.Cmder) error
 		Pipeline() redis.Pipeliner
-	} = n.client
-	if rc, ok := n.client.(*redis.Client); ok {
+	} = n.Client
+	if rc, ok := n.Client.(*redis.Client); ok {
 		// The worker runs one batch at a time, so it keeps a connection
 		// of its own: no pool round trip and no per-call health check.
 		if n.conn == nil {
@@ -492,7 +521,7 @@ func (n *node) run(ctx context.Context, cmds []*redis.Cmd) {
 		_ = n.conn.Close() // the next batch gets a fresh connection
 		n.conn, n.pipe = nil, nil
 	}
-	if cc, ok := n.client.(*redis.ClusterClient); ok {
+	if cc, ok := n.Client.(*redis.ClusterClient); ok {
 		n.reloadSlots(ctx, cc)
 	}
 }
@@ -507,9 +536,9 @@ func (n *node) run(ctx context.Context, cmds []*redis.Cmd) {
 // the cluster recovered. The reload runs in the background, one at a time
 // (go-redis folds the requests made meanwhile into one more, 200ms later),
 // so this costs the worker nothing; the next batch follows the new map.
-func (n *node) reloadSlots(ctx context.Context, cc *redis.ClusterClient) {
-	if n.debug != nil {
-		n.debug("redlock cluster node: a shard failed on the connection; reloading the slot map", "node", n.idx, "addr", n.addr)
+func (n *Node) reloadSlots(ctx context.Context, cc *redis.ClusterClient) {
+	if n.Debug != nil {
+		n.Debug("redlock cluster node: a shard failed on the connection; reloading the slot map", "node", n.Idx, "addr", n.Addr)
 	}
 	cc.ReloadState(ctx)
 }
@@ -531,7 +560,7 @@ func connBroken(cmds []*redis.Cmd) bool {
 }
 
 // closeConn drops the worker's connection; the worker calls it on exit.
-func (n *node) closeConn() {
+func (n *Node) closeConn() {
 	if n.conn != nil {
 		_ = n.conn.Close()
 		n.conn, n.pipe = nil, nil
@@ -544,15 +573,31 @@ func nodeErr(err error) error {
 		return err
 	}
 	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
-		return fmt.Errorf("%w (%s)", errNodeTimeout, strings.TrimSpace(err.Error()))
+		return fmt.Errorf("%w (%s)", ErrNodeTimeout, strings.TrimSpace(err.Error()))
 	}
 	return err
 }
 
-// nodeAddr names a node for errors and logs, never with credentials.
-func nodeAddr(i int, c redis.UniversalClient) string {
+// NodeAddr names node i on client c for errors and logs, never with
+// credentials.
+func NodeAddr(i int, c redis.UniversalClient) string {
 	if a := lockutil.Addr(c); a != "" {
 		return a
 	}
 	return fmt.Sprintf("node%d", i)
+}
+
+// Exec runs calls as one batch now, on the caller's goroutine, as the
+// worker runs a batch: for tests of what a batch sends. The node's worker
+// must not be serving.
+func (n *Node) Exec(calls []*Call) {
+	n.execBatch(calls, time.Now())
+	n.closeConn()
+}
+
+// Spilled is the number of cleanup calls waiting in the spill list.
+func (n *Node) Spilled() int {
+	n.spillMu.Lock()
+	defer n.spillMu.Unlock()
+	return len(n.spill)
 }

@@ -1,0 +1,82 @@
+package transport
+
+import (
+	"context"
+	"strconv"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// countLooks is the number of look-ups of a batch's calls.
+func countLooks(live []*Call) int {
+	n := 0
+	for _, c := range live {
+		if c.Look != nil {
+			n++
+		}
+	}
+	return n
+}
+
+// addLooks builds the look-ups of a batch's calls into cmds, in the calls'
+// order.
+func addLooks(ctx context.Context, live []*Call, cmds []*redis.Cmd) {
+	i := 0
+	for _, c := range live {
+		if c.Look != nil {
+			cmds[i] = redis.NewCmd(ctx, c.Look...)
+			i++
+		}
+	}
+}
+
+// timeArgs is the node clock's read.
+var timeArgs = []any{"time"}
+
+// nodeMillis reads the node's clock (TIME) as Unix ms; 0 when it failed.
+func (n *Node) nodeMillis() int64 {
+	cmd := redis.NewCmd(context.Background(), timeArgs...)
+	n.Do(context.Background(), []*redis.Cmd{cmd})
+	v, _ := cmd.Val().([]any)
+	if cmd.Err() != nil || len(v) != 2 {
+		return 0
+	}
+	s, _ := v[0].(string)
+	u, _ := v[1].(string)
+	sec, _ := strconv.ParseInt(s, 10, 64)
+	usec, _ := strconv.ParseInt(u, 10, 64)
+	return sec*1000 + usec/1000
+}
+
+// readLooks stores the look-ups' answers (looks) in their calls: a record
+// found within its window sets seen (its score). Only a look-up that found
+// a score needs the node's clock: it is read then, once for the batch, in a
+// round trip of its own after the batch's. A record is found by a
+// re-delivery or a reused ID; an acquisition that finds none (every fresh
+// task) sends nothing more than its look-up. A look-up that failed where
+// its call (calls, in live's order) did not is reported as the node's
+// failure; it counts as not found there, as on a node whose TIME failed:
+// the record is looked for on every node, and one that answers is enough.
+func (n *Node) readLooks(live []*Call, calls, looks []*redis.Cmd) {
+	var now int64 // the node's clock, read at the first score found
+	asked, i := false, 0
+	for j, c := range live {
+		if c.Look == nil {
+			continue
+		}
+		look := looks[i]
+		i++
+		switch err := look.Err(); {
+		case err == nil:
+			score, expiry, ok := n.env.LookScore(look.Val())
+			if ok && !asked {
+				now, asked = n.nodeMillis(), true
+			}
+			if ok && now > 0 && expiry > now {
+				c.seen = score
+			}
+		case err != redis.Nil && n.Failed != nil && (calls[j].Err() == nil || calls[j].Err() == redis.Nil):
+			n.Failed("look", c.Resource, c.Node, nodeErr(err))
+		}
+	}
+}
