@@ -168,7 +168,7 @@ func (a Admin) ForceRelease(ctx context.Context, resource, token string) (int, e
 		return 0, invalidf("ForceRelease needs a resource and a token (got %q, %q)", resource, token)
 	}
 	k := c.keysFor(resource)
-	s, args := releaseScript, releaseScript.Args(k.lockKeys(), token, k.channel)
+	s, args := releaseScript, scriptArgs(releaseScript, k.lockKeys(), token, k.channel)
 	if slot, limit := c.slotOf(ctx, resource, token); limit > 1 {
 		k = c.slotKeys(resource, slot)
 		s, args = c.slotRelease(k, token, k.channel, slot, limit, nil)

@@ -61,7 +61,7 @@ func (l *Lock) extend(ctx context.Context, ttl time.Duration) error {
 	if until.Before(deadline) {
 		deadline = until
 	}
-	s, args := extendScript, extendScript.Args(l.res.lockKeys(), l.token, ttl.Milliseconds())
+	s, args := extendScript, scriptArgs(extendScript, l.res.lockKeys(), l.token, ttl.Milliseconds())
 	r := c.broadcast("extend", l.res.resource, c.allNodes(), c.q, deadline, false, args, s)
 	err := r.collect(ctx, deadline, classifyOne)
 	if err != nil {

@@ -97,7 +97,7 @@ func (s fenceStep) above(c int64) int64 { return s.atLeast(c + 1) }
 // each of them. It returns the fence proven.
 func (c *Client) raiseFence(ctx context.Context, k keys, fence int64, copies int, deadline, until time.Time, step fenceStep) (int64, error) {
 	for range maxRefences {
-		args := fenceRaiseScript.Args([]string{k.fenceKey}, fence, c.cfg.fenceRetention.Milliseconds())
+		args := scriptArgs(fenceRaiseScript, []string{k.fenceKey}, fence, c.cfg.fenceRetention.Milliseconds())
 		r := c.broadcast("fence", k.resource, c.allNodes(), copies, deadline, false, args, fenceRaiseScript)
 		classify := func(rep transport.Reply) outcome { return classifyRaise(rep, fence) }
 		err := r.wait(ctx, deadline, classify, func() bool { return r.t.decided() || r.t.refused > 0 })

@@ -55,7 +55,7 @@ func (c *Client) inspect(ctx context.Context, resource string, timeout time.Dura
 		names[1+i] = slotKey(k.key, i)
 	}
 	deadline := time.Now().Add(timeout)
-	r := c.broadcast("inspect", resource, c.allNodes(), len(c.nodes), deadline, false, inspectScript.Args(names), inspectScript)
+	r := c.broadcast("inspect", resource, c.allNodes(), len(c.nodes), deadline, false, scriptArgs(inspectScript, names), inspectScript)
 	if err := r.collectAll(ctx, deadline, classifyAnswered); err != nil {
 		return nil, err
 	}

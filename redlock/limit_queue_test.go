@@ -124,7 +124,7 @@ func holdSlots(t *testing.T, c *Client, n int) []*Lock {
 // it, for resource "r" of 2 slots; nil for a refusal.
 func evalSlot(t *testing.T, raw *redis.Client, c *Client, s *transport.Script, argv ...any) any {
 	t.Helper()
-	args := s.Args(c.slotKeys("r", 0).slotQueueKeys(2), argv...)
+	args := scriptArgs(s, c.slotKeys("r", 0).slotQueueKeys(2), argv...)
 	args[0], args[1] = "eval", s.Src
 	v, err := raw.Do(context.Background(), args...).Result()
 	if errors.Is(err, redis.Nil) {

@@ -24,7 +24,7 @@ type scriptBackend struct {
 
 // eval runs s with its source (EVAL), as a node answers after NOSCRIPT.
 func (b scriptBackend) eval(s *transport.Script, keys []string, argv ...any) any {
-	args := s.Args(keys, argv...)
+	args := scriptArgs(s, keys, argv...)
 	args[0], args[1] = "eval", s.Src
 	return b.do(args...)
 }

@@ -26,6 +26,16 @@ func newScript(files ...string) *transport.Script {
 	return transport.NewScript(src.String())
 }
 
+// scriptArgs builds the EVALSHA arguments of s.
+func scriptArgs(s *transport.Script, keys []string, argv ...any) []any {
+	a := make([]any, 0, 3+len(keys)+len(argv))
+	a = append(a, "evalsha", s.SHA, len(keys))
+	for _, k := range keys {
+		a = append(a, k)
+	}
+	return append(a, argv...)
+}
+
 // The scripts, one file each in lua/ with its KEYS/ARGV contract and
 // return values in its header. The waiter-queue scripts are sent after the
 // common prelude queue.lua (and, for slots, slot_queue.lua); the releases
@@ -77,7 +87,7 @@ func (c *Client) roundArgs(k keys, token string, ttl time.Duration, lc *lockConf
 	case lc.limit > 1 && lc.fencing:
 		return slotAcquireScript, c.slotArgs(k, token, ttlMs, lc), classifySet
 	case lc.fencing:
-		return fenceAcquireScript, fenceAcquireScript.Args(k.bothKeys(), token, ttlMs, c.cfg.fenceRetention.Milliseconds()), classifySet
+		return fenceAcquireScript, scriptArgs(fenceAcquireScript, k.bothKeys(), token, ttlMs, c.cfg.fenceRetention.Milliseconds()), classifySet
 	}
 	return nil, []any{"set", k.key, token, "nx", "px", ttlMs}, classifySet
 }
@@ -85,7 +95,7 @@ func (c *Client) roundArgs(k keys, token string, ttl time.Duration, lc *lockConf
 // slotWaitArgs builds slotWaitScript's arguments: a queued waiter's round
 // on slot lc.slot with ticket tk.
 func (c *Client) slotWaitArgs(k keys, token string, ttlMs int64, lc *lockConfig, tk *ticket) []any {
-	return slotWaitScript.Args(k.slotQueueKeys(int(lc.limit)), token, ttlMs, c.cfg.fenceRetention.Milliseconds(),
+	return scriptArgs(slotWaitScript, k.slotQueueKeys(int(lc.limit)), token, ttlMs, c.cfg.fenceRetention.Milliseconds(),
 		lc.limit, flag(lc.fencing), fenceClasses, lc.slot, tk.score, tk.id, c.queueLease().Milliseconds(), k.channel)
 }
 
@@ -109,7 +119,7 @@ func (k keys) baseKey() string { return strings.TrimSuffix(k.fenceKey, fenceSuff
 
 // slotArgs builds slotAcquireScript's arguments (a fenced slot round).
 func (c *Client) slotArgs(k keys, token string, ttlMs int64, lc *lockConfig) []any {
-	return slotAcquireScript.Args(k.bothKeys(), token, ttlMs, c.cfg.fenceRetention.Milliseconds(), fenceClasses, lc.slot)
+	return scriptArgs(slotAcquireScript, k.bothKeys(), token, ttlMs, c.cfg.fenceRetention.Milliseconds(), fenceClasses, lc.slot)
 }
 
 // turnArgs builds turnScript's arguments; with rec, the releasing holder
@@ -132,7 +142,7 @@ func (c *Client) turnArgs(k keys, old, token string, ttl time.Duration, tk *tick
 // gives s.args.
 func recordedArgs(s *transport.Script, keys []string, rec *completionRecord, argv ...any) []any {
 	if rec == nil {
-		return s.Args(keys, argv...)
+		return scriptArgs(s, keys, argv...)
 	}
 	a := make([]any, 0, 4+len(keys)+len(argv)+2)
 	a = append(a, "evalsha", s.SHA, len(keys)+1)
@@ -154,7 +164,7 @@ func (c *Client) leaveSlotQueue(k keys, tk *ticket, limit int, mask uint64) {
 	if mask == 0 || tk == nil || c.isClosed() {
 		return
 	}
-	args := slotLeaveScript.Args(k.slotQueueKeys(limit), tk.id, limit, k.channel)
+	args := scriptArgs(slotLeaveScript, k.slotQueueKeys(limit), tk.id, limit, k.channel)
 	c.broadcast("dequeue", k.resource, mask, 1, time.Now().Add(c.cfg.nodeTimeout), true, args, slotLeaveScript).free()
 }
 
@@ -166,7 +176,7 @@ func (c *Client) leaveQueue(k keys, tk *ticket, mask uint64) {
 	if mask == 0 || tk == nil || c.isClosed() {
 		return
 	}
-	args := leaveQueueScript.Args(k.queueKeys()[:3], tk.id, c.queueLease().Milliseconds(), k.channel)
+	args := scriptArgs(leaveQueueScript, k.queueKeys()[:3], tk.id, c.queueLease().Milliseconds(), k.channel)
 	c.broadcast("dequeue", k.resource, mask, 1, time.Now().Add(c.cfg.nodeTimeout), true, args, leaveQueueScript).free()
 }
 
@@ -208,7 +218,7 @@ func (c *Client) unlock(k keys, token string, mask uint64) {
 	if mask == 0 || c.isClosed() {
 		return
 	}
-	args := releaseScript.Args(k.lockKeys(), token, "")
+	args := scriptArgs(releaseScript, k.lockKeys(), token, "")
 	// Nobody waits for an undo: it leaves the busy count at once.
 	c.broadcast("release", k.resource, mask, bits.OnesCount64(mask), time.Now().Add(c.cfg.nodeTimeout), true, args, releaseScript).free()
 }

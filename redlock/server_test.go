@@ -31,7 +31,7 @@ func serverClient(t *testing.T, opts ...Option) (*Client, *redis.Client) {
 // runScript runs one of the package's scripts the way the client does.
 func runScript(t *testing.T, raw *redis.Client, s *transport.Script, keys []string, argv ...any) int64 {
 	t.Helper()
-	args := s.Args(keys, argv...)
+	args := scriptArgs(s, keys, argv...)
 	args[0], args[1] = "eval", s.Src
 	n, err := raw.Do(context.Background(), args...).Int64()
 	if err != nil {

@@ -17,13 +17,3 @@ func NewScript(src string) *Script {
 	sum := sha1.Sum([]byte(src))
 	return &Script{Src: src, SHA: hex.EncodeToString(sum[:])}
 }
-
-// Args builds the EVALSHA arguments.
-func (s *Script) Args(keys []string, argv ...any) []any {
-	a := make([]any, 0, 3+len(keys)+len(argv))
-	a = append(a, "evalsha", s.SHA, len(keys))
-	for _, k := range keys {
-		a = append(a, k)
-	}
-	return append(a, argv...)
-}
