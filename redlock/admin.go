@@ -20,12 +20,6 @@ type Admin struct{ c *Client }
 // Admin returns the operator calls on c's nodes.
 func (c *Client) Admin() Admin { return Admin{c: c} }
 
-// Nodes returns the number of lock nodes.
-func (a Admin) Nodes() int { return len(a.c.nodes) }
-
-// Quorum returns the number of nodes that must agree: N/2+1.
-func (a Admin) Quorum() int { return a.c.q }
-
 // NodeStatus is one node's answer to Admin.Ping.
 type NodeStatus struct {
 	Node int    // index of the node in the client's list

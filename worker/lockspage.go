@@ -53,7 +53,7 @@ func (w *Worker) serveLocks(rw http.ResponseWriter, r *http.Request) {
 // pageView gathers what the page shows.
 func (w *Worker) pageView(ctx context.Context) pageData {
 	host, _ := os.Hostname()
-	v := pageData{Host: host, Now: time.Now().UTC().Format(time.RFC3339), Prefix: w.cfg.LockPrefix, Quorum: lockadmin.Quorum(w.locks)}
+	v := pageData{Host: host, Now: time.Now().UTC().Format(time.RFC3339), Prefix: w.cfg.LockPrefix, Quorum: lockadmin.Quorum(len(w.cfg.RedlockNodes))}
 	reports, at, same := w.nodes.snapshot()
 	if at.IsZero() { // the worker's first check has not finished
 		_ = w.checkNodes(ctx)
@@ -87,7 +87,7 @@ func (w *Worker) pageView(ctx context.Context) pageData {
 	}
 	v.Truncated = listing.Truncated
 	locks, ticks := splitTicks(listing.Locks)
-	v.Locks = lockRows(locks, parked, lockadmin.Quorum(w.locks))
+	v.Locks = lockRows(locks, parked, lockadmin.Quorum(len(w.cfg.RedlockNodes)))
 	w.seen.age(v.Locks, time.Now())
 	v.Ticks = tickRows(ticks)
 	return v

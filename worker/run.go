@@ -10,7 +10,6 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/asynqlock/asynqlock/worker/internal/lockadmin"
 	"github.com/hibiken/asynq"
 )
 
@@ -47,7 +46,7 @@ func (w *Worker) Run(ctx context.Context) error {
 		return fmt.Errorf("worker: start asynq server: %w", err)
 	}
 	w.startCrons()
-	w.log.Info("worker started", "concurrency", w.cfg.Concurrency, "wait_room", w.cfg.waitRoom(), "queues", w.cfg.Queues, "lock_nodes", lockadmin.Nodes(w.locks), "metrics", w.Addr(), "trace_export", cmp.Or(w.tracesTo, "off"))
+	w.log.Info("worker started", "concurrency", w.cfg.Concurrency, "wait_room", w.cfg.waitRoom(), "queues", w.cfg.Queues, "lock_nodes", len(w.cfg.RedlockNodes), "metrics", w.Addr(), "trace_export", cmp.Or(w.tracesTo, "off"))
 	w.health.logStartReadiness()
 	probeDone := w.startProbes(ctx)
 

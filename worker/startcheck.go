@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/asynqlock/asynqlock/redisurl"
-	"github.com/asynqlock/asynqlock/worker/internal/lockadmin"
 	"github.com/hibiken/asynq"
 )
 
@@ -48,7 +47,7 @@ func (w *Worker) brokerMisconfigured() error {
 // warnFewNodes says at Warn, once at start, that one or two lock nodes
 // tolerate no failure.
 func (w *Worker) warnFewNodes() {
-	switch n := lockadmin.Nodes(w.locks); n {
+	switch n := len(w.cfg.RedlockNodes); n {
 	case 1:
 		w.log.Warn("one lock node: no failure tolerated; while it is down no task can take a lock; use 3 independent nodes (1 may fail) or 5 (2 may fail)", "lock_nodes", n)
 	case 2:

@@ -98,7 +98,7 @@ func New(cfg Config, opts ...Option) (*Worker, error) {
 	if err := w.newLocks(otelCfg); err != nil {
 		return nil, err
 	}
-	w.health = &health{log: w.log, m: w.metrics, brokerAddr: b.addr, quorum: lockadmin.Quorum(w.locks), recovered: w.recovered}
+	w.health = &health{log: w.log, m: w.metrics, brokerAddr: b.addr, quorum: lockadmin.Quorum(len(cfg.RedlockNodes)), recovered: w.recovered}
 	w.client = asynq.NewClient(b.opt)
 	w.inspector = asynq.NewInspector(b.opt)
 	w.ping = probeClient(b.opt)

@@ -64,7 +64,7 @@ func runCheck(ctx context.Context, a *app, _ any, _ []string) error {
 	} else if err := writeCheckTable(a, reports, same, clocks); err != nil {
 		return err
 	}
-	return verdict(reports, same, clocks, down, lockadmin.Quorum(a.locks))
+	return verdict(reports, same, clocks, down, lockadmin.Quorum(len(a.names)))
 }
 
 // verdict is check's error: every node down, pair of nodes that are one
@@ -96,7 +96,7 @@ func writeCheckJSON(a *app, reports []redlock.NodeReport, same error, clocks []s
 		Quorum     int         `json:"quorum"`
 		SameServer [][]int     `json:"same_server,omitempty"`
 		Clock      []string    `json:"clock_warnings,omitempty"`
-	}{Quorum: lockadmin.Quorum(a.locks), Clock: clocks}
+	}{Quorum: lockadmin.Quorum(len(a.names)), Clock: clocks}
 	var se *lockadmin.SameServerError
 	if errors.As(same, &se) {
 		out.SameServer = se.Groups

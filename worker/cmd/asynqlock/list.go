@@ -67,7 +67,7 @@ func runList(ctx context.Context, a *app, flags any, args []string) error {
 		fmt.Fprintf(a.err, "asynqlock list: more than %d resources; showing the first %d (use --limit or a prefix)\n", limit, limit)
 	}
 	if len(scanErrs) > 0 {
-		return fmt.Errorf("%d of %d nodes could not be scanned", len(scanErrs), lockadmin.Nodes(a.locks))
+		return fmt.Errorf("%d of %d nodes could not be scanned", len(scanErrs), len(a.names))
 	}
 	return nil
 }
@@ -99,7 +99,7 @@ func runShow(ctx context.Context, a *app, _ any, args []string) error {
 	if err := t.flush(); err != nil {
 		return err
 	}
-	fmt.Fprintln(a.out, summary(args[0], a.prefix, states, lockadmin.Quorum(a.locks)))
+	fmt.Fprintln(a.out, summary(args[0], a.prefix, states, lockadmin.Quorum(len(a.names))))
 	return nil
 }
 

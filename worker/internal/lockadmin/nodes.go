@@ -9,11 +9,8 @@ import (
 // NodeStatus is one node's answer to PingNodes.
 type NodeStatus = redlock.NodeStatus
 
-// Nodes returns the number of c's nodes.
-func Nodes(c *redlock.Client) int { return c.Admin().Nodes() }
-
-// Quorum returns the number of c's nodes that must agree (N/2+1).
-func Quorum(c *redlock.Client) int { return c.Admin().Quorum() }
+// Quorum is how many of n lock nodes must agree: Redlock's N/2+1.
+func Quorum(n int) int { return n/2 + 1 }
 
 // PingNodes pings every node at once and reports each one's answer, waiting
 // for all of them (at most the node timeout), so that a probe can tell which

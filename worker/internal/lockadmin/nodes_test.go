@@ -5,13 +5,16 @@ import (
 	"time"
 )
 
-// TestNodesQuorumAndPing: the operator calls reach the client they are given.
-func TestNodesQuorumAndPing(t *testing.T) {
+// TestQuorumAndPing: the quorum is a majority, and the ping reaches every
+// node of the client it is given.
+func TestQuorumAndPing(t *testing.T) {
+	for n, want := range map[int]int{1: 1, 2: 2, 3: 2, 4: 3, 5: 3} {
+		if got := Quorum(n); got != want {
+			t.Errorf("Quorum(%d) = %d, want %d", n, got, want)
+		}
+	}
 	ctx := within(t, 20*time.Second)
 	c, _, _ := embeddedNodes(t, 5)
-	if Nodes(c) != 5 || Quorum(c) != 3 {
-		t.Fatalf("nodes %d quorum %d, want 5 and 3", Nodes(c), Quorum(c))
-	}
 	st, err := PingNodes(ctx, c)
 	if err != nil || len(st) != 5 {
 		t.Fatalf("PingNodes: %v, %v", st, err)
