@@ -2,11 +2,11 @@ package redlock
 
 import (
 	"context"
-	"github.com/asynqlock/asynqlock/redlock/internal/transport"
 	"strings"
 	"sync"
 	"time"
 
+	"github.com/asynqlock/asynqlock/redlock/internal/transport"
 	"github.com/redis/go-redis/v9"
 )
 

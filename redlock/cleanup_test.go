@@ -3,10 +3,11 @@ package redlock
 import (
 	"context"
 	"errors"
-	"github.com/asynqlock/asynqlock/redlock/internal/transport"
 	"testing"
 	"testing/synctest"
 	"time"
+
+	"github.com/asynqlock/asynqlock/redlock/internal/transport"
 )
 
 // TestUndoIsNeverDroppedByAFullQueue: node 0 is slow and its queue fills up

@@ -4,13 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/asynqlock/asynqlock/redlock/internal/transport"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/asynqlock/asynqlock/redisurl"
+	"github.com/asynqlock/asynqlock/redlock/internal/transport"
 	"github.com/redis/go-redis/v9"
 	"github.com/redis/go-redis/v9/maintnotifications"
 )

@@ -3,16 +3,15 @@ package redlock
 import (
 	"context"
 	"fmt"
-	"github.com/asynqlock/asynqlock/redlock/internal/transport"
 	"slices"
 	"strings"
 	"sync"
 	"time"
 
+	"github.com/asynqlock/asynqlock/redisurl"
+	"github.com/asynqlock/asynqlock/redlock/internal/transport"
 	"github.com/redis/go-redis/v9"
 	"github.com/redis/go-redis/v9/maintnotifications"
-
-	"github.com/asynqlock/asynqlock/redisurl"
 )
 
 // dialNode makes the client of one node URL: a *redis.Client for a single

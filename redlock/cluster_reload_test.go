@@ -3,13 +3,13 @@ package redlock
 import (
 	"context"
 	"fmt"
-	"github.com/asynqlock/asynqlock/redlock/internal/transport"
 	"net"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/asynqlock/asynqlock/internal/redistest"
+	"github.com/asynqlock/asynqlock/redlock/internal/transport"
 	"github.com/redis/go-redis/v9"
 )
 

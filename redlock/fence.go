@@ -3,9 +3,10 @@ package redlock
 import (
 	"context"
 	"fmt"
-	"github.com/asynqlock/asynqlock/redlock/internal/transport"
 	"math/bits"
 	"time"
+
+	"github.com/asynqlock/asynqlock/redlock/internal/transport"
 )
 
 // fenceCopies is how many nodes must carry a fence before it is issued:

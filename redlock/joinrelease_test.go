@@ -2,7 +2,6 @@ package redlock
 
 import (
 	"context"
-	"github.com/asynqlock/asynqlock/redlock/internal/transport"
 	"slices"
 	"strconv"
 	"strings"
@@ -10,6 +9,7 @@ import (
 	"time"
 
 	"github.com/asynqlock/asynqlock/internal/redistest"
+	"github.com/asynqlock/asynqlock/redlock/internal/transport"
 	"github.com/redis/go-redis/v9"
 )
 

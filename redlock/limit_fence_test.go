@@ -2,12 +2,12 @@ package redlock
 
 import (
 	"context"
-	"github.com/asynqlock/asynqlock/redlock/internal/transport"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/asynqlock/asynqlock/internal/redistest"
+	"github.com/asynqlock/asynqlock/redlock/internal/transport"
 	"github.com/redis/go-redis/v9"
 )
 

@@ -3,13 +3,13 @@ package redlock
 import (
 	"context"
 	"errors"
-	"github.com/asynqlock/asynqlock/redlock/internal/transport"
 	"math/rand/v2"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/asynqlock/asynqlock/redlock/internal/transport"
 	"github.com/redis/go-redis/v9"
 )
 

@@ -2,9 +2,10 @@ package redlock
 
 import (
 	"context"
-	"github.com/asynqlock/asynqlock/redlock/internal/transport"
 	"sync"
 	"time"
+
+	"github.com/asynqlock/asynqlock/redlock/internal/transport"
 )
 
 // lookAhead is what a caller acquiring withCompletion learned of its record

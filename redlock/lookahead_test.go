@@ -3,10 +3,11 @@ package redlock
 import (
 	"context"
 	"fmt"
-	"github.com/asynqlock/asynqlock/redlock/internal/transport"
 	"testing"
 	"testing/synctest"
 	"time"
+
+	"github.com/asynqlock/asynqlock/redlock/internal/transport"
 )
 
 // TestLookUpRefreshedWhenTheChainStarts: a caller that started to wait

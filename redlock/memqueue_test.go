@@ -1,11 +1,12 @@
 package redlock
 
 import (
-	"github.com/asynqlock/asynqlock/redlock/internal/transport"
 	"slices"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/asynqlock/asynqlock/redlock/internal/transport"
 )
 
 // memZ is a sorted set of the in-memory node, with the key's expiry.

@@ -2,9 +2,10 @@ package redlock
 
 import (
 	"crypto/rand"
-	"github.com/asynqlock/asynqlock/redlock/internal/transport"
 	"strings"
 	"time"
+
+	"github.com/asynqlock/asynqlock/redlock/internal/transport"
 )
 
 // The waiter queue keeps Acquire callers of different processes in FIFO

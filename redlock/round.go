@@ -2,10 +2,11 @@ package redlock
 
 import (
 	"context"
-	"github.com/asynqlock/asynqlock/redlock/internal/transport"
 	"math/bits"
 	"sync/atomic"
 	"time"
+
+	"github.com/asynqlock/asynqlock/redlock/internal/transport"
 )
 
 // round is one operation sent to several nodes at once.

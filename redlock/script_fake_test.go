@@ -3,12 +3,12 @@ package redlock
 import (
 	"context"
 	"fmt"
-	"github.com/asynqlock/asynqlock/redlock/internal/transport"
 	"slices"
 	"testing"
 	"time"
 
 	"github.com/asynqlock/asynqlock/internal/redistest"
+	"github.com/asynqlock/asynqlock/redlock/internal/transport"
 	"github.com/redis/go-redis/v9"
 )
 

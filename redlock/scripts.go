@@ -1,13 +1,13 @@
 package redlock
 
 import (
-	"github.com/asynqlock/asynqlock/redlock/internal/transport"
+	"embed"
 	"math/bits"
 	"strconv"
 	"strings"
 	"time"
 
-	"embed"
+	"github.com/asynqlock/asynqlock/redlock/internal/transport"
 )
 
 //go:embed lua/*.lua

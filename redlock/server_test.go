@@ -3,11 +3,11 @@ package redlock
 import (
 	"context"
 	"errors"
-	"github.com/asynqlock/asynqlock/redlock/internal/transport"
 	"testing"
 	"time"
 
 	"github.com/asynqlock/asynqlock/internal/redistest"
+	"github.com/asynqlock/asynqlock/redlock/internal/transport"
 	"github.com/redis/go-redis/v9"
 )
 
