@@ -33,10 +33,7 @@ func (n *Node) loadEveryMaster(ctx context.Context) bool {
 // server: it is a Redis Cluster member, and keys of other shards' slots can
 // never be set there. Other errors are returned as they are.
 func (n *Node) movedHint(err error) error {
-	if err == nil || !redis.HasErrorPrefix(err, "MOVED") {
-		return err
-	}
-	if _, single := n.Client.(*redis.Client); !single {
+	if err == nil || !n.single || !redis.HasErrorPrefix(err, "MOVED") {
 		return err
 	}
 	return fmt.Errorf("%w (a Redis Cluster member given as a single server: write the node as redis-cluster://%s)", err, n.Addr)

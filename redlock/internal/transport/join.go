@@ -4,8 +4,6 @@ import (
 	"fmt"
 	"slices"
 	"strings"
-
-	"github.com/redis/go-redis/v9"
 )
 
 // releaseArgc is the length of an Env.Release call's arguments (redlock's
@@ -37,7 +35,7 @@ func releaseParts(c *Call) (keys, argv []any, recKey any, recArgs []any) {
 // calls in the order they were queued. Standalone nodes only: a cluster
 // node's keys may live on different shards.
 func (n *Node) joinReleases(live []*Call) []*Call {
-	if !n.joins || n.env.Release == nil || len(live) > maxBatch {
+	if !n.single || n.env.Release == nil || len(live) > maxBatch {
 		return live
 	}
 	last, count := -1, 0
@@ -158,17 +156,10 @@ func (n *Node) answerJoined(c *Call, val any, err error) {
 		err = fmt.Errorf("release of %d keys answered %T of %d", len(c.joined), val, len(vals))
 	}
 	for i, j := range c.joined {
-		if err != nil {
-			n.answer(j, nil, err)
-			continue
+		var v any
+		if err == nil {
+			v = vals[i]
 		}
-		n.answer(j, vals[i], nil)
+		n.answer(j, v, err)
 	}
-}
-
-// joinsReleases is whether a node on client cl may fold releases: a
-// standalone (or sentinel-managed) server holds all of their keys.
-func joinsReleases(cl redis.UniversalClient) bool {
-	_, ok := cl.(*redis.Client)
-	return ok
 }

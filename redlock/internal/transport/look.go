@@ -2,50 +2,19 @@ package transport
 
 import (
 	"context"
-	"strconv"
 
 	"github.com/redis/go-redis/v9"
 )
 
-// countLooks is the number of look-ups of a batch's calls.
-func countLooks(live []*Call) int {
-	n := 0
-	for _, c := range live {
-		if c.Look != nil {
-			n++
-		}
-	}
-	return n
-}
-
-// addLooks builds the look-ups of a batch's calls into cmds, in the calls'
-// order.
-func addLooks(ctx context.Context, live []*Call, cmds []*redis.Cmd) {
-	i := 0
-	for _, c := range live {
-		if c.Look != nil {
-			cmds[i] = redis.NewCmd(ctx, c.Look...)
-			i++
-		}
-	}
-}
-
-// timeArgs is the node clock's read.
-var timeArgs = []any{"time"}
-
 // nodeMillis reads the node's clock (TIME) as Unix ms; 0 when it failed.
 func (n *Node) nodeMillis() int64 {
-	cmd := redis.NewCmd(context.Background(), timeArgs...)
+	cmd := redis.NewCmd(context.Background(), "time")
 	n.Do(context.Background(), []*redis.Cmd{cmd})
-	v, _ := cmd.Val().([]any)
-	if cmd.Err() != nil || len(v) != 2 {
+	v, err := cmd.Int64Slice()
+	if err != nil || len(v) != 2 {
 		return 0
 	}
-	s, _ := v[0].(string)
-	u, _ := v[1].(string)
-	sec, _ := strconv.ParseInt(s, 10, 64)
-	usec, _ := strconv.ParseInt(u, 10, 64)
-	return sec*1000 + usec/1000
+	return v[0]*1000 + v[1]/1000
 }
 
 // readLooks stores the look-ups' answers (looks) in their calls: a record

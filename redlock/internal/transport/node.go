@@ -73,12 +73,20 @@ type Node struct {
 	spill   []*Call
 	spilled atomic.Bool
 	wake    chan struct{}
-	loaded  bool        // the node's script cache holds our scripts; worker-owned
-	joins   bool        // releases of a batch share one call (joinReleases)
-	conn    *redis.Conn // the worker's own connection, for a *redis.Client; worker-owned
-	// pipe is conn's pipeline and cmders its commands' room, fold the call
-	// of a batch's joined releases and foldArgs its arguments' room: all
-	// worker-owned and reused from batch to batch.
+	// single is a standalone (or sentinel-managed) server: it holds all of
+	// a batch's keys, so releases may join (join.go), and the worker keeps a
+	// connection of its own.
+	single bool
+	// Worker-owned, reused from batch to batch: loaded is whether the
+	// node's script cache holds our scripts; proc runs a lone command and
+	// pipe a batch (on conn, the worker's connection, for a single server);
+	// cmders is pipe's commands' room, fold the call of a batch's joined
+	// releases and foldArgs its arguments' room.
+	loaded bool
+	conn   *redis.Conn
+	proc   interface {
+		Process(context.Context, redis.Cmder) error
+	}
 	pipe     redis.Pipeliner
 	cmders   []redis.Cmder
 	fold     Call
@@ -105,7 +113,9 @@ type Node struct {
 
 // NewNode is node idx, named addr in errors and logs, over client cl.
 func NewNode(idx int, addr string, cl redis.UniversalClient, env *Env) *Node {
-	n := &Node{Idx: idx, Addr: addr, Client: cl, env: env, calls: make(chan *Call, QueueLen), wake: make(chan struct{}, 1), joins: joinsReleases(cl)}
+	_, single := cl.(*redis.Client)
+	n := &Node{Idx: idx, Addr: addr, Client: cl, env: env, single: single,
+		calls: make(chan *Call, QueueLen), wake: make(chan struct{}, 1)}
 	n.Do = n.run
 	return n
 }
@@ -271,24 +281,31 @@ func (n *Node) Serve(closed <-chan struct{}, wg *sync.WaitGroup, warmed func()) 
 // machine (issue 20). In-memory test nodes (no client) need none. A failure
 // leaves the work to the first batch, as before.
 func (n *Node) warmUp() {
-	if n.Client == nil {
+	ctx := context.Background()
+	if n.Client == nil || n.loadEveryMaster(ctx) {
 		return
 	}
-	ctx := context.Background()
-	if n.loadEveryMaster(ctx) {
-		return // a cluster node: every master loaded them (or loaded stays false)
-	}
-	cmds := make([]*redis.Cmd, len(n.env.Scripts))
-	for i, s := range n.env.Scripts {
-		cmds[i] = redis.NewCmd(ctx, "script", "load", s.Src)
-	}
+	cmds := n.scriptLoads(ctx, make([]*redis.Cmd, len(n.env.Scripts)))
 	n.Do(ctx, cmds)
-	n.loaded = true
+	n.loaded = succeeded(cmds)
+}
+
+// scriptLoads fills cmds with the loads of the first len(cmds) scripts.
+func (n *Node) scriptLoads(ctx context.Context, cmds []*redis.Cmd) []*redis.Cmd {
+	for i := range cmds {
+		cmds[i] = redis.NewCmd(ctx, "script", "load", n.env.Scripts[i].Src)
+	}
+	return cmds
+}
+
+// succeeded is whether every command of cmds succeeded.
+func succeeded(cmds []*redis.Cmd) bool {
 	for _, cmd := range cmds {
 		if cmd.Err() != nil {
-			n.loaded = false
+			return false
 		}
 	}
+	return true
 }
 
 // refuseAll answers every call still waiting with env.Closed.
@@ -377,11 +394,10 @@ func (n *Node) lingerEnd(end time.Time, c *Call) time.Time {
 // arrives after its caller gave up could only leave a stray key behind),
 // except cleanup calls, which only remove our keys and are always sent.
 func (n *Node) execBatch(batch []*Call, now time.Time) {
-	live := expire(batch, now)
+	live := n.joinReleases(expire(batch, now))
 	if len(live) == 0 {
 		return
 	}
-	live = n.joinReleases(live)
 	// No per-batch deadline: the client's own read and write timeouts bound
 	// a stuck node (NewFromURLs derives them from the node timeout), and
 	// callers stop waiting at their own deadline whatever the node does. A
@@ -391,33 +407,26 @@ func (n *Node) execBatch(batch []*Call, now time.Time) {
 	// Scripts are loaded ahead of the first EVALSHA, in the same pipeline: a
 	// NOSCRIPT answer is retried after the rest of its batch, which would
 	// reorder a node's calls.
-	load := !n.loaded && hasScript(live)
-	if load && n.loadEveryMaster(ctx) {
-		load = false // a cluster's masters each got them outside the pipeline
-	}
+	// A cluster's masters each get them outside the pipeline.
+	script, nlooks := survey(live)
 	pre := 0
-	if load {
+	if script && !n.loaded && !n.loadEveryMaster(ctx) {
 		pre = len(n.env.Scripts)
 	}
-	cmds := make([]*redis.Cmd, pre+len(live)+countLooks(live))
-	for i, s := range n.env.Scripts[:pre] {
-		cmds[i] = redis.NewCmd(ctx, "script", "load", s.Src)
-	}
-	calls, looks := cmds[pre:pre+len(live)], cmds[pre+len(live):]
+	cmds := make([]*redis.Cmd, pre+len(live), pre+len(live)+nlooks)
+	n.scriptLoads(ctx, cmds[:pre])
 	for i, c := range live {
-		calls[i] = redis.NewCmd(ctx, c.Args...)
-	}
-	addLooks(ctx, live, looks)
-	n.Do(ctx, cmds)
-	if load {
-		n.loaded = true
-		for _, cmd := range cmds[:pre] {
-			if cmd.Err() != nil {
-				n.loaded = false
-			}
+		cmds[pre+i] = redis.NewCmd(ctx, c.Args...)
+		if c.Look != nil { // after the batch's calls (look.go)
+			cmds = append(cmds, redis.NewCmd(ctx, c.Look...))
 		}
 	}
-	n.readLooks(live, calls, looks)
+	n.Do(ctx, cmds)
+	if pre > 0 {
+		n.loaded = succeeded(cmds[:pre])
+	}
+	calls := cmds[pre : pre+len(live)]
+	n.readLooks(live, calls, cmds[pre+len(live):])
 	var retry []*Call
 	for i, c := range live {
 		cmd := calls[i]
@@ -476,71 +485,56 @@ func (n *Node) answer(c *Call, val any, err error) {
 	c.deliver(Reply{Node: c.Node, Val: val, Err: err})
 }
 
-func hasScript(calls []*Call) bool {
-	for _, c := range calls {
-		if c.Script != nil {
-			return true
+// survey is whether any of a batch's calls runs a script, and how many
+// look-ups they carry.
+func survey(live []*Call) (script bool, looks int) {
+	for _, c := range live {
+		script = script || c.Script != nil
+		if c.Look != nil {
+			looks++
 		}
 	}
-	return false
+	return script, looks
 }
 
+// run is Do on the node's client: a lone command by itself, a batch as one
+// pipeline.
 func (n *Node) run(ctx context.Context, cmds []*redis.Cmd) {
-	var p interface {
-		Process(context.Context, redis.Cmder) error
-		Pipeline() redis.Pipeliner
-	} = n.Client
-	if rc, ok := n.Client.(*redis.Client); ok {
-		// The worker runs one batch at a time, so it keeps a connection
-		// of its own: no pool round trip and no per-call health check.
-		if n.conn == nil {
+	if n.pipe == nil {
+		n.proc, n.pipe = n.Client, n.Client.Pipeline()
+		if rc, ok := n.Client.(*redis.Client); ok {
+			// The worker runs one batch at a time, so it keeps a connection
+			// of its own: no pool round trip and no per-call health check.
 			n.conn = rc.Conn()
-			n.pipe = n.conn.Pipeline()
+			n.proc, n.pipe = n.conn, n.conn.Pipeline()
 		}
-		p = n.conn
 	}
 	if len(cmds) == 1 {
-		_ = p.Process(ctx, cmds[0])
+		_ = n.proc.Process(ctx, cmds[0])
 	} else {
-		pipe := n.pipe
-		if n.conn == nil {
-			pipe = p.Pipeline()
-		}
 		for _, cmd := range cmds {
 			n.cmders = append(n.cmders, cmd)
 		}
-		_ = pipe.BatchProcess(ctx, n.cmders...)
+		_ = n.pipe.BatchProcess(ctx, n.cmders...)
 		clear(n.cmders)
 		n.cmders = n.cmders[:0]
-		_, _ = pipe.Exec(ctx)
+		_, _ = n.pipe.Exec(ctx)
 	}
 	if !connBroken(cmds) {
 		return
 	}
-	if n.conn != nil {
-		_ = n.conn.Close() // the next batch gets a fresh connection
-		n.conn, n.pipe = nil, nil
-	}
+	n.closeConn() // the next batch gets a fresh connection
+	// A cluster shard's master may have died and been failed over; go-redis
+	// reloads its slot map by itself only on a MOVED answer (or once it is a
+	// minute old), which a dead master never gives. The reload runs in the
+	// background, one at a time: it costs the worker nothing.
 	if cc, ok := n.Client.(*redis.ClusterClient); ok {
-		n.reloadSlots(ctx, cc)
+		if n.Debug != nil {
+			n.Debug("redlock cluster node: a shard failed on the connection; reloading the slot map",
+				"node", n.Idx, "addr", n.Addr)
+		}
+		cc.ReloadState(ctx)
 	}
-}
-
-// reloadSlots has a cluster node's client reload its slot map after a batch
-// failed on the connection (a refused dial, a reset, a timeout): the shard
-// master it dialed may have died and been failed over. go-redis reloads the
-// map by itself only on a MOVED, ASK or READONLY answer, which a dead master
-// never gives, or once the map is ClusterStateReloadInterval old (60s by
-// default): until then it keeps sending that shard's keys to the dead
-// address, and the lock node refuses every resource of the shard long after
-// the cluster recovered. The reload runs in the background, one at a time
-// (go-redis folds the requests made meanwhile into one more, 200ms later),
-// so this costs the worker nothing; the next batch follows the new map.
-func (n *Node) reloadSlots(ctx context.Context, cc *redis.ClusterClient) {
-	if n.Debug != nil {
-		n.Debug("redlock cluster node: a shard failed on the connection; reloading the slot map", "node", n.Idx, "addr", n.Addr)
-	}
-	cc.ReloadState(ctx)
 }
 
 // connBroken reports whether a batch failed on the connection rather than
@@ -559,12 +553,13 @@ func connBroken(cmds []*redis.Cmd) bool {
 	return false
 }
 
-// closeConn drops the worker's connection; the worker calls it on exit.
+// closeConn drops the worker's connection (and pipeline); the worker calls
+// it on exit.
 func (n *Node) closeConn() {
 	if n.conn != nil {
 		_ = n.conn.Close()
-		n.conn, n.pipe = nil, nil
 	}
+	n.conn, n.proc, n.pipe = nil, nil, nil
 }
 
 // nodeErr keeps per-node failures from posing as the caller's context errors.
