@@ -52,7 +52,7 @@ func (n *Node) joinReleases(live []*Call) []*Call {
 	var join [maxBatch]bool
 	var seen [maxBatch]string
 	named := seen[:0] // resources of the other calls after the one at hand, up to last
-	count = 0
+	count, records := 0, 0
 	for i := last; i >= 0; i-- {
 		c := live[i]
 		switch {
@@ -60,32 +60,27 @@ func (n *Node) joinReleases(live []*Call) []*Call {
 			named = append(named, c.Resource)
 		case !slices.Contains(named, c.Resource):
 			join[i], count = true, count+1
+			if len(c.Args) == recordedReleaseArgc {
+				records++
+			}
 		}
 	}
 	if count < 2 {
 		return live
 	}
-	return n.foldReleases(live, join[:len(live)], last, count)
+	return n.foldReleases(live, join[:len(live)], last, count, records)
 }
 
-// foldReleases replaces the releases marked in join by one call at last,
-// laid out as lua/release_many.lua reads it.
-func (n *Node) foldReleases(live []*Call, join []bool, last, count int) []*Call {
-	records := 0
-	for i, c := range live {
-		if join[i] && len(c.Args) == recordedReleaseArgc {
-			records++
-		}
-	}
+// foldReleases replaces the count releases marked in join (records of them
+// with a record) by one call at last, laid out as lua/release_many.lua reads
+// it.
+func (n *Node) foldReleases(live []*Call, join []bool, last, count, records int) []*Call {
 	all := &n.fold // the worker's: one fold per batch
 	*all = Call{Node: n.Idx, Script: n.env.ReleaseMany, Op: "release", joined: all.joined[:0]}
 	nkeys := 3*count + records
-	if need := 3 + nkeys + 2 + count + 2*records; cap(n.foldArgs) >= need {
-		all.Args = n.foldArgs[:need]
-	} else {
-		all.Args = make([]any, need)
-		n.foldArgs = all.Args
-	}
+	need := 3 + nkeys + 2 + count + 2*records
+	n.foldArgs = slices.Grow(n.foldArgs[:0], need)[:need]
+	all.Args = n.foldArgs
 	all.Args[0], all.Args[1], all.Args[2] = "evalsha", n.env.ReleaseMany.SHA, nkeys
 	keys, argv := all.Args[3:3+nkeys], all.Args[3+nkeys:]
 	var flags [maxBatch]byte

@@ -82,11 +82,9 @@ type Node struct {
 	// pipe a batch (on conn, the worker's connection, for a single server);
 	// cmders is pipe's commands' room, fold the call of a batch's joined
 	// releases and foldArgs its arguments' room.
-	loaded bool
-	conn   *redis.Conn
-	proc   interface {
-		Process(context.Context, redis.Cmder) error
-	}
+	loaded   bool
+	conn     *redis.Conn
+	proc     func(context.Context, redis.Cmder) error
 	pipe     redis.Pipeliner
 	cmders   []redis.Cmder
 	fold     Call
@@ -315,14 +313,13 @@ func (n *Node) refuseAll() {
 		case c := <-n.calls:
 			c.deliver(Reply{Node: c.Node, Err: n.env.Closed})
 		default:
-			n.spillMu.Lock()
-			spill := n.spill
-			n.spill = nil
-			n.spillMu.Unlock()
+			spill := n.takeSpill(nil)
 			for _, c := range spill {
 				c.deliver(Reply{Node: c.Node, Err: n.env.Closed})
 			}
-			return
+			if len(spill) == 0 {
+				return
+			}
 		}
 	}
 }
@@ -429,13 +426,11 @@ func (n *Node) execBatch(batch []*Call, now time.Time) {
 	n.readLooks(live, calls, cmds[pre+len(live):])
 	var retry []*Call
 	for i, c := range live {
-		cmd := calls[i]
-		err := cmd.Err()
-		if c.Script != nil && err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
+		if c.Script != nil && redis.HasErrorPrefix(calls[i].Err(), "NOSCRIPT") {
 			retry = append(retry, c)
 			continue
 		}
-		n.answer(c, cmd.Val(), nodeErr(err))
+		n.answer(c, calls[i].Val(), nodeErr(calls[i].Err()))
 	}
 	if len(retry) > 0 {
 		n.evalSource(ctx, retry, cmds[:len(retry)])
@@ -501,16 +496,16 @@ func survey(live []*Call) (script bool, looks int) {
 // pipeline.
 func (n *Node) run(ctx context.Context, cmds []*redis.Cmd) {
 	if n.pipe == nil {
-		n.proc, n.pipe = n.Client, n.Client.Pipeline()
+		n.proc, n.pipe = n.Client.Process, n.Client.Pipeline()
 		if rc, ok := n.Client.(*redis.Client); ok {
 			// The worker runs one batch at a time, so it keeps a connection
 			// of its own: no pool round trip and no per-call health check.
 			n.conn = rc.Conn()
-			n.proc, n.pipe = n.conn, n.conn.Pipeline()
+			n.proc, n.pipe = n.conn.Process, n.conn.Pipeline()
 		}
 	}
 	if len(cmds) == 1 {
-		_ = n.proc.Process(ctx, cmds[0])
+		_ = n.proc(ctx, cmds[0])
 	} else {
 		for _, cmd := range cmds {
 			n.cmders = append(n.cmders, cmd)
