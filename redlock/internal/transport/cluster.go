@@ -7,11 +7,10 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// loadEveryMaster loads the scripts on every master of a cluster node, since
-// a keyless SCRIPT LOAD in the pipeline reaches only one shard and the others
-// would answer NOSCRIPT on first use. It reports false, doing nothing, for a
-// single server, whose pipeline loads them. A master that appears later (a
-// failover) answers NOSCRIPT once, which clears loaded and loads again.
+// loadEveryMaster loads the scripts on every master of a cluster node (a
+// SCRIPT LOAD in the pipeline reaches one shard) and reports true; false,
+// doing nothing, for a single server. A master that appears later answers
+// NOSCRIPT once, which clears loaded.
 func (n *Node) loadEveryMaster(ctx context.Context) bool {
 	cc, ok := n.Client.(*redis.ClusterClient)
 	if !ok {

@@ -27,13 +27,9 @@ func releaseParts(c *Call) (keys, argv []any, recKey any, recArgs []any) {
 }
 
 // joinReleases folds a batch's releases into one Env.ReleaseMany call,
-// sent where the last of them stands: the node sets up one script call per
-// batch instead of one per release (about a tenth of its CPU per lock with
-// 32 concurrent callers, docs/design/BATCHING.md). A release only
-// moves later, and only past calls on other resources: one that a later
-// call of the batch names stays where it is, so every resource sees its
-// calls in the order they were queued. Standalone nodes only: a cluster
-// node's keys may live on different shards.
+// sent where the last of them stands. A release only moves later, and only
+// past calls on other resources (docs/design/BATCHING.md). Single servers
+// only: a cluster node's keys may live on different shards.
 func (n *Node) joinReleases(live []*Call) []*Call {
 	if !n.single || n.env.Release == nil || len(live) > maxBatch {
 		return live

@@ -18,14 +18,10 @@ func (n *Node) nodeMillis() int64 {
 }
 
 // readLooks stores the look-ups' answers (looks) in their calls: a record
-// found within its window sets seen (its score). Only a look-up that found
-// a score needs the node's clock: it is read then, once for the batch, in a
-// round trip of its own after the batch's. A record is found by a
-// re-delivery or a reused ID; an acquisition that finds none (every fresh
-// task) sends nothing more than its look-up. A look-up that failed where
-// its call (calls, in live's order) did not is reported as the node's
-// failure; it counts as not found there, as on a node whose TIME failed:
-// the record is looked for on every node, and one that answers is enough.
+// found within its window, by the node's clock read once for the batch,
+// sets seen (docs/guide/RELIABILITY.md). A look-up that failed where its
+// call (calls, in live's order) did not is reported as the node's failure;
+// it counts as not found, as on a node whose TIME failed.
 func (n *Node) readLooks(live []*Call, calls, looks []*redis.Cmd) {
 	var now int64 // the node's clock, read at the first score found
 	asked, i := false, 0

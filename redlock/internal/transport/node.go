@@ -50,25 +50,18 @@ type Env struct {
 	LookScore func(v any) (score, expiry int64, ok bool)
 }
 
-// Node is one independent Redis master. Calls to it are batched: concurrent
-// callers' commands share one pipeline (one write, one read) instead of a
-// round trip each, which is where the lock's throughput comes from.
-//
-// Each node has one worker that runs its calls strictly in order, one
-// pipeline at a time: a release or undo queued after an acquire reaches the
-// node after it, so no straggler ever needs chasing.
+// Node is one independent Redis master. One worker runs its calls strictly
+// in order, concurrent callers' commands as one pipeline, one pipeline at a
+// time (docs/design/BATCHING.md).
 type Node struct {
 	Idx    int
 	Addr   string
 	Client redis.UniversalClient
 	env    *Env
 	calls  chan *Call
-	// spill holds, in order, the cleanup calls that found calls full; once
-	// it is non-empty every cleanup call joins it (and any other call is
-	// refused) until the worker, having emptied calls, takes it. spilled
-	// mirrors len(spill) > 0 for the senders' fast path; wake tells an idle
-	// worker that the queue drained before a spill (a sender paused between
-	// finding it full and spilling).
+	// spill holds, in order, the cleanup calls that found calls full
+	// (BATCHING.md). spilled mirrors len(spill) > 0 for the senders' fast
+	// path; wake tells an idle worker that the queue drained before a spill.
 	spillMu sync.Mutex
 	spill   []*Call
 	spilled atomic.Bool
@@ -94,14 +87,12 @@ type Node struct {
 	Failed func(op, resource string, node int, err error)
 	// Debug logs at Debug level (nil: not at all).
 	Debug func(msg string, args ...any)
-	// Window is how long the worker may wait for more calls while Busy
-	// exceeds the batch (the batch window, docs/design/BATCHING.md); Busy is the client's count of
-	// held locks and waiting callers.
+	// Window is the batch window (BATCHING.md); Busy is the client's count
+	// of held locks and waiting callers.
 	Window time.Duration
 	Busy   *atomic.Int64
-	// recent is whether calls overlapped lately: the previous batch carried
-	// more than one call and was sent less than lingerMemory windows ago
-	// (its send time is sent). Worker-owned.
+	// recent is whether the previous batch, sent at sent, carried several
+	// calls. Worker-owned.
 	recent bool
 	sent   time.Time
 	// Do runs a batch on the node; it is the client's pipeline, replaced
@@ -167,11 +158,8 @@ func (c *Call) deliver(rep Reply) {
 
 // Send queues a call without ever blocking and reports whether it did; a
 // closed client, or a full queue, answers it at once with an error. A
-// cleanup call is never refused for a full queue: an acquire already on the
-// wire would leave its key on the node for a whole TTL under a token nobody
-// holds. It waits in the spill list, behind every call queued before it; a
-// cleanup follows the call it cleans up, so the list only grows with calls
-// that were queued or locks that were held.
+// cleanup call is never refused for a full queue: it waits in the spill list
+// (docs/design/BATCHING.md).
 func (n *Node) Send(c *Call, closed <-chan struct{}) bool {
 	select {
 	case <-closed:
@@ -242,7 +230,6 @@ func (n *Node) Serve(closed <-chan struct{}, wg *sync.WaitGroup, warmed func()) 
 	batch := make([]*Call, 0, maxBatch)
 	linger := time.NewTimer(time.Hour)
 	linger.Stop()
-	defer linger.Stop()
 	for {
 		if batch = n.takeSpill(batch); len(batch) == 0 {
 			select {
@@ -274,10 +261,9 @@ func (n *Node) Serve(closed <-chan struct{}, wg *sync.WaitGroup, warmed func()) 
 	}
 }
 
-// warmUp dials the node and loads the scripts before any call needs them:
-// a first call that paid for both inside its node timeout failed on a loaded
-// machine (issue 20). In-memory test nodes (no client) need none. A failure
-// leaves the work to the first batch, as before.
+// warmUp dials the node and loads the scripts before any call needs them
+// (issue 20). In-memory test nodes (no client) need none. A failure leaves
+// the work to the first batch.
 func (n *Node) warmUp() {
 	ctx := context.Background()
 	if n.Client == nil || n.loadEveryMaster(ctx) {
@@ -328,43 +314,30 @@ func (n *Node) refuseAll() {
 // worker still expects calls to overlap.
 const lingerMemory = 10
 
-// gather waits up to the batch window for more calls, but only when calls
+// gather waits up to the batch window for more calls, only while calls
 // have been overlapping on this node (its previous batch, sent within
-// lingerMemory windows, carried several) and the client has more holders and
-// waiting callers than the batch carries calls: their releases and next
-// rounds are about to come, and sharing one pipeline saves a write, a read
-// and a wake-up on both ends per call. A lone caller does not wait, even
-// beside idle holders, and no call is held back closer than one window to its
-// deadline.
+// lingerMemory windows, carried several) and Busy exceeds the batch; no call
+// is held back closer than one window to its deadline (BATCHING.md).
 func (n *Node) gather(batch []*Call, t *time.Timer, closed <-chan struct{}) []*Call {
-	if n.Window <= 0 || n.Busy == nil || !n.recent || n.Busy.Load() <= int64(len(batch)) {
+	if n.Window <= 0 || n.Busy == nil || !n.recent || n.Busy.Load() <= int64(len(batch)) ||
+		time.Since(n.sent) > lingerMemory*n.Window {
 		return batch
 	}
-	now := time.Now()
-	if now.Sub(n.sent) > lingerMemory*n.Window {
-		return batch
-	}
-	end := now.Add(n.Window)
+	end := time.Now().Add(n.Window)
 	for _, c := range batch {
 		end = n.lingerEnd(end, c)
 	}
-	if !end.After(now) {
-		return batch
-	}
-	t.Reset(end.Sub(now))
 	defer t.Stop()
 	for len(batch) < maxBatch && n.Busy.Load() > int64(len(batch)) {
+		left := time.Until(end)
+		if left <= 0 {
+			return batch
+		}
+		t.Reset(left)
 		select {
 		case c := <-n.calls:
 			batch = append(batch, c)
-			if e := n.lingerEnd(end, c); e.Before(end) {
-				end = e
-				left := time.Until(end)
-				if left <= 0 {
-					return batch
-				}
-				t.Reset(left)
-			}
+			end = n.lingerEnd(end, c)
 		case <-t.C:
 			return batch
 		case <-closed:
@@ -386,25 +359,16 @@ func (n *Node) lingerEnd(end time.Time, c *Call) time.Time {
 	return end
 }
 
-// execBatch sends a batch as one pipeline. Calls whose deadline already
-// passed are answered with a timeout without being sent (an acquire that
-// arrives after its caller gave up could only leave a stray key behind),
-// except cleanup calls, which only remove our keys and are always sent.
+// execBatch sends a batch as one pipeline, but for the calls whose deadline
+// passed (docs/design/BATCHING.md).
 func (n *Node) execBatch(batch []*Call, now time.Time) {
 	live := n.joinReleases(expire(batch, now))
 	if len(live) == 0 {
 		return
 	}
-	// No per-batch deadline: the client's own read and write timeouts bound
-	// a stuck node (NewFromURLs derives them from the node timeout), and
-	// callers stop waiting at their own deadline whatever the node does. A
-	// context with a deadline and its timer for every batch was a quarter
-	// of the lock's allocations.
+	// No per-batch deadline; scripts are loaded ahead of the first EVALSHA,
+	// in the same pipeline (BATCHING.md).
 	ctx := context.Background()
-	// Scripts are loaded ahead of the first EVALSHA, in the same pipeline: a
-	// NOSCRIPT answer is retried after the rest of its batch, which would
-	// reorder a node's calls.
-	// A cluster's masters each get them outside the pipeline.
 	script, nlooks := survey(live)
 	pre := 0
 	if script && !n.loaded && !n.loadEveryMaster(ctx) {
@@ -426,11 +390,13 @@ func (n *Node) execBatch(batch []*Call, now time.Time) {
 	n.readLooks(live, calls, cmds[pre+len(live):])
 	var retry []*Call
 	for i, c := range live {
-		if c.Script != nil && redis.HasErrorPrefix(calls[i].Err(), "NOSCRIPT") {
+		// HasErrorPrefix allocates, even for nil.
+		err := calls[i].Err()
+		if c.Script != nil && err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
 			retry = append(retry, c)
 			continue
 		}
-		n.answer(c, calls[i].Val(), nodeErr(calls[i].Err()))
+		n.answer(c, calls[i].Val(), nodeErr(err))
 	}
 	if len(retry) > 0 {
 		n.evalSource(ctx, retry, cmds[:len(retry)])
@@ -451,10 +417,9 @@ func expire(batch []*Call, now time.Time) []*Call {
 	return live
 }
 
-// evalSource answers calls that met NOSCRIPT: the node lost its script
-// cache (restart, SCRIPT FLUSH). It sends the scripts' source, which also
-// caches them again, and has them all loaded ahead of the next batch. cmds
-// is spare room for len(calls) commands.
+// evalSource answers calls that met NOSCRIPT (a restart, SCRIPT FLUSH) by
+// sending the scripts' source, and has them all loaded ahead of the next
+// batch. cmds is spare room for len(calls) commands.
 func (n *Node) evalSource(ctx context.Context, calls []*Call, cmds []*redis.Cmd) {
 	n.loaded = false
 	for i, c := range calls {
@@ -519,10 +484,8 @@ func (n *Node) run(ctx context.Context, cmds []*redis.Cmd) {
 		return
 	}
 	n.closeConn() // the next batch gets a fresh connection
-	// A cluster shard's master may have died and been failed over; go-redis
-	// reloads its slot map by itself only on a MOVED answer (or once it is a
-	// minute old), which a dead master never gives. The reload runs in the
-	// background, one at a time: it costs the worker nothing.
+	// A cluster shard's master may have died and been failed over: reload
+	// the slot map in the background (docs/guide/OPERATIONS.md).
 	if cc, ok := n.Client.(*redis.ClusterClient); ok {
 		if n.Debug != nil {
 			n.Debug("redlock cluster node: a shard failed on the connection; reloading the slot map",
