@@ -46,8 +46,7 @@ func (n *Node) joinReleases(live []*Call) []*Call {
 		return live
 	}
 	var join [maxBatch]bool
-	var seen [maxBatch]string
-	named := seen[:0] // resources of the other calls after the one at hand, up to last
+	named := make([]string, 0, maxBatch) // of the other calls after the one at hand, up to last
 	count, records := 0, 0
 	for i := last; i >= 0; i-- {
 		c := live[i]

@@ -23,8 +23,7 @@ func (n *Node) nodeMillis() int64 {
 // call (calls, in live's order) did not is reported as the node's failure;
 // it counts as not found, as on a node whose TIME failed.
 func (n *Node) readLooks(live []*Call, calls, looks []*redis.Cmd) {
-	var now int64 // the node's clock, read at the first score found
-	asked, i := false, 0
+	now, i := int64(-1), 0 // the node's clock, read at the first score found
 	for j, c := range live {
 		if c.Look == nil {
 			continue
@@ -34,8 +33,8 @@ func (n *Node) readLooks(live []*Call, calls, looks []*redis.Cmd) {
 		switch err := look.Err(); {
 		case err == nil:
 			score, expiry, ok := n.env.LookScore(look.Val())
-			if ok && !asked {
-				now, asked = n.nodeMillis(), true
+			if ok && now < 0 {
+				now = n.nodeMillis()
 			}
 			if ok && now > 0 && expiry > now {
 				c.seen = score

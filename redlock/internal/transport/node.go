@@ -350,10 +350,7 @@ func (n *Node) gather(batch []*Call, t *time.Timer, closed <-chan struct{}) []*C
 // lingerEnd moves end before c's deadline, leaving one window for the round
 // trip; cleanup calls have no deadline to keep.
 func (n *Node) lingerEnd(end time.Time, c *Call) time.Time {
-	if c.Cleanup {
-		return end
-	}
-	if lim := c.Deadline.Add(-n.Window); lim.Before(end) {
+	if lim := c.Deadline.Add(-n.Window); !c.Cleanup && lim.Before(end) {
 		return lim
 	}
 	return end
@@ -423,8 +420,7 @@ func expire(batch []*Call, now time.Time) []*Call {
 func (n *Node) evalSource(ctx context.Context, calls []*Call, cmds []*redis.Cmd) {
 	n.loaded = false
 	for i, c := range calls {
-		args := append([]any{"eval", c.Script.Src}, c.Args[2:]...)
-		cmds[i] = redis.NewCmd(ctx, args...)
+		cmds[i] = redis.NewCmd(ctx, append([]any{"eval", c.Script.Src}, c.Args[2:]...)...)
 	}
 	n.Do(ctx, cmds)
 	for i, c := range calls {
@@ -499,13 +495,11 @@ func (n *Node) run(ctx context.Context, cmds []*redis.Cmd) {
 // with Redis errors: the connection is not reused.
 func connBroken(cmds []*redis.Cmd) bool {
 	for _, cmd := range cmds {
-		err := cmd.Err()
-		if err == nil || err == redis.Nil {
-			continue
-		}
-		var re redis.Error
-		if !errors.As(err, &re) {
-			return true
+		if err := cmd.Err(); err != nil && err != redis.Nil {
+			var re redis.Error // escapes: declared on the failing path only
+			if !errors.As(err, &re) {
+				return true
+			}
 		}
 	}
 	return false
