@@ -242,16 +242,11 @@ func (n *Node) Serve(closed <-chan struct{}, wg *sync.WaitGroup, warmed func()) 
 				return
 			}
 		}
-	fill:
-		for len(batch) < maxBatch {
-			select {
-			case c := <-n.calls:
-				batch = append(batch, c)
-			default:
-				batch = n.takeSpill(batch)
-				break fill
-			}
+		// Only the worker receives: what the queue holds can be taken.
+		for k := min(len(n.calls), maxBatch-len(batch)); k > 0; k-- {
+			batch = append(batch, <-n.calls)
 		}
+		batch = n.takeSpill(batch)
 		batch = n.gather(batch, linger, closed)
 		now := time.Now()
 		n.recent, n.sent = len(batch) > 1, now
@@ -516,9 +511,6 @@ func (n *Node) closeConn() {
 
 // nodeErr keeps per-node failures from posing as the caller's context errors.
 func nodeErr(err error) error {
-	if err == nil || err == redis.Nil {
-		return err
-	}
 	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
 		return fmt.Errorf("%w (%s)", ErrNodeTimeout, strings.TrimSpace(err.Error()))
 	}
