@@ -3,6 +3,8 @@ package redlock
 import (
 	"context"
 	"time"
+
+	"github.com/asynqlock/asynqlock/internal/lockutil"
 )
 
 // adoptTurn attaches the caller's place in the local queue: it passes to the
@@ -38,19 +40,13 @@ func (l *Lock) KeepAlive(ctx context.Context) (context.Context, context.CancelFu
 	if ctx == nil {
 		return endedContext(ctx, invalidf("nil context given to KeepAlive"))
 	}
-	kctx, cancel := context.WithCancelCause(ctx)
 	l.mu.Lock()
-	switch l.state {
-	case stateLost:
-		cause := l.cause
+	if l.state != stateHeld {
+		cause := l.cause // nil once released: context.Canceled
 		l.mu.Unlock()
-		cancel(cause)
-		return kctx, func() { cancel(context.Canceled) }
-	case stateReleased:
-		l.mu.Unlock()
-		cancel(nil)
-		return kctx, func() { cancel(context.Canceled) }
+		return endedContext(ctx, cause)
 	}
+	kctx, cancel := context.WithCancelCause(ctx)
 	// Forget keep-alives their owners already cancelled, so that calling
 	// KeepAlive repeatedly does not grow the list.
 	live := l.keepalives[:0]
@@ -90,10 +86,7 @@ func (l *Lock) keepAlive(ctx context.Context) {
 			l.mu.Unlock()
 			return
 		}
-		next := l.lastStart.Add(l.ttl / 3)
-		if retry.After(next) {
-			next = retry
-		}
+		next := lockutil.Later(l.lastStart.Add(l.ttl/3), retry)
 		until, ttl := l.until, l.ttl
 		l.mu.Unlock()
 
@@ -109,10 +102,7 @@ func (l *Lock) keepAlive(ctx context.Context) {
 		}
 
 		if !l.holdEnd.IsZero() {
-			left := time.Until(l.holdEnd)
-			if left < ttl {
-				ttl = left
-			}
+			ttl = min(ttl, time.Until(l.holdEnd))
 			if l.c.checkTTL(ttl) != nil {
 				// The cap is reached: let the lock run out.
 				l.mu.Lock()

@@ -45,7 +45,7 @@ type Lock struct {
 	ended      chan struct{} // closed when the lock is released or lost
 	watchdog   *time.Timer
 	keepalives []keepalive
-	cause      error // why the lock was lost
+	cause      error // why the lock ended: its loss, nil once released
 	turn       *turn
 	handoff    handoffState
 	via        string // how it was acquired: the asynqlock.handover span attribute
@@ -192,16 +192,8 @@ func (l *Lock) loseLocked(cause error) (report func()) {
 	if l.state != stateHeld {
 		return func() {}
 	}
-	l.state = stateLost
-	l.cause = cause
-	l.watchdog.Stop()
 	close(l.lost)
-	close(l.ended)
-	l.c.busy.Add(-1)
-	for _, ka := range l.keepalives {
-		ka.cancel(cause)
-	}
-	l.keepalives = nil
+	l.endLocked(stateLost, cause)
 	l.turn.leave()
 	l.dropPrevAtEnd()
 	held := time.Since(l.acquired)
@@ -209,6 +201,22 @@ func (l *Lock) loseLocked(cause error) (report func()) {
 		l.c.cfg.logger.Warn("redlock lock lost", "resource", l.res.resource, "cause", cause)
 		l.c.observe(Event{Kind: EventLost, Resource: l.res.resource, Duration: held, Err: cause})
 	}
+}
+
+// endLocked ends the lock's life in this process as state (l.mu held): a
+// held lock's watchdog stops and its keep-alive contexts end with cause,
+// which KeepAlive gives later callers.
+func (l *Lock) endLocked(state lockState, cause error) {
+	if l.state == stateHeld {
+		l.watchdog.Stop()
+		close(l.ended)
+		l.c.busy.Add(-1)
+		for _, ka := range l.keepalives {
+			ka.cancel(cause)
+		}
+		l.keepalives = nil
+	}
+	l.state, l.cause = state, cause
 }
 
 // Release gives the lock up on every node and wakes waiters. It returns
@@ -228,18 +236,12 @@ func (l *Lock) Release(ctx context.Context) error {
 		return invalidf("nil context: the lock is still held; release it with a live context")
 	}
 	span := l.c.startSpan(ctx, spanRelease, l.res.resource)
-	err := l.release(ctx)
+	p, err := l.startRelease(ctx)
+	if p.r != nil {
+		err = p.finish(ctx)
+	}
 	endReleaseSpan(span, err)
 	return err
-}
-
-// release is Release once its span is started.
-func (l *Lock) release(ctx context.Context) error {
-	p, err := l.startRelease(ctx)
-	if p.r == nil {
-		return err
-	}
-	return p.finish(ctx)
 }
 
 // pendingRelease is a release round sent, its answers still to come.
@@ -252,7 +254,8 @@ type pendingRelease struct {
 
 // startRelease ends the lock's life here and gives it up: handed over to a
 // local waiter (done on return, no round), or a release round sent to the
-// nodes, whose answers finish judges.
+// nodes (deleting its keys, or reserving them for the nodes' queue head),
+// whose answers finish judges.
 func (l *Lock) startRelease(ctx context.Context) (pendingRelease, error) {
 	wasLost, prev, held := l.markReleased()
 	if !held {
@@ -263,8 +266,10 @@ func (l *Lock) startRelease(ctx context.Context) (pendingRelease, error) {
 		// it did not reach; it goes before this lock's own keys.
 		l.unlockQueued(prev)
 	}
+	var rec *completionRecord // a lost lock's work was not protected to its end
 	if !wasLost {
 		l.noticeRecord()
+		rec = l.written()
 	}
 	if !wasLost && ctx.Err() == nil {
 		// A hand-over that claimed a waiter passes the turn on itself,
@@ -273,15 +278,39 @@ func (l *Lock) startRelease(ctx context.Context) (pendingRelease, error) {
 			return pendingRelease{}, err
 		}
 	}
-	return l.sendRelease(wasLost), nil
+	c := l.c
+	deadline := time.Now().Add(c.cfg.nodeTimeout)
+	s, args := queueReleaseScript, c.releaseArgs(l.res, l.token, rec)
+	if l.limit > 1 {
+		s, args = c.slotRelease(l.res, l.token, l.res.channel, int(l.slot), int(l.limit), rec)
+	}
+	r := c.broadcast("release", l.res.resource, c.allNodes()&^l.unsent, c.q, deadline, true, args, s)
+	return pendingRelease{l: l, r: r, deadline: deadline, wasLost: wasLost}, nil
 }
 
-// finish judges the release round's answers; then the next local waiter,
-// if any, gets its turn, whatever the answers were.
+// finish judges the release round's answers, a majority must confirm; then
+// the next local waiter, if any, gets its turn, whatever the answers were.
 func (p *pendingRelease) finish(ctx context.Context) error {
-	l := p.l
+	l, r := p.l, p.r
 	defer l.turn.leave()
-	err := l.judgeRelease(ctx, p)
+	err := r.collect(ctx, p.deadline, classifyOne)
+	switch {
+	case p.wasLost:
+		err = &opError{kinds: []error{ErrLockLost}, summary: "released after its validity ended"}
+	case err != nil:
+	case r.t.success():
+	case r.t.total-r.t.refused < l.c.q:
+		// Too few nodes still held our token: someone else may have held
+		// the resource before this release (a node lost its data).
+		err = r.err([]error{ErrLockLost}, fmt.Sprintf("only %d of %d nodes still held the lock at release", r.t.ok, r.t.total))
+	case l.written() != nil:
+		// The record is written in the release's own call: a majority
+		// did not confirm either.
+		err = r.err([]error{ErrQuorum}, "release and its completion record not confirmed by a majority; the keys expire within the TTL, and a re-delivery may run the work again")
+	default:
+		err = r.err([]error{ErrQuorum}, "release not confirmed by a majority; the keys expire within the TTL")
+	}
+	r.free()
 	if !p.wasLost {
 		l.noticeRecord() // for callers that queued while the round was out
 	}
@@ -299,56 +328,6 @@ func (l *Lock) markReleased() (wasLost bool, prev string, held bool) {
 		return false, "", false
 	}
 	wasLost = l.state == stateLost || !time.Now().Before(l.until)
-	if l.state == stateHeld {
-		l.watchdog.Stop()
-		close(l.ended)
-		l.c.busy.Add(-1)
-		for _, ka := range l.keepalives {
-			ka.cancel(nil)
-		}
-		l.keepalives = nil
-	}
-	l.state = stateReleased
+	l.endLocked(stateReleased, nil)
 	return wasLost, l.handoff.prev, true
-}
-
-// sendRelease sends the round that deletes the lock's keys (or reserves
-// them for the nodes' queue head).
-func (l *Lock) sendRelease(wasLost bool) pendingRelease {
-	c := l.c
-	deadline := time.Now().Add(c.cfg.nodeTimeout)
-	var rec *completionRecord
-	if !wasLost {
-		rec = l.written() // a lost lock's work was not protected to its end
-	}
-	s, args := queueReleaseScript, c.releaseArgs(l.res, l.token, rec)
-	if l.limit > 1 {
-		s, args = c.slotRelease(l.res, l.token, l.res.channel, int(l.slot), int(l.limit), rec)
-	}
-	r := c.broadcast("release", l.res.resource, c.allNodes()&^l.unsent, c.q, deadline, true, args, s)
-	return pendingRelease{l: l, r: r, deadline: deadline, wasLost: wasLost}
-}
-
-// judgeRelease reads the release round's answers: a majority must confirm.
-func (l *Lock) judgeRelease(ctx context.Context, p *pendingRelease) error {
-	c, r, wasLost := l.c, p.r, p.wasLost
-	defer r.free()
-	err := r.collect(ctx, p.deadline, classifyOne)
-	switch {
-	case wasLost:
-		err = &opError{kinds: []error{ErrLockLost}, summary: "released after its validity ended"}
-	case err != nil:
-	case r.t.success():
-	case r.t.total-r.t.refused < c.q:
-		// Too few nodes still held our token: someone else may have held
-		// the resource before this release (a node lost its data).
-		err = r.err([]error{ErrLockLost}, fmt.Sprintf("only %d of %d nodes still held the lock at release", r.t.ok, r.t.total))
-	case l.written() != nil:
-		// The record is written in the release's own call: a majority
-		// did not confirm either.
-		err = r.err([]error{ErrQuorum}, "release and its completion record not confirmed by a majority; the keys expire within the TTL, and a re-delivery may run the work again")
-	default:
-		err = r.err([]error{ErrQuorum}, "release not confirmed by a majority; the keys expire within the TTL")
-	}
-	return err
 }
