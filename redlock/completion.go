@@ -8,17 +8,11 @@ import (
 )
 
 // withCompletion (lockutil.Completion, the middleware's) ties the
-// acquisition to a unit of work named id (a task's stable ID): the
-// acquisition's own round also looks on every node for a completion record
-// of id under this resource, and completedRun reports the run of the one it
-// found; recordCompletion makes the lock's release write that record, in the
-// release's own round, on every node that still holds the lock, kept for
-// window. A record on one node that answers is enough to find it: written by
-// a majority, it survives the loss of a minority's data. A hand-over to a
-// caller acquiring withCompletion waits for its round (as WithFencing's
-// does), so that the caller learns of a record before it starts. An empty id
-// or a window outside (0, lockutil.MaxCompletionWindow] is refused with
-// ErrInvalid.
+// acquisition to the unit of work id: its own round also looks on every
+// node for id's completion record under this resource (completedRun), and
+// recordCompletion has the release write it where the lock is still held,
+// kept for window (docs/guide/RELIABILITY.md, "Once"). An empty id or a
+// window outside (0, lockutil.MaxCompletionWindow] is refused (ErrInvalid).
 func withCompletion(id string, window time.Duration) LockOption {
 	return func(c *lockConfig) { c.completion, c.window = id, window }
 }
@@ -139,17 +133,11 @@ func seenOf(score int64) recordSeen {
 	return recordSeen{ok: true, run: int(score % runScale), expiry: score / runScale}
 }
 
-// lookScore reads a look-up's answer for the transport: the record's
-// score, its expiry in Unix ms, and whether it is a score.
+// lookScore reads a look-up's answer (ZSCORE's reply) for the transport:
+// the record's score, its expiry in Unix ms, and whether it is a score; ok
+// is false for a reply that is no score, or one of the format before runs
+// (an expiry in ms, not scaled), which is not read.
 func lookScore(v any) (score, expiry int64, ok bool) {
-	run, expiry, ok := decodeScore(v)
-	return expiry*runScale + int64(run), expiry, ok
-}
-
-// decodeScore splits a record's score (ZSCORE's reply) into its run and its
-// expiry in Unix ms; ok is false for a reply that is no score, or one of the
-// format before runs (an expiry in ms, not scaled), which is not read.
-func decodeScore(v any) (run int, expiry int64, ok bool) {
 	var f float64
 	switch v := v.(type) {
 	case string:
@@ -166,7 +154,7 @@ func decodeScore(v any) (run int, expiry int64, ok bool) {
 	if s < oldFormatBound {
 		return 0, 0, false
 	}
-	return int(s % runScale), s / runScale, true
+	return s, s / runScale, true
 }
 
 // recordSuffix follows a resource's lock key in the name of its records.
@@ -205,14 +193,10 @@ func (l *Lock) written() *completionRecord {
 }
 
 // lookOf is the look-up of an acquisition's record (nil without one), sent
-// on each node just after the batch that holds the acquisition's call: a
-// score found means the record is there if its expiry is still ahead of the
-// node's clock (an entry past it waits for the next write's prune), which
-// the transport (look.go) asks the node for only then. After, not ahead: a record
-// written by a release that let the acquisition in is then always seen,
-// and the batch's first reply is not the miss, a nil that go-redis checks
-// against each of its retryable errors (about 40 of a recorded task's 250
-// allocations through asynq).
+// on each node just after the batch that holds the acquisition's call, so
+// that a record written by a release that let it in is seen (bench/README.md
+// for the cost of ahead); a score found counts while its expiry is ahead of
+// the node's clock, which the transport (look.go) asks only then.
 func lookOf(rec *completionRecord) []any {
 	if rec == nil {
 		return nil
