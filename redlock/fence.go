@@ -84,7 +84,16 @@ func (c *Client) raiseFence(ctx context.Context, k keys, fence int64, copies int
 	for range maxRefences {
 		args := scriptArgs(fenceRaiseScript, []string{k.fenceKey}, fence, c.cfg.fenceRetention.Milliseconds())
 		r := c.broadcast("fence", k.resource, c.allNodes(), copies, deadline, false, args, fenceRaiseScript)
-		classify := func(rep transport.Reply) outcome { return classifyRaise(rep, fence) }
+		// A node holding exactly fence carries it; a larger counter refuses.
+		classify := func(rep transport.Reply) outcome {
+			switch v, ok := rep.Val.(int64); {
+			case rep.Err != nil:
+				return outFailed
+			case ok && v == fence:
+				return outOK
+			}
+			return outRefused
+		}
 		err := r.wait(ctx, deadline, classify, func() bool { return r.t.decided() || r.t.refused > 0 })
 		switch {
 		case err != nil:
@@ -109,18 +118,6 @@ func (c *Client) raiseFence(ctx context.Context, k keys, fence int64, copies int
 // counter: once covers a lost node's other holder or this round's unheard
 // bump; more means the counters move under it.
 const maxRefences = 3
-
-// classifyRaise counts a node that holds exactly fence as OK, one that holds
-// a larger counter as refused.
-func classifyRaise(rep transport.Reply, fence int64) outcome {
-	if rep.Err != nil {
-		return outFailed
-	}
-	if v, ok := rep.Val.(int64); ok && v == fence {
-		return outOK
-	}
-	return outRefused
-}
 
 // largestRaise is the largest counter a raise round's nodes answered.
 func largestRaise(r *round) int64 {

@@ -2,6 +2,7 @@ package redlock
 
 import (
 	"context"
+	"slices"
 	"time"
 
 	"github.com/asynqlock/asynqlock/internal/lockutil"
@@ -49,12 +50,7 @@ func (l *Lock) KeepAlive(ctx context.Context) (context.Context, context.CancelFu
 	kctx, cancel := context.WithCancelCause(ctx)
 	// Forget keep-alives their owners already cancelled, so that calling
 	// KeepAlive repeatedly does not grow the list.
-	live := l.keepalives[:0]
-	for _, ka := range l.keepalives {
-		if ka.ctx.Err() == nil {
-			live = append(live, ka)
-		}
-	}
+	live := slices.DeleteFunc(l.keepalives, func(ka keepalive) bool { return ka.ctx.Err() != nil })
 	l.keepalives = append(live, keepalive{ctx: kctx, cancel: cancel})
 	l.mu.Unlock()
 	if !l.c.spawn(func() { l.keepAlive(kctx) }) {
@@ -74,8 +70,9 @@ func endedContext(parent context.Context, cause error) (context.Context, context
 	return kctx, func() { cancel(context.Canceled) }
 }
 
-// keepAlive is the extension loop. Losses are declared by the watchdog, not
-// here, so a slow extension never delays the loss signal.
+// keepAlive is the extension loop; ctx ends with the lock (endLocked).
+// Losses are declared by the watchdog, not here, so a slow extension never
+// delays the loss signal.
 func (l *Lock) keepAlive(ctx context.Context) {
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
@@ -93,8 +90,6 @@ func (l *Lock) keepAlive(ctx context.Context) {
 		timer.Reset(time.Until(next))
 		select {
 		case <-ctx.Done():
-			return
-		case <-l.ended:
 			return
 		case <-l.c.closed:
 			return

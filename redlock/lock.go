@@ -42,7 +42,6 @@ type Lock struct {
 	slot       uint16 // under WithLimit(limit), limit > 1: the slot held (limit.go)
 	limit      uint16
 	lost       chan struct{}
-	ended      chan struct{} // closed when the lock is released or lost
 	watchdog   *time.Timer
 	keepalives []keepalive
 	cause      error // why the lock ended: its loss, nil once released
@@ -145,13 +144,12 @@ func (c *Client) newLock(res keys, token string, fence int64, ttl time.Duration,
 	l := &Lock{
 		c: c, res: res, token: token, fence: fence, ttl: ttl, via: handoverNone,
 		acquired: start, until: until, lastStart: start,
-		lost: make(chan struct{}), ended: make(chan struct{}),
+		lost: make(chan struct{}), record: lc.rec,
 	}
 	l.handle = lockutil.NewHandle((*mechanics)(l))
 	if lc.maxHold > 0 {
 		l.holdEnd = start.Add(lc.maxHold)
 	}
-	l.record = lc.rec
 	if lc.limit > 1 {
 		l.slot, l.limit = lc.slot, uint16(lc.limit)
 	}
@@ -209,7 +207,6 @@ func (l *Lock) loseLocked(cause error) (report func()) {
 func (l *Lock) endLocked(state lockState, cause error) {
 	if l.state == stateHeld {
 		l.watchdog.Stop()
-		close(l.ended)
 		l.c.busy.Add(-1)
 		for _, ka := range l.keepalives {
 			ka.cancel(cause)
