@@ -50,13 +50,10 @@ func (l *Lock) completedAt() time.Time {
 	return time.UnixMilli(l.found.expiry).Add(-l.record.window)
 }
 
-// recordCompletion makes the lock's release (or hand-over) write the
-// completion record of its id, in the same round as the release, on every
-// node where the lock is still held. It returns ErrInvalid for a lock
-// acquired without withCompletion and ErrNotHeld for one released or lost:
-// a lost lock's work was not protected to its end, and no record is
-// written for it. run names the run that did the work (in [0, 1023], larger
-// ones kept as 1023).
+// recordCompletion makes the lock's release (or hand-over) write its id's
+// completion record, in its own round, where the lock is still held, for
+// run (kept in [0, 1023]). ErrInvalid without withCompletion; ErrNotHeld
+// once released or lost: a lost lock's work was not protected to its end.
 func (l *Lock) recordCompletion(run int) error {
 	return l.markRecord(min(max(run, 0), maxCompletionRun))
 }
@@ -67,9 +64,6 @@ func (l *Lock) recordCompletion(run int) error {
 // acquisition take this unit of work for done. A later recordCompletion
 // overrides it.
 func (l *Lock) forgetCompletion() error { return l.markRecord(forgetRun) }
-
-// maxCompletionRun is the largest run number a completion record keeps.
-const maxCompletionRun = runScale - 1
 
 // markRecord has the release write the record with run (forgetRun: delete
 // it).
@@ -102,8 +96,9 @@ type completionRecord struct {
 // entry holds both, exact in a float64 score until the year 2248, and
 // ZREMRANGEBYSCORE still prunes by expiry.
 const (
-	runScale  = 1024
-	forgetRun = -1
+	runScale         = 1024
+	maxCompletionRun = runScale - 1 // the largest run a record keeps
+	forgetRun        = -1
 	// oldFormatBound: scores below are expiries in ms (until the year
 	// 5138), not scaled ones (from 1973 on).
 	oldFormatBound = 1e14
@@ -162,10 +157,9 @@ const recordSuffix = ":done"
 
 // checkCompletion validates withCompletion's arguments, if given.
 func (lc *lockConfig) checkCompletion() error {
-	if lc.completion == "" && lc.window == 0 {
-		return nil
-	}
 	switch {
+	case lc.completion == "" && lc.window == 0:
+		return nil
 	case lc.completion == "":
 		return invalidf("completion record: empty id")
 	case lc.window <= 0 || lc.window > lockutil.MaxCompletionWindow:

@@ -109,11 +109,10 @@ func (l *Lock) keepAlive(ctx context.Context) {
 		ectx, cancel := context.WithDeadline(ctx, until)
 		err := l.Extend(ectx, ttl)
 		cancel()
-		if err == nil {
-			retry = time.Time{}
-			continue
+		retry = time.Time{}
+		if err != nil {
+			l.c.cfg.logger.Debug("redlock keep-alive extension failed", "resource", l.res.resource, "err", err)
+			retry = time.Now().Add(max(min(ttl/20, 100*time.Millisecond), time.Millisecond))
 		}
-		l.c.cfg.logger.Debug("redlock keep-alive extension failed", "resource", l.res.resource, "err", err)
-		retry = time.Now().Add(max(min(ttl/20, 100*time.Millisecond), time.Millisecond))
 	}
 }

@@ -39,7 +39,7 @@ type Lock struct {
 	lastStart  time.Time // start of the last successful acquire or extend
 	state      lockState
 	capped     bool   // keep-alive stopped at the max hold
-	slot       uint16 // under WithLimit(limit), limit > 1: the slot held (limit.go)
+	slot       uint16 // under WithLimit(limit): the slot held (limit.go), 0 for 1
 	limit      uint16
 	lost       chan struct{}
 	watchdog   *time.Timer
@@ -143,15 +143,12 @@ func lossGuard(ttl time.Duration) time.Duration { return lockutil.LossGuard(ttl)
 func (c *Client) newLock(res keys, token string, fence int64, ttl time.Duration, start, until time.Time, lc *lockConfig) *Lock {
 	l := &Lock{
 		c: c, res: res, token: token, fence: fence, ttl: ttl, via: handoverNone,
-		acquired: start, until: until, lastStart: start,
-		lost: make(chan struct{}), record: lc.rec,
+		acquired: start, until: until, lastStart: start, lost: make(chan struct{}),
+		record: lc.rec, slot: lc.slot, limit: uint16(lc.limit),
 	}
 	l.handle = lockutil.NewHandle((*mechanics)(l))
 	if lc.maxHold > 0 {
 		l.holdEnd = start.Add(lc.maxHold)
-	}
-	if lc.limit > 1 {
-		l.slot, l.limit = lc.slot, uint16(lc.limit)
 	}
 	c.busy.Add(1)
 	l.mu.Lock() // the watchdog may fire at once and reads l.watchdog
@@ -161,14 +158,10 @@ func (c *Client) newLock(res keys, token string, fence int64, ttl time.Duration,
 }
 
 // checkValidity runs when the validity is about to end: unless an extension
-// moved Until meanwhile, the lock is lost.
+// moved Until meanwhile, the lock is lost (if it is still held).
 func (l *Lock) checkValidity() {
 	l.mu.Lock()
-	if l.state != stateHeld {
-		l.mu.Unlock()
-		return
-	}
-	if left := time.Until(l.until) - lossGuard(l.ttl); left > 0 {
+	if left := time.Until(l.until) - lossGuard(l.ttl); l.state == stateHeld && left > 0 {
 		l.watchdog.Reset(left)
 		l.mu.Unlock()
 		return
