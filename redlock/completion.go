@@ -21,9 +21,8 @@ func init() {
 	lockutil.Completion = func(id string, window time.Duration) any { return withCompletion(id, window) }
 }
 
-// completedRun returns the run number the completion record found by the
-// acquisition was written with (recordCompletion's), the largest where
-// nodes differ, and -1 when it found none (always without withCompletion).
+// completedRun is the run the completion record found by the acquisition
+// was written with (the largest where nodes differ), -1 for none.
 func (l *Lock) completedRun() int {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -33,11 +32,9 @@ func (l *Lock) completedRun() int {
 	return l.found.run
 }
 
-// completedAt returns when the work of the completion record found by the
-// acquisition completed: the record's expiry on the nodes' clock (the
-// latest where nodes differ) less the acquisition's own window, which is
-// the writer's when both use the same window. It is the zero time when the
-// acquisition found no record.
+// completedAt is when the found record's work completed: its expiry on the
+// nodes' clock (the latest where they differ) less the acquisition's own
+// window, the writer's when both use the same; the zero time for none.
 func (l *Lock) completedAt() time.Time {
 	if l.record == nil {
 		return time.Time{}
@@ -58,11 +55,9 @@ func (l *Lock) recordCompletion(run int) error {
 	return l.markRecord(min(max(run, 0), maxCompletionRun))
 }
 
-// forgetCompletion makes the lock's release delete its id's record on every
-// node where the lock is still held, instead of writing it: the record
-// found stands for other work (an ID reused), and must not make a later
-// acquisition take this unit of work for done. A later recordCompletion
-// overrides it.
+// forgetCompletion makes the lock's release delete its id's record where
+// the lock is still held, instead of writing it: the record found stands
+// for other work (an ID reused). A later recordCompletion overrides it.
 func (l *Lock) forgetCompletion() error { return l.markRecord(forgetRun) }
 
 // markRecord has the release write the record with run (forgetRun: delete

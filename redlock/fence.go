@@ -132,7 +132,9 @@ func largestRaise(r *round) int64 {
 
 // highestCounter returns the highest counter among the nodes that granted a
 // fenced round, and the mask of those that returned it.
-func highestCounter(r *round, counter func(any) any) (fence int64, carry uint64, err error) {
+func highestCounter(r *round, counter func(any) any) (int64, uint64, error) {
+	var fence int64
+	var carry uint64
 	for i, sl := range r.slots {
 		if sl.out != outOK {
 			continue

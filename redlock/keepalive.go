@@ -50,7 +50,9 @@ func (l *Lock) KeepAlive(ctx context.Context) (context.Context, context.CancelFu
 	kctx, cancel := context.WithCancelCause(ctx)
 	// Forget keep-alives their owners already cancelled, so that calling
 	// KeepAlive repeatedly does not grow the list.
-	live := slices.DeleteFunc(l.keepalives, func(ka keepalive) bool { return ka.ctx.Err() != nil })
+	live := slices.DeleteFunc(l.keepalives, func(ka keepalive) bool {
+		return ka.ctx.Err() != nil
+	})
 	l.keepalives = append(live, keepalive{ctx: kctx, cancel: cancel})
 	l.mu.Unlock()
 	if !l.c.spawn(func() { l.keepAlive(kctx) }) {

@@ -51,9 +51,8 @@ type Lock struct {
 	// chainStart: when the first lock of its chain of local hand-overs
 	// was decided by a round of its own (lookahead.go).
 	chainStart time.Time
-	// withCompletion (completion.go): the record, whether the acquisition
-	// found it (with which run, when), and whether the release is to
-	// write it.
+	// withCompletion (completion.go): the record, what the acquisition
+	// found of it, and whether the release is to write it.
 	record     *completionRecord
 	found      recordSeen
 	recordDone bool
@@ -161,7 +160,8 @@ func (c *Client) newLock(res keys, token string, fence int64, ttl time.Duration,
 // moved Until meanwhile, the lock is lost (if it is still held).
 func (l *Lock) checkValidity() {
 	l.mu.Lock()
-	if left := time.Until(l.until) - lossGuard(l.ttl); l.state == stateHeld && left > 0 {
+	left := time.Until(l.until) - lossGuard(l.ttl)
+	if l.state == stateHeld && left > 0 {
 		l.watchdog.Reset(left)
 		l.mu.Unlock()
 		return
@@ -228,7 +228,7 @@ func (l *Lock) Release(ctx context.Context) error {
 	span := l.c.startSpan(ctx, spanRelease, l.res.resource)
 	p, err := l.startRelease(ctx)
 	if p.r != nil {
-		err = p.finish(ctx)
+		err = l.finishRelease(ctx, p)
 	}
 	endReleaseSpan(span, err)
 	return err
@@ -236,7 +236,6 @@ func (l *Lock) Release(ctx context.Context) error {
 
 // pendingRelease is a release round sent, its answers still to come.
 type pendingRelease struct {
-	l        *Lock
 	r        *round
 	deadline time.Time
 	wasLost  bool
@@ -245,7 +244,7 @@ type pendingRelease struct {
 // startRelease ends the lock's life here and gives it up: handed over to a
 // local waiter (done on return, no round), or a release round sent to the
 // nodes (deleting its keys, or reserving them for the nodes' queue head),
-// whose answers finish judges.
+// whose answers finishRelease judges.
 func (l *Lock) startRelease(ctx context.Context) (pendingRelease, error) {
 	wasLost, prev, held := l.markReleased()
 	if !held {
@@ -275,13 +274,14 @@ func (l *Lock) startRelease(ctx context.Context) (pendingRelease, error) {
 		s, args = c.slotRelease(l.res, l.token, l.res.channel, int(l.slot), int(l.limit), rec)
 	}
 	r := c.broadcast("release", l.res.resource, c.allNodes()&^l.unsent, c.q, deadline, true, args, s)
-	return pendingRelease{l: l, r: r, deadline: deadline, wasLost: wasLost}, nil
+	return pendingRelease{r: r, deadline: deadline, wasLost: wasLost}, nil
 }
 
-// finish judges the release round's answers, a majority must confirm; then
-// the next local waiter, if any, gets its turn, whatever the answers were.
-func (p *pendingRelease) finish(ctx context.Context) error {
-	l, r := p.l, p.r
+// finishRelease judges the release round's answers, a majority must
+// confirm; then the next local waiter, if any, gets its turn, whatever the
+// answers were.
+func (l *Lock) finishRelease(ctx context.Context, p pendingRelease) error {
+	r := p.r
 	defer l.turn.leave()
 	err := r.collect(ctx, p.deadline, classifyOne)
 	switch {

@@ -10,15 +10,18 @@ import "context"
 // releases started before it, so that none leaves its keys for a TTL; one
 // started after Close runs as Release does. A nil Lock reports ErrNotHeld.
 func (l *Lock) releaseAsync(ctx context.Context, done func(error)) {
+	if done == nil {
+		done = func(error) {}
+	}
 	if l == nil {
-		report(done, ErrNotHeld)
+		done(ErrNotHeld)
 		return
 	}
 	c := l.c
 	c.bgMu.Lock()
 	if ctx == nil || c.closing {
 		c.bgMu.Unlock()
-		report(done, l.Release(ctx))
+		done(l.Release(ctx))
 		return
 	}
 	c.releasing.Add(1)
@@ -26,7 +29,7 @@ func (l *Lock) releaseAsync(ctx context.Context, done func(error)) {
 	if !l.turn.waited() && !c.notify.watched(l.res.channel) {
 		go func() {
 			defer c.releasing.Done()
-			report(done, l.Release(ctx))
+			done(l.Release(ctx))
 		}()
 		return
 	}
@@ -34,19 +37,12 @@ func (l *Lock) releaseAsync(ctx context.Context, done func(error)) {
 	end := func(err error) {
 		defer c.releasing.Done()
 		endReleaseSpan(span, err)
-		report(done, err)
+		done(err)
 	}
 	p, err := l.startRelease(ctx)
 	if p.r == nil { // handed over, or not held
 		end(err)
 		return
 	}
-	go func() { end(p.finish(ctx)) }()
-}
-
-// report passes err to done, if there is one.
-func report(done func(error), err error) {
-	if done != nil {
-		done(err)
-	}
+	go func() { end(l.finishRelease(ctx, p)) }()
 }

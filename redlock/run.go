@@ -14,7 +14,8 @@ import (
 // meanwhile. It returns fn's error; if the lock was lost while fn ran, the
 // error also matches ErrLockLost (fn's work was not protected to its end);
 // a failed release is joined otherwise.
-func (c *Client) Run(ctx context.Context, resource string, ttl time.Duration, fn func(context.Context) error, opts ...LockOption) (err error) {
+func (c *Client) Run(ctx context.Context, resource string, ttl time.Duration,
+	fn func(context.Context) error, opts ...LockOption) (err error) {
 	if fn == nil {
 		return invalidf("nil function")
 	}
@@ -23,7 +24,7 @@ func (c *Client) Run(ctx context.Context, resource string, ttl time.Duration, fn
 		return err
 	}
 	kctx, cancel := l.KeepAlive(ctx)
-	defer func() { // also when fn panics: the lock is given up before the panic goes on
+	defer func() { // also when fn panics, before the panic goes on
 		lost := context.Cause(kctx)
 		cancel()
 		rerr := lockutil.Release(ctx, l)
