@@ -8,17 +8,11 @@ import (
 )
 
 // withCompletion (lockutil.Completion, the middleware's) ties the
-// acquisition to a unit of work named id (a task's stable ID): the
-// acquisition's own round also looks on every node for a completion record
-// of id under this resource, and completedRun reports the run of the one it
-// found; recordCompletion makes the lock's release write that record, in the
-// release's own round, on every node that still holds the lock, kept for
-// window. A record on one node that answers is enough to find it: written by
-// a majority, it survives the loss of a minority's data. A hand-over to a
-// caller acquiring withCompletion waits for its round (as WithFencing's
-// does), so that the caller learns of a record before it starts. An empty id
-// or a window outside (0, lockutil.MaxCompletionWindow] is refused with
-// ErrInvalid.
+// acquisition to the unit of work id: its own round also looks on every
+// node for id's completion record under this resource (completedRun), and
+// recordCompletion has the release write it where the lock is still held,
+// kept for window (docs/guide/RELIABILITY.md, "Once"). An empty id or a
+// window outside (0, lockutil.MaxCompletionWindow] is refused (ErrInvalid).
 func withCompletion(id string, window time.Duration) LockOption {
 	return func(c *lockConfig) { c.completion, c.window = id, window }
 }
@@ -27,9 +21,8 @@ func init() {
 	lockutil.Completion = func(id string, window time.Duration) any { return withCompletion(id, window) }
 }
 
-// completedRun returns the run number the completion record found by the
-// acquisition was written with (recordCompletion's), the largest where
-// nodes differ, and -1 when it found none (always without withCompletion).
+// completedRun is the run the completion record found by the acquisition
+// was written with (the largest where nodes differ), -1 for none.
 func (l *Lock) completedRun() int {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -39,11 +32,9 @@ func (l *Lock) completedRun() int {
 	return l.found.run
 }
 
-// completedAt returns when the work of the completion record found by the
-// acquisition completed: the record's expiry on the nodes' clock (the
-// latest where nodes differ) less the acquisition's own window, which is
-// the writer's when both use the same window. It is the zero time when the
-// acquisition found no record.
+// completedAt is when the found record's work completed: its expiry on the
+// nodes' clock (the latest where they differ) less the acquisition's own
+// window, the writer's when both use the same; the zero time for none.
 func (l *Lock) completedAt() time.Time {
 	if l.record == nil {
 		return time.Time{}
@@ -56,26 +47,18 @@ func (l *Lock) completedAt() time.Time {
 	return time.UnixMilli(l.found.expiry).Add(-l.record.window)
 }
 
-// recordCompletion makes the lock's release (or hand-over) write the
-// completion record of its id, in the same round as the release, on every
-// node where the lock is still held. It returns ErrInvalid for a lock
-// acquired without withCompletion and ErrNotHeld for one released or lost:
-// a lost lock's work was not protected to its end, and no record is
-// written for it. run names the run that did the work (in [0, 1023], larger
-// ones kept as 1023).
+// recordCompletion makes the lock's release (or hand-over) write its id's
+// completion record, in its own round, where the lock is still held, for
+// run (kept in [0, 1023]). ErrInvalid without withCompletion; ErrNotHeld
+// once released or lost: a lost lock's work was not protected to its end.
 func (l *Lock) recordCompletion(run int) error {
 	return l.markRecord(min(max(run, 0), maxCompletionRun))
 }
 
-// forgetCompletion makes the lock's release delete its id's record on every
-// node where the lock is still held, instead of writing it: the record
-// found stands for other work (an ID reused), and must not make a later
-// acquisition take this unit of work for done. A later recordCompletion
-// overrides it.
+// forgetCompletion makes the lock's release delete its id's record where
+// the lock is still held, instead of writing it: the record found stands
+// for other work (an ID reused). A later recordCompletion overrides it.
 func (l *Lock) forgetCompletion() error { return l.markRecord(forgetRun) }
-
-// maxCompletionRun is the largest run number a completion record keeps.
-const maxCompletionRun = runScale - 1
 
 // markRecord has the release write the record with run (forgetRun: delete
 // it).
@@ -108,8 +91,9 @@ type completionRecord struct {
 // entry holds both, exact in a float64 score until the year 2248, and
 // ZREMRANGEBYSCORE still prunes by expiry.
 const (
-	runScale  = 1024
-	forgetRun = -1
+	runScale         = 1024
+	maxCompletionRun = runScale - 1 // the largest run a record keeps
+	forgetRun        = -1
 	// oldFormatBound: scores below are expiries in ms (until the year
 	// 5138), not scaled ones (from 1973 on).
 	oldFormatBound = 1e14
@@ -139,17 +123,11 @@ func seenOf(score int64) recordSeen {
 	return recordSeen{ok: true, run: int(score % runScale), expiry: score / runScale}
 }
 
-// lookScore reads a look-up's answer for the transport: the record's
-// score, its expiry in Unix ms, and whether it is a score.
+// lookScore reads a look-up's answer (ZSCORE's reply) for the transport:
+// the record's score, its expiry in Unix ms, and whether it is a score; ok
+// is false for a reply that is no score, or one of the format before runs
+// (an expiry in ms, not scaled), which is not read.
 func lookScore(v any) (score, expiry int64, ok bool) {
-	run, expiry, ok := decodeScore(v)
-	return expiry*runScale + int64(run), expiry, ok
-}
-
-// decodeScore splits a record's score (ZSCORE's reply) into its run and its
-// expiry in Unix ms; ok is false for a reply that is no score, or one of the
-// format before runs (an expiry in ms, not scaled), which is not read.
-func decodeScore(v any) (run int, expiry int64, ok bool) {
 	var f float64
 	switch v := v.(type) {
 	case string:
@@ -166,7 +144,7 @@ func decodeScore(v any) (run int, expiry int64, ok bool) {
 	if s < oldFormatBound {
 		return 0, 0, false
 	}
-	return int(s % runScale), s / runScale, true
+	return s, s / runScale, true
 }
 
 // recordSuffix follows a resource's lock key in the name of its records.
@@ -174,10 +152,9 @@ const recordSuffix = ":done"
 
 // checkCompletion validates withCompletion's arguments, if given.
 func (lc *lockConfig) checkCompletion() error {
-	if lc.completion == "" && lc.window == 0 {
-		return nil
-	}
 	switch {
+	case lc.completion == "" && lc.window == 0:
+		return nil
 	case lc.completion == "":
 		return invalidf("completion record: empty id")
 	case lc.window <= 0 || lc.window > lockutil.MaxCompletionWindow:
@@ -205,14 +182,10 @@ func (l *Lock) written() *completionRecord {
 }
 
 // lookOf is the look-up of an acquisition's record (nil without one), sent
-// on each node just after the batch that holds the acquisition's call: a
-// score found means the record is there if its expiry is still ahead of the
-// node's clock (an entry past it waits for the next write's prune), which
-// the transport (look.go) asks the node for only then. After, not ahead: a record
-// written by a release that let the acquisition in is then always seen,
-// and the batch's first reply is not the miss, a nil that go-redis checks
-// against each of its retryable errors (about 40 of a recorded task's 250
-// allocations through asynq).
+// on each node just after the batch that holds the acquisition's call, so
+// that a record written by a release that let it in is seen (bench/README.md
+// for the cost of ahead); a score found counts while its expiry is ahead of
+// the node's clock, which the transport (look.go) asks only then.
 func lookOf(rec *completionRecord) []any {
 	if rec == nil {
 		return nil

@@ -1,12 +1,11 @@
 package redlock
 
 // leaveToExpire (lockutil.LeaveToExpire, the scheduler's) ends the lock's
-// life in this process without touching the
-// nodes: its keys stay there until their TTL ends, and the end of its
-// validity is expected, not a loss (no "lock lost" log line, no EventLost,
-// Lost() never closes). Use it for a lock that records that something
-// happened and must outlive the work, such as a cron tick that must not
-// run again on another replica within the TTL.
+// life in this process without touching the nodes: its keys stay there
+// until their TTL ends, and the end of its validity is expected, not a loss
+// (no "lock lost" log line, no EventLost, Lost() never closes). Use it for a
+// lock that records that something happened and must outlive the work, such
+// as a cron tick that must not run again on another replica within the TTL.
 //
 // Its watchdog and keep-alives stop (their contexts end with
 // context.Canceled); later calls of Release and Extend fail with
@@ -26,10 +25,8 @@ func (l *Lock) leaveToExpire() error {
 	l.turn.leave()
 	if prev != "" {
 		// A failed early hand-over left the predecessor's token where it
-		// did not reach: those keys hold the resource for this lock there
-		// (they outlast its validity, see confirmHandOver), so they go
-		// when its validity ends, not before: freed now, another process
-		// could take a majority while this lock is still valid.
+		// did not reach: it holds the resource for this lock until its
+		// validity ends (dropPrevAtEnd).
 		l.mu.Lock()
 		l.dropPrevAtEnd()
 		l.mu.Unlock()

@@ -40,31 +40,24 @@ func (l *Lock) extend(ctx context.Context, ttl time.Duration) error {
 	c := l.c
 	start := time.Now()
 	l.mu.Lock()
-	switch l.state {
-	case stateReleased:
-		l.mu.Unlock()
-		return ErrNotHeld
-	case stateLost:
-		l.mu.Unlock()
-		return ErrLockLost
-	}
-	until := l.until
-	if !start.Before(until) {
+	until, err := l.until, l.heldErr()
+	if err == nil && !start.Before(until) {
 		report := l.loseLocked(ErrLockLost)
 		l.mu.Unlock()
 		report()
 		return ErrLockLost
 	}
 	l.mu.Unlock()
-
+	if err != nil {
+		return err
+	}
 	deadline := start.Add(c.cfg.nodeTimeout)
 	if until.Before(deadline) {
 		deadline = until
 	}
 	s, args := extendScript, scriptArgs(extendScript, l.res.lockKeys(), l.token, ttl.Milliseconds())
 	r := c.broadcast("extend", l.res.resource, c.allNodes(), c.q, deadline, false, args, s)
-	err := r.collect(ctx, deadline, classifyOne)
-	if err != nil {
+	if err := r.collect(ctx, deadline, classifyOne); err != nil {
 		return err
 	}
 	now := time.Now()
@@ -75,16 +68,24 @@ func (l *Lock) extend(ctx context.Context, ttl time.Duration) error {
 	return err
 }
 
+// heldErr is nil while l is held, else why not (l.mu held).
+func (l *Lock) heldErr() error {
+	switch l.state {
+	case stateReleased:
+		return ErrNotHeld
+	case stateLost:
+		return ErrLockLost
+	}
+	return nil
+}
+
 // settleExtension applies an extension round's outcome. Called with l.mu
 // held; the returned function reports a loss once l.mu is released.
 func (l *Lock) settleExtension(r *round, start, now time.Time, ttl time.Duration) (report func(), err error) {
 	c := l.c
 	none := func() {}
-	if l.state != stateHeld {
-		if l.state == stateReleased {
-			return none, ErrNotHeld
-		}
-		return none, ErrLockLost
+	if err := l.heldErr(); err != nil {
+		return none, err
 	}
 	if r.t.success() && now.Before(l.until) {
 		// The script never shortens a key, so the keys live at least until

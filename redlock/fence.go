@@ -9,20 +9,15 @@ import (
 	"github.com/asynqlock/asynqlock/redlock/internal/transport"
 )
 
-// fenceCopies is how many nodes must carry a fence before it is issued:
-// enough that, once any one node has lost its data, every quorum still
-// overlaps a node that carries it (copies − 1 + quorum > N). That is N−q+2
-// nodes: one more than a quorum for an odd N (all 3 of 3, 4 of 5), a quorum
-// for an even one. See WithFencing for what it costs.
+// fenceCopies is how many nodes must carry a fence before it is issued,
+// N−q+2: once one node lost its data, every quorum still overlaps one of
+// them (docs/design/REDLOCK.md, "The fencing guarantee").
 func fenceCopies(n, q int) int { return min(n, n-q+2) }
 
 // settleFence picks the fence of a won round, the highest counter among the
 // nodes that granted it, and makes sure fenceCopies nodes carry it before
-// the validity ends: then any later acquisition's quorum overlaps a node
-// whose counter is at least this fence, even after one node lost its
-// counters, and so gets a larger one. A fence that cannot be stored that
-// widely is refused (ErrQuorum): handing it out could let a later fence go
-// backwards. step says which fences the holder may take (a slot's class).
+// the validity ends, else ErrQuorum (a later fence could go backwards).
+// step says which fences the holder may take (a slot's class).
 func (c *Client) settleFence(ctx context.Context, r *round, rd fenceReader, k keys, until time.Time, step fenceStep) (int64, error) {
 	copies := fenceCopies(len(c.nodes), c.q)
 	deadline := time.Now().Add(c.cfg.nodeTimeout)
@@ -54,12 +49,10 @@ func (c *Client) settleFence(ctx context.Context, r *round, rd fenceReader, k ke
 	return c.raiseFence(ctx, k, fence, copies, deadline, until, step)
 }
 
-// fenceStep is the class of fences a holder may take: every fence for a
-// plain lock; for slot s of a limit n > 1, those equal to s modulo
-// fenceClasses (whatever n: callers of two limits may share the slots), so
-// that holders of different slots, whose rounds may overlap in time, never
-// get the same fence (docs/design/REDLOCK.md, "Limits"). lua/slot_acquire.lua
-// bumps the counters alike.
+// fenceStep is the class of fences a holder may take: those equal to slot
+// modulo n, n = 1 for a plain lock, fenceClasses for a slot of a limit
+// above 1, so that holders of different slots never share a fence
+// (docs/design/REDLOCK.md, "Limits"); lua/slot_acquire.lua bumps alike.
 type fenceStep struct{ n, slot int64 }
 
 // stepOf is the fence class of an acquisition configured by lc.
@@ -72,9 +65,6 @@ func stepOf(lc *lockConfig) fenceStep {
 
 // atLeast is the least fence of the class that is at least c.
 func (s fenceStep) atLeast(c int64) int64 {
-	if s.n <= 1 {
-		return c
-	}
 	d := s.slot - c%s.n
 	if d < 0 {
 		d += s.n
@@ -87,20 +77,23 @@ func (s fenceStep) above(c int64) int64 { return s.atLeast(c + 1) }
 
 // raiseFence proves fence against what the nodes hold now, before it is
 // handed out: it raises every node's counter to it and needs copies nodes
-// to answer that they hold exactly it. An answer read in the won round does
-// not count, since that node may have lost its data since and let another
-// holder in. A node that holds a larger counter (another holder's fence
-// after such a loss, or this round's own bump on a node not heard in time)
-// makes it fence again, above the largest counter seen (the least fence
-// of step's class above it), at most
-// maxRefences times: the copies of any fence handed out before that survive
-// overlap every copies nodes, so a fence proven this way is larger than
-// each of them. It returns the fence proven.
+// to answer that they hold exactly it. A node holding a larger counter makes
+// it fence again above the largest seen, at most maxRefences times
+// (docs/design/REDLOCK.md, "The fencing guarantee"). It returns the fence.
 func (c *Client) raiseFence(ctx context.Context, k keys, fence int64, copies int, deadline, until time.Time, step fenceStep) (int64, error) {
 	for range maxRefences {
 		args := scriptArgs(fenceRaiseScript, []string{k.fenceKey}, fence, c.cfg.fenceRetention.Milliseconds())
 		r := c.broadcast("fence", k.resource, c.allNodes(), copies, deadline, false, args, fenceRaiseScript)
-		classify := func(rep transport.Reply) outcome { return classifyRaise(rep, fence) }
+		// A node holding exactly fence carries it; a larger counter refuses.
+		classify := func(rep transport.Reply) outcome {
+			switch v, ok := rep.Val.(int64); {
+			case rep.Err != nil:
+				return outFailed
+			case ok && v == fence:
+				return outOK
+			}
+			return outRefused
+		}
 		err := r.wait(ctx, deadline, classify, func() bool { return r.t.decided() || r.t.refused > 0 })
 		switch {
 		case err != nil:
@@ -126,18 +119,6 @@ func (c *Client) raiseFence(ctx context.Context, k keys, fence int64, copies int
 // bump; more means the counters move under it.
 const maxRefences = 3
 
-// classifyRaise counts a node that holds exactly fence as OK, one that holds
-// a larger counter as refused.
-func classifyRaise(rep transport.Reply, fence int64) outcome {
-	if rep.Err != nil {
-		return outFailed
-	}
-	if v, ok := rep.Val.(int64); ok && v == fence {
-		return outOK
-	}
-	return outRefused
-}
-
 // largestRaise is the largest counter a raise round's nodes answered.
 func largestRaise(r *round) int64 {
 	var m int64
@@ -153,6 +134,7 @@ func largestRaise(r *round) int64 {
 // fenced round, and the mask of those that returned it.
 func highestCounter(r *round, counter func(any) any) (int64, uint64, error) {
 	var fence int64
+	var carry uint64
 	for i, sl := range r.slots {
 		if sl.out != outOK {
 			continue
@@ -161,11 +143,10 @@ func highestCounter(r *round, counter func(any) any) (int64, uint64, error) {
 		if !ok || v <= 0 {
 			return 0, 0, r.err([]error{ErrQuorum}, fmt.Sprintf("node %d returned a bad fencing counter %v", i, sl.val))
 		}
-		fence = max(fence, v)
-	}
-	var carry uint64
-	for i, sl := range r.slots {
-		if v, ok := counter(sl.val).(int64); ok && sl.out == outOK && v == fence {
+		if v > fence {
+			fence, carry = v, 0
+		}
+		if v == fence {
 			carry |= 1 << i
 		}
 	}

@@ -2,7 +2,10 @@ package redlock
 
 import (
 	"context"
+	"slices"
 	"time"
+
+	"github.com/asynqlock/asynqlock/internal/lockutil"
 )
 
 // adoptTurn attaches the caller's place in the local queue: it passes to the
@@ -38,27 +41,18 @@ func (l *Lock) KeepAlive(ctx context.Context) (context.Context, context.CancelFu
 	if ctx == nil {
 		return endedContext(ctx, invalidf("nil context given to KeepAlive"))
 	}
-	kctx, cancel := context.WithCancelCause(ctx)
 	l.mu.Lock()
-	switch l.state {
-	case stateLost:
-		cause := l.cause
+	if l.state != stateHeld {
+		cause := l.cause // nil once released: context.Canceled
 		l.mu.Unlock()
-		cancel(cause)
-		return kctx, func() { cancel(context.Canceled) }
-	case stateReleased:
-		l.mu.Unlock()
-		cancel(nil)
-		return kctx, func() { cancel(context.Canceled) }
+		return endedContext(ctx, cause)
 	}
+	kctx, cancel := context.WithCancelCause(ctx)
 	// Forget keep-alives their owners already cancelled, so that calling
 	// KeepAlive repeatedly does not grow the list.
-	live := l.keepalives[:0]
-	for _, ka := range l.keepalives {
-		if ka.ctx.Err() == nil {
-			live = append(live, ka)
-		}
-	}
+	live := slices.DeleteFunc(l.keepalives, func(ka keepalive) bool {
+		return ka.ctx.Err() != nil
+	})
 	l.keepalives = append(live, keepalive{ctx: kctx, cancel: cancel})
 	l.mu.Unlock()
 	if !l.c.spawn(func() { l.keepAlive(kctx) }) {
@@ -78,8 +72,9 @@ func endedContext(parent context.Context, cause error) (context.Context, context
 	return kctx, func() { cancel(context.Canceled) }
 }
 
-// keepAlive is the extension loop. Losses are declared by the watchdog, not
-// here, so a slow extension never delays the loss signal.
+// keepAlive is the extension loop; ctx ends with the lock (endLocked).
+// Losses are declared by the watchdog, not here, so a slow extension never
+// delays the loss signal.
 func (l *Lock) keepAlive(ctx context.Context) {
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
@@ -90,10 +85,7 @@ func (l *Lock) keepAlive(ctx context.Context) {
 			l.mu.Unlock()
 			return
 		}
-		next := l.lastStart.Add(l.ttl / 3)
-		if retry.After(next) {
-			next = retry
-		}
+		next := lockutil.Later(l.lastStart.Add(l.ttl/3), retry)
 		until, ttl := l.until, l.ttl
 		l.mu.Unlock()
 
@@ -101,18 +93,13 @@ func (l *Lock) keepAlive(ctx context.Context) {
 		select {
 		case <-ctx.Done():
 			return
-		case <-l.ended:
-			return
 		case <-l.c.closed:
 			return
 		case <-timer.C:
 		}
 
 		if !l.holdEnd.IsZero() {
-			left := time.Until(l.holdEnd)
-			if left < ttl {
-				ttl = left
-			}
+			ttl = min(ttl, time.Until(l.holdEnd))
 			if l.c.checkTTL(ttl) != nil {
 				// The cap is reached: let the lock run out.
 				l.mu.Lock()
@@ -124,11 +111,10 @@ func (l *Lock) keepAlive(ctx context.Context) {
 		ectx, cancel := context.WithDeadline(ctx, until)
 		err := l.Extend(ectx, ttl)
 		cancel()
-		if err == nil {
-			retry = time.Time{}
-			continue
+		retry = time.Time{}
+		if err != nil {
+			l.c.cfg.logger.Debug("redlock keep-alive extension failed", "resource", l.res.resource, "err", err)
+			retry = time.Now().Add(max(min(ttl/20, 100*time.Millisecond), time.Millisecond))
 		}
-		l.c.cfg.logger.Debug("redlock keep-alive extension failed", "resource", l.res.resource, "err", err)
-		retry = time.Now().Add(max(min(ttl/20, 100*time.Millisecond), time.Millisecond))
 	}
 }

@@ -39,22 +39,20 @@ type Lock struct {
 	lastStart  time.Time // start of the last successful acquire or extend
 	state      lockState
 	capped     bool   // keep-alive stopped at the max hold
-	slot       uint16 // under WithLimit(limit), limit > 1: the slot held (limit.go)
+	slot       uint16 // under WithLimit(limit): the slot held (limit.go), 0 for 1
 	limit      uint16
 	lost       chan struct{}
-	ended      chan struct{} // closed when the lock is released or lost
 	watchdog   *time.Timer
 	keepalives []keepalive
-	cause      error // why the lock was lost
+	cause      error // why the lock ended: its loss, nil once released
 	turn       *turn
 	handoff    handoffState
 	via        string // how it was acquired: the asynqlock.handover span attribute
 	// chainStart: when the first lock of its chain of local hand-overs
 	// was decided by a round of its own (lookahead.go).
 	chainStart time.Time
-	// withCompletion (completion.go): the record, whether the acquisition
-	// found it (with which run, when), and whether the release is to
-	// write it.
+	// withCompletion (completion.go): the record, what the acquisition
+	// found of it, and whether the release is to write it.
 	record     *completionRecord
 	found      recordSeen
 	recordDone bool
@@ -144,16 +142,12 @@ func lossGuard(ttl time.Duration) time.Duration { return lockutil.LossGuard(ttl)
 func (c *Client) newLock(res keys, token string, fence int64, ttl time.Duration, start, until time.Time, lc *lockConfig) *Lock {
 	l := &Lock{
 		c: c, res: res, token: token, fence: fence, ttl: ttl, via: handoverNone,
-		acquired: start, until: until, lastStart: start,
-		lost: make(chan struct{}), ended: make(chan struct{}),
+		acquired: start, until: until, lastStart: start, lost: make(chan struct{}),
+		record: lc.rec, slot: lc.slot, limit: uint16(lc.limit),
 	}
 	l.handle = lockutil.NewHandle((*mechanics)(l))
 	if lc.maxHold > 0 {
 		l.holdEnd = start.Add(lc.maxHold)
-	}
-	l.record = lc.rec
-	if lc.limit > 1 {
-		l.slot, l.limit = lc.slot, uint16(lc.limit)
 	}
 	c.busy.Add(1)
 	l.mu.Lock() // the watchdog may fire at once and reads l.watchdog
@@ -163,14 +157,11 @@ func (c *Client) newLock(res keys, token string, fence int64, ttl time.Duration,
 }
 
 // checkValidity runs when the validity is about to end: unless an extension
-// moved Until meanwhile, the lock is lost.
+// moved Until meanwhile, the lock is lost (if it is still held).
 func (l *Lock) checkValidity() {
 	l.mu.Lock()
-	if l.state != stateHeld {
-		l.mu.Unlock()
-		return
-	}
-	if left := time.Until(l.until) - lossGuard(l.ttl); left > 0 {
+	left := time.Until(l.until) - lossGuard(l.ttl)
+	if l.state == stateHeld && left > 0 {
 		l.watchdog.Reset(left)
 		l.mu.Unlock()
 		return
@@ -192,16 +183,8 @@ func (l *Lock) loseLocked(cause error) (report func()) {
 	if l.state != stateHeld {
 		return func() {}
 	}
-	l.state = stateLost
-	l.cause = cause
-	l.watchdog.Stop()
 	close(l.lost)
-	close(l.ended)
-	l.c.busy.Add(-1)
-	for _, ka := range l.keepalives {
-		ka.cancel(cause)
-	}
-	l.keepalives = nil
+	l.endLocked(stateLost, cause)
 	l.turn.leave()
 	l.dropPrevAtEnd()
 	held := time.Since(l.acquired)
@@ -209,6 +192,21 @@ func (l *Lock) loseLocked(cause error) (report func()) {
 		l.c.cfg.logger.Warn("redlock lock lost", "resource", l.res.resource, "cause", cause)
 		l.c.observe(Event{Kind: EventLost, Resource: l.res.resource, Duration: held, Err: cause})
 	}
+}
+
+// endLocked ends the lock's life in this process as state (l.mu held): a
+// held lock's watchdog stops and its keep-alive contexts end with cause,
+// which KeepAlive gives later callers.
+func (l *Lock) endLocked(state lockState, cause error) {
+	if l.state == stateHeld {
+		l.watchdog.Stop()
+		l.c.busy.Add(-1)
+		for _, ka := range l.keepalives {
+			ka.cancel(cause)
+		}
+		l.keepalives = nil
+	}
+	l.state, l.cause = state, cause
 }
 
 // Release gives the lock up on every node and wakes waiters. It returns
@@ -228,23 +226,16 @@ func (l *Lock) Release(ctx context.Context) error {
 		return invalidf("nil context: the lock is still held; release it with a live context")
 	}
 	span := l.c.startSpan(ctx, spanRelease, l.res.resource)
-	err := l.release(ctx)
+	p, err := l.startRelease(ctx)
+	if p.r != nil {
+		err = l.finishRelease(ctx, p)
+	}
 	endReleaseSpan(span, err)
 	return err
 }
 
-// release is Release once its span is started.
-func (l *Lock) release(ctx context.Context) error {
-	p, err := l.startRelease(ctx)
-	if p.r == nil {
-		return err
-	}
-	return p.finish(ctx)
-}
-
 // pendingRelease is a release round sent, its answers still to come.
 type pendingRelease struct {
-	l        *Lock
 	r        *round
 	deadline time.Time
 	wasLost  bool
@@ -252,7 +243,8 @@ type pendingRelease struct {
 
 // startRelease ends the lock's life here and gives it up: handed over to a
 // local waiter (done on return, no round), or a release round sent to the
-// nodes, whose answers finish judges.
+// nodes (deleting its keys, or reserving them for the nodes' queue head),
+// whose answers finishRelease judges.
 func (l *Lock) startRelease(ctx context.Context) (pendingRelease, error) {
 	wasLost, prev, held := l.markReleased()
 	if !held {
@@ -263,8 +255,10 @@ func (l *Lock) startRelease(ctx context.Context) (pendingRelease, error) {
 		// it did not reach; it goes before this lock's own keys.
 		l.unlockQueued(prev)
 	}
+	var rec *completionRecord // a lost lock's work was not protected to its end
 	if !wasLost {
 		l.noticeRecord()
+		rec = l.written()
 	}
 	if !wasLost && ctx.Err() == nil {
 		// A hand-over that claimed a waiter passes the turn on itself,
@@ -273,15 +267,40 @@ func (l *Lock) startRelease(ctx context.Context) (pendingRelease, error) {
 			return pendingRelease{}, err
 		}
 	}
-	return l.sendRelease(wasLost), nil
+	c := l.c
+	deadline := time.Now().Add(c.cfg.nodeTimeout)
+	s, args := queueReleaseScript, c.releaseArgs(l.res, l.token, rec)
+	if l.limit > 1 {
+		s, args = c.slotRelease(l.res, l.token, l.res.channel, int(l.slot), int(l.limit), rec)
+	}
+	r := c.broadcast("release", l.res.resource, c.allNodes()&^l.unsent, c.q, deadline, true, args, s)
+	return pendingRelease{r: r, deadline: deadline, wasLost: wasLost}, nil
 }
 
-// finish judges the release round's answers; then the next local waiter,
-// if any, gets its turn, whatever the answers were.
-func (p *pendingRelease) finish(ctx context.Context) error {
-	l := p.l
+// finishRelease judges the release round's answers, a majority must
+// confirm; then the next local waiter, if any, gets its turn, whatever the
+// answers were.
+func (l *Lock) finishRelease(ctx context.Context, p pendingRelease) error {
+	r := p.r
 	defer l.turn.leave()
-	err := l.judgeRelease(ctx, p)
+	err := r.collect(ctx, p.deadline, classifyOne)
+	switch {
+	case p.wasLost:
+		err = &opError{kinds: []error{ErrLockLost}, summary: "released after its validity ended"}
+	case err != nil:
+	case r.t.success():
+	case r.t.total-r.t.refused < l.c.q:
+		// Too few nodes still held our token: someone else may have held
+		// the resource before this release (a node lost its data).
+		err = r.err([]error{ErrLockLost}, fmt.Sprintf("only %d of %d nodes still held the lock at release", r.t.ok, r.t.total))
+	case l.written() != nil:
+		// The record is written in the release's own call: a majority
+		// did not confirm either.
+		err = r.err([]error{ErrQuorum}, "release and its completion record not confirmed by a majority; the keys expire within the TTL, and a re-delivery may run the work again")
+	default:
+		err = r.err([]error{ErrQuorum}, "release not confirmed by a majority; the keys expire within the TTL")
+	}
+	r.free()
 	if !p.wasLost {
 		l.noticeRecord() // for callers that queued while the round was out
 	}
@@ -299,56 +318,6 @@ func (l *Lock) markReleased() (wasLost bool, prev string, held bool) {
 		return false, "", false
 	}
 	wasLost = l.state == stateLost || !time.Now().Before(l.until)
-	if l.state == stateHeld {
-		l.watchdog.Stop()
-		close(l.ended)
-		l.c.busy.Add(-1)
-		for _, ka := range l.keepalives {
-			ka.cancel(nil)
-		}
-		l.keepalives = nil
-	}
-	l.state = stateReleased
+	l.endLocked(stateReleased, nil)
 	return wasLost, l.handoff.prev, true
-}
-
-// sendRelease sends the round that deletes the lock's keys (or reserves
-// them for the nodes' queue head).
-func (l *Lock) sendRelease(wasLost bool) pendingRelease {
-	c := l.c
-	deadline := time.Now().Add(c.cfg.nodeTimeout)
-	var rec *completionRecord
-	if !wasLost {
-		rec = l.written() // a lost lock's work was not protected to its end
-	}
-	s, args := queueReleaseScript, c.releaseArgs(l.res, l.token, rec)
-	if l.limit > 1 {
-		s, args = c.slotRelease(l.res, l.token, l.res.channel, int(l.slot), int(l.limit), rec)
-	}
-	r := c.broadcast("release", l.res.resource, c.allNodes()&^l.unsent, c.q, deadline, true, args, s)
-	return pendingRelease{l: l, r: r, deadline: deadline, wasLost: wasLost}
-}
-
-// judgeRelease reads the release round's answers: a majority must confirm.
-func (l *Lock) judgeRelease(ctx context.Context, p *pendingRelease) error {
-	c, r, wasLost := l.c, p.r, p.wasLost
-	defer r.free()
-	err := r.collect(ctx, p.deadline, classifyOne)
-	switch {
-	case wasLost:
-		err = &opError{kinds: []error{ErrLockLost}, summary: "released after its validity ended"}
-	case err != nil:
-	case r.t.success():
-	case r.t.total-r.t.refused < c.q:
-		// Too few nodes still held our token: someone else may have held
-		// the resource before this release (a node lost its data).
-		err = r.err([]error{ErrLockLost}, fmt.Sprintf("only %d of %d nodes still held the lock at release", r.t.ok, r.t.total))
-	case l.written() != nil:
-		// The record is written in the release's own call: a majority
-		// did not confirm either.
-		err = r.err([]error{ErrQuorum}, "release and its completion record not confirmed by a majority; the keys expire within the TTL, and a re-delivery may run the work again")
-	default:
-		err = r.err([]error{ErrQuorum}, "release not confirmed by a majority; the keys expire within the TTL")
-	}
-	return err
 }

@@ -13,10 +13,9 @@ import (
 // lock is lost, then releases the lock, even if ctx has been cancelled
 // meanwhile. It returns fn's error; if the lock was lost while fn ran, the
 // error also matches ErrLockLost (fn's work was not protected to its end);
-// a failed release is joined otherwise. Acquired WithCompletion, fn is not
-// called when the acquisition finds the id's completion record (Run returns
-// ErrCompleted), and fn's success records it with the release.
-func (c *Client) Run(ctx context.Context, resource string, ttl time.Duration, fn func(context.Context) error, opts ...LockOption) error {
+// a failed release is joined otherwise.
+func (c *Client) Run(ctx context.Context, resource string, ttl time.Duration,
+	fn func(context.Context) error, opts ...LockOption) (err error) {
 	if fn == nil {
 		return invalidf("nil function")
 	}
@@ -25,25 +24,16 @@ func (c *Client) Run(ctx context.Context, resource string, ttl time.Duration, fn
 		return err
 	}
 	kctx, cancel := l.KeepAlive(ctx)
-	release := func() error {
+	defer func() { // also when fn panics, before the panic goes on
+		lost := context.Cause(kctx)
 		cancel()
-		return lockutil.Release(ctx, l)
-	}
-	done := false
-	defer func() {
-		if !done { // fn panicked: give the lock up before the panic goes on
-			_ = release()
+		rerr := lockutil.Release(ctx, l)
+		switch {
+		case !errors.Is(lost, ErrLockLost):
+			err = errors.Join(err, rerr)
+		case !errors.Is(err, ErrLockLost):
+			err = errors.Join(err, lost)
 		}
 	}()
-	ferr := fn(kctx)
-	done = true
-	lost := context.Cause(kctx)
-	rerr := release()
-	if errors.Is(lost, ErrLockLost) {
-		if errors.Is(ferr, ErrLockLost) {
-			return ferr
-		}
-		return errors.Join(ferr, lost)
-	}
-	return errors.Join(ferr, rerr)
+	return fn(kctx)
 }
