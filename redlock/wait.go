@@ -78,6 +78,13 @@ func (c *Client) splitDelay(took time.Duration) time.Duration {
 	return time.Duration(mrand.Int64N(int64(span) + 1))
 }
 
+// listen watches the release announcements on channel, deaf to the
+// reservations for waiters other than tk.
+func (p *pauser) listen(ctx context.Context, channel string, tk *ticket) {
+	p.w = p.c.notify.watch(ctx, channel)
+	p.w.forWaiter(tk.id)
+}
+
 // stop ends the watch and the timer.
 func (p *pauser) stop() {
 	if p.w != nil {
@@ -88,9 +95,9 @@ func (p *pauser) stop() {
 	}
 }
 
-// pauseParked is acquireLimited's pause after a failed try (last), with
-// the caller parked on its turn t (see park): a slot this client releases
-// meanwhile is handed to it, and comes back. It returns ctx's error or
+// pauseParked is acquireLoop's pause after a failed try (last), with a
+// caller of n > 1 slots parked on its turn t (see park): a slot this client
+// releases meanwhile is handed to it, and comes back. It returns ctx's error or
 // ErrClosed when the wait must end instead.
 func (c *Client) pauseParked(ctx context.Context, p *pauser, t *turn, req *handoffReq, last error) (*Lock, error) {
 	w := t.park(req)
@@ -102,6 +109,7 @@ func (c *Client) pauseParked(ctx context.Context, p *pauser, t *turn, req *hando
 	l, err := t.unpark(ctx, w, c.closed)
 	switch {
 	case l != nil && err == nil:
+		l.via = handoverLocal
 		return l, nil
 	case l != nil:
 		// It arrived as the caller gave up.
@@ -121,7 +129,7 @@ func (c *Client) pauseParked(ctx context.Context, p *pauser, t *turn, req *hando
 // to it (handover.go). unpark ends that. Only this caller is ever handed a
 // slot, which keeps the process's callers in FIFO order.
 func (t *turn) park(req *handoffReq) *waiter {
-	if t == nil {
+	if t == nil || req.lc.limit <= 1 { // one holder's lock comes with the turn
 		return nil
 	}
 	w := &waiter{ready: make(chan struct{}), req: req}
