@@ -85,17 +85,14 @@ func (c *Client) checkTTL(ttl time.Duration) error {
 	if ttl <= 0 {
 		return invalidf("ttl must be positive, got %v", ttl)
 	}
-	if m := c.minTTL(); ttl.Truncate(time.Millisecond) <= m {
+	// The smallest TTL that can leave a positive validity after an
+	// attempt that used its whole node timeout.
+	m := time.Duration(float64(c.cfg.nodeTimeout+driftFloor) / (1 - c.cfg.driftFactor))
+	if ttl.Truncate(time.Millisecond) <= m {
 		return invalidf("ttl %v is too small: with node timeout %v and drift factor %v it must exceed %v",
 			ttl, c.cfg.nodeTimeout, c.cfg.driftFactor, m.Round(time.Microsecond))
 	}
 	return nil
-}
-
-// minTTL is the smallest TTL that can leave a positive validity after an
-// attempt that used its whole node timeout.
-func (c *Client) minTTL() time.Duration {
-	return time.Duration(float64(c.cfg.nodeTimeout+driftFloor) / (1 - c.cfg.driftFactor))
 }
 
 // acquireLoop is Acquire's rounds. Only the first of this client's callers
@@ -109,7 +106,7 @@ func (c *Client) minTTL() time.Duration {
 // its first round queues (docs/design/HANDOVER.md). Under WithLimit(n > 1)
 // the slots share one queue (slot_wait.lua); a release that reserves a slot
 // for the caller wakes it to try that slot alone, a slot this client releases
-// while it pauses is handed to it (pauseParked), and once it holds a slot the
+// while it pauses is handed to it (pause), and once it holds a slot the
 // next caller of this client tries the others.
 func (c *Client) acquireLoop(ctx context.Context, k keys, ttl time.Duration, lc *lockConfig) (*Lock, int, error) {
 	tk := newTicket()
@@ -158,7 +155,7 @@ func (c *Client) acquireLoop(ctx context.Context, k keys, ttl time.Duration, lc 
 			p.listen(ctx, k.channel, tk)
 			continue
 		}
-		l, err = c.pauseParked(ctx, &p, t, req, err)
+		l, err = p.pause(ctx, t, req, err)
 		if l != nil || err != nil {
 			c.giveUp(k, queued, lc, t)
 		}

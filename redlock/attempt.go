@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	mrand "math/rand/v2"
+	"slices"
 	"time"
 )
 
@@ -52,24 +53,16 @@ func (c *Client) try(ctx context.Context, k keys, ttl time.Duration, lc *lockCon
 func (e *opError) add(err error) {
 	var oe *opError
 	if !errors.As(err, &oe) {
-		e.kinds = appendNew(e.kinds, ErrQuorum)
-		return
+		oe = &opError{kinds: []error{ErrQuorum}, nodes: e.nodes}
 	}
 	for _, k := range oe.kinds {
-		e.kinds = appendNew(e.kinds, k)
+		if !slices.Contains(e.kinds, k) {
+			e.kinds = append(e.kinds, k)
+		}
 	}
 	e.nodes = oe.nodes
 	e.split = e.split || oe.split
 	e.took = max(e.took, oe.took)
-}
-
-func appendNew(errs []error, e error) []error {
-	for _, x := range errs {
-		if x == e {
-			return errs
-		}
-	}
-	return append(errs, e)
 }
 
 // attempt is one Redlock round: SET NX PX (or the fencing script) on every

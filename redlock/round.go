@@ -61,7 +61,13 @@ func (c *Client) broadcast(op, resource string, mask uint64, need int, deadline 
 // broadcastLook is broadcast with a look-up (lookOf) sent on each node just
 // after the call's batch, in the same pipeline (completion.go).
 func (c *Client) broadcastLook(op, resource string, mask uint64, need int, deadline time.Time, cleanup bool, args []any, s *transport.Script, look []any) *round {
-	r := c.newRound(op, resource, mask, need)
+	r, ok := c.rounds.Get().(*round) // a pooled round, or a new one
+	if !ok {
+		n := len(c.nodes)
+		r = &round{c: c, in: make([]transport.Reply, n), wake: make(chan struct{}, 1), slots: make([]slot, n), calls: make([]transport.Call, n)}
+	}
+	r.op, r.resource, r.pending, r.t, r.busy = op, resource, mask, tally{need: need}, true
+	r.rec = recordSeen{}
 	// Counted before its calls are queued: a node's worker never sees a
 	// call whose caller is not yet counted (transport, Node.gather).
 	c.busy.Add(1)
@@ -81,18 +87,6 @@ func (c *Client) broadcastLook(op, resource string, mask uint64, need int, deadl
 			r.unsent |= 1 << i
 		}
 	}
-	return r
-}
-
-// newRound takes a round from the client's pool, or makes one.
-func (c *Client) newRound(op, resource string, mask uint64, need int) *round {
-	r, ok := c.rounds.Get().(*round)
-	if !ok {
-		n := len(c.nodes)
-		r = &round{c: c, in: make([]transport.Reply, n), wake: make(chan struct{}, 1), slots: make([]slot, n), calls: make([]transport.Call, n)}
-	}
-	r.op, r.resource, r.pending, r.t, r.busy = op, resource, mask, tally{need: need}, true
-	r.rec = recordSeen{}
 	return r
 }
 

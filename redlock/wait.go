@@ -19,46 +19,59 @@ type pauser struct {
 	woke  bool // the last pause ended with an announcement
 }
 
-// pause waits before the attempt that follows one that failed with err, or
-// until handed is closed (nil: never, as a nil channel is never ready). It
-// returns ctx's error or ErrClosed when the wait must end instead.
-func (p *pauser) pause(ctx context.Context, err error, handed <-chan struct{}) error {
-	d := p.c.delayAfter(err)
+// pause waits before the round that follows one that failed with last. A
+// caller of n > 1 slots is parked on its turn t meanwhile (see park): a
+// slot this client releases is handed to it, and comes back. It returns
+// ctx's error or ErrClosed when the wait must end instead.
+func (p *pauser) pause(ctx context.Context, t *turn, req *handoffReq, last error) (*Lock, error) {
+	d := p.c.retryDelay()
+	if oe := (*opError)(nil); errors.As(last, &oe) && oe.split {
+		// Contenders split the nodes and nobody won: no release will be
+		// announced, so retry after a short random delay instead, spread
+		// over the attempt's length (a silent node makes a split last a
+		// whole node timeout; retrying inside it collides again).
+		d = p.c.splitDelay(oe.took)
+	}
 	if p.timer == nil {
 		p.timer = time.NewTimer(d)
 	} else {
 		p.timer.Reset(d)
 	}
-	var wake <-chan struct{}
+	var wake, handed <-chan struct{} // a nil channel is never ready
 	if p.w != nil {
 		wake = p.w.C
 	}
+	w := t.park(req)
+	if w != nil {
+		handed = w.ready
+	}
+	var perr error
 	p.woke = false
 	select {
 	case <-ctx.Done():
-		return ctx.Err()
+		perr = ctx.Err()
 	case <-p.c.closed:
-		return ErrClosed
+		perr = ErrClosed
 	case <-wake:
 		p.woke = true
 	case <-handed:
 	case <-p.timer.C:
 	}
-	return nil
-}
-
-// delayAfter is the wait before the next attempt after a failed one, when no
-// release notification comes first.
-func (c *Client) delayAfter(err error) time.Duration {
-	var oe *opError
-	if errors.As(err, &oe) && oe.split {
-		// Contenders split the nodes and nobody won: no release will be
-		// announced, so retry after a short random delay instead, spread
-		// over the attempt's length (a silent node makes a split last a
-		// whole node timeout; retrying inside it collides again).
-		return c.splitDelay(oe.took)
+	l, err := t.unpark(ctx, w, p.c.closed)
+	switch {
+	case l != nil && err == nil:
+		l.via = handoverLocal
+		return l, nil
+	case l != nil:
+		// It arrived as the caller gave up.
+		if !p.c.spawn(func() { _ = l.Release(context.Background()) }) {
+			_ = l.Release(context.Background())
+		}
+		return nil, err
+	case err != nil:
+		return nil, err
 	}
-	return c.retryDelay()
+	return nil, perr
 }
 
 // retryDelay is a random delay in [retryMin, retryMax].
@@ -93,34 +106,6 @@ func (p *pauser) stop() {
 	if p.timer != nil {
 		p.timer.Stop()
 	}
-}
-
-// pauseParked is acquireLoop's pause after a failed try (last), with a
-// caller of n > 1 slots parked on its turn t (see park): a slot this client
-// releases meanwhile is handed to it, and comes back. It returns ctx's error or
-// ErrClosed when the wait must end instead.
-func (c *Client) pauseParked(ctx context.Context, p *pauser, t *turn, req *handoffReq, last error) (*Lock, error) {
-	w := t.park(req)
-	var handed <-chan struct{}
-	if w != nil {
-		handed = w.ready
-	}
-	perr := p.pause(ctx, last, handed)
-	l, err := t.unpark(ctx, w, c.closed)
-	switch {
-	case l != nil && err == nil:
-		l.via = handoverLocal
-		return l, nil
-	case l != nil:
-		// It arrived as the caller gave up.
-		if !c.spawn(func() { _ = l.Release(context.Background()) }) {
-			_ = l.Release(context.Background())
-		}
-		return nil, err
-	case err != nil:
-		return nil, err
-	}
-	return nil, perr
 }
 
 // park makes the caller holding the turn t of a resource of n > 1 slots
