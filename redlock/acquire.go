@@ -42,7 +42,11 @@ func (c *Client) acquire(ctx context.Context, resource string, ttl time.Duration
 	} else {
 		l, err = c.try(ctx, c.keysFor(resource), ttl, lc, -1, nil)
 	}
-	c.acquired(resource, begin, attempts, err)
+	d := time.Since(begin)
+	if err != nil {
+		c.cfg.logger.Debug("redlock acquire failed", "resource", resource, "attempts", attempts, "wait", d, "err", err)
+	}
+	c.observe(Event{Kind: EventAcquire, Resource: resource, Duration: d, Attempts: attempts, Err: err})
 	return l, err
 }
 
@@ -65,11 +69,13 @@ func (c *Client) prepare(ctx context.Context, resource string, ttl time.Duration
 		}
 		o(lc)
 	}
-	if lc.maxHold < 0 {
+	switch {
+	case lc.maxHold < 0:
 		return 0, nil, invalidf("max hold must not be negative, got %v", lc.maxHold)
-	}
-	if err := checkLimit(lc); err != nil {
-		return 0, nil, err
+	case lc.limited && lc.limit < 1:
+		return 0, nil, invalidf("limit must be at least 1, got %d", lc.limit)
+	case lc.limit > MaxLimit:
+		return 0, nil, invalidf("limit must be at most %d", MaxLimit)
 	}
 	if err := lc.checkCompletion(); err != nil {
 		return 0, nil, err
@@ -254,12 +260,4 @@ func waitError(ctx context.Context, err, last error) error {
 		return cerr
 	}
 	return fmt.Errorf("%w (last attempt: %w)", cerr, last)
-}
-
-func (c *Client) acquired(resource string, begin time.Time, attempts int, err error) {
-	d := time.Since(begin)
-	if err != nil {
-		c.cfg.logger.Debug("redlock acquire failed", "resource", resource, "attempts", attempts, "wait", d, "err", err)
-	}
-	c.observe(Event{Kind: EventAcquire, Resource: resource, Duration: d, Attempts: attempts, Err: err})
 }
