@@ -103,17 +103,12 @@ func (c *Client) checkTTL(ttl time.Duration) error {
 
 // acquireLoop is Acquire's rounds. Only the first of this client's callers
 // of the resource, in FIFO order, tries the nodes (enter). Its first round is
-// plain (SET NX, the fencing script or slot_acquire.lua), as TryAcquire's: it
-// takes a free key and cannot take one reserved for a queued waiter, so an
-// uncontended Acquire costs what Redlock costs. Only once that fails does it
-// queue on the nodes with ticket tk, taken on arrival so that its place in the
-// FIFO is its arrival; a resource whose releases this client watches (a
-// waiter of it, now or within subscriptionLinger) was contended lately, and
-// its first round queues (docs/design/HANDOVER.md). Under WithLimit(n > 1)
-// the slots share one queue (slot_wait.lua); a release that reserves a slot
-// for the caller wakes it to try that slot alone, a slot this client releases
-// while it pauses is handed to it (pause), and once it holds a slot the
-// next caller of this client tries the others.
+// plain, as TryAcquire's: it takes a free key and cannot take one reserved
+// for a queued waiter, so an uncontended Acquire costs what Redlock costs.
+// Once refused it queues on the nodes with ticket tk, taken on arrival so
+// that its place in the FIFO is its arrival; a resource contended here
+// lately (its releases watched) queues from the first round. Slots (n > 1)
+// share one queue: docs/design/HANDOVER.md, "Slots".
 func (c *Client) acquireLoop(ctx context.Context, k keys, ttl time.Duration, lc *lockConfig) (*Lock, int, error) {
 	tk := newTicket()
 	req := c.waitReq(k, ttl, lc, tk)

@@ -167,7 +167,7 @@ func (t *turn) unpark(ctx context.Context, w *waiter, closed <-chan struct{}) (*
 // announcedSlot is the slot whose release woke the pause, -1 when the pause
 // ended otherwise (or the announcement names no slot of limit).
 func announcedSlot(p *pauser, limit int) int {
-	if !p.woke || p.w == nil {
+	if !p.woke {
 		return -1
 	}
 	pl := p.w.payload()
