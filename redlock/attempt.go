@@ -5,17 +5,21 @@ import (
 	"errors"
 	"fmt"
 	mrand "math/rand/v2"
+	"slices"
 	"time"
 )
 
-// trySlots makes one round per slot of a limited resource, from a random
-// slot on (from slot 0 for a queued waiter, tk not nil: slot_wait.lua),
-// until one is won; or, with only >= 0, one round for that slot. When all
-// are refused it returns an error that matches the causes of every slot's
-// failure (ErrLocked when all are held).
-func (c *Client) trySlots(ctx context.Context, resource string, ttl time.Duration, lc *lockConfig, only int, tk *ticket) (*Lock, error) {
+// try makes one Redlock round (attempt) for a resource of one holder. For
+// one of n > 1 slots it makes one round per slot, from a random slot on
+// (from slot 0 for a queued waiter, tk not nil: slot_wait.lua), until one
+// is won; or, with only >= 0, one round for that slot. When all are refused
+// it returns an error that matches the causes of every slot's failure
+// (ErrLocked when all are held).
+func (c *Client) try(ctx context.Context, k keys, ttl time.Duration, lc *lockConfig, only int, tk *ticket) (*Lock, error) {
 	n, start, tries := int(lc.limit), only, 1
 	switch {
+	case n <= 1:
+		return c.attempt(ctx, k, ttl, lc, tk)
 	case only >= 0:
 	case tk != nil:
 		start, tries = 0, n
@@ -24,14 +28,15 @@ func (c *Client) trySlots(ctx context.Context, resource string, ttl time.Duratio
 	}
 	all := &opError{summary: fmt.Sprintf("none of the %d slots could be taken", tries)}
 	for i := range tries {
-		slot := (start + i) % n
+		slot, sk := (start+i)%n, k
+		sk.key = slotKey(k.key, slot)
 		lc.slot = uint16(slot)
-		l, err := c.attempt(ctx, c.slotKeys(resource, slot), ttl, lc, tk)
+		l, err := c.attempt(ctx, sk, ttl, lc, tk)
 		if err == nil {
 			if c.cfg.localQueue {
 				// Its release may hand the slot to this client's next
 				// caller (docs/design/HANDOVER.md).
-				l.adoptTurn(&turn{gs: &c.gates, key: gateKey(c.keysFor(resource), lc.limit), slots: true})
+				l.adoptTurn(&turn{gs: &c.gates, key: gateKey(k, lc.limit), slots: true})
 			}
 			return l, nil
 		}
@@ -48,24 +53,16 @@ func (c *Client) trySlots(ctx context.Context, resource string, ttl time.Duratio
 func (e *opError) add(err error) {
 	var oe *opError
 	if !errors.As(err, &oe) {
-		e.kinds = appendNew(e.kinds, ErrQuorum)
-		return
+		oe = &opError{kinds: []error{ErrQuorum}, nodes: e.nodes}
 	}
 	for _, k := range oe.kinds {
-		e.kinds = appendNew(e.kinds, k)
+		if !slices.Contains(e.kinds, k) {
+			e.kinds = append(e.kinds, k)
+		}
 	}
 	e.nodes = oe.nodes
 	e.split = e.split || oe.split
 	e.took = max(e.took, oe.took)
-}
-
-func appendNew(errs []error, e error) []error {
-	for _, x := range errs {
-		if x == e {
-			return errs
-		}
-	}
-	return append(errs, e)
 }
 
 // attempt is one Redlock round: SET NX PX (or the fencing script) on every
@@ -88,11 +85,7 @@ func (c *Client) attempt(ctx context.Context, k keys, ttl time.Duration, lc *loc
 				fence, err = c.settleFence(ctx, r, fencesOf(tk != nil && lc.limit <= 1), k, until, stepOf(lc))
 			}
 			if err == nil {
-				if lc.limit > 1 { // leave the nodes' queue where it was not granted the key
-					c.leaveSlotQueue(k, tk, int(lc.limit), r.notGranted())
-				} else {
-					c.leaveQueue(k, tk, r.notGranted())
-				}
+				c.dequeue(k, tk, lc, r.notGranted()) // where it was not granted the key
 				l := c.newLock(k, token, fence, ttl, start, until, lc)
 				l.unsent, l.found, l.chainStart = r.unsent, r.rec, time.Now()
 				return l, nil
@@ -112,4 +105,14 @@ func (c *Client) attempt(ctx context.Context, k keys, ttl time.Duration, lc *loc
 	e.split = r.t.ok > 0 && r.t.refused > 0 && r.t.refused < c.q
 	e.took = time.Since(start)
 	return nil, e
+}
+
+// dequeue takes waiter tk out of the nodes' queue of k's resource (its
+// slots' queue under WithLimit) on the nodes in mask.
+func (c *Client) dequeue(k keys, tk *ticket, lc *lockConfig, mask uint64) {
+	if lc.limit > 1 {
+		c.leaveSlotQueue(k, tk, int(lc.limit), mask)
+	} else {
+		c.leaveQueue(k, tk, mask)
+	}
 }

@@ -39,7 +39,7 @@ type Client struct {
 	busy atomic.Int64
 	// timers are rounds' deadline timers for reuse (roundTimer).
 	timers sync.Pool
-	// rounds are finished rounds for reuse (newRound, round.free).
+	// rounds are finished rounds for reuse (broadcastLook, round.free).
 	rounds sync.Pool
 	// procHolder names this process in every token (see holder.go).
 	procHolder string

@@ -7,6 +7,39 @@ import (
 	"strings"
 )
 
+// keys are the Redis names used for one resource. The hash tag keeps them in
+// one slot should a node be a Redis Cluster (see keyOf).
+type keys struct {
+	resource string
+	key      string // the lock: token with a TTL (a slot's key under WithLimit)
+	fenceKey string // the fencing counter
+	channel  string // release announcements
+}
+
+func (c *Client) keysFor(resource string) keys {
+	k := keyOf(c.cfg.prefix, resource)
+	return keys{resource: resource, key: k, fenceKey: k + fenceSuffix, channel: k + channelSuffix}
+}
+
+// fenceSuffix follows a lock key in the name of its fencing counter.
+const fenceSuffix = ":fence"
+
+// channelSuffix follows a lock key in the name of its release channel
+// (lua/release_many.lua builds it too).
+const channelSuffix = ":released"
+
+func (k keys) lockKeys() []string { return []string{k.key} }
+func (k keys) bothKeys() []string { return []string{k.key, k.fenceKey} }
+
+// slotKeys are the keys of slot i of resource: the slot's lock key (the
+// resource's own for slot 0, beside it under the same hash tag otherwise),
+// the resource's fencing counter and release channel, shared by the slots.
+func (c *Client) slotKeys(resource string, i int) keys {
+	k := c.keysFor(resource)
+	k.key = slotKey(k.key, i)
+	return k
+}
+
 // tagLen is the length of the hash tag of a resource name containing '}'.
 const tagLen = 16
 

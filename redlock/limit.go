@@ -49,15 +49,3 @@ func (l *Lock) Slot() int {
 	}
 	return int(l.slot)
 }
-
-// checkLimit validates WithLimit's n.
-func checkLimit(lc *lockConfig) error {
-	switch {
-	case !lc.limited:
-	case lc.limit < 1:
-		return invalidf("limit must be at least 1, got %d", lc.limit)
-	case lc.limit > MaxLimit:
-		return invalidf("limit must be at most %d", MaxLimit)
-	}
-	return nil
-}

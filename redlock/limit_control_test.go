@@ -56,7 +56,7 @@ func counterHolds(t *testing.T, nodes []*redis.Client, reach []int, token string
 }
 
 // slotHolds makes one acquisition of the design that is built, slot after
-// slot as trySlots does, reaching the nodes in reach with SET NX PX,
+// slot as try does, reaching the nodes in reach with SET NX PX,
 // undoing a slot that missed its majority; it returns the slot held or -1.
 func slotHolds(t *testing.T, nodes []*redis.Client, reach []int, token string, n int) int {
 	t.Helper()

@@ -14,9 +14,9 @@ import (
 // A node's reply lands in the round's slot for that node (arrive); the
 // caller is woken only once enough replies are in to decide it. Replies
 // that arrive after the round was decided are dropped with it, or cleared
-// before the round is reused (unref): nothing needs them, because every node
-// runs its calls in order (internal/transport), so a release or undo sent after this
-// round reaches each node after this round's command.
+// before the round is reused (Unref): nothing needs them, because every
+// node runs its calls in order (internal/transport), so a release or undo
+// sent after this round reaches each node after this round's command.
 type round struct {
 	c        *Client
 	op       string
@@ -36,10 +36,8 @@ type round struct {
 	busy     bool       // counted in the client's busy until its caller stops waiting
 	// refs counts who may still touch the round: its caller until free, and
 	// each queued call until its node sent the reply. The last one returns
-	// the round to the client's pool: a round and its calls were two fifths
-	// of an uncontended lock's allocated bytes, and the garbage collector a
-	// fifth of its process's CPU (docs/design/BATCHING.md). A caller that never
-	// calls free leaves the round to the garbage collector.
+	// the round to the client's pool, to spare the garbage collector
+	// (docs/design/BATCHING.md); a round never freed is left to it.
 	refs atomic.Int32
 }
 
@@ -61,7 +59,12 @@ func (c *Client) broadcast(op, resource string, mask uint64, need int, deadline 
 // broadcastLook is broadcast with a look-up (lookOf) sent on each node just
 // after the call's batch, in the same pipeline (completion.go).
 func (c *Client) broadcastLook(op, resource string, mask uint64, need int, deadline time.Time, cleanup bool, args []any, s *transport.Script, look []any) *round {
-	r := c.newRound(op, resource, mask, need)
+	r, ok := c.rounds.Get().(*round) // a pooled round, or a new one
+	if !ok {
+		n := len(c.nodes)
+		r = &round{c: c, in: make([]transport.Reply, n), wake: make(chan struct{}, 1), slots: make([]slot, n), calls: make([]transport.Call, n)}
+	}
+	r.op, r.resource, r.pending, r.t, r.busy = op, resource, mask, tally{need: need}, true
 	// Counted before its calls are queued: a node's worker never sees a
 	// call whose caller is not yet counted (transport, Node.gather).
 	c.busy.Add(1)
@@ -81,18 +84,6 @@ func (c *Client) broadcastLook(op, resource string, mask uint64, need int, deadl
 			r.unsent |= 1 << i
 		}
 	}
-	return r
-}
-
-// newRound takes a round from the client's pool, or makes one.
-func (c *Client) newRound(op, resource string, mask uint64, need int) *round {
-	r, ok := c.rounds.Get().(*round)
-	if !ok {
-		n := len(c.nodes)
-		r = &round{c: c, in: make([]transport.Reply, n), wake: make(chan struct{}, 1), slots: make([]slot, n), calls: make([]transport.Call, n)}
-	}
-	r.op, r.resource, r.pending, r.t, r.busy = op, resource, mask, tally{need: need}, true
-	r.rec = recordSeen{}
 	return r
 }
 
@@ -131,7 +122,7 @@ func (r *round) Unref() {
 	clear(r.in)
 	clear(r.slots)
 	clear(r.calls)
-	r.answered, r.unsent = 0, 0
+	r.answered, r.unsent, r.rec = 0, 0, recordSeen{}
 	r.c.rounds.Put(r)
 }
 

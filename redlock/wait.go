@@ -19,46 +19,59 @@ type pauser struct {
 	woke  bool // the last pause ended with an announcement
 }
 
-// pause waits before the attempt that follows one that failed with err, or
-// until handed is closed (nil: never, as a nil channel is never ready). It
-// returns ctx's error or ErrClosed when the wait must end instead.
-func (p *pauser) pause(ctx context.Context, err error, handed <-chan struct{}) error {
-	d := p.c.delayAfter(err)
+// pause waits before the round that follows one that failed with last. A
+// caller of n > 1 slots is parked on its turn t meanwhile (see park): a
+// slot this client releases is handed to it, and comes back. It returns
+// ctx's error or ErrClosed when the wait must end instead.
+func (p *pauser) pause(ctx context.Context, t *turn, req *handoffReq, last error) (*Lock, error) {
+	d := p.c.retryDelay()
+	if oe := (*opError)(nil); errors.As(last, &oe) && oe.split {
+		// Contenders split the nodes and nobody won: no release will be
+		// announced, so retry after a short random delay instead, spread
+		// over the attempt's length (a silent node makes a split last a
+		// whole node timeout; retrying inside it collides again).
+		d = p.c.splitDelay(oe.took)
+	}
 	if p.timer == nil {
 		p.timer = time.NewTimer(d)
 	} else {
 		p.timer.Reset(d)
 	}
-	var wake <-chan struct{}
+	var wake, handed <-chan struct{} // a nil channel is never ready
 	if p.w != nil {
 		wake = p.w.C
 	}
+	w := t.park(req)
+	if w != nil {
+		handed = w.ready
+	}
+	var perr error
 	p.woke = false
 	select {
 	case <-ctx.Done():
-		return ctx.Err()
+		perr = ctx.Err()
 	case <-p.c.closed:
-		return ErrClosed
+		perr = ErrClosed
 	case <-wake:
 		p.woke = true
 	case <-handed:
 	case <-p.timer.C:
 	}
-	return nil
-}
-
-// delayAfter is the wait before the next attempt after a failed one, when no
-// release notification comes first.
-func (c *Client) delayAfter(err error) time.Duration {
-	var oe *opError
-	if errors.As(err, &oe) && oe.split {
-		// Contenders split the nodes and nobody won: no release will be
-		// announced, so retry after a short random delay instead, spread
-		// over the attempt's length (a silent node makes a split last a
-		// whole node timeout; retrying inside it collides again).
-		return c.splitDelay(oe.took)
+	l, err := t.unpark(ctx, w, p.c.closed)
+	switch {
+	case l != nil && err == nil:
+		l.via = handoverLocal
+		return l, nil
+	case l != nil:
+		// It arrived as the caller gave up.
+		if !p.c.spawn(func() { _ = l.Release(context.Background()) }) {
+			_ = l.Release(context.Background())
+		}
+		return nil, err
+	case err != nil:
+		return nil, err
 	}
-	return c.retryDelay()
+	return nil, perr
 }
 
 // retryDelay is a random delay in [retryMin, retryMax].
@@ -78,6 +91,13 @@ func (c *Client) splitDelay(took time.Duration) time.Duration {
 	return time.Duration(mrand.Int64N(int64(span) + 1))
 }
 
+// listen watches the release announcements on channel, deaf to the
+// reservations for waiters other than tk.
+func (p *pauser) listen(ctx context.Context, channel string, tk *ticket) {
+	p.w = p.c.notify.watch(ctx, channel)
+	p.w.forWaiter(tk.id)
+}
+
 // stop ends the watch and the timer.
 func (p *pauser) stop() {
 	if p.w != nil {
@@ -88,40 +108,13 @@ func (p *pauser) stop() {
 	}
 }
 
-// pauseParked is acquireLimited's pause after a failed try (last), with
-// the caller parked on its turn t (see park): a slot this client releases
-// meanwhile is handed to it, and comes back. It returns ctx's error or
-// ErrClosed when the wait must end instead.
-func (c *Client) pauseParked(ctx context.Context, p *pauser, t *turn, req *handoffReq, last error) (*Lock, error) {
-	w := t.park(req)
-	var handed <-chan struct{}
-	if w != nil {
-		handed = w.ready
-	}
-	perr := p.pause(ctx, last, handed)
-	l, err := t.unpark(ctx, w, c.closed)
-	switch {
-	case l != nil && err == nil:
-		return l, nil
-	case l != nil:
-		// It arrived as the caller gave up.
-		if !c.spawn(func() { _ = l.Release(context.Background()) }) {
-			_ = l.Release(context.Background())
-		}
-		return nil, err
-	case err != nil:
-		return nil, err
-	}
-	return nil, perr
-}
-
 // park makes the caller holding the turn t of a resource of n > 1 slots
 // claimable while it pauses between rounds: it is the oldest of this
 // client's callers, so a slot this client releases meanwhile may be handed
 // to it (handover.go). unpark ends that. Only this caller is ever handed a
 // slot, which keeps the process's callers in FIFO order.
 func (t *turn) park(req *handoffReq) *waiter {
-	if t == nil {
+	if t == nil || req.lc.limit <= 1 { // one holder's lock comes with the turn
 		return nil
 	}
 	w := &waiter{ready: make(chan struct{}), req: req}
@@ -174,7 +167,7 @@ func (t *turn) unpark(ctx context.Context, w *waiter, closed <-chan struct{}) (*
 // announcedSlot is the slot whose release woke the pause, -1 when the pause
 // ended otherwise (or the announcement names no slot of limit).
 func announcedSlot(p *pauser, limit int) int {
-	if !p.woke || p.w == nil {
+	if !p.woke {
 		return -1
 	}
 	pl := p.w.payload()
