@@ -120,13 +120,10 @@ func (r NodeReport) Problems() []string {
 	if r.Misconfigured != nil {
 		return []string{r.Misconfigured.Error()}
 	}
-	var p []string
-	for _, w := range r.Warnings() {
-		if r.evicts() && strings.HasPrefix(w, "maxmemory-policy") {
-			p = append(p, w)
-		}
+	if w := r.Warnings(); len(w) > 0 && strings.HasPrefix(w[0], "maxmemory-policy") {
+		return w[:1] // the eviction warning, always first
 	}
-	return p
+	return nil
 }
 
 // Check asks every node, at once and each within a few node timeouts, for
@@ -165,19 +162,16 @@ func (c *Client) check(ctx context.Context) ([]NodeReport, error) {
 func checkNode(ctx context.Context, n *transport.Node, bound time.Duration, prefix string) NodeReport {
 	ctx, cancel := context.WithTimeout(ctx, bound)
 	defer cancel()
+	var r NodeReport
 	if cc, ok := n.Client.(*redis.ClusterClient); ok {
-		r := checkCluster(ctx, n, cc)
-		if r.Misconfigured == nil && r.Err == nil {
-			r.Misconfigured = misconfigured(probeScript(ctx, cc, prefix), true)
-		}
-		return r
+		r = checkCluster(ctx, n, cc)
+	} else {
+		r = checkServer(ctx, n.Idx, n.Addr, n.Client)
 	}
-	_, single := n.Client.(*redis.Client)
-	r := checkServer(ctx, n.Idx, n.Addr, n.Client)
 	if r.Err == nil && r.Misconfigured == nil {
 		r.Misconfigured = misconfigured(probeScript(ctx, n.Client, prefix), true)
 	}
-	if single && r.ClusterEnabled && r.Misconfigured == nil {
+	if _, single := n.Client.(*redis.Client); single && r.ClusterEnabled && r.Misconfigured == nil {
 		r.Misconfigured = fmt.Errorf("%w: a Redis Cluster member (cluster_enabled:1) given as a single server: "+
 			"it refuses the keys of other shards' slots (MOVED); write the node as redis-cluster://%s, "+
 			"or give the whole cluster as a *redis.ClusterClient to redlock.New", errMisconfigured, n.Addr)
@@ -186,13 +180,18 @@ func checkNode(ctx context.Context, n *transport.Node, bound time.Duration, pref
 }
 
 // checkServer runs the clock, identity and settings calls of Check on one
-// server (a node, or one master of a cluster node).
+// server (a node, or one master of a cluster node). The clock offset is
+// taken at the midpoint of the TIME round trip.
 func checkServer(ctx context.Context, idx int, addr string, cl redis.UniversalClient) NodeReport {
 	r := NodeReport{Node: idx, Addr: addr}
-	if r.Err = measureClock(ctx, cl, &r); r.Err != nil {
-		r.Misconfigured = misconfigured(r.Err, false)
+	start := time.Now()
+	t, err := cl.Time(ctx).Result()
+	if err != nil {
+		r.Err, r.Misconfigured = err, misconfigured(err, false)
 		return r
 	}
+	r.RTT = time.Since(start)
+	r.ClockOffset = t.Sub(start.Add(r.RTT / 2).Round(0))
 	info, err := cl.Info(ctx).Result() // default sections: server and cluster among them
 	if err != nil {
 		r.ConfigErr = err
@@ -200,36 +199,16 @@ func checkServer(ctx context.Context, idx int, addr string, cl redis.UniversalCl
 	}
 	r.RunID, r.Version = infoField(info, "run_id"), infoField(info, "redis_version")
 	r.ClusterEnabled = infoField(info, "cluster_enabled") == "1"
-	r.ConfigErr = readSettings(ctx, cl, &r)
-	return r
-}
-
-// measureClock reads the node's TIME and compares it with the local wall
-// clock at the midpoint of the round trip.
-func measureClock(ctx context.Context, cl redis.UniversalClient, r *NodeReport) error {
-	start := time.Now()
-	t, err := cl.Time(ctx).Result()
-	if err != nil {
-		return err
-	}
-	end := time.Now()
-	r.RTT = end.Sub(start)
-	mid := start.Add(r.RTT / 2)
-	r.ClockOffset = t.Sub(mid.Round(0))
-	return nil
-}
-
-// readSettings fills the settings Redlock depends on.
-func readSettings(ctx context.Context, cl redis.UniversalClient, r *NodeReport) error {
 	kv, err := cl.ConfigGet(ctx, "*").Result()
 	if err != nil {
-		return err
+		r.ConfigErr = err
+		return r
 	}
 	r.MaxmemoryPolicy = kv["maxmemory-policy"]
 	r.Maxmemory, _ = strconv.ParseInt(kv["maxmemory"], 10, 64)
 	r.AppendOnly = kv["appendonly"] == "yes"
 	r.AppendFsync = kv["appendfsync"]
-	return nil
+	return r
 }
 
 // infoField returns one field of an INFO reply.
@@ -314,14 +293,12 @@ func markSameServer(reports []NodeReport) {
 // run_id, or each shard's of a Redis Cluster, so that two lock nodes
 // sharing any one server are caught.
 func runIDs(r NodeReport) []string {
-	if r.Shards == nil {
-		if r.Err != nil || r.RunID == "" {
-			return nil
-		}
-		return []string{r.RunID}
+	shards := r.Shards
+	if shards == nil {
+		shards = []NodeReport{r}
 	}
 	var ids []string
-	for _, s := range r.Shards {
+	for _, s := range shards {
 		if s.Err == nil && s.RunID != "" {
 			ids = append(ids, s.RunID)
 		}
@@ -333,8 +310,7 @@ func runIDs(r NodeReport) []string {
 // node that answers within a few node timeouts is asked who it is and
 // whether it accepts the lock's commands; names are the nodes as errors may
 // show them (URLs with passwords masked). It returns an error matching
-// ErrInvalid for what no retry cures (one server
-// reached twice among them);
+// ErrInvalid for what no retry cures (one server reached twice among them);
 // a node that does not answer is left to the lock's own calls (it may be
 // down for now).
 func (c *Client) firstContact(names []string) error {
@@ -344,12 +320,12 @@ func (c *Client) firstContact(names []string) error {
 	}
 	var errs []error
 	for _, r := range reports {
-		if r.Misconfigured != nil {
-			errs = append(errs, fmt.Errorf("node %d (%s): %w", r.Node, names[r.Node], r.Misconfigured))
-		} else if r.Err == nil {
-			if err := c.passwordUnused(r.Node); err != nil {
-				errs = append(errs, fmt.Errorf("node %d (%s): %w", r.Node, names[r.Node], err))
-			}
+		err := r.Misconfigured
+		if err == nil && r.Err == nil {
+			err = c.passwordUnused(r.Node)
+		}
+		if err != nil {
+			errs = append(errs, fmt.Errorf("node %d (%s): %w", r.Node, names[r.Node], err))
 		}
 	}
 	for _, r := range reports {
