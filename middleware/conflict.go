@@ -346,26 +346,6 @@ func (m *mw) lastRelease(res string) time.Time {
 	return time.Time{}
 }
 
-// turnOf returns how often a turn comes on a resource held typically for
-// hold (0: not measured yet), over its slots (WithLimit).
-func (m *mw) turnOf(hold time.Duration) time.Duration {
-	if hold == 0 {
-		hold = paceFirstHold
-	}
-	return max(hold, paceMinHold) / time.Duration(m.cfg.limit)
-}
-
-// typical returns how often a turn of res comes, from the hold time of its
-// entry, or else of the table.
-func (m *mw) typical(res string) time.Duration {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if e, ok := m.res[res]; ok && e.hold > 0 {
-		return m.turnOf(e.hold)
-	}
-	return m.turnOf(m.holds.get(res))
-}
-
 // delay returns how long a task that met a conflict on res should stay
 // away, and notes the contention.
 func (m *mw) delay(res string) time.Duration {

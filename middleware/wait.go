@@ -94,6 +94,26 @@ func (m *mw) freshShare(res string, soft bool) int {
 	return n
 }
 
+// turnOf returns how often a turn comes on a resource held typically for
+// hold (0: not measured yet), over its slots (WithLimit).
+func (m *mw) turnOf(hold time.Duration) time.Duration {
+	if hold == 0 {
+		hold = paceFirstHold
+	}
+	return max(hold, paceMinHold) / time.Duration(m.cfg.limit)
+}
+
+// typical returns how often a turn of res comes, from the hold time of its
+// entry, or else of the table.
+func (m *mw) typical(res string) time.Duration {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if e, ok := m.res[res]; ok && e.hold > 0 {
+		return m.turnOf(e.hold)
+	}
+	return m.turnOf(m.holds.get(res))
+}
+
 // waitFor waits up to bound for res, counted as its waiter; the caller took
 // its wait place (enterWait, or past the share for a parked task). When the
 // bound ends, the wait goes on for another bound (up to waitRounds bounds)
