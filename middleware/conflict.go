@@ -44,11 +44,11 @@ func (r *taskRun) conflict(ctx context.Context, cause error) (*redlock.Lock, err
 	}
 	switch {
 	case action == actSkip:
-		r.observeWait(r.lockEvent(EventConflict, action, cause))
+		r.m.observe(r.lockEvent(EventConflict, action, cause))
 		r.log.Debug("task skipped: resource busy", "cause", cause)
 		return nil, nil
 	case action == actFail:
-		r.observeWait(r.lockEvent(EventConflict, action, cause))
+		r.m.observe(r.lockEvent(EventConflict, action, cause))
 		r.log.Warn("task archived: resource busy", "cause", cause)
 		return nil, fmt.Errorf("%s: %w: %w", r.name(), busy, asynq.SkipRetry)
 	case canPark && locked: // parked (see WithBroker), or requeued if the broker fails
@@ -62,7 +62,7 @@ func (r *taskRun) conflict(ctx context.Context, cause error) (*redlock.Lock, err
 	}
 	switch {
 	case !r.meta.budgetSpent():
-		r.observeWait(r.lockEvent(EventConflict, actRequeue, cause))
+		r.m.observe(r.lockEvent(EventConflict, actRequeue, cause))
 		r.log.Debug("task requeued: resource busy", "cause", cause)
 		return nil, busy
 	case canPark: // asynq archives it: parked at the head of its FIFO there
@@ -82,7 +82,7 @@ func (r *taskRun) waitLastRetry(ctx context.Context, cause error) (*redlock.Lock
 	wctx, span := m.startWait(wctx, r.res)
 	lock, err := m.client.Acquire(wctx, r.res, m.cfg.ttl, r.opts...)
 	m.endWait(span, 1, err)
-	r.observeWait(r.lockEvent(EventConflict, "wait-exhausted-budget", errors.Join(cause, err)))
+	r.m.observe(r.lockEvent(EventConflict, "wait-exhausted-budget", errors.Join(cause, err)))
 	if err != nil {
 		r.log.Warn("busy task on its last retry could not get its lock before its deadline: asynq archives it (WithBroker parks it instead)", "err", err)
 		return nil, fmt.Errorf("%s on its last retry: %w", r.name(), &conflictError{resource: r.res, cause: err})
@@ -103,7 +103,7 @@ func (r *taskRun) parked(ctx context.Context, cause error, nonce string, fifo in
 	}
 	ev := r.lockEvent(EventConflict, "park", cause)
 	ev.Parked = fifo
-	r.observeWait(ev)
+	r.m.observe(ev)
 	traceParked(ctx, r.res, cause, fifo, backstop)
 	r.log.Debug("task parked: resource busy", "cause", cause, "position", fifo, "backstop", backstop, "last_retry", meta.budgetSpent())
 	return &conflictError{resource: r.res, cause: cause, delay: backstop, nonce: nonce}
@@ -133,7 +133,7 @@ func (r *taskRun) waitParked(ctx context.Context) (*redlock.Lock, error) {
 		return nil, r.reparkFirst(ctx, err) // a requeue would archive it
 	}
 	busy := &conflictError{resource: r.res, cause: err, delay: m.delay(r.res)}
-	r.observeWait(r.lockEvent(EventConflict, actRequeue, err))
+	r.m.observe(r.lockEvent(EventConflict, actRequeue, err))
 	r.log.Debug("task requeued: parked once already and its resource stayed busy", "cause", err)
 	return nil, busy
 }
@@ -246,19 +246,13 @@ func (r *taskRun) event(kind EventKind, err error) Event {
 }
 
 // lockEvent returns an event about getting the lock (acquired, or a
-// conflict with its action), which also names the policy; observeWait
-// sends it with its wait.
+// conflict with its action), which also names the policy and has the time
+// since the run began to ask for its lock: how long acquiring took, or
+// until the conflict was decided.
 func (r *taskRun) lockEvent(kind EventKind, action string, err error) Event {
 	ev := r.event(kind, err)
-	ev.Policy, ev.Action = r.m.cfg.policy.name(), action
+	ev.Policy, ev.Action, ev.Wait = r.m.cfg.policy.name(), action, time.Since(r.start)
 	return ev
-}
-
-// observeWait sends ev with the time since the run began to ask for its
-// lock: how long acquiring took, or until the conflict was decided.
-func (r *taskRun) observeWait(ev Event) {
-	ev.Wait = time.Since(r.start)
-	r.m.observe(ev)
 }
 
 // observeAcquired sends the observer (if any) that the task got its lock;
@@ -275,7 +269,7 @@ func (r *taskRun) observeAcquired(waited bool) {
 			ev.Handover = "local"
 		}
 	}
-	r.observeWait(ev)
+	r.m.observe(ev)
 }
 
 // localHandover: a lock obtained this soon after a task of this process

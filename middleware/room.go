@@ -17,13 +17,11 @@ import (
 // for their locks or run their handlers, and wait places for the tasks that
 // wait for a busy lock, shared equally among the hot resources (weighed by
 // their WithLimit slots). Give asynq's server as many workers as the room
-// has places of both kinds: the tasks waiting for a hot resource then wait
-// in wait places instead of taking the workers of tasks that could run, so
-// cold resources keep their workers while a hot one keeps enough waiters in
-// each process for its turns to pass within the process (docs/guide/HOTKEYS.md).
+// has places of both kinds, so that waiting tasks do not take the workers of
+// tasks that could run (docs/guide/HOTKEYS.md, "Waiting beside running").
 // Each resource may have half the larger number of places waiting (at
-// least one). Tasks on their last retry may wait past the wait places
-// (asynq would archive them otherwise). It is safe for concurrent use.
+// least one); tasks on their last retry may wait past the wait places
+// (asynq would archive them). It is safe for concurrent use.
 type Room struct {
 	run        *runGate // nil: no bound on running tasks
 	wait       *waitCap // nil: waiting tasks take run places
@@ -124,11 +122,9 @@ func (p *place) take(ctx context.Context, holder bool) error {
 	if p == nil || p.held {
 		return nil
 	}
-	if err := p.g.enter(ctx, holder); err != nil {
-		return err
-	}
-	p.held = true
-	return nil
+	err := p.g.enter(ctx, holder)
+	p.held = err == nil
+	return err
 }
 
 // drop gives the place back if it is held.

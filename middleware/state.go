@@ -1,6 +1,7 @@
 package middleware
 
 import (
+	"slices"
 	"time"
 )
 
@@ -28,15 +29,7 @@ type resState struct {
 
 // inUse reports whether the entry must be kept whatever its age.
 func (e *resState) inUse() bool {
-	if e.holders > 0 || e.waiters > 0 || e.owed != "" {
-		return true
-	}
-	for _, p := range e.promos {
-		if p.busy() {
-			return true
-		}
-	}
-	return false
+	return e.holders > 0 || e.waiters > 0 || e.owed != "" || slices.ContainsFunc(e.promos, (*promoState).busy)
 }
 
 // contended reports whether the resource met contention in this process

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math"
 	"strings"
 	"time"
 
@@ -87,11 +86,7 @@ func (m *mw) freshShare(res string, soft bool) int {
 	if soft || m.cfg.room.maxWaiters <= 1 {
 		return m.cfg.room.maxWaiters * m.cfg.limit
 	}
-	n := m.cfg.room.maxWaiters / 2 * m.cfg.limit
-	if s := m.cfg.room.wait.share(res, m.cfg.limit); s < math.MaxInt {
-		n = min(n, max(1, s/2))
-	}
-	return n
+	return min(m.cfg.room.maxWaiters/2*m.cfg.limit, max(1, m.cfg.room.wait.share(res, m.cfg.limit)/2))
 }
 
 // turnOf returns how often a turn comes on a resource held typically for
