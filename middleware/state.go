@@ -29,7 +29,8 @@ type resState struct {
 
 // inUse reports whether the entry must be kept whatever its age.
 func (e *resState) inUse() bool {
-	return e.holders > 0 || e.waiters > 0 || e.owed != "" || slices.ContainsFunc(e.promos, (*promoState).busy)
+	return e.holders > 0 || e.waiters > 0 || e.owed != "" ||
+		slices.ContainsFunc(e.promos, (*promoState).busy)
 }
 
 // contended reports whether the resource met contention in this process

@@ -113,11 +113,13 @@ func (m *mw) typical(res string) time.Duration {
 // its wait place (enterWait, or past the share for a parked task). When the
 // bound ends, the wait goes on for another bound (up to waitRounds bounds)
 // unless the resource is seen stuck: the same holder on the lock nodes at
-// stuckAfter bound ends in a row after the first, with no release by a task
+// stuck bound ends in a row after the first, with no release by a task
 // of this process meanwhile, or the lock nodes failed (no quorum, or fewer
 // than a majority answer a look at the holder). A requeue of a task being
 // served in turn only sends it to the back, 15s or more with asynq's
-// default RetryDelayFunc.
+// default RetryDelayFunc; so stuck is 1 with parking, 4 without, where a
+// requeue may also count a failure if the server lacks IsFailure and
+// RetryDelay.
 func (m *mw) waitFor(ctx context.Context, res string, bound time.Duration, opts []redlock.LockOption) (lock *redlock.Lock, err error) {
 	m.countWaiter(res)
 	dropPlace(ctx) // a waiting task holds no place in the run gate
@@ -125,7 +127,10 @@ func (m *mw) waitFor(ctx context.Context, res string, bound time.Duration, opts 
 	ctx, span := m.startWait(ctx, res)
 	rounds := 1
 	defer func() { m.endWait(span, rounds, err) }()
-	holder, same := "", 0
+	holder, same, stuck := "", 0, 4
+	if m.cfg.broker != nil {
+		stuck = 1
+	}
 	var waited time.Duration
 	for ; ; rounds++ {
 		since := time.Now()
@@ -154,7 +159,7 @@ func (m *mw) waitFor(ctx context.Context, res string, bound time.Duration, opts 
 				same = 0
 			}
 			holder = now
-			if !noQuorum && same < m.stuckAfter() {
+			if !noQuorum && same < stuck {
 				continue
 			}
 		}
@@ -233,17 +238,6 @@ func (m *mw) holderOf(ctx context.Context, res string) (token string, known bool
 // waitRounds bounds how many times a wait is renewed while its resource
 // makes progress.
 const waitRounds = 15
-
-// stuckAfter is how many bounds in a row one holder must keep the resource
-// (with no release in this process) for a waiter to give up: 1 with parking;
-// 4 without, where a requeue may cost asynq's default backoff (15s and
-// more) and a failure count if the server lacks IsFailure and RetryDelay.
-func (m *mw) stuckAfter() int {
-	if m.cfg.broker != nil {
-		return 1
-	}
-	return 4
-}
 
 // timeLeft is how long a task may still wait for its lock: until shortly
 // before its deadline (a fifth of what is left, 20ms to 1s), so that it
