@@ -30,56 +30,59 @@ func (r *taskRun) acquireFailed(ctx context.Context, err error) error {
 // lock nodes are unreachable): cause is why the lock was not had. It
 // returns a lock only when it ended up waiting for, and getting, the lock.
 func (r *taskRun) conflict(ctx context.Context, cause error) (*redlock.Lock, error) {
-	m := r.m
-	ev := r.lockEvent(EventConflict, "", cause)
+	m, locked := r.m, errors.Is(cause, redlock.ErrLocked)
 	busy := &conflictError{resource: r.res, cause: cause}
-	if errors.Is(cause, redlock.ErrLocked) {
+	if locked {
 		busy.delay = m.delay(r.res)
 	}
-	action := m.cfg.policy.action
-	if errors.Is(cause, redlock.ErrQuorum) && !errors.Is(cause, redlock.ErrLocked) {
+	action, canPark := m.cfg.policy.action, m.cfg.broker != nil && r.meta.queue != ""
+	if errors.Is(cause, redlock.ErrQuorum) && !locked {
 		// The lock nodes are unreachable and nobody is known to hold the
 		// resource: skipping or failing would drop the task for an outage.
 		// Whatever the policy, it is requeued.
 		action = actRequeue
 	}
-	if action == actSkip || action == actFail {
-		return nil, r.skipOrFail(action, ev, busy)
-	}
-	if m.cfg.broker != nil && r.meta.queue != "" && errors.Is(cause, redlock.ErrLocked) {
-		if lock, done, err := r.parkTask(ctx, cause); done {
-			return lock, err
+	switch {
+	case action == actSkip:
+		r.m.observe(r.lockEvent(EventConflict, action, cause))
+		r.log.Debug("task skipped: resource busy", "cause", cause)
+		return nil, nil
+	case action == actFail:
+		r.m.observe(r.lockEvent(EventConflict, action, cause))
+		r.log.Warn("task archived: resource busy", "cause", cause)
+		return nil, fmt.Errorf("%s: %w: %w", r.name(), busy, asynq.SkipRetry)
+	case canPark && locked: // parked (see WithBroker), or requeued if the broker fails
+		p, err := m.park(ctx, r.meta.queue, r.res, r.meta.id)
+		m.warnPark(r.res, err)
+		if err == nil && p.again {
+			return r.waitParked(ctx)
+		} else if err == nil {
+			return nil, r.parked(ctx, cause, p.nonce, p.fifo, m.backstop(r.res, p.fifo-1))
 		}
 	}
-	if !r.meta.budgetSpent() {
-		ev.Action = "requeue"
-		r.observeWait(ev)
+	switch {
+	case !r.meta.budgetSpent():
+		r.m.observe(r.lockEvent(EventConflict, actRequeue, cause))
 		r.log.Debug("task requeued: resource busy", "cause", cause)
 		return nil, busy
+	case canPark: // asynq archives it: parked at the head of its FIFO there
+		return nil, r.reparkFirst(ctx, cause)
 	}
-	return r.lastRetry(ctx, ev, busy)
+	return r.waitLastRetry(ctx, cause)
 }
 
-// lastRetry handles a busy task on its last retry, which asynq archives on
-// any error, when it was not parked: with a broker it is parked at the head
-// of its resource's FIFO, in asynq's archive, from where a promotion or its
-// backstop brings it back (reparkFirst); without, it waits for its lock as
-// long as its deadline allows (and is archived if that ends first). ev is
-// the conflict's event, busy its error.
-func (r *taskRun) lastRetry(ctx context.Context, ev Event, busy *conflictError) (*redlock.Lock, error) {
+// waitLastRetry makes a busy task on its last retry, which asynq archives
+// on any error, wait for its lock as long as its deadline allows, when it
+// cannot be parked (no broker).
+func (r *taskRun) waitLastRetry(ctx context.Context, cause error) (*redlock.Lock, error) {
 	m := r.m
-	if m.cfg.broker != nil && r.meta.queue != "" {
-		return nil, r.reparkFirst(ctx, busy.cause)
-	}
-	ev.Action = "wait-exhausted-budget"
 	dropPlace(ctx)
 	wctx, cancel := beforeDeadline(ctx)
 	defer cancel()
 	wctx, span := m.startWait(wctx, r.res)
 	lock, err := m.client.Acquire(wctx, r.res, m.cfg.ttl, r.opts...)
 	m.endWait(span, 1, err)
-	ev.Err = errors.Join(ev.Err, err)
-	r.observeWait(ev)
+	r.m.observe(r.lockEvent(EventConflict, "wait-exhausted-budget", errors.Join(cause, err)))
 	if err != nil {
 		r.log.Warn("busy task on its last retry could not get its lock before its deadline: asynq archives it (WithBroker parks it instead)", "err", err)
 		return nil, fmt.Errorf("%s on its last retry: %w", r.name(), &conflictError{resource: r.res, cause: err})
@@ -87,69 +90,30 @@ func (r *taskRun) lastRetry(ctx context.Context, ev Event, busy *conflictError) 
 	return lock, nil
 }
 
-// skipOrFail applies the Skip or Fail policy to a busy task; ev is the
-// conflict's event, busy its error.
-func (r *taskRun) skipOrFail(action action, ev Event, busy *conflictError) error {
-	if action == actSkip {
-		ev.Action = "skip"
-		r.observeWait(ev)
-		r.log.Debug("task skipped: resource busy", "cause", busy.cause)
-		return nil
-	}
-	ev.Action = "fail"
-	r.observeWait(ev)
-	r.log.Warn("task archived: resource busy", "cause", busy.cause)
-	return fmt.Errorf("%s: %w: %w", r.name(), busy, asynq.SkipRetry)
-}
-
-// parkTask parks a task that met its resource busy (see WithBroker); cause
-// is why the lock was not had. A task on its last retry is parked the same
-// way: asynq archives it, and it is brought back from there (reviveLater).
-// done is false when parking could not be done (broker unreachable): the
-// caller then requeues the task as without parking.
-func (r *taskRun) parkTask(ctx context.Context, cause error) (lock *redlock.Lock, done bool, err error) {
+// parked tells that the task was parked after cause at position fifo, its
+// conflict marked with nonce and brought back after backstop if nobody
+// promotes it, and returns that conflict. On a last retry asynq archives
+// it: it is brought back after the backstop unless a promotion did it
+// first (reviveLater).
+func (r *taskRun) parked(ctx context.Context, cause error, nonce string, fifo int, backstop time.Duration) error {
 	m, meta := r.m, r.meta
-	p, perr := m.park(ctx, meta.queue, r.res, meta.id)
-	if perr != nil {
-		m.warnPark(r.res, perr)
-		return nil, false, nil
+	m.parkedHere(meta.queue, r.res, fifo)
+	if meta.budgetSpent() {
+		m.reviveLater(meta.queue, r.res, meta.id, nonce, backstop, fifo > 0)
 	}
-	m.warnPark(r.res, nil)
-	m.parkedHere(meta.queue, r.res, p.fifo)
-	if p.again {
-		lock, err = r.waitParked(ctx)
-		return lock, true, err
-	}
-	busy := &conflictError{resource: r.res, cause: cause, delay: m.backstop(r.res, p.fifo-1), nonce: p.nonce}
-	r.parked(ctx, busy, p.fifo)
-	return nil, true, busy
-}
-
-// parked tells that the task was parked at position fifo, busy being its
-// error. On a last retry asynq archives it: it is brought back after the
-// backstop unless a promotion did it first (reviveLater).
-func (r *taskRun) parked(ctx context.Context, busy *conflictError, fifo int) {
-	if r.meta.budgetSpent() {
-		r.m.reviveLater(r.meta.queue, r.res, r.meta.id, busy.nonce, busy.delay, fifo > 0)
-	}
-	r.observeParked(busy.cause, fifo)
-	traceParked(ctx, r.res, busy.cause, fifo, busy.delay)
-	r.log.Debug("task parked: resource busy", "cause", busy.cause, "position", fifo, "backstop", busy.delay, "last_retry", r.meta.budgetSpent())
-}
-
-// observeParked reports the task parked after cause, at position fifo.
-func (r *taskRun) observeParked(cause error, fifo int) {
 	ev := r.lockEvent(EventConflict, "park", cause)
 	ev.Parked = fifo
-	r.observeWait(ev)
+	r.m.observe(ev)
+	traceParked(ctx, r.res, cause, fifo, backstop)
+	r.log.Debug("task parked: resource busy", "cause", cause, "position", fifo, "backstop", backstop, "last_retry", meta.budgetSpent())
+	return &conflictError{resource: r.res, cause: cause, delay: backstop, nonce: nonce}
 }
 
 // waitParked makes a task that was parked once wait for its lock rather
 // than be parked again, past the waiters' bound: it was promoted to run next
 // (or came back by its backstop). It waits within the Wait bound (2s at
 // least), and is requeued if that ends first; if the process's waiters are
-// at their cap across resources (a Room's wait places), it is parked again first in
-// line (reparkFirst).
+// at their cap across resources, it is parked again first in line.
 func (r *taskRun) waitParked(ctx context.Context) (*redlock.Lock, error) {
 	m := r.m
 	err := error(errWaitCap)
@@ -169,33 +133,25 @@ func (r *taskRun) waitParked(ctx context.Context) (*redlock.Lock, error) {
 		return nil, r.reparkFirst(ctx, err) // a requeue would archive it
 	}
 	busy := &conflictError{resource: r.res, cause: err, delay: m.delay(r.res)}
-	r.observeWait(r.lockEvent(EventConflict, "requeue", err))
+	r.m.observe(r.lockEvent(EventConflict, actRequeue, err))
 	r.log.Debug("task requeued: parked once already and its resource stayed busy", "cause", err)
 	return nil, busy
 }
 
 // reparkFirst parks again after cause, at the head of its resource's FIFO,
-// a task that was parked once and found no room to wait (the process's
-// waiters at their cap across resources), or a task on its last retry that
-// was not parked: the next promotion brings it back first, where a requeue
-// would keep it away a trip through asynq's retry set (a second or more)
-// behind the tasks parked after it, and its worker is free for other tasks
-// meanwhile. Its promotion slot frees itself (the promote script drops a
-// promoted task that is neither pending nor active). nil when the broker
-// failed: the caller requeues it; never on a last retry, where a requeue
-// would archive the task: it is parked then all the same, brought back by
-// its backstop alone.
+// a task that was parked once and found no room to wait, or a task on its
+// last retry that was not parked: the next promotion brings it back first
+// (docs/guide/HOTKEYS.md, "A promoted task without room keeps its turn").
+// nil when the broker failed: the caller requeues it; never on a last
+// retry, where a requeue would archive the task: it is parked all the
+// same, brought back by its backstop alone.
 func (r *taskRun) reparkFirst(ctx context.Context, cause error) error {
-	m, meta := r.m, r.meta
-	nonce, fifo, err := m.repark(ctx, meta.queue, r.res, meta.id)
-	m.warnPark(r.res, err)
-	if err != nil && !meta.budgetSpent() {
+	nonce, fifo, err := r.m.repark(ctx, r.meta.queue, r.res, r.meta.id)
+	r.m.warnPark(r.res, err)
+	if err != nil && !r.meta.budgetSpent() {
 		return nil
 	}
-	m.parkedHere(meta.queue, r.res, fifo)
-	busy := &conflictError{resource: r.res, cause: cause, delay: m.backstop(r.res, 0), nonce: nonce}
-	r.parked(ctx, busy, fifo)
-	return busy
+	return r.parked(ctx, cause, nonce, fifo, r.m.backstop(r.res, 0))
 }
 
 // warnPark logs a failing park call once per change of state.
@@ -248,16 +204,14 @@ func (m *mw) reviveLater(queue, res, id, nonce string, d time.Duration, recorded
 
 // Policy decides what happens to a task whose resource is held by another.
 type Policy struct {
-	action action
+	action string // actRequeue, actSkip or actFail, as events name it; "" is unset
 	wait   time.Duration
 }
 
-type action int
-
 const (
-	actRequeue action = iota + 1
-	actSkip
-	actFail
+	actRequeue = "requeue"
+	actSkip    = "skip"
+	actFail    = "fail"
 )
 
 // Wait blocks up to max for the lock (woken as soon as the holder releases,
@@ -280,18 +234,10 @@ func Fail() Policy { return Policy{action: actFail} }
 
 // name names the policy in events and logs.
 func (p Policy) name() string {
-	switch p.action {
-	case actRequeue:
-		if p.wait > 0 {
-			return "wait"
-		}
-		return "requeue"
-	case actSkip:
-		return "skip"
-	case actFail:
-		return "fail"
+	if p.wait > 0 {
+		return "wait"
 	}
-	return "invalid"
+	return p.action
 }
 
 // event returns an event of kind about this task.
@@ -300,19 +246,13 @@ func (r *taskRun) event(kind EventKind, err error) Event {
 }
 
 // lockEvent returns an event about getting the lock (acquired, or a
-// conflict with its action), which also names the policy; observeWait
-// sends it with its wait.
+// conflict with its action), which also names the policy and has the time
+// since the run began to ask for its lock: how long acquiring took, or
+// until the conflict was decided.
 func (r *taskRun) lockEvent(kind EventKind, action string, err error) Event {
 	ev := r.event(kind, err)
-	ev.Policy, ev.Action = r.m.cfg.policy.name(), action
+	ev.Policy, ev.Action, ev.Wait = r.m.cfg.policy.name(), action, time.Since(r.start)
 	return ev
-}
-
-// observeWait sends ev with the time since the run began to ask for its
-// lock: how long acquiring took, or until the conflict was decided.
-func (r *taskRun) observeWait(ev Event) {
-	ev.Wait = time.Since(r.start)
-	r.m.observe(ev)
 }
 
 // observeAcquired sends the observer (if any) that the task got its lock;
@@ -329,7 +269,7 @@ func (r *taskRun) observeAcquired(waited bool) {
 			ev.Handover = "local"
 		}
 	}
-	r.observeWait(ev)
+	r.m.observe(ev)
 }
 
 // localHandover: a lock obtained this soon after a task of this process
@@ -354,35 +294,25 @@ const (
 // measured hold time.
 const holdSlots = 1024
 
-// holdSlot is a recent hold time of the resource whose hash is key.
-type holdSlot struct {
-	key  uint64
-	hold time.Duration
-}
-
-// holdTable holds recent hold times by resource hash.
+// holdTable holds recent hold times by resource hash: slot k%holdSlots
+// holds the hold time of the resource whose hash k is in keys.
 type holdTable struct {
 	seed  maphash.Seed
-	slots [holdSlots]holdSlot
-}
-
-func (h *holdTable) slot(res string) (*holdSlot, uint64) {
-	k := maphash.String(h.seed, res)
-	return &h.slots[k%holdSlots], k
+	keys  [holdSlots]uint64
+	holds [holdSlots]time.Duration
 }
 
 // get returns the recent hold time of res (0 when unknown).
 func (h *holdTable) get(res string) time.Duration {
-	s, k := h.slot(res)
-	if s.key != k {
-		return 0
+	if k := maphash.String(h.seed, res); h.keys[k%holdSlots] == k {
+		return h.holds[k%holdSlots]
 	}
-	return s.hold
+	return 0
 }
 
 func (h *holdTable) set(res string, d time.Duration) {
-	s, k := h.slot(res)
-	*s = holdSlot{k, d}
+	k := maphash.String(h.seed, res)
+	h.keys[k%holdSlots], h.holds[k%holdSlots] = k, d
 }
 
 // ranFor records that a task held res for d and released it at now.
@@ -417,11 +347,7 @@ func (m *mw) delay(res string) time.Duration {
 	defer m.mu.Unlock()
 	now := time.Now()
 	e := m.entry(res)
-	step := max(e.hold, paceMinHold)
-	if e.hold == 0 {
-		step = paceFirstHold
-	}
-	step /= time.Duration(m.cfg.limit) // n slots free up n times as often
+	step := m.turnOf(e.hold) // n slots free up n times as often
 	if e.next.Before(now) {
 		e.next = now // no slot ahead: the queue starts again now
 	}
@@ -431,13 +357,4 @@ func (m *mw) delay(res string) time.Duration {
 	d += time.Duration(rand.Int64N(int64(step))) // jitter within one slot
 	m.touched(res, e)
 	return min(max(d, paceMinDelay), paceMaxDelay)
-}
-
-// contended notes that a task of this process met res busy.
-func (m *mw) contended(res string) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	e := m.entry(res)
-	e.contention(time.Now())
-	m.touched(res, e)
 }

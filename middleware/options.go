@@ -68,7 +68,7 @@ func (c *config) validate() error {
 		return c.err
 	case c.ttl <= 0:
 		return fmt.Errorf("middleware: lock TTL must be positive, got %v", c.ttl)
-	case c.policy.action == 0:
+	case c.policy.action == "":
 		return errors.New("middleware: conflict policy is not set (use Wait, Requeue, Skip or Fail)")
 	case c.policy.wait < 0:
 		return fmt.Errorf("middleware: wait bound must not be negative, got %v", c.policy.wait)

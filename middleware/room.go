@@ -17,13 +17,11 @@ import (
 // for their locks or run their handlers, and wait places for the tasks that
 // wait for a busy lock, shared equally among the hot resources (weighed by
 // their WithLimit slots). Give asynq's server as many workers as the room
-// has places of both kinds: the tasks waiting for a hot resource then wait
-// in wait places instead of taking the workers of tasks that could run, so
-// cold resources keep their workers while a hot one keeps enough waiters in
-// each process for its turns to pass within the process (docs/guide/HOTKEYS.md).
+// has places of both kinds, so that waiting tasks do not take the workers of
+// tasks that could run (docs/guide/HOTKEYS.md, "Waiting beside running").
 // Each resource may have half the larger number of places waiting (at
-// least one). Tasks on their last retry may wait past the wait places
-// (asynq would archive them otherwise). It is safe for concurrent use.
+// least one); tasks on their last retry may wait past the wait places
+// (asynq would archive them). It is safe for concurrent use.
 type Room struct {
 	run        *runGate // nil: no bound on running tasks
 	wait       *waitCap // nil: waiting tasks take run places
@@ -36,7 +34,7 @@ type Room struct {
 func NewRoom(run, wait int) *Room {
 	r := &Room{maxWaiters: max(1, max(run, wait)/2)}
 	if run > 0 {
-		r.run = newRunGate(run)
+		r.run = &runGate{size: run}
 	}
 	if wait > 0 {
 		r.wait = newWaitCap(wait)
@@ -52,14 +50,9 @@ type runGate struct {
 	mu    sync.Mutex
 	size  int
 	taken int
-	// Tasks waiting for a place, oldest first: holders hold their locks
-	// and are let in first; others are tasks that have not tried yet.
-	holders, others []chan struct{}
-}
-
-// newRunGate returns a gate of n places (n >= 1).
-func newRunGate(n int) *runGate {
-	return &runGate{size: max(n, 1)}
+	// Tasks waiting for a place, oldest first: [0] the holders of their
+	// locks, let in first; [1] the tasks that have not tried yet.
+	queues [2][]chan struct{}
 }
 
 // enter takes a place, waiting while the gate is full, until ctx ends; a
@@ -71,12 +64,11 @@ func (g *runGate) enter(ctx context.Context, holder bool) error {
 		g.mu.Unlock()
 		return nil
 	}
-	ch := make(chan struct{})
+	ch, q := make(chan struct{}), &g.queues[1]
 	if holder {
-		g.holders = append(g.holders, ch)
-	} else {
-		g.others = append(g.others, ch)
+		q = &g.queues[0]
 	}
+	*q = append(*q, ch)
 	g.mu.Unlock()
 	select {
 	case <-ch:
@@ -84,33 +76,25 @@ func (g *runGate) enter(ctx context.Context, holder bool) error {
 	case <-ctx.Done():
 	}
 	g.mu.Lock()
-	granted := !g.unqueue(ch)
+	i := slices.Index(*q, ch)
+	if i >= 0 {
+		*q = slices.Delete(*q, i, i+1)
+	}
 	g.mu.Unlock()
-	if granted { // as ctx ended: pass it on
+	if i < 0 { // let in as ctx ended: pass it on
 		g.leave()
 	}
 	return context.Cause(ctx)
-}
-
-// unqueue removes ch from the waiters; false if it was let in already.
-func (g *runGate) unqueue(ch chan struct{}) bool {
-	for _, q := range []*[]chan struct{}{&g.holders, &g.others} {
-		if i := slices.Index(*q, ch); i >= 0 {
-			*q = slices.Delete(*q, i, i+1)
-			return true
-		}
-	}
-	return false
 }
 
 // leave gives a place back, to the first waiter if there is one.
 func (g *runGate) leave() {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	for _, q := range []*[]chan struct{}{&g.holders, &g.others} {
-		if len(*q) > 0 {
-			close((*q)[0])
-			*q = (*q)[1:]
+	for i, q := range g.queues {
+		if len(q) > 0 {
+			close(q[0])
+			g.queues[i] = q[1:]
 			return
 		}
 	}
@@ -138,11 +122,9 @@ func (p *place) take(ctx context.Context, holder bool) error {
 	if p == nil || p.held {
 		return nil
 	}
-	if err := p.g.enter(ctx, holder); err != nil {
-		return err
-	}
-	p.held = true
-	return nil
+	err := p.g.enter(ctx, holder)
+	p.held = err == nil
+	return err
 }
 
 // drop gives the place back if it is held.
@@ -187,11 +169,21 @@ type waitCap struct {
 
 	mu     sync.Mutex
 	total  int
-	per    map[string]int   // waiters per resource; only resources with waiters
-	slots  map[string]int   // the slots (WithLimit) of each resource in per
-	weight int              // the sum of slots
-	claims map[string]claim // resources refused lately, with no waiter (claimLocked)
+	weight int                // the slots of the resources with waiters
+	per    map[string]waiters // the resources with waiters or refused lately
 }
+
+// waiters is a resource's entry in a waitCap: its waiters and its slots
+// (WithLimit). One that a full cap refused while it had none counts in
+// the shares until claimed, so that a resource that filled the cap alone
+// does not keep it (docs/guide/HOTKEYS.md, "Refused resources count").
+type waiters struct {
+	n, limit int
+	claimed  time.Time
+}
+
+// claimFor is how long a refused resource with no waiter counts.
+const claimFor = time.Second
 
 // resize sets the cap to n waiting tasks (at least one).
 func (c *waitCap) resize(n int) {
@@ -203,9 +195,7 @@ func (c *waitCap) resize(n int) {
 // atOnce sizes the default wait places of a middleware given a broker and
 // no Room: two thirds of the most tasks it has seen at once, as worker.New
 // gives its waiting tasks two thirds of asynq's workers. The other third
-// then always runs tasks that can run: cold resources keep workers beside a
-// hot one, whose tasks past the places are parked rather than holding a
-// worker each while they wait (docs/guide/HOTKEYS.md).
+// then always runs tasks that can run (docs/guide/HOTKEYS.md).
 type atOnce struct {
 	now, most atomic.Int64
 	places    *waitCap
@@ -225,7 +215,7 @@ func (a *atOnce) arrive() {
 
 // newWaitCap returns a cap of n waiting tasks (n >= 1).
 func newWaitCap(n int) *waitCap {
-	return &waitCap{max: max(n, 1), per: make(map[string]int), slots: make(map[string]int)}
+	return &waitCap{max: max(n, 1), per: make(map[string]waiters)}
 }
 
 // enter takes a slot for a waiter of res if the cap and res's share allow:
@@ -239,8 +229,10 @@ func (c *waitCap) enter(res string, limit int) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	now := time.Now()
-	if c.total >= c.max || c.per[res] >= c.shareLocked(res, limit, now) {
-		c.claimLocked(res, limit, now)
+	if n := c.per[res].n; c.total >= c.max || n >= c.shareLocked(res, limit, now) {
+		if n == 0 {
+			c.per[res] = waiters{limit: limit, claimed: now.Add(claimFor)}
+		}
 		return false
 	}
 	c.add(res, limit)
@@ -249,8 +241,7 @@ func (c *waitCap) enter(res string, limit int) bool {
 
 // share is how many tasks of res may wait under the cap now: its share
 // among the resources with waiters or refused lately, res counted (at
-// least one). A nil cap
-// sets none (math.MaxInt).
+// least one). A nil cap sets none (math.MaxInt).
 func (c *waitCap) share(res string, limit int) int {
 	if c == nil {
 		return math.MaxInt
@@ -260,25 +251,34 @@ func (c *waitCap) share(res string, limit int) int {
 	return c.shareLocked(res, limit, time.Now())
 }
 
-// shareLocked is share with c.mu held; the resources refused lately for
-// want of room count as if they had waiters (claimLocked).
+// shareLocked is share with c.mu held; it drops the claims that are over.
 func (c *waitCap) shareLocked(res string, limit int, now time.Time) int {
-	weight := c.weight + c.claimWeightLocked(res, now)
-	if c.per[res] == 0 {
+	weight := c.weight
+	if c.per[res].n == 0 {
 		weight += limit
+	}
+	for r, w := range c.per {
+		switch {
+		case w.n > 0:
+		case now.After(w.claimed):
+			delete(c.per, r)
+		case r != res:
+			weight += w.limit
+		}
 	}
 	return max(1, c.max*limit/weight)
 }
 
 // add counts a waiter of res, a resource of limit slots; c.mu is held.
 func (c *waitCap) add(res string, limit int) {
-	delete(c.claims, res)
-	if c.per[res] == 0 {
-		c.slots[res] = limit
+	w := c.per[res]
+	if w.n == 0 {
+		w = waiters{limit: limit}
 		c.weight += limit
 	}
+	w.n++
+	c.per[res] = w
 	c.total++
-	c.per[res]++
 }
 
 // leave gives a waiter's slot back.
@@ -288,49 +288,12 @@ func (c *waitCap) leave(res string) {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.per[res]--; c.per[res] <= 0 {
+	if w := c.per[res]; w.n > 1 {
+		w.n--
+		c.per[res] = w
+	} else {
 		delete(c.per, res)
-		c.weight -= c.slots[res]
-		delete(c.slots, res)
+		c.weight -= w.limit
 	}
 	c.total--
-}
-
-// claimFor is how long a resource that a full cap refused counts in the
-// shares while it has no waiter, so that a resource that filled the cap
-// alone does not keep it (docs/guide/HOTKEYS.md, "Refused resources count").
-const claimFor = time.Second
-
-// claim is a refused resource's place in the shares.
-type claim struct {
-	limit int // its slots (WithLimit)
-	until time.Time
-}
-
-// claimLocked notes that res, of limit slots, was refused for want of
-// room; c.mu is held.
-func (c *waitCap) claimLocked(res string, limit int, now time.Time) {
-	if c.per[res] > 0 {
-		return
-	}
-	if c.claims == nil {
-		c.claims = make(map[string]claim)
-	}
-	c.claims[res] = claim{limit: limit, until: now.Add(claimFor)}
-}
-
-// claimWeightLocked is the slots of the resources other than res that were
-// refused within claimFor and have no waiter; it drops the claims that are
-// over. c.mu is held.
-func (c *waitCap) claimWeightLocked(res string, now time.Time) int {
-	w := 0
-	for r, cl := range c.claims {
-		switch {
-		case now.After(cl.until) || c.per[r] > 0:
-			delete(c.claims, r)
-		case r != res:
-			w += cl.limit
-		}
-	}
-	return w
 }

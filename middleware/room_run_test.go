@@ -64,7 +64,7 @@ func TestRunGateLeavesWaitersOutOfItsPlaces(t *testing.T) {
 	ctx := context.Background()
 	e := patientEnv(t)
 	withMeta(t, taskMeta{id: "t1", maxRetry: 3, known: true})
-	gate := newRunGate(2)
+	gate := &runGate{size: 2}
 	hs := newGatedHandlers("X", "Y", "Z")
 	m, _ := lockMW(t, e.locks, ByField("sku"), nil, withRunGate(gate), WithPolicy(Wait(time.Minute)), withMaxWaiters(4))
 	var wg sync.WaitGroup
@@ -119,7 +119,7 @@ type gateBed struct {
 func newGateBed(t *testing.T, bctx context.Context) *gateBed {
 	e := patientEnv(t)
 	withMeta(t, taskMeta{id: "t1", maxRetry: 3, known: true})
-	b := &gateBed{e: e, gate: newRunGate(2), hs: newGatedHandlers("X", "Y", "Z", "W"), done: map[string]chan error{}}
+	b := &gateBed{e: e, gate: &runGate{size: 2}, hs: newGatedHandlers("X", "Y", "Z", "W"), done: map[string]chan error{}}
 	m, _ := lockMW(t, e.locks, ByField("sku"), nil, withRunGate(b.gate), WithPolicy(Wait(time.Minute)), withMaxWaiters(4))
 	run := func(ctx context.Context, name, sku string) {
 		b.done[name] = make(chan error, 1)
@@ -206,7 +206,7 @@ func TestRunGateEndOfContextReleasesTheLock(t *testing.T) {
 func TestRunGateCountsUnlockedTasks(t *testing.T) {
 	e := patientEnv(t)
 	withMeta(t, taskMeta{id: "t1", maxRetry: 3, known: true})
-	gate := newRunGate(1)
+	gate := &runGate{size: 1}
 	hs := newGatedHandlers("none", "wrapped")
 	noKey := func(context.Context, *asynq.Task) (string, error) { return "", nil }
 	m, _ := lockMW(t, e.locks, noKey, nil, withRunGate(gate))
@@ -241,7 +241,7 @@ func TestWithRoomRefusesNil(t *testing.T) {
 func TestRunGatePlaceEndsWithTheHandler(t *testing.T) {
 	e := patientEnv(t)
 	withMeta(t, taskMeta{id: "t1", maxRetry: 3, known: true})
-	gate := newRunGate(1)
+	gate := &runGate{size: 1}
 	inRollback, endRollback := make(chan struct{}), make(chan struct{})
 	rollback := func(context.Context, *asynq.Task, error) error {
 		close(inRollback)
@@ -280,7 +280,7 @@ func (g *runGate) inUse() int {
 func (g *runGate) queued() (holders, others int) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	return len(g.holders), len(g.others)
+	return len(g.queues[0]), len(g.queues[1])
 }
 
 // TestNewRoomShares: a room's places make its gate and cap, and each

@@ -223,7 +223,7 @@ func TestWaitCapRefusedResourceGetsItsShare(t *testing.T) {
 	}
 	c.leave("b")
 	c.mu.Lock()
-	c.claims = map[string]claim{"b": {limit: 1, until: time.Now().Add(-time.Millisecond)}}
+	c.per["b"] = waiters{limit: 1, claimed: time.Now().Add(-time.Millisecond)}
 	c.mu.Unlock()
 	if !c.enter("a", 1) {
 		t.Fatal("control: with b's claim over, a did not get the free place")

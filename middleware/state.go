@@ -1,6 +1,7 @@
 package middleware
 
 import (
+	"slices"
 	"time"
 )
 
@@ -28,15 +29,8 @@ type resState struct {
 
 // inUse reports whether the entry must be kept whatever its age.
 func (e *resState) inUse() bool {
-	if e.holders > 0 || e.waiters > 0 || e.owed != "" {
-		return true
-	}
-	for _, p := range e.promos {
-		if p.busy() {
-			return true
-		}
-	}
-	return false
+	return e.holders > 0 || e.waiters > 0 || e.owed != "" ||
+		slices.ContainsFunc(e.promos, (*promoState).busy)
 }
 
 // contended reports whether the resource met contention in this process
@@ -74,17 +68,22 @@ func (m *mw) entry(res string) *resState {
 func (m *mw) touched(res string, e *resState) {
 	now := time.Now()
 	m.expire(now)
-	if e.inUse() || e.queued {
-		return
+	if !e.queued {
+		m.settle(res, e, now)
 	}
-	if !e.contended(now) {
-		if m.res[res] == e {
-			delete(m.res, res)
-		}
-		return
+}
+
+// settle drops e, unless it is in use, or queues it in the idle FIFO
+// while it is kept (m.mu held, e not queued).
+func (m *mw) settle(res string, e *resState, now time.Time) {
+	switch {
+	case e.inUse():
+	case e.contended(now):
+		e.queued = true
+		m.idle = append(m.idle, idleRec{res, e, e.keepUntil})
+	case m.res[res] == e:
+		delete(m.res, res)
 	}
-	e.queued = true
-	m.idle = append(m.idle, idleRec{res, e, e.keepUntil})
 }
 
 // contention notes contention on e at now: its state is kept idleKeep.
@@ -105,17 +104,8 @@ func (m *mw) expire(now time.Time) {
 		r := m.idle[m.idleHead]
 		m.idle[m.idleHead] = idleRec{}
 		m.idleHead++
-		switch {
-		case r.e.inUse():
-			r.e.queued = false
-		case r.e.contended(now):
-			m.idle = append(m.idle, idleRec{r.res, r.e, r.e.keepUntil})
-		default:
-			r.e.queued = false
-			if m.res[r.res] == r.e {
-				delete(m.res, r.res)
-			}
-		}
+		r.e.queued = false
+		m.settle(r.res, r.e, now)
 	}
 	if m.idleHead > 64 && m.idleHead*2 > len(m.idle) {
 		m.idle = append(m.idle[:0], m.idle[m.idleHead:]...)

@@ -20,6 +20,15 @@ func (m *mw) idleEntries() (kept, queued int) {
 	return len(m.res), len(m.idle) - m.idleHead
 }
 
+// contended notes that a task of this process met res busy.
+func (m *mw) contended(res string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	e := m.entry(res)
+	e.contention(time.Now())
+	m.touched(res, e)
+}
+
 // runUncontended walks res through what one uncontended task does to the
 // state: a holder starts, promotes on start, ends, promotes after.
 func (m *mw) runUncontended(res string) {

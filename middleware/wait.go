@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math"
-	"slices"
 	"strings"
 	"time"
 
@@ -21,7 +19,7 @@ import (
 // process already wait for res, or, without parking, if the wait should be
 // short). waited reports a lock obtained by waiting.
 func (m *mw) acquire(ctx context.Context, res string, opts []redlock.LockOption) (lock *redlock.Lock, waited bool, err error) {
-	if m.cfg.policy.wait > 0 && m.heldHere(res) && !m.inOutage() {
+	if m.cfg.policy.wait > 0 && m.heldHere(res) {
 		err = errHeldHere
 	} else if lock, err = m.client.TryAcquire(ctx, res, m.cfg.ttl, opts...); err == nil || m.cfg.policy.wait <= 0 || !errors.Is(err, redlock.ErrLocked) {
 		return lock, false, err
@@ -39,28 +37,14 @@ func (m *mw) acquire(ctx context.Context, res string, opts []redlock.LockOption)
 var errHeldHere = fmt.Errorf("middleware: %w: held or waited for by tasks of this process", redlock.ErrLocked)
 
 // heldHere reports whether tasks of this process wait for res, or hold
-// all of its slots (WithLimit).
+// all of its slots (WithLimit), but for an outage seen lately (m.outage):
+// then TryAcquire fails at once, and the task is requeued, rather than
+// waiting out a bound behind the others.
 func (m *mw) heldHere(res string) bool {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	e, ok := m.res[res]
-	return ok && (e.holders >= m.cfg.limit || e.waiters > 0)
-}
-
-// sawOutage notes that a wait ended for want of a quorum: for the next
-// bound, tasks arriving beside a local holder or waiter try the nodes first
-// (TryAcquire fails at once in an outage, and the task is requeued) rather
-// than each waiting out a bound behind the others.
-func (m *mw) sawOutage(bound time.Duration) {
-	m.mu.Lock()
-	m.outage = time.Now().Add(bound)
-	m.mu.Unlock()
-}
-
-func (m *mw) inOutage() bool {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	return time.Now().Before(m.outage)
+	return ok && (e.holders >= m.cfg.limit || e.waiters > 0) && !time.Now().Before(m.outage)
 }
 
 // requeueTrip is how long a requeued task is away at least with asynq's
@@ -102,47 +86,53 @@ func (m *mw) freshShare(res string, soft bool) int {
 	if soft || m.cfg.room.maxWaiters <= 1 {
 		return m.cfg.room.maxWaiters * m.cfg.limit
 	}
-	n := m.cfg.room.maxWaiters / 2 * m.cfg.limit
-	if s := m.cfg.room.wait.share(res, m.cfg.limit); s < math.MaxInt {
-		n = min(n, max(1, s/2))
-	}
-	return n
+	return min(m.cfg.room.maxWaiters/2*m.cfg.limit, max(1, m.cfg.room.wait.share(res, m.cfg.limit)/2))
 }
 
-// typical returns how often a turn of res comes: its typical hold time (a
-// guess before any run), over its slots (WithLimit).
+// turnOf returns how often a turn comes on a resource held typically for
+// hold (0: not measured yet), over its slots (WithLimit).
+func (m *mw) turnOf(hold time.Duration) time.Duration {
+	if hold == 0 {
+		hold = paceFirstHold
+	}
+	return max(hold, paceMinHold) / time.Duration(m.cfg.limit)
+}
+
+// typical returns how often a turn of res comes, from the hold time of its
+// entry, or else of the table.
 func (m *mw) typical(res string) time.Duration {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	d := paceFirstHold
 	if e, ok := m.res[res]; ok && e.hold > 0 {
-		d = max(e.hold, paceMinHold)
-	} else if h := m.holds.get(res); h > 0 {
-		d = max(h, paceMinHold)
+		return m.turnOf(e.hold)
 	}
-	return d / time.Duration(m.cfg.limit)
+	return m.turnOf(m.holds.get(res))
 }
 
 // waitFor waits up to bound for res, counted as its waiter; the caller took
 // its wait place (enterWait, or past the share for a parked task). When the
 // bound ends, the wait goes on for another bound (up to waitRounds bounds)
 // unless the resource is seen stuck: the same holder on the lock nodes at
-// stuckAfter bound ends in a row after the first, with no release by a task
+// stuck bound ends in a row after the first, with no release by a task
 // of this process meanwhile, or the lock nodes failed (no quorum, or fewer
 // than a majority answer a look at the holder). A requeue of a task being
 // served in turn only sends it to the back, 15s or more with asynq's
-// default RetryDelayFunc.
+// default RetryDelayFunc; so stuck is 1 with parking, 4 without, where a
+// requeue may also count a failure if the server lacks IsFailure and
+// RetryDelay.
 func (m *mw) waitFor(ctx context.Context, res string, bound time.Duration, opts []redlock.LockOption) (lock *redlock.Lock, err error) {
 	m.countWaiter(res)
 	dropPlace(ctx) // a waiting task holds no place in the run gate
 	defer func() { m.leaveWait(res, lock != nil) }()
 	ctx, span := m.startWait(ctx, res)
-	rounds := 0
+	rounds := 1
 	defer func() { m.endWait(span, rounds, err) }()
-	holder, same := "", 0
+	holder, same, stuck := "", 0, 4
+	if m.cfg.broker != nil {
+		stuck = 1
+	}
 	var waited time.Duration
-	for round := 1; ; round++ {
-		rounds = round
+	for ; ; rounds++ {
 		since := time.Now()
 		b, last := bound, false
 		if left, ok := timeLeft(ctx); ok && left <= bound {
@@ -157,7 +147,7 @@ func (m *mw) waitFor(ctx context.Context, res string, bound time.Duration, opts 
 			return lock, err
 		}
 		noQuorum := errors.Is(err, redlock.ErrQuorum) && !errors.Is(err, redlock.ErrLocked)
-		if round < waitRounds && !noQuorum && !last {
+		if rounds < waitRounds && !noQuorum && !last {
 			// A task waiting behind another of this process hears only
 			// ErrLocked; the nodes tell whether they fail.
 			now, known := m.holderOf(ctx, res)
@@ -169,16 +159,18 @@ func (m *mw) waitFor(ctx context.Context, res string, bound time.Duration, opts 
 				same = 0
 			}
 			holder = now
-			if !noQuorum && same < m.stuckAfter() {
+			if !noQuorum && same < stuck {
 				continue
 			}
 		}
 		// Our wait bound ended, not the task: report the lock's cause
 		// alone, not a deadline that asynq could take for the task's.
 		cause := redlock.ErrLocked
-		if noQuorum {
+		if noQuorum { // for a bound, arrivals beside a local holder try first (heldHere)
 			cause = redlock.ErrQuorum
-			m.sawOutage(bound)
+			m.mu.Lock()
+			m.outage = time.Now().Add(bound)
+			m.mu.Unlock()
 		}
 		return nil, fmt.Errorf("%w (after waiting %v)", cause, waited.Round(time.Millisecond))
 	}
@@ -240,26 +232,12 @@ func (m *mw) holderOf(ctx context.Context, res string) (token string, known bool
 			best[st.Slot] = st.Token
 		}
 	}
-	if slices.ContainsFunc(best, func(s string) bool { return s != "" }) {
-		token = strings.Join(best, " ")
-	}
-	return strings.TrimSpace(token), answered > nodes/2
+	return strings.TrimSpace(strings.Join(best, " ")), answered > nodes/2
 }
 
 // waitRounds bounds how many times a wait is renewed while its resource
 // makes progress.
 const waitRounds = 15
-
-// stuckAfter is how many bounds in a row one holder must keep the resource
-// (with no release in this process) for a waiter to give up: 1 with parking;
-// 4 without, where a requeue may cost asynq's default backoff (15s and
-// more) and a failure count if the server lacks IsFailure and RetryDelay.
-func (m *mw) stuckAfter() int {
-	if m.cfg.broker != nil {
-		return 1
-	}
-	return 4
-}
 
 // timeLeft is how long a task may still wait for its lock: until shortly
 // before its deadline (a fifth of what is left, 20ms to 1s), so that it
