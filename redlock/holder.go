@@ -23,9 +23,6 @@ type Holder struct {
 
 // String renders the holder for people: "name (host pid 123)".
 func (h Holder) String() string {
-	if h == (Holder{}) {
-		return ""
-	}
 	proc := h.Host
 	if h.PID > 0 {
 		proc += " pid " + strconv.Itoa(h.PID)
@@ -76,7 +73,7 @@ func processHolder() string {
 }
 
 // holderSuffix is what follows the random part of this acquisition's tokens.
-func (c *Client) holderSuffix(ctx context.Context, lc *lockConfig) string {
+func (c *Client) holderSuffix(ctx context.Context) string {
 	if !c.cfg.holderInfo {
 		return ""
 	}
