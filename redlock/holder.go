@@ -113,7 +113,3 @@ type holderKey struct{}
 func ContextWithHolder(ctx context.Context, name string) context.Context {
 	return context.WithValue(ctx, holderKey{}, name)
 }
-
-// withHolderInfo turns the holder description in lock values on or off
-// (benchmarks of what it costs). Default: on.
-func withHolderInfo(on bool) Option { return func(c *config) { c.holderInfo = on } }
