@@ -123,16 +123,7 @@ func (c *Client) scanNode(ctx context.Context, n *transport.Node, match string) 
 }
 
 // globEscape quotes the characters SCAN's MATCH pattern treats specially.
-func globEscape(s string) string {
-	var b strings.Builder
-	for _, r := range s {
-		if strings.ContainsRune(`*?[]\`, r) {
-			b.WriteByte('\\')
-		}
-		b.WriteRune(r)
-	}
-	return b.String()
-}
+var globEscape = strings.NewReplacer(`*`, `\*`, `?`, `\?`, `[`, `\[`, `]`, `\]`, `\`, `\\`).Replace
 
 // ForceRelease deletes resource's lock key (or slot) on every node where it
 // still holds token and announces the release to waiters; it reports on how
