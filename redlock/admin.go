@@ -1,6 +1,7 @@
 package redlock
 
 import (
+	"cmp"
 	"context"
 	"strings"
 	"sync"
@@ -45,10 +46,7 @@ func (a Admin) Ping(ctx context.Context) ([]NodeStatus, error) {
 	for i, n := range c.nodes {
 		out[i] = NodeStatus{Node: i, Addr: n.Addr}
 		if sl := r.slots[i]; sl.out != outOK {
-			cause := sl.err
-			if cause == nil {
-				cause = transport.ErrNodeTimeout
-			}
+			cause := cmp.Or(sl.err, transport.ErrNodeTimeout)
 			out[i].Err = &NodeError{Node: i, Addr: n.Addr, Op: "ping", Err: cause}
 		}
 	}

@@ -127,9 +127,8 @@ func (r NodeReport) Problems() []string {
 // that fails has Err set; the error is reserved for bad input, a closed
 // client and the end of ctx. On a client just made it first waits, at most
 // 4 node timeouts, for the nodes to be dialed and their scripts loaded.
-func (a Admin) Check(ctx context.Context) ([]NodeReport, error) { return a.c.check(ctx) }
-
-func (c *Client) check(ctx context.Context) ([]NodeReport, error) {
+func (a Admin) Check(ctx context.Context) ([]NodeReport, error) {
+	c := a.c
 	if err := c.usable(ctx); err != nil {
 		return nil, err
 	}
@@ -305,7 +304,7 @@ func runIDs(r NodeReport) []string {
 // a node that does not answer is left to the lock's own calls (it may be
 // down for now).
 func (c *Client) firstContact(names []string) error {
-	reports, err := c.check(context.Background())
+	reports, err := c.Admin().Check(context.Background())
 	if err != nil {
 		return err
 	}

@@ -105,11 +105,10 @@ type holderKey struct{}
 
 // ContextWithHolder returns a context whose acquisitions name their holder
 // (Holder.Name), e.g. a task type and id or a job name; the host and process
-// id are always recorded. It
-// lets code that runs a handler (an asynq server, a cron runner) name what
-// holds the lock without reaching into the code that takes it. Names longer
-// than 100 bytes are cut; never put a secret in one: anyone who can read the
-// lock nodes can read it.
+// id are always recorded. It lets code that runs a handler (an asynq server,
+// a cron runner) name what holds the lock without reaching into the code
+// that takes it. Names longer than 100 bytes are cut; never put a secret in
+// one: anyone who can read the lock nodes can read it.
 func ContextWithHolder(ctx context.Context, name string) context.Context {
 	return context.WithValue(ctx, holderKey{}, name)
 }

@@ -54,7 +54,9 @@ func fitForLocking(cl redis.UniversalClient, nodeTimeout time.Duration) redis.Un
 	}
 	tuneForLocking(&o, nodeTimeout)
 	own := redis.NewClient(&o)
-	own.AddHook(withUserHooks(cl.(*redis.Client)))
+	conn := cl.(*redis.Client).Conn()
+	conn.AddHook(relay{})
+	own.AddHook(userHooks{conn: conn})
 	return own
 }
 
@@ -64,9 +66,6 @@ func fitForLocking(cl redis.UniversalClient, nodeTimeout time.Duration) redis.Un
 // of its own, so the code pointer cannot tell. TestDefaultDialerIsRecognised
 // keeps this true across go-redis versions.
 func isDefaultDialer(d func(context.Context, string, string) (net.Conn, error)) bool {
-	if d == nil {
-		return false
-	}
 	fn := runtime.FuncForPC(reflect.ValueOf(d).Pointer())
 	return fn != nil && strings.HasPrefix(fn.Name(), "github.com/redis/go-redis/v9.") && strings.Contains(fn.Name(), "NewDialer.func")
 }
@@ -82,13 +81,6 @@ func isDefaultDialer(d func(context.Context, string, string) (net.Conn, error)) 
 // and settings. The Conn never sends anything itself. Dials are the lock's
 // client's and do not pass the caller's dial hooks.
 type userHooks struct{ conn *redis.Conn }
-
-// withUserHooks returns user's hooks as a hook for the lock's client.
-func withUserHooks(user *redis.Client) userHooks {
-	conn := user.Conn()
-	conn.AddHook(relay{})
-	return userHooks{conn: conn}
-}
 
 // nextKey carries the lock's client's own next step (a redis.ProcessHook or
 // a redis.ProcessPipelineHook) through the caller's hooks to relay.
