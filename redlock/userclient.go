@@ -12,14 +12,11 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// unfitForLocking reports whether a caller's *redis.Client has settings
-// that make a dead or stuck node cost far more than the node timeout: each
-// node's calls run one batch at a time, so whatever one call to a dead node
-// costs, every call queued behind it waits too. They are command retries
-// (go-redis's default 3, each with backoff), more than one dial attempt
-// (default 5) and a disabled read or write timeout (a stuck node holds its
-// calls forever). Options are read after go-redis filled in its defaults.
-// Clients of other kinds are not checked.
+// unfitForLocking reports whether a caller's *redis.Client would let a dead
+// or stuck node hold every call queued behind it (docs/guide/OPERATIONS.md):
+// command retries (each with backoff), more than one dial attempt, no read
+// or write timeout. Options are read after go-redis filled in its defaults;
+// clients of other kinds are not checked.
 func unfitForLocking(cl redis.UniversalClient) bool {
 	rc, ok := cl.(*redis.Client)
 	if !ok {
