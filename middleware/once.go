@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -61,19 +62,12 @@ func TaskKeyFromContext(ctx context.Context) (string, bool) {
 // originalID is the ID a task was first enqueued with: a parked copy's
 // "id~rN" is "id".
 func originalID(id string) string {
-	if i := strings.LastIndex(id, resubmitMark); i > 0 && isDigits(id[i+len(resubmitMark):]) {
-		return id[:i]
-	}
-	return id
-}
-
-func isDigits(s string) bool {
-	for _, c := range s {
-		if c < '0' || c > '9' {
-			return false
+	if i := strings.LastIndex(id, resubmitMark); i > 0 {
+		if n := id[i+len(resubmitMark):]; n != "" && strings.Trim(n, "0123456789") == "" {
+			return id[:i]
 		}
 	}
-	return s != ""
+	return id
 }
 
 // recordID names a task's completion record: 128 bits of a hash of its
@@ -96,9 +90,8 @@ func (m *mw) lockOptsFor(t *asynq.Task, meta taskMeta) []redlock.LockOption {
 	if m.cfg.window <= 0 || meta.id == "" {
 		return m.cfg.lockOpts
 	}
-	opts := make([]redlock.LockOption, len(m.cfg.lockOpts), len(m.cfg.lockOpts)+1)
-	copy(opts, m.cfg.lockOpts)
-	return append(opts, lockutil.Completion(recordID(meta.id, t), m.cfg.window).(redlock.LockOption))
+	completion := lockutil.Completion(recordID(meta.id, t), m.cfg.window).(redlock.LockOption)
+	return append(slices.Clip(m.cfg.lockOpts), completion)
 }
 
 // skipCompleted ends the run, and reports true, when the acquisition found
@@ -162,13 +155,10 @@ const (
 
 // priorRuns reads a copy's retriedHeader (0 for a task that has none).
 func priorRuns(t *asynq.Task) int {
-	v, ok := t.Headers()[retriedHeader]
-	if !ok {
-		return 0
+	if v, ok := t.Headers()[retriedHeader]; ok {
+		if n, err := strconv.Atoi(v); err == nil && n > 0 {
+			return n
+		}
 	}
-	n, err := strconv.Atoi(v)
-	if err != nil || n < 0 {
-		return 0
-	}
-	return n
+	return 0
 }

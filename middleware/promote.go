@@ -5,6 +5,7 @@ import (
 	"errors"
 	"log/slog"
 	"math"
+	"slices"
 	"time"
 
 	"github.com/asynqlock/asynqlock/internal/lockutil"
@@ -36,28 +37,22 @@ func (m *mw) onTurn(ev turn, queue, res, id string) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	e := m.entry(res)
-	owed := e.owed
-	if ev != turnAsk && !e.contended(time.Now()) && owed == "" {
-		m.touched(res, e)
-		return
-	}
+	defer m.touched(res, e)
 	if ev != turnAsk {
+		if e.owed == "" && !e.contended(time.Now()) {
+			return
+		}
+		if e.owed != "" && e.owed != queue {
+			m.ask(res, e, e.owed, "")
+		}
 		e.owed = ""
 	}
-	if owed != "" && owed != queue && ev != turnAsk {
-		m.ask(res, e, owed, "")
+	switch {
+	case ev == turnEnd && (e.waiters > 0 || e.holders > m.cfg.limit):
+		e.owed = queue
+	case ev != turnLeft:
+		m.ask(res, e, queue, id) // an end's id is ""
 	}
-	switch ev {
-	case turnStart, turnAsk:
-		m.ask(res, e, queue, id)
-	case turnEnd:
-		if e.waiters > 0 || e.holders > m.cfg.limit {
-			e.owed = queue
-		} else {
-			m.ask(res, e, queue, "")
-		}
-	}
-	m.touched(res, e)
 }
 
 // ask asks for a promotion call for res in queue (m.mu held), reporting
@@ -269,15 +264,8 @@ func (e *resState) promo(queue string) *promoState {
 
 // dropPromos forgets e's promotion states that hold nothing.
 func (e *resState) dropPromos() {
-	kept := e.promos[:0]
-	for _, p := range e.promos {
-		if p.busy() {
-			kept = append(kept, p)
-		}
-	}
-	clear(e.promos[len(kept):])
-	e.promos = kept
-	if len(kept) == 0 {
+	e.promos = slices.DeleteFunc(e.promos, func(p *promoState) bool { return !p.busy() })
+	if len(e.promos) == 0 {
 		e.promos = nil
 	}
 }
