@@ -62,22 +62,20 @@ func markKey(queue, id string) string { return queuePrefix(queue) + parkMarkPart
 
 func outKey(queue, res string) string { return queuePrefix(queue) + parkOutPart + res }
 
-// parkScript records a parked task unless it was parked once already (its
-// mark). KEYS: fifo, the task's mark. ARGV: member, TTL ms. Returns -1
-// (parked before: do not park again) or the FIFO's length.
+// parkScript records a parked task at the FIFO's tail unless it was parked
+// once already (its mark); with ARGV[3] = 1 (repark: a task parked once came
+// back and found no room to wait) at its head whatever the mark, so that it
+// keeps its turn. KEYS: fifo, the task's mark. ARGV: member, TTL ms, head.
+// Returns -1 (parked before: do not park again) or the FIFO's length.
 var parkScript = redis.NewScript(`
-if redis.call('EXISTS', KEYS[2]) == 1 then return -1 end
-redis.call('SET', KEYS[2], '1', 'PX', ARGV[2])
-local n = redis.call('RPUSH', KEYS[1], ARGV[1])
-redis.call('PEXPIRE', KEYS[1], ARGV[2])
-return n`)
-
-// reparkScript records again, at the head of the FIFO, a task that was
-// parked once, came back and found no room to wait (a Room's wait places):
-// it keeps its turn. KEYS and ARGV as parkScript's (the mark unused).
-// Returns the FIFO's length.
-var reparkScript = redis.NewScript(`
-local n = redis.call('LPUSH', KEYS[1], ARGV[1])
+local n
+if ARGV[3] == '1' then
+  n = redis.call('LPUSH', KEYS[1], ARGV[1])
+else
+  if redis.call('EXISTS', KEYS[2]) == 1 then return -1 end
+  redis.call('SET', KEYS[2], '1', 'PX', ARGV[2])
+  n = redis.call('RPUSH', KEYS[1], ARGV[1])
+end
 redis.call('PEXPIRE', KEYS[1], ARGV[2])
 return n`)
 
@@ -103,14 +101,11 @@ if redis.call('EXISTS', KEYS[1]) == 0 then return {0} end
 local out = {0}
 local now = tonumber(ARGV[3])
 redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', now - tonumber(ARGV[7]))
-local queued = 0
-local outs = 0
+local queued, outs = 0, 0
 for _, o in ipairs(redis.call('ZRANGE', KEYS[2], 0, -1)) do
   local st = redis.call('HGET', ARGV[1] .. o, 'state')
-  if st == 'pending' then
-    queued = queued + 1
-    outs = outs + 1
-  elseif st == 'active' then
+  if st == 'pending' then queued = queued + 1 end
+  if st == 'pending' or st == 'active' then
     outs = outs + 1
   else
     redis.call('ZREM', KEYS[2], o)
@@ -164,7 +159,7 @@ type parked struct {
 // park records the running task id in res's FIFO, unless it was parked
 // once already (again).
 func (m *mw) park(ctx context.Context, queue, res, id string) (parked, error) {
-	nonce, n, err := m.record(ctx, parkScript, queue, res, id)
+	nonce, n, err := m.record(ctx, queue, res, id, false)
 	if err != nil || n < 0 {
 		return parked{again: n < 0}, err
 	}
@@ -172,20 +167,20 @@ func (m *mw) park(ctx context.Context, queue, res, id string) (parked, error) {
 }
 
 // repark records the running task, parked once already, at the head of
-// res's FIFO (reparkScript) and returns the nonce of its new conflict.
+// res's FIFO and returns the nonce of its new conflict.
 func (m *mw) repark(ctx context.Context, queue, res, id string) (nonce string, fifo int, err error) {
-	return m.record(ctx, reparkScript, queue, res, id)
+	return m.record(ctx, queue, res, id, true)
 }
 
-// record runs script, parkScript or reparkScript, for task id with a new
-// nonce; it returns the nonce and the script's answer.
-func (m *mw) record(ctx context.Context, script *redis.Script, queue, res, id string) (string, int, error) {
+// record runs parkScript for task id with a new nonce, at the FIFO's head
+// or not; it returns the nonce and the script's answer.
+func (m *mw) record(ctx context.Context, queue, res, id string, head bool) (string, int, error) {
 	nonce := newNonce()
 	member := strconv.FormatInt(time.Now().UnixMilli(), 10) + "|" + nonce + "|" + id
 	cctx, cancel := lockutil.Detached(ctx)
 	defer cancel()
-	n, err := script.Run(cctx, m.cfg.broker, []string{fifoKey(queue, res), markKey(queue, id)},
-		member, m.parkTTL().Milliseconds()).Int()
+	n, err := parkScript.Run(cctx, m.cfg.broker, []string{fifoKey(queue, res), markKey(queue, id)},
+		member, m.parkTTL().Milliseconds(), head).Int()
 	return nonce, n, err
 }
 
@@ -222,8 +217,11 @@ func promote(ctx context.Context, broker redis.UniversalClient, run taskInspecto
 	}
 	now := time.Now()
 	p := queuePrefix(queue)
-	args := append([]any{p + "t:", p + "pending", now.UnixMilli(), d.busy, parkSettle.Milliseconds(), d.idle,
-		promotedStale.Milliseconds(), p + parkMarkPart, p + "retry"}, anys(started)...)
+	args := []any{p + "t:", p + "pending", now.UnixMilli(), d.busy, parkSettle.Milliseconds(), d.idle,
+		promotedStale.Milliseconds(), p + parkMarkPart, p + "retry"}
+	for _, id := range started {
+		args = append(args, id)
+	}
 	vals, err := promoteScript.Run(ctx, broker, []string{fifo, promoted}, args...).Slice()
 	if err != nil || len(vals) == 0 {
 		return nil, 0, err
@@ -242,14 +240,6 @@ func promote(ctx context.Context, broker redis.UniversalClient, run taskInspecto
 		out = append(out, promotion{id: id, parked: now.Sub(time.UnixMilli(at))})
 	}
 	return out, int(left), err
-}
-
-func anys(ss []string) []any {
-	out := make([]any, len(ss))
-	for i, s := range ss {
-		out[i] = s
-	}
-	return out
 }
 
 func newNonce() string {

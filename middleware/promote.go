@@ -43,7 +43,7 @@ func (m *mw) onTurn(ev turn, queue, res, id string) {
 			return
 		}
 		if e.owed != "" && e.owed != queue {
-			m.ask(res, e, e.owed, "")
+			m.request(res, e, e.promo(e.owed), "")
 		}
 		e.owed = ""
 	}
@@ -51,23 +51,16 @@ func (m *mw) onTurn(ev turn, queue, res, id string) {
 	case ev == turnEnd && (e.waiters > 0 || e.holders > m.cfg.limit):
 		e.owed = queue
 	case ev != turnLeft:
-		m.ask(res, e, queue, id) // an end's id is ""
+		m.request(res, e, e.promo(queue), id) // an end's id is ""
 	}
 }
 
-// ask asks for a promotion call for res in queue (m.mu held), reporting
-// started (a task ID, or ""), and starts its goroutine if none runs.
-func (m *mw) ask(res string, e *resState, queue, started string) {
-	p := e.promo(queue)
+// request asks for a call for p (m.mu held), reporting started (a task ID,
+// or ""), and starts its goroutine if none runs.
+func (m *mw) request(res string, e *resState, p *promoState, started string) {
 	if started != "" {
 		p.started = append(p.started, started)
 	}
-	m.request(res, e, p)
-}
-
-// request asks for a call for p (m.mu held), starting its goroutine if none
-// runs.
-func (m *mw) request(res string, e *resState, p *promoState) {
 	p.req = true
 	if !p.running {
 		p.running = true
@@ -171,7 +164,7 @@ func (m *mw) followUp(res string, e *resState, p *promoState, now bool) {
 			return
 		}
 		p.backoff = min(2*d, followMax)
-		m.request(res, e, p)
+		m.request(res, e, p, "")
 	})
 }
 
@@ -193,9 +186,7 @@ func (m *mw) promoted(res string, e *resState, p *promoState, moved []promotion,
 	if len(moved) > 0 {
 		p.backoff = followFirst
 	}
-	if p.parked && now.Sub(p.since) >= followFor {
-		p.parked = false // given up: the tasks return by their backstop
-	}
+	p.parked = p.parked && now.Sub(p.since) < followFor // past it, given up: the backstop brings them
 	if p.parked {
 		e.contention(now)
 		m.followUp(res, e, p, false)

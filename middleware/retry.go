@@ -49,19 +49,15 @@ func quorumLost(err error) bool {
 func IsFailure(err error) bool { return !errors.Is(err, ErrConflict) }
 
 // Requeue delays: a busy resource is retried soon; unreachable lock nodes a
-// little later.
-const (
-	conflictDelayMin = 200 * time.Millisecond
-	conflictDelayMax = time.Second
-	quorumDelayMin   = time.Second
-	quorumDelayMax   = 5 * time.Second
-)
-
-// Delay of a task recovered from a crashed worker (asynq.ErrLeaseExpired):
-// short, since it already waited about a minute in asynq's recoverer (see
+// little later. A task recovered from a crashed worker (asynq.ErrLeaseExpired)
+// soon too, since it already waited about a minute in asynq's recoverer (see
 // RetryDelay), and jittered, since a crash returns up to a worker's
 // concurrency of tasks at once.
 const (
+	conflictDelayMin     = 200 * time.Millisecond
+	conflictDelayMax     = time.Second
+	quorumDelayMin       = time.Second
+	quorumDelayMax       = 5 * time.Second
 	leaseExpiredDelayMin = 100 * time.Millisecond
 	leaseExpiredDelayMax = time.Second
 )
