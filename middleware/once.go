@@ -16,10 +16,7 @@ import (
 )
 
 // defaultWindow is how long a task's completion record is kept by default
-// (WithCompletionWindow): past asynq's re-delivery of a task whose
-// completion the broker could not record (its lease, 30s, expires; the
-// recoverer, every minute, puts it back; it runs after its retry delay),
-// with room for a broker outage of most of an hour. A variable: the
+// (WithCompletionWindow, docs/guide/RELIABILITY.md, "Once"). A variable: the
 // package's tests, whose fake metadata gives every task the same ID, set 0.
 var defaultWindow = time.Hour
 
@@ -95,14 +92,10 @@ func (m *mw) lockOptsFor(t *asynq.Task, meta taskMeta) []redlock.LockOption {
 }
 
 // skipCompleted ends the run, and reports true, when the acquisition found
-// the completion record of the run this delivery repeats: a run completed
-// under the lock and asynq's retry count grew since (its recoverer brings
-// back a task whose completion it missed, counting a failure). A record of
-// a run not below this delivery's (a fresh enqueue reusing the ID, an
-// operator's re-run) is no such run: the task runs, and its release deletes
-// that record (docs/guide/RELIABILITY.md, "Once", argues the rule). A
-// skipped delivery releases the lock and completes, its result saying why
-// and when the run completed (on the lock nodes' clock).
+// the completion record of a run below this delivery's (asynq's retry count
+// grew since: a re-delivery). Any other record is forgotten and the task
+// runs (docs/guide/RELIABILITY.md, "Once", argues the rule). A skipped
+// delivery releases the lock and completes, its result saying why.
 func (r *taskRun) skipCompleted(ctx context.Context) bool {
 	rec := lockutil.MechanicsOf(r.lock)
 	run := rec.CompletedRun()

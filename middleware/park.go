@@ -194,14 +194,12 @@ type promotion struct {
 }
 
 // promote counts the started tasks as arrived and keeps up to d.busy
-// promoted tasks of res on their way, d.idle while the queue has no
-// backlog; it returns the tasks it promoted and how many records remain.
-// With parked (res had records at the last call) it runs the script at once,
-// one round trip; without, plain commands first, cheaper for a resource with
-// nothing parked (the common case), and the script only if the FIFO exists.
-// A task the script picked that run cannot move (it came back by itself
-// meanwhile) is not reported.
-func promote(ctx context.Context, broker redis.UniversalClient, run taskInspector, queue, res string, started []string, d depths, parked bool) ([]promotion, int, error) {
+// promoted tasks of res on their way, d.idle without a backlog; it returns
+// the tasks it moved and how many records remain. Without parked (no records
+// at the last call) plain commands go first, cheaper for a resource with
+// nothing parked, and the script only if the FIFO exists.
+func promote(ctx context.Context, broker redis.UniversalClient, run taskInspector, queue, res string,
+	started []string, d depths, parked bool) ([]promotion, int, error) {
 	fifo, promoted := fifoKey(queue, res), outKey(queue, res)
 	if !parked {
 		pipe := broker.Pipeline()
@@ -235,7 +233,7 @@ func promote(ctx context.Context, broker redis.UniversalClient, run taskInspecto
 			if !errors.Is(rerr, asynq.ErrTaskNotFound) && !strings.Contains(rerr.Error(), "already") {
 				err = rerr
 			}
-			continue
+			continue // gone, or back by itself meanwhile: not reported
 		}
 		out = append(out, promotion{id: id, parked: now.Sub(time.UnixMilli(at))})
 	}

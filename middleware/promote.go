@@ -23,13 +23,10 @@ const (
 )
 
 // onTurn is the one observer of a resource's starts and ends that promotes
-// its parked tasks, up to promoteDepth on their way at once across
-// processes; its calls run in the background, one goroutine at a time per
-// resource and queue, and only for a resource that met contention here
-// lately. A run's end whose turn passes in this process (a task of it waits
-// or already holds) owes its promotion to the next start, leaving waiter or
-// end: one broker call per turn, not two (docs/guide/HOTKEYS.md, "Promote
-// ahead" and "Who promotes"). One queue is owed per resource.
+// its parked tasks, in the background, only for a resource that met
+// contention here lately. An end whose turn passes in this process owes its
+// promotion to the next start, leaving waiter or end: one broker call per
+// turn, not two (docs/guide/HOTKEYS.md, "Promote ahead", "Who promotes").
 func (m *mw) onTurn(ev turn, queue, res, id string) {
 	if m.cfg.broker == nil || queue == "" && ev != turnLeft {
 		return
@@ -75,13 +72,10 @@ type depths struct {
 }
 
 // promoteDepth is as many promoted tasks as one process lets wait (at
-// least 2: a promoted task whose process is gone must not stop promotion)
-// while the queue has a backlog, and three times that without one, so that
-// more turns pass locally; n times that for n slots (WithLimit). Under a
-// Room both are at most res's share of the wait places, so that k hot
-// resources together bring no more tasks than a process lets wait; the
-// default places (atOnce) bound waiters only, not the depth
-// (docs/guide/HOTKEYS.md, "Several hot resources").
+// least 2: a promoted task whose process is gone must not stop promotion),
+// three times that without a backlog, n times for n slots (WithLimit); under
+// a Room at most res's share of the wait places (docs/guide/HOTKEYS.md,
+// "Promote ahead", "Several hot resources").
 func (m *mw) promoteDepth(res string) depths {
 	n, share := max(1, m.cfg.room.maxWaiters)*m.cfg.limit, math.MaxInt
 	if m.atOnce == nil {
