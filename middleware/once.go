@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -15,10 +16,7 @@ import (
 )
 
 // defaultWindow is how long a task's completion record is kept by default
-// (WithCompletionWindow): past asynq's re-delivery of a task whose
-// completion the broker could not record (its lease, 30s, expires; the
-// recoverer, every minute, puts it back; it runs after its retry delay),
-// with room for a broker outage of most of an hour. A variable: the
+// (WithCompletionWindow, docs/guide/RELIABILITY.md, "Once"). A variable: the
 // package's tests, whose fake metadata gives every task the same ID, set 0.
 var defaultWindow = time.Hour
 
@@ -61,19 +59,12 @@ func TaskKeyFromContext(ctx context.Context) (string, bool) {
 // originalID is the ID a task was first enqueued with: a parked copy's
 // "id~rN" is "id".
 func originalID(id string) string {
-	if i := strings.LastIndex(id, resubmitMark); i > 0 && isDigits(id[i+len(resubmitMark):]) {
-		return id[:i]
-	}
-	return id
-}
-
-func isDigits(s string) bool {
-	for _, c := range s {
-		if c < '0' || c > '9' {
-			return false
+	if i := strings.LastIndex(id, resubmitMark); i > 0 {
+		if n := id[i+len(resubmitMark):]; n != "" && strings.Trim(n, "0123456789") == "" {
+			return id[:i]
 		}
 	}
-	return s != ""
+	return id
 }
 
 // recordID names a task's completion record: 128 bits of a hash of its
@@ -96,20 +87,15 @@ func (m *mw) lockOptsFor(t *asynq.Task, meta taskMeta) []redlock.LockOption {
 	if m.cfg.window <= 0 || meta.id == "" {
 		return m.cfg.lockOpts
 	}
-	opts := make([]redlock.LockOption, len(m.cfg.lockOpts), len(m.cfg.lockOpts)+1)
-	copy(opts, m.cfg.lockOpts)
-	return append(opts, lockutil.Completion(recordID(meta.id, t), m.cfg.window).(redlock.LockOption))
+	completion := lockutil.Completion(recordID(meta.id, t), m.cfg.window).(redlock.LockOption)
+	return append(slices.Clip(m.cfg.lockOpts), completion)
 }
 
 // skipCompleted ends the run, and reports true, when the acquisition found
-// the completion record of the run this delivery repeats: a run completed
-// under the lock and asynq's retry count grew since (its recoverer brings
-// back a task whose completion it missed, counting a failure). A record of
-// a run not below this delivery's (a fresh enqueue reusing the ID, an
-// operator's re-run) is no such run: the task runs, and its release deletes
-// that record (docs/guide/RELIABILITY.md, "Once", argues the rule). A
-// skipped delivery releases the lock and completes, its result saying why
-// and when the run completed (on the lock nodes' clock).
+// the completion record of a run below this delivery's (asynq's retry count
+// grew since: a re-delivery). Any other record is forgotten and the task
+// runs (docs/guide/RELIABILITY.md, "Once", argues the rule). A skipped
+// delivery releases the lock and completes, its result saying why.
 func (r *taskRun) skipCompleted(ctx context.Context) bool {
 	rec := lockutil.MechanicsOf(r.lock)
 	run := rec.CompletedRun()
@@ -162,13 +148,10 @@ const (
 
 // priorRuns reads a copy's retriedHeader (0 for a task that has none).
 func priorRuns(t *asynq.Task) int {
-	v, ok := t.Headers()[retriedHeader]
-	if !ok {
-		return 0
+	if v, ok := t.Headers()[retriedHeader]; ok {
+		if n, err := strconv.Atoi(v); err == nil && n > 0 {
+			return n
+		}
 	}
-	n, err := strconv.Atoi(v)
-	if err != nil || n < 0 {
-		return 0
-	}
-	return n
+	return 0
 }

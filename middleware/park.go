@@ -35,10 +35,8 @@ const (
 	parkBackstopMax = time.Minute
 	// parkDueMargin: a parked task due in the retry set this soon is left
 	// to asynq's forwarder (a RunTask racing it could run it again after it
-	// completed). Retry scores are whole seconds, so a task parked for
-	// parkBackstopMin is due 2-3s later: its record stays promotable for
-	// 1.5s at least (with a 2s minimum and a 1s margin, none at worst: a
-	// hot resource's drain then stalled until the forwarder's next round).
+	// completed); small, so that a record stays promotable 1.5s at least
+	// (docs/guide/HOTKEYS.md, "Why it is safe").
 	parkDueMargin = 500 * time.Millisecond
 	parkMarkTTL   = 10 * time.Minute
 	// parkSettle is how long a record may name a task that is not yet in
@@ -64,52 +62,33 @@ func markKey(queue, id string) string { return queuePrefix(queue) + parkMarkPart
 
 func outKey(queue, res string) string { return queuePrefix(queue) + parkOutPart + res }
 
-// parkScript records a parked task unless it was parked once already (its
-// mark). KEYS: fifo, the task's mark. ARGV: member, fifo TTL ms, mark TTL
-// ms. Returns -1 (parked before: do not park again) or the FIFO's length.
+// parkScript records a parked task at the FIFO's tail unless it was parked
+// once already (its mark); with ARGV[3] = 1 (repark: a task parked once came
+// back and found no room to wait) at its head whatever the mark, so that it
+// keeps its turn. KEYS: fifo, the task's mark. ARGV: member, TTL ms, head.
+// Returns -1 (parked before: do not park again) or the FIFO's length.
 var parkScript = redis.NewScript(`
-if redis.call('EXISTS', KEYS[2]) == 1 then return -1 end
-redis.call('SET', KEYS[2], '1', 'PX', ARGV[3])
-local n = redis.call('RPUSH', KEYS[1], ARGV[1])
-redis.call('PEXPIRE', KEYS[1], ARGV[2])
-return n`)
-
-// reparkScript records again, at the head of the FIFO, a task that was
-// parked once, came back and found no room to wait (a Room's wait places): it keeps
-// its turn. KEYS: fifo. ARGV: member, fifo TTL ms. Returns the FIFO's
-// length.
-var reparkScript = redis.NewScript(`
-local n = redis.call('LPUSH', KEYS[1], ARGV[1])
+local n
+if ARGV[3] == '1' then
+  n = redis.call('LPUSH', KEYS[1], ARGV[1])
+else
+  if redis.call('EXISTS', KEYS[2]) == 1 then return -1 end
+  redis.call('SET', KEYS[2], '1', 'PX', ARGV[2])
+  n = redis.call('RPUSH', KEYS[1], ARGV[1])
+end
 redis.call('PEXPIRE', KEYS[1], ARGV[2])
 return n`)
 
 // promoteScript keeps up to ARGV[4] promoted tasks of a resource on their
-// way (pending, or waiting in a worker, and not started yet; promote removes
-// the tasks that started from the zset), or up to ARGV[6] while no other
-// task of the queue is pending (no backlog: promoted tasks then wait in
-// workers nobody else needs): it picks as many parked tasks of the FIFO as
-// there is room for and returns them; promote moves each to the back of its
-// queue's pending list with asynq's Inspector.RunTask (tasks queued before
-// them are not overtaken). The script writes only the middleware's own keys
-// and reads a task's state and last error: a record is trusted only if its
-// task is still parked by that very conflict, in the retry set (or, on a
-// last retry, the archive) with the record's nonce in its last error. A
-// completed task kept by Retention, a task already pending or running, one
-// retried for another reason: all are dropped, never run again. A record
-// whose task has not reached the set yet keeps its place for parkSettle
-// (later records may be promoted past it).
-// A record whose task is due in the retry set within parkDueMargin is dropped:
-// asynq's forwarder brings it back, and a RunTask racing it could run it
-// again after it completed (RunTask moves a completed task too).
-// It first counts the started tasks (ARGV[10] on) as arrived and removes
-// their marks (they ran: the mark has done its work), and stops there when
-// the FIFO does not exist, so that a resource with tasks parked needs one
-// round trip in all. A promoted task that is neither pending nor active any
-// more (it ran, in a process that did not call) no longer counts as on its
-// way; one that is active may be waiting for the turn, and still counts.
-// A record dropped because its task is no longer parked (it came back by
-// its backstop) removes the task's mark if the task is gone or done, and
-// shortens it to promotedMark if it is running.
+// way (pending, or active and not started yet), ARGV[6] while no other task
+// of the queue is pending; it picks as many parked tasks of the FIFO as
+// there is room for and returns them, and promote moves each with asynq's
+// Inspector.RunTask. It writes only the middleware's own keys and trusts a
+// record only if its task is still parked by that very conflict (the
+// record's nonce in its last error); it first counts the started tasks
+// (ARGV[10] on) as arrived, so that a resource with tasks parked needs one
+// round trip. docs/guide/HOTKEYS.md ("Promote ahead", "Who promotes", "Why
+// it is safe") says why each record is kept, dropped or promoted.
 // KEYS: fifo, promoted zset. ARGV: task key prefix, pending key, now (ms),
 // depth, settle (ms), depth without backlog, stale (ms), mark prefix, retry
 // key, started IDs... Returns {remaining, id1, at1, id2, at2...}.
@@ -122,14 +101,11 @@ if redis.call('EXISTS', KEYS[1]) == 0 then return {0} end
 local out = {0}
 local now = tonumber(ARGV[3])
 redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', now - tonumber(ARGV[7]))
-local queued = 0
-local outs = 0
+local queued, outs = 0, 0
 for _, o in ipairs(redis.call('ZRANGE', KEYS[2], 0, -1)) do
   local st = redis.call('HGET', ARGV[1] .. o, 'state')
-  if st == 'pending' then
-    queued = queued + 1
-    outs = outs + 1
-  elseif st == 'active' then
+  if st == 'pending' then queued = queued + 1 end
+  if st == 'pending' or st == 'active' then
     outs = outs + 1
   else
     redis.call('ZREM', KEYS[2], o)
@@ -156,7 +132,7 @@ for scanned = 1, ` + strconv.Itoa(parkScan) + ` do
       redis.call('ZADD', KEYS[2], now, id)
       moved = moved + 1
       table.insert(out, id)
-      table.insert(out, at)
+      table.insert(out, tonumber(at))
     elseif not state or state == 'completed' then
       redis.call('DEL', ARGV[8] .. id)
     elseif state == 'active' and redis.call('PTTL', ARGV[8] .. id) > ` + strconv.FormatInt(promotedMark.Milliseconds(), 10) + ` then
@@ -183,33 +159,29 @@ type parked struct {
 // park records the running task id in res's FIFO, unless it was parked
 // once already (again).
 func (m *mw) park(ctx context.Context, queue, res, id string) (parked, error) {
-	p := parked{nonce: newNonce()}
-	member := strconv.FormatInt(time.Now().UnixMilli(), 10) + "|" + p.nonce + "|" + id
-	ttl := m.parkTTL()
-	cctx, cancel := lockutil.Detached(ctx)
-	defer cancel()
-	n, err := parkScript.Run(cctx, m.cfg.broker, []string{fifoKey(queue, res), markKey(queue, id)},
-		member, ttl.Milliseconds(), ttl.Milliseconds()).Int()
-	if err != nil {
-		return p, err
+	nonce, n, err := m.record(ctx, queue, res, id, false)
+	if err != nil || n < 0 {
+		return parked{again: n < 0}, err
 	}
-	if n < 0 {
-		return parked{again: true}, nil
-	}
-	p.fifo = n
-	return p, nil
+	return parked{fifo: n, nonce: nonce}, nil
 }
 
 // repark records the running task, parked once already, at the head of
-// res's FIFO (reparkScript) and returns the nonce of its new conflict.
+// res's FIFO and returns the nonce of its new conflict.
 func (m *mw) repark(ctx context.Context, queue, res, id string) (nonce string, fifo int, err error) {
-	nonce = newNonce()
+	return m.record(ctx, queue, res, id, true)
+}
+
+// record runs parkScript for task id with a new nonce, at the FIFO's head
+// or not; it returns the nonce and the script's answer.
+func (m *mw) record(ctx context.Context, queue, res, id string, head bool) (string, int, error) {
+	nonce := newNonce()
 	member := strconv.FormatInt(time.Now().UnixMilli(), 10) + "|" + nonce + "|" + id
-	ttl := m.parkTTL()
 	cctx, cancel := lockutil.Detached(ctx)
 	defer cancel()
-	fifo, err = reparkScript.Run(cctx, m.cfg.broker, []string{fifoKey(queue, res)}, member, ttl.Milliseconds()).Int()
-	return nonce, fifo, err
+	n, err := parkScript.Run(cctx, m.cfg.broker, []string{fifoKey(queue, res), markKey(queue, id)},
+		member, m.parkTTL().Milliseconds(), head).Int()
+	return nonce, n, err
 }
 
 // parkTTL is how long a park record and mark live.
@@ -221,32 +193,20 @@ type promotion struct {
 	parked time.Duration // how long it was parked
 }
 
-// runner moves a task to its queue's pending list; *asynq.Inspector
-// satisfies it.
-type runner interface {
-	RunTask(queue, id string) error
-}
-
 // promote counts the started tasks as arrived and keeps up to d.busy
-// promoted tasks of res on their way, d.idle while the queue has no
-// backlog; it returns the tasks it promoted and how many records remain.
-// With parked (res had records at the last call) it runs the script at once,
-// one round trip; without, plain commands first, cheaper for a resource with
-// nothing parked (the common case), and the script only if the FIFO exists.
-// A task the script picked that run cannot move (it came back by itself
-// meanwhile) is not reported.
-func promote(ctx context.Context, broker redis.UniversalClient, run runner, queue, res string, started []string, d depths, parked bool) ([]promotion, int, error) {
+// promoted tasks of res on their way, d.idle without a backlog; it returns
+// the tasks it moved and how many records remain. Without parked (no records
+// at the last call) plain commands go first, cheaper for a resource with
+// nothing parked, and the script only if the FIFO exists.
+func promote(ctx context.Context, broker redis.UniversalClient, run taskInspector, queue, res string,
+	started []string, d depths, parked bool) ([]promotion, int, error) {
 	fifo, promoted := fifoKey(queue, res), outKey(queue, res)
 	if !parked {
 		pipe := broker.Pipeline()
 		exists := pipe.Exists(ctx, fifo)
-		if len(started) > 0 {
-			pipe.ZRem(ctx, promoted, anys(started)...)
-			marks := make([]string, len(started))
-			for i, id := range started {
-				marks[i] = markKey(queue, id)
-			}
-			pipe.Del(ctx, marks...)
+		for _, id := range started {
+			pipe.ZRem(ctx, promoted, id)
+			pipe.Del(ctx, markKey(queue, id))
 		}
 		if _, err := pipe.Exec(ctx); err != nil || exists.Val() == 0 {
 			return nil, 0, err
@@ -255,8 +215,11 @@ func promote(ctx context.Context, broker redis.UniversalClient, run runner, queu
 	}
 	now := time.Now()
 	p := queuePrefix(queue)
-	args := append([]any{p + "t:", p + "pending", now.UnixMilli(), d.busy, parkSettle.Milliseconds(), d.idle,
-		promotedStale.Milliseconds(), p + parkMarkPart, p + "retry"}, anys(started)...)
+	args := []any{p + "t:", p + "pending", now.UnixMilli(), d.busy, parkSettle.Milliseconds(), d.idle,
+		promotedStale.Milliseconds(), p + parkMarkPart, p + "retry"}
+	for _, id := range started {
+		args = append(args, id)
+	}
 	vals, err := promoteScript.Run(ctx, broker, []string{fifo, promoted}, args...).Slice()
 	if err != nil || len(vals) == 0 {
 		return nil, 0, err
@@ -265,25 +228,16 @@ func promote(ctx context.Context, broker redis.UniversalClient, run runner, queu
 	var out []promotion
 	for i := 1; i+1 < len(vals); i += 2 {
 		id, _ := vals[i].(string)
-		at, _ := vals[i+1].(string)
+		at, _ := vals[i+1].(int64)
 		if rerr := run.RunTask(queue, id); rerr != nil {
 			if !errors.Is(rerr, asynq.ErrTaskNotFound) && !strings.Contains(rerr.Error(), "already") {
 				err = rerr
 			}
-			continue
+			continue // gone, or back by itself meanwhile: not reported
 		}
-		ms, _ := strconv.ParseInt(at, 10, 64)
-		out = append(out, promotion{id: id, parked: now.Sub(time.UnixMilli(ms))})
+		out = append(out, promotion{id: id, parked: now.Sub(time.UnixMilli(at))})
 	}
 	return out, int(left), err
-}
-
-func anys(ss []string) []any {
-	out := make([]any, len(ss))
-	for i, s := range ss {
-		out[i] = s
-	}
-	return out
 }
 
 func newNonce() string {

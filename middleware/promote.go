@@ -5,6 +5,7 @@ import (
 	"errors"
 	"log/slog"
 	"math"
+	"slices"
 	"time"
 
 	"github.com/asynqlock/asynqlock/internal/lockutil"
@@ -22,13 +23,10 @@ const (
 )
 
 // onTurn is the one observer of a resource's starts and ends that promotes
-// its parked tasks, up to promoteDepth on their way at once across
-// processes; its calls run in the background, one goroutine at a time per
-// resource and queue, and only for a resource that met contention here
-// lately. A run's end whose turn passes in this process (a task of it waits
-// or already holds) owes its promotion to the next start, leaving waiter or
-// end: one broker call per turn, not two (docs/guide/HOTKEYS.md, "Promote
-// ahead" and "Who promotes"). One queue is owed per resource.
+// its parked tasks, in the background, only for a resource that met
+// contention here lately. An end whose turn passes in this process owes its
+// promotion to the next start, leaving waiter or end: one broker call per
+// turn, not two (docs/guide/HOTKEYS.md, "Promote ahead", "Who promotes").
 func (m *mw) onTurn(ev turn, queue, res, id string) {
 	if m.cfg.broker == nil || queue == "" && ev != turnLeft {
 		return
@@ -36,43 +34,30 @@ func (m *mw) onTurn(ev turn, queue, res, id string) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	e := m.entry(res)
-	owed := e.owed
-	if ev != turnAsk && !e.contended(time.Now()) && owed == "" {
-		m.touched(res, e)
-		return
-	}
+	defer m.touched(res, e)
 	if ev != turnAsk {
+		if e.owed == "" && !e.contended(time.Now()) {
+			return
+		}
+		if e.owed != "" && e.owed != queue {
+			m.request(res, e, e.promo(e.owed), "")
+		}
 		e.owed = ""
 	}
-	if owed != "" && owed != queue && ev != turnAsk {
-		m.ask(res, e, owed, "")
+	switch {
+	case ev == turnEnd && (e.waiters > 0 || e.holders > m.cfg.limit):
+		e.owed = queue
+	case ev != turnLeft:
+		m.request(res, e, e.promo(queue), id) // an end's id is ""
 	}
-	switch ev {
-	case turnStart, turnAsk:
-		m.ask(res, e, queue, id)
-	case turnEnd:
-		if e.waiters > 0 || e.holders > m.cfg.limit {
-			e.owed = queue
-		} else {
-			m.ask(res, e, queue, "")
-		}
-	}
-	m.touched(res, e)
 }
 
-// ask asks for a promotion call for res in queue (m.mu held), reporting
-// started (a task ID, or ""), and starts its goroutine if none runs.
-func (m *mw) ask(res string, e *resState, queue, started string) {
-	p := e.promo(queue)
+// request asks for a call for p (m.mu held), reporting started (a task ID,
+// or ""), and starts its goroutine if none runs.
+func (m *mw) request(res string, e *resState, p *promoState, started string) {
 	if started != "" {
 		p.started = append(p.started, started)
 	}
-	m.request(res, e, p)
-}
-
-// request asks for a call for p (m.mu held), starting its goroutine if none
-// runs.
-func (m *mw) request(res string, e *resState, p *promoState) {
 	p.req = true
 	if !p.running {
 		p.running = true
@@ -87,13 +72,10 @@ type depths struct {
 }
 
 // promoteDepth is as many promoted tasks as one process lets wait (at
-// least 2: a promoted task whose process is gone must not stop promotion)
-// while the queue has a backlog, and three times that without one, so that
-// more turns pass locally; n times that for n slots (WithLimit). Under a
-// Room both are at most res's share of the wait places, so that k hot
-// resources together bring no more tasks than a process lets wait; the
-// default places (atOnce) bound waiters only, not the depth
-// (docs/guide/HOTKEYS.md, "Several hot resources").
+// least 2: a promoted task whose process is gone must not stop promotion),
+// three times that without a backlog, n times for n slots (WithLimit); under
+// a Room at most res's share of the wait places (docs/guide/HOTKEYS.md,
+// "Promote ahead", "Several hot resources").
 func (m *mw) promoteDepth(res string) depths {
 	n, share := max(1, m.cfg.room.maxWaiters)*m.cfg.limit, math.MaxInt
 	if m.atOnce == nil {
@@ -176,7 +158,7 @@ func (m *mw) followUp(res string, e *resState, p *promoState, now bool) {
 			return
 		}
 		p.backoff = min(2*d, followMax)
-		m.request(res, e, p)
+		m.request(res, e, p, "")
 	})
 }
 
@@ -198,9 +180,7 @@ func (m *mw) promoted(res string, e *resState, p *promoState, moved []promotion,
 	if len(moved) > 0 {
 		p.backoff = followFirst
 	}
-	if p.parked && now.Sub(p.since) >= followFor {
-		p.parked = false // given up: the tasks return by their backstop
-	}
+	p.parked = p.parked && now.Sub(p.since) < followFor // past it, given up: the backstop brings them
 	if p.parked {
 		e.contention(now)
 		m.followUp(res, e, p, false)
@@ -269,15 +249,8 @@ func (e *resState) promo(queue string) *promoState {
 
 // dropPromos forgets e's promotion states that hold nothing.
 func (e *resState) dropPromos() {
-	kept := e.promos[:0]
-	for _, p := range e.promos {
-		if p.busy() {
-			kept = append(kept, p)
-		}
-	}
-	clear(e.promos[len(kept):])
-	e.promos = kept
-	if len(kept) == 0 {
+	e.promos = slices.DeleteFunc(e.promos, func(p *promoState) bool { return !p.busy() })
+	if len(e.promos) == 0 {
 		e.promos = nil
 	}
 }

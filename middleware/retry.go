@@ -25,8 +25,7 @@ type conflictError struct {
 
 func (e *conflictError) Error() string {
 	what := ErrConflict.Error()
-	if errors.Is(e.cause, redlock.ErrQuorum) && !errors.Is(e.cause, redlock.ErrLocked) {
-		// Not a busy resource: an outage of the lock nodes.
+	if quorumLost(e.cause) {
 		what = "middleware: lock nodes unreachable, task requeued"
 	}
 	if e.nonce != "" {
@@ -37,6 +36,11 @@ func (e *conflictError) Error() string {
 
 func (e *conflictError) Unwrap() []error { return []error{ErrConflict, e.cause} }
 
+// quorumLost tells a lock not had for want of a quorum, not a busy resource.
+func quorumLost(err error) bool {
+	return errors.Is(err, redlock.ErrQuorum) && !errors.Is(err, redlock.ErrLocked)
+}
+
 // IsFailure is for asynq.Config.IsFailure: a conflict is not a failure, so
 // it neither counts in failure metrics nor consumes the task's retry budget.
 // To combine it with a check of your own:
@@ -45,19 +49,15 @@ func (e *conflictError) Unwrap() []error { return []error{ErrConflict, e.cause} 
 func IsFailure(err error) bool { return !errors.Is(err, ErrConflict) }
 
 // Requeue delays: a busy resource is retried soon; unreachable lock nodes a
-// little later.
-const (
-	conflictDelayMin = 200 * time.Millisecond
-	conflictDelayMax = time.Second
-	quorumDelayMin   = time.Second
-	quorumDelayMax   = 5 * time.Second
-)
-
-// Delay of a task recovered from a crashed worker (asynq.ErrLeaseExpired):
-// short, since it already waited about a minute in asynq's recoverer (see
+// little later. A task recovered from a crashed worker (asynq.ErrLeaseExpired)
+// soon too, since it already waited about a minute in asynq's recoverer (see
 // RetryDelay), and jittered, since a crash returns up to a worker's
 // concurrency of tasks at once.
 const (
+	conflictDelayMin     = 200 * time.Millisecond
+	conflictDelayMax     = time.Second
+	quorumDelayMin       = time.Second
+	quorumDelayMax       = 5 * time.Second
 	leaseExpiredDelayMin = 100 * time.Millisecond
 	leaseExpiredDelayMax = time.Second
 )
@@ -73,10 +73,15 @@ const (
 // has expired by the time asynq recovers it (docs/guide/MIDDLEWARE.md,
 // "Conflicts", says why waiting longer protects nothing).
 func RetryDelay(n int, err error, t *asynq.Task) time.Duration {
-	if d, ok := conflictDelay(err); ok {
-		return d
-	}
-	if errors.Is(err, asynq.ErrLeaseExpired) {
+	var ce *conflictError
+	switch {
+	case errors.Is(err, ErrConflict) && quorumLost(err):
+		return jitter(quorumDelayMin, quorumDelayMax)
+	case errors.As(err, &ce) && ce.delay > 0:
+		return ce.delay
+	case errors.Is(err, ErrConflict):
+		return jitter(conflictDelayMin, conflictDelayMax)
+	case errors.Is(err, asynq.ErrLeaseExpired):
 		return jitter(leaseExpiredDelayMin, leaseExpiredDelayMax)
 	}
 	return asynq.DefaultRetryDelayFunc(n, err, t)
@@ -85,19 +90,4 @@ func RetryDelay(n int, err error, t *asynq.Task) time.Duration {
 // jitter returns a random duration in [lo, hi).
 func jitter(lo, hi time.Duration) time.Duration {
 	return lo + time.Duration(rand.Int64N(int64(hi-lo)))
-}
-
-func conflictDelay(err error) (time.Duration, bool) {
-	if !errors.Is(err, ErrConflict) {
-		return 0, false
-	}
-	lo, hi := conflictDelayMin, conflictDelayMax
-	var ce *conflictError
-	switch {
-	case errors.Is(err, redlock.ErrQuorum) && !errors.Is(err, redlock.ErrLocked):
-		lo, hi = quorumDelayMin, quorumDelayMax
-	case errors.As(err, &ce) && ce.delay > 0:
-		return ce.delay, true
-	}
-	return jitter(lo, hi), true
 }

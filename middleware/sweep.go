@@ -14,14 +14,11 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// The archive sweep. A busy task on its last retry waits parked in asynq's
-// archive and its parker brings it back (reviveLater). If that process
-// stops and no task of the resource runs while the park's record lives,
-// nothing else would: so every process whose middleware (WithBroker) runs
-// tasks of a queue looks at the queue's latest archived tasks and moves
-// back one parked for longer than its parker keeps trying. One process
-// alone moves a task (a claim in the broker), because RunTask also moves a
-// task that completed meanwhile.
+// The archive sweep moves back a task parked on its last retry (in asynq's
+// archive) whose parker stopped before bringing it back (reviveLater;
+// docs/guide/MIDDLEWARE.md, "Hot resources and last retries", says when).
+// One process alone moves a task (a claim in the broker), because RunTask
+// also moves a task that completed meanwhile.
 var (
 	sweepEvery = time.Minute
 	sweepAfter = reviveFor + reviveStep // past the parker's own tries
