@@ -183,18 +183,21 @@ func TestFencingAndMaxHold(t *testing.T) {
 
 // TestProgressModeRetriesFailedExtension: in progress mode an extension that
 // fails is retried soon, not a whole period later. The node refuses every
-// command across two extension ticks (200ms and 400ms); a handler that keeps reporting
-// progress must keep its lock through it.
+// command across two extension ticks (1s and 2s of a 3s TTL); a handler that
+// keeps reporting progress must keep its lock through it. Without the retries
+// the next try would come at 3s, after the lock ran out (the control that
+// makes the test fail); with them, the lock is extended within 100ms of the
+// outage's end, about 550ms before the keep-alive would call it lost.
 func TestProgressModeRetriesFailedExtension(t *testing.T) {
-	e := newEnv(t)
+	e := patientEnv(t) // a node timeout far under the TTL: slow answers are not the test
 	srv, locks := e.srv, e.locks
 	withMeta(t, taskMeta{id: "t1", maxRetry: 3, known: true})
-	const ttl = 600 * time.Millisecond // extensions every 200ms, retries every 30ms
-	outage := time.AfterFunc(150*time.Millisecond, func() {
+	const ttl = 3 * time.Second // extensions every 1s, retries every 100ms
+	outage := time.AfterFunc(300*time.Millisecond, func() {
 		if err := srv.Refuse(true); err != nil {
 			t.Error(err)
 		}
-		time.AfterFunc(300*time.Millisecond, func() {
+		time.AfterFunc(1800*time.Millisecond, func() {
 			if err := srv.Refuse(false); err != nil {
 				t.Error(err)
 			}
@@ -203,7 +206,7 @@ func TestProgressModeRetriesFailedExtension(t *testing.T) {
 	defer outage.Stop()
 	var cause error
 	rec := &recorder{fn: func(ctx context.Context) error {
-		for range 20 { // 1s of progress, the outage (150ms-450ms) inside
+		for range 70 { // 3.5s of progress, the outage (300ms-2.1s) inside
 			Progress(ctx)
 			select {
 			case <-ctx.Done():
