@@ -6,13 +6,13 @@ import (
 	"encoding/json"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/asynqlock/asynqlock/internal/redistest"
 	"github.com/asynqlock/asynqlock/middleware"
 	"github.com/asynqlock/asynqlock/redlock"
 	"github.com/hibiken/asynq"
@@ -198,12 +198,9 @@ func wantPB(t *testing.T, s *tracepb.Span, want map[string]string) {
 // connections logs one Warn naming the endpoint however many batches fail,
 // nothing from OpenTelemetry's error handler, and still runs its tasks.
 func TestExportFailureLoggedOncePerChange(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	endpoint := "http://" + ln.Addr().String()
-	_ = ln.Close() // nothing listens there now: every export is refused
+	// Every export is refused, and no other test's listener can take the port
+	// meanwhile (one that did made the error an EOF).
+	endpoint := "http://" + redistest.ClosedAddr(t)
 	t.Setenv(envEndpoint, endpoint)
 	t.Setenv(envTracesEndpoint, "")
 	t.Setenv("OTEL_BSP_SCHEDULE_DELAY", "20") // a batch every 20ms rather than 5s

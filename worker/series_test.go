@@ -84,7 +84,8 @@ func TestDocumentedSeriesExistFromStart(t *testing.T) {
 		`asynqlock_lock_acquire_seconds_count{outcome="quorum"} 0`,
 		`asynqlock_task_conflicts_total{action="park",policy="wait"} 0`,
 		`asynqlock_cron_runs_total{job="nightly",outcome="skipped_overlap"} 0`,
-		`asynqlock_lock_node_errors_total{node="` + f.nodes.Nodes[0].Addr() + `"} 0`,
+		// any count: a start-up probe that timed out on a loaded machine is an error
+		`asynqlock_lock_node_errors_total{node="` + f.nodes.Nodes[0].Addr() + `"} `,
 		`asynqlock_queue_parked_tasks{queue="default",state="retry"} 0`,
 		"asynqlock_task_redeliveries_skipped_total 0",
 		"asynqlock_locks_held 0",
