@@ -74,6 +74,11 @@ func (r NodeReport) survivesRestart() bool {
 	return r.AppendOnly && r.AppendFsync == "always"
 }
 
+// evictionWarning is the warning, and the problem, of a node that evicts.
+func (r NodeReport) evictionWarning() string {
+	return fmt.Sprintf("maxmemory-policy %s can evict lock keys: set maxmemory-policy noeviction (or maxmemory 0)", r.MaxmemoryPolicy)
+}
+
 // Warnings lists what is wrong with this node's settings for Redlock, each
 // with what to change. Clock offsets are compared across nodes by the caller.
 func (r NodeReport) Warnings() []string {
@@ -94,7 +99,7 @@ func (r NodeReport) Warnings() []string {
 	}
 	var w []string
 	if r.evicts() {
-		w = append(w, fmt.Sprintf("maxmemory-policy %s can evict lock keys: set maxmemory-policy noeviction (or maxmemory 0)", r.MaxmemoryPolicy))
+		w = append(w, r.evictionWarning())
 	}
 	if !r.survivesRestart() {
 		aof := "no"
@@ -109,15 +114,23 @@ func (r NodeReport) Warnings() []string {
 
 // Problems lists what must be fixed on this node, each with what to change:
 // the subset of Warnings that breaks locking or its guarantee (a
-// misconfiguration, a policy that evicts lock keys). Persistence without
-// fsync on every write is not among them: it is safe under the
-// delayed-restart rule that Warnings states.
+// misconfiguration, a policy that evicts lock keys; on a cluster, each
+// evicting shard named). Persistence without fsync on every write is not
+// among them: it is safe under the delayed-restart rule that Warnings states.
 func (r NodeReport) Problems() []string {
-	w := r.Warnings() // the misconfiguration, or the eviction warning, comes first
-	if r.Misconfigured != nil || len(w) > 0 && strings.HasPrefix(w[0], "maxmemory-policy") {
-		return w[:1]
+	if r.Misconfigured != nil {
+		return []string{r.Misconfigured.Error()}
 	}
-	return nil
+	var p []string
+	for _, s := range r.Shards {
+		for _, m := range s.Problems() {
+			p = append(p, "shard "+s.Addr+": "+m)
+		}
+	}
+	if r.Shards == nil && r.Err == nil && r.ConfigErr == nil && r.evicts() {
+		p = append(p, r.evictionWarning())
+	}
+	return p
 }
 
 // Check asks every node, at once and each within a few node timeouts, for

@@ -29,6 +29,19 @@ func TestSummarizeShards(t *testing.T) {
 		t.Fatalf("warnings %q", w)
 	}
 
+	// The evicting shard is a problem, named, even behind another shard's
+	// persistence note; the note is none.
+	volatile := ok("a:0", "A0", 0)
+	volatile.AppendOnly = false
+	r = NodeReport{}
+	summarize(&r, []NodeReport{volatile, ok("a:1", "A", 0), evicting})
+	if w := r.Warnings(); len(w) != 2 || !strings.HasPrefix(w[0], "shard a:0: writes are lost") {
+		t.Fatalf("warnings %q", w)
+	}
+	if p := r.Problems(); len(p) != 1 || !strings.HasPrefix(p[0], "shard b:1: maxmemory-policy allkeys-lru") {
+		t.Fatalf("problems %q, want the evicting shard's", p)
+	}
+
 	down := NodeReport{Addr: "c:1", Err: errors.New("refused")}
 	r = NodeReport{}
 	summarize(&r, []NodeReport{ok("a:1", "A", 0), down})
@@ -37,6 +50,27 @@ func TestSummarizeShards(t *testing.T) {
 	}
 	if w := r.Warnings(); len(w) != 1 || !strings.Contains(w[0], "shard c:1 unreachable") {
 		t.Fatalf("warnings %q", w)
+	}
+	if p := r.Problems(); len(p) != 0 {
+		t.Fatalf("problems %q: a shard down is the report's error, not a setting to fix", p)
+	}
+}
+
+// TestProblemsOfAServer: of a single server's warnings, a policy that
+// evicts lock keys and a misconfiguration are problems; persistence
+// without fsync on every write is not.
+func TestProblemsOfAServer(t *testing.T) {
+	r := NodeReport{Addr: "a:1", MaxmemoryPolicy: "noeviction", AppendFsync: "everysec"}
+	if w, p := r.Warnings(), r.Problems(); len(w) != 1 || len(p) != 0 {
+		t.Fatalf("persistence only: warnings %q, problems %q", w, p)
+	}
+	r.Maxmemory, r.MaxmemoryPolicy = 1<<30, "volatile-lru"
+	if p := r.Problems(); len(p) != 1 || !strings.HasPrefix(p[0], "maxmemory-policy volatile-lru") {
+		t.Fatalf("evicting: problems %q", p)
+	}
+	r.Misconfigured = errors.New("scripts refused")
+	if p := r.Problems(); len(p) != 1 || p[0] != "scripts refused" {
+		t.Fatalf("misconfigured: problems %q", p)
 	}
 }
 
