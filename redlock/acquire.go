@@ -81,7 +81,7 @@ func (c *Client) prepare(ctx context.Context, resource string, ttl time.Duration
 		return 0, nil, err
 	}
 	lc.rec = c.recordOf(resource, lc)
-	lc.suffix = c.holderSuffix(ctx, lc)
+	lc.suffix = c.holderSuffix(ctx)
 	c.awaitWarm(ctx) // a fresh client's first call: see awaitWarm
 	return ttl.Truncate(time.Millisecond), lc, ctx.Err()
 }

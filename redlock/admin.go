@@ -1,6 +1,7 @@
 package redlock
 
 import (
+	"cmp"
 	"context"
 	"strings"
 	"sync"
@@ -45,10 +46,7 @@ func (a Admin) Ping(ctx context.Context) ([]NodeStatus, error) {
 	for i, n := range c.nodes {
 		out[i] = NodeStatus{Node: i, Addr: n.Addr}
 		if sl := r.slots[i]; sl.out != outOK {
-			cause := sl.err
-			if cause == nil {
-				cause = transport.ErrNodeTimeout
-			}
+			cause := cmp.Or(sl.err, transport.ErrNodeTimeout)
 			out[i].Err = &NodeError{Node: i, Addr: n.Addr, Op: "ping", Err: cause}
 		}
 	}
@@ -123,31 +121,7 @@ func (c *Client) scanNode(ctx context.Context, n *transport.Node, match string) 
 }
 
 // globEscape quotes the characters SCAN's MATCH pattern treats specially.
-func globEscape(s string) string {
-	var b strings.Builder
-	for _, r := range s {
-		if strings.ContainsRune(`*?[]\`, r) {
-			b.WriteByte('\\')
-		}
-		b.WriteRune(r)
-	}
-	return b.String()
-}
-
-// slotOf returns the slot that token holds on some node, and the limit,
-// when resource is used with one (limit 0 otherwise).
-func (c *Client) slotOf(ctx context.Context, resource, token string) (slot, limit int) {
-	states, err := c.inspect(ctx, resource, c.cfg.nodeTimeout)
-	if err != nil {
-		return 0, 0
-	}
-	for _, st := range states {
-		if st.Limit > 1 && st.Token == token {
-			return st.Slot, st.Limit
-		}
-	}
-	return 0, 0
-}
+var globEscape = strings.NewReplacer(`*`, `\*`, `?`, `\?`, `[`, `\[`, `]`, `\]`, `\`, `\\`).Replace
 
 // ForceRelease deletes resource's lock key (or slot) on every node where it
 // still holds token and announces the release to waiters; it reports on how
@@ -163,9 +137,13 @@ func (a Admin) ForceRelease(ctx context.Context, resource, token string) (int, e
 	}
 	k := c.keysFor(resource)
 	s, args := releaseScript, scriptArgs(releaseScript, k.lockKeys(), token, k.channel)
-	if slot, limit := c.slotOf(ctx, resource, token); limit > 1 {
-		k = c.slotKeys(resource, slot)
-		s, args = c.slotRelease(k, token, k.channel, slot, limit, nil)
+	states, _ := c.inspect(ctx, resource, c.cfg.nodeTimeout) // nil on failure
+	for _, st := range states {
+		if st.Limit > 1 && st.Token == token { // a slot of a limited resource
+			k = c.slotKeys(resource, st.Slot)
+			s, args = c.slotRelease(k, token, k.channel, st.Slot, st.Limit, nil)
+			break
+		}
 	}
 	deadline := time.Now().Add(c.cfg.nodeTimeout)
 	r := c.broadcast("release", resource, c.allNodes(), len(c.nodes), deadline, true, args, s)

@@ -10,7 +10,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/asynqlock/asynqlock/internal/sameserver"
 	"github.com/asynqlock/asynqlock/redisurl"
 	"github.com/asynqlock/asynqlock/redlock/internal/transport"
 	"github.com/redis/go-redis/v9"
@@ -98,17 +97,14 @@ func (r NodeReport) Warnings() []string {
 		w = append(w, fmt.Sprintf("maxmemory-policy %s can evict lock keys: set maxmemory-policy noeviction (or maxmemory 0)", r.MaxmemoryPolicy))
 	}
 	if !r.survivesRestart() {
-		w = append(w, "writes are lost on a crash (appendonly "+yesNo(r.AppendOnly)+", appendfsync "+r.AppendFsync+
+		aof := "no"
+		if r.AppendOnly {
+			aof = "yes"
+		}
+		w = append(w, "writes are lost on a crash (appendonly "+aof+", appendfsync "+r.AppendFsync+
 			"): after a crash keep the node down for at least the largest lock TTL, or set appendonly yes and appendfsync always")
 	}
 	return w
-}
-
-func yesNo(b bool) string {
-	if b {
-		return "yes"
-	}
-	return "no"
 }
 
 // Problems lists what must be fixed on this node, each with what to change:
@@ -117,11 +113,9 @@ func yesNo(b bool) string {
 // fsync on every write is not among them: it is safe under the
 // delayed-restart rule that Warnings states.
 func (r NodeReport) Problems() []string {
-	if r.Misconfigured != nil {
-		return []string{r.Misconfigured.Error()}
-	}
-	if w := r.Warnings(); len(w) > 0 && strings.HasPrefix(w[0], "maxmemory-policy") {
-		return w[:1] // the eviction warning, always first
+	w := r.Warnings() // the misconfiguration, or the eviction warning, comes first
+	if r.Misconfigured != nil || len(w) > 0 && strings.HasPrefix(w[0], "maxmemory-policy") {
+		return w[:1]
 	}
 	return nil
 }
@@ -133,9 +127,8 @@ func (r NodeReport) Problems() []string {
 // that fails has Err set; the error is reserved for bad input, a closed
 // client and the end of ctx. On a client just made it first waits, at most
 // 4 node timeouts, for the nodes to be dialed and their scripts loaded.
-func (a Admin) Check(ctx context.Context) ([]NodeReport, error) { return a.c.check(ctx) }
-
-func (c *Client) check(ctx context.Context) ([]NodeReport, error) {
+func (a Admin) Check(ctx context.Context) ([]NodeReport, error) {
+	c := a.c
 	if err := c.usable(ctx); err != nil {
 		return nil, err
 	}
@@ -271,20 +264,17 @@ func probeScript(ctx context.Context, cl redis.UniversalClient, prefix string) e
 }
 
 // markSameServer sets the SameServer of every report whose node reaches the
-// server of another.
+// server of another: the two share a run ID.
 func markSameServer(reports []NodeReport) {
 	ids := make([][]string, len(reports))
 	for i, r := range reports {
 		ids[i] = runIDs(r)
 	}
-	for _, g := range sameserver.Find(ids) {
-		for _, i := range g {
-			for _, j := range g {
-				if j != i && !slices.Contains(reports[i].SameServer, j) {
-					reports[i].SameServer = append(reports[i].SameServer, j)
-				}
+	for i := range reports {
+		for j := range reports {
+			if j != i && slices.ContainsFunc(ids[j], func(id string) bool { return slices.Contains(ids[i], id) }) {
+				reports[i].SameServer = append(reports[i].SameServer, j)
 			}
-			slices.Sort(reports[i].SameServer)
 		}
 	}
 }
@@ -314,7 +304,7 @@ func runIDs(r NodeReport) []string {
 // a node that does not answer is left to the lock's own calls (it may be
 // down for now).
 func (c *Client) firstContact(names []string) error {
-	reports, err := c.check(context.Background())
+	reports, err := c.Admin().Check(context.Background())
 	if err != nil {
 		return err
 	}

@@ -11,7 +11,6 @@ import (
 	"github.com/asynqlock/asynqlock/redisurl"
 	"github.com/asynqlock/asynqlock/redlock/internal/transport"
 	"github.com/redis/go-redis/v9"
-	"github.com/redis/go-redis/v9/maintnotifications"
 )
 
 // dialNode makes the client of one node URL: a *redis.Client for a single
@@ -31,15 +30,9 @@ func dialNode(raw string, nodeTimeout time.Duration) (redis.UniversalClient, err
 }
 
 // tuneClusterForLocking applies tuneForLocking's settings to every shard's
-// client. Redirections (MOVED, ASK) stay allowed: they are how the client
-// follows a slot to its new master after a failover. But MaxRedirects also
-// counts go-redis's retries of network errors and timeouts, each after a
-// backoff and to the same address until the slot map is reloaded: its
-// default 3 made one batch to a dead shard master cost four attempts (a
-// lone command to an unreachable one took 17 node timeouts, measured; 8
-// with one retry), stalling the node's calls to every shard behind it. One
-// redirection follows a MOVED or an ASK; the lock node reloads the map
-// itself after a failed batch (node.reloadSlots).
+// client. MaxRedirects 1 follows a MOVED or an ASK, but retries a dead
+// shard master once, not thrice (docs/guide/OPERATIONS.md, Scaling out);
+// the node reloads the slot map itself after a failed batch.
 func tuneClusterForLocking(o *redis.ClusterOptions, nodeTimeout time.Duration) {
 	if o.MaxRedirects == 0 {
 		o.MaxRedirects = 1
@@ -52,10 +45,7 @@ func tuneClusterForLocking(o *redis.ClusterOptions, nodeTimeout time.Duration) {
 	tuneForLocking(s, nodeTimeout)
 	o.ContextTimeoutEnabled, o.MaxRetries, o.DialerRetries = s.ContextTimeoutEnabled, s.MaxRetries, s.DialerRetries
 	o.DialTimeout, o.ReadTimeout, o.WriteTimeout, o.PoolTimeout = s.DialTimeout, s.ReadTimeout, s.WriteTimeout, s.PoolTimeout
-	o.Protocol = s.Protocol
-	if o.MaintNotificationsConfig == nil {
-		o.MaintNotificationsConfig = &maintnotifications.Config{Mode: maintnotifications.ModeDisabled}
-	}
+	o.Protocol, o.MaintNotificationsConfig = s.Protocol, s.MaintNotificationsConfig
 }
 
 // checkCluster runs Check's calls on every master of a cluster node, since a
@@ -85,7 +75,7 @@ func checkCluster(ctx context.Context, n *transport.Node, cc *redis.ClusterClien
 func summarize(r *NodeReport, shards []NodeReport) {
 	r.Shards = shards
 	var ids, versions []string
-	worst := time.Duration(-1)
+	worst, settled := time.Duration(-1), false
 	for _, s := range shards {
 		if s.Misconfigured != nil && r.Misconfigured == nil {
 			r.Misconfigured = fmt.Errorf("shard %s: %w", s.Addr, s.Misconfigured)
@@ -106,28 +96,20 @@ func summarize(r *NodeReport, shards []NodeReport) {
 		if off := s.ClockOffset.Abs(); off > worst {
 			worst, r.ClockOffset, r.RTT = off, s.ClockOffset, s.RTT
 		}
+		if s.ConfigErr != nil {
+			continue
+		}
+		// The settings of a shard that breaks an assumption, else the first's.
+		if !settled || s.evicts() {
+			r.MaxmemoryPolicy, r.Maxmemory = s.MaxmemoryPolicy, s.Maxmemory
+		}
+		if !settled || !s.survivesRestart() {
+			r.AppendOnly, r.AppendFsync = s.AppendOnly, s.AppendFsync
+		}
+		settled = true
 	}
 	r.RunID, r.Version = strings.Join(ids, ","), strings.Join(versions, ",")
 	r.ClusterEnabled = true
-	worstSettings(r, shards)
-}
-
-// worstSettings copies the settings of the shards that break an assumption
-// (eviction, writes lost on a crash), else the first shard's.
-func worstSettings(r *NodeReport, shards []NodeReport) {
-	first := true
-	for _, s := range shards {
-		if s.Err != nil || s.ConfigErr != nil {
-			continue
-		}
-		if first || s.evicts() {
-			r.MaxmemoryPolicy, r.Maxmemory = s.MaxmemoryPolicy, s.Maxmemory
-		}
-		if first || !s.survivesRestart() {
-			r.AppendOnly, r.AppendFsync = s.AppendOnly, s.AppendFsync
-		}
-		first = false
-	}
 }
 
 // shardWarnings are the shards' warnings, each naming its shard.

@@ -23,9 +23,6 @@ type Holder struct {
 
 // String renders the holder for people: "name (host pid 123)".
 func (h Holder) String() string {
-	if h == (Holder{}) {
-		return ""
-	}
 	proc := h.Host
 	if h.PID > 0 {
 		proc += " pid " + strconv.Itoa(h.PID)
@@ -76,7 +73,7 @@ func processHolder() string {
 }
 
 // holderSuffix is what follows the random part of this acquisition's tokens.
-func (c *Client) holderSuffix(ctx context.Context, lc *lockConfig) string {
+func (c *Client) holderSuffix(ctx context.Context) string {
 	if !c.cfg.holderInfo {
 		return ""
 	}
@@ -108,15 +105,10 @@ type holderKey struct{}
 
 // ContextWithHolder returns a context whose acquisitions name their holder
 // (Holder.Name), e.g. a task type and id or a job name; the host and process
-// id are always recorded. It
-// lets code that runs a handler (an asynq server, a cron runner) name what
-// holds the lock without reaching into the code that takes it. Names longer
-// than 100 bytes are cut; never put a secret in one: anyone who can read the
-// lock nodes can read it.
+// id are always recorded. It lets code that runs a handler (an asynq server,
+// a cron runner) name what holds the lock without reaching into the code
+// that takes it. Names longer than 100 bytes are cut; never put a secret in
+// one: anyone who can read the lock nodes can read it.
 func ContextWithHolder(ctx context.Context, name string) context.Context {
 	return context.WithValue(ctx, holderKey{}, name)
 }
-
-// withHolderInfo turns the holder description in lock values on or off
-// (benchmarks of what it costs). Default: on.
-func withHolderInfo(on bool) Option { return func(c *config) { c.holderInfo = on } }

@@ -129,3 +129,7 @@ func holderOf(token string) Holder {
 	h, _ := parseHolder(token)
 	return h
 }
+
+// withHolderInfo turns the holder description in lock values on or off
+// (benchmarks of what it costs). Default: on.
+func withHolderInfo(on bool) Option { return func(c *config) { c.holderInfo = on } }

@@ -72,7 +72,7 @@ func (c *Client) inspect(ctx context.Context, resource string, timeout time.Dura
 			sl := r.slots[i]
 			st := NodeState{Node: i, Addr: n.Addr, Err: sl.err, Slot: s, Limit: limit}
 			if vals, ok := sl.val.([]any); ok && sl.out == outOK && len(vals) >= 3 {
-				st = parseInspect(st, slotState(vals, s))
+				st = parseInspect(st, vals, s)
 			}
 			out = append(out, st)
 		}
@@ -80,39 +80,30 @@ func (c *Client) inspect(ctx context.Context, resource string, timeout time.Dura
 	return out, nil
 }
 
-// slotState is slot s's {token, TTL, fence} in a node's inspect answer:
-// the lock key's for slot 0, else the slot's entry, if any (none: free).
-func slotState(vals []any, s int) []any {
-	if s == 0 {
-		return vals[:3]
-	}
-	for j := 3; j+2 < len(vals); j += 3 {
-		if n, _ := vals[j].(int64); int(n) == s {
-			return []any{vals[j+1], vals[j+2], vals[2]}
+// parseInspect fills st with slot s's token, TTL and fence from a node's
+// inspect answer: the lock key's for slot 0, else the slot's entry, if any
+// (none: free).
+func parseInspect(st NodeState, vals []any, s int) NodeState {
+	tok, ttl := vals[0], vals[1]
+	if s > 0 {
+		tok, ttl = nil, nil
+		for j := 3; j+2 < len(vals); j += 3 {
+			if n, _ := vals[j].(int64); int(n) == s {
+				tok, ttl = vals[j+1], vals[j+2]
+			}
 		}
 	}
-	return []any{nil, int64(-2), vals[2]}
-}
-
-func parseInspect(st NodeState, v any) NodeState {
-	vals, ok := v.([]any)
-	if !ok || len(vals) < 2 {
-		return st
-	}
-	if tok, ok := vals[0].(string); ok {
+	if tok, ok := tok.(string); ok && strings.HasPrefix(tok, reservePrefix) {
+		st.Reserved = true
+	} else if ok {
 		st.Token = tok
 		st.Holder, _ = parseHolder(tok)
-		if strings.HasPrefix(tok, reservePrefix) {
-			st.Token, st.Holder, st.Reserved = "", Holder{}, true
-		}
 	}
-	if ms, ok := vals[1].(int64); ok && ms > 0 {
+	if ms, ok := ttl.(int64); ok && ms > 0 {
 		st.TTL = time.Duration(ms) * time.Millisecond
 	}
-	if len(vals) > 2 {
-		if f, ok := vals[2].(string); ok {
-			st.Fence, _ = strconv.ParseInt(f, 10, 64)
-		}
+	if f, ok := vals[2].(string); ok {
+		st.Fence, _ = strconv.ParseInt(f, 10, 64)
 	}
 	return st
 }

@@ -3,7 +3,6 @@ package redlock
 import (
 	"context"
 	"errors"
-	"fmt"
 	"net"
 	"reflect"
 	"runtime"
@@ -13,38 +12,27 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// checkClient lists the settings of a caller's *redis.Client that make a
-// dead or stuck node cost far more than the node timeout (New then makes a
-// client of its own, see fitForLocking): each node's calls
-// run one batch at a time, so whatever one call to a dead node costs, every
-// call queued behind it waits too. Options are read after go-redis filled in
-// its defaults. Clients of other kinds are not checked.
-func checkClient(cl redis.UniversalClient) []string {
+// unfitForLocking reports whether a caller's *redis.Client would let a dead
+// or stuck node hold every call queued behind it (docs/guide/OPERATIONS.md):
+// command retries (each with backoff), more than one dial attempt, no read
+// or write timeout. Options are read after go-redis filled in its defaults;
+// clients of other kinds are not checked.
+func unfitForLocking(cl redis.UniversalClient) bool {
 	rc, ok := cl.(*redis.Client)
 	if !ok {
-		return nil
+		return false
 	}
 	o := rc.Options()
-	var bad []string
-	if o.MaxRetries > 0 {
-		bad = append(bad, fmt.Sprintf("MaxRetries is %d (go-redis's default is 3): set MaxRetries: -1, or each failed call is retried with backoff before the next one is sent", o.MaxRetries))
-	}
-	if o.DialerRetries > 1 {
-		bad = append(bad, fmt.Sprintf("DialerRetries is %d (go-redis's default is 5): set DialerRetries: 1, or every call to a dead node dials it %d times", o.DialerRetries, o.DialerRetries))
-	}
-	if o.ReadTimeout <= 0 || o.WriteTimeout <= 0 {
-		bad = append(bad, "ReadTimeout or WriteTimeout is disabled: set both to a few node timeouts, or a stuck node holds its calls forever")
-	}
-	return bad
+	return o.MaxRetries > 0 || o.DialerRetries > 1 || o.ReadTimeout <= 0 || o.WriteTimeout <= 0
 }
 
 // fitForLocking returns a client of the lock's own for a caller's
-// *redis.Client whose settings checkClient finds unfit, made from a copy of
-// its options with tuneForLocking's settings, whose commands pass through
-// the hooks added to cl (userHooks); nil when cl is fit, or of another kind,
+// *redis.Client that unfitForLocking finds unfit, made from a copy of its
+// options with tuneForLocking's settings, whose commands pass through the
+// hooks added to cl (userHooks); nil when cl is fit, or of another kind,
 // and is used as given.
 func fitForLocking(cl redis.UniversalClient, nodeTimeout time.Duration) redis.UniversalClient {
-	if len(checkClient(cl)) == 0 {
+	if !unfitForLocking(cl) {
 		return nil
 	}
 	o := *cl.(*redis.Client).Options() // filled in by go-redis: reset what tuneForLocking decides
@@ -63,7 +51,9 @@ func fitForLocking(cl redis.UniversalClient, nodeTimeout time.Duration) redis.Un
 	}
 	tuneForLocking(&o, nodeTimeout)
 	own := redis.NewClient(&o)
-	own.AddHook(withUserHooks(cl.(*redis.Client)))
+	conn := cl.(*redis.Client).Conn()
+	conn.AddHook(relay{})
+	own.AddHook(userHooks{conn: conn})
 	return own
 }
 
@@ -73,9 +63,6 @@ func fitForLocking(cl redis.UniversalClient, nodeTimeout time.Duration) redis.Un
 // of its own, so the code pointer cannot tell. TestDefaultDialerIsRecognised
 // keeps this true across go-redis versions.
 func isDefaultDialer(d func(context.Context, string, string) (net.Conn, error)) bool {
-	if d == nil {
-		return false
-	}
 	fn := runtime.FuncForPC(reflect.ValueOf(d).Pointer())
 	return fn != nil && strings.HasPrefix(fn.Name(), "github.com/redis/go-redis/v9.") && strings.Contains(fn.Name(), "NewDialer.func")
 }
@@ -92,19 +79,9 @@ func isDefaultDialer(d func(context.Context, string, string) (net.Conn, error)) 
 // client's and do not pass the caller's dial hooks.
 type userHooks struct{ conn *redis.Conn }
 
-// withUserHooks returns user's hooks as a hook for the lock's client.
-func withUserHooks(user *redis.Client) userHooks {
-	conn := user.Conn()
-	conn.AddHook(relay{})
-	return userHooks{conn: conn}
-}
-
-// nextCmd and nextPipe carry the lock's client's own next step through the
-// caller's hooks to relay.
-type (
-	nextCmd  struct{}
-	nextPipe struct{}
-)
+// nextKey carries the lock's client's own next step (a redis.ProcessHook or
+// a redis.ProcessPipelineHook) through the caller's hooks to relay.
+type nextKey struct{}
 
 // DialHook leaves the lock's client's dials as they are.
 func (userHooks) DialHook(next redis.DialHook) redis.DialHook { return next }
@@ -112,7 +89,7 @@ func (userHooks) DialHook(next redis.DialHook) redis.DialHook { return next }
 // ProcessHook runs one command through the caller's hooks.
 func (h userHooks) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	return func(ctx context.Context, cmd redis.Cmder) error {
-		return h.conn.Process(context.WithValue(ctx, nextCmd{}, next), cmd)
+		return h.conn.Process(context.WithValue(ctx, nextKey{}, next), cmd)
 	}
 }
 
@@ -123,7 +100,7 @@ func (h userHooks) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Pro
 		for _, cmd := range cmds {
 			_ = pipe.Process(ctx, cmd) // queues it
 		}
-		_, err := pipe.Exec(context.WithValue(ctx, nextPipe{}, next))
+		_, err := pipe.Exec(context.WithValue(ctx, nextKey{}, next))
 		return err
 	}
 }
@@ -140,7 +117,7 @@ func (relay) DialHook(next redis.DialHook) redis.DialHook { return next }
 
 func (relay) ProcessHook(redis.ProcessHook) redis.ProcessHook {
 	return func(ctx context.Context, cmd redis.Cmder) error {
-		next, ok := ctx.Value(nextCmd{}).(redis.ProcessHook)
+		next, ok := ctx.Value(nextKey{}).(redis.ProcessHook)
 		if !ok {
 			return errNoRelay
 		}
@@ -150,7 +127,7 @@ func (relay) ProcessHook(redis.ProcessHook) redis.ProcessHook {
 
 func (relay) ProcessPipelineHook(redis.ProcessPipelineHook) redis.ProcessPipelineHook {
 	return func(ctx context.Context, cmds []redis.Cmder) error {
-		next, ok := ctx.Value(nextPipe{}).(redis.ProcessPipelineHook)
+		next, ok := ctx.Value(nextKey{}).(redis.ProcessPipelineHook)
 		if !ok {
 			return errNoRelay
 		}
