@@ -17,10 +17,6 @@ func withCompletion(id string, window time.Duration) LockOption {
 	return func(c *lockConfig) { c.completion, c.window = id, window }
 }
 
-func init() {
-	lockutil.Completion = func(id string, window time.Duration) any { return withCompletion(id, window) }
-}
-
 // completedRun is the run the completion record found by the acquisition
 // was written with (the largest where nodes differ), -1 for none.
 func (l *Lock) completedRun() int {

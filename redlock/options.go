@@ -9,15 +9,13 @@ import (
 	"go.opentelemetry.io/otel/trace"
 )
 
-// Defaults used when no option overrides them; each option's doc states its own.
+// Defaults read beyond defaultConfig, which holds the others; each option's
+// doc states its own.
 const (
-	defaultPrefix         = "asynqlock:"
-	defaultNodeTimeout    = 50 * time.Millisecond
-	defaultDriftFactor    = 0.01
-	defaultRetryMin       = 25 * time.Millisecond
-	defaultRetryMax       = 100 * time.Millisecond
-	defaultFenceRetention = 7 * 24 * time.Hour
-	defaultBatchWindow    = time.Millisecond
+	defaultPrefix      = "asynqlock:"
+	defaultNodeTimeout = 50 * time.Millisecond
+	defaultDriftFactor = 0.01
+	defaultBatchWindow = time.Millisecond
 	// driftFloor is the fixed part of the clock-drift allowance (2ms in the
 	// Redlock text).
 	driftFloor = 2 * time.Millisecond
@@ -38,7 +36,6 @@ type config struct {
 	onHandOver     func(error) // tests only: the result of each hand-over round (nil: none)
 	logger         *slog.Logger
 	observer       func(Event)
-	batchWorkers   int
 	batchWindow    time.Duration
 	windowSet      bool // withBatchWindow was given; else the default, fitted to the node timeout
 	holderInfo     bool
@@ -51,12 +48,11 @@ func defaultConfig() config {
 		prefix:         defaultPrefix,
 		nodeTimeout:    defaultNodeTimeout,
 		driftFactor:    defaultDriftFactor,
-		retryMin:       defaultRetryMin,
-		retryMax:       defaultRetryMax,
-		fenceRetention: defaultFenceRetention,
+		retryMin:       25 * time.Millisecond,
+		retryMax:       100 * time.Millisecond,
+		fenceRetention: 7 * 24 * time.Hour, // WithFencing's 7 days
 		localQueue:     true,
 		logger:         slog.Default(),
-		batchWorkers:   1,
 		batchWindow:    defaultBatchWindow,
 		holderInfo:     true,
 	}
@@ -128,6 +124,7 @@ func init() {
 	lockutil.LocalQueue = func(on bool) any { return withLocalQueue(on) }
 	lockutil.BatchWindow = func(d time.Duration) any { return withBatchWindow(d) }
 	lockutil.OnHandOver = func(f func(error)) any { return withHandOverHook(f) }
+	lockutil.Completion = func(id string, window time.Duration) any { return withCompletion(id, window) }
 }
 
 // WithInspectOnly makes NewFromURLs keep the nodes it would refuse (one
@@ -158,9 +155,8 @@ func WithObserver(f func(Event)) Option { return func(c *config) { c.observer = 
 // lockConfig holds per-lock options.
 type lockConfig struct {
 	fencing bool
-	limited bool   // WithLimit was given
 	slot    uint16 // under WithLimit: the slot the current round asks for
-	limit   int32  // WithLimit's n, clamped to [MinInt32, MaxLimit+1]; 0 when not given (one holder)
+	limit   int32  // WithLimit's n, clamped to [MinInt32, MaxLimit+1]; 1 when not given
 	maxHold time.Duration
 	suffix  string // the holder part of this acquisition's tokens
 	// withCompletion's id and window, and the record they name (prepare).
