@@ -77,10 +77,9 @@ func (c *Client) prepare(ctx context.Context, resource string, ttl time.Duration
 	case lc.limit > MaxLimit:
 		return 0, nil, invalidf("limit must be at most %d", MaxLimit)
 	}
-	if err := lc.checkCompletion(); err != nil {
+	if err := c.keyRecord(resource, lc.rec); err != nil {
 		return 0, nil, err
 	}
-	lc.rec = c.recordOf(resource, lc)
 	lc.suffix = c.holderSuffix(ctx)
 	c.awaitWarm(ctx) // a fresh client's first call: see awaitWarm
 	return ttl.Truncate(time.Millisecond), lc, ctx.Err()

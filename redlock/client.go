@@ -43,7 +43,7 @@ type Client struct {
 	rounds sync.Pool
 	// procHolder names this process in every token (see holder.go).
 	procHolder string
-	tracer     *tracers
+	tracer     tracers
 	// warmed is closed once every node's worker has dialed it and loaded
 	// the scripts, or failed to; cold counts those still at it.
 	warmed chan struct{}
@@ -108,7 +108,10 @@ func newClient(nodes []redis.UniversalClient, owned []redis.UniversalClient, opt
 // start builds a Client over ready nodes and starts their workers.
 func start(cfg config, nodes []*transport.Node, owned []redis.UniversalClient) *Client {
 	c := &Client{cfg: cfg, nodes: nodes, q: quorum(len(nodes)), owned: owned, closed: make(chan struct{}), procHolder: processHolder(),
-		tracer: newTracers(cfg.tracerProvider), warmed: make(chan struct{})}
+		warmed: make(chan struct{})}
+	if tp := cfg.tracerProvider; tp != nil {
+		c.tracer.fixed = tp.Tracer(tracerName)
+	}
 	c.cold.Store(int32(len(nodes)))
 	warmed := func() {
 		if c.cold.Add(-1) == 0 {

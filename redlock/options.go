@@ -158,11 +158,8 @@ type lockConfig struct {
 	slot    uint16 // under WithLimit: the slot the current round asks for
 	limit   int32  // WithLimit's n, clamped to [MinInt32, MaxLimit+1]; 1 when not given
 	maxHold time.Duration
-	suffix  string // the holder part of this acquisition's tokens
-	// withCompletion's id and window, and the record they name (prepare).
-	completion string
-	window     time.Duration
-	rec        *completionRecord
+	suffix  string            // the holder part of this acquisition's tokens
+	rec     *completionRecord // withCompletion's record
 }
 
 // LockOption configures one acquisition.
