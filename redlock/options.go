@@ -100,11 +100,9 @@ func WithRetryDelay(min, max time.Duration) Option {
 }
 
 // withLocalQueue (lockutil.LocalQueue, for tests and benchmarks) turns the
-// in-process FIFO queue of Acquire waiters on or off (default on). With it,
-// only the head of each resource's queue contends on the nodes, and a release
-// hands the lock to the next local waiter in one round. Off, every caller
-// contends on the nodes by itself, as callers in separate processes do.
-// Safety never depends on it: the quorum decides.
+// in-process FIFO queue of Acquire waiters on or off (default on); off,
+// every caller contends on the nodes by itself, as callers in separate
+// processes do (docs/design/HANDOVER.md). Safety never depends on it.
 func withLocalQueue(on bool) Option { return func(c *config) { c.localQueue = on } }
 
 // withBatchWindow (lockutil.BatchWindow, for tests and benchmarks) sets how
@@ -145,10 +143,9 @@ func WithLogger(l *slog.Logger) Option {
 	}
 }
 
-// WithObserver installs a hook called for acquisitions, extensions,
-// losses, node errors, hand-overs and changes of limit (EventKind), e.g. to
-// feed metrics. It is called synchronously on the lock's hot path: it must
-// be fast and must not block.
+// WithObserver installs a hook called for acquisitions, extensions, losses
+// and node errors (EventKind), e.g. to feed metrics. It is called
+// synchronously on the lock's hot path: it must be fast and must not block.
 // Default: none; nil means none.
 func WithObserver(f func(Event)) Option { return func(c *config) { c.observer = f } }
 
