@@ -62,7 +62,7 @@ func (c *Client) prepare(ctx context.Context, resource string, ttl time.Duration
 	if err := c.checkTTL(ttl); err != nil {
 		return 0, nil, err
 	}
-	lc := &lockConfig{}
+	lc := &lockConfig{limit: 1}
 	for _, o := range opts {
 		if o == nil {
 			return 0, nil, invalidf("nil lock option")
@@ -72,15 +72,14 @@ func (c *Client) prepare(ctx context.Context, resource string, ttl time.Duration
 	switch {
 	case lc.maxHold < 0:
 		return 0, nil, invalidf("max hold must not be negative, got %v", lc.maxHold)
-	case lc.limited && lc.limit < 1:
+	case lc.limit < 1:
 		return 0, nil, invalidf("limit must be at least 1, got %d", lc.limit)
 	case lc.limit > MaxLimit:
 		return 0, nil, invalidf("limit must be at most %d", MaxLimit)
 	}
-	if err := lc.checkCompletion(); err != nil {
+	if err := c.keyRecord(resource, lc.rec); err != nil {
 		return 0, nil, err
 	}
-	lc.rec = c.recordOf(resource, lc)
 	lc.suffix = c.holderSuffix(ctx)
 	c.awaitWarm(ctx) // a fresh client's first call: see awaitWarm
 	return ttl.Truncate(time.Millisecond), lc, ctx.Err()

@@ -43,7 +43,7 @@ type Client struct {
 	rounds sync.Pool
 	// procHolder names this process in every token (see holder.go).
 	procHolder string
-	tracer     *tracers
+	tracer     tracers
 	// warmed is closed once every node's worker has dialed it and loaded
 	// the scripts, or failed to; cold counts those still at it.
 	warmed chan struct{}
@@ -51,22 +51,17 @@ type Client struct {
 }
 
 // New returns a Client over the given nodes: independent Redis masters (not
-// replicas of each other), usually 3 or 5. Any go-redis client is taken, as
-// the user already has it. The clients stay owned by the caller: Close does
-// not close them.
-//
-// A dead or paused node never delays a decided answer, but each node's calls
-// run one batch at a time, so a call to a dead node holds every call queued
-// behind it. A *redis.Client whose settings would let that cost more than
-// the node timeout (go-redis's defaults: 3 command retries, 5 dial attempts
-// of 5s; or a disabled read or write timeout) is therefore not used for the
-// lock's calls as is: New makes a client of its own from its options
-// (address, database, credentials, TLS and dialer alike) with no command
-// retries, one dial attempt and dial, read and write timeouts of 4 node
-// timeouts (at least 200ms), and Close closes that one. Its commands and
-// pipelines still pass through the hooks added to the caller's client with
-// AddHook before New (tracing and metrics, such as redisotel's, see them);
-// its dials do not. Clients of other kinds are used as given.
+// replicas of each other), usually 3 or 5, as go-redis clients the caller
+// keeps owning (Close does not close them). A *redis.Client whose settings
+// would let a dead node hold every call queued behind it for more than the
+// node timeout (go-redis's defaults: 3 command retries, 5 dial attempts of
+// 5s; or a disabled read or write timeout) is not used as is: New makes one
+// of its own from its options (address, database, credentials, TLS and
+// dialer alike) with no command retries, one dial attempt and dial, read and
+// write timeouts of 4 node timeouts (at least 200ms), and Close closes it.
+// Hooks added with AddHook before New see its commands and pipelines, not its
+// dials (docs/guide/OPERATIONS.md, "Clients you build yourself"). Clients of
+// other kinds are used as given.
 func New(nodes []redis.UniversalClient, opts ...Option) (*Client, error) {
 	return newClient(nodes, nil, opts)
 }
@@ -94,7 +89,7 @@ func newClient(nodes []redis.UniversalClient, owned []redis.UniversalClient, opt
 		if cl == nil {
 			return nil, invalidf("node %d is a nil client", i)
 		}
-		id := nodeIdentity(i, cl)
+		id := nodeIdentity(cl)
 		if j, dup := seen[id]; dup {
 			return nil, invalidf("node %d (%s) is the same node as node %d: Redlock needs independent nodes", i, transport.NodeAddr(i, cl), j)
 		}
@@ -113,7 +108,10 @@ func newClient(nodes []redis.UniversalClient, owned []redis.UniversalClient, opt
 // start builds a Client over ready nodes and starts their workers.
 func start(cfg config, nodes []*transport.Node, owned []redis.UniversalClient) *Client {
 	c := &Client{cfg: cfg, nodes: nodes, q: quorum(len(nodes)), owned: owned, closed: make(chan struct{}), procHolder: processHolder(),
-		tracer: newTracers(cfg.tracerProvider), warmed: make(chan struct{})}
+		warmed: make(chan struct{})}
+	if tp := cfg.tracerProvider; tp != nil {
+		c.tracer.fixed = tp.Tracer(tracerName)
+	}
 	c.cold.Store(int32(len(nodes)))
 	warmed := func() {
 		if c.cold.Add(-1) == 0 {
@@ -123,14 +121,8 @@ func start(cfg config, nodes []*transport.Node, owned []redis.UniversalClient) *
 	for _, n := range c.nodes {
 		n.Failed, n.Debug = c.nodeFailed, cfg.logger.Debug
 		n.Window, n.Busy = cfg.batchWindow, &c.busy
-		for w := range cfg.batchWorkers {
-			c.work.Add(1)
-			if w == 0 {
-				go n.Serve(c.closed, &c.work, warmed)
-			} else {
-				go n.Serve(c.closed, &c.work, nil)
-			}
-		}
+		c.work.Add(1)
+		go n.Serve(c.closed, &c.work, warmed)
 	}
 	c.notify = newNotifier(c)
 	return c
@@ -138,7 +130,7 @@ func start(cfg config, nodes []*transport.Node, owned []redis.UniversalClient) *
 
 // nodeIdentity tells two nodes apart: the same client value twice, or two
 // clients for the same address and database, are the same node.
-func nodeIdentity(i int, cl redis.UniversalClient) string {
+func nodeIdentity(cl redis.UniversalClient) string {
 	if rc, ok := cl.(*redis.Client); ok {
 		o := rc.Options()
 		return fmt.Sprintf("%s/%d", strings.ToLower(o.Addr), o.DB)
@@ -152,19 +144,19 @@ func nodeIdentity(i int, cl redis.UniversalClient) string {
 // NewFromURLs dials one node per URL: redis://[user:password@]host:port[/db]
 // or rediss:// for TLS, or a whole Redis Cluster as one node with
 // redis-cluster://[user:password@]host:port[?addr=host2:port2&addr=...] or
-// rediss-cluster://, with go-redis URL parameters allowed and, for
-// rediss://, tls_ca_file (a private CA), tls_cert_file and tls_key_file (a
-// client certificate). The clients it
-// creates are tuned for locking (short dial and I/O timeouts derived from the
-// node timeout, no command retries, context deadlines honoured) and closed by
-// Close. Errors name the URL by its position and redacted form, never with
-// its password. On first contact it asks every node that answers within a
-// few node timeouts who it is (INFO run_id) and runs the release script on a
-// key nobody holds: one server reached by two URLs (localhost and
-// 127.0.0.1, or /0 and /1) is refused (ErrInvalid), and so is a node no
-// retry would make usable (ErrInvalid: a wrong password, NOAUTH, an
-// ACL denial, an unknown command, a Redis Cluster member). A node that does
-// not answer yet is not refused: Admin.Check reports it later.
+// rediss-cluster://, with go-redis URL parameters allowed and, for rediss://,
+// tls_ca_file (a private CA), tls_cert_file and tls_key_file (a client
+// certificate). The clients it creates are tuned for locking (short dial and
+// I/O timeouts derived from the node timeout, no command retries, context
+// deadlines honoured) and closed by Close. Errors name the URL by its
+// position and redacted form, never with its password. On first contact it
+// asks every node that answers within a few node timeouts who it is (INFO
+// run_id) and runs the release script on a key nobody holds: one server
+// reached by two URLs (localhost and 127.0.0.1, or /0 and /1) is refused
+// (ErrInvalid), and so is a node no retry would make usable (ErrInvalid: a
+// wrong password, NOAUTH, an ACL denial, an unknown command, a Redis Cluster
+// member). A node that does not answer yet is not refused: Admin.Check
+// reports it later.
 func NewFromURLs(urls []string, opts ...Option) (*Client, error) {
 	if len(urls) == 0 {
 		return nil, invalidf("no node URLs given")

@@ -14,11 +14,7 @@ import (
 // kept for window (docs/guide/RELIABILITY.md, "Once"). An empty id or a
 // window outside (0, lockutil.MaxCompletionWindow] is refused (ErrInvalid).
 func withCompletion(id string, window time.Duration) LockOption {
-	return func(c *lockConfig) { c.completion, c.window = id, window }
-}
-
-func init() {
-	lockutil.Completion = func(id string, window time.Duration) any { return withCompletion(id, window) }
+	return func(c *lockConfig) { c.rec = &completionRecord{id: id, window: window} }
 }
 
 // completedRun is the run the completion record found by the acquisition
@@ -150,26 +146,19 @@ func lookScore(v any) (score, expiry int64, ok bool) {
 // recordSuffix follows a resource's lock key in the name of its records.
 const recordSuffix = ":done"
 
-// checkCompletion validates withCompletion's arguments, if given.
-func (lc *lockConfig) checkCompletion() error {
+// keyRecord checks withCompletion's arguments, if given, and names the
+// record's key after resource.
+func (c *Client) keyRecord(resource string, rec *completionRecord) error {
 	switch {
-	case lc.completion == "" && lc.window == 0:
+	case rec == nil:
 		return nil
-	case lc.completion == "":
+	case rec.id == "":
 		return invalidf("completion record: empty id")
-	case lc.window <= 0 || lc.window > lockutil.MaxCompletionWindow:
-		return invalidf("completion record: window %v outside (0, %v]", lc.window, lockutil.MaxCompletionWindow)
+	case rec.window <= 0 || rec.window > lockutil.MaxCompletionWindow:
+		return invalidf("completion record: window %v outside (0, %v]", rec.window, lockutil.MaxCompletionWindow)
 	}
+	rec.key = keyOf(c.cfg.prefix, resource) + recordSuffix
 	return nil
-}
-
-// recordOf is the completion record an acquisition of resource asks for,
-// nil without withCompletion.
-func (c *Client) recordOf(resource string, lc *lockConfig) *completionRecord {
-	if lc.completion == "" {
-		return nil
-	}
-	return &completionRecord{key: keyOf(c.cfg.prefix, resource) + recordSuffix, id: lc.completion, window: lc.window}
 }
 
 // written is the completion record l's release writes: its own once its

@@ -174,7 +174,9 @@ func TestLostLockWritesNoRecord(t *testing.T) {
 func TestWithCompletionRefusesBadInput(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		c, _ := memClient(t, 3)
-		for _, o := range []LockOption{withCompletion("", time.Hour), withCompletion("x", 0), withCompletion("x", lockutil.MaxCompletionWindow+1)} {
+		bad := []LockOption{withCompletion("", time.Hour), withCompletion("", 0), withCompletion("x", 0),
+			withCompletion("x", lockutil.MaxCompletionWindow+1)}
+		for _, o := range bad {
 			if _, err := c.TryAcquire(context.Background(), "r", time.Second, o); !errors.Is(err, ErrInvalid) {
 				t.Errorf("TryAcquire: %v, want ErrInvalid", err)
 			}

@@ -3,6 +3,7 @@ package redlock
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 )
@@ -63,29 +64,22 @@ type opError struct {
 func (e *opError) Error() string {
 	var b strings.Builder
 	for i, k := range e.kinds {
+		s := k.Error()
 		if i > 0 {
-			b.WriteString(" and ")
-			b.WriteString(strings.TrimPrefix(k.Error(), "redlock: "))
-			continue
+			s = " and " + strings.TrimPrefix(s, "redlock: ")
 		}
-		b.WriteString(k.Error())
+		b.WriteString(s)
 	}
 	if e.summary != "" {
-		b.WriteString(": ")
-		b.WriteString(e.summary)
+		b.WriteString(": " + e.summary)
 	}
 	for _, n := range e.nodes {
-		b.WriteString("; ")
-		b.WriteString(n.Error())
+		b.WriteString("; " + n.Error())
 	}
 	return b.String()
 }
 
-func (e *opError) Unwrap() []error {
-	out := make([]error, 0, len(e.kinds)+len(e.nodes))
-	out = append(out, e.kinds...)
-	return append(out, e.nodes...)
-}
+func (e *opError) Unwrap() []error { return slices.Concat(e.kinds, e.nodes) }
 
 func invalidf(format string, args ...any) error {
 	return fmt.Errorf("%w: "+format, append([]any{ErrInvalid}, args...)...)

@@ -1,19 +1,15 @@
 package redlock
 
-// leaveToExpire (lockutil.LeaveToExpire, the scheduler's) ends the lock's
-// life in this process without touching the nodes: its keys stay there
-// until their TTL ends, and the end of its validity is expected, not a loss
-// (no "lock lost" log line, no EventLost, Lost() never closes). Use it for a
-// lock that records that something happened and must outlive the work, such
-// as a cron tick that must not run again on another replica within the TTL.
-//
-// Its watchdog and keep-alives stop (their contexts end with
-// context.Canceled); later calls of Release and Extend fail with
-// ErrNotHeld. A waiter of this process moves on to acquiring by itself,
-// and gets the resource once the keys expire (no release is announced).
-// It returns ErrNotHeld if the lock was already released or left, and an
-// error matching ErrLockLost if its validity had already ended. A nil Lock
-// returns ErrNotHeld.
+// leaveToExpire (lockutil.LeaveToExpire, the scheduler's: a cron tick must
+// not run again on another replica within the TTL) ends the lock's life in
+// this process without touching the nodes: its keys stay until their TTL
+// ends, an end that is not a loss (no "lock lost" log line, no EventLost,
+// Lost() never closes). Its watchdog and keep-alives stop (their contexts
+// end with context.Canceled); Release and Extend then fail with ErrNotHeld;
+// a waiter of this process acquires by itself once the keys expire (no
+// release is announced). It returns ErrNotHeld for a lock (or a nil Lock)
+// already released or left, and an error matching ErrLockLost if its
+// validity had already ended.
 func (l *Lock) leaveToExpire() error {
 	if l == nil {
 		return ErrNotHeld

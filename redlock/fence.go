@@ -72,9 +72,6 @@ func (s fenceStep) atLeast(c int64) int64 {
 	return c + d
 }
 
-// above is the least fence of the class that is larger than c.
-func (s fenceStep) above(c int64) int64 { return s.atLeast(c + 1) }
-
 // raiseFence proves fence against what the nodes hold now, before it is
 // handed out: it raises every node's counter to it and needs copies nodes
 // to answer that they hold exactly it. A node holding a larger counter makes
@@ -99,7 +96,7 @@ func (c *Client) raiseFence(ctx context.Context, k keys, fence int64, copies int
 		case err != nil:
 			return 0, err
 		case r.t.refused > 0:
-			fence = step.above(largestRaise(r))
+			fence = step.atLeast(largestRaise(r) + 1)
 			continue
 		case !r.t.success():
 			return 0, r.err([]error{ErrQuorum}, fmt.Sprintf(

@@ -21,12 +21,14 @@ func (c *Client) keysFor(resource string) keys {
 	return keys{resource: resource, key: k, fenceKey: k + fenceSuffix, channel: k + channelSuffix}
 }
 
-// fenceSuffix follows a lock key in the name of its fencing counter.
-const fenceSuffix = ":fence"
-
-// channelSuffix follows a lock key in the name of its release channel
-// (lua/release_many.lua builds it too).
-const channelSuffix = ":released"
+// What follows a resource's lock key in the names of its fencing counter,
+// its release channel (lua/release_many.lua builds it too) and its slots
+// above 0 (slotKey).
+const (
+	fenceSuffix   = ":fence"
+	channelSuffix = ":released"
+	slotSuffix    = ":slot:"
+)
 
 func (k keys) lockKeys() []string { return []string{k.key} }
 func (k keys) bothKeys() []string { return []string{k.key, k.fenceKey} }
@@ -130,7 +132,3 @@ func slotKey(lockKey string, i int) string {
 	}
 	return lockKey + slotSuffix + strconv.Itoa(i)
 }
-
-// slotSuffix follows the resource's lock key in a slot's key (slot 0 has
-// none).
-const slotSuffix = ":slot:"

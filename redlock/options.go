@@ -9,15 +9,13 @@ import (
 	"go.opentelemetry.io/otel/trace"
 )
 
-// Defaults used when no option overrides them; each option's doc states its own.
+// Defaults read beyond defaultConfig, which holds the others; each option's
+// doc states its own.
 const (
-	defaultPrefix         = "asynqlock:"
-	defaultNodeTimeout    = 50 * time.Millisecond
-	defaultDriftFactor    = 0.01
-	defaultRetryMin       = 25 * time.Millisecond
-	defaultRetryMax       = 100 * time.Millisecond
-	defaultFenceRetention = 7 * 24 * time.Hour
-	defaultBatchWindow    = time.Millisecond
+	defaultPrefix      = "asynqlock:"
+	defaultNodeTimeout = 50 * time.Millisecond
+	defaultDriftFactor = 0.01
+	defaultBatchWindow = time.Millisecond
 	// driftFloor is the fixed part of the clock-drift allowance (2ms in the
 	// Redlock text).
 	driftFloor = 2 * time.Millisecond
@@ -38,7 +36,6 @@ type config struct {
 	onHandOver     func(error) // tests only: the result of each hand-over round (nil: none)
 	logger         *slog.Logger
 	observer       func(Event)
-	batchWorkers   int
 	batchWindow    time.Duration
 	windowSet      bool // withBatchWindow was given; else the default, fitted to the node timeout
 	holderInfo     bool
@@ -51,12 +48,11 @@ func defaultConfig() config {
 		prefix:         defaultPrefix,
 		nodeTimeout:    defaultNodeTimeout,
 		driftFactor:    defaultDriftFactor,
-		retryMin:       defaultRetryMin,
-		retryMax:       defaultRetryMax,
-		fenceRetention: defaultFenceRetention,
+		retryMin:       25 * time.Millisecond,
+		retryMax:       100 * time.Millisecond,
+		fenceRetention: 7 * 24 * time.Hour, // WithFencing's 7 days
 		localQueue:     true,
 		logger:         slog.Default(),
-		batchWorkers:   1,
 		batchWindow:    defaultBatchWindow,
 		holderInfo:     true,
 	}
@@ -104,11 +100,9 @@ func WithRetryDelay(min, max time.Duration) Option {
 }
 
 // withLocalQueue (lockutil.LocalQueue, for tests and benchmarks) turns the
-// in-process FIFO queue of Acquire waiters on or off (default on). With it,
-// only the head of each resource's queue contends on the nodes, and a release
-// hands the lock to the next local waiter in one round. Off, every caller
-// contends on the nodes by itself, as callers in separate processes do.
-// Safety never depends on it: the quorum decides.
+// in-process FIFO queue of Acquire waiters on or off (default on); off,
+// every caller contends on the nodes by itself, as callers in separate
+// processes do (docs/design/HANDOVER.md). Safety never depends on it.
 func withLocalQueue(on bool) Option { return func(c *config) { c.localQueue = on } }
 
 // withBatchWindow (lockutil.BatchWindow, for tests and benchmarks) sets how
@@ -128,6 +122,7 @@ func init() {
 	lockutil.LocalQueue = func(on bool) any { return withLocalQueue(on) }
 	lockutil.BatchWindow = func(d time.Duration) any { return withBatchWindow(d) }
 	lockutil.OnHandOver = func(f func(error)) any { return withHandOverHook(f) }
+	lockutil.Completion = func(id string, window time.Duration) any { return withCompletion(id, window) }
 }
 
 // WithInspectOnly makes NewFromURLs keep the nodes it would refuse (one
@@ -148,25 +143,20 @@ func WithLogger(l *slog.Logger) Option {
 	}
 }
 
-// WithObserver installs a hook called for acquisitions, extensions,
-// losses, node errors, hand-overs and changes of limit (EventKind), e.g. to
-// feed metrics. It is called synchronously on the lock's hot path: it must
-// be fast and must not block.
+// WithObserver installs a hook called for acquisitions, extensions, losses
+// and node errors (EventKind), e.g. to feed metrics. It is called
+// synchronously on the lock's hot path: it must be fast and must not block.
 // Default: none; nil means none.
 func WithObserver(f func(Event)) Option { return func(c *config) { c.observer = f } }
 
 // lockConfig holds per-lock options.
 type lockConfig struct {
 	fencing bool
-	limited bool   // WithLimit was given
 	slot    uint16 // under WithLimit: the slot the current round asks for
-	limit   int32  // WithLimit's n, clamped to [MinInt32, MaxLimit+1]; 0 when not given (one holder)
+	limit   int32  // WithLimit's n, clamped to [MinInt32, MaxLimit+1]; 1 when not given
 	maxHold time.Duration
-	suffix  string // the holder part of this acquisition's tokens
-	// withCompletion's id and window, and the record they name (prepare).
-	completion string
-	window     time.Duration
-	rec        *completionRecord
+	suffix  string            // the holder part of this acquisition's tokens
+	rec     *completionRecord // withCompletion's record
 }
 
 // LockOption configures one acquisition.

@@ -61,13 +61,6 @@ type tracerOf struct {
 	t  trace.Tracer
 }
 
-func newTracers(tp trace.TracerProvider) *tracers {
-	if tp != nil {
-		return &tracers{fixed: tp.Tracer(tracerName)}
-	}
-	return &tracers{}
-}
-
 // get returns the tracer to use now, nil when no provider is set.
 func (ts *tracers) get() trace.Tracer {
 	if ts.fixed != nil {
