@@ -13,17 +13,13 @@ import (
 //go:embed lua/*.lua
 var luaFiles embed.FS
 
-// newScript is the script made of the named files of lua/, in order.
-func newScript(files ...string) *transport.Script {
-	var src strings.Builder
-	for _, f := range files {
-		b, err := luaFiles.ReadFile("lua/" + f)
-		if err != nil {
-			panic("redlock: missing embedded script " + f) // a build mistake, caught by every test
-		}
-		src.Write(b)
+// newScript is the script of lua/file.
+func newScript(file string) *transport.Script {
+	b, err := luaFiles.ReadFile("lua/" + file)
+	if err != nil {
+		panic("redlock: missing embedded script " + file) // a build mistake, caught by every test
 	}
-	return transport.NewScript(src.String())
+	return transport.NewScript(string(b))
 }
 
 // scriptArgs builds the EVALSHA arguments of s.
@@ -37,28 +33,24 @@ func scriptArgs(s *transport.Script, keys []string, argv ...any) []any {
 }
 
 // The scripts, one file each in lua/ with its KEYS/ARGV contract and
-// return values in its header. The waiter-queue scripts are sent after the
-// common prelude queue.lua (and, for slots, slot_queue.lua); the releases
-// after their cheap unqueued case; the scripts that release a holder's
-// token after record.lua, which writes its completion record in the same
-// call.
+// reply in its header.
 var (
 	releaseScript      = newScript("release.lua")
 	extendScript       = newScript("extend.lua")
 	fenceAcquireScript = newScript("fence_acquire.lua")
 	fenceRaiseScript   = newScript("fence_raise.lua")
 	inspectScript      = newScript("inspect.lua")
-	turnScript         = newScript("record.lua", "queue.lua", "turn.lua")
-	queueReleaseScript = newScript("record.lua", "queue_release.lua")
-	leaveQueueScript   = newScript("queue.lua", "leave_queue.lua")
-	slotAcquireScript  = newScript("slot_fence.lua", "slot_acquire.lua")
-	slotTurnScript     = newScript("record.lua", "slot_fence.lua", "slot_turn.lua")
-	slotReleaseScript  = newScript("record.lua", "slot_release_unqueued.lua", "queue.lua", "slot_queue.lua", "slot_release.lua")
-	slotWaitScript     = newScript("slot_fence.lua", "queue.lua", "slot_queue.lua", "slot_wait.lua")
-	slotLeaveScript    = newScript("queue.lua", "slot_queue.lua", "slot_leave.lua")
+	turnScript         = newScript("turn.lua")
+	queueReleaseScript = newScript("queue_release.lua")
+	leaveQueueScript   = newScript("leave_queue.lua")
+	slotAcquireScript  = newScript("slot_acquire.lua")
+	slotTurnScript     = newScript("slot_turn.lua")
+	slotReleaseScript  = newScript("slot_release.lua")
+	slotWaitScript     = newScript("slot_wait.lua")
+	slotLeaveScript    = newScript("slot_leave.lua")
 	// releaseManyScript runs several queue releases in one call: a node's
 	// transport joins a batch's queue releases (release_many.lua).
-	releaseManyScript = newScript("record.lua", "release_many.lua")
+	releaseManyScript = newScript("release_many.lua")
 )
 
 // transportEnv tells every node which scripts it loads and which releases

@@ -1,10 +1,7 @@
--- fence_acquire: SET NX PX plus a fencing counter. On success, bump the
--- resource's counter (seeding a missing one from the node's clock in
--- microseconds, so a counter that expired or was lost restarts above every
--- earlier value). turn.lua's fence step must match this one.
--- KEYS[1] lock key; KEYS[2] fencing counter key
+-- fence_acquire: SET NX PX, then bump the fencing counter (a missing one seeded from TIME in µs).
+-- KEYS[1] lock key; KEYS[2] fencing counter
 -- ARGV[1] token; ARGV[2] ttl in ms; ARGV[3] counter retention in ms
--- Returns the new fence (an integer), or nil when the key was taken.
+-- Returns the new fence, or nil when the key was taken.
 if not redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
 	return false
 end
