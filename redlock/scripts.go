@@ -43,7 +43,6 @@ var (
 	turnScript         = newScript("turn.lua")
 	queueReleaseScript = newScript("queue_release.lua")
 	leaveQueueScript   = newScript("leave_queue.lua")
-	slotAcquireScript  = newScript("slot_acquire.lua")
 	slotTurnScript     = newScript("slot_turn.lua")
 	slotReleaseScript  = newScript("slot_release.lua")
 	slotWaitScript     = newScript("slot_wait.lua")
@@ -60,15 +59,15 @@ var transportEnv = &transport.Env{Scripts: allScripts, Closed: ErrClosed, Releas
 
 // allScripts are loaded on a node before its first script call.
 var allScripts = []*transport.Script{releaseScript, extendScript, fenceAcquireScript, fenceRaiseScript, inspectScript, turnScript, queueReleaseScript, leaveQueueScript,
-	slotAcquireScript, slotReleaseScript, slotTurnScript, slotWaitScript, slotLeaveScript, releaseManyScript}
+	slotReleaseScript, slotTurnScript, slotWaitScript, slotLeaveScript, releaseManyScript}
 
 // Below, what an acquisition sends with the scripts: its round's arguments,
 // and the calls it does not wait for (leaving the queue, undoing a round).
 
 // roundArgs builds an acquisition round's command: for a slot of a limited
-// resource, slotWaitScript with a ticket, else slotAcquireScript; with a
-// ticket, turnScript; with fencing, fenceAcquireScript; else a plain SET NX
-// PX (s is nil).
+// resource, slotWaitScript with a ticket; else with a ticket, turnScript;
+// with fencing, fenceAcquireScript (for a slot, with its fence class); else
+// a plain SET NX PX (s is nil).
 func (c *Client) roundArgs(k keys, token string, ttl time.Duration, lc *lockConfig, tk *ticket) (s *transport.Script, args []any, classify func(transport.Reply) outcome) {
 	ttlMs := ttl.Milliseconds()
 	switch {
@@ -77,7 +76,7 @@ func (c *Client) roundArgs(k keys, token string, ttl time.Duration, lc *lockConf
 	case tk != nil:
 		return turnScript, c.turnArgs(k, "", token, ttl, tk, lc, false, nil), classifyTurn
 	case lc.limit > 1 && lc.fencing:
-		return slotAcquireScript, c.slotArgs(k, token, ttlMs, lc), classifySet
+		return fenceAcquireScript, c.slotArgs(k, token, ttlMs, lc), classifySet
 	case lc.fencing:
 		return fenceAcquireScript, scriptArgs(fenceAcquireScript, k.bothKeys(), token, ttlMs, c.cfg.fenceRetention.Milliseconds()), classifySet
 	}
@@ -109,9 +108,9 @@ func (k keys) slotQueueKeys(limit int) []string {
 // counter's key without its suffix.
 func (k keys) baseKey() string { return strings.TrimSuffix(k.fenceKey, fenceSuffix) }
 
-// slotArgs builds slotAcquireScript's arguments (a fenced slot round).
+// slotArgs builds fenceAcquireScript's arguments for a fenced slot round.
 func (c *Client) slotArgs(k keys, token string, ttlMs int64, lc *lockConfig) []any {
-	return scriptArgs(slotAcquireScript, k.bothKeys(), token, ttlMs, c.cfg.fenceRetention.Milliseconds(), fenceClasses, lc.slot)
+	return scriptArgs(fenceAcquireScript, k.bothKeys(), token, ttlMs, c.cfg.fenceRetention.Milliseconds(), fenceClasses, lc.slot)
 }
 
 // turnArgs builds turnScript's arguments; with rec, the releasing holder

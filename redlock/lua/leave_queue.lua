@@ -1,6 +1,6 @@
 -- leave_queue: take a waiter that gave up out of the queue, passing on a reservation made for it.
 -- KEYS[1] lock key; KEYS[2] waiter queue; KEYS[3] lease ends
--- ARGV[1] waiter id; ARGV[2] lease in ms; ARGV[3] channel ('' for none)
+-- ARGV[1] waiter id; ARGV[2] lease in ms; ARGV[3] channel
 -- Returns 1.
 local queued = redis.call('EXISTS', KEYS[2]) == 1
 if queued then -- drop lapsed waiters
@@ -28,7 +28,5 @@ if #h > 0 then
 else
 	redis.call('DEL', KEYS[1])
 end
-if ARGV[3] ~= '' then
-	redis.call('PUBLISH', ARGV[3], msg)
-end
+redis.call('PUBLISH', ARGV[3], msg)
 return 1

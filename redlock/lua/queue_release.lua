@@ -1,6 +1,6 @@
 -- queue_release: a holder's release; with waiters queued, the key is reserved for the queue's head.
 -- KEYS[1] lock key; KEYS[2] waiter queue; KEYS[3] lease ends; KEYS[4] record set (if one is written)
--- ARGV[1] token; ARGV[2] lease in ms; ARGV[3] channel ('' for none); ARGV[4] record id; ARGV[5] window
+-- ARGV[1] token; ARGV[2] lease in ms; ARGV[3] channel; ARGV[4] record id; ARGV[5] window
 -- Returns 1, or 0 when the key was not ours.
 local mine = redis.call('GET', KEYS[1]) == ARGV[1]
 if redis.call('EXISTS', KEYS[2]) == 0 then -- nobody queued: unannounced compare-and-delete
@@ -24,9 +24,7 @@ else
 		else
 			redis.call('DEL', KEYS[1])
 		end
-		if ARGV[3] ~= '' then
-			redis.call('PUBLISH', ARGV[3], msg)
-		end
+		redis.call('PUBLISH', ARGV[3], msg)
 	end
 end
 if KEYS[4] then -- the holder's completion record, scored in ms * 1024 (-1: delete it)

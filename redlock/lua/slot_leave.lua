@@ -1,6 +1,6 @@
 -- slot_leave: take a waiter out of the slots' queue; the new head is told of a reserved slot.
 -- KEYS as slot_release.lua, without a record set
--- ARGV[1] waiter id; ARGV[2] n; ARGV[3] channel ('' for none)
+-- ARGV[1] waiter id; ARGV[2] n; ARGV[3] channel
 -- Returns 1.
 if redis.call('EXISTS', KEYS[2]) == 1 then -- drop lapsed waiters
 	local t = redis.call('TIME')
@@ -25,7 +25,7 @@ for i = 5, 4 + tonumber(ARGV[2]) do
 		end
 	end
 end
-if #h > 0 and free and ARGV[3] ~= '' then
+if #h > 0 and free then
 	redis.call('PUBLISH', ARGV[3], 'queued:' .. h[1] .. '/' .. free)
 end
 return 1

@@ -9,7 +9,7 @@ local out = {0, 0, 0, 0}
 if mine or not cur then
 	redis.call('SET', KEYS[1], ARGV[2], 'PX', ARGV[3])
 	out = {mine and 1 or 0, 1, 0, 1}
-	if ARGV[4] == '1' then -- the slot's fence, as slot_acquire.lua takes it
+	if ARGV[4] == '1' then -- the slot's fence, as fence_acquire.lua takes it
 		local c = redis.call('GET', KEYS[2])
 		local f
 		if c then

@@ -43,13 +43,13 @@ for i = 5, 4 + tonumber(ARGV[4]) do
 		end
 	end
 end
-if #h > 0 and free and ARGV[11] ~= '' then
+if #h > 0 and free then
 	redis.call('PUBLISH', ARGV[11], 'queued:' .. h[1] .. '/' .. free)
 end
 if ARGV[5] ~= '1' then
 	return 1
 end
-local c = redis.call('GET', KEYS[4]) -- the slot's fence, as slot_acquire.lua takes it
+local c = redis.call('GET', KEYS[4]) -- the slot's fence, as fence_acquire.lua takes it
 local f
 if c then
 	f = tonumber(c) + 1

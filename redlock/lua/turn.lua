@@ -37,14 +37,15 @@ if take then
 	redis.call('SET', KEYS[1], ARGV[2], 'PX', ARGV[3])
 	redis.call('ZREM', KEYS[2], ARGV[5])
 	redis.call('ZREM', KEYS[3], ARGV[5])
-	if ARGV[7] == '1' and redis.call('EXISTS', KEYS[4]) == 1 then
-		f = redis.call('INCR', KEYS[4])
-		redis.call('PEXPIRE', KEYS[4], ARGV[8])
-	elseif ARGV[7] == '1' then -- seeded as fence_acquire.lua seeds it
-		local t = redis.call('TIME')
-		local c = t[1] .. string.format('%06d', tonumber(t[2]))
-		redis.call('SET', KEYS[4], c, 'PX', ARGV[8])
-		f = tonumber(c)
+	if ARGV[7] == '1' then -- a fence as fence_acquire.lua takes it
+		local c = redis.call('GET', KEYS[4])
+		if c then
+			f = tonumber(c) + 1
+		else
+			local t = redis.call('TIME')
+			f = tonumber(t[1] .. string.format('%06d', tonumber(t[2])))
+		end
+		redis.call('SET', KEYS[4], string.format('%.0f', f), 'PX', ARGV[8])
 	end
 else
 	redis.call('ZADD', KEYS[2], ARGV[4], ARGV[5])
@@ -60,9 +61,7 @@ else
 		else
 			redis.call('DEL', KEYS[1])
 		end
-		if ARGV[9] ~= '' then
-			redis.call('PUBLISH', ARGV[9], msg)
-		end
+		redis.call('PUBLISH', ARGV[9], msg)
 	end
 end
 if KEYS[5] then -- the old holder's completion record, on every node reached
