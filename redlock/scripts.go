@@ -90,7 +90,7 @@ func (c *Client) slotWaitArgs(k keys, token string, ttlMs int64, lc *lockConfig,
 		lc.limit, flag(lc.fencing), fenceClasses, lc.slot, tk.score, tk.id, c.queueLease().Milliseconds(), k.channel)
 }
 
-// slotQueueKeys are the keys of slot_queue.lua for a resource of limit
+// slotQueueKeys are the keys of the slot queue's scripts for a resource of limit
 // slots, k being one slot's keys: the resource's lock key, its waiter queue
 // (the same keys as a plain lock's queue), the fencing counter, then every
 // slot key.
@@ -123,7 +123,7 @@ func (c *Client) turnArgs(k keys, old, token string, ttl time.Duration, tk *tick
 
 // recordedArgs builds the arguments of s, a script that releases a
 // holder's token, for writing rec in the same call where the token still
-// held its key (lua/record.lua): rec's set follows the script's own keys,
+// held its key: rec's set follows the script's own keys,
 // and its id and window its own arguments. One
 // call per node, not two: written by a script call of its own beside the
 // release, a record made a lock node run 1.3 script calls per task
