@@ -122,15 +122,10 @@ func (c *Client) turnArgs(k keys, old, token string, ttl time.Duration, tk *tick
 }
 
 // recordedArgs builds the arguments of s, a script that releases a
-// holder's token, for writing rec in the same call where the token still
-// held its key: rec's set follows the script's own keys,
-// and its id and window its own arguments. One
-// call per node, not two: written by a script call of its own beside the
-// release, a record made a lock node run 1.3 script calls per task
-// through asynq instead of 0.26 (releases share calls, transport/join.go)
-// (bench/README.md, "Completion records"). Expiry is judged on the
-// node's clock (the script reads TIME), never the writer's. A nil rec
-// gives s.args.
+// holder's token, for writing rec in the same call: rec's set follows the
+// script's own keys, and its id and window its own arguments (one call per
+// node, not two: docs/design/REDLOCK.md, "The scripts"). A nil
+// rec gives s.args.
 func recordedArgs(s *transport.Script, keys []string, rec *completionRecord, argv ...any) []any {
 	if rec == nil {
 		return scriptArgs(s, keys, argv...)
