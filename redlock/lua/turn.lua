@@ -22,9 +22,9 @@ if queued then -- drop lapsed waiters
 end
 local cur = redis.call('GET', KEYS[1])
 local mine = cur == ARGV[1]
+local h = {}
 local first, take = false, false
 if not cur or mine or string.sub(cur, 1, 7) == 'queued:' then
-	local h = {}
 	if queued then
 		h = redis.call('ZRANGE', KEYS[2], 0, 0, 'WITHSCORES')
 	end
@@ -52,16 +52,9 @@ else
 	redis.call('ZADD', KEYS[3], clock() + tonumber(ARGV[6]), ARGV[5])
 	redis.call('PEXPIRE', KEYS[2], ARGV[6])
 	redis.call('PEXPIRE', KEYS[3], ARGV[6])
-	if mine then -- the old token's key passes to the queue's head
-		local h = redis.call('ZRANGE', KEYS[2], 0, 0)
-		local msg = '1'
-		if #h > 0 then
-			msg = 'queued:' .. h[1]
-			redis.call('SET', KEYS[1], msg, 'PX', ARGV[6])
-		else
-			redis.call('DEL', KEYS[1])
-		end
-		redis.call('PUBLISH', ARGV[9], msg)
+	if mine then -- the old token's key is reserved for h[1], the live head ahead of the new waiter
+		redis.call('SET', KEYS[1], 'queued:' .. h[1], 'PX', ARGV[6])
+		redis.call('PUBLISH', ARGV[9], 'queued:' .. h[1])
 	end
 end
 if KEYS[5] then -- the old holder's completion record, on every node reached
