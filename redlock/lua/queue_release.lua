@@ -27,18 +27,15 @@ else
 		redis.call('PUBLISH', ARGV[3], msg)
 	end
 end
-if KEYS[4] then -- the holder's completion record, scored in ms * 1024 (-1: delete it)
-	local w = tonumber(ARGV[5])
-	if w < 0 then
-		redis.call('ZREM', KEYS[4], ARGV[4])
-	else
-		local t = redis.call('TIME')
-		local now = (t[1] * 1000 + math.floor(t[2] / 1000)) * 1024
-		redis.call('ZREMRANGEBYSCORE', KEYS[4], '-inf', now + 1023)
-		redis.call('ZADD', KEYS[4], now + w, ARGV[4])
-		if redis.call('PTTL', KEYS[4]) < math.floor(w / 1024) then
-			redis.call('PEXPIRE', KEYS[4], math.floor(w / 1024))
-		end
+if KEYS[4] and tonumber(ARGV[5]) < 0 then -- the holder's completion record, scored in ms * 1024 (-1: delete it)
+	redis.call('ZREM', KEYS[4], ARGV[4])
+elseif KEYS[4] then
+	local t = redis.call('TIME')
+	local ms = (t[1] * 1000 + math.floor(t[2] / 1000)) * 1024
+	redis.call('ZREMRANGEBYSCORE', KEYS[4], '-inf', ms + 1023)
+	redis.call('ZADD', KEYS[4], ms + ARGV[5], ARGV[4])
+	if redis.call('PTTL', KEYS[4]) < math.floor(ARGV[5] / 1024) then
+		redis.call('PEXPIRE', KEYS[4], math.floor(ARGV[5] / 1024))
 	end
 end
 return mine and 1 or 0

@@ -36,18 +36,15 @@ else
 		end
 	end
 end
-if ARGV[6] then -- the holder's completion record
-	local w = tonumber(ARGV[7])
-	if w < 0 then
-		redis.call('ZREM', KEYS[#KEYS], ARGV[6])
-	else
-		local t = redis.call('TIME')
-		local ms = (t[1] * 1000 + math.floor(t[2] / 1000)) * 1024
-		redis.call('ZREMRANGEBYSCORE', KEYS[#KEYS], '-inf', ms + 1023)
-		redis.call('ZADD', KEYS[#KEYS], ms + w, ARGV[6])
-		if redis.call('PTTL', KEYS[#KEYS]) < math.floor(w / 1024) then
-			redis.call('PEXPIRE', KEYS[#KEYS], math.floor(w / 1024))
-		end
+if ARGV[6] and tonumber(ARGV[7]) < 0 then -- the holder's completion record
+	redis.call('ZREM', KEYS[#KEYS], ARGV[6])
+elseif ARGV[6] then
+	local t = redis.call('TIME')
+	local ms = (t[1] * 1000 + math.floor(t[2] / 1000)) * 1024
+	redis.call('ZREMRANGEBYSCORE', KEYS[#KEYS], '-inf', ms + 1023)
+	redis.call('ZADD', KEYS[#KEYS], ms + ARGV[7], ARGV[6])
+	if redis.call('PTTL', KEYS[#KEYS]) < math.floor(ARGV[7] / 1024) then
+		redis.call('PEXPIRE', KEYS[#KEYS], math.floor(ARGV[7] / 1024))
 	end
 end
 return mine and 1 or 0

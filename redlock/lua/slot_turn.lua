@@ -24,18 +24,15 @@ if mine or not cur then
 		out[3] = f
 	end
 end
-if KEYS[3] then -- the old holder's completion record, on every node reached
-	local w = tonumber(ARGV[9])
-	if w < 0 then
-		redis.call('ZREM', KEYS[3], ARGV[8])
-	else
-		local t = redis.call('TIME')
-		local ms = (t[1] * 1000 + math.floor(t[2] / 1000)) * 1024
-		redis.call('ZREMRANGEBYSCORE', KEYS[3], '-inf', ms + 1023)
-		redis.call('ZADD', KEYS[3], ms + w, ARGV[8])
-		if redis.call('PTTL', KEYS[3]) < math.floor(w / 1024) then
-			redis.call('PEXPIRE', KEYS[3], math.floor(w / 1024))
-		end
+if KEYS[3] and tonumber(ARGV[9]) < 0 then -- the old holder's completion record, on every node
+	redis.call('ZREM', KEYS[3], ARGV[8])
+elseif KEYS[3] then
+	local t = redis.call('TIME')
+	local ms = (t[1] * 1000 + math.floor(t[2] / 1000)) * 1024
+	redis.call('ZREMRANGEBYSCORE', KEYS[3], '-inf', ms + 1023)
+	redis.call('ZADD', KEYS[3], ms + ARGV[9], ARGV[8])
+	if redis.call('PTTL', KEYS[3]) < math.floor(ARGV[9] / 1024) then
+		redis.call('PEXPIRE', KEYS[3], math.floor(ARGV[9] / 1024))
 	end
 end
 return out

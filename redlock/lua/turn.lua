@@ -57,17 +57,14 @@ else
 		redis.call('PUBLISH', ARGV[9], 'queued:' .. h[1])
 	end
 end
-if KEYS[5] then -- the old holder's completion record, on every node reached
-	local w = tonumber(ARGV[12])
-	if w < 0 then
-		redis.call('ZREM', KEYS[5], ARGV[11])
-	else
-		local ms = clock() * 1024
-		redis.call('ZREMRANGEBYSCORE', KEYS[5], '-inf', ms + 1023)
-		redis.call('ZADD', KEYS[5], ms + w, ARGV[11])
-		if redis.call('PTTL', KEYS[5]) < math.floor(w / 1024) then
-			redis.call('PEXPIRE', KEYS[5], math.floor(w / 1024))
-		end
+if KEYS[5] and tonumber(ARGV[12]) < 0 then -- the old holder's completion record, on every node
+	redis.call('ZREM', KEYS[5], ARGV[11])
+elseif KEYS[5] then
+	local ms = clock() * 1024
+	redis.call('ZREMRANGEBYSCORE', KEYS[5], '-inf', ms + 1023)
+	redis.call('ZADD', KEYS[5], ms + ARGV[12], ARGV[11])
+	if redis.call('PTTL', KEYS[5]) < math.floor(ARGV[12] / 1024) then
+		redis.call('PEXPIRE', KEYS[5], math.floor(ARGV[12] / 1024))
 	end
 end
 return {mine and 1 or 0, take and 1 or 0, f, (take and not first) and 1 or 0}
