@@ -325,7 +325,7 @@ func TestLimitedLockWritesItsRecord(t *testing.T) {
 	if next.err != nil || next.l.via != handoverLocal {
 		t.Fatalf("local waiter: %v; want a local hand-over", next.err)
 	}
-	done(got.l) // no waiter: slot_release_unqueued.lua
+	done(got.l) // no waiter: slot_release.lua's first branch
 	done(next.l)
 	for _, id := range []string{"a", "b", "remote", "local"} {
 		if err := raw.ZScore(ctx, mark+recordSuffix, id).Err(); err != nil {

@@ -52,7 +52,7 @@ func (c *Client) settleFence(ctx context.Context, r *round, rd fenceReader, k ke
 // fenceStep is the class of fences a holder may take: those equal to slot
 // modulo n, n = 1 for a plain lock, fenceClasses for a slot of a limit
 // above 1, so that holders of different slots never share a fence
-// (docs/design/REDLOCK.md, "Limits"); lua/slot_acquire.lua bumps alike.
+// (docs/design/REDLOCK.md, "Limits"); lua/fence_acquire.lua bumps alike.
 type fenceStep struct{ n, slot int64 }
 
 // stepOf is the fence class of an acquisition configured by lc.

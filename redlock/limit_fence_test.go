@@ -133,7 +133,7 @@ func overlappingClients(t *testing.T, raws []*redis.Client, raised, release chan
 	var once sync.Once
 	x = wrappedClient(t, raws, func(i int, run func(context.Context, []*redis.Cmd)) func(context.Context, []*redis.Cmd) {
 		if i == 1 {
-			run = failing(run, slotAcquireScript)
+			run = failing(run, fenceAcquireScript)
 		}
 		return func(ctx context.Context, cmds []*redis.Cmd) {
 			if sends(cmds, fenceRaiseScript) {
@@ -145,14 +145,14 @@ func overlappingClients(t *testing.T, raws []*redis.Client, raised, release chan
 	})
 	y = wrappedClient(t, raws, func(i int, run func(context.Context, []*redis.Cmd)) func(context.Context, []*redis.Cmd) {
 		if i == 0 {
-			return failing(run, slotAcquireScript)
+			return failing(run, fenceAcquireScript)
 		}
 		return run
 	})
 	return x, y
 }
 
-// TestSlotFenceStepMatchesGo: slot_acquire.lua bumps a counter to the least
+// TestSlotFenceStepMatchesGo: fence_acquire.lua bumps a counter to the least
 // value above it of the slot's class, as fenceStep.above says, also at
 // counters of today's clock in microseconds (where Lua's % on doubles is
 // inexact), and seeds a missing counter at or above the node's clock.
@@ -166,7 +166,7 @@ func TestSlotFenceStepMatchesGo(t *testing.T) {
 				raw.FlushAll(ctx)
 				raw.Set(ctx, k+":fence", c, time.Hour)
 				keys := []string{slotKey(k, int(slot)), k + ":fence"}
-				got := runScript(t, raw, slotAcquireScript, keys, "T", 60000, 60000, n, slot)
+				got := runScript(t, raw, fenceAcquireScript, keys, "T", 60000, 60000, n, slot)
 				if want := (fenceStep{n: n, slot: slot}).atLeast(c + 1); got != want {
 					t.Fatalf("n %d, slot %d, counter %d: fence %d, want %d", n, slot, c, got, want)
 				}
@@ -178,7 +178,7 @@ func TestSlotFenceStepMatchesGo(t *testing.T) {
 	}
 	raw.FlushAll(ctx)
 	before := time.Now().UnixMicro()
-	f := runScript(t, raw, slotAcquireScript, []string{slotKey(k, 2), k + ":fence"}, "T", 60000, 60000, 3, 2)
+	f := runScript(t, raw, fenceAcquireScript, []string{slotKey(k, 2), k + ":fence"}, "T", 60000, 60000, 3, 2)
 	if f < before || f%3 != 2 {
 		t.Fatalf("seeded fence %d: want at least the clock (%d) and 2 modulo 3", f, before)
 	}

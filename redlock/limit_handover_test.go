@@ -168,7 +168,7 @@ func oneRound(t *testing.T, sc *scriptCounter, raws []*redis.Client, key string,
 	if n := sc.with(slotTurnScript, a.Token()); n != 3 {
 		t.Fatalf("%d hand-over calls, want one round on 3 nodes", n)
 	}
-	if sc.with(slotReleaseScript, a.Token()) != 0 || sc.with(nil, l.Token()) != 0 || sc.with(slotAcquireScript, l.Token()) != 0 {
+	if sc.with(slotReleaseScript, a.Token()) != 0 || sc.with(nil, l.Token()) != 0 || sc.with(fenceAcquireScript, l.Token()) != 0 {
 		t.Fatal("the hand-over sent a release or an acquisition round")
 	}
 	for i, raw := range raws {

@@ -301,9 +301,9 @@ func (m *memNode) execRecord(op string, a []any, c *redis.Cmd) bool {
 	return true
 }
 
-// writeRecord is lua/record.lua: the release scripts' write of a completion
-// record, given the record's set and its arguments (id, window, scaled as
-// record.lua's), on the node's clock.
+// writeRecord is the release scripts' write of a completion record
+// (lua/queue_release.lua), given the record's set and its arguments (id,
+// window, scaled as the scripts'), on the node's clock.
 func (m *memNode) writeRecord(key string, argv []any) {
 	m.calls["record"]++
 	z := m.zset(key, true)

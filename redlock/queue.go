@@ -17,7 +17,7 @@ import (
 
 // reservePrefix starts a lock key's value while it is reserved for a queued
 // waiter. Tokens (rand.Text) are upper case: they never start with it. The
-// scripts (lua/queue.lua, turn.lua, leave_queue.lua) spell it out.
+// scripts (lua/turn.lua, queue_release.lua, ...) spell it out.
 const reservePrefix = "queued:"
 
 // ticket is an Acquire call's place in a resource's waiter queue: its start

@@ -102,7 +102,7 @@ func TestRecordWindowsOnTheNodesClock(t *testing.T) {
 	raws := make([]*redis.Client, len(cl.Nodes))
 	for i, n := range cl.Nodes {
 		raws[i] = n.Client(t)
-		// The record of a worker on the nodes' clock, as record.lua writes
+		// The record of a worker on the nodes' clock, as the release scripts write
 		// it: expiry in node ms times runScale, run 0.
 		now, err := raws[i].Time(ctx).Result()
 		if err != nil {

@@ -13,17 +13,13 @@ import (
 //go:embed lua/*.lua
 var luaFiles embed.FS
 
-// newScript is the script made of the named files of lua/, in order.
-func newScript(files ...string) *transport.Script {
-	var src strings.Builder
-	for _, f := range files {
-		b, err := luaFiles.ReadFile("lua/" + f)
-		if err != nil {
-			panic("redlock: missing embedded script " + f) // a build mistake, caught by every test
-		}
-		src.Write(b)
+// newScript is the script of lua/file.
+func newScript(file string) *transport.Script {
+	b, err := luaFiles.ReadFile("lua/" + file)
+	if err != nil {
+		panic("redlock: missing embedded script " + file) // a build mistake, caught by every test
 	}
-	return transport.NewScript(src.String())
+	return transport.NewScript(string(b))
 }
 
 // scriptArgs builds the EVALSHA arguments of s.
@@ -37,28 +33,23 @@ func scriptArgs(s *transport.Script, keys []string, argv ...any) []any {
 }
 
 // The scripts, one file each in lua/ with its KEYS/ARGV contract and
-// return values in its header. The waiter-queue scripts are sent after the
-// common prelude queue.lua (and, for slots, slot_queue.lua); the releases
-// after their cheap unqueued case; the scripts that release a holder's
-// token after record.lua, which writes its completion record in the same
-// call.
+// reply in its header.
 var (
 	releaseScript      = newScript("release.lua")
 	extendScript       = newScript("extend.lua")
 	fenceAcquireScript = newScript("fence_acquire.lua")
 	fenceRaiseScript   = newScript("fence_raise.lua")
 	inspectScript      = newScript("inspect.lua")
-	turnScript         = newScript("record.lua", "queue.lua", "turn.lua")
-	queueReleaseScript = newScript("record.lua", "queue_release.lua")
-	leaveQueueScript   = newScript("queue.lua", "leave_queue.lua")
-	slotAcquireScript  = newScript("slot_fence.lua", "slot_acquire.lua")
-	slotTurnScript     = newScript("record.lua", "slot_fence.lua", "slot_turn.lua")
-	slotReleaseScript  = newScript("record.lua", "slot_release_unqueued.lua", "queue.lua", "slot_queue.lua", "slot_release.lua")
-	slotWaitScript     = newScript("slot_fence.lua", "queue.lua", "slot_queue.lua", "slot_wait.lua")
-	slotLeaveScript    = newScript("queue.lua", "slot_queue.lua", "slot_leave.lua")
+	turnScript         = newScript("turn.lua")
+	queueReleaseScript = newScript("queue_release.lua")
+	leaveQueueScript   = newScript("leave_queue.lua")
+	slotTurnScript     = newScript("slot_turn.lua")
+	slotReleaseScript  = newScript("slot_release.lua")
+	slotWaitScript     = newScript("slot_wait.lua")
+	slotLeaveScript    = newScript("slot_leave.lua")
 	// releaseManyScript runs several queue releases in one call: a node's
 	// transport joins a batch's queue releases (release_many.lua).
-	releaseManyScript = newScript("record.lua", "release_many.lua")
+	releaseManyScript = newScript("release_many.lua")
 )
 
 // transportEnv tells every node which scripts it loads and which releases
@@ -68,15 +59,15 @@ var transportEnv = &transport.Env{Scripts: allScripts, Closed: ErrClosed, Releas
 
 // allScripts are loaded on a node before its first script call.
 var allScripts = []*transport.Script{releaseScript, extendScript, fenceAcquireScript, fenceRaiseScript, inspectScript, turnScript, queueReleaseScript, leaveQueueScript,
-	slotAcquireScript, slotReleaseScript, slotTurnScript, slotWaitScript, slotLeaveScript, releaseManyScript}
+	slotReleaseScript, slotTurnScript, slotWaitScript, slotLeaveScript, releaseManyScript}
 
 // Below, what an acquisition sends with the scripts: its round's arguments,
 // and the calls it does not wait for (leaving the queue, undoing a round).
 
 // roundArgs builds an acquisition round's command: for a slot of a limited
-// resource, slotWaitScript with a ticket, else slotAcquireScript; with a
-// ticket, turnScript; with fencing, fenceAcquireScript; else a plain SET NX
-// PX (s is nil).
+// resource, slotWaitScript with a ticket; else with a ticket, turnScript;
+// with fencing, fenceAcquireScript (for a slot, with its fence class); else
+// a plain SET NX PX (s is nil).
 func (c *Client) roundArgs(k keys, token string, ttl time.Duration, lc *lockConfig, tk *ticket) (s *transport.Script, args []any, classify func(transport.Reply) outcome) {
 	ttlMs := ttl.Milliseconds()
 	switch {
@@ -85,7 +76,7 @@ func (c *Client) roundArgs(k keys, token string, ttl time.Duration, lc *lockConf
 	case tk != nil:
 		return turnScript, c.turnArgs(k, "", token, ttl, tk, lc, false, nil), classifyTurn
 	case lc.limit > 1 && lc.fencing:
-		return slotAcquireScript, c.slotArgs(k, token, ttlMs, lc), classifySet
+		return fenceAcquireScript, c.slotArgs(k, token, ttlMs, lc), classifySet
 	case lc.fencing:
 		return fenceAcquireScript, scriptArgs(fenceAcquireScript, k.bothKeys(), token, ttlMs, c.cfg.fenceRetention.Milliseconds()), classifySet
 	}
@@ -99,7 +90,7 @@ func (c *Client) slotWaitArgs(k keys, token string, ttlMs int64, lc *lockConfig,
 		lc.limit, flag(lc.fencing), fenceClasses, lc.slot, tk.score, tk.id, c.queueLease().Milliseconds(), k.channel)
 }
 
-// slotQueueKeys are the keys of slot_queue.lua for a resource of limit
+// slotQueueKeys are the keys of the slot queue's scripts for a resource of limit
 // slots, k being one slot's keys: the resource's lock key, its waiter queue
 // (the same keys as a plain lock's queue), the fencing counter, then every
 // slot key.
@@ -117,9 +108,9 @@ func (k keys) slotQueueKeys(limit int) []string {
 // counter's key without its suffix.
 func (k keys) baseKey() string { return strings.TrimSuffix(k.fenceKey, fenceSuffix) }
 
-// slotArgs builds slotAcquireScript's arguments (a fenced slot round).
+// slotArgs builds fenceAcquireScript's arguments for a fenced slot round.
 func (c *Client) slotArgs(k keys, token string, ttlMs int64, lc *lockConfig) []any {
-	return scriptArgs(slotAcquireScript, k.bothKeys(), token, ttlMs, c.cfg.fenceRetention.Milliseconds(), fenceClasses, lc.slot)
+	return scriptArgs(fenceAcquireScript, k.bothKeys(), token, ttlMs, c.cfg.fenceRetention.Milliseconds(), fenceClasses, lc.slot)
 }
 
 // turnArgs builds turnScript's arguments; with rec, the releasing holder
@@ -131,15 +122,10 @@ func (c *Client) turnArgs(k keys, old, token string, ttl time.Duration, tk *tick
 }
 
 // recordedArgs builds the arguments of s, a script that releases a
-// holder's token, for writing rec in the same call where the token still
-// held its key (lua/record.lua): rec's set follows the script's own keys,
-// and its id and window its own arguments. One
-// call per node, not two: written by a script call of its own beside the
-// release, a record made a lock node run 1.3 script calls per task
-// through asynq instead of 0.26 (releases share calls, transport/join.go)
-// (bench/README.md, "Completion records"). Expiry is judged on the
-// node's clock (the script reads TIME), never the writer's. A nil rec
-// gives s.args.
+// holder's token, for writing rec in the same call: rec's set follows the
+// script's own keys, and its id and window its own arguments (one call per
+// node, not two: docs/design/REDLOCK.md, "The scripts"). A nil
+// rec gives s.args.
 func recordedArgs(s *transport.Script, keys []string, rec *completionRecord, argv ...any) []any {
 	if rec == nil {
 		return scriptArgs(s, keys, argv...)

@@ -172,7 +172,7 @@ func announcedSlot(p *pauser, limit int) int {
 	}
 	pl := p.w.payload()
 	if i := strings.LastIndexByte(pl, '/'); i >= 0 {
-		pl = pl[i+1:] // a reservation: queued:<head>/<slot> (slot_queue.lua)
+		pl = pl[i+1:] // a reservation: queued:<head>/<slot> (slot_wait.lua)
 	}
 	s, err := strconv.Atoi(pl)
 	if err != nil || s < 0 || s >= limit {

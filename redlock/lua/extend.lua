@@ -1,10 +1,7 @@
--- extend: raise the lock key's TTL to at least the new one, only if the key
--- still holds our token: an expired or stolen lock is never re-created, and a
--- key is never shortened (a shorter extension that fails to reach a quorum
--- must not cut the keys under the validity the holder still counts on).
+-- extend: raise the lock key's TTL to at least ttl if it holds the token; never shorten it.
 -- KEYS[1] lock key
 -- ARGV[1] token; ARGV[2] ttl in ms
--- Returns 1 if the key holds the token (extended or already long enough), 0 if not.
+-- Returns 1 if the key holds the token, 0 if not (an expired lock is never re-created).
 if redis.call('GET', KEYS[1]) ~= ARGV[1] then
 	return 0
 end

@@ -1,34 +1,38 @@
--- slot_turn (after record.lua, slot_fence.lua): turn.lua for one slot of a
--- resource used WithLimit(n), n > 1: a local hand-over (handover.go) passes
--- the slot from the old token to the new one in one step. The new token is
--- set when the slot's key is free or holds the old token, as SET NX would
--- take it. It does not ask the resource's waiter queue (slot_queue.lua):
--- the hand-over counts as passing ahead of waiters of other processes
--- (jumped), so that a chain of local hand-overs is bounded as turn.lua's
--- keep mode is (docs/design/HANDOVER.md).
--- KEYS[1] slot key; KEYS[2] fencing counter; KEYS[3] the old holder's
--- completion record set, if its record is to be written where the slot
--- held the old token (record.lua)
--- ARGV[1] old token; ARGV[2] new token; ARGV[3] ttl in ms; ARGV[4] '1' to
--- fence; ARGV[5] counter retention in ms; ARGV[6] fence classes; ARGV[7]
--- the slot's number; with KEYS[3]: ARGV[8] record id; ARGV[9] window
--- (scaled, record.lua)
--- Returns as turn.lua: {old released (0/1), new set (0/1), fence or 0, 1},
--- {0, 0, 0, 0} when another token holds the slot.
+-- slot_turn: a local hand-over of one slot from the old token to the new one, as SET NX would take it.
+-- KEYS[1] slot key; KEYS[2] fencing counter; KEYS[3] the old holder's record set (if one is written)
+-- ARGV[1] old token; ARGV[2] new token; ARGV[3] ttl in ms; ARGV[4] '1' to fence; ARGV[5] counter
+-- retention in ms; ARGV[6] fence classes; ARGV[7] slot; with KEYS[3], ARGV[8] record id; ARGV[9] window
+-- Returns {old released (0/1), new set (0/1), fence or 0, 1 (jumped)}, {0, 0, 0, 0} when taken.
 local cur = redis.call('GET', KEYS[1])
 local mine = cur == ARGV[1]
-if not mine and KEYS[3] then -- expired here, or taken: the work was kept by a majority
-	record(KEYS[3], ARGV[8], ARGV[9])
+local out = {0, 0, 0, 0}
+if mine or not cur then
+	redis.call('SET', KEYS[1], ARGV[2], 'PX', ARGV[3])
+	out = {mine and 1 or 0, 1, 0, 1}
+	if ARGV[4] == '1' then -- the slot's fence, as fence_acquire.lua takes it
+		local c = redis.call('GET', KEYS[2])
+		local f
+		if c then
+			f = tonumber(c) + 1
+		else
+			local t = redis.call('TIME')
+			f = tonumber(t[1] .. string.format('%06d', tonumber(t[2])))
+		end
+		local n = tonumber(ARGV[6])
+		f = f + math.fmod(tonumber(ARGV[7]) - math.fmod(f, n) + n, n)
+		redis.call('SET', KEYS[2], string.format('%.0f', f), 'PX', ARGV[5])
+		out[3] = f
+	end
 end
-if cur and not mine then
-	return {0, 0, 0, 0}
+if KEYS[3] and tonumber(ARGV[9]) < 0 then -- the old holder's completion record, on every node
+	redis.call('ZREM', KEYS[3], ARGV[8])
+elseif KEYS[3] then
+	local t = redis.call('TIME')
+	local ms = (t[1] * 1000 + math.floor(t[2] / 1000)) * 1024
+	redis.call('ZREMRANGEBYSCORE', KEYS[3], '-inf', ms + 1023)
+	redis.call('ZADD', KEYS[3], ms + ARGV[9], ARGV[8])
+	if redis.call('PTTL', KEYS[3]) < math.floor(ARGV[9] / 1024) then
+		redis.call('PEXPIRE', KEYS[3], math.floor(ARGV[9] / 1024))
+	end
 end
-redis.call('SET', KEYS[1], ARGV[2], 'PX', ARGV[3])
-if mine and KEYS[3] then
-	record(KEYS[3], ARGV[8], ARGV[9])
-end
-local f = 0
-if ARGV[4] == '1' then
-	f = slotFence(KEYS[2], ARGV[5], ARGV[6], ARGV[7])
-end
-return {mine and 1 or 0, 1, f, 1}
+return out

@@ -1,16 +1,19 @@
--- slot_wait (after slot_fence.lua, queue.lua, slot_queue.lua): a queued
--- waiter's round on one slot (turn.lua for slots). The slot is taken only
--- when it is free or reserved and no live waiter with an earlier ticket is
--- queued on this node; otherwise the waiter is queued (or renewed). The
--- slot is still set only where SET NX would set it or a reservation
--- stands: the queue only adds refusals.
--- KEYS as slot_queue.lua
--- ARGV[1] token; ARGV[2] ttl in ms; ARGV[3] counter retention in ms;
--- ARGV[4] n; ARGV[5] '1' to fence; ARGV[6] fence classes; ARGV[7] the
--- slot's number; ARGV[8] ticket; ARGV[9] waiter id; ARGV[10] lease in ms;
--- ARGV[11] release channel
--- Returns the fence (fenced) or 1 when set, nil when refused.
-local sk = slotKey(ARGV[7])
+-- slot_wait: a queued waiter's round on one slot: the slot, if free or reserved and the waiter first.
+-- KEYS as slot_release.lua, without a record set
+-- ARGV[1] token; ARGV[2] ttl in ms; ARGV[3] counter retention in ms; ARGV[4] n; ARGV[5] '1' to fence;
+-- ARGV[6] fence classes; ARGV[7] slot; ARGV[8] ticket; ARGV[9] waiter id; ARGV[10] lease in ms;
+-- ARGV[11] channel
+-- Returns the fence (fenced) or 1 when set, nil when refused (the waiter queued or renewed).
+local t = redis.call('TIME')
+local now = t[1] * 1000 + math.floor(t[2] / 1000)
+if redis.call('EXISTS', KEYS[2]) == 1 then -- drop lapsed waiters
+	local gone = redis.call('ZRANGEBYSCORE', KEYS[3], '-inf', now)
+	if #gone > 0 then
+		redis.call('ZREM', KEYS[2], unpack(gone))
+		redis.call('ZREMRANGEBYSCORE', KEYS[3], '-inf', now)
+	end
+end
+local sk = KEYS[5 + tonumber(ARGV[7])]
 local cur = redis.call('GET', sk)
 local first = false
 if not cur or string.sub(cur, 1, 7) == 'queued:' then
@@ -19,13 +22,42 @@ if not cur or string.sub(cur, 1, 7) == 'queued:' then
 	first = #h == 0 or h[1] == ARGV[9] or tonumber(h[2]) > s or (tonumber(h[2]) == s and h[1] > ARGV[9])
 end
 if not first then
-	enqueue(ARGV[8], ARGV[9], ARGV[10])
+	redis.call('ZADD', KEYS[2], ARGV[8], ARGV[9])
+	redis.call('ZADD', KEYS[3], now + tonumber(ARGV[10]), ARGV[9])
+	redis.call('PEXPIRE', KEYS[2], ARGV[10])
+	redis.call('PEXPIRE', KEYS[3], ARGV[10])
 	return false
 end
 redis.call('SET', sk, ARGV[1], 'PX', ARGV[2])
-dequeue(ARGV[9])
-settle(ARGV[4], ARGV[11])
-if ARGV[5] == '1' then
-	return slotFence(KEYS[4], ARGV[3], ARGV[6], ARGV[7])
+redis.call('ZREM', KEYS[2], ARGV[9])
+redis.call('ZREM', KEYS[3], ARGV[9])
+local h = redis.call('ZRANGE', KEYS[2], 0, 0) -- the new head is told of a reserved slot
+local free
+for i = 5, 4 + tonumber(ARGV[4]) do
+	local v = redis.call('GET', KEYS[i])
+	if v and string.sub(v, 1, 7) == 'queued:' then
+		if #h == 0 then -- nobody left queued: the slot need not wait for its lease
+			redis.call('DEL', KEYS[i])
+		elseif not free then
+			free = i - 5
+		end
+	end
 end
-return 1
+if #h > 0 and free then
+	redis.call('PUBLISH', ARGV[11], 'queued:' .. h[1] .. '/' .. free)
+end
+if ARGV[5] ~= '1' then
+	return 1
+end
+local c = redis.call('GET', KEYS[4]) -- the slot's fence, as fence_acquire.lua takes it
+local f
+if c then
+	f = tonumber(c) + 1
+else
+	t = redis.call('TIME')
+	f = tonumber(t[1] .. string.format('%06d', tonumber(t[2])))
+end
+local n = tonumber(ARGV[6])
+f = f + math.fmod(tonumber(ARGV[7]) - math.fmod(f, n) + n, n)
+redis.call('SET', KEYS[4], string.format('%.0f', f), 'PX', ARGV[3])
+return f

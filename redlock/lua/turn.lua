@@ -1,61 +1,70 @@
--- turn (after queue.lua): take the lock for a queued waiter, and in the same
--- step release the previous holder's token (a hand-over). The new token is
--- set when the key is free, reserved or the old token's, and no live waiter
--- is queued ahead of the new one's ticket; otherwise the new one is queued
--- and the old token, if it held the key, is released (reserved for the
--- head). In keep mode a key that holds the old token always passes to the
--- new one, so that a successor that started at once keeps it (it jumps the
--- queue once). The fence step must match fence_acquire.lua's.
--- KEYS as queue.lua, plus KEYS[4] fencing counter key; KEYS[5] the old
--- holder's completion record set, if its record is to be written (on every
--- node it reaches: a key expired there was kept by a majority; record.lua)
--- ARGV[1] old token ('' for none); ARGV[2] new token; ARGV[3] ttl in ms;
--- ARGV[4] ticket; ARGV[5] waiter id; ARGV[6] lease in ms; ARGV[7] '1' to
--- bump the fence; ARGV[8] counter retention in ms; ARGV[9] release channel;
--- ARGV[10] '1' for keep mode; with KEYS[5]: ARGV[11] record id; ARGV[12]
--- window (scaled, record.lua)
+-- turn: a queued waiter's round, also releasing the old holder's token (a hand-over) in one step.
+-- KEYS[1] lock key; KEYS[2] waiter queue; KEYS[3] lease ends; KEYS[4] fencing counter; KEYS[5] record set
+-- ARGV[1] old token ('' for none); ARGV[2] new token; ARGV[3] ttl in ms; ARGV[4] ticket; ARGV[5] waiter id;
+-- ARGV[6] lease in ms; ARGV[7] '1' to fence; ARGV[8] counter retention in ms; ARGV[9] channel;
+-- ARGV[10] '1' for keep mode; with KEYS[5], ARGV[11] record id; ARGV[12] window
 -- Returns {old released (0/1), new set (0/1), fence or 0, jumped the queue (0/1)}.
+local now
+local function clock()
+	if not now then
+		local t = redis.call('TIME')
+		now = t[1] * 1000 + math.floor(t[2] / 1000)
+	end
+	return now
+end
+local queued = redis.call('EXISTS', KEYS[2]) == 1
+if queued then -- drop lapsed waiters
+	local gone = redis.call('ZRANGEBYSCORE', KEYS[3], '-inf', clock())
+	if #gone > 0 then
+		redis.call('ZREM', KEYS[2], unpack(gone))
+		redis.call('ZREMRANGEBYSCORE', KEYS[3], '-inf', clock())
+	end
+end
 local cur = redis.call('GET', KEYS[1])
-local mine = cur ~= false and ARGV[1] ~= '' and cur == ARGV[1]
-if not mine and KEYS[5] then -- expired here, or taken: the work was kept by a majority
-	record(KEYS[5], ARGV[11], ARGV[12])
-end
-if cur and not mine and string.sub(cur, 1, 7) ~= 'queued:' then
-	enqueue(ARGV[4], ARGV[5], ARGV[6])
-	return {0, 0, 0, 0}
-end
+local mine = cur == ARGV[1]
 local h = {}
-if queued then
-	h = redis.call('ZRANGE', KEYS[2], 0, 0, 'WITHSCORES')
+local first, take = false, false
+if not cur or mine or string.sub(cur, 1, 7) == 'queued:' then
+	if queued then
+		h = redis.call('ZRANGE', KEYS[2], 0, 0, 'WITHSCORES')
+	end
+	local s = tonumber(ARGV[4])
+	first = #h == 0 or h[1] == ARGV[5] or tonumber(h[2]) > s or (tonumber(h[2]) == s and h[1] > ARGV[5])
+	take = first or (mine and ARGV[10] == '1')
 end
-local s = tonumber(ARGV[4])
-local first = #h == 0 or h[1] == ARGV[5] or tonumber(h[2]) > s or (tonumber(h[2]) == s and h[1] > ARGV[5])
-if first or (mine and ARGV[10] == '1') then
+local f = 0
+if take then
 	redis.call('SET', KEYS[1], ARGV[2], 'PX', ARGV[3])
-	dequeue(ARGV[5])
-	local f = 0
-	if ARGV[7] == '1' then
-		if redis.call('EXISTS', KEYS[4]) == 1 then
-			f = redis.call('INCR', KEYS[4])
-			redis.call('PEXPIRE', KEYS[4], ARGV[8])
+	redis.call('ZREM', KEYS[2], ARGV[5])
+	redis.call('ZREM', KEYS[3], ARGV[5])
+	if ARGV[7] == '1' then -- a fence as fence_acquire.lua takes it
+		local c = redis.call('GET', KEYS[4])
+		if c then
+			f = tonumber(c) + 1
 		else
 			local t = redis.call('TIME')
-			local c = t[1] .. string.format('%06d', tonumber(t[2]))
-			redis.call('SET', KEYS[4], c, 'PX', ARGV[8])
-			f = tonumber(c)
+			f = tonumber(t[1] .. string.format('%06d', tonumber(t[2])))
 		end
+		redis.call('SET', KEYS[4], string.format('%.0f', f), 'PX', ARGV[8])
 	end
-	if mine and KEYS[5] then
-		record(KEYS[5], ARGV[11], ARGV[12])
+else
+	redis.call('ZADD', KEYS[2], ARGV[4], ARGV[5])
+	redis.call('ZADD', KEYS[3], clock() + tonumber(ARGV[6]), ARGV[5])
+	redis.call('PEXPIRE', KEYS[2], ARGV[6])
+	redis.call('PEXPIRE', KEYS[3], ARGV[6])
+	if mine then -- the old token's key is reserved for h[1], the live head ahead of the new waiter
+		redis.call('SET', KEYS[1], 'queued:' .. h[1], 'PX', ARGV[6])
+		redis.call('PUBLISH', ARGV[9], 'queued:' .. h[1])
 	end
-	return {mine and 1 or 0, 1, f, first and 0 or 1}
 end
-enqueue(ARGV[4], ARGV[5], ARGV[6])
-if mine then
-	free(ARGV[6], ARGV[9])
-	if KEYS[5] then
-		record(KEYS[5], ARGV[11], ARGV[12])
+if KEYS[5] and tonumber(ARGV[12]) < 0 then -- the old holder's completion record, on every node
+	redis.call('ZREM', KEYS[5], ARGV[11])
+elseif KEYS[5] then
+	local ms = clock() * 1024
+	redis.call('ZREMRANGEBYSCORE', KEYS[5], '-inf', ms + 1023)
+	redis.call('ZADD', KEYS[5], ms + ARGV[12], ARGV[11])
+	if redis.call('PTTL', KEYS[5]) < math.floor(ARGV[12] / 1024) then
+		redis.call('PEXPIRE', KEYS[5], math.floor(ARGV[12] / 1024))
 	end
-	return {1, 0, 0, 0}
 end
-return {0, 0, 0, 0}
+return {mine and 1 or 0, take and 1 or 0, f, (take and not first) and 1 or 0}
