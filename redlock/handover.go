@@ -50,23 +50,18 @@ func (t *turn) claim() *waiter {
 	}
 	t.gs.mu.Lock()
 	defer t.gs.mu.Unlock()
-	if t.slots {
-		// The caller holding the turn, paused between its rounds, is the
-		// oldest; else the first caller queued behind it.
-		if g := t.gs.m[t.key]; g != nil && g.idle != nil {
-			w := g.idle
-			g.idle, w.claimed = nil, true
-			return w
-		}
-	}
-	g := t.head()
-	if g == nil {
+	g, w := t.next()
+	switch {
+	case w == nil:
 		return nil
+	case w == g.idle:
+		g.idle = nil
+	default:
+		g.queue[0] = nil
+		g.queue = g.queue[1:]
+		w.queued = t.slots
 	}
-	w := g.queue[0]
-	g.queue[0] = nil
-	g.queue = g.queue[1:]
-	w.claimed, w.queued = true, t.slots
+	w.claimed = true
 	return w
 }
 
@@ -78,22 +73,25 @@ func (t *turn) waited() bool {
 	}
 	t.gs.mu.Lock()
 	defer t.gs.mu.Unlock()
-	if t.slots {
-		if g := t.gs.m[t.key]; g != nil && g.idle != nil {
-			return true
-		}
-	}
-	return t.head() != nil
+	_, w := t.next()
+	return w != nil
 }
 
-// head returns the resource's gate when its first waiter can take a
-// hand-over (it says what it asks for), else nil. Called with gs.mu held.
-func (t *turn) head() *gate {
+// next is the waiter a hand-over would go to, with its gate: for a slot
+// holder's handle the caller holding the turn, paused between its rounds
+// (the oldest), else the first caller queued if it says what it asks for.
+// Called with gs.mu held.
+func (t *turn) next() (*gate, *waiter) {
 	g := t.gs.m[t.key]
-	if g == nil || len(g.queue) == 0 || g.queue[0].req == nil {
-		return nil
+	switch {
+	case g == nil:
+		return nil, nil
+	case t.slots && g.idle != nil:
+		return g, g.idle
+	case len(g.queue) == 0 || g.queue[0].req == nil:
+		return nil, nil
 	}
-	return g
+	return g, g.queue[0]
 }
 
 // pass gives the turn to a claimed waiter, with the lock acquired for it or
@@ -211,14 +209,16 @@ func (l *Lock) handOver(ctx context.Context, w *waiter, until time.Time, ho hand
 	c, k, req := l.c, l.res, w.req
 	token := newToken(req.lc.suffix)
 	start := time.Now()
-	until = minTime(until, start.Add(req.ttl-driftAllowance(req.ttl, c.cfg.driftFactor)))
+	if end := start.Add(req.ttl - driftAllowance(req.ttl, c.cfg.driftFactor)); end.Before(until) {
+		until = end
+	}
 	if rec := l.written(); rec != nil && req.lc.rec != nil && req.lc.rec.id == rec.id {
 		req.look.notice(rec) // the waiter may have left the queue noticeRecord walks
 	}
 	// Under a limit, a look-up's absence does not stay true: other
 	// processes' slots are held beside this chain, and their holders may
 	// have recorded the work since (issue 45, 5(b)).
-	known := req.lc.rec == nil || req.look.knownFound() || req.lc.limit <= 1 && req.look.clearSince(l.chainStart)
+	known := req.lc.rec == nil || req.look.known().ok || req.lc.limit <= 1 && req.look.clearSince(l.chainStart)
 	early := confirmed && !req.lc.fencing && known && time.Until(until) > 2*c.cfg.nodeTimeout+lossGuard(req.ttl)
 	deadline := start.Add(c.cfg.nodeTimeout)
 	s, args := c.turnCall(k, l.token, token, req, early, l.written())
@@ -289,8 +289,8 @@ func (l *Lock) settleHandOver(r *round, deadline time.Time, w *waiter, next *Loc
 		err = next.confirmHandOver(r, start, l.token, req)
 		close(settled) // next's release may go on (settledHandoff)
 	} else if next, err = c.handedLock(r, k, token, start, req); err != nil {
-		l.unlockQueued(token)
-		l.unlockQueued(l.token)
+		l.unlockQueued(token, c.allNodes())
+		l.unlockQueued(l.token, c.allNodes())
 	} else if next.chainStart = l.chainStart; r.jumped() {
 		// A slot's hand-over (which does not ask the nodes' queue)
 		// counts as passing ahead of other processes' waiters, in this
@@ -299,7 +299,7 @@ func (l *Lock) settleHandOver(r *round, deadline time.Time, w *waiter, next *Loc
 		next.handoff = ho.jumped(time.Now())
 		next.mu.Unlock()
 	}
-	if mask := r.notGranted(); err == nil && mask != 0 {
+	if mask := r.notSet(); err == nil && mask != 0 {
 		c.leaveQueue(k, req.tk, mask)
 	}
 	if !early {
@@ -330,7 +330,7 @@ func (l *Lock) settleHandOver(r *round, deadline time.Time, w *waiter, next *Loc
 // token where that call ran late.
 func (l *Lock) dropResidue(r *round, deadline time.Time) {
 	_ = r.collectAll(context.Background(), deadline, classifyTurn)
-	l.unlockQueuedOn(l.token, r.notSet())
+	l.unlockQueued(l.token, r.notSet())
 }
 
 // dropPrevAtEnd, for a lock being lost or left to expire (l.mu held), releases the
@@ -343,7 +343,7 @@ func (l *Lock) dropPrevAtEnd() {
 	if prev == "" {
 		return
 	}
-	time.AfterFunc(time.Until(l.until), func() { l.unlockQueued(prev) })
+	time.AfterFunc(time.Until(l.until), func() { l.unlockQueued(prev, l.c.allNodes()) })
 }
 
 // confirmHandOver applies the round of a hand-over whose successor l started
@@ -364,7 +364,7 @@ func (l *Lock) confirmHandOver(r *round, start time.Time, prev string, req *hand
 		case stateReleased:
 			// l was released before the round failed, without prev; its
 			// ticket, queued where the round was refused, is dead.
-			l.unlockQueued(prev)
+			l.unlockQueued(prev, c.allNodes())
 			c.leaveQueue(l.res, req.tk, r.notSet())
 		}
 		l.mu.Unlock()
@@ -450,14 +450,9 @@ func (c *Client) handedLock(r *round, k keys, token string, start time.Time, req
 }
 
 // unlockQueued releases token from l's key (its slot's, under a limit) on
-// every node, reserving the key for the queue head and announcing it,
+// the nodes in mask, reserving the key for the queue head and announcing it,
 // without waiting for the answers.
-func (l *Lock) unlockQueued(token string) {
-	l.unlockQueuedOn(token, l.c.allNodes())
-}
-
-// unlockQueuedOn is unlockQueued on the nodes in mask.
-func (l *Lock) unlockQueuedOn(token string, mask uint64) {
+func (l *Lock) unlockQueued(token string, mask uint64) {
 	c, k := l.c, l.res
 	if mask == 0 || c.isClosed() {
 		return
@@ -467,28 +462,6 @@ func (l *Lock) unlockQueuedOn(token string, mask uint64) {
 		s, args = c.slotRelease(k, token, k.channel, int(l.slot), int(l.limit), nil)
 	}
 	c.broadcast("release", k.resource, mask, len(c.nodes), time.Now().Add(c.cfg.nodeTimeout), true, args, s).free()
-}
-
-// notGranted is the mask of nodes that did not answer that they set the
-// won round's token: its waiter entry may be left there, or come later (a
-// node still pending when the round was decided may refuse and queue it),
-// and a release there would reserve the key for a waiter that no longer
-// waits, for a lease. Leaving is harmless where the token was set.
-func (r *round) notGranted() uint64 {
-	var m uint64
-	for i := range r.c.nodes {
-		if r.slots[i].out != outOK {
-			m |= 1 << i
-		}
-	}
-	return m
-}
-
-func minTime(a, b time.Time) time.Time {
-	if a.Before(b) {
-		return a
-	}
-	return b
 }
 
 // retryTurn sends a failed early hand-over's script again, without waiting,
@@ -507,8 +480,11 @@ func (c *Client) retryTurn(k keys, prev, token string, req *handoffReq, mask uin
 	c.leaveQueue(k, req.tk, mask)
 }
 
-// notSet is the mask of nodes that did not answer that they set the new
-// token, stragglers included.
+// notSet is the mask of nodes that did not answer that they set the round's
+// token, stragglers included: a successor's waiter entry may be left there,
+// or come later (a node still pending when the round was decided may refuse
+// and queue it), and a release there would reserve the key for a waiter
+// that no longer waits, for a lease. Leaving is harmless where it was set.
 func (r *round) notSet() uint64 {
 	var m uint64
 	for i := range r.c.nodes {

@@ -253,7 +253,7 @@ func (l *Lock) startRelease(ctx context.Context) (pendingRelease, error) {
 	if prev != "" {
 		// A failed early hand-over left the predecessor's token where
 		// it did not reach; it goes before this lock's own keys.
-		l.unlockQueued(prev)
+		l.unlockQueued(prev, l.c.allNodes())
 	}
 	var rec *completionRecord // a lost lock's work was not protected to its end
 	if !wasLost {

@@ -46,9 +46,6 @@ func (la *lookAhead) clearSince(chainStart time.Time) bool {
 	return la.done && !la.rec.ok && (la.at.After(chainStart) || !la.after.Before(chainStart))
 }
 
-// knownFound reports whether the record is known to exist.
-func (la *lookAhead) knownFound() bool { return la.known().ok }
-
 // known is what is known of the record.
 func (la *lookAhead) known() recordSeen {
 	if la == nil {
@@ -113,7 +110,7 @@ func (l *Lock) refreshLooks() {
 		return
 	}
 	t.lookers(false, func(req *handoffReq) {
-		if !req.look.knownFound() {
+		if !req.look.known().ok {
 			c.spawn(func() { c.lookUp(k, req, chain) })
 		}
 	})

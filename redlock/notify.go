@@ -74,11 +74,7 @@ func (n *notifier) watch(ctx context.Context, channel string) *watch {
 	s.watches[w] = struct{}{}
 	var ps []*redis.PubSub
 	if fresh {
-		for i := range n.ps {
-			if p := n.pubsub(i); p != nil {
-				ps = append(ps, p)
-			}
-		}
+		ps = n.conns(true)
 	}
 	n.mu.Unlock()
 	if fresh {
@@ -98,23 +94,6 @@ func (n *notifier) watched(channel string) bool {
 	defer n.mu.Unlock()
 	s := n.subs[channel]
 	return s != nil && !s.closing
-}
-
-// pubsub returns node i's shared pub/sub connection, starting its dispatcher
-// on first use. Called with n.mu held.
-func (n *notifier) pubsub(i int) *redis.PubSub {
-	if p := n.ps[i]; p != nil {
-		return p
-	}
-	if n.c.nodes[i].Client == nil {
-		return nil // an in-memory test node: no pub/sub
-	}
-	p := n.c.nodes[i].Client.Subscribe(context.Background())
-	n.ps[i] = p
-	msgs := p.Channel()
-	n.wg.Add(1)
-	go n.dispatch(i, msgs)
-	return p
 }
 
 // each runs f on every node's connection at once and waits at most the node
@@ -215,7 +194,7 @@ func (n *notifier) unsubscribe(channel string, s *subscription) {
 		return
 	}
 	s.closing = true
-	ps := n.open()
+	ps := n.conns(false)
 	n.mu.Unlock()
 	n.each(nil, ps, func(ctx context.Context, p *redis.PubSub) error { return p.Unsubscribe(ctx, channel) })
 
@@ -227,15 +206,23 @@ func (n *notifier) unsubscribe(channel string, s *subscription) {
 		n.mu.Unlock()
 		return
 	}
-	ps = n.open()
+	ps = n.conns(false)
 	n.mu.Unlock()
 	n.each(nil, ps, func(ctx context.Context, p *redis.PubSub) error { return p.Subscribe(ctx, channel) })
 }
 
-// open lists the pub/sub connections created so far. Called with n.mu held.
-func (n *notifier) open() []*redis.PubSub {
+// conns lists the nodes' pub/sub connections: those created so far, or
+// with create all of them, each with its dispatcher (an in-memory test node
+// has none). Called with n.mu held.
+func (n *notifier) conns(create bool) []*redis.PubSub {
 	ps := make([]*redis.PubSub, 0, len(n.ps))
-	for _, p := range n.ps {
+	for i, p := range n.ps {
+		if cl := n.c.nodes[i].Client; p == nil && create && cl != nil {
+			p = cl.Subscribe(context.Background())
+			n.ps[i] = p
+			n.wg.Add(1)
+			go n.dispatch(i, p.Channel())
+		}
 		if p != nil {
 			ps = append(ps, p)
 		}
@@ -254,7 +241,7 @@ func (n *notifier) close() {
 			s.linger.Stop()
 		}
 	}
-	ps := n.open()
+	ps := n.conns(false)
 	n.mu.Unlock()
 	done := make(chan struct{})
 	go func() {
