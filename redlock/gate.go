@@ -2,7 +2,9 @@ package redlock
 
 import (
 	"context"
+	"slices"
 	"sync"
+	"time"
 )
 
 // gates queues a process's own Acquire callers per resource, in FIFO order,
@@ -65,14 +67,13 @@ func (gs *gates) enter(ctx context.Context, key string, closed <-chan struct{}, 
 	w := &waiter{ready: make(chan struct{}), req: req}
 	g.queue = append(g.queue, w)
 	gs.mu.Unlock()
-	if req != nil && req.onWait != nil {
-		req.onWait()
+	if req != nil && req.look != nil {
+		req.look.send(time.Time{}) // as the caller starts to wait
 	}
 
 	var err error
 	select {
 	case <-w.ready:
-		return grantedTurn(gs, key, w), w.lock, nil
 	case <-ctx.Done():
 		err = ctx.Err()
 	case <-closed:
@@ -81,33 +82,28 @@ func (gs *gates) enter(ctx context.Context, key string, closed <-chan struct{}, 
 	gs.mu.Lock()
 	switch {
 	case w.granted:
-		// The turn arrived as we gave up: pass it on.
 		gs.mu.Unlock()
-		grantedTurn(gs, key, w).leave()
-		return nil, w.lock, err
+		var t *turn // none when a lock came with it: the lock holds the turn
+		if w.lock == nil {
+			t = &turn{gs: gs, key: key}
+		}
+		if err != nil {
+			t.leave() // the turn arrived as we gave up: pass it on
+			t = nil
+		}
+		return t, w.lock, err
 	case w.claimed:
 		// A hand-over is under way: its sender releases what it gets.
 		w.gone = true
 		gs.mu.Unlock()
 		return nil, nil, err
 	}
-	for i, q := range g.queue {
-		if q == w {
-			g.queue = append(g.queue[:i], g.queue[i+1:]...)
-			break
-		}
+	// The gate now, not g: a requeued waiter may be in a newer one.
+	if g := gs.m[key]; g != nil {
+		g.queue = slices.DeleteFunc(g.queue, func(q *waiter) bool { return q == w })
 	}
 	gs.mu.Unlock()
 	return nil, nil, err
-}
-
-// grantedTurn is the turn a granted waiter holds: none when a lock came with
-// it (the lock holds the turn).
-func grantedTurn(gs *gates, key string, w *waiter) *turn {
-	if w.lock != nil {
-		return nil
-	}
-	return &turn{gs: gs, key: key}
 }
 
 // leave hands the turn to the next waiter, or frees the resource's queue.

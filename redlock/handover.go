@@ -37,9 +37,8 @@ type handoffReq struct {
 	lc  *lockConfig
 	tk  *ticket
 	// withCompletion: the look-up sent as the caller started to wait
-	// (lookahead.go), and what sends it.
-	look   *lookAhead
-	onWait func()
+	// (lookahead.go).
+	look *lookAhead
 }
 
 // claim takes the next local waiter out of the turn's queue for a hand-over.

@@ -14,6 +14,9 @@ import (
 // RELIABILITY.md, "Once: what the completion record covers"). Safe for
 // concurrent use.
 type lookAhead struct {
+	c    *Client
+	k    keys
+	want *completionRecord // the record it looks for
 	mu   sync.Mutex
 	done bool // a quorum answered, or one node found the record
 	// rec: the record exists (the look-up, or a local holder of the same
@@ -70,20 +73,25 @@ func (la *lookAhead) notice(rec *completionRecord) {
 	la.rec.add(recordSeen{ok: true, run: rec.run, expiry: time.Now().Add(rec.window).UnixMilli()})
 }
 
-// lookUp sends req's look-up to every node and records the answer: found
+// send looks the record up in the background: for a caller that starts to
+// wait, or waits behind a chain of local hand-overs that began at after.
+func (la *lookAhead) send(after time.Time) {
+	la.c.spawn(func() { la.lookUp(after) })
+}
+
+// lookUp sends the look-up to every node and records the answer: found
 // when a node has the record, absent when a quorum answered that it has
 // not. A failed look-up leaves it undecided: a hand-over then waits for its
 // round, which looks again.
-func (c *Client) lookUp(k keys, req *handoffReq, after time.Time) {
-	rec := req.lc.rec
+func (la *lookAhead) lookUp(after time.Time) {
+	c := la.c
 	start := time.Now()
 	deadline := start.Add(c.cfg.nodeTimeout)
-	r := c.broadcastLook("look", k.resource, c.allNodes(), c.q, deadline, false, []any{"time"}, nil, lookOf(rec))
+	r := c.broadcastLook("look", la.k.resource, c.allNodes(), c.q, deadline, false, []any{"time"}, nil, lookOf(la.want))
 	defer r.free()
 	_ = r.wait(context.Background(), deadline, classifyLook, func() bool {
 		return r.t.ok > 0 || r.t.refused >= c.q || r.pending&^r.answered == 0
 	})
-	la := req.look
 	la.mu.Lock()
 	defer la.mu.Unlock()
 	if !start.After(la.forgot) {
@@ -104,14 +112,14 @@ func (c *Client) lookUp(k keys, req *handoffReq, after time.Time) {
 // to wait now.
 func (l *Lock) refreshLooks() {
 	l.mu.Lock()
-	t, c, k, chain := l.turn, l.c, l.res, l.chainStart
+	t, chain := l.turn, l.chainStart
 	l.mu.Unlock()
 	if t == nil || l.record == nil {
 		return
 	}
-	t.lookers(false, func(req *handoffReq) {
-		if !req.look.known().ok {
-			c.spawn(func() { c.lookUp(k, req, chain) })
+	t.lookers(false, func(la *lookAhead) {
+		if !la.known().ok {
+			la.send(chain)
 		}
 	})
 }
@@ -137,17 +145,17 @@ func (l *Lock) noticeRecord() {
 		return
 	}
 	rec := l.record
-	l.turn.lookers(true, func(req *handoffReq) {
-		if req.lc.rec.id == rec.id {
-			req.look.notice(rec)
+	l.turn.lookers(true, func(la *lookAhead) {
+		if la.want.id == rec.id {
+			la.notice(rec)
 		}
 	})
 }
 
-// lookers calls f, under the gate's lock, with the request of each caller
-// of t's resource that waits with a look-up (the one parked between its
-// rounds too, withIdle).
-func (t *turn) lookers(withIdle bool, f func(*handoffReq)) {
+// lookers calls f, under the gate's lock, with the look-up of each caller
+// of t's resource that waits with one (the one parked between its rounds
+// too, withIdle).
+func (t *turn) lookers(withIdle bool, f func(*lookAhead)) {
 	t.gs.mu.Lock()
 	defer t.gs.mu.Unlock()
 	g := t.gs.m[t.key]
@@ -156,10 +164,10 @@ func (t *turn) lookers(withIdle bool, f func(*handoffReq)) {
 	}
 	for _, w := range g.queue {
 		if w.req != nil && w.req.look != nil {
-			f(w.req)
+			f(w.req.look)
 		}
 	}
 	if w := g.idle; withIdle && w != nil && w.req != nil && w.req.look != nil {
-		f(w.req)
+		f(w.req.look)
 	}
 }
