@@ -15,15 +15,10 @@ type handoffState struct {
 	// firstJump is when the first of them was confirmed.
 	jumps     int
 	firstJump time.Time
-	// yield: jumps reached maxJumps, so this lock's release goes to the
-	// nodes' queue, not to a local waiter (as it does once the first jump
-	// is maxJumpSpan old, see owesQueue).
-	yield bool
-	// unconfirmed: the lock came by a hand-over whose round is still out
-	// or failed; it may pass on only by a round that respects the nodes'
-	// queue. settled is closed once that round is decided.
-	unconfirmed bool
-	settled     <-chan struct{}
+	// settled, not nil while the lock came by an early hand-over whose
+	// round is still out or failed (it may pass on only by a round that
+	// respects the nodes' queue), is closed once that round is decided.
+	settled <-chan struct{}
 	// prev: the predecessor's token, left on the nodes that a failed early
 	// hand-over did not reach; released with this lock, never before.
 	prev string
@@ -152,16 +147,13 @@ func (l *Lock) tryHandOver(ctx context.Context) (handed bool, err error) {
 
 // settledHandoff returns the lock's hand-over state and validity, once the
 // round that handed it over is decided (within a node timeout) if a local
-// waiter could get the lock then: while that round is out the lock could
-// pass on only through the nodes' queue, most likely to another process, at
-// the cost of a release round, an announcement and the woken waiter's own
-// round, where waiting for the round costs a fraction of one
-// (docs/design/HANDOVER.md).
+// waiter could get the lock then: waiting costs less than passing through
+// the nodes' queue (docs/design/HANDOVER.md).
 func (l *Lock) settledHandoff(ctx context.Context) (handoffState, time.Time) {
 	l.mu.Lock()
 	ho, until := l.handoff, l.until
 	l.mu.Unlock()
-	if !ho.unconfirmed || ho.settled == nil || ho.owesQueue(time.Now()) || !l.turn.waited() {
+	if ho.settled == nil || ho.owesQueue(time.Now()) || !l.turn.waited() {
 		return ho, until
 	}
 	t := time.NewTimer(l.c.cfg.nodeTimeout)
@@ -180,31 +172,22 @@ func (l *Lock) settledHandoff(ctx context.Context) (handoffState, time.Time) {
 // the lock passed ahead of a remote waiter maxJumps times in a row, or the
 // first of those jumps is maxJumpSpan old.
 func (ho handoffState) owesQueue(now time.Time) bool {
-	return ho.yield || ho.jumps > 0 && now.Sub(ho.firstJump) >= maxJumpSpan
+	return ho.jumps >= maxJumps || ho.jumps > 0 && now.Sub(ho.firstJump) >= maxJumpSpan
 }
 
 // maxJumps and maxJumpSpan bound the local hand-overs in a row that may
-// pass ahead of a waiter of another process: a remote hand-over costs a
-// release round, an announcement and the woken waiter's round, a local one
-// a single round the successor does not wait for, so a hot lock passed
-// locally in short runs stays busy far longer. A remote waiter is passed
-// over at most maxJumps times, and not after the first jump is maxJumpSpan
-// old: with long holds, about once (docs/design/HANDOVER.md).
+// pass ahead of a waiter of another process: not once, because a local
+// hand-over keeps a hot lock far busier (docs/design/HANDOVER.md).
 const (
 	maxJumps    = 16
 	maxJumpSpan = 100 * time.Millisecond
 )
 
 // handOver sends turnScript to pass l's keys to a new token for the claimed
-// waiter w. Without fencing, when l is confirmed and enough validity is
-// left, the waiter gets its lock at once (early): until the round confirms,
-// its validity is the shorter of l's and the new TTL's from now (the keys
-// hold l's token or already the new one; both are this client's, and every
-// later call of the waiter reaches each node after the round). With fencing
-// it waits for the round, which sets its fence. ctx only bounds how long
-// Release waits for the round.
+// waiter w: early (at once, with the shorter of l's validity and the new
+// one's) or waiting for the round (fencing, or too little validity left),
+// as docs/design/HANDOVER.md argues. ctx only bounds how long Release waits.
 func (l *Lock) handOver(ctx context.Context, w *waiter, until time.Time, ho handoffState) error {
-	confirmed := !ho.unconfirmed
 	c, k, req := l.c, l.res, w.req
 	token := newToken(req.lc.suffix)
 	start := time.Now()
@@ -218,7 +201,7 @@ func (l *Lock) handOver(ctx context.Context, w *waiter, until time.Time, ho hand
 	// processes' slots are held beside this chain, and their holders may
 	// have recorded the work since (issue 45, 5(b)).
 	known := req.lc.rec == nil || req.look.known().ok || req.lc.limit <= 1 && req.look.clearSince(l.chainStart)
-	early := confirmed && !req.lc.fencing && known && time.Until(until) > 2*c.cfg.nodeTimeout+lossGuard(req.ttl)
+	early := ho.settled == nil && !req.lc.fencing && known && time.Until(until) > 2*c.cfg.nodeTimeout+lossGuard(req.ttl)
 	deadline := start.Add(c.cfg.nodeTimeout)
 	s, args := c.turnCall(k, l.token, token, req, early, l.written())
 	r := c.broadcastLook("handover", k.resource, c.allNodes(), c.q, deadline, false, args, s, lookOf(req.lc.rec))
@@ -230,8 +213,7 @@ func (l *Lock) handOver(ctx context.Context, w *waiter, until time.Time, ho hand
 		next.found = req.look.known()
 		next.chainStart = l.chainStart
 		next.mu.Lock()
-		next.handoff.unconfirmed, next.handoff.settled = true, settled
-		next.handoff.jumps, next.handoff.firstJump = ho.jumps, ho.firstJump
+		next.handoff = handoffState{jumps: ho.jumps, firstJump: ho.firstJump, settled: settled}
 		next.mu.Unlock()
 	}
 	done := make(chan error, 1)
@@ -243,9 +225,8 @@ func (l *Lock) handOver(ctx context.Context, w *waiter, until time.Time, ho hand
 		}
 	})
 	if early || !settling {
-		// The waiter is readied after the node calls and the settling
-		// goroutine: Go runs the goroutine readied last as soon as this one
-		// blocks, so the successor starts ahead of them, not behind them.
+		// Readied last, the successor runs first: goroutine order in
+		// docs/design/HANDOVER.md.
 		if orphan, _ := l.turn.pass(w, next); orphan != nil && !c.spawn(func() { _ = orphan.Release(context.Background()) }) {
 			_ = orphan.Release(context.Background()) // closed client: ends its watchdog
 		}
@@ -320,23 +301,18 @@ func (l *Lock) settleHandOver(r *round, deadline time.Time, w *waiter, next *Loc
 }
 
 // dropResidue releases l's token where a hand-over round that passed the
-// lock on did not set the new one (a call dropped past its deadline, a
-// failed or slow node): Release said nil for l, and a key left there would
-// hold the resource for the rest of l's TTL, so that one more failed node
-// would make a free resource unlockable. It hears the round's stragglers
-// first (within its deadline), so that the common round costs nothing more;
-// the release reaches each node after the round's call, so it finds the new
-// token where that call ran late.
+// lock on did not set the new one, once the round's stragglers are heard:
+// a key left there would hold the resource for the rest of l's TTL (issue
+// 20, docs/design/HANDOVER.md).
 func (l *Lock) dropResidue(r *round, deadline time.Time) {
 	_ = r.collectAll(context.Background(), deadline, classifyTurn)
 	l.unlockQueued(l.token, r.notSet())
 }
 
-// dropPrevAtEnd, for a lock being lost or left to expire (l.mu held), releases the
-// predecessor's token a failed early hand-over left behind (handoff.prev)
-// once l's validity has ended: a lost lock may never be released, and prev
-// may have a far longer TTL than l. Not before: until then l's holder may
-// still run, protected by keys that hold either token.
+// dropPrevAtEnd, for a lock being lost or left to expire (l.mu held),
+// releases the predecessor's token a failed early hand-over left behind
+// (handoff.prev) once l's validity has ended, not before: l's holder may run
+// until then.
 func (l *Lock) dropPrevAtEnd() {
 	prev := l.handoff.prev
 	if prev == "" {
@@ -347,10 +323,8 @@ func (l *Lock) dropPrevAtEnd() {
 
 // confirmHandOver applies the round of a hand-over whose successor l started
 // at once: its validity now counts from the round. When the round failed, l
-// keeps the validity it started with and stays unconfirmed: its keys (its
-// own token where the round ran, prev elsewhere) are not released before l
-// is, so nobody else can take the resource meanwhile; an extension (or the
-// watchdog, at the end of that validity) decides whether l goes on.
+// keeps its first validity, unconfirmed, and no key of it or prev is
+// released before l is (docs/design/HANDOVER.md, "Early").
 func (l *Lock) confirmHandOver(r *round, start time.Time, prev string, req *handoffReq) error {
 	c := l.c
 	l.mu.Lock()
@@ -392,7 +366,6 @@ func (ho handoffState) jumped(now time.Time) handoffState {
 	if next.jumps == 1 {
 		next.firstJump = now
 	}
-	next.yield = next.jumps >= maxJumps
 	return next
 }
 
@@ -464,11 +437,8 @@ func (l *Lock) unlockQueued(token string, mask uint64) {
 }
 
 // retryTurn sends a failed early hand-over's script again, without waiting,
-// to the nodes in mask that did not answer that they set the new token: a
-// node that dropped the call (past its deadline) still holds prev, where
-// the successor's extensions would be refused. Either token is this
-// client's, so passing prev to the new one lets no one else in; a node where
-// the first call ran late refuses it. The successor's ticket, queued by a
+// to the nodes in mask that did not answer that they set the new token
+// (where a dropped call left prev); the successor's ticket, queued by a
 // refusal, leaves the queue at once.
 func (c *Client) retryTurn(k keys, prev, token string, req *handoffReq, mask uint64) {
 	if mask == 0 || c.isClosed() {
