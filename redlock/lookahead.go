@@ -33,13 +33,9 @@ type lookAhead struct {
 
 // clearSince reports whether the record is known absent for a hand-over
 // from a lock whose chain of local hand-overs began at chainStart: the
-// look-up found nothing on a quorum, and was sent after that chain began,
-// so that every holder since then is a lock of this Client (a record of
-// theirs is noted by notice). A record written before chainStart reached a
-// quorum before it (the chain's first lock took those nodes after the
-// release that carried it), and a later look-up of a quorum meets it.
-// Limit 1 only: under a limit other processes' slots are held beside the
-// chain (handOver does not ask it then).
+// look-up found nothing on a quorum, and was sent after that chain began
+// (docs/guide/RELIABILITY.md, "Hand-overs", says why that is enough; limit
+// 1 only).
 func (la *lookAhead) clearSince(chainStart time.Time) bool {
 	if la == nil {
 		return false

@@ -3,6 +3,7 @@ package redlock
 import (
 	"context"
 	"math/bits"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -44,6 +45,28 @@ type watch struct {
 	seen    uint64 // nodes that announced a release since reset; under n.mu
 	id      string // the waiter's queue id: ignore releases reserved for others; under n.mu
 	last    string // the announcement that last fired C (a slot's number, see announcedSlot); under n.mu
+}
+
+// reservePrefix starts a lock key's value while it is reserved for a queued
+// waiter. Tokens (rand.Text) are upper case: they never start with it. The
+// scripts (lua/queue.lua, turn.lua, leave_queue.lua) spell it out.
+const reservePrefix = "queued:"
+
+// forWaiter makes the watch ignore releases that reserve the key for
+// another waiter: they publish the reservation, and only its waiter can take
+// it, so waking the others would only cost them a refused round.
+func (w *watch) forWaiter(id string) {
+	w.n.mu.Lock()
+	w.id = id
+	w.n.mu.Unlock()
+}
+
+// wants reports whether a release announcement concerns the watch's waiter.
+// Called with n.mu held.
+func (w *watch) wants(payload string) bool {
+	id, reserved := strings.CutPrefix(payload, reservePrefix)
+	id, _, _ = strings.Cut(id, "/") // a slot's: queued:<id>/<slot>
+	return !reserved || w.id == "" || id == w.id
 }
 
 func newNotifier(c *Client) *notifier {
