@@ -32,7 +32,7 @@ type waiter struct {
 	gone    bool        // gave up while claimed: the claimer releases the lock
 	// queued: a waiter of a resource of n > 1 slots claimed from the
 	// queue, not the turn's holder: a hand-over that fails puts it back
-	// (requeue), since the turn is not the slot holder's to give.
+	// (pass), since the turn is not the slot holder's to give.
 	queued bool
 }
 
@@ -130,20 +130,4 @@ func (t *turn) leave() {
 		w.granted = true
 		close(w.ready)
 	})
-}
-
-// requeue puts w, a waiter of a resource of n > 1 slots claimed from the
-// queue for a hand-over that failed, back at the head of key's queue, since
-// the turn is another caller's; when nobody holds the turn any more (the
-// gate is gone) it reports false and the caller grants w the turn. gs.mu is
-// held.
-func (gs *gates) requeue(key string, w *waiter) bool {
-	g := gs.m[key]
-	if g == nil {
-		gs.m[key] = &gate{}
-		return false
-	}
-	w.claimed, w.queued = false, false
-	g.queue = append([]*waiter{w}, g.queue...)
-	return true
 }

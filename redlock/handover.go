@@ -130,7 +130,7 @@ func (t *turn) next() (*gate, *waiter) {
 // moves on then).
 // A slot holder's handle (t.slots) passes only the lock: the turn is not
 // its to give. A waiter claimed from the queue whose hand-over failed goes
-// back to the queue's head (requeue).
+// back to the queue's head.
 func (t *turn) pass(w *waiter, l *Lock) (orphan *Lock, gone bool) {
 	t.once.Do(func() {
 		gs := t.gs
@@ -147,9 +147,16 @@ func (t *turn) pass(w *waiter, l *Lock) (orphan *Lock, gone bool) {
 			orphan, gone = l, true
 			return
 		}
-		if l == nil && w.queued && gs.requeue(t.key, w) {
-			gs.mu.Unlock()
-			return
+		if l == nil && w.queued {
+			// Back to the head of the queue: the turn is another caller's,
+			// unless nobody holds it any more (no gate): then w gets it.
+			if g := gs.m[t.key]; g != nil {
+				w.claimed, w.queued = false, false
+				g.queue = append([]*waiter{w}, g.queue...)
+				gs.mu.Unlock()
+				return
+			}
+			gs.m[t.key] = &gate{}
 		}
 		w.granted, w.lock = true, l
 		close(w.ready)
