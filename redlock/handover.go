@@ -34,7 +34,7 @@ type handoffReq struct {
 	lc  *lockConfig
 	tk  *ticket
 	// withCompletion: the look-up sent as the caller started to wait
-	// (lookahead.go).
+	// (gate.go).
 	look *lookAhead
 }
 

@@ -49,7 +49,7 @@ type Lock struct {
 	handoff    handoffState
 	via        string // how it was acquired: the asynqlock.handover span attribute
 	// chainStart: when the first lock of its chain of local hand-overs
-	// was decided by a round of its own (lookahead.go).
+	// was decided by a round of its own (gate.go).
 	chainStart time.Time
 	// withCompletion (completion.go): the record, what the acquisition
 	// found of it, and whether the release is to write it.
