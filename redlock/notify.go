@@ -43,7 +43,7 @@ type watch struct {
 	channel string
 	C       chan struct{}
 	seen    uint64 // nodes that announced a release since reset; under n.mu
-	id      string // the waiter's queue id: ignore releases reserved for others; under n.mu
+	id      string // the waiter's queue id: ignore releases reserved for others
 	last    string // the announcement that last fired C (a slot's number, see announcedSlot); under n.mu
 }
 
@@ -52,33 +52,25 @@ type watch struct {
 // scripts (lua/queue.lua, turn.lua, leave_queue.lua) spell it out.
 const reservePrefix = "queued:"
 
-// forWaiter makes the watch ignore releases that reserve the key for
-// another waiter: they publish the reservation, and only its waiter can take
-// it, so waking the others would only cost them a refused round.
-func (w *watch) forWaiter(id string) {
-	w.n.mu.Lock()
-	w.id = id
-	w.n.mu.Unlock()
-}
-
 // wants reports whether a release announcement concerns the watch's waiter.
 // Called with n.mu held.
 func (w *watch) wants(payload string) bool {
 	id, reserved := strings.CutPrefix(payload, reservePrefix)
 	id, _, _ = strings.Cut(id, "/") // a slot's: queued:<id>/<slot>
-	return !reserved || w.id == "" || id == w.id
+	return !reserved || id == w.id
 }
 
 func newNotifier(c *Client) *notifier {
 	return &notifier{c: c, subs: make(map[string]*subscription), ps: make([]*redis.PubSub, len(c.nodes))}
 }
 
-// watch registers interest in channel, subscribing on every node if this is
-// the channel's first watcher. It waits for the subscriptions to be sent, at
+// watch registers the interest of waiter id in channel, subscribing on every
+// node if this is the channel's first watcher. It ignores releases that
+// reserve the key for another waiter: only that waiter can take it. It waits for the subscriptions to be sent, at
 // most one node timeout and never past the end of ctx (they go on in the
 // background).
-func (n *notifier) watch(ctx context.Context, channel string) *watch {
-	w := &watch{n: n, channel: channel, C: make(chan struct{}, 1)}
+func (n *notifier) watch(ctx context.Context, channel, id string) *watch {
+	w := &watch{n: n, channel: channel, C: make(chan struct{}, 1), id: id}
 	n.mu.Lock()
 	if n.closed {
 		n.mu.Unlock()
