@@ -354,7 +354,11 @@ keeps the count the task had: neither is above the run of the record they meet.
   starts to wait, so that a hand-over stays early (no extra round); a local holder of the same
   task tells it directly (its record's run, or that its release deletes the record), and a
   hand-over whose chain of local holders began after that look-up waits for its round, which
-  looks again (` + "`" + `redlock/lookahead.go` + "`" + ` has the argument).
+  looks again. Why a look-up that found nothing on a quorum and was sent after the chain began
+  is enough: every holder since then is a lock of the same client, whose record is noted
+  directly; a record written before the chain began reached a quorum before it (the chain's
+  first lock took those nodes after the release that carried it), and a later look-up of a
+  quorum meets it (` + "`" + `clearSince` + "`" + ` in ` + "`" + `redlock/gate.go` + "`" + `).
 
 `
 

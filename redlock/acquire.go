@@ -194,8 +194,7 @@ func (c *Client) waitReq(k keys, ttl time.Duration, lc *lockConfig, tk *ticket) 
 		req.tk = tk // a slot's waiter leaves the nodes' queue itself (giveUp)
 	}
 	if lc.rec != nil {
-		req.look = &lookAhead{}
-		req.onWait = func() { c.spawn(func() { c.lookUp(k, req, time.Time{}) }) }
+		req.look = &lookAhead{c: c, k: k, want: lc.rec}
 	}
 	return req
 }

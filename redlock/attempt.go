@@ -85,7 +85,7 @@ func (c *Client) attempt(ctx context.Context, k keys, ttl time.Duration, lc *loc
 				fence, err = c.settleFence(ctx, r, fencesOf(tk != nil && lc.limit <= 1), k, until, stepOf(lc))
 			}
 			if err == nil {
-				c.dequeue(k, tk, lc, r.notGranted()) // where it was not granted the key
+				c.dequeue(k, tk, lc, r.notSet()) // where it was not granted the key
 				l := c.newLock(k, token, fence, ttl, start, until, lc)
 				l.unsent, l.found, l.chainStart = r.unsent, r.rec, time.Now()
 				return l, nil

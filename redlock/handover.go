@@ -2,10 +2,12 @@ package redlock
 
 import (
 	"context"
+	"crypto/rand"
 	"fmt"
 	"time"
 
 	"github.com/asynqlock/asynqlock/internal/lockutil"
+	"github.com/asynqlock/asynqlock/redlock/internal/transport"
 )
 
 // handoffState is a lock's part in hand-overs; under the lock's mu.
@@ -15,15 +17,10 @@ type handoffState struct {
 	// firstJump is when the first of them was confirmed.
 	jumps     int
 	firstJump time.Time
-	// yield: jumps reached maxJumps, so this lock's release goes to the
-	// nodes' queue, not to a local waiter (as it does once the first jump
-	// is maxJumpSpan old, see owesQueue).
-	yield bool
-	// unconfirmed: the lock came by a hand-over whose round is still out
-	// or failed; it may pass on only by a round that respects the nodes'
-	// queue. settled is closed once that round is decided.
-	unconfirmed bool
-	settled     <-chan struct{}
+	// settled, not nil while the lock came by an early hand-over whose
+	// round is still out or failed (it may pass on only by a round that
+	// respects the nodes' queue), is closed once that round is decided.
+	settled <-chan struct{}
 	// prev: the predecessor's token, left on the nodes that a failed early
 	// hand-over did not reach; released with this lock, never before.
 	prev string
@@ -37,9 +34,42 @@ type handoffReq struct {
 	lc  *lockConfig
 	tk  *ticket
 	// withCompletion: the look-up sent as the caller started to wait
-	// (lookahead.go), and what sends it.
-	look   *lookAhead
-	onWait func()
+	// (gate.go).
+	look *lookAhead
+}
+
+// The waiter queue keeps Acquire callers of different processes in FIFO
+// order on every node; docs/design/HANDOVER.md explains the design and why it is
+// safe. Each node has, per resource, a sorted set of waiters by ticket and a
+// sorted set of their lease ends. A release hands the key to the queue head
+// as a reservation (reservePrefix + waiter id, with the lease as TTL), which
+// plain SET NX, i.e. newcomers, cannot take.
+
+// ticket is an Acquire call's place in a resource's waiter queue: its start
+// time in microseconds (the same on every node, so all nodes order the same
+// waiters alike) and a random id that breaks ties and names its entries.
+type ticket struct {
+	score int64
+	id    string
+}
+
+func newTicket() *ticket {
+	return &ticket{score: time.Now().UnixMicro(), id: rand.Text()[:16]}
+}
+
+// queueKeys are the lock key, the waiter queue, the queue's lease ends and
+// the fencing counter.
+func (k keys) queueKeys() []string {
+	return []string{k.key, k.key + ":q", k.key + ":qx", k.fenceKey}
+}
+
+// queueLease is how long a waiter's queue entry, or a reservation for it,
+// lasts without being renewed: well above the longest gap between two
+// attempts of a live waiter (a retry delay plus an attempt), so that only a
+// waiter that is gone lets its entry lapse, and a dead waiter holds the
+// others back for at most this long.
+func (c *Client) queueLease() time.Duration {
+	return max(500*time.Millisecond, 4*(c.cfg.retryMax+c.cfg.nodeTimeout))
 }
 
 // claim takes the next local waiter out of the turn's queue for a hand-over.
@@ -50,23 +80,18 @@ func (t *turn) claim() *waiter {
 	}
 	t.gs.mu.Lock()
 	defer t.gs.mu.Unlock()
-	if t.slots {
-		// The caller holding the turn, paused between its rounds, is the
-		// oldest; else the first caller queued behind it.
-		if g := t.gs.m[t.key]; g != nil && g.idle != nil {
-			w := g.idle
-			g.idle, w.claimed = nil, true
-			return w
-		}
-	}
-	g := t.head()
-	if g == nil {
+	g, w := t.next()
+	switch {
+	case w == nil:
 		return nil
+	case w == g.idle:
+		g.idle = nil
+	default:
+		g.queue[0] = nil
+		g.queue = g.queue[1:]
+		w.queued = t.slots
 	}
-	w := g.queue[0]
-	g.queue[0] = nil
-	g.queue = g.queue[1:]
-	w.claimed, w.queued = true, t.slots
+	w.claimed = true
 	return w
 }
 
@@ -78,22 +103,25 @@ func (t *turn) waited() bool {
 	}
 	t.gs.mu.Lock()
 	defer t.gs.mu.Unlock()
-	if t.slots {
-		if g := t.gs.m[t.key]; g != nil && g.idle != nil {
-			return true
-		}
-	}
-	return t.head() != nil
+	_, w := t.next()
+	return w != nil
 }
 
-// head returns the resource's gate when its first waiter can take a
-// hand-over (it says what it asks for), else nil. Called with gs.mu held.
-func (t *turn) head() *gate {
+// next is the waiter a hand-over would go to, with its gate: for a slot
+// holder's handle the caller holding the turn, paused between its rounds
+// (the oldest), else the first caller queued if it says what it asks for.
+// Called with gs.mu held.
+func (t *turn) next() (*gate, *waiter) {
 	g := t.gs.m[t.key]
-	if g == nil || len(g.queue) == 0 || g.queue[0].req == nil {
-		return nil
+	switch {
+	case g == nil:
+		return nil, nil
+	case t.slots && g.idle != nil:
+		return g, g.idle
+	case len(g.queue) == 0 || g.queue[0].req == nil:
+		return nil, nil
 	}
-	return g
+	return g, g.queue[0]
 }
 
 // pass gives the turn to a claimed waiter, with the lock acquired for it or
@@ -102,7 +130,7 @@ func (t *turn) head() *gate {
 // moves on then).
 // A slot holder's handle (t.slots) passes only the lock: the turn is not
 // its to give. A waiter claimed from the queue whose hand-over failed goes
-// back to the queue's head (requeue).
+// back to the queue's head.
 func (t *turn) pass(w *waiter, l *Lock) (orphan *Lock, gone bool) {
 	t.once.Do(func() {
 		gs := t.gs
@@ -119,9 +147,16 @@ func (t *turn) pass(w *waiter, l *Lock) (orphan *Lock, gone bool) {
 			orphan, gone = l, true
 			return
 		}
-		if l == nil && w.queued && gs.requeue(t.key, w) {
-			gs.mu.Unlock()
-			return
+		if l == nil && w.queued {
+			// Back to the head of the queue: the turn is another caller's,
+			// unless nobody holds it any more (no gate): then w gets it.
+			if g := gs.m[t.key]; g != nil {
+				w.claimed, w.queued = false, false
+				g.queue = append([]*waiter{w}, g.queue...)
+				gs.mu.Unlock()
+				return
+			}
+			gs.m[t.key] = &gate{}
 		}
 		w.granted, w.lock = true, l
 		close(w.ready)
@@ -155,16 +190,13 @@ func (l *Lock) tryHandOver(ctx context.Context) (handed bool, err error) {
 
 // settledHandoff returns the lock's hand-over state and validity, once the
 // round that handed it over is decided (within a node timeout) if a local
-// waiter could get the lock then: while that round is out the lock could
-// pass on only through the nodes' queue, most likely to another process, at
-// the cost of a release round, an announcement and the woken waiter's own
-// round, where waiting for the round costs a fraction of one
-// (docs/design/HANDOVER.md).
+// waiter could get the lock then: waiting costs less than passing through
+// the nodes' queue (docs/design/HANDOVER.md).
 func (l *Lock) settledHandoff(ctx context.Context) (handoffState, time.Time) {
 	l.mu.Lock()
 	ho, until := l.handoff, l.until
 	l.mu.Unlock()
-	if !ho.unconfirmed || ho.settled == nil || ho.owesQueue(time.Now()) || !l.turn.waited() {
+	if ho.settled == nil || ho.owesQueue(time.Now()) || !l.turn.waited() {
 		return ho, until
 	}
 	t := time.NewTimer(l.c.cfg.nodeTimeout)
@@ -183,43 +215,36 @@ func (l *Lock) settledHandoff(ctx context.Context) (handoffState, time.Time) {
 // the lock passed ahead of a remote waiter maxJumps times in a row, or the
 // first of those jumps is maxJumpSpan old.
 func (ho handoffState) owesQueue(now time.Time) bool {
-	return ho.yield || ho.jumps > 0 && now.Sub(ho.firstJump) >= maxJumpSpan
+	return ho.jumps >= maxJumps || ho.jumps > 0 && now.Sub(ho.firstJump) >= maxJumpSpan
 }
 
 // maxJumps and maxJumpSpan bound the local hand-overs in a row that may
-// pass ahead of a waiter of another process: a remote hand-over costs a
-// release round, an announcement and the woken waiter's round, a local one
-// a single round the successor does not wait for, so a hot lock passed
-// locally in short runs stays busy far longer. A remote waiter is passed
-// over at most maxJumps times, and not after the first jump is maxJumpSpan
-// old: with long holds, about once (docs/design/HANDOVER.md).
+// pass ahead of a waiter of another process: not once, because a local
+// hand-over keeps a hot lock far busier (docs/design/HANDOVER.md).
 const (
 	maxJumps    = 16
 	maxJumpSpan = 100 * time.Millisecond
 )
 
 // handOver sends turnScript to pass l's keys to a new token for the claimed
-// waiter w. Without fencing, when l is confirmed and enough validity is
-// left, the waiter gets its lock at once (early): until the round confirms,
-// its validity is the shorter of l's and the new TTL's from now (the keys
-// hold l's token or already the new one; both are this client's, and every
-// later call of the waiter reaches each node after the round). With fencing
-// it waits for the round, which sets its fence. ctx only bounds how long
-// Release waits for the round.
+// waiter w: early (at once, with the shorter of l's validity and the new
+// one's) or waiting for the round (fencing, or too little validity left),
+// as docs/design/HANDOVER.md argues. ctx only bounds how long Release waits.
 func (l *Lock) handOver(ctx context.Context, w *waiter, until time.Time, ho handoffState) error {
-	confirmed := !ho.unconfirmed
 	c, k, req := l.c, l.res, w.req
 	token := newToken(req.lc.suffix)
 	start := time.Now()
-	until = minTime(until, start.Add(req.ttl-driftAllowance(req.ttl, c.cfg.driftFactor)))
+	if end := start.Add(req.ttl - driftAllowance(req.ttl, c.cfg.driftFactor)); end.Before(until) {
+		until = end
+	}
 	if rec := l.written(); rec != nil && req.lc.rec != nil && req.lc.rec.id == rec.id {
 		req.look.notice(rec) // the waiter may have left the queue noticeRecord walks
 	}
 	// Under a limit, a look-up's absence does not stay true: other
 	// processes' slots are held beside this chain, and their holders may
 	// have recorded the work since (issue 45, 5(b)).
-	known := req.lc.rec == nil || req.look.knownFound() || req.lc.limit <= 1 && req.look.clearSince(l.chainStart)
-	early := confirmed && !req.lc.fencing && known && time.Until(until) > 2*c.cfg.nodeTimeout+lossGuard(req.ttl)
+	known := req.lc.rec == nil || req.look.known().ok || req.lc.limit <= 1 && req.look.clearSince(l.chainStart)
+	early := ho.settled == nil && !req.lc.fencing && known && time.Until(until) > 2*c.cfg.nodeTimeout+lossGuard(req.ttl)
 	deadline := start.Add(c.cfg.nodeTimeout)
 	s, args := c.turnCall(k, l.token, token, req, early, l.written())
 	r := c.broadcastLook("handover", k.resource, c.allNodes(), c.q, deadline, false, args, s, lookOf(req.lc.rec))
@@ -231,8 +256,7 @@ func (l *Lock) handOver(ctx context.Context, w *waiter, until time.Time, ho hand
 		next.found = req.look.known()
 		next.chainStart = l.chainStart
 		next.mu.Lock()
-		next.handoff.unconfirmed, next.handoff.settled = true, settled
-		next.handoff.jumps, next.handoff.firstJump = ho.jumps, ho.firstJump
+		next.handoff = handoffState{jumps: ho.jumps, firstJump: ho.firstJump, settled: settled}
 		next.mu.Unlock()
 	}
 	done := make(chan error, 1)
@@ -244,9 +268,8 @@ func (l *Lock) handOver(ctx context.Context, w *waiter, until time.Time, ho hand
 		}
 	})
 	if early || !settling {
-		// The waiter is readied after the node calls and the settling
-		// goroutine: Go runs the goroutine readied last as soon as this one
-		// blocks, so the successor starts ahead of them, not behind them.
+		// Readied last, the successor runs first: goroutine order in
+		// docs/design/HANDOVER.md.
 		if orphan, _ := l.turn.pass(w, next); orphan != nil && !c.spawn(func() { _ = orphan.Release(context.Background()) }) {
 			_ = orphan.Release(context.Background()) // closed client: ends its watchdog
 		}
@@ -289,8 +312,8 @@ func (l *Lock) settleHandOver(r *round, deadline time.Time, w *waiter, next *Loc
 		err = next.confirmHandOver(r, start, l.token, req)
 		close(settled) // next's release may go on (settledHandoff)
 	} else if next, err = c.handedLock(r, k, token, start, req); err != nil {
-		l.unlockQueued(token)
-		l.unlockQueued(l.token)
+		l.unlockQueued(token, c.allNodes())
+		l.unlockQueued(l.token, c.allNodes())
 	} else if next.chainStart = l.chainStart; r.jumped() {
 		// A slot's hand-over (which does not ask the nodes' queue)
 		// counts as passing ahead of other processes' waiters, in this
@@ -299,7 +322,7 @@ func (l *Lock) settleHandOver(r *round, deadline time.Time, w *waiter, next *Loc
 		next.handoff = ho.jumped(time.Now())
 		next.mu.Unlock()
 	}
-	if mask := r.notGranted(); err == nil && mask != 0 {
+	if mask := r.notSet(); err == nil && mask != 0 {
 		c.leaveQueue(k, req.tk, mask)
 	}
 	if !early {
@@ -321,37 +344,30 @@ func (l *Lock) settleHandOver(r *round, deadline time.Time, w *waiter, next *Loc
 }
 
 // dropResidue releases l's token where a hand-over round that passed the
-// lock on did not set the new one (a call dropped past its deadline, a
-// failed or slow node): Release said nil for l, and a key left there would
-// hold the resource for the rest of l's TTL, so that one more failed node
-// would make a free resource unlockable. It hears the round's stragglers
-// first (within its deadline), so that the common round costs nothing more;
-// the release reaches each node after the round's call, so it finds the new
-// token where that call ran late.
+// lock on did not set the new one, once the round's stragglers are heard:
+// a key left there would hold the resource for the rest of l's TTL (issue
+// 20, docs/design/HANDOVER.md).
 func (l *Lock) dropResidue(r *round, deadline time.Time) {
 	_ = r.collectAll(context.Background(), deadline, classifyTurn)
-	l.unlockQueuedOn(l.token, r.notSet())
+	l.unlockQueued(l.token, r.notSet())
 }
 
-// dropPrevAtEnd, for a lock being lost or left to expire (l.mu held), releases the
-// predecessor's token a failed early hand-over left behind (handoff.prev)
-// once l's validity has ended: a lost lock may never be released, and prev
-// may have a far longer TTL than l. Not before: until then l's holder may
-// still run, protected by keys that hold either token.
+// dropPrevAtEnd, for a lock being lost or left to expire (l.mu held),
+// releases the predecessor's token a failed early hand-over left behind
+// (handoff.prev) once l's validity has ended, not before: l's holder may run
+// until then.
 func (l *Lock) dropPrevAtEnd() {
 	prev := l.handoff.prev
 	if prev == "" {
 		return
 	}
-	time.AfterFunc(time.Until(l.until), func() { l.unlockQueued(prev) })
+	time.AfterFunc(time.Until(l.until), func() { l.unlockQueued(prev, l.c.allNodes()) })
 }
 
 // confirmHandOver applies the round of a hand-over whose successor l started
 // at once: its validity now counts from the round. When the round failed, l
-// keeps the validity it started with and stays unconfirmed: its keys (its
-// own token where the round ran, prev elsewhere) are not released before l
-// is, so nobody else can take the resource meanwhile; an extension (or the
-// watchdog, at the end of that validity) decides whether l goes on.
+// keeps its first validity, unconfirmed, and no key of it or prev is
+// released before l is (docs/design/HANDOVER.md, "Early").
 func (l *Lock) confirmHandOver(r *round, start time.Time, prev string, req *handoffReq) error {
 	c := l.c
 	l.mu.Lock()
@@ -364,7 +380,7 @@ func (l *Lock) confirmHandOver(r *round, start time.Time, prev string, req *hand
 		case stateReleased:
 			// l was released before the round failed, without prev; its
 			// ticket, queued where the round was refused, is dead.
-			l.unlockQueued(prev)
+			l.unlockQueued(prev, c.allNodes())
 			c.leaveQueue(l.res, req.tk, r.notSet())
 		}
 		l.mu.Unlock()
@@ -393,7 +409,6 @@ func (ho handoffState) jumped(now time.Time) handoffState {
 	if next.jumps == 1 {
 		next.firstJump = now
 	}
-	next.yield = next.jumps >= maxJumps
 	return next
 }
 
@@ -450,14 +465,9 @@ func (c *Client) handedLock(r *round, k keys, token string, start time.Time, req
 }
 
 // unlockQueued releases token from l's key (its slot's, under a limit) on
-// every node, reserving the key for the queue head and announcing it,
+// the nodes in mask, reserving the key for the queue head and announcing it,
 // without waiting for the answers.
-func (l *Lock) unlockQueued(token string) {
-	l.unlockQueuedOn(token, l.c.allNodes())
-}
-
-// unlockQueuedOn is unlockQueued on the nodes in mask.
-func (l *Lock) unlockQueuedOn(token string, mask uint64) {
+func (l *Lock) unlockQueued(token string, mask uint64) {
 	c, k := l.c, l.res
 	if mask == 0 || c.isClosed() {
 		return
@@ -469,34 +479,9 @@ func (l *Lock) unlockQueuedOn(token string, mask uint64) {
 	c.broadcast("release", k.resource, mask, len(c.nodes), time.Now().Add(c.cfg.nodeTimeout), true, args, s).free()
 }
 
-// notGranted is the mask of nodes that did not answer that they set the
-// won round's token: its waiter entry may be left there, or come later (a
-// node still pending when the round was decided may refuse and queue it),
-// and a release there would reserve the key for a waiter that no longer
-// waits, for a lease. Leaving is harmless where the token was set.
-func (r *round) notGranted() uint64 {
-	var m uint64
-	for i := range r.c.nodes {
-		if r.slots[i].out != outOK {
-			m |= 1 << i
-		}
-	}
-	return m
-}
-
-func minTime(a, b time.Time) time.Time {
-	if a.Before(b) {
-		return a
-	}
-	return b
-}
-
 // retryTurn sends a failed early hand-over's script again, without waiting,
-// to the nodes in mask that did not answer that they set the new token: a
-// node that dropped the call (past its deadline) still holds prev, where
-// the successor's extensions would be refused. Either token is this
-// client's, so passing prev to the new one lets no one else in; a node where
-// the first call ran late refuses it. The successor's ticket, queued by a
+// to the nodes in mask that did not answer that they set the new token
+// (where a dropped call left prev); the successor's ticket, queued by a
 // refusal, leaves the queue at once.
 func (c *Client) retryTurn(k keys, prev, token string, req *handoffReq, mask uint64) {
 	if mask == 0 || c.isClosed() {
@@ -507,8 +492,11 @@ func (c *Client) retryTurn(k keys, prev, token string, req *handoffReq, mask uin
 	c.leaveQueue(k, req.tk, mask)
 }
 
-// notSet is the mask of nodes that did not answer that they set the new
-// token, stragglers included.
+// notSet is the mask of nodes that did not answer that they set the round's
+// token, stragglers included: a successor's waiter entry may be left there,
+// or come later (a node still pending when the round was decided may refuse
+// and queue it), and a release there would reserve the key for a waiter
+// that no longer waits, for a lease. Leaving is harmless where it was set.
 func (r *round) notSet() uint64 {
 	var m uint64
 	for i := range r.c.nodes {
@@ -517,4 +505,65 @@ func (r *round) notSet() uint64 {
 		}
 	}
 	return m
+}
+
+// turnCall builds a hand-over round's script and arguments for req (see
+// turnArgs): for a slot of a limited resource, slotTurnScript, which does
+// not ask the waiter queue. With rec, the releasing holder of old writes
+// its completion record where old still held the key.
+func (c *Client) turnCall(k keys, old, token string, req *handoffReq, keep bool, rec *completionRecord) (*transport.Script, []any) {
+	lc := req.lc
+	if lc.limit > 1 {
+		return slotTurnScript, recordedArgs(slotTurnScript, k.bothKeys(), rec, old, token, req.ttl.Milliseconds(),
+			flag(lc.fencing), c.cfg.fenceRetention.Milliseconds(), fenceClasses, lc.slot)
+	}
+	return turnScript, c.turnArgs(k, old, token, req.ttl, req.tk, lc, keep, rec)
+}
+
+func flag(b bool) string {
+	if b {
+		return "1"
+	}
+	return "0"
+}
+
+// releaseArgs builds queueReleaseScript's arguments for a holder's release.
+func (c *Client) releaseArgs(k keys, token string, rec *completionRecord) []any {
+	return recordedArgs(queueReleaseScript, k.queueKeys()[:3], rec, token, c.queueLease().Milliseconds(), k.channel)
+}
+
+// turnReply reads one node's turnScript answer.
+func turnReply(v any) (released, set bool, fence int64) {
+	a, ok := v.([]any)
+	if !ok || len(a) != 4 {
+		return false, false, 0
+	}
+	r, _ := a[0].(int64)
+	s, _ := a[1].(int64)
+	f, _ := a[2].(int64)
+	return r == 1, s == 1, f
+}
+
+// jumped reports whether a keep-mode hand-over passed the lock ahead of a
+// waiter queued on any node that answered.
+func (r *round) jumped() bool {
+	for _, sl := range r.slots {
+		if a, ok := sl.val.([]any); ok && len(a) == 4 {
+			if j, _ := a[3].(int64); j == 1 {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// classifyTurn counts a node that set the new token as OK.
+func classifyTurn(rep transport.Reply) outcome {
+	if rep.Err != nil {
+		return outFailed
+	}
+	if _, set, _ := turnReply(rep.Val); set {
+		return outOK
+	}
+	return outRefused
 }

@@ -49,7 +49,7 @@ type Lock struct {
 	handoff    handoffState
 	via        string // how it was acquired: the asynqlock.handover span attribute
 	// chainStart: when the first lock of its chain of local hand-overs
-	// was decided by a round of its own (lookahead.go).
+	// was decided by a round of its own (gate.go).
 	chainStart time.Time
 	// withCompletion (completion.go): the record, what the acquisition
 	// found of it, and whether the release is to write it.
@@ -253,7 +253,7 @@ func (l *Lock) startRelease(ctx context.Context) (pendingRelease, error) {
 	if prev != "" {
 		// A failed early hand-over left the predecessor's token where
 		// it did not reach; it goes before this lock's own keys.
-		l.unlockQueued(prev)
+		l.unlockQueued(prev, l.c.allNodes())
 	}
 	var rec *completionRecord // a lost lock's work was not protected to its end
 	if !wasLost {

@@ -53,7 +53,7 @@ func (z *memZ) zhead() (string, float64, bool) {
 	return ids[0], z.m[ids[0]], true
 }
 
-// memQueue runs the queue scripts (queue.go) against the in-memory node,
+// memQueue runs the queue scripts (handover.go) against the in-memory node,
 // step by step as their Lua does. Called with m.mu held.
 type memQueue struct {
 	m     *memNode

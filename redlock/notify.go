@@ -3,6 +3,7 @@ package redlock
 import (
 	"context"
 	"math/bits"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -42,20 +43,34 @@ type watch struct {
 	channel string
 	C       chan struct{}
 	seen    uint64 // nodes that announced a release since reset; under n.mu
-	id      string // the waiter's queue id: ignore releases reserved for others; under n.mu
+	id      string // the waiter's queue id: ignore releases reserved for others
 	last    string // the announcement that last fired C (a slot's number, see announcedSlot); under n.mu
+}
+
+// reservePrefix starts a lock key's value while it is reserved for a queued
+// waiter. Tokens (rand.Text) are upper case: they never start with it. The
+// scripts (lua/turn.lua, queue_release.lua, ...) spell it out.
+const reservePrefix = "queued:"
+
+// wants reports whether a release announcement concerns the watch's waiter.
+// Called with n.mu held.
+func (w *watch) wants(payload string) bool {
+	id, reserved := strings.CutPrefix(payload, reservePrefix)
+	id, _, _ = strings.Cut(id, "/") // a slot's: queued:<id>/<slot>
+	return !reserved || id == w.id
 }
 
 func newNotifier(c *Client) *notifier {
 	return &notifier{c: c, subs: make(map[string]*subscription), ps: make([]*redis.PubSub, len(c.nodes))}
 }
 
-// watch registers interest in channel, subscribing on every node if this is
-// the channel's first watcher. It waits for the subscriptions to be sent, at
+// watch registers the interest of waiter id in channel, subscribing on every
+// node if this is the channel's first watcher. It ignores releases that
+// reserve the key for another waiter: only that waiter can take it. It waits for the subscriptions to be sent, at
 // most one node timeout and never past the end of ctx (they go on in the
 // background).
-func (n *notifier) watch(ctx context.Context, channel string) *watch {
-	w := &watch{n: n, channel: channel, C: make(chan struct{}, 1)}
+func (n *notifier) watch(ctx context.Context, channel, id string) *watch {
+	w := &watch{n: n, channel: channel, C: make(chan struct{}, 1), id: id}
 	n.mu.Lock()
 	if n.closed {
 		n.mu.Unlock()
@@ -74,11 +89,7 @@ func (n *notifier) watch(ctx context.Context, channel string) *watch {
 	s.watches[w] = struct{}{}
 	var ps []*redis.PubSub
 	if fresh {
-		for i := range n.ps {
-			if p := n.pubsub(i); p != nil {
-				ps = append(ps, p)
-			}
-		}
+		ps = n.conns(true)
 	}
 	n.mu.Unlock()
 	if fresh {
@@ -98,23 +109,6 @@ func (n *notifier) watched(channel string) bool {
 	defer n.mu.Unlock()
 	s := n.subs[channel]
 	return s != nil && !s.closing
-}
-
-// pubsub returns node i's shared pub/sub connection, starting its dispatcher
-// on first use. Called with n.mu held.
-func (n *notifier) pubsub(i int) *redis.PubSub {
-	if p := n.ps[i]; p != nil {
-		return p
-	}
-	if n.c.nodes[i].Client == nil {
-		return nil // an in-memory test node: no pub/sub
-	}
-	p := n.c.nodes[i].Client.Subscribe(context.Background())
-	n.ps[i] = p
-	msgs := p.Channel()
-	n.wg.Add(1)
-	go n.dispatch(i, msgs)
-	return p
 }
 
 // each runs f on every node's connection at once and waits at most the node
@@ -215,7 +209,7 @@ func (n *notifier) unsubscribe(channel string, s *subscription) {
 		return
 	}
 	s.closing = true
-	ps := n.open()
+	ps := n.conns(false)
 	n.mu.Unlock()
 	n.each(nil, ps, func(ctx context.Context, p *redis.PubSub) error { return p.Unsubscribe(ctx, channel) })
 
@@ -227,15 +221,23 @@ func (n *notifier) unsubscribe(channel string, s *subscription) {
 		n.mu.Unlock()
 		return
 	}
-	ps = n.open()
+	ps = n.conns(false)
 	n.mu.Unlock()
 	n.each(nil, ps, func(ctx context.Context, p *redis.PubSub) error { return p.Subscribe(ctx, channel) })
 }
 
-// open lists the pub/sub connections created so far. Called with n.mu held.
-func (n *notifier) open() []*redis.PubSub {
+// conns lists the nodes' pub/sub connections: those created so far, or
+// with create all of them, each with its dispatcher (an in-memory test node
+// has none). Called with n.mu held.
+func (n *notifier) conns(create bool) []*redis.PubSub {
 	ps := make([]*redis.PubSub, 0, len(n.ps))
-	for _, p := range n.ps {
+	for i, p := range n.ps {
+		if cl := n.c.nodes[i].Client; p == nil && create && cl != nil {
+			p = cl.Subscribe(context.Background())
+			n.ps[i] = p
+			n.wg.Add(1)
+			go n.dispatch(i, p.Channel())
+		}
 		if p != nil {
 			ps = append(ps, p)
 		}
@@ -254,7 +256,7 @@ func (n *notifier) close() {
 			s.linger.Stop()
 		}
 	}
-	ps := n.open()
+	ps := n.conns(false)
 	n.mu.Unlock()
 	done := make(chan struct{})
 	go func() {

@@ -94,8 +94,7 @@ func (c *Client) splitDelay(took time.Duration) time.Duration {
 // listen watches the release announcements on channel, deaf to the
 // reservations for waiters other than tk.
 func (p *pauser) listen(ctx context.Context, channel string, tk *ticket) {
-	p.w = p.c.notify.watch(ctx, channel)
-	p.w.forWaiter(tk.id)
+	p.w = p.c.notify.watch(ctx, channel, tk.id)
 }
 
 // stop ends the watch and the timer.
