@@ -9,6 +9,10 @@ import (
 	"github.com/asynqlock/asynqlock/redlock/internal/transport"
 )
 
+// fenceRetentionMs keeps a fence counter for 7 days after its last use
+// (WithFencing says what that means for the fences).
+const fenceRetentionMs = 7 * 24 * 60 * 60 * 1000
+
 // fenceCopies is how many nodes must carry a fence before it is issued,
 // N−q+2: once one node lost its data, every quorum still overlaps one of
 // them (docs/design/REDLOCK.md, "The fencing guarantee").
@@ -79,7 +83,7 @@ func (s fenceStep) atLeast(c int64) int64 {
 // (docs/design/REDLOCK.md, "The fencing guarantee"). It returns the fence.
 func (c *Client) raiseFence(ctx context.Context, k keys, fence int64, copies int, deadline, until time.Time, step fenceStep) (int64, error) {
 	for range maxRefences {
-		args := scriptArgs(fenceRaiseScript, []string{k.fenceKey}, fence, c.cfg.fenceRetention.Milliseconds())
+		args := scriptArgs(fenceRaiseScript, []string{k.fenceKey}, fence, fenceRetentionMs)
 		r := c.broadcast("fence", k.resource, c.allNodes(), copies, deadline, false, args, fenceRaiseScript)
 		// A node holding exactly fence carries it; a larger counter refuses.
 		classify := func(rep transport.Reply) outcome {

@@ -515,7 +515,7 @@ func (c *Client) turnCall(k keys, old, token string, req *handoffReq, keep bool,
 	lc := req.lc
 	if lc.limit > 1 {
 		return slotTurnScript, recordedArgs(slotTurnScript, k.bothKeys(), rec, old, token, req.ttl.Milliseconds(),
-			flag(lc.fencing), c.cfg.fenceRetention.Milliseconds(), fenceClasses, lc.slot)
+			flag(lc.fencing), fenceRetentionMs, fenceClasses, lc.slot)
 	}
 	return turnScript, c.turnArgs(k, old, token, req.ttl, req.tk, lc, keep, rec)
 }

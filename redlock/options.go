@@ -29,7 +29,6 @@ type config struct {
 	driftFactor    float64
 	retryMin       time.Duration
 	retryMax       time.Duration
-	fenceRetention time.Duration
 	localQueue     bool
 	noSlotQueue    bool        // tests only: slot waiters do not queue on the nodes (the control of the FIFO tests)
 	slotRound      func()      // tests only: runs before each of a slot waiter's tries (nil: none)
@@ -45,16 +44,15 @@ type config struct {
 
 func defaultConfig() config {
 	return config{
-		prefix:         defaultPrefix,
-		nodeTimeout:    defaultNodeTimeout,
-		driftFactor:    defaultDriftFactor,
-		retryMin:       25 * time.Millisecond,
-		retryMax:       100 * time.Millisecond,
-		fenceRetention: 7 * 24 * time.Hour, // WithFencing's 7 days
-		localQueue:     true,
-		logger:         slog.Default(),
-		batchWindow:    defaultBatchWindow,
-		holderInfo:     true,
+		prefix:      defaultPrefix,
+		nodeTimeout: defaultNodeTimeout,
+		driftFactor: defaultDriftFactor,
+		retryMin:    25 * time.Millisecond,
+		retryMax:    100 * time.Millisecond,
+		localQueue:  true,
+		logger:      slog.Default(),
+		batchWindow: defaultBatchWindow,
+		holderInfo:  true,
 	}
 }
 

@@ -78,7 +78,7 @@ func (c *Client) roundArgs(k keys, token string, ttl time.Duration, lc *lockConf
 	case lc.limit > 1 && lc.fencing:
 		return fenceAcquireScript, c.slotArgs(k, token, ttlMs, lc), classifySet
 	case lc.fencing:
-		return fenceAcquireScript, scriptArgs(fenceAcquireScript, k.bothKeys(), token, ttlMs, c.cfg.fenceRetention.Milliseconds()), classifySet
+		return fenceAcquireScript, scriptArgs(fenceAcquireScript, k.bothKeys(), token, ttlMs, fenceRetentionMs), classifySet
 	}
 	return nil, []any{"set", k.key, token, "nx", "px", ttlMs}, classifySet
 }
@@ -86,7 +86,7 @@ func (c *Client) roundArgs(k keys, token string, ttl time.Duration, lc *lockConf
 // slotWaitArgs builds slotWaitScript's arguments: a queued waiter's round
 // on slot lc.slot with ticket tk.
 func (c *Client) slotWaitArgs(k keys, token string, ttlMs int64, lc *lockConfig, tk *ticket) []any {
-	return scriptArgs(slotWaitScript, k.slotQueueKeys(int(lc.limit)), token, ttlMs, c.cfg.fenceRetention.Milliseconds(),
+	return scriptArgs(slotWaitScript, k.slotQueueKeys(int(lc.limit)), token, ttlMs, fenceRetentionMs,
 		lc.limit, flag(lc.fencing), fenceClasses, lc.slot, tk.score, tk.id, c.queueLease().Milliseconds(), k.channel)
 }
 
@@ -110,7 +110,7 @@ func (k keys) baseKey() string { return strings.TrimSuffix(k.fenceKey, fenceSuff
 
 // slotArgs builds fenceAcquireScript's arguments for a fenced slot round.
 func (c *Client) slotArgs(k keys, token string, ttlMs int64, lc *lockConfig) []any {
-	return scriptArgs(fenceAcquireScript, k.bothKeys(), token, ttlMs, c.cfg.fenceRetention.Milliseconds(), fenceClasses, lc.slot)
+	return scriptArgs(fenceAcquireScript, k.bothKeys(), token, ttlMs, fenceRetentionMs, fenceClasses, lc.slot)
 }
 
 // turnArgs builds turnScript's arguments; with rec, the releasing holder
@@ -118,7 +118,7 @@ func (c *Client) slotArgs(k keys, token string, ttlMs int64, lc *lockConfig) []a
 func (c *Client) turnArgs(k keys, old, token string, ttl time.Duration, tk *ticket, lc *lockConfig, keep bool, rec *completionRecord) []any {
 	lease := c.queueLease().Milliseconds()
 	return recordedArgs(turnScript, k.queueKeys(), rec, old, token, ttl.Milliseconds(), tk.score, tk.id, lease,
-		flag(lc.fencing), c.cfg.fenceRetention.Milliseconds(), k.channel, flag(keep))
+		flag(lc.fencing), fenceRetentionMs, k.channel, flag(keep))
 }
 
 // recordedArgs builds the arguments of s, a script that releases a
