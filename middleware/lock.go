@@ -85,6 +85,12 @@ func newMW(client *redlock.Client, key KeyFunc, cfg config) *mw {
 	return m
 }
 
+func (m *mw) observe(e Event) {
+	if m.cfg.observer != nil {
+		m.cfg.observer(e)
+	}
+}
+
 // Lock returns the middleware: use it with mux.Use or around one handler.
 // It panics on a bad argument (a nil client or KeyFunc, an invalid option),
 // like regexp.MustCompile; use New to get the error instead.
@@ -94,14 +100,6 @@ func Lock(client *redlock.Client, key KeyFunc, opts ...Option) asynq.MiddlewareF
 		panic(err)
 	}
 	return f
-}
-
-// resource names the lock of a task with key.
-func (m *mw) resource(t *asynq.Task, key string) string {
-	if m.cfg.shared {
-		return resourcePrefix + key
-	}
-	return resourcePrefix + t.Type() + ":" + key
 }
 
 // process runs one task: key, lock (or the conflict policy), handler.
@@ -119,8 +117,13 @@ func (m *mw) process(ctx context.Context, t *asynq.Task, next asynq.Handler) err
 		return nil
 	}
 	key, err := m.key(ctx, t)
-	if err != nil {
-		return m.badKey(t, meta, err)
+	if err != nil { // a malformed task: archived, saying why
+		if !errors.Is(err, ErrBadKey) {
+			err = fmt.Errorf("%w: %w", ErrBadKey, err)
+		}
+		m.cfg.logger.Warn("task archived: bad lock key", "task_id", meta.id, "task_type", t.Type(), "err", err)
+		m.observe(Event{Kind: EventBadKey, TaskType: t.Type(), TaskID: meta.id, Err: err})
+		return fmt.Errorf("task %s (id %s): %w: %w", t.Type(), meta.id, err, asynq.SkipRetry)
 	}
 	p := m.cfg.room.run.place() // nil without a gate: no allocation
 	if err := p.take(ctx, false); err != nil {
@@ -186,7 +189,10 @@ type taskRun struct {
 // key. It returns a value, which the caller keeps on its stack: a run
 // allocates nothing of its own.
 func (m *mw) newRun(t *asynq.Task, next asynq.Handler, meta taskMeta, key string) taskRun {
-	res := m.resource(t, key)
+	res := resourcePrefix + t.Type() + ":" + key
+	if m.cfg.shared {
+		res = resourcePrefix + key
+	}
 	meta.prior = priorRuns(t)
 	return taskRun{m: m, t: t, next: next, meta: meta, res: res, start: time.Now(), opts: m.lockOptsFor(t, meta),
 		log: taskLog{l: m.cfg.logger, id: meta.id, typ: t.Type(), res: res}}

@@ -51,9 +51,7 @@ func failedNodes(err error) []string {
 			}
 		}
 	}
-	if err != nil {
-		walk(err)
-	}
+	walk(err)
 	return addrs
 }
 

@@ -83,9 +83,7 @@ func (m *mw) guard(ctx context.Context, lock *redlock.Lock) *guard {
 		m.keeper.add(g)
 		return g
 	}
-	h := m.holdOnProgress(context.WithoutCancel(ctx), lock)
-	g.progress = h.progress
-	g.watch(h.ctx, h.stop)
+	m.holdOnProgress(g)
 	return g
 }
 
