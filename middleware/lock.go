@@ -162,15 +162,11 @@ func (m *mw) process(ctx context.Context, t *asynq.Task, next asynq.Handler) err
 	return r.run(ctx)
 }
 
-// taskRun is one task's way through the middleware, made once by process
-// when the task has a key: what every step needs to know about the task
-// (the task and its handler, asynq's metadata, its resource, when it began
-// to ask for its lock, its log) and, from acquisition to release, its lock.
-// The steps (conflict, park, run, rollback, clean-up) are its
-// methods, so that each signature names only what that step adds (the
-// conflict's cause); what every task of the process shares
-// (the table of resources, the broker's state) stays in mw. A taskRun
-// belongs to the task's goroutine: it is never shared.
+// taskRun is one keyed task's way through the middleware: what every step
+// needs to know about the task and, from acquisition to release, its lock.
+// The steps (conflict, park, run, rollback, release) are its methods, so
+// each signature names only what that step adds; what tasks share stays in
+// mw. A taskRun belongs to the task's goroutine: it is never shared.
 type taskRun struct {
 	m     *mw
 	t     *asynq.Task

@@ -68,14 +68,11 @@ func (r *taskRun) ended(acquired time.Time) func() {
 	}
 }
 
-// guard keeps lock alive for the handler and gives it a context that is
+// guard keeps lock alive for the handler (not for the task's context: the
+// lock must outlive the handler itself) and gives it a context that is
 // cancelled when the lock is lost and carries the lock (LockFromContext).
-// Its end stops it all and returns the loss's cause (nil if the lock was
-// kept). The extensions do not follow the task's context: asynq may stop
-// waiting for a handler at its deadline, but the lock must outlive the
-// handler itself. In the default mode the keep-alive starts only if the
-// handler is still running keepAfter later (keeper); in progress mode it
-// follows the handler's reports from the start.
+// The keep-alive starts keepAfter later (keeper), or in progress mode at
+// once, following the handler's reports.
 func (m *mw) guard(ctx context.Context, lock *redlock.Lock) *guard {
 	hctx, cancel := context.WithCancelCause(ctx)
 	g := &guard{Context: hctx, cancel: cancel, info: lockInfoOf(lock), lock: lock, base: ctx}
@@ -92,15 +89,10 @@ func (m *mw) guard(ctx context.Context, lock *redlock.Lock) *guard {
 var afterHandler = func(*redlock.Lock) {}
 
 // declaredBefore keeps a loss only if it may have been declared before the
-// handler returned: a run that finished first was protected to its end, and
-// retrying it would run finished work again. The watchdog declares its
-// losses (the bare ErrLockLost, ErrMaxHold) a guard before Until (a tenth of
-// the TTL within [50ms, 500ms], at most a quarter of it; see Lock.Until), and
-// its timer never fires early, so a handler that returned before that point
-// returned before the loss. ttl is the TTL the lock was taken with; an
-// extension never raises it, so its guard is the largest. Any other loss
-// (keys found gone, a keep-alive that could not run) counts whenever it
-// came.
+// handler returned: a run that finished first was protected to its end.
+// The watchdog's own losses come a guard of ttl (the acquisition's) before
+// Until; any other loss counts whenever it came (docs/guide/MIDDLEWARE.md,
+// "Keep alive").
 func declaredBefore(lost error, lock *redlock.Lock, ttl time.Duration, returned time.Time) error {
 	if lost != redlock.ErrLockLost && lost != redlock.ErrMaxHold { // the watchdog's own values, not wrapped
 		return lost
@@ -113,10 +105,8 @@ func declaredBefore(lost error, lock *redlock.Lock, ttl time.Duration, returned 
 
 // notKept returns why the hold's context ended when the lock was not kept
 // to the handler's end, nil while it lives or after a plain stop (release,
-// end of the run). A keep-alive that could not run (the lock client closed
-// before or as it started: a worker's shutdown race) is a loss at once: no
-// extension will come, and the watchdog's later loss cannot cancel a context
-// already ended, so waiting for it would tell the handler nothing.
+// end of the run). A keep-alive that could not run (the client closed as it
+// started) is a loss at once: no extension will come.
 func notKept(hold context.Context) error {
 	cause := context.Cause(hold)
 	switch {
@@ -141,11 +131,9 @@ func (r *taskRun) cleanUp(ctx context.Context, lost bool, cause error, after fun
 }
 
 // release gives the task's lock up, if it holds one, with a context of its
-// own: the task's may be cancelled already (deadline, shutdown). The task
-// does not wait for the nodes' answers (lockutil.ReleaseAsync):
-// asynq marks it done and fetches the next one meanwhile. Until they
-// answered, the resource counts as held here (countHolder), so a task
-// arriving for it queues behind the release. Then after runs, if not nil.
+// own, without waiting for the nodes' answers (lockutil.ReleaseAsync);
+// until they came the resource counts as held here (countHolder), then
+// after runs, if not nil (docs/guide/MIDDLEWARE.md, "Release").
 func (r *taskRun) release(ctx context.Context, after func()) {
 	lock, held := r.lock, r.held
 	r.lock, r.held = nil, nil
