@@ -81,7 +81,9 @@ func newMW(client *redlock.Client, key KeyFunc, cfg config) *mw {
 	if cfg.broker != nil {
 		m.promoter = m.onTurn
 	}
-	m.settleStates()
+	for _, st := range []*failState{&m.promoteErr, &m.parkErr, &m.releaseErr} {
+		st.Settle = recoverySettle
+	}
 	return m
 }
 
@@ -117,13 +119,8 @@ func (m *mw) process(ctx context.Context, t *asynq.Task, next asynq.Handler) err
 		return nil
 	}
 	key, err := m.key(ctx, t)
-	if err != nil { // a malformed task: archived, saying why
-		if !errors.Is(err, ErrBadKey) {
-			err = fmt.Errorf("%w: %w", ErrBadKey, err)
-		}
-		m.cfg.logger.Warn("task archived: bad lock key", "task_id", meta.id, "task_type", t.Type(), "err", err)
-		m.observe(Event{Kind: EventBadKey, TaskType: t.Type(), TaskID: meta.id, Err: err})
-		return fmt.Errorf("task %s (id %s): %w: %w", t.Type(), meta.id, err, asynq.SkipRetry)
+	if err != nil {
+		return m.badKey(t, meta, err)
 	}
 	p := m.cfg.room.run.place() // nil without a gate: no allocation
 	if err := p.take(ctx, false); err != nil {
@@ -160,6 +157,16 @@ func (m *mw) process(ctx context.Context, t *asynq.Task, next asynq.Handler) err
 	r.place = p
 	m.promoter(turnStart, meta.queue, r.res, meta.id)
 	return r.run(ctx)
+}
+
+// badKey archives a task whose key cannot be derived, saying why.
+func (m *mw) badKey(t *asynq.Task, meta taskMeta, err error) error {
+	if !errors.Is(err, ErrBadKey) {
+		err = fmt.Errorf("%w: %w", ErrBadKey, err)
+	}
+	m.cfg.logger.Warn("task archived: bad lock key", "task_id", meta.id, "task_type", t.Type(), "err", err)
+	m.observe(Event{Kind: EventBadKey, TaskType: t.Type(), TaskID: meta.id, Err: err})
+	return fmt.Errorf("task %s (id %s): %w: %w", t.Type(), meta.id, err, asynq.SkipRetry)
 }
 
 // taskRun is one keyed task's way through the middleware: what every step

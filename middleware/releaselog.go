@@ -64,10 +64,3 @@ type failState = statelog.State
 // out now and then would otherwise log Warn and Info pairs milliseconds
 // apart. A variable for tests that count the lines of one outage and its end.
 var recoverySettle = statelog.Settle
-
-// settleStates gives m's failing states the settle time.
-func (m *mw) settleStates() {
-	for _, st := range []*failState{&m.promoteErr, &m.parkErr, &m.releaseErr} {
-		st.Settle = recoverySettle
-	}
-}

@@ -1,6 +1,7 @@
 package middleware
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -27,7 +28,7 @@ func (r *taskRun) run(ctx context.Context) error {
 		p := recover()
 		lost := g.end(m.keeper)
 		traceLost(ctx, r.res, lost)
-		_ = r.cleanUp(ctx, lost != nil, fmt.Errorf("handler panicked: %v", p), r.ended(acquired))
+		_ = r.cleanUp(ctx, lost != nil, fmt.Errorf("handler panicked: %v", p), acquired)
 		panic(p)
 	}()
 	herr := r.next.ProcessTask(g, r.t)
@@ -41,31 +42,16 @@ func (r *taskRun) run(ctx context.Context) error {
 		m.observe(r.event(EventLost, lost))
 		traceLost(ctx, r.res, lost)
 	}
-	cause := herr
-	if cause == nil {
-		cause = lost
-	}
+	cause := cmp.Or(herr, lost)
 	if cause == nil {
 		r.recordCompletion()
 	}
-	herr = errors.Join(herr, r.cleanUp(ctx, lost != nil, cause, r.ended(acquired)))
+	herr = errors.Join(herr, r.cleanUp(ctx, lost != nil, cause, acquired))
 	if lost != nil && !errors.Is(herr, redlock.ErrLockLost) {
 		// The work was not protected to its end: retry it.
 		herr = errors.Join(herr, fmt.Errorf("%s: %w", r.name(), lost))
 	}
 	return herr
-}
-
-// ended returns what notes the run, holding its lock since acquired, as
-// over once the lock is released: its hold time, and a promotion of what
-// waits for its resource.
-func (r *taskRun) ended(acquired time.Time) func() {
-	m, queue, res := r.m, r.meta.queue, r.res
-	return func() {
-		now := time.Now()
-		m.ranFor(res, now.Sub(acquired), now)
-		m.promoter(turnEnd, queue, res, "")
-	}
 }
 
 // guard keeps lock alive for the handler (not for the task's context: the
@@ -120,13 +106,20 @@ func notKept(hold context.Context) error {
 
 // cleanUp runs the rollback hook if there is one and the handler failed or
 // lost its lock (cause is not nil; lost tells a loss), then releases the
-// lock; after runs once it is released. It returns the rollback's error.
-func (r *taskRun) cleanUp(ctx context.Context, lost bool, cause error, after func()) error {
+// lock, held since acquired; once it is released the run's hold time is
+// noted and the end of its turn told (promotion). It returns the
+// rollback's error.
+func (r *taskRun) cleanUp(ctx context.Context, lost bool, cause error, acquired time.Time) error {
 	var err error
 	if r.m.cfg.rollback != nil && cause != nil {
 		err = r.rollback(ctx, lost, cause)
 	}
-	r.release(ctx, after)
+	m, queue, res := r.m, r.meta.queue, r.res
+	r.release(ctx, func() {
+		now := time.Now()
+		m.ranFor(res, now.Sub(acquired), now)
+		m.promoter(turnEnd, queue, res, "")
+	})
 	return err
 }
 
