@@ -54,9 +54,3 @@ type Event struct {
 	// on the resource (in the task's queue) after the event.
 	Parked int
 }
-
-func (m *mw) observe(e Event) {
-	if m.cfg.observer != nil {
-		m.cfg.observer(e)
-	}
-}

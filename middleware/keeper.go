@@ -10,18 +10,10 @@ import (
 )
 
 // keeper starts the keep-alive of a handler's lock only once the handler
-// has run for keepAfter: most tasks end long before their lock's first
-// extension (TTL/3) is due, and a keep-alive per task costs a goroutine, a
-// timer and two contexts that such a task never uses. One timer per
-// middleware serves every running handler. Every handler of a middleware
-// waits the same keepAfter, so the pending ones are due in the order they
-// started: a list in that order, with the earliest at its head, needs no
-// heap, and adding or removing a handler is O(1).
-//
-// No loss goes unseen meanwhile: before the first extension, a lock is lost
-// only when its validity runs out (about one TTL after its acquisition),
-// long after keepAfter; redlock's watchdog still marks it lost then, and
-// the keep-alive started late reports that loss at once.
+// has run for keepAfter: most tasks end long before they need one. Every
+// handler waits the same keepAfter, so a list in start order, earliest at
+// its head, is due in order: one timer, O(1) add and remove, no heap
+// (docs/guide/MIDDLEWARE.md, "Keep alive", argues that no loss goes unseen).
 type keeper struct {
 	after time.Duration
 	start func(*guard) // (*guard).keepAlive; tests watch it
@@ -32,9 +24,8 @@ type keeper struct {
 	armed      bool // timer runs; only the fire it leads to disarms it
 }
 
-// keepAfterOf is how long a handler of a TTL runs before its lock's
-// keep-alive starts: half the time to its first extension (TTL/3), so that
-// a late timer still starts it in time.
+// keepAfterOf is half the time to a lock's first extension (TTL/3), so
+// that a late timer still starts the keep-alive in time.
 func keepAfterOf(ttl time.Duration) time.Duration { return ttl / 6 }
 
 func newKeeper(after time.Duration) *keeper {

@@ -1,7 +1,6 @@
 package middleware
 
 import (
-	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -69,12 +68,10 @@ func ByField(path string) KeyFunc {
 	}
 }
 
-// scalarKey turns a JSON string, number or boolean into a key.
+// scalarKey turns a JSON string, number or boolean into a key; raw is one
+// value as encoding/json cut it out: never empty, no space around it.
 func scalarKey(path string, raw json.RawMessage) (string, error) {
-	raw = bytes.TrimSpace(raw)
 	switch {
-	case len(raw) == 0:
-		return "", fmt.Errorf("%w: field %q is empty", ErrBadKey, path)
 	case raw[0] == '"':
 		var s string
 		if err := json.Unmarshal(raw, &s); err != nil {
@@ -107,14 +104,4 @@ func ByPayloadHash() KeyFunc {
 		sum := sha256.Sum256(t.Payload())
 		return hex.EncodeToString(sum[:16]), nil
 	}
-}
-
-// badKey archives a task whose key cannot be derived, saying why.
-func (m *mw) badKey(t *asynq.Task, meta taskMeta, err error) error {
-	if !errors.Is(err, ErrBadKey) {
-		err = fmt.Errorf("%w: %w", ErrBadKey, err)
-	}
-	m.cfg.logger.Warn("task archived: bad lock key", "task_id", meta.id, "task_type", t.Type(), "err", err)
-	m.observe(Event{Kind: EventBadKey, TaskType: t.Type(), TaskID: meta.id, Err: err})
-	return fmt.Errorf("task %s (id %s): %w: %w", t.Type(), meta.id, err, asynq.SkipRetry)
 }

@@ -81,8 +81,16 @@ func newMW(client *redlock.Client, key KeyFunc, cfg config) *mw {
 	if cfg.broker != nil {
 		m.promoter = m.onTurn
 	}
-	m.settleStates()
+	for _, st := range []*failState{&m.promoteErr, &m.parkErr, &m.releaseErr} {
+		st.Settle = recoverySettle
+	}
 	return m
+}
+
+func (m *mw) observe(e Event) {
+	if m.cfg.observer != nil {
+		m.cfg.observer(e)
+	}
 }
 
 // Lock returns the middleware: use it with mux.Use or around one handler.
@@ -94,14 +102,6 @@ func Lock(client *redlock.Client, key KeyFunc, opts ...Option) asynq.MiddlewareF
 		panic(err)
 	}
 	return f
-}
-
-// resource names the lock of a task with key.
-func (m *mw) resource(t *asynq.Task, key string) string {
-	if m.cfg.shared {
-		return resourcePrefix + key
-	}
-	return resourcePrefix + t.Type() + ":" + key
 }
 
 // process runs one task: key, lock (or the conflict policy), handler.
@@ -159,15 +159,21 @@ func (m *mw) process(ctx context.Context, t *asynq.Task, next asynq.Handler) err
 	return r.run(ctx)
 }
 
-// taskRun is one task's way through the middleware, made once by process
-// when the task has a key: what every step needs to know about the task
-// (the task and its handler, asynq's metadata, its resource, when it began
-// to ask for its lock, its log) and, from acquisition to release, its lock.
-// The steps (conflict, park, run, rollback, clean-up) are its
-// methods, so that each signature names only what that step adds (the
-// conflict's cause); what every task of the process shares
-// (the table of resources, the broker's state) stays in mw. A taskRun
-// belongs to the task's goroutine: it is never shared.
+// badKey archives a task whose key cannot be derived, saying why.
+func (m *mw) badKey(t *asynq.Task, meta taskMeta, err error) error {
+	if !errors.Is(err, ErrBadKey) {
+		err = fmt.Errorf("%w: %w", ErrBadKey, err)
+	}
+	m.cfg.logger.Warn("task archived: bad lock key", "task_id", meta.id, "task_type", t.Type(), "err", err)
+	m.observe(Event{Kind: EventBadKey, TaskType: t.Type(), TaskID: meta.id, Err: err})
+	return fmt.Errorf("task %s (id %s): %w: %w", t.Type(), meta.id, err, asynq.SkipRetry)
+}
+
+// taskRun is one keyed task's way through the middleware: what every step
+// needs to know about the task and, from acquisition to release, its lock.
+// The steps (conflict, park, run, rollback, release) are its methods, so
+// each signature names only what that step adds; what tasks share stays in
+// mw. A taskRun belongs to the task's goroutine: it is never shared.
 type taskRun struct {
 	m     *mw
 	t     *asynq.Task
@@ -186,7 +192,10 @@ type taskRun struct {
 // key. It returns a value, which the caller keeps on its stack: a run
 // allocates nothing of its own.
 func (m *mw) newRun(t *asynq.Task, next asynq.Handler, meta taskMeta, key string) taskRun {
-	res := m.resource(t, key)
+	res := resourcePrefix + t.Type() + ":" + key
+	if m.cfg.shared {
+		res = resourcePrefix + key
+	}
 	meta.prior = priorRuns(t)
 	return taskRun{m: m, t: t, next: next, meta: meta, res: res, start: time.Now(), opts: m.lockOptsFor(t, meta),
 		log: taskLog{l: m.cfg.logger, id: meta.id, typ: t.Type(), res: res}}

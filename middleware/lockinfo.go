@@ -18,11 +18,6 @@ type LockInfo struct {
 
 type infoKey struct{}
 
-// withLockInfo gives ctx the lock's LockInfo.
-func withLockInfo(ctx context.Context, lock *redlock.Lock) context.Context {
-	return context.WithValue(ctx, infoKey{}, lockInfoOf(lock))
-}
-
 func lockInfoOf(lock *redlock.Lock) LockInfo {
 	return LockInfo{Resource: lock.Resource(), Token: lock.Token(), Fence: lock.Fence(), Until: lock.Until(), Slot: lock.Slot()}
 }

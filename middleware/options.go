@@ -114,16 +114,11 @@ func WithSharedKeys() Option { return func(c *config) { c.shared = true } }
 func WithPolicy(p Policy) Option { return func(c *config) { c.policy = p } }
 
 // WithLimit lets up to n tasks with the same key run at once, across every
-// worker and process that uses the key's resource (each holds one of its n
-// slots, see redlock.WithLimit); with ByType, it is a cluster-wide
-// concurrency limit per task type. Waiting, parking, promotion and the
-// shares of a Room count slots: a resource of n
-// slots may have n times as many waiters, promoted tasks and requeue slots.
-// Workers may give one resource different n while a change of n rolls
-// out: they share it with at most the largest n running at once, and no
-// task fails for the difference (redlock.WithLimit, docs/design/REDLOCK.md,
-// "Changing n"). n must be in [1, redlock.MaxLimit]. Default: 1, one task
-// per key at a time.
+// worker and process (each holds one of the resource's n slots, see
+// redlock.WithLimit); with ByType, it is a cluster-wide concurrency limit
+// per task type. Waiting, parking and promotion count slots; a change of n
+// rolls out without failed tasks (docs/guide/MIDDLEWARE.md, "Limits"). n
+// must be in [1, redlock.MaxLimit]. Default: 1, one task per key at a time.
 func WithLimit(n int) Option { return func(c *config) { c.limit = n } }
 
 // WithProgress switches to progress mode: the lock is kept alive only while
@@ -142,16 +137,13 @@ func WithRollback(f func(ctx context.Context, t *asynq.Task, cause error) error)
 }
 
 // WithBroker gives the middleware a client to the asynq broker's Redis (the
-// one the server dequeues from). With it busy tasks are parked: kept where
-// asynq puts a task that returns an error (its retry set, or on a last retry
-// or with MaxRetry(0) its archive), under their own ID, recorded in a FIFO
-// per queue and resource, and moved back to their queue with
-// Inspector.RunTask when a task of their resource starts or ends (a backstop
-// brings them back if nobody does), so a hot resource neither bounces its
-// tasks nor ties up the workers (docs/guide/HOTKEYS.md). Once it has run a
-// task of a queue, it also moves back, every minute, that queue's tasks left
-// parked in the archive by a process that stopped (sweep.go). Without it a
-// task on its last retry waits for its lock as long as its deadline allows.
+// one the server dequeues from). With it busy tasks are parked under their
+// own ID (in asynq's retry set, or on a last retry its archive) and moved
+// back to their queue with Inspector.RunTask when a task of their resource
+// starts or ends, so a hot resource neither bounces its tasks nor ties up
+// the workers (docs/guide/MIDDLEWARE.md, "Hot resources and last retries";
+// docs/guide/HOTKEYS.md). Without it a task on its last retry waits for its
+// lock as long as its deadline allows.
 //
 // The server needs IsFailure and RetryDelay from this package. The client is
 // shared, never closed by the middleware. Promotion reads a task's state
@@ -176,15 +168,11 @@ func WithBroker(broker redis.UniversalClient) Option {
 // middleware given the same room: a task takes a run place as it starts,
 // gives it back while it waits for a busy lock (in one of r's wait places,
 // the hot resources sharing them equally) and takes one again once it holds
-// its lock; tasks without a key take run places too. A task that finds no
-// wait place is parked or requeued; a parked task that comes back and finds
-// none is parked again at the head of its resource's FIFO. worker.New gives
-// every handler one room of WORKER_CONCURRENCY run places and
-// WORKER_WAIT_ROOM wait places (docs/guide/HOTKEYS.md). Default: with
-// WithBroker, wait places for two thirds of the most tasks the middleware has
-// seen at once (the rest of asynq's workers keep running tasks that can run);
-// without, none (asynq's Concurrency alone bounds the tasks, waiting ones
-// included; at most two wait for one resource).
+// its lock. A task that finds no wait place is parked or requeued (a parked
+// one that came back: parked again at the head of its resource's FIFO;
+// docs/guide/HOTKEYS.md). Default: with WithBroker, wait places for two
+// thirds of the most tasks the middleware has seen at once; without, none
+// (at most two wait for one resource).
 func WithRoom(r *Room) Option {
 	return func(cfg *config) {
 		if r == nil {

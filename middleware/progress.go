@@ -27,12 +27,6 @@ type progress struct {
 	note chan struct{} // signalled on a report, without blocking
 }
 
-func newProgress() *progress {
-	p := &progress{note: make(chan struct{}, 1)}
-	p.last.Store(time.Now().UnixNano())
-	return p
-}
-
 func (p *progress) report() {
 	p.last.Store(time.Now().UnixNano())
 	select {
@@ -41,27 +35,24 @@ func (p *progress) report() {
 	}
 }
 
-func (p *progress) since() time.Duration { return time.Since(time.Unix(0, p.last.Load())) }
-
-// holdOnProgress keeps the lock alive with lock.KeepAlive (its extensions,
+// holdOnProgress keeps g's lock alive with lock.KeepAlive (its extensions,
 // retries and max hold) only while the handler reports progress: once none
 // was reported for the stall bound, the keep-alive stops and the lock runs
 // out within its TTL, which cancels the handler. A report that comes before
-// the lock ran out resumes the keep-alive.
-func (m *mw) holdOnProgress(base context.Context, lock *redlock.Lock) holding {
-	hctx, cancel := context.WithCancelCause(base)
-	p := newProgress()
+// the lock ran out resumes the keep-alive. g is not yet shared.
+func (m *mw) holdOnProgress(g *guard) {
+	base := context.WithoutCancel(g.base)
+	hctx, cancel := context.WithCancelCause(base) // cancelled with the loss
+	g.progress = &progress{note: make(chan struct{}, 1)}
+	g.progress.last.Store(time.Now().UnixNano())
 	done := make(chan struct{})
 	var wg sync.WaitGroup
-	wg.Go(func() { m.watchProgress(base, lock, p, done, cancel) })
-	var once sync.Once
-	return holding{ctx: hctx, progress: p, stop: func() {
-		once.Do(func() {
-			close(done)
-			wg.Wait()
-			cancel(nil)
-		})
-	}}
+	wg.Go(func() { m.watchProgress(base, g.lock, g.progress, done, cancel) })
+	g.watch(hctx, func() { // called once, by g.end
+		close(done)
+		wg.Wait()
+		cancel(nil)
+	})
 }
 
 // watchProgress runs the keep-alive while progress is reported, until done
@@ -92,7 +83,7 @@ func (m *mw) watchProgress(base context.Context, lock *redlock.Lock, p *progress
 			case <-p.note:
 			default:
 			}
-			if d := p.since(); d < m.cfg.progress {
+			if d := time.Since(time.Unix(0, p.last.Load())); d < m.cfg.progress {
 				stall.Reset(m.cfg.progress - d)
 				continue
 			}
@@ -104,13 +95,4 @@ func (m *mw) watchProgress(base context.Context, lock *redlock.Lock, p *progress
 			stall.Reset(m.cfg.progress)
 		}
 	}
-}
-
-// holding keeps a lock while a handler runs in progress mode. ctx is
-// cancelled with cause redlock.ErrLockLost when the lock is lost; stop ends
-// the extensions.
-type holding struct {
-	ctx      context.Context
-	stop     func()
-	progress *progress // what Progress reports to
 }

@@ -22,37 +22,26 @@ func (m *mw) releaseState(log taskLog, err error) {
 		log.Debug("lock not released", "err", err)
 	case err != nil:
 		m.releaseErr.Fail(m.cfg.logger, slog.LevelWarn, "lock releases failing; each lock expires at its TTL", err,
-			"resource", log.res, "nodes", failedNodes(err))
+			"resource", log.res, "nodes", failedNodes(nil, err))
 	case m.releaseErr.Failing() != "": // not per task: the arguments cost two allocations
 		m.releaseErr.OK(m.cfg.logger, "lock releases work again", "resource", log.res)
 	}
 }
 
-// failedNodes lists the addresses of the lock nodes that failed in err
-// (its *redlock.NodeError values), each once, in the order found.
-func failedNodes(err error) []string {
-	var addrs []string
-	var walk func(error)
-	walk = func(e error) {
-		if ne, ok := e.(*redlock.NodeError); ok {
-			if !slices.Contains(addrs, ne.Addr) {
-				addrs = append(addrs, ne.Addr)
-			}
-			return
+// failedNodes appends to addrs the addresses of the lock nodes that failed
+// in err (its *redlock.NodeError values), each once, in the order found.
+func failedNodes(addrs []string, err error) []string {
+	switch e := err.(type) {
+	case *redlock.NodeError:
+		if !slices.Contains(addrs, e.Addr) {
+			addrs = append(addrs, e.Addr)
 		}
-		switch u := e.(type) {
-		case interface{ Unwrap() []error }:
-			for _, x := range u.Unwrap() {
-				walk(x)
-			}
-		case interface{ Unwrap() error }:
-			if x := u.Unwrap(); x != nil {
-				walk(x)
-			}
+	case interface{ Unwrap() []error }:
+		for _, x := range e.Unwrap() {
+			addrs = failedNodes(addrs, x)
 		}
-	}
-	if err != nil {
-		walk(err)
+	case interface{ Unwrap() error }:
+		addrs = failedNodes(addrs, e.Unwrap())
 	}
 	return addrs
 }
@@ -66,10 +55,3 @@ type failState = statelog.State
 // out now and then would otherwise log Warn and Info pairs milliseconds
 // apart. A variable for tests that count the lines of one outage and its end.
 var recoverySettle = statelog.Settle
-
-// settleStates gives m's failing states the settle time.
-func (m *mw) settleStates() {
-	for _, st := range []*failState{&m.promoteErr, &m.parkErr, &m.releaseErr} {
-		st.Settle = recoverySettle
-	}
-}

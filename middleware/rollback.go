@@ -32,7 +32,7 @@ func (r *taskRun) rollback(ctx context.Context, lost bool, cause error) error {
 		}
 	}
 	kctx, stop := r.lock.KeepAlive(rctx)
-	kctx = withLockInfo(kctx, r.lock)
+	kctx = context.WithValue(kctx, infoKey{}, lockInfoOf(r.lock)) // for LockFromContext
 	err := r.callRollback(kctx, cause)
 	stop()
 	traceRollback(ctx, r.res, lost, cause, err)

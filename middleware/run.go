@@ -1,6 +1,7 @@
 package middleware
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -27,7 +28,7 @@ func (r *taskRun) run(ctx context.Context) error {
 		p := recover()
 		lost := g.end(m.keeper)
 		traceLost(ctx, r.res, lost)
-		_ = r.cleanUp(ctx, lost != nil, fmt.Errorf("handler panicked: %v", p), r.ended(acquired))
+		_ = r.cleanUp(ctx, lost != nil, fmt.Errorf("handler panicked: %v", p), acquired)
 		panic(p)
 	}()
 	herr := r.next.ProcessTask(g, r.t)
@@ -41,14 +42,11 @@ func (r *taskRun) run(ctx context.Context) error {
 		m.observe(r.event(EventLost, lost))
 		traceLost(ctx, r.res, lost)
 	}
-	cause := herr
-	if cause == nil {
-		cause = lost
-	}
+	cause := cmp.Or(herr, lost)
 	if cause == nil {
 		r.recordCompletion()
 	}
-	herr = errors.Join(herr, r.cleanUp(ctx, lost != nil, cause, r.ended(acquired)))
+	herr = errors.Join(herr, r.cleanUp(ctx, lost != nil, cause, acquired))
 	if lost != nil && !errors.Is(herr, redlock.ErrLockLost) {
 		// The work was not protected to its end: retry it.
 		herr = errors.Join(herr, fmt.Errorf("%s: %w", r.name(), lost))
@@ -56,26 +54,11 @@ func (r *taskRun) run(ctx context.Context) error {
 	return herr
 }
 
-// ended returns what notes the run, holding its lock since acquired, as
-// over once the lock is released: its hold time, and a promotion of what
-// waits for its resource.
-func (r *taskRun) ended(acquired time.Time) func() {
-	m, queue, res := r.m, r.meta.queue, r.res
-	return func() {
-		now := time.Now()
-		m.ranFor(res, now.Sub(acquired), now)
-		m.promoter(turnEnd, queue, res, "")
-	}
-}
-
-// guard keeps lock alive for the handler and gives it a context that is
+// guard keeps lock alive for the handler (not for the task's context: the
+// lock must outlive the handler itself) and gives it a context that is
 // cancelled when the lock is lost and carries the lock (LockFromContext).
-// Its end stops it all and returns the loss's cause (nil if the lock was
-// kept). The extensions do not follow the task's context: asynq may stop
-// waiting for a handler at its deadline, but the lock must outlive the
-// handler itself. In the default mode the keep-alive starts only if the
-// handler is still running keepAfter later (keeper); in progress mode it
-// follows the handler's reports from the start.
+// The keep-alive starts keepAfter later (keeper), or in progress mode at
+// once, following the handler's reports.
 func (m *mw) guard(ctx context.Context, lock *redlock.Lock) *guard {
 	hctx, cancel := context.WithCancelCause(ctx)
 	g := &guard{Context: hctx, cancel: cancel, info: lockInfoOf(lock), lock: lock, base: ctx}
@@ -83,9 +66,7 @@ func (m *mw) guard(ctx context.Context, lock *redlock.Lock) *guard {
 		m.keeper.add(g)
 		return g
 	}
-	h := m.holdOnProgress(context.WithoutCancel(ctx), lock)
-	g.progress = h.progress
-	g.watch(h.ctx, h.stop)
+	m.holdOnProgress(g)
 	return g
 }
 
@@ -94,15 +75,10 @@ func (m *mw) guard(ctx context.Context, lock *redlock.Lock) *guard {
 var afterHandler = func(*redlock.Lock) {}
 
 // declaredBefore keeps a loss only if it may have been declared before the
-// handler returned: a run that finished first was protected to its end, and
-// retrying it would run finished work again. The watchdog declares its
-// losses (the bare ErrLockLost, ErrMaxHold) a guard before Until (a tenth of
-// the TTL within [50ms, 500ms], at most a quarter of it; see Lock.Until), and
-// its timer never fires early, so a handler that returned before that point
-// returned before the loss. ttl is the TTL the lock was taken with; an
-// extension never raises it, so its guard is the largest. Any other loss
-// (keys found gone, a keep-alive that could not run) counts whenever it
-// came.
+// handler returned: a run that finished first was protected to its end.
+// The watchdog's own losses come a guard of ttl (the acquisition's) before
+// Until; any other loss counts whenever it came (docs/guide/MIDDLEWARE.md,
+// "Keep alive").
 func declaredBefore(lost error, lock *redlock.Lock, ttl time.Duration, returned time.Time) error {
 	if lost != redlock.ErrLockLost && lost != redlock.ErrMaxHold { // the watchdog's own values, not wrapped
 		return lost
@@ -115,10 +91,8 @@ func declaredBefore(lost error, lock *redlock.Lock, ttl time.Duration, returned 
 
 // notKept returns why the hold's context ended when the lock was not kept
 // to the handler's end, nil while it lives or after a plain stop (release,
-// end of the run). A keep-alive that could not run (the lock client closed
-// before or as it started: a worker's shutdown race) is a loss at once: no
-// extension will come, and the watchdog's later loss cannot cancel a context
-// already ended, so waiting for it would tell the handler nothing.
+// end of the run). A keep-alive that could not run (the client closed as it
+// started) is a loss at once: no extension will come.
 func notKept(hold context.Context) error {
 	cause := context.Cause(hold)
 	switch {
@@ -132,22 +106,27 @@ func notKept(hold context.Context) error {
 
 // cleanUp runs the rollback hook if there is one and the handler failed or
 // lost its lock (cause is not nil; lost tells a loss), then releases the
-// lock; after runs once it is released. It returns the rollback's error.
-func (r *taskRun) cleanUp(ctx context.Context, lost bool, cause error, after func()) error {
+// lock, held since acquired; once it is released the run's hold time is
+// noted and the end of its turn told (promotion). It returns the
+// rollback's error.
+func (r *taskRun) cleanUp(ctx context.Context, lost bool, cause error, acquired time.Time) error {
 	var err error
 	if r.m.cfg.rollback != nil && cause != nil {
 		err = r.rollback(ctx, lost, cause)
 	}
-	r.release(ctx, after)
+	m, queue, res := r.m, r.meta.queue, r.res
+	r.release(ctx, func() {
+		now := time.Now()
+		m.ranFor(res, now.Sub(acquired), now)
+		m.promoter(turnEnd, queue, res, "")
+	})
 	return err
 }
 
 // release gives the task's lock up, if it holds one, with a context of its
-// own: the task's may be cancelled already (deadline, shutdown). The task
-// does not wait for the nodes' answers (lockutil.ReleaseAsync):
-// asynq marks it done and fetches the next one meanwhile. Until they
-// answered, the resource counts as held here (countHolder), so a task
-// arriving for it queues behind the release. Then after runs, if not nil.
+// own, without waiting for the nodes' answers (lockutil.ReleaseAsync);
+// until they came the resource counts as held here (countHolder), then
+// after runs, if not nil (docs/guide/MIDDLEWARE.md, "Release").
 func (r *taskRun) release(ctx context.Context, after func()) {
 	lock, held := r.lock, r.held
 	r.lock, r.held = nil, nil

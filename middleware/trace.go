@@ -63,12 +63,10 @@ func taskEvent(ctx context.Context, name string, attrs ...attribute.KeyValue) {
 // traceParked notes on the task's span that it was parked at position in
 // res's FIFO, back by itself after backstop.
 func traceParked(ctx context.Context, res string, cause error, position int, backstop time.Duration) {
-	if !trace.SpanFromContext(ctx).IsRecording() {
-		return
+	if trace.SpanFromContext(ctx).IsRecording() { // the attributes cost allocations
+		taskEvent(ctx, eventParked, attrResource.String(res), attrReason.String(cause.Error()),
+			attrPosition.Int(position), attrBackstop.Int64(backstop.Milliseconds()))
 	}
-	attrs := []attribute.KeyValue{attrResource.String(res), attrReason.String(cause.Error()),
-		attrPosition.Int(position), attrBackstop.Int64(backstop.Milliseconds())}
-	taskEvent(ctx, eventParked, attrs...)
 }
 
 // traceRollback notes on the task's span that the rollback hook ran after
