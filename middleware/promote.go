@@ -142,9 +142,6 @@ func (m *mw) followUp(res string, e *resState, p *promoState, now bool) {
 	p.follow = true
 	d := max(p.backoff, followFirst)
 	calls := p.calls
-	if now {
-		calls = -1
-	}
 	time.AfterFunc(d, func() {
 		m.mu.Lock()
 		defer m.mu.Unlock()
@@ -153,7 +150,7 @@ func (m *mw) followUp(res string, e *resState, p *promoState, now bool) {
 			m.touched(res, e)
 			return
 		}
-		if p.calls != calls {
+		if !now && p.calls != calls {
 			m.followUp(res, e, p, false) // others called meanwhile: look later
 			return
 		}

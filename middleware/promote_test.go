@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"strconv"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/hibiken/asynq"
@@ -228,4 +229,25 @@ func TestHandlerPanicPromotesParkedTasks(t *testing.T) {
 			t.Fatal("tasks parked during a run that panicked were not promoted at its end")
 		}
 	}
+}
+
+// TestParkFollowUpAtFollowFirst: a park's own follow-up call is asked for
+// followFirst after the park, whatever calls were made meanwhile
+// (docs/guide/HOTKEYS.md, "Who promotes", 1), not a backoff later.
+func TestParkFollowUpAtFollowFirst(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		m := newMW(nil, nil, defaultConfig())
+		m.mu.Lock()
+		p := m.entry("r").promo("q")
+		p.running = true // no promotion loop: the test reads the request
+		m.mu.Unlock()
+		m.parkedHere("q", "r", 1)
+		time.Sleep(followFirst + time.Millisecond)
+		synctest.Wait()
+		m.mu.Lock()
+		defer m.mu.Unlock()
+		if !p.req {
+			t.Fatalf("no follow-up call asked for %v after the park", followFirst)
+		}
+	})
 }
