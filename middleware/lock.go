@@ -192,9 +192,11 @@ type taskRun struct {
 // key. It returns a value, which the caller keeps on its stack: a run
 // allocates nothing of its own.
 func (m *mw) newRun(t *asynq.Task, next asynq.Handler, meta taskMeta, key string) taskRun {
-	res := resourcePrefix + t.Type() + ":" + key
+	var res string
 	if m.cfg.shared {
 		res = resourcePrefix + key
+	} else {
+		res = resourcePrefix + t.Type() + ":" + key
 	}
 	meta.prior = priorRuns(t)
 	return taskRun{m: m, t: t, next: next, meta: meta, res: res, start: time.Now(), opts: m.lockOptsFor(t, meta),
