@@ -219,14 +219,12 @@ func (n *Node) takeSpill(batch []*Call) []*Call {
 }
 
 // Serve runs one batching worker until closed; then it answers what is left.
-// It first warms the node up (warmed, when set, is called once that ended).
+// It first warms the node up, then calls warmed.
 func (n *Node) Serve(closed <-chan struct{}, wg *sync.WaitGroup, warmed func()) {
 	defer wg.Done()
 	defer n.closeConn()
-	if warmed != nil {
-		n.warmUp()
-		warmed()
-	}
+	n.warmUp()
+	warmed()
 	batch := make([]*Call, 0, maxBatch)
 	linger := time.NewTimer(time.Hour)
 	linger.Stop()
