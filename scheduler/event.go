@@ -111,9 +111,8 @@ func (r *runner) report(ev Event) {
 // caught-up tick at Warn; failures at Error.
 func (e Event) level() slog.Level {
 	switch {
-	case e.Outcome == OutcomeSkippedOverlap || e.Outcome == OutcomeLockError || e.Outcome == OutcomeSkippedBeyondSkew:
-		return slog.LevelWarn
-	case e.Outcome == OutcomeLate && errors.Is(e.Err, errCaughtUp):
+	case e.Outcome == OutcomeSkippedOverlap || e.Outcome == OutcomeLockError || e.Outcome == OutcomeSkippedBeyondSkew,
+		e.Outcome == OutcomeLate && errors.Is(e.Err, errCaughtUp):
 		return slog.LevelWarn
 	case e.Outcome == OutcomeFailed:
 		return slog.LevelError
@@ -167,13 +166,10 @@ func (r *runner) ends(o Outcome) bool {
 
 // startTick starts the span of one tick of the job.
 func (r *runner) startTick(ev *Event, catchUp bool) {
-	_, span := r.tracer.Start(context.Background(), "asynqlock.cron.tick")
-	if span.IsRecording() {
-		span.SetAttributes(attribute.String("asynqlock.job", r.name),
-			attribute.String("asynqlock.tick", ev.Tick.UTC().Format("2006-01-02T15:04:05.000Z")))
-		if catchUp {
-			span.SetAttributes(attribute.Bool("asynqlock.late", true))
-		}
+	_, span := r.tracer.Start(context.Background(), "asynqlock.cron.tick", trace.WithAttributes(
+		attribute.String("asynqlock.job", r.name), attribute.String("asynqlock.tick", ev.Tick.UTC().Format("2006-01-02T15:04:05.000Z"))))
+	if catchUp {
+		span.SetAttributes(attribute.Bool("asynqlock.late", true))
 	}
 	ev.span = span
 }

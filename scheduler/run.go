@@ -263,9 +263,7 @@ func FromContext(ctx context.Context) (Event, bool) {
 // withRun is ctx carrying the run, and the tick's span as the parent of
 // the job's spans.
 func (r *runner) withRun(ctx context.Context, ev Event) context.Context {
-	if ev.span != nil {
-		ctx = trace.ContextWithSpan(ctx, ev.span)
-	}
+	span := ev.span
 	ev.Job, ev.Replica, ev.span = r.name, r.cfg.replica, nil
-	return context.WithValue(ctx, runKey{}, ev)
+	return context.WithValue(trace.ContextWithSpan(ctx, span), runKey{}, ev)
 }
