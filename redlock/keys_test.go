@@ -103,3 +103,20 @@ func TestBraceNamesLockReleaseList(t *testing.T) {
 		_ = l2.Release(ctx)
 	}
 }
+
+// TestScanPrefixNotUTF8: a resource prefix that is not valid UTF-8 (and a
+// glob character) is matched byte for byte, not as U+FFFD.
+func TestScanPrefixNotUTF8(t *testing.T) {
+	ctx := context.Background()
+	c, _ := serverClient(t)
+	name := "bad\xff*name"
+	l, err := c.TryAcquire(ctx, name, 10*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = l.Release(ctx) }()
+	found, _, err := c.Admin().Scan(ctx, "bad\xff*")
+	if err != nil || !slices.Equal(found, []string{name}) {
+		t.Fatalf("scan found %q, %v; want [%q]", found, err, name)
+	}
+}
