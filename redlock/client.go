@@ -219,17 +219,13 @@ func tuneForLocking(o *redis.Options, nodeTimeout time.Duration) {
 		o.MaintNotificationsConfig = &maintnotifications.Config{Mode: maintnotifications.ModeDisabled}
 	}
 	io := ioTimeout(nodeTimeout)
-	if o.DialTimeout == 0 || o.DialTimeout > io {
+	if o.DialTimeout > io {
 		o.DialTimeout = io
 	}
-	if o.ReadTimeout == 0 {
-		o.ReadTimeout = io
-	}
-	if o.WriteTimeout == 0 {
-		o.WriteTimeout = io
-	}
-	if o.PoolTimeout == 0 {
-		o.PoolTimeout = io
+	for _, d := range []*time.Duration{&o.DialTimeout, &o.ReadTimeout, &o.WriteTimeout, &o.PoolTimeout} {
+		if *d == 0 {
+			*d = io
+		}
 	}
 	if o.Protocol == 0 {
 		// RESP2 unless the URL asks otherwise: lock nodes have no use for

@@ -32,12 +32,9 @@ func (l *Lock) completedRun() int {
 // nodes' clock (the latest where they differ) less the acquisition's own
 // window, the writer's when both use the same; the zero time for none.
 func (l *Lock) completedAt() time.Time {
-	if l.record == nil {
-		return time.Time{}
-	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if !l.found.ok {
+	if !l.found.ok || l.record == nil {
 		return time.Time{}
 	}
 	return time.UnixMilli(l.found.expiry).Add(-l.record.window)
@@ -124,23 +121,15 @@ func seenOf(score int64) recordSeen {
 // is false for a reply that is no score, or one of the format before runs
 // (an expiry in ms, not scaled), which is not read.
 func lookScore(v any) (score, expiry int64, ok bool) {
-	var f float64
-	switch v := v.(type) {
-	case string:
-		var err error
-		if f, err = strconv.ParseFloat(v, 64); err != nil {
-			return 0, 0, false
-		}
-	case float64:
-		f = v
-	default:
-		return 0, 0, false
+	f, ok := v.(float64)
+	if str, isStr := v.(string); isStr {
+		parsed, err := strconv.ParseFloat(str, 64)
+		f, ok = parsed, err == nil
 	}
-	s := int64(f)
-	if s < oldFormatBound {
-		return 0, 0, false
+	if s := int64(f); ok && s >= oldFormatBound {
+		return s, s / runScale, true
 	}
-	return s, s / runScale, true
+	return 0, 0, false
 }
 
 // recordSuffix follows a resource's lock key in the name of its records.

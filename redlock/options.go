@@ -97,12 +97,6 @@ func WithRetryDelay(min, max time.Duration) Option {
 	return func(c *config) { c.retryMin, c.retryMax = min, max }
 }
 
-// withLocalQueue (lockutil.LocalQueue, for tests and benchmarks) turns the
-// in-process FIFO queue of Acquire waiters on or off (default on); off,
-// every caller contends on the nodes by itself, as callers in separate
-// processes do (docs/design/HANDOVER.md). Safety never depends on it.
-func withLocalQueue(on bool) Option { return func(c *config) { c.localQueue = on } }
-
 // withBatchWindow (lockutil.BatchWindow, for tests and benchmarks) sets how
 // long a node's worker may hold a call back to send it together with others
 // while callers overlap (default 1ms, or a quarter of the node timeout when
@@ -116,8 +110,12 @@ func withBatchWindow(d time.Duration) Option {
 // hand-over round's result.
 func withHandOverHook(f func(error)) Option { return func(c *config) { c.onHandOver = f } }
 
+// init gives lockutil the options of tests and benchmarks. LocalQueue
+// turns the in-process FIFO queue of Acquire waiters on or off (default
+// on); off, every caller contends on the nodes by itself, as callers in
+// separate processes do (docs/design/HANDOVER.md). Safety never depends on it.
 func init() {
-	lockutil.LocalQueue = func(on bool) any { return withLocalQueue(on) }
+	lockutil.LocalQueue = func(on bool) any { return Option(func(c *config) { c.localQueue = on }) }
 	lockutil.BatchWindow = func(d time.Duration) any { return withBatchWindow(d) }
 	lockutil.OnHandOver = func(f func(error)) any { return withHandOverHook(f) }
 	lockutil.Completion = func(id string, window time.Duration) any { return withCompletion(id, window) }

@@ -3,6 +3,7 @@ package redlock
 import (
 	"embed"
 	"math/bits"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -72,22 +73,17 @@ func (c *Client) roundArgs(k keys, token string, ttl time.Duration, lc *lockConf
 	ttlMs := ttl.Milliseconds()
 	switch {
 	case lc.limit > 1 && tk != nil:
-		return slotWaitScript, c.slotWaitArgs(k, token, ttlMs, lc, tk), classifySet
+		return slotWaitScript, scriptArgs(slotWaitScript, k.slotQueueKeys(int(lc.limit)), token, ttlMs, fenceRetentionMs, lc.limit,
+			flag(lc.fencing), fenceClasses, lc.slot, tk.score, tk.id, c.queueLease().Milliseconds(), k.channel), classifySet
 	case tk != nil:
 		return turnScript, c.turnArgs(k, "", token, ttl, tk, lc, false, nil), classifyTurn
 	case lc.limit > 1 && lc.fencing:
-		return fenceAcquireScript, c.slotArgs(k, token, ttlMs, lc), classifySet
+		args := scriptArgs(fenceAcquireScript, k.bothKeys(), token, ttlMs, fenceRetentionMs, fenceClasses, lc.slot)
+		return fenceAcquireScript, args, classifySet
 	case lc.fencing:
 		return fenceAcquireScript, scriptArgs(fenceAcquireScript, k.bothKeys(), token, ttlMs, fenceRetentionMs), classifySet
 	}
 	return nil, []any{"set", k.key, token, "nx", "px", ttlMs}, classifySet
-}
-
-// slotWaitArgs builds slotWaitScript's arguments: a queued waiter's round
-// on slot lc.slot with ticket tk.
-func (c *Client) slotWaitArgs(k keys, token string, ttlMs int64, lc *lockConfig, tk *ticket) []any {
-	return scriptArgs(slotWaitScript, k.slotQueueKeys(int(lc.limit)), token, ttlMs, fenceRetentionMs,
-		lc.limit, flag(lc.fencing), fenceClasses, lc.slot, tk.score, tk.id, c.queueLease().Milliseconds(), k.channel)
 }
 
 // slotQueueKeys are the keys of the slot queue's scripts for a resource of limit
@@ -108,11 +104,6 @@ func (k keys) slotQueueKeys(limit int) []string {
 // counter's key without its suffix.
 func (k keys) baseKey() string { return strings.TrimSuffix(k.fenceKey, fenceSuffix) }
 
-// slotArgs builds fenceAcquireScript's arguments for a fenced slot round.
-func (c *Client) slotArgs(k keys, token string, ttlMs int64, lc *lockConfig) []any {
-	return scriptArgs(fenceAcquireScript, k.bothKeys(), token, ttlMs, fenceRetentionMs, fenceClasses, lc.slot)
-}
-
 // turnArgs builds turnScript's arguments; with rec, the releasing holder
 // of old writes its completion record.
 func (c *Client) turnArgs(k keys, old, token string, ttl time.Duration, tk *ticket, lc *lockConfig, keep bool, rec *completionRecord) []any {
@@ -130,17 +121,13 @@ func recordedArgs(s *transport.Script, keys []string, rec *completionRecord, arg
 	if rec == nil {
 		return scriptArgs(s, keys, argv...)
 	}
-	a := make([]any, 0, 4+len(keys)+len(argv)+2)
-	a = append(a, "evalsha", s.SHA, len(keys)+1)
-	for _, k := range keys {
-		a = append(a, k)
-	}
-	a = append(a, rec.key)
-	a = append(a, argv...)
 	window := rec.window.Milliseconds()*runScale + int64(rec.run)
 	if rec.run == forgetRun {
 		window = -1
 	}
+	a := scriptArgs(s, keys, argv...)
+	a[2] = len(keys) + 1
+	a = slices.Insert(a, 3+len(keys), any(rec.key))
 	return append(a, rec.id, window)
 }
 
@@ -173,15 +160,19 @@ func (c *Client) leaveQueue(k keys, tk *ticket, mask uint64) {
 // where the key is not ours. Nodes run calls in order, so the undo reaches
 // a straggler after its SET.
 func (c *Client) undo(k keys, token string, unsent uint64, limit int) {
-	if limit > 1 {
-		mask := c.allNodes() &^ unsent
-		if mask != 0 && !c.isClosed() {
-			s, args := c.slotRelease(k, token, "", slotIndex(k), limit, nil) // unannounced: an undo wakes nobody
-			c.broadcast("release", k.resource, mask, bits.OnesCount64(mask), time.Now().Add(c.cfg.nodeTimeout), true, args, s).free()
-		}
+	mask := c.allNodes() &^ unsent
+	if mask == 0 || c.isClosed() {
 		return
 	}
-	c.unlock(k, token, c.allNodes()&^unsent)
+	// Unannounced (no channel): an undo wakes nobody.
+	s, args := releaseScript, []any(nil)
+	if limit > 1 {
+		s, args = c.slotRelease(k, token, "", slotIndex(k), limit, nil)
+	} else {
+		args = scriptArgs(releaseScript, k.lockKeys(), token, "")
+	}
+	// Nobody waits for an undo: it leaves the busy count at once.
+	c.broadcast("release", k.resource, mask, bits.OnesCount64(mask), time.Now().Add(c.cfg.nodeTimeout), true, args, s).free()
 }
 
 // slotRelease builds the release of slot key k (slot of limit) for token:
@@ -196,15 +187,4 @@ func (c *Client) slotRelease(k keys, token, channel string, slot, limit int, rec
 func slotIndex(k keys) int {
 	i, _ := strconv.Atoi(strings.TrimPrefix(k.key, k.baseKey()+slotSuffix))
 	return i
-}
-
-// unlock sends the compare-and-delete script, without announcement, to the
-// nodes in mask and does not wait for the answers.
-func (c *Client) unlock(k keys, token string, mask uint64) {
-	if mask == 0 || c.isClosed() {
-		return
-	}
-	args := scriptArgs(releaseScript, k.lockKeys(), token, "")
-	// Nobody waits for an undo: it leaves the busy count at once.
-	c.broadcast("release", k.resource, mask, bits.OnesCount64(mask), time.Now().Add(c.cfg.nodeTimeout), true, args, releaseScript).free()
 }
