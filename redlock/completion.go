@@ -69,10 +69,8 @@ func (l *Lock) markRecord(run int) error {
 }
 
 // completionRecord is a lock's withCompletion record: an entry id in the
-// sorted set key (next to the resource's lock key, in its hash slot), one
-// set per resource, scored with the entry's expiry on the node's clock.
-// One key per resource, not per record: the keyspace does not grow with the
-// work done, and a node's memory per record is an entry of a set.
+// sorted set key, one per resource beside its lock key (so the keyspace does
+// not grow with the work done), scored with its expiry on the node's clock.
 type completionRecord struct {
 	key    string
 	id     string
@@ -160,10 +158,9 @@ func (l *Lock) written() *completionRecord {
 }
 
 // lookOf is the look-up of an acquisition's record (nil without one), sent
-// on each node just after the batch that holds the acquisition's call, so
-// that a record written by a release that let it in is seen (bench/README.md
-// for the cost of ahead); a score found counts while its expiry is ahead of
-// the node's clock, which the transport (look.go) asks only then.
+// on each node just after the batch that holds the acquisition's call
+// (bench/README.md says why not ahead); the transport (look.go) checks a
+// found score's expiry against the node's clock.
 func lookOf(rec *completionRecord) []any {
 	if rec == nil {
 		return nil

@@ -98,10 +98,8 @@ func WithRetryDelay(min, max time.Duration) Option {
 }
 
 // withBatchWindow (lockutil.BatchWindow, for tests and benchmarks) sets how
-// long a node's worker may hold a call back to send it together with others
-// while callers overlap (default 1ms, or a quarter of the node timeout when
-// that is less; 0 sends every call at once; a lone caller never waits); see
-// docs/design/BATCHING.md. It must not exceed a quarter of the node timeout.
+// long a node's worker may hold a call back to batch it (docs/design/BATCHING.md):
+// default 1ms, at most a quarter of the node timeout; 0 sends every call at once.
 func withBatchWindow(d time.Duration) Option {
 	return func(c *config) { c.batchWindow, c.windowSet = d, true }
 }
@@ -161,13 +159,10 @@ type LockOption func(*lockConfig)
 // WithFencing makes the acquisition produce a fencing token (see Lock.Fence)
 // that is larger than every fence handed out for the resource before, as
 // long as at most one node loses its data between two fenced acquisitions
-// and the resource is fenced at least once in 7 days: a counter unused that
-// long is dropped and restarts from the nodes' clock in microseconds, which
-// stays above every earlier fence while node clocks differ by less than
-// that (docs/design/REDLOCK.md has the proof). It costs a script instead of a plain SET
-// and, when the nodes' counters disagree, one more round trip; and it needs
-// N−q+2 nodes to answer, one more than a quorum when N is odd (4 of 5),
-// else the attempt fails with ErrQuorum. Default: no fence.
+// and the resource is fenced at least once in 7 days (docs/design/REDLOCK.md,
+// "The fencing guarantee"). It costs a script instead of a plain SET, one more
+// round trip when the nodes' counters disagree, and N−q+2 nodes that answer
+// (4 of 5), else ErrQuorum. Default: no fence.
 func WithFencing() LockOption { return func(c *lockConfig) { c.fencing = true } }
 
 // WithMaxHold caps the total time KeepAlive keeps the lock: after d from the

@@ -62,9 +62,6 @@ var transportEnv = &transport.Env{Scripts: allScripts, Closed: ErrClosed, Releas
 var allScripts = []*transport.Script{releaseScript, extendScript, fenceAcquireScript, fenceRaiseScript, inspectScript, turnScript, queueReleaseScript, leaveQueueScript,
 	slotReleaseScript, slotTurnScript, slotWaitScript, slotLeaveScript, releaseManyScript}
 
-// Below, what an acquisition sends with the scripts: its round's arguments,
-// and the calls it does not wait for (leaving the queue, undoing a round).
-
 // roundArgs builds an acquisition round's command: for a slot of a limited
 // resource, slotWaitScript with a ticket; else with a ticket, turnScript;
 // with fencing, fenceAcquireScript (for a slot, with its fence class); else
@@ -113,10 +110,9 @@ func (c *Client) turnArgs(k keys, old, token string, ttl time.Duration, tk *tick
 }
 
 // recordedArgs builds the arguments of s, a script that releases a
-// holder's token, for writing rec in the same call: rec's set follows the
-// script's own keys, and its id and window its own arguments (one call per
-// node, not two: docs/design/REDLOCK.md, "The scripts"). A nil
-// rec gives s.args.
+// holder's token, for writing rec in the same call (docs/design/REDLOCK.md,
+// "The scripts"): rec's set follows the script's own keys, and its id and
+// window its own arguments. A nil rec adds nothing.
 func recordedArgs(s *transport.Script, keys []string, rec *completionRecord, argv ...any) []any {
 	if rec == nil {
 		return scriptArgs(s, keys, argv...)
@@ -142,9 +138,8 @@ func (c *Client) leaveSlotQueue(k keys, tk *ticket, limit int, mask uint64) {
 }
 
 // leaveQueue takes a waiter that gave up out of the queue on the nodes in
-// mask, without waiting for the answers.
-// A nil tk (a slot's hand-over, whose waiter leaves by itself) has
-// nothing to leave.
+// mask, without waiting for the answers. A nil tk (a slot's hand-over,
+// whose waiter leaves by itself) has nothing to leave.
 func (c *Client) leaveQueue(k keys, tk *ticket, mask uint64) {
 	if mask == 0 || tk == nil || c.isClosed() {
 		return
