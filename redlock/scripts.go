@@ -162,7 +162,8 @@ func (c *Client) undo(k keys, token string, unsent uint64, limit int) {
 	// Unannounced (no channel): an undo wakes nobody.
 	s, args := releaseScript, []any(nil)
 	if limit > 1 {
-		s, args = c.slotRelease(k, token, "", slotIndex(k), limit, nil)
+		slot, _ := strconv.Atoi(strings.TrimPrefix(k.key, k.baseKey()+slotSuffix)) // 0 for the base key
+		s, args = c.slotRelease(k, token, "", slot, limit, nil)
 	} else {
 		args = scriptArgs(releaseScript, k.lockKeys(), token, "")
 	}
@@ -176,10 +177,4 @@ func (c *Client) undo(k keys, token string, unsent uint64, limit int) {
 func (c *Client) slotRelease(k keys, token, channel string, slot, limit int, rec *completionRecord) (*transport.Script, []any) {
 	return slotReleaseScript, recordedArgs(slotReleaseScript, k.slotQueueKeys(limit), rec, token, strconv.Itoa(slot), limit,
 		c.queueLease().Milliseconds(), channel)
-}
-
-// slotIndex is the number of the slot whose keys are k.
-func slotIndex(k keys) int {
-	i, _ := strconv.Atoi(strings.TrimPrefix(k.key, k.baseKey()+slotSuffix))
-	return i
 }
