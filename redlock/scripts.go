@@ -70,12 +70,13 @@ func (c *Client) roundArgs(k keys, token string, ttl time.Duration, lc *lockConf
 	ttlMs := ttl.Milliseconds()
 	switch {
 	case lc.limit > 1 && tk != nil:
-		return slotWaitScript, scriptArgs(slotWaitScript, k.slotQueueKeys(int(lc.limit)), token, ttlMs, fenceRetentionMs, lc.limit,
-			flag(lc.fencing), fenceClasses, lc.slot, tk.score, tk.id, c.queueLease().Milliseconds(), k.channel), classifySet
+		args = scriptArgs(slotWaitScript, k.slotQueueKeys(int(lc.limit)), token, ttlMs, fenceRetentionMs,
+			lc.limit, flag(lc.fencing), fenceClasses, lc.slot, tk.score, tk.id, c.queueLease().Milliseconds(), k.channel)
+		return slotWaitScript, args, classifySet
 	case tk != nil:
 		return turnScript, c.turnArgs(k, "", token, ttl, tk, lc, false, nil), classifyTurn
 	case lc.limit > 1 && lc.fencing:
-		args := scriptArgs(fenceAcquireScript, k.bothKeys(), token, ttlMs, fenceRetentionMs, fenceClasses, lc.slot)
+		args = scriptArgs(fenceAcquireScript, k.bothKeys(), token, ttlMs, fenceRetentionMs, fenceClasses, lc.slot)
 		return fenceAcquireScript, args, classifySet
 	case lc.fencing:
 		return fenceAcquireScript, scriptArgs(fenceAcquireScript, k.bothKeys(), token, ttlMs, fenceRetentionMs), classifySet
