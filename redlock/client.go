@@ -53,15 +53,11 @@ type Client struct {
 // New returns a Client over the given nodes: independent Redis masters (not
 // replicas of each other), usually 3 or 5, as go-redis clients the caller
 // keeps owning (Close does not close them). A *redis.Client whose settings
-// would let a dead node hold every call queued behind it for more than the
-// node timeout (go-redis's defaults: 3 command retries, 5 dial attempts of
-// 5s; or a disabled read or write timeout) is not used as is: New makes one
-// of its own from its options (address, database, credentials, TLS and
-// dialer alike) with no command retries, one dial attempt and dial, read and
-// write timeouts of 4 node timeouts (at least 200ms), and Close closes it.
-// Hooks added with AddHook before New see its commands and pipelines, not its
-// dials (docs/guide/OPERATIONS.md, "Clients you build yourself"). Clients of
-// other kinds are used as given.
+// would let a dead node stall the calls queued behind it (command retries,
+// several dial attempts, no read or write timeout) is replaced by one made
+// from its options for locking, which Close closes; hooks added to it before
+// New see its commands (docs/guide/OPERATIONS.md, "Clients you build
+// yourself"). Clients of other kinds are used as given.
 func New(nodes []redis.UniversalClient, opts ...Option) (*Client, error) {
 	return newClient(nodes, nil, opts)
 }
@@ -146,17 +142,12 @@ func nodeIdentity(cl redis.UniversalClient) string {
 // redis-cluster://[user:password@]host:port[?addr=host2:port2&addr=...] or
 // rediss-cluster://, with go-redis URL parameters allowed and, for rediss://,
 // tls_ca_file (a private CA), tls_cert_file and tls_key_file (a client
-// certificate). The clients it creates are tuned for locking (short dial and
-// I/O timeouts derived from the node timeout, no command retries, context
-// deadlines honoured) and closed by Close. Errors name the URL by its
-// position and redacted form, never with its password. On first contact it
-// asks every node that answers within a few node timeouts who it is (INFO
-// run_id) and runs the release script on a key nobody holds: one server
-// reached by two URLs (localhost and 127.0.0.1, or /0 and /1) is refused
-// (ErrInvalid), and so is a node no retry would make usable (ErrInvalid: a
-// wrong password, NOAUTH, an ACL denial, an unknown command, a Redis Cluster
-// member). A node that does not answer yet is not refused: Admin.Check
-// reports it later.
+// certificate). The clients it creates are tuned for locking and closed by
+// Close. Errors name the URL by its position and redacted form, never with
+// its password. One server reached by two URLs, and a node no retry would
+// make usable (a wrong password, an ACL denial, a Redis Cluster member), are
+// refused (ErrInvalid) once they answer a first probe; a node that does not
+// answer yet is not (docs/guide/OPERATIONS.md).
 func NewFromURLs(urls []string, opts ...Option) (*Client, error) {
 	if len(urls) == 0 {
 		return nil, invalidf("no node URLs given")
@@ -219,17 +210,13 @@ func tuneForLocking(o *redis.Options, nodeTimeout time.Duration) {
 		o.MaintNotificationsConfig = &maintnotifications.Config{Mode: maintnotifications.ModeDisabled}
 	}
 	io := ioTimeout(nodeTimeout)
-	if o.DialTimeout == 0 || o.DialTimeout > io {
+	if o.DialTimeout > io {
 		o.DialTimeout = io
 	}
-	if o.ReadTimeout == 0 {
-		o.ReadTimeout = io
-	}
-	if o.WriteTimeout == 0 {
-		o.WriteTimeout = io
-	}
-	if o.PoolTimeout == 0 {
-		o.PoolTimeout = io
+	for _, d := range []*time.Duration{&o.DialTimeout, &o.ReadTimeout, &o.WriteTimeout, &o.PoolTimeout} {
+		if *d == 0 {
+			*d = io
+		}
 	}
 	if o.Protocol == 0 {
 		// RESP2 unless the URL asks otherwise: lock nodes have no use for
@@ -271,10 +258,8 @@ func (c *Client) Close() error {
 }
 
 // awaitWarm holds a call made while the nodes are still being dialed
-// (right after New) until they are ready, at most the I/O timeout (a dead
-// node costs that much once, not more): its node timeout then starts once
-// the node answers at network speed, instead of paying for the dial and the
-// script load inside it.
+// (right after New) until they are ready, at most the I/O timeout, so that
+// its node timeout does not pay for the dial (docs/design/REDLOCK.md).
 func (c *Client) awaitWarm(ctx context.Context) {
 	select {
 	case <-c.warmed:

@@ -32,12 +32,9 @@ func (l *Lock) completedRun() int {
 // nodes' clock (the latest where they differ) less the acquisition's own
 // window, the writer's when both use the same; the zero time for none.
 func (l *Lock) completedAt() time.Time {
-	if l.record == nil {
-		return time.Time{}
-	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if !l.found.ok {
+	if !l.found.ok || l.record == nil {
 		return time.Time{}
 	}
 	return time.UnixMilli(l.found.expiry).Add(-l.record.window)
@@ -72,10 +69,8 @@ func (l *Lock) markRecord(run int) error {
 }
 
 // completionRecord is a lock's withCompletion record: an entry id in the
-// sorted set key (next to the resource's lock key, in its hash slot), one
-// set per resource, scored with the entry's expiry on the node's clock.
-// One key per resource, not per record: the keyspace does not grow with the
-// work done, and a node's memory per record is an entry of a set.
+// sorted set key, one per resource beside its lock key (so the keyspace does
+// not grow with the work done), scored with its expiry on the node's clock.
 type completionRecord struct {
 	key    string
 	id     string
@@ -124,23 +119,15 @@ func seenOf(score int64) recordSeen {
 // is false for a reply that is no score, or one of the format before runs
 // (an expiry in ms, not scaled), which is not read.
 func lookScore(v any) (score, expiry int64, ok bool) {
-	var f float64
-	switch v := v.(type) {
-	case string:
-		var err error
-		if f, err = strconv.ParseFloat(v, 64); err != nil {
-			return 0, 0, false
-		}
-	case float64:
-		f = v
-	default:
-		return 0, 0, false
+	f, ok := v.(float64)
+	if str, isStr := v.(string); isStr {
+		parsed, err := strconv.ParseFloat(str, 64)
+		f, ok = parsed, err == nil
 	}
-	s := int64(f)
-	if s < oldFormatBound {
-		return 0, 0, false
+	if s := int64(f); ok && s >= oldFormatBound {
+		return s, s / runScale, true
 	}
-	return s, s / runScale, true
+	return 0, 0, false
 }
 
 // recordSuffix follows a resource's lock key in the name of its records.
@@ -171,10 +158,9 @@ func (l *Lock) written() *completionRecord {
 }
 
 // lookOf is the look-up of an acquisition's record (nil without one), sent
-// on each node just after the batch that holds the acquisition's call, so
-// that a record written by a release that let it in is seen (bench/README.md
-// for the cost of ahead); a score found counts while its expiry is ahead of
-// the node's clock, which the transport (look.go) asks only then.
+// on each node just after the batch that holds the acquisition's call
+// (bench/README.md says why not ahead); the transport (look.go) checks a
+// found score's expiry against the node's clock.
 func lookOf(rec *completionRecord) []any {
 	if rec == nil {
 		return nil

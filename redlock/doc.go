@@ -24,9 +24,7 @@
 // [WithFencing] adds a fencing token ([Lock.Fence]) that grows with every
 // acquisition, for storage to reject a paused holder's late writes.
 // [WithLimit] lets up to n holders have a resource at once, each in a slot
-// ([Lock.Slot]) that is a quorum lock of its own; callers that give one
-// resource different limits (a change of n rolling out) share its slots,
-// at most the largest n holding it at once.
+// ([Lock.Slot]) that is a quorum lock of its own.
 // [Client.Inspect] shows who holds a resource on each node, [Client.Admin]'s Check
 // each node's identity, clock and settings. [WithObserver] feeds metrics.
 //

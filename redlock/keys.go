@@ -45,15 +45,9 @@ func (c *Client) slotKeys(resource string, i int) keys {
 // tagLen is the length of the hash tag of a resource name containing '}'.
 const tagLen = 16
 
-// keyOf is the lock key of resource: prefix{resource}, the form running
-// deployments already hold, for every name without '}'. Redis Cluster hashes
-// the text between the first '{' and the first '}' after it, so a '}' in
-// the name would cut the tag short and scatter the lock, fence and queue keys
-// (the key plus a suffix) over several slots: CROSSSLOT on every script.
-// Such a name is tagged with a hash of itself instead, followed by the name
-// verbatim: prefix{hash}resource. The two forms cannot meet: in the first,
-// the first '}' after the tag's '{' is the key's last byte; in the second it
-// is followed by the name, which is not empty.
+// keyOf is the lock key of resource: prefix{resource} for every name
+// without '}', else prefix{hash}resource, so that all of a resource's keys
+// share one cluster slot (docs/design/REDLOCK.md, "Key names").
 func keyOf(prefix, resource string) string {
 	if !strings.Contains(resource, "}") {
 		return prefix + "{" + resource + "}"
@@ -70,9 +64,8 @@ func nameTag(resource string) string {
 
 // resourceOf returns the resource of a lock key, and false for other keys
 // (fencing counters, queues and keys of other programs): the inverse of
-// keyOf. A key of the hashed form counts only if its tag is the hash of the
-// name that follows, which tells the lock key of a name apart from a suffix
-// key of another (prefix{hash}a}:fence is the fence of "a}", not a lock).
+// keyOf. A hashed key counts only if its tag is the hash of the name after
+// it: prefix{hash}a}:fence is the fence of "a}", not a lock.
 func (c *Client) resourceOf(key string) (string, bool) {
 	rest, ok := strings.CutPrefix(key, c.cfg.prefix+"{")
 	if !ok {

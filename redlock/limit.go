@@ -16,16 +16,11 @@ const fenceClasses = MaxLimit
 // n slots (Lock.Slot), and each slot a quorum lock of its own, with the
 // safety and fault tolerance of a single lock. TryAcquire fails with
 // ErrLocked when all n are held; Acquire waits for whichever slot frees
-// first, woken by the release of any, in FIFO order: in its process, where a
-// slot released by its Client is handed to the first waiter in one round,
-// and across processes, in one queue per resource on the nodes that a freed
-// slot is reserved for (docs/design/HANDOVER.md). Fences (WithFencing) are
-// never shared by two holders of the resource, and each is larger than every
-// fence handed out before its acquisition began. Callers may give one
-// resource different n, as while a change of n rolls out: at most the
-// largest n in use hold it at once, and nobody is refused for the difference
-// (docs/design/REDLOCK.md, "Limits" and "Changing n"). n must be in
-// [1, MaxLimit]; WithLimit(1) is the default, one holder.
+// first, in FIFO order (docs/design/HANDOVER.md). Fences (WithFencing) are
+// never shared by two holders of the resource. Callers may give one resource
+// different n, as while a change of n rolls out: at most the largest n in
+// use hold it at once (docs/design/REDLOCK.md, "Limits" and "Changing n").
+// n must be in [1, MaxLimit]; WithLimit(1) is the default, one holder.
 func WithLimit(n int) LockOption {
 	return func(c *lockConfig) { c.limit = int32(max(min(n, MaxLimit+1), math.MinInt32)) }
 }

@@ -97,17 +97,9 @@ func WithRetryDelay(min, max time.Duration) Option {
 	return func(c *config) { c.retryMin, c.retryMax = min, max }
 }
 
-// withLocalQueue (lockutil.LocalQueue, for tests and benchmarks) turns the
-// in-process FIFO queue of Acquire waiters on or off (default on); off,
-// every caller contends on the nodes by itself, as callers in separate
-// processes do (docs/design/HANDOVER.md). Safety never depends on it.
-func withLocalQueue(on bool) Option { return func(c *config) { c.localQueue = on } }
-
 // withBatchWindow (lockutil.BatchWindow, for tests and benchmarks) sets how
-// long a node's worker may hold a call back to send it together with others
-// while callers overlap (default 1ms, or a quarter of the node timeout when
-// that is less; 0 sends every call at once; a lone caller never waits); see
-// docs/design/BATCHING.md. It must not exceed a quarter of the node timeout.
+// long a node's worker may hold a call back to batch it (docs/design/BATCHING.md):
+// default 1ms, at most a quarter of the node timeout; 0 sends every call at once.
 func withBatchWindow(d time.Duration) Option {
 	return func(c *config) { c.batchWindow, c.windowSet = d, true }
 }
@@ -116,8 +108,12 @@ func withBatchWindow(d time.Duration) Option {
 // hand-over round's result.
 func withHandOverHook(f func(error)) Option { return func(c *config) { c.onHandOver = f } }
 
+// init gives lockutil the options of tests and benchmarks. LocalQueue
+// turns the in-process FIFO queue of Acquire waiters on or off (default
+// on); off, every caller contends on the nodes by itself, as callers in
+// separate processes do (docs/design/HANDOVER.md). Safety never depends on it.
 func init() {
-	lockutil.LocalQueue = func(on bool) any { return withLocalQueue(on) }
+	lockutil.LocalQueue = func(on bool) any { return Option(func(c *config) { c.localQueue = on }) }
 	lockutil.BatchWindow = func(d time.Duration) any { return withBatchWindow(d) }
 	lockutil.OnHandOver = func(f func(error)) any { return withHandOverHook(f) }
 	lockutil.Completion = func(id string, window time.Duration) any { return withCompletion(id, window) }
@@ -163,13 +159,10 @@ type LockOption func(*lockConfig)
 // WithFencing makes the acquisition produce a fencing token (see Lock.Fence)
 // that is larger than every fence handed out for the resource before, as
 // long as at most one node loses its data between two fenced acquisitions
-// and the resource is fenced at least once in 7 days: a counter unused that
-// long is dropped and restarts from the nodes' clock in microseconds, which
-// stays above every earlier fence while node clocks differ by less than
-// that (docs/design/REDLOCK.md has the proof). It costs a script instead of a plain SET
-// and, when the nodes' counters disagree, one more round trip; and it needs
-// N−q+2 nodes to answer, one more than a quorum when N is odd (4 of 5),
-// else the attempt fails with ErrQuorum. Default: no fence.
+// and the resource is fenced at least once in 7 days (docs/design/REDLOCK.md,
+// "The fencing guarantee"). It costs a script instead of a plain SET, one more
+// round trip when the nodes' counters disagree, and N−q+2 nodes that answer
+// (4 of 5), else ErrQuorum. Default: no fence.
 func WithFencing() LockOption { return func(c *lockConfig) { c.fencing = true } }
 
 // WithMaxHold caps the total time KeepAlive keeps the lock: after d from the

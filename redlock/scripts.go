@@ -3,6 +3,7 @@ package redlock
 import (
 	"embed"
 	"math/bits"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -61,9 +62,6 @@ var transportEnv = &transport.Env{Scripts: allScripts, Closed: ErrClosed, Releas
 var allScripts = []*transport.Script{releaseScript, extendScript, fenceAcquireScript, fenceRaiseScript, inspectScript, turnScript, queueReleaseScript, leaveQueueScript,
 	slotReleaseScript, slotTurnScript, slotWaitScript, slotLeaveScript, releaseManyScript}
 
-// Below, what an acquisition sends with the scripts: its round's arguments,
-// and the calls it does not wait for (leaving the queue, undoing a round).
-
 // roundArgs builds an acquisition round's command: for a slot of a limited
 // resource, slotWaitScript with a ticket; else with a ticket, turnScript;
 // with fencing, fenceAcquireScript (for a slot, with its fence class); else
@@ -72,22 +70,18 @@ func (c *Client) roundArgs(k keys, token string, ttl time.Duration, lc *lockConf
 	ttlMs := ttl.Milliseconds()
 	switch {
 	case lc.limit > 1 && tk != nil:
-		return slotWaitScript, c.slotWaitArgs(k, token, ttlMs, lc, tk), classifySet
+		args = scriptArgs(slotWaitScript, k.slotQueueKeys(int(lc.limit)), token, ttlMs, fenceRetentionMs,
+			lc.limit, flag(lc.fencing), fenceClasses, lc.slot, tk.score, tk.id, c.queueLease().Milliseconds(), k.channel)
+		return slotWaitScript, args, classifySet
 	case tk != nil:
 		return turnScript, c.turnArgs(k, "", token, ttl, tk, lc, false, nil), classifyTurn
 	case lc.limit > 1 && lc.fencing:
-		return fenceAcquireScript, c.slotArgs(k, token, ttlMs, lc), classifySet
+		args = scriptArgs(fenceAcquireScript, k.bothKeys(), token, ttlMs, fenceRetentionMs, fenceClasses, lc.slot)
+		return fenceAcquireScript, args, classifySet
 	case lc.fencing:
 		return fenceAcquireScript, scriptArgs(fenceAcquireScript, k.bothKeys(), token, ttlMs, fenceRetentionMs), classifySet
 	}
 	return nil, []any{"set", k.key, token, "nx", "px", ttlMs}, classifySet
-}
-
-// slotWaitArgs builds slotWaitScript's arguments: a queued waiter's round
-// on slot lc.slot with ticket tk.
-func (c *Client) slotWaitArgs(k keys, token string, ttlMs int64, lc *lockConfig, tk *ticket) []any {
-	return scriptArgs(slotWaitScript, k.slotQueueKeys(int(lc.limit)), token, ttlMs, fenceRetentionMs,
-		lc.limit, flag(lc.fencing), fenceClasses, lc.slot, tk.score, tk.id, c.queueLease().Milliseconds(), k.channel)
 }
 
 // slotQueueKeys are the keys of the slot queue's scripts for a resource of limit
@@ -108,11 +102,6 @@ func (k keys) slotQueueKeys(limit int) []string {
 // counter's key without its suffix.
 func (k keys) baseKey() string { return strings.TrimSuffix(k.fenceKey, fenceSuffix) }
 
-// slotArgs builds fenceAcquireScript's arguments for a fenced slot round.
-func (c *Client) slotArgs(k keys, token string, ttlMs int64, lc *lockConfig) []any {
-	return scriptArgs(fenceAcquireScript, k.bothKeys(), token, ttlMs, fenceRetentionMs, fenceClasses, lc.slot)
-}
-
 // turnArgs builds turnScript's arguments; with rec, the releasing holder
 // of old writes its completion record.
 func (c *Client) turnArgs(k keys, old, token string, ttl time.Duration, tk *ticket, lc *lockConfig, keep bool, rec *completionRecord) []any {
@@ -122,25 +111,20 @@ func (c *Client) turnArgs(k keys, old, token string, ttl time.Duration, tk *tick
 }
 
 // recordedArgs builds the arguments of s, a script that releases a
-// holder's token, for writing rec in the same call: rec's set follows the
-// script's own keys, and its id and window its own arguments (one call per
-// node, not two: docs/design/REDLOCK.md, "The scripts"). A nil
-// rec gives s.args.
+// holder's token, for writing rec in the same call (docs/design/REDLOCK.md,
+// "The scripts"): rec's set follows the script's own keys, and its id and
+// window its own arguments. A nil rec adds nothing.
 func recordedArgs(s *transport.Script, keys []string, rec *completionRecord, argv ...any) []any {
 	if rec == nil {
 		return scriptArgs(s, keys, argv...)
 	}
-	a := make([]any, 0, 4+len(keys)+len(argv)+2)
-	a = append(a, "evalsha", s.SHA, len(keys)+1)
-	for _, k := range keys {
-		a = append(a, k)
-	}
-	a = append(a, rec.key)
-	a = append(a, argv...)
 	window := rec.window.Milliseconds()*runScale + int64(rec.run)
 	if rec.run == forgetRun {
 		window = -1
 	}
+	a := scriptArgs(s, keys, argv...)
+	a[2] = len(keys) + 1
+	a = slices.Insert(a, 3+len(keys), any(rec.key))
 	return append(a, rec.id, window)
 }
 
@@ -155,9 +139,8 @@ func (c *Client) leaveSlotQueue(k keys, tk *ticket, limit int, mask uint64) {
 }
 
 // leaveQueue takes a waiter that gave up out of the queue on the nodes in
-// mask, without waiting for the answers.
-// A nil tk (a slot's hand-over, whose waiter leaves by itself) has
-// nothing to leave.
+// mask, without waiting for the answers. A nil tk (a slot's hand-over,
+// whose waiter leaves by itself) has nothing to leave.
 func (c *Client) leaveQueue(k keys, tk *ticket, mask uint64) {
 	if mask == 0 || tk == nil || c.isClosed() {
 		return
@@ -173,15 +156,20 @@ func (c *Client) leaveQueue(k keys, tk *ticket, mask uint64) {
 // where the key is not ours. Nodes run calls in order, so the undo reaches
 // a straggler after its SET.
 func (c *Client) undo(k keys, token string, unsent uint64, limit int) {
-	if limit > 1 {
-		mask := c.allNodes() &^ unsent
-		if mask != 0 && !c.isClosed() {
-			s, args := c.slotRelease(k, token, "", slotIndex(k), limit, nil) // unannounced: an undo wakes nobody
-			c.broadcast("release", k.resource, mask, bits.OnesCount64(mask), time.Now().Add(c.cfg.nodeTimeout), true, args, s).free()
-		}
+	mask := c.allNodes() &^ unsent
+	if mask == 0 || c.isClosed() {
 		return
 	}
-	c.unlock(k, token, c.allNodes()&^unsent)
+	// Unannounced (no channel): an undo wakes nobody.
+	s, args := releaseScript, []any(nil)
+	if limit > 1 {
+		slot, _ := strconv.Atoi(strings.TrimPrefix(k.key, k.baseKey()+slotSuffix)) // 0 for the base key
+		s, args = c.slotRelease(k, token, "", slot, limit, nil)
+	} else {
+		args = scriptArgs(releaseScript, k.lockKeys(), token, "")
+	}
+	// Nobody waits for an undo: it leaves the busy count at once.
+	c.broadcast("release", k.resource, mask, bits.OnesCount64(mask), time.Now().Add(c.cfg.nodeTimeout), true, args, s).free()
 }
 
 // slotRelease builds the release of slot key k (slot of limit) for token:
@@ -190,21 +178,4 @@ func (c *Client) undo(k keys, token string, unsent uint64, limit int) {
 func (c *Client) slotRelease(k keys, token, channel string, slot, limit int, rec *completionRecord) (*transport.Script, []any) {
 	return slotReleaseScript, recordedArgs(slotReleaseScript, k.slotQueueKeys(limit), rec, token, strconv.Itoa(slot), limit,
 		c.queueLease().Milliseconds(), channel)
-}
-
-// slotIndex is the number of the slot whose keys are k.
-func slotIndex(k keys) int {
-	i, _ := strconv.Atoi(strings.TrimPrefix(k.key, k.baseKey()+slotSuffix))
-	return i
-}
-
-// unlock sends the compare-and-delete script, without announcement, to the
-// nodes in mask and does not wait for the answers.
-func (c *Client) unlock(k keys, token string, mask uint64) {
-	if mask == 0 || c.isClosed() {
-		return
-	}
-	args := scriptArgs(releaseScript, k.lockKeys(), token, "")
-	// Nobody waits for an undo: it leaves the busy count at once.
-	c.broadcast("release", k.resource, mask, bits.OnesCount64(mask), time.Now().Add(c.cfg.nodeTimeout), true, args, releaseScript).free()
 }

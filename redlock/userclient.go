@@ -26,11 +26,9 @@ func unfitForLocking(cl redis.UniversalClient) bool {
 	return o.MaxRetries > 0 || o.DialerRetries > 1 || o.ReadTimeout <= 0 || o.WriteTimeout <= 0
 }
 
-// fitForLocking returns a client of the lock's own for a caller's
-// *redis.Client that unfitForLocking finds unfit, made from a copy of its
-// options with tuneForLocking's settings, whose commands pass through the
-// hooks added to cl (userHooks); nil when cl is fit, or of another kind,
-// and is used as given.
+// fitForLocking returns a client of the lock's own, made from a copy of cl's
+// options with tuneForLocking's settings and passing its commands through
+// cl's hooks (userHooks), when unfitForLocking finds cl unfit; else nil.
 func fitForLocking(cl redis.UniversalClient, nodeTimeout time.Duration) redis.UniversalClient {
 	if !unfitForLocking(cl) {
 		return nil
@@ -52,7 +50,7 @@ func fitForLocking(cl redis.UniversalClient, nodeTimeout time.Duration) redis.Un
 	tuneForLocking(&o, nodeTimeout)
 	own := redis.NewClient(&o)
 	conn := cl.(*redis.Client).Conn()
-	conn.AddHook(relay{})
+	conn.AddHook(userHooks{}) // the relay
 	own.AddHook(userHooks{conn: conn})
 	return own
 }
@@ -69,32 +67,54 @@ func isDefaultDialer(d func(context.Context, string, string) (net.Conn, error)) 
 
 // userHooks runs the hooks a caller added to its client with AddHook
 // (tracing, metrics: redisotel) around the commands of the client New makes
-// from that client's options (fitForLocking), which has none of them:
-// go-redis gives no way to read a client's hooks, and its WithTimeout clone
-// drops them. Added to the lock's client, it passes each command and
-// pipeline to a Conn of the caller's client, whose hooks are a copy of the
-// caller's with relay innermost; relay hands the command back to the lock's
-// client, carried in the context, so it runs on the lock's own connections
-// and settings. The Conn never sends anything itself. Dials are the lock's
-// client's and do not pass the caller's dial hooks.
+// from that client's options (fitForLocking): go-redis gives no way to read
+// a client's hooks, and its WithTimeout clone drops them. On the lock's
+// client, it passes each command and pipeline to a Conn of the caller's
+// client, whose hooks are the caller's with the relay (a userHooks without
+// a Conn) innermost; the relay hands the command back to the lock's client,
+// carried in the context, so it runs on the lock's own connections. The Conn
+// never sends anything itself; dials do not pass the caller's dial hooks.
 type userHooks struct{ conn *redis.Conn }
 
 // nextKey carries the lock's client's own next step (a redis.ProcessHook or
-// a redis.ProcessPipelineHook) through the caller's hooks to relay.
+// a redis.ProcessPipelineHook) through the caller's hooks to the relay.
 type nextKey struct{}
 
-// DialHook leaves the lock's client's dials as they are.
+// errNoRelay is a command that reached the caller's Conn without the lock's
+// client's next step: never sent.
+var errNoRelay = errors.New("redlock: a command reached the caller's client outside the lock's")
+
+// DialHook leaves dials as they are.
 func (userHooks) DialHook(next redis.DialHook) redis.DialHook { return next }
 
-// ProcessHook runs one command through the caller's hooks.
+// ProcessHook runs one command through the caller's hooks, or (the relay)
+// hands it back to the lock's client.
 func (h userHooks) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	if h.conn == nil {
+		return func(ctx context.Context, cmd redis.Cmder) error {
+			own, ok := ctx.Value(nextKey{}).(redis.ProcessHook)
+			if !ok {
+				return errNoRelay
+			}
+			return own(ctx, cmd)
+		}
+	}
 	return func(ctx context.Context, cmd redis.Cmder) error {
 		return h.conn.Process(context.WithValue(ctx, nextKey{}, next), cmd)
 	}
 }
 
-// ProcessPipelineHook runs one pipeline through the caller's hooks.
+// ProcessPipelineHook is ProcessHook for a pipeline.
 func (h userHooks) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	if h.conn == nil {
+		return func(ctx context.Context, cmds []redis.Cmder) error {
+			own, ok := ctx.Value(nextKey{}).(redis.ProcessPipelineHook)
+			if !ok {
+				return errNoRelay
+			}
+			return own(ctx, cmds)
+		}
+	}
 	return func(ctx context.Context, cmds []redis.Cmder) error {
 		pipe := h.conn.Pipeline()
 		for _, cmd := range cmds {
@@ -102,35 +122,5 @@ func (h userHooks) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Pro
 		}
 		_, err := pipe.Exec(context.WithValue(ctx, nextKey{}, next))
 		return err
-	}
-}
-
-// errNoRelay is a command that reached the caller's Conn without the lock's
-// client's next step: never sent.
-var errNoRelay = errors.New("redlock: a command reached the caller's client outside the lock's")
-
-// relay, innermost of the caller's hooks on the Conn, hands each command
-// back to the lock's client instead of sending it on the Conn.
-type relay struct{}
-
-func (relay) DialHook(next redis.DialHook) redis.DialHook { return next }
-
-func (relay) ProcessHook(redis.ProcessHook) redis.ProcessHook {
-	return func(ctx context.Context, cmd redis.Cmder) error {
-		next, ok := ctx.Value(nextKey{}).(redis.ProcessHook)
-		if !ok {
-			return errNoRelay
-		}
-		return next(ctx, cmd)
-	}
-}
-
-func (relay) ProcessPipelineHook(redis.ProcessPipelineHook) redis.ProcessPipelineHook {
-	return func(ctx context.Context, cmds []redis.Cmder) error {
-		next, ok := ctx.Value(nextKey{}).(redis.ProcessPipelineHook)
-		if !ok {
-			return errNoRelay
-		}
-		return next(ctx, cmds)
 	}
 }
