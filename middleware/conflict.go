@@ -52,12 +52,12 @@ func (r *taskRun) conflict(ctx context.Context, cause error) (*redlock.Lock, err
 		r.log.Warn("task archived: resource busy", "cause", cause)
 		return nil, fmt.Errorf("%s: %w: %w", r.name(), busy, asynq.SkipRetry)
 	case canPark && locked: // parked (see WithBroker), or requeued if the broker fails
-		p, err := m.park(ctx, r.meta.queue, r.res, r.meta.id)
+		nonce, fifo, err := m.park(ctx, r.meta.queue, r.res, r.meta.id, false)
 		m.warnPark(r.res, err)
-		if err == nil && p.again {
+		if err == nil && fifo < 0 { // parked once already: it waits instead
 			return r.waitParked(ctx)
 		} else if err == nil {
-			return nil, r.parked(ctx, cause, p.nonce, p.fifo, m.backstop(r.res, p.fifo-1))
+			return nil, r.parked(ctx, cause, nonce, fifo, m.backstop(r.res, fifo-1))
 		}
 	}
 	switch {
@@ -128,7 +128,7 @@ func (r *taskRun) waitParked(ctx context.Context) (*redlock.Lock, error) {
 	} else if busy := r.reparkFirst(ctx, errWaitCap); busy != nil {
 		return nil, busy
 	}
-	m.promoter(turnAsk, r.meta.queue, r.res, r.meta.id) // no longer on its way: frees its promotion slot
+	m.onTurn(turnAsk, r.meta.queue, r.res, r.meta.id) // no longer on its way: frees its promotion slot
 	if r.meta.budgetSpent() {
 		return nil, r.reparkFirst(ctx, err) // a requeue would archive it
 	}
@@ -146,7 +146,7 @@ func (r *taskRun) waitParked(ctx context.Context) (*redlock.Lock, error) {
 // retry, where a requeue would archive the task: it is parked all the
 // same, brought back by its backstop alone.
 func (r *taskRun) reparkFirst(ctx context.Context, cause error) error {
-	nonce, fifo, err := r.m.repark(ctx, r.meta.queue, r.res, r.meta.id)
+	nonce, fifo, err := r.m.park(ctx, r.meta.queue, r.res, r.meta.id, true)
 	r.m.warnPark(r.res, err)
 	if err != nil && !r.meta.budgetSpent() {
 		return nil
@@ -188,7 +188,7 @@ func (m *mw) reviveLater(queue, res, id, nonce string, d time.Duration, recorded
 		parked := err == nil && info.State == asynq.TaskStateArchived && strings.Contains(info.LastErr, nonce)
 		switch {
 		case parked && recorded && time.Now().Before(recordUntil):
-			m.promoter(turnAsk, queue, res, "")
+			m.onTurn(turnAsk, queue, res, "")
 		case parked:
 			err = m.cfg.inspector.RunTask(queue, id)
 		case err == nil && info.State != asynq.TaskStateActive:
@@ -265,7 +265,7 @@ func (r *taskRun) observeAcquired(waited bool) {
 	ev := r.lockEvent(EventAcquired, "", nil)
 	if waited {
 		ev.Handover = "remote"
-		if rel := r.m.lastRelease(r.res); !rel.IsZero() && time.Since(rel) < localHandover {
+		if rel := r.m.stateOf(r.res).released; !rel.IsZero() && time.Since(rel) < localHandover {
 			ev.Handover = "local"
 		}
 	}
@@ -328,16 +328,6 @@ func (m *mw) ranFor(res string, d time.Duration, now time.Time) {
 	m.holds.set(res, e.hold)
 	e.released = now
 	m.touched(res, e)
-}
-
-// lastRelease returns when a task of this process last released res.
-func (m *mw) lastRelease(res string) time.Time {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if e, ok := m.res[res]; ok {
-		return e.released
-	}
-	return time.Time{}
 }
 
 // delay returns how long a task that met a conflict on res should stay

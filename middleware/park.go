@@ -149,37 +149,16 @@ if moved > 0 then redis.call('PEXPIRE', KEYS[2], ARGV[7]) end
 out[1] = redis.call('LLEN', KEYS[1])
 return out`)
 
-// parked is what a park call did.
-type parked struct {
-	again bool   // the task was parked once already: it should wait instead
-	fifo  int    // the FIFO's length with this task
-	nonce string // marks the task's conflict error
-}
-
-// park records the running task id in res's FIFO, unless it was parked
-// once already (again).
-func (m *mw) park(ctx context.Context, queue, res, id string) (parked, error) {
-	nonce, n, err := m.record(ctx, queue, res, id, false)
-	if err != nil || n < 0 {
-		return parked{again: n < 0}, err
-	}
-	return parked{fifo: n, nonce: nonce}, nil
-}
-
-// repark records the running task, parked once already, at the head of
-// res's FIFO and returns the nonce of its new conflict.
-func (m *mw) repark(ctx context.Context, queue, res, id string) (nonce string, fifo int, err error) {
-	return m.record(ctx, queue, res, id, true)
-}
-
-// record runs parkScript for task id with a new nonce, at the FIFO's head
-// or not; it returns the nonce and the script's answer.
-func (m *mw) record(ctx context.Context, queue, res, id string, head bool) (string, int, error) {
-	nonce := newNonce()
+// park records the running task id in res's FIFO with a new nonce, at its
+// tail unless it was parked once already (then n is -1), or with head (a
+// repark: parked once, it came back and found no room to wait) at its head.
+// It returns the nonce of its conflict and the FIFO's length.
+func (m *mw) park(ctx context.Context, queue, res, id string, head bool) (nonce string, n int, err error) {
+	nonce = newNonce()
 	member := strconv.FormatInt(time.Now().UnixMilli(), 10) + "|" + nonce + "|" + id
 	cctx, cancel := lockutil.Detached(ctx)
 	defer cancel()
-	n, err := parkScript.Run(cctx, m.cfg.broker, []string{fifoKey(queue, res), markKey(queue, id)},
+	n, err = parkScript.Run(cctx, m.cfg.broker, []string{fifoKey(queue, res), markKey(queue, id)},
 		member, m.parkTTL().Milliseconds(), head).Int()
 	return nonce, n, err
 }

@@ -63,6 +63,17 @@ func (m *mw) entry(res string) *resState {
 	return e
 }
 
+// stateOf returns a copy of res's state (zero but for its recent hold
+// time when it has none).
+func (m *mw) stateOf(res string) resState {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if e, ok := m.res[res]; ok {
+		return *e
+	}
+	return resState{hold: m.holds.get(res)}
+}
+
 // touched drops e or queues it for dropping once idle; call it (m.mu held)
 // after every change that may leave e unused.
 func (m *mw) touched(res string, e *resState) {
@@ -156,6 +167,6 @@ func (m *mw) leaveWait(res string, got bool) {
 	}
 	m.mu.Unlock()
 	if !got {
-		m.promoter(turnLeft, "", res, "")
+		m.onTurn(turnLeft, "", res, "")
 	}
 }

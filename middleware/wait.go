@@ -55,7 +55,7 @@ const requeueTrip = 5 * time.Second
 // wait, or (soft) the tasks ahead should be done within the Wait bound and
 // sooner than a requeued task could come back.
 func (m *mw) enterWait(res string, soft bool) bool {
-	n := m.waiting(res)
+	n := m.stateOf(res).waiters
 	if n >= m.freshShare(res, soft) {
 		if !soft || m.cfg.room.maxWaiters == 0 {
 			return false
@@ -65,16 +65,6 @@ func (m *mw) enterWait(res string, soft bool) bool {
 		}
 	}
 	return m.cfg.room.wait.enter(res, m.cfg.limit)
-}
-
-// waiting returns how many tasks of this process wait for res.
-func (m *mw) waiting(res string) int {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if e, ok := m.res[res]; ok {
-		return e.waiters
-	}
-	return 0
 }
 
 // freshShare is how many tasks of this process may wait for a resource
@@ -98,16 +88,9 @@ func (m *mw) turnOf(hold time.Duration) time.Duration {
 	return max(hold, paceMinHold) / time.Duration(m.cfg.limit)
 }
 
-// typical returns how often a turn of res comes, from the hold time of its
-// entry, or else of the table.
-func (m *mw) typical(res string) time.Duration {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if e, ok := m.res[res]; ok && e.hold > 0 {
-		return m.turnOf(e.hold)
-	}
-	return m.turnOf(m.holds.get(res))
-}
+// typical returns how often a turn of res comes, from its measured hold
+// time.
+func (m *mw) typical(res string) time.Duration { return m.turnOf(m.stateOf(res).hold) }
 
 // waitFor waits up to bound for res, counted as its waiter; the caller took
 // its wait place (enterWait, or past the share for a parked task). When the
@@ -153,7 +136,7 @@ func (m *mw) waitFor(ctx context.Context, res string, bound time.Duration, opts 
 			now, known := m.holderOf(ctx, res)
 			if !known {
 				noQuorum = true
-			} else if now != "" && now == holder && !m.lastRelease(res).After(since) {
+			} else if now != "" && now == holder && !m.stateOf(res).released.After(since) {
 				same++
 			} else {
 				same = 0
