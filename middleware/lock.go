@@ -32,7 +32,7 @@ type mw struct {
 	parkErr    failState // park calls failing
 	releaseErr failState // releases failing (releaseState)
 	outage     time.Time // a wait ended for want of a quorum; until then arrivals try first
-	atOnce     *atOnce   // sizes the default wait places (WithBroker without WithRoom); nil: none
+	atOnce     *waitCap  // sizes the default wait places (WithBroker without WithRoom); nil: none
 }
 
 // New returns the middleware, or an error naming a bad argument.
@@ -71,7 +71,7 @@ func newMW(client *redlock.Client, key KeyFunc, cfg config) *mw {
 		m.cfg.room = &Room{maxWaiters: defaultMaxWaiters}
 		if cfg.broker != nil {
 			m.cfg.room.wait = newWaitCap(1)
-			m.atOnce = &atOnce{places: m.cfg.room.wait}
+			m.atOnce = m.cfg.room.wait
 		}
 	}
 	for _, st := range []*failState{&m.promoteErr, &m.parkErr, &m.releaseErr} {

@@ -55,38 +55,6 @@ type runGate struct {
 	queues [2][]chan struct{}
 }
 
-// enter takes a place, waiting while the gate is full, until ctx ends; a
-// holder is let in ahead of the others.
-func (g *runGate) enter(ctx context.Context, holder bool) error {
-	g.mu.Lock()
-	if g.taken < g.size { // then nobody waits: leave hands places on
-		g.taken++
-		g.mu.Unlock()
-		return nil
-	}
-	ch, q := make(chan struct{}), &g.queues[1]
-	if holder {
-		q = &g.queues[0]
-	}
-	*q = append(*q, ch)
-	g.mu.Unlock()
-	select {
-	case <-ch:
-		return nil
-	case <-ctx.Done():
-	}
-	g.mu.Lock()
-	i := slices.Index(*q, ch)
-	if i >= 0 {
-		*q = slices.Delete(*q, i, i+1)
-	}
-	g.mu.Unlock()
-	if i < 0 { // let in as ctx ended: pass it on
-		g.leave()
-	}
-	return context.Cause(ctx)
-}
-
 // leave gives a place back, to the first waiter if there is one.
 func (g *runGate) leave() {
 	g.mu.Lock()
@@ -116,15 +84,43 @@ func (g *runGate) place() *place {
 	return &place{g: g}
 }
 
-// take takes the place if it is not held; holder says the task holds its
-// lock.
+// take takes the place if it is not held, waiting while the gate is full,
+// until ctx ends; holder says the task holds its lock: it is let in ahead
+// of the others.
 func (p *place) take(ctx context.Context, holder bool) error {
 	if p == nil || p.held {
 		return nil
 	}
-	err := p.g.enter(ctx, holder)
-	p.held = err == nil
-	return err
+	g := p.g
+	g.mu.Lock()
+	if g.taken < g.size { // then nobody waits: leave hands places on
+		g.taken++
+		g.mu.Unlock()
+		p.held = true
+		return nil
+	}
+	ch, q := make(chan struct{}), &g.queues[1]
+	if holder {
+		q = &g.queues[0]
+	}
+	*q = append(*q, ch)
+	g.mu.Unlock()
+	select {
+	case <-ch:
+		p.held = true
+		return nil
+	case <-ctx.Done():
+	}
+	g.mu.Lock()
+	i := slices.Index(*q, ch)
+	if i >= 0 {
+		*q = slices.Delete(*q, i, i+1)
+	}
+	g.mu.Unlock()
+	if i < 0 { // let in as ctx ended: pass it on
+		g.leave()
+	}
+	return context.Cause(ctx)
 }
 
 // drop gives the place back if it is held.
@@ -165,7 +161,8 @@ var errWaitCap = fmt.Errorf("middleware: %w: the waiters across resources are at
 // each, and a newly hot resource finds room as soon as a waiter of a
 // resource above its share leaves.
 type waitCap struct {
-	max int
+	max       int
+	now, most atomic.Int64 // tasks in the middleware now, most at once (arrive)
 
 	mu     sync.Mutex
 	total  int
@@ -185,29 +182,17 @@ type waiters struct {
 // claimFor is how long a refused resource with no waiter counts.
 const claimFor = time.Second
 
-// resize sets the cap to n waiting tasks (at least one).
-func (c *waitCap) resize(n int) {
-	c.mu.Lock()
-	c.max = max(n, 1)
-	c.mu.Unlock()
-}
-
-// atOnce sizes the default wait places of a middleware given a broker and
-// no Room: two thirds of the most tasks it has seen at once, as worker.New
-// gives its waiting tasks two thirds of asynq's workers. The other third
-// then always runs tasks that can run (docs/guide/HOTKEYS.md).
-type atOnce struct {
-	now, most atomic.Int64
-	places    *waitCap
-}
-
-// arrive counts a task that entered the middleware, growing the places with
-// the most seen at once.
-func (a *atOnce) arrive() {
-	n := a.now.Add(1)
-	for m := a.most.Load(); n > m; m = a.most.Load() {
-		if a.most.CompareAndSwap(m, n) {
-			a.places.resize(int(2 * n / 3))
+// arrive counts a task that entered a middleware whose default wait places
+// follow the tasks seen at once (mw.atOnce, WithBroker and no Room): two
+// thirds of the most seen, as worker.New gives its waiting tasks two thirds
+// of asynq's workers, so the other third always runs tasks that can run.
+func (c *waitCap) arrive() {
+	n := c.now.Add(1)
+	for m := c.most.Load(); n > m; m = c.most.Load() {
+		if c.most.CompareAndSwap(m, n) {
+			c.mu.Lock()
+			c.max = max(int(2*n/3), 1)
+			c.mu.Unlock()
 			return
 		}
 	}
