@@ -13,15 +13,12 @@ import (
 )
 
 // Room is a process's places for its tasks, shared by every middleware
-// given it (WithRoom), one per task type: run places for the tasks that try
-// for their locks or run their handlers, and wait places for the tasks that
-// wait for a busy lock, shared equally among the hot resources (weighed by
-// their WithLimit slots). Give asynq's server as many workers as the room
-// has places of both kinds, so that waiting tasks do not take the workers of
-// tasks that could run (docs/guide/HOTKEYS.md, "Waiting beside running").
-// Each resource may have half the larger number of places waiting (at
-// least one); tasks on their last retry may wait past the wait places
-// (asynq would archive them). It is safe for concurrent use.
+// given it (WithRoom): run places for the tasks that try for their locks or
+// run their handlers, and wait places for the tasks that wait for a busy
+// lock, shared among the hot resources by their WithLimit slots, half the
+// larger number at most each. Give asynq's server as many workers as both
+// (docs/guide/HOTKEYS.md, "Waiting beside running"). Tasks on their last
+// retry may wait past the wait places. It is safe for concurrent use.
 type Room struct {
 	run        *runGate // nil: no bound on running tasks
 	wait       *waitCap // nil: waiting tasks take run places
@@ -42,10 +39,8 @@ func NewRoom(run, wait int) *Room {
 	return r
 }
 
-// runGate is a Room's run places: a task takes its place when it starts,
-// gives it back while it waits for a busy lock, takes one again once it
-// holds the lock (ahead of tasks that hold none), and gives it back when its
-// handler returns.
+// runGate is a Room's run places, taken and given back by each task's place
+// (docs/guide/HOTKEYS.md, "Waiting beside running").
 type runGate struct {
 	mu    sync.Mutex
 	size  int
@@ -155,11 +150,8 @@ func dropPlace(ctx context.Context) {
 var errWaitCap = fmt.Errorf("middleware: %w: the waiters across resources are at their cap", redlock.ErrLocked)
 
 // waitCap is a Room's wait places: it bounds the tasks of a process that
-// wait for their locks at once, across all resources. Within the cap, each
-// resource with waiters gets an equal share per slot (WithLimit; at least
-// one): n hot resources of one slot take turns with about cap/n waiters
-// each, and a newly hot resource finds room as soon as a waiter of a
-// resource above its share leaves.
+// wait for their locks at once, each resource with waiters an equal share
+// per slot (docs/guide/HOTKEYS.md, "Several hot resources").
 type waitCap struct {
 	max       int
 	now, most atomic.Int64 // tasks in the middleware now, most at once (arrive)
@@ -170,10 +162,9 @@ type waitCap struct {
 	per    map[string]waiters // the resources with waiters or refused lately
 }
 
-// waiters is a resource's entry in a waitCap: its waiters and its slots
-// (WithLimit). One that a full cap refused while it had none counts in
-// the shares until claimed, so that a resource that filled the cap alone
-// does not keep it (docs/guide/HOTKEYS.md, "Refused resources count").
+// waiters is a resource's entry in a waitCap: its waiters and slots; one
+// refused while it had none counts until claimed (docs/guide/HOTKEYS.md,
+// "Refused resources count").
 type waiters struct {
 	n, limit int
 	claimed  time.Time
@@ -203,10 +194,8 @@ func newWaitCap(n int) *waitCap {
 	return &waitCap{max: max(n, 1), per: make(map[string]waiters)}
 }
 
-// enter takes a slot for a waiter of res if the cap and res's share allow:
-// shares are weighed by the resources' slots (WithLimit), so a resource of
-// limit slots gets limit times the share of a resource of one. A nil cap
-// always allows.
+// enter takes a slot for a waiter of res, a resource of limit slots, if the
+// cap and res's share allow. A nil cap always allows.
 func (c *waitCap) enter(res string, limit int) bool {
 	if c == nil {
 		return true
@@ -224,9 +213,8 @@ func (c *waitCap) enter(res string, limit int) bool {
 	return true
 }
 
-// share is how many tasks of res may wait under the cap now: its share
-// among the resources with waiters or refused lately, res counted (at
-// least one). A nil cap sets none (math.MaxInt).
+// share is how many tasks of res may wait under the cap now (at least one;
+// math.MaxInt for a nil cap).
 func (c *waitCap) share(res string, limit int) int {
 	if c == nil {
 		return math.MaxInt
