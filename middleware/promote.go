@@ -240,7 +240,4 @@ func (e *resState) promo(queue string) *promoState {
 // dropPromos forgets e's promotion states that hold nothing.
 func (e *resState) dropPromos() {
 	e.promos = slices.DeleteFunc(e.promos, func(p *promoState) bool { return !p.busy() })
-	if len(e.promos) == 0 {
-		e.promos = nil
-	}
 }

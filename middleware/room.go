@@ -156,10 +156,9 @@ type waitCap struct {
 	max       int
 	now, most atomic.Int64 // tasks in the middleware now, most at once (arrive)
 
-	mu     sync.Mutex
-	total  int
-	weight int                // the slots of the resources with waiters
-	per    map[string]waiters // the resources with waiters or refused lately
+	mu    sync.Mutex
+	total int
+	per   map[string]waiters // the resources with waiters or refused lately
 }
 
 // waiters is a resource's entry in a waitCap: its waiters and slots; one
@@ -226,16 +225,15 @@ func (c *waitCap) share(res string, limit int) int {
 
 // shareLocked is share with c.mu held; it drops the claims that are over.
 func (c *waitCap) shareLocked(res string, limit int, now time.Time) int {
-	weight := c.weight
+	weight := 0
 	if c.per[res].n == 0 {
-		weight += limit
+		weight = limit
 	}
 	for r, w := range c.per {
 		switch {
-		case w.n > 0:
-		case now.After(w.claimed):
+		case w.n == 0 && now.After(w.claimed):
 			delete(c.per, r)
-		case r != res:
+		case w.n > 0 || r != res:
 			weight += w.limit
 		}
 	}
@@ -247,7 +245,6 @@ func (c *waitCap) add(res string, limit int) {
 	w := c.per[res]
 	if w.n == 0 {
 		w = waiters{limit: limit}
-		c.weight += limit
 	}
 	w.n++
 	c.per[res] = w
@@ -266,7 +263,6 @@ func (c *waitCap) leave(res string) {
 		c.per[res] = w
 	} else {
 		delete(c.per, res)
-		c.weight -= w.limit
 	}
 	c.total--
 }
