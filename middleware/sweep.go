@@ -103,10 +103,9 @@ func (s *sweep) pass() {
 // of the queue; it returns how many it moved.
 func (s *sweep) queue(ctx context.Context) (int, error) {
 	qi, err := s.inspector.GetQueueInfo(s.key.queue)
-	if errors.Is(err, asynq.ErrQueueNotFound) || (err == nil && qi.Archived == 0) {
+	if errors.Is(err, asynq.ErrQueueNotFound) {
 		return 0, nil
-	}
-	if err != nil {
+	} else if err != nil {
 		return 0, err
 	}
 	moved, last := 0, (qi.Archived+99)/100
@@ -119,11 +118,9 @@ func (s *sweep) queue(ctx context.Context) (int, error) {
 			if !s.stale(t) {
 				continue
 			}
-			ok, err := s.revive(ctx, t.ID)
-			if err != nil {
+			if ok, err := s.revive(ctx, t.ID); err != nil {
 				return moved, err
-			}
-			if ok {
+			} else if ok {
 				moved++
 			}
 		}
