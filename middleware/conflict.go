@@ -35,9 +35,8 @@ func (r *taskRun) conflict(ctx context.Context, cause error) (*redlock.Lock, err
 	}
 	action, canPark := m.cfg.policy.action, m.cfg.broker != nil && r.meta.queue != ""
 	if errors.Is(cause, redlock.ErrQuorum) && !locked {
-		// The lock nodes are unreachable and nobody is known to hold the
-		// resource: skipping or failing would drop the task for an outage.
-		// Whatever the policy, it is requeued.
+		// Unreachable nodes, no holder known: whatever the policy the task
+		// is requeued, not dropped for an outage.
 		action = actRequeue
 	}
 	switch {
@@ -69,9 +68,8 @@ func (r *taskRun) conflict(ctx context.Context, cause error) (*redlock.Lock, err
 	return r.waitLastRetry(ctx, cause)
 }
 
-// waitLastRetry makes a busy task on its last retry, which asynq archives
-// on any error, wait for its lock as long as its deadline allows, when it
-// cannot be parked (no broker).
+// waitLastRetry makes a busy task on its last retry that cannot be parked
+// (asynq archives it on any error) wait for its lock before its deadline.
 func (r *taskRun) waitLastRetry(ctx context.Context, cause error) (*redlock.Lock, error) {
 	m := r.m
 	dropPlace(ctx)
@@ -241,9 +239,8 @@ func (r *taskRun) lockEvent(kind EventKind, action string, err error) Event {
 	return ev
 }
 
-// observeAcquired sends the observer (if any) that the task got its lock;
-// after a wait, Handover tells whether it passed from a task of this
-// process ("local") or of another ("remote").
+// observeAcquired tells the observer that the task got its lock; after a
+// wait, Handover tells whether from a task of this process ("local") or not.
 func (r *taskRun) observeAcquired(waited bool) {
 	if r.m.cfg.observer == nil {
 		return
@@ -271,9 +268,8 @@ const (
 	paceMaxDelay  = 30 * time.Second
 )
 
-// holdSlots is the size of the table of recent hold times, which keeps a
-// dropped resource's hold time in constant memory, so that its next
-// conflict is paced by it.
+// holdSlots sizes the table that keeps a dropped resource's hold time, in
+// constant memory, so that its next conflict is paced by it.
 const holdSlots = 1024
 
 // holdTable: slot k%holdSlots holds the hold time of the resource of hash k.

@@ -52,11 +52,9 @@ func markKey(queue, id string) string { return queuePrefix(queue) + parkMarkPart
 
 func outKey(queue, res string) string { return queuePrefix(queue) + parkOutPart + res }
 
-// parkScript records a parked task at the FIFO's tail unless it was parked
-// once already (its mark); with ARGV[3] = 1 (repark: a task parked once came
-// back and found no room to wait) at its head whatever the mark, so that it
-// keeps its turn. KEYS: fifo, the task's mark. ARGV: member, TTL ms, head.
-// Returns -1 (parked before: do not park again) or the FIFO's length.
+// parkScript is park's: KEYS fifo, the task's mark; ARGV member, TTL ms,
+// head ('1': at the head whatever the mark). Returns -1 (marked: parked
+// before) or the FIFO's length.
 var parkScript = redis.NewScript(`
 local n
 if ARGV[3] == '1' then

@@ -80,8 +80,7 @@ func (g *runGate) place() *place {
 }
 
 // take takes the place if it is not held, waiting while the gate is full,
-// until ctx ends; holder says the task holds its lock: it is let in ahead
-// of the others.
+// until ctx ends; a holder of its lock is let in ahead of the others.
 func (p *place) take(ctx context.Context, holder bool) error {
 	if p == nil || p.held {
 		return nil
@@ -173,9 +172,8 @@ type waiters struct {
 const claimFor = time.Second
 
 // arrive counts a task that entered a middleware whose default wait places
-// follow the tasks seen at once (mw.atOnce, WithBroker and no Room): two
-// thirds of the most seen, as worker.New gives its waiting tasks two thirds
-// of asynq's workers, so the other third always runs tasks that can run.
+// (mw.atOnce) are two thirds of the most tasks seen at once, as worker.New
+// gives its waiting tasks (docs/guide/HOTKEYS.md, "Several hot resources").
 func (c *waitCap) arrive() {
 	n := c.now.Add(1)
 	for m := c.most.Load(); n > m; m = c.most.Load() {

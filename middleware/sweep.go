@@ -14,11 +14,10 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// The archive sweep moves back a task parked on its last retry (in asynq's
-// archive) whose parker stopped before bringing it back (reviveLater;
-// docs/guide/MIDDLEWARE.md, "Hot resources and last retries", says when).
-// One process alone moves a task (a claim in the broker), because RunTask
-// also moves a task that completed meanwhile.
+// The archive sweep moves back a task parked on its last retry whose
+// parker stopped first (docs/guide/MIDDLEWARE.md, "Hot resources and last
+// retries"); a claim lets one process alone move it (RunTask would also
+// move it once it completed).
 var (
 	sweepEvery = time.Minute
 	sweepAfter = reviveFor + reviveStep // past the parker's own tries
@@ -30,8 +29,7 @@ var (
 // text (or the outage's): the park's nonce follows (conflictError.Error).
 const parkedText = "task requeued (parked "
 
-// sweepKey names a sweep: one per broker client and queue in a process,
-// whichever middlewares (every handler of a worker) share them.
+// sweepKey names a sweep: one per broker client and queue in a process.
 type sweepKey struct {
 	broker redis.UniversalClient
 	queue  string

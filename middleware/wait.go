@@ -29,9 +29,8 @@ func (m *mw) acquire(ctx context.Context, res string, opts []redlock.LockOption)
 	return lock, err == nil, err
 }
 
-// errHeldHere is the conflict of a task that found its resource held (all
-// its slots) or waited for by tasks of this process: a TryAcquire round
-// could only be refused, or take the lock ahead of a waiter.
+// errHeldHere is the conflict of a task that found its resource held or
+// waited for by tasks of this process (heldHere).
 var errHeldHere = fmt.Errorf("middleware: %w: held or waited for by tasks of this process", redlock.ErrLocked)
 
 // heldHere reports whether tasks of this process wait for res, or hold all
@@ -172,10 +171,9 @@ func (m *mw) endWait(span trace.Span, rounds int, err error) {
 	span.End()
 }
 
-// holderOf returns the token most lock nodes report for res ("" when
-// none), or for a resource of several slots (WithLimit) each slot's, in
-// slot order; known is false when fewer than a majority of the nodes
-// answered.
+// holderOf returns the token most lock nodes report for res ("" when none),
+// each slot's in order for a resource of several; known is false when fewer
+// than a majority of the nodes answered.
 func (m *mw) holderOf(ctx context.Context, res string) (token string, known bool) {
 	ictx, cancel := context.WithTimeout(ctx, lockutil.ReleaseTimeout)
 	defer cancel()
