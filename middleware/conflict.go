@@ -13,12 +13,10 @@ import (
 	"github.com/hibiken/asynq"
 )
 
-// acquireFailed returns the error that ends the run when an acquisition
-// failed for another reason than a conflict (a busy resource, unreachable
-// lock nodes): asynq ended the run (deadline, shutdown), or the lock client
-// failed otherwise (closed, bad input). That is an ordinary failure,
-// retried and counted as such, never a conflict. It returns nil for a
-// conflict.
+// acquireFailed returns the error that ends the run when acquiring failed
+// for another reason than a busy resource or unreachable lock nodes (asynq
+// ended the run, the client is closed): an ordinary failure, never a
+// conflict. It returns nil for a conflict.
 func (r *taskRun) acquireFailed(ctx context.Context, err error) error {
 	if ctx.Err() != nil || !errors.Is(err, redlock.ErrLocked) && !errors.Is(err, redlock.ErrQuorum) {
 		return fmt.Errorf("%s: acquiring %s: %w", r.name(), r.res, err)
@@ -37,9 +35,8 @@ func (r *taskRun) conflict(ctx context.Context, cause error) (*redlock.Lock, err
 	}
 	action, canPark := m.cfg.policy.action, m.cfg.broker != nil && r.meta.queue != ""
 	if errors.Is(cause, redlock.ErrQuorum) && !locked {
-		// The lock nodes are unreachable and nobody is known to hold the
-		// resource: skipping or failing would drop the task for an outage.
-		// Whatever the policy, it is requeued.
+		// Unreachable nodes, no holder known: whatever the policy the task
+		// is requeued, not dropped for an outage.
 		action = actRequeue
 	}
 	switch {
@@ -52,12 +49,12 @@ func (r *taskRun) conflict(ctx context.Context, cause error) (*redlock.Lock, err
 		r.log.Warn("task archived: resource busy", "cause", cause)
 		return nil, fmt.Errorf("%s: %w: %w", r.name(), busy, asynq.SkipRetry)
 	case canPark && locked: // parked (see WithBroker), or requeued if the broker fails
-		p, err := m.park(ctx, r.meta.queue, r.res, r.meta.id)
+		nonce, fifo, err := m.park(ctx, r.meta.queue, r.res, r.meta.id, false)
 		m.warnPark(r.res, err)
-		if err == nil && p.again {
+		if err == nil && fifo < 0 { // parked once already: it waits instead
 			return r.waitParked(ctx)
 		} else if err == nil {
-			return nil, r.parked(ctx, cause, p.nonce, p.fifo, m.backstop(r.res, p.fifo-1))
+			return nil, r.parked(ctx, cause, nonce, fifo, m.backstop(r.res, fifo-1))
 		}
 	}
 	switch {
@@ -71,9 +68,8 @@ func (r *taskRun) conflict(ctx context.Context, cause error) (*redlock.Lock, err
 	return r.waitLastRetry(ctx, cause)
 }
 
-// waitLastRetry makes a busy task on its last retry, which asynq archives
-// on any error, wait for its lock as long as its deadline allows, when it
-// cannot be parked (no broker).
+// waitLastRetry makes a busy task on its last retry that cannot be parked
+// (asynq archives it on any error) wait for its lock before its deadline.
 func (r *taskRun) waitLastRetry(ctx context.Context, cause error) (*redlock.Lock, error) {
 	m := r.m
 	dropPlace(ctx)
@@ -91,10 +87,8 @@ func (r *taskRun) waitLastRetry(ctx context.Context, cause error) (*redlock.Lock
 }
 
 // parked tells that the task was parked after cause at position fifo, its
-// conflict marked with nonce and brought back after backstop if nobody
-// promotes it, and returns that conflict. On a last retry asynq archives
-// it: it is brought back after the backstop unless a promotion did it
-// first (reviveLater).
+// conflict marked with nonce, and returns that conflict; on a last retry
+// (archived by asynq) reviveLater brings it back after backstop.
 func (r *taskRun) parked(ctx context.Context, cause error, nonce string, fifo int, backstop time.Duration) error {
 	m, meta := r.m, r.meta
 	m.parkedHere(meta.queue, r.res, fifo)
@@ -109,11 +103,9 @@ func (r *taskRun) parked(ctx context.Context, cause error, nonce string, fifo in
 	return &conflictError{resource: r.res, cause: cause, delay: backstop, nonce: nonce}
 }
 
-// waitParked makes a task that was parked once wait for its lock rather
-// than be parked again, past the waiters' bound: it was promoted to run next
-// (or came back by its backstop). It waits within the Wait bound (2s at
-// least), and is requeued if that ends first; if the process's waiters are
-// at their cap across resources, it is parked again first in line.
+// waitParked makes a task parked once wait for its lock past the waiters'
+// bound, within the Wait bound (2s at least), and requeues it if that ends
+// first; with the wait places full it is parked again first in line.
 func (r *taskRun) waitParked(ctx context.Context) (*redlock.Lock, error) {
 	m := r.m
 	err := error(errWaitCap)
@@ -128,7 +120,7 @@ func (r *taskRun) waitParked(ctx context.Context) (*redlock.Lock, error) {
 	} else if busy := r.reparkFirst(ctx, errWaitCap); busy != nil {
 		return nil, busy
 	}
-	m.promoter(turnAsk, r.meta.queue, r.res, r.meta.id) // no longer on its way: frees its promotion slot
+	m.onTurn(turnAsk, r.meta.queue, r.res, r.meta.id) // no longer on its way: frees its promotion slot
 	if r.meta.budgetSpent() {
 		return nil, r.reparkFirst(ctx, err) // a requeue would archive it
 	}
@@ -138,15 +130,13 @@ func (r *taskRun) waitParked(ctx context.Context) (*redlock.Lock, error) {
 	return nil, busy
 }
 
-// reparkFirst parks again after cause, at the head of its resource's FIFO,
-// a task that was parked once and found no room to wait, or a task on its
-// last retry that was not parked: the next promotion brings it back first
+// reparkFirst parks again after cause, at the head of its FIFO, a task
+// parked once that found no room to wait, or one on its last retry
 // (docs/guide/HOTKEYS.md, "A promoted task without room keeps its turn").
-// nil when the broker failed: the caller requeues it; never on a last
-// retry, where a requeue would archive the task: it is parked all the
-// same, brought back by its backstop alone.
+// nil when the broker failed (the caller requeues it), but on a last
+// retry, where a requeue would archive it.
 func (r *taskRun) reparkFirst(ctx context.Context, cause error) error {
-	nonce, fifo, err := r.m.repark(ctx, r.meta.queue, r.res, r.meta.id)
+	nonce, fifo, err := r.m.park(ctx, r.meta.queue, r.res, r.meta.id, true)
 	r.m.warnPark(r.res, err)
 	if err != nil && !r.meta.budgetSpent() {
 		return nil
@@ -159,23 +149,18 @@ func (m *mw) warnPark(res string, err error) {
 	m.brokerState(&m.parkErr, res, err, "cannot park tasks in the broker: busy tasks are requeued on a timer", "parking busy tasks again")
 }
 
-// Revival of a task parked on its last retry (in asynq's archive, which
-// brings nothing back by itself): looked at after its backstop, then, while
-// it is still parked or running (its run returning, or promoted meanwhile)
-// or the broker fails, again twice as late each time up to reviveStep, for
-// reviveFor in all (past it, only an operator brings the task back,
-// docs/guide/OPERATIONS.md).
+// Revival of a task parked on its last retry (asynq's archive brings
+// nothing back): looked at after its backstop, then again twice as late
+// each time up to reviveStep, for reviveFor in all (then the sweep).
 const (
 	reviveStep = time.Minute
 	reviveFor  = 15 * time.Minute
 )
 
-// reviveLater looks, after d, at the task id of queue parked on res on its
-// last retry with nonce: while it is archived with nonce in its last error
-// (by that very park) it asks for a promotion of res, which moves it back
-// to its queue (Inspector.RunTask) through its record, one promoter alone;
-// a task whose record was not written (recorded false) or has expired is
-// moved here.
+// reviveLater looks, after d, at the task id parked on its last retry with
+// nonce: while that park keeps it archived it asks for a promotion of res,
+// which moves it back through its record, or moves it itself if it has no
+// record (recorded false) or the record expired.
 func (m *mw) reviveLater(queue, res, id, nonce string, d time.Duration, recorded bool) {
 	recordUntil := time.Now().Add(m.parkTTL())
 	until := time.Now().Add(reviveFor)
@@ -188,7 +173,7 @@ func (m *mw) reviveLater(queue, res, id, nonce string, d time.Duration, recorded
 		parked := err == nil && info.State == asynq.TaskStateArchived && strings.Contains(info.LastErr, nonce)
 		switch {
 		case parked && recorded && time.Now().Before(recordUntil):
-			m.promoter(turnAsk, queue, res, "")
+			m.onTurn(turnAsk, queue, res, "")
 		case parked:
 			err = m.cfg.inspector.RunTask(queue, id)
 		case err == nil && info.State != asynq.TaskStateActive:
@@ -246,18 +231,16 @@ func (r *taskRun) event(kind EventKind, err error) Event {
 }
 
 // lockEvent returns an event about getting the lock (acquired, or a
-// conflict with its action), which also names the policy and has the time
-// since the run began to ask for its lock: how long acquiring took, or
-// until the conflict was decided.
+// conflict with its action), naming the policy, with the time since the
+// run began to ask for its lock.
 func (r *taskRun) lockEvent(kind EventKind, action string, err error) Event {
 	ev := r.event(kind, err)
 	ev.Policy, ev.Action, ev.Wait = r.m.cfg.policy.name(), action, time.Since(r.start)
 	return ev
 }
 
-// observeAcquired sends the observer (if any) that the task got its lock;
-// after a wait, Handover tells whether it passed from a task of this
-// process ("local") or of another ("remote").
+// observeAcquired tells the observer that the task got its lock; after a
+// wait, Handover tells whether from a task of this process ("local") or not.
 func (r *taskRun) observeAcquired(waited bool) {
 	if r.m.cfg.observer == nil {
 		return
@@ -265,7 +248,7 @@ func (r *taskRun) observeAcquired(waited bool) {
 	ev := r.lockEvent(EventAcquired, "", nil)
 	if waited {
 		ev.Handover = "remote"
-		if rel := r.m.lastRelease(r.res); !rel.IsZero() && time.Since(rel) < localHandover {
+		if rel := r.m.stateOf(r.res).released; !rel.IsZero() && time.Since(rel) < localHandover {
 			ev.Handover = "local"
 		}
 	}
@@ -276,10 +259,8 @@ func (r *taskRun) observeAcquired(waited bool) {
 // released it is taken for passed on locally.
 const localHandover = 20 * time.Millisecond
 
-// The pace of a resource spaces out the return of its requeued tasks: each
-// conflict takes the next slot of a virtual queue one typical hold time
-// apart, kept in the resource's resState (docs/guide/MIDDLEWARE.md,
-// "Conflicts", Requeue).
+// The pace of a resource spaces out its requeued tasks one typical hold
+// time apart (docs/guide/MIDDLEWARE.md, "Conflicts", Requeue).
 const (
 	paceMinHold   = 2 * time.Millisecond
 	paceFirstHold = 50 * time.Millisecond // before any run was measured
@@ -287,15 +268,11 @@ const (
 	paceMaxDelay  = 30 * time.Second
 )
 
-// holdSlots is the size of the table of recent hold times: the hold time
-// of a resource whose state was dropped (it met no contention) is kept
-// there, in constant memory, until another resource takes its slot, so that
-// the first conflict on a resource that ran here lately is paced by its
-// measured hold time.
+// holdSlots sizes the table that keeps a dropped resource's hold time, in
+// constant memory, so that its next conflict is paced by it.
 const holdSlots = 1024
 
-// holdTable holds recent hold times by resource hash: slot k%holdSlots
-// holds the hold time of the resource whose hash k is in keys.
+// holdTable: slot k%holdSlots holds the hold time of the resource of hash k.
 type holdTable struct {
 	seed  maphash.Seed
 	keys  [holdSlots]uint64
@@ -328,16 +305,6 @@ func (m *mw) ranFor(res string, d time.Duration, now time.Time) {
 	m.holds.set(res, e.hold)
 	e.released = now
 	m.touched(res, e)
-}
-
-// lastRelease returns when a task of this process last released res.
-func (m *mw) lastRelease(res string) time.Time {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if e, ok := m.res[res]; ok {
-		return e.released
-	}
-	return time.Time{}
 }
 
 // delay returns how long a task that met a conflict on res should stay

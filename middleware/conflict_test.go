@@ -118,7 +118,7 @@ func TestPolicies(t *testing.T) {
 			m, h := lockMW(t, e.locks, ByField("sku"), rec, WithPolicy(tc.policy), WithObserver(ev.add))
 			if tc.release {
 				go func() {
-					for deadline := time.Now().Add(10 * time.Second); m.waiting(res) == 0 && time.Now().Before(deadline); {
+					for deadline := time.Now().Add(10 * time.Second); m.stateOf(res).waiters == 0 && time.Now().Before(deadline); {
 						time.Sleep(5 * time.Millisecond)
 					}
 					released.Store(true)

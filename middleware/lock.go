@@ -32,10 +32,7 @@ type mw struct {
 	parkErr    failState // park calls failing
 	releaseErr failState // releases failing (releaseState)
 	outage     time.Time // a wait ended for want of a quorum; until then arrivals try first
-	atOnce     *atOnce   // sizes the default wait places (WithBroker without WithRoom); nil: none
-	// promoter hears every start and end on a resource, beside the task's
-	// way, never in it: onTurn with WithBroker, else a no-op.
-	promoter func(ev turn, queue, res, id string)
+	atOnce     *waitCap  // sizes the default wait places (WithBroker without WithRoom); nil: none
 }
 
 // New returns the middleware, or an error naming a bad argument.
@@ -74,12 +71,8 @@ func newMW(client *redlock.Client, key KeyFunc, cfg config) *mw {
 		m.cfg.room = &Room{maxWaiters: defaultMaxWaiters}
 		if cfg.broker != nil {
 			m.cfg.room.wait = newWaitCap(1)
-			m.atOnce = &atOnce{places: m.cfg.room.wait}
+			m.atOnce = m.cfg.room.wait
 		}
-	}
-	m.promoter = func(turn, string, string, string) {}
-	if cfg.broker != nil {
-		m.promoter = m.onTurn
 	}
 	for _, st := range []*failState{&m.promoteErr, &m.parkErr, &m.releaseErr} {
 		st.Settle = recoverySettle
@@ -155,7 +148,7 @@ func (m *mw) process(ctx context.Context, t *asynq.Task, next asynq.Handler) err
 		return fmt.Errorf("%s: holding %s, waiting to run: %w", r.name(), r.res, err)
 	}
 	r.place = p
-	m.promoter(turnStart, meta.queue, r.res, meta.id)
+	m.onTurn(turnStart, meta.queue, r.res, meta.id)
 	return r.run(ctx)
 }
 

@@ -14,15 +14,9 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// Parking keeps a task that met a busy resource in asynq's retry (or
-// scheduled) set and records it in a per-resource FIFO next to the queue's
-// own keys in the broker, so that the task is brought back (promoted) when a
-// task of its resource starts running, rather than on a timer. The records
-// are hints: the task itself never leaves asynq, and a backstop delay brings
-// it back by itself if nobody promotes it. See docs/guide/HOTKEYS.md.
-
-// Key layout, under the queue's hash tag so that one script may touch the
-// queue's keys and the records on a Redis Cluster.
+// Parking (docs/guide/HOTKEYS.md) leaves a busy task in asynq and records it
+// in a per-resource FIFO, under the queue's hash tag, so that a task of its
+// resource starting brings it back; a backstop delay does if nobody does.
 const (
 	parkFIFOPart = "asynqlock:park:"     // list of members, oldest first
 	parkOutPart  = "asynqlock:promoted:" // zset: promoted tasks not started yet
@@ -33,15 +27,12 @@ const (
 const (
 	parkBackstopMin = 3 * time.Second
 	parkBackstopMax = time.Minute
-	// parkDueMargin: a parked task due in the retry set this soon is left
-	// to asynq's forwarder (a RunTask racing it could run it again after it
-	// completed); small, so that a record stays promotable 1.5s at least
-	// (docs/guide/HOTKEYS.md, "Why it is safe").
+	// parkDueMargin: a parked task due this soon is left to asynq's
+	// forwarder (docs/guide/HOTKEYS.md, "Why it is safe").
 	parkDueMargin = 500 * time.Millisecond
 	parkMarkTTL   = 10 * time.Minute
-	// parkSettle is how long a record may name a task that is not yet in
-	// the retry or scheduled set (its run is still returning, its copy
-	// still being enqueued) before the record is taken for stale.
+	// parkSettle is how long a record may name a task not yet parked (its
+	// run still returning) before it is taken for stale.
 	parkSettle = 2 * time.Second
 	// parkScan bounds the records one promotion looks at.
 	parkScan = 16
@@ -49,8 +40,7 @@ const (
 	// promotion no longer counts as on its way (it was lost or crashed).
 	promotedStale = 10 * time.Second
 	// promotedMark is what is left of the mark of a task found running
-	// while its record was dropped: enough for its wait and a requeue to
-	// end without it being parked again, far less than a park's mark.
+	// while its record was dropped: enough for its wait and a requeue.
 	promotedMark = time.Minute
 )
 
@@ -62,11 +52,9 @@ func markKey(queue, id string) string { return queuePrefix(queue) + parkMarkPart
 
 func outKey(queue, res string) string { return queuePrefix(queue) + parkOutPart + res }
 
-// parkScript records a parked task at the FIFO's tail unless it was parked
-// once already (its mark); with ARGV[3] = 1 (repark: a task parked once came
-// back and found no room to wait) at its head whatever the mark, so that it
-// keeps its turn. KEYS: fifo, the task's mark. ARGV: member, TTL ms, head.
-// Returns -1 (parked before: do not park again) or the FIFO's length.
+// parkScript is park's: KEYS fifo, the task's mark; ARGV member, TTL ms,
+// head ('1': at the head whatever the mark). Returns -1 (marked: parked
+// before) or the FIFO's length.
 var parkScript = redis.NewScript(`
 local n
 if ARGV[3] == '1' then
@@ -79,16 +67,10 @@ end
 redis.call('PEXPIRE', KEYS[1], ARGV[2])
 return n`)
 
-// promoteScript keeps up to ARGV[4] promoted tasks of a resource on their
-// way (pending, or active and not started yet), ARGV[6] while no other task
-// of the queue is pending; it picks as many parked tasks of the FIFO as
-// there is room for and returns them, and promote moves each with asynq's
-// Inspector.RunTask. It writes only the middleware's own keys and trusts a
-// record only if its task is still parked by that very conflict (the
-// record's nonce in its last error); it first counts the started tasks
-// (ARGV[10] on) as arrived, so that a resource with tasks parked needs one
-// round trip. docs/guide/HOTKEYS.md ("Promote ahead", "Who promotes", "Why
-// it is safe") says why each record is kept, dropped or promoted.
+// promoteScript counts the started tasks (ARGV[10] on) as arrived, then
+// keeps up to ARGV[4] promoted tasks of a resource on their way, ARGV[6]
+// without backlog, returning the parked tasks to move (promote); it writes
+// only its own keys (docs/guide/HOTKEYS.md, "Promote ahead", "Why it is safe").
 // KEYS: fifo, promoted zset. ARGV: task key prefix, pending key, now (ms),
 // depth, settle (ms), depth without backlog, stale (ms), mark prefix, retry
 // key, started IDs... Returns {remaining, id1, at1, id2, at2...}.
@@ -149,37 +131,16 @@ if moved > 0 then redis.call('PEXPIRE', KEYS[2], ARGV[7]) end
 out[1] = redis.call('LLEN', KEYS[1])
 return out`)
 
-// parked is what a park call did.
-type parked struct {
-	again bool   // the task was parked once already: it should wait instead
-	fifo  int    // the FIFO's length with this task
-	nonce string // marks the task's conflict error
-}
-
-// park records the running task id in res's FIFO, unless it was parked
-// once already (again).
-func (m *mw) park(ctx context.Context, queue, res, id string) (parked, error) {
-	nonce, n, err := m.record(ctx, queue, res, id, false)
-	if err != nil || n < 0 {
-		return parked{again: n < 0}, err
-	}
-	return parked{fifo: n, nonce: nonce}, nil
-}
-
-// repark records the running task, parked once already, at the head of
-// res's FIFO and returns the nonce of its new conflict.
-func (m *mw) repark(ctx context.Context, queue, res, id string) (nonce string, fifo int, err error) {
-	return m.record(ctx, queue, res, id, true)
-}
-
-// record runs parkScript for task id with a new nonce, at the FIFO's head
-// or not; it returns the nonce and the script's answer.
-func (m *mw) record(ctx context.Context, queue, res, id string, head bool) (string, int, error) {
-	nonce := newNonce()
+// park records the running task id in res's FIFO with a new nonce, at its
+// tail unless it was parked once already (then n is -1), or with head (a
+// repark: parked once, it came back and found no room to wait) at its head.
+// It returns the nonce of its conflict and the FIFO's length.
+func (m *mw) park(ctx context.Context, queue, res, id string, head bool) (nonce string, n int, err error) {
+	nonce = newNonce()
 	member := strconv.FormatInt(time.Now().UnixMilli(), 10) + "|" + nonce + "|" + id
 	cctx, cancel := lockutil.Detached(ctx)
 	defer cancel()
-	n, err := parkScript.Run(cctx, m.cfg.broker, []string{fifoKey(queue, res), markKey(queue, id)},
+	n, err = parkScript.Run(cctx, m.cfg.broker, []string{fifoKey(queue, res), markKey(queue, id)},
 		member, m.parkTTL().Milliseconds(), head).Int()
 	return nonce, n, err
 }
@@ -193,11 +154,10 @@ type promotion struct {
 	parked time.Duration // how long it was parked
 }
 
-// promote counts the started tasks as arrived and keeps up to d.busy
-// promoted tasks of res on their way, d.idle without a backlog; it returns
-// the tasks it moved and how many records remain. Without parked (no records
-// at the last call) plain commands go first, cheaper for a resource with
-// nothing parked, and the script only if the FIFO exists.
+// promote runs promoteScript for res and moves its tasks (RunTask); it
+// returns them and how many records remain. Without parked (no records at
+// the last call) a cheaper pipeline goes first, the script only if the FIFO
+// exists.
 func promote(ctx context.Context, broker redis.UniversalClient, run taskInspector, queue, res string,
 	started []string, d depths, parked bool) ([]promotion, int, error) {
 	fifo, promoted := fifoKey(queue, res), outKey(queue, res)
@@ -247,8 +207,7 @@ func newNonce() string {
 }
 
 // backstop is how long a parked task stays away if nobody promotes it: four
-// times the hold time of the tasks ahead of it (a turn costs more than the
-// hold: the hand-over, the trip back to a worker), within [3s, 1m].
+// times the hold time of the tasks ahead of it, within [3s, 1m].
 func (m *mw) backstop(res string, ahead int) time.Duration {
 	if m.cfg.backstop > 0 {
 		return m.cfg.backstop

@@ -27,7 +27,7 @@ func TestParkedTasksListsWhatParkRecorded(t *testing.T) {
 		{"low", "sku:A", "t4"},
 		{"other", "sku:C", "t5"}, // a queue not asked for
 	} {
-		if _, err := m.park(ctx, p.queue, p.res, p.id); err != nil {
+		if _, _, err := m.park(ctx, p.queue, p.res, p.id, false); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -23,10 +23,9 @@ const (
 )
 
 // onTurn is the one observer of a resource's starts and ends that promotes
-// its parked tasks, in the background, only for a resource that met
-// contention here lately. An end whose turn passes in this process owes its
-// promotion to the next start, leaving waiter or end: one broker call per
-// turn, not two (docs/guide/HOTKEYS.md, "Promote ahead", "Who promotes").
+// its parked tasks (WithBroker), in the background, only for a resource
+// that met contention here lately; an end whose turn passes in this process
+// owes its call (docs/guide/HOTKEYS.md, "Promote ahead", "Who promotes").
 func (m *mw) onTurn(ev turn, queue, res, id string) {
 	if m.cfg.broker == nil || queue == "" && ev != turnLeft {
 		return
@@ -72,10 +71,8 @@ type depths struct {
 }
 
 // promoteDepth is as many promoted tasks as one process lets wait (at
-// least 2: a promoted task whose process is gone must not stop promotion),
-// three times that without a backlog, n times for n slots (WithLimit); under
-// a Room at most res's share of the wait places (docs/guide/HOTKEYS.md,
-// "Promote ahead", "Several hot resources").
+// least 2), three times that without a backlog, under a Room at most res's
+// share (docs/guide/HOTKEYS.md, "Promote ahead", "Several hot resources").
 func (m *mw) promoteDepth(res string) depths {
 	n, share := max(1, m.cfg.room.maxWaiters)*m.cfg.limit, math.MaxInt
 	if m.atOnce == nil {
@@ -85,10 +82,9 @@ func (m *mw) promoteDepth(res string) depths {
 	return depths{busy: max(2, n), idle: max(2, min(3*n, share))}
 }
 
-// Follow-up calls: a process that parked tasks on a resource, or whose last
-// call left records behind, calls again by itself from followFirst after a
-// park, doubling up to followMax, for followFor after the records last
-// changed (docs/guide/HOTKEYS.md, "Who promotes", 1).
+// Follow-up calls after a park or a call that left records, from
+// followFirst doubling up to followMax, for followFor after the records
+// last changed (docs/guide/HOTKEYS.md, "Who promotes", 1).
 const (
 	followFirst = 25 * time.Millisecond
 	followMax   = time.Second
@@ -117,8 +113,7 @@ func (m *mw) promoteLoop(res string, e *resState, p *promoState) {
 }
 
 // parkedHere notes a task of this process parked on res in queue, fifo
-// records long with it: the resource is contended, and a follow-up call
-// will promote the task once its run has returned.
+// records long with it: a follow-up call promotes it once its run returned.
 func (m *mw) parkedHere(queue, res string, fifo int) {
 	if fifo <= 0 {
 		return
@@ -160,9 +155,8 @@ func (m *mw) followUp(res string, e *resState, p *promoState, now bool) {
 }
 
 // promoted reports one promotion call: the tasks it moved as "promoted"
-// events, or, when it moved none, a changed count of records as a
-// "parked" event, so that what observers count returns to zero when the
-// records are gone (the tasks came back by themselves).
+// events, or else a changed count of records as a "parked" event
+// (docs/guide/HOTKEYS.md, "Gauges").
 func (m *mw) promoted(res string, e *resState, p *promoState, moved []promotion, left int, err error) {
 	m.warnPromote(res, err)
 	now := time.Now()
@@ -199,9 +193,8 @@ func (m *mw) warnPromote(res string, err error) {
 }
 
 // brokerState logs a broker call's failure once per change of state:
-// *failing is the state, down and up the messages. A broker client the
-// application closed (it is shutting down) is no broker failure: Debug
-// only, the state unchanged.
+// *failing is the state, down and up the messages. A client the application
+// closed is no broker failure: Debug only.
 func (m *mw) brokerState(failing *failState, res string, err error, down, up string) {
 	addr := lockutil.Addr(m.cfg.broker)
 	switch {
@@ -228,8 +221,8 @@ type promoState struct {
 	since   time.Time // last park here or call that changed the records
 }
 
-// busy reports whether the promotion state must be kept; its parked hint
-// alone does not: the resource's contention keeps it while it matters.
+// busy reports whether the promotion state must be kept (its parked hint
+// alone does not: the resource's contention keeps it).
 func (p *promoState) busy() bool { return p.running || p.req || p.follow }
 
 // promo returns e's promotion state of queue, made if missing.
@@ -247,7 +240,4 @@ func (e *resState) promo(queue string) *promoState {
 // dropPromos forgets e's promotion states that hold nothing.
 func (e *resState) dropPromos() {
 	e.promos = slices.DeleteFunc(e.promos, func(p *promoState) bool { return !p.busy() })
-	if len(e.promos) == 0 {
-		e.promos = nil
-	}
 }

@@ -13,15 +13,12 @@ import (
 )
 
 // Room is a process's places for its tasks, shared by every middleware
-// given it (WithRoom), one per task type: run places for the tasks that try
-// for their locks or run their handlers, and wait places for the tasks that
-// wait for a busy lock, shared equally among the hot resources (weighed by
-// their WithLimit slots). Give asynq's server as many workers as the room
-// has places of both kinds, so that waiting tasks do not take the workers of
-// tasks that could run (docs/guide/HOTKEYS.md, "Waiting beside running").
-// Each resource may have half the larger number of places waiting (at
-// least one); tasks on their last retry may wait past the wait places
-// (asynq would archive them). It is safe for concurrent use.
+// given it (WithRoom): run places for the tasks that try for their locks or
+// run their handlers, and wait places for the tasks that wait for a busy
+// lock, shared among the hot resources by their WithLimit slots, half the
+// larger number at most each. Give asynq's server as many workers as both
+// (docs/guide/HOTKEYS.md, "Waiting beside running"). Tasks on their last
+// retry may wait past the wait places. It is safe for concurrent use.
 type Room struct {
 	run        *runGate // nil: no bound on running tasks
 	wait       *waitCap // nil: waiting tasks take run places
@@ -42,10 +39,8 @@ func NewRoom(run, wait int) *Room {
 	return r
 }
 
-// runGate is a Room's run places: a task takes its place when it starts,
-// gives it back while it waits for a busy lock, takes one again once it
-// holds the lock (ahead of tasks that hold none), and gives it back when its
-// handler returns.
+// runGate is a Room's run places, taken and given back by each task's place
+// (docs/guide/HOTKEYS.md, "Waiting beside running").
 type runGate struct {
 	mu    sync.Mutex
 	size  int
@@ -53,38 +48,6 @@ type runGate struct {
 	// Tasks waiting for a place, oldest first: [0] the holders of their
 	// locks, let in first; [1] the tasks that have not tried yet.
 	queues [2][]chan struct{}
-}
-
-// enter takes a place, waiting while the gate is full, until ctx ends; a
-// holder is let in ahead of the others.
-func (g *runGate) enter(ctx context.Context, holder bool) error {
-	g.mu.Lock()
-	if g.taken < g.size { // then nobody waits: leave hands places on
-		g.taken++
-		g.mu.Unlock()
-		return nil
-	}
-	ch, q := make(chan struct{}), &g.queues[1]
-	if holder {
-		q = &g.queues[0]
-	}
-	*q = append(*q, ch)
-	g.mu.Unlock()
-	select {
-	case <-ch:
-		return nil
-	case <-ctx.Done():
-	}
-	g.mu.Lock()
-	i := slices.Index(*q, ch)
-	if i >= 0 {
-		*q = slices.Delete(*q, i, i+1)
-	}
-	g.mu.Unlock()
-	if i < 0 { // let in as ctx ended: pass it on
-		g.leave()
-	}
-	return context.Cause(ctx)
 }
 
 // leave gives a place back, to the first waiter if there is one.
@@ -116,15 +79,42 @@ func (g *runGate) place() *place {
 	return &place{g: g}
 }
 
-// take takes the place if it is not held; holder says the task holds its
-// lock.
+// take takes the place if it is not held, waiting while the gate is full,
+// until ctx ends; a holder of its lock is let in ahead of the others.
 func (p *place) take(ctx context.Context, holder bool) error {
 	if p == nil || p.held {
 		return nil
 	}
-	err := p.g.enter(ctx, holder)
-	p.held = err == nil
-	return err
+	g := p.g
+	g.mu.Lock()
+	if g.taken < g.size { // then nobody waits: leave hands places on
+		g.taken++
+		g.mu.Unlock()
+		p.held = true
+		return nil
+	}
+	ch, q := make(chan struct{}), &g.queues[1]
+	if holder {
+		q = &g.queues[0]
+	}
+	*q = append(*q, ch)
+	g.mu.Unlock()
+	select {
+	case <-ch:
+		p.held = true
+		return nil
+	case <-ctx.Done():
+	}
+	g.mu.Lock()
+	i := slices.Index(*q, ch)
+	if i >= 0 {
+		*q = slices.Delete(*q, i, i+1)
+	}
+	g.mu.Unlock()
+	if i < 0 { // let in as ctx ended: pass it on
+		g.leave()
+	}
+	return context.Cause(ctx)
 }
 
 // drop gives the place back if it is held.
@@ -159,24 +149,20 @@ func dropPlace(ctx context.Context) {
 var errWaitCap = fmt.Errorf("middleware: %w: the waiters across resources are at their cap", redlock.ErrLocked)
 
 // waitCap is a Room's wait places: it bounds the tasks of a process that
-// wait for their locks at once, across all resources. Within the cap, each
-// resource with waiters gets an equal share per slot (WithLimit; at least
-// one): n hot resources of one slot take turns with about cap/n waiters
-// each, and a newly hot resource finds room as soon as a waiter of a
-// resource above its share leaves.
+// wait for their locks at once, each resource with waiters an equal share
+// per slot (docs/guide/HOTKEYS.md, "Several hot resources").
 type waitCap struct {
-	max int
+	max       int
+	now, most atomic.Int64 // tasks in the middleware now, most at once (arrive)
 
-	mu     sync.Mutex
-	total  int
-	weight int                // the slots of the resources with waiters
-	per    map[string]waiters // the resources with waiters or refused lately
+	mu    sync.Mutex
+	total int
+	per   map[string]waiters // the resources with waiters or refused lately
 }
 
-// waiters is a resource's entry in a waitCap: its waiters and its slots
-// (WithLimit). One that a full cap refused while it had none counts in
-// the shares until claimed, so that a resource that filled the cap alone
-// does not keep it (docs/guide/HOTKEYS.md, "Refused resources count").
+// waiters is a resource's entry in a waitCap: its waiters and slots; one
+// refused while it had none counts until claimed (docs/guide/HOTKEYS.md,
+// "Refused resources count").
 type waiters struct {
 	n, limit int
 	claimed  time.Time
@@ -185,29 +171,16 @@ type waiters struct {
 // claimFor is how long a refused resource with no waiter counts.
 const claimFor = time.Second
 
-// resize sets the cap to n waiting tasks (at least one).
-func (c *waitCap) resize(n int) {
-	c.mu.Lock()
-	c.max = max(n, 1)
-	c.mu.Unlock()
-}
-
-// atOnce sizes the default wait places of a middleware given a broker and
-// no Room: two thirds of the most tasks it has seen at once, as worker.New
-// gives its waiting tasks two thirds of asynq's workers. The other third
-// then always runs tasks that can run (docs/guide/HOTKEYS.md).
-type atOnce struct {
-	now, most atomic.Int64
-	places    *waitCap
-}
-
-// arrive counts a task that entered the middleware, growing the places with
-// the most seen at once.
-func (a *atOnce) arrive() {
-	n := a.now.Add(1)
-	for m := a.most.Load(); n > m; m = a.most.Load() {
-		if a.most.CompareAndSwap(m, n) {
-			a.places.resize(int(2 * n / 3))
+// arrive counts a task that entered a middleware whose default wait places
+// (mw.atOnce) are two thirds of the most tasks seen at once, as worker.New
+// gives its waiting tasks (docs/guide/HOTKEYS.md, "Several hot resources").
+func (c *waitCap) arrive() {
+	n := c.now.Add(1)
+	for m := c.most.Load(); n > m; m = c.most.Load() {
+		if c.most.CompareAndSwap(m, n) {
+			c.mu.Lock()
+			c.max = max(int(2*n/3), 1)
+			c.mu.Unlock()
 			return
 		}
 	}
@@ -218,10 +191,8 @@ func newWaitCap(n int) *waitCap {
 	return &waitCap{max: max(n, 1), per: make(map[string]waiters)}
 }
 
-// enter takes a slot for a waiter of res if the cap and res's share allow:
-// shares are weighed by the resources' slots (WithLimit), so a resource of
-// limit slots gets limit times the share of a resource of one. A nil cap
-// always allows.
+// enter takes a slot for a waiter of res, a resource of limit slots, if the
+// cap and res's share allow. A nil cap always allows.
 func (c *waitCap) enter(res string, limit int) bool {
 	if c == nil {
 		return true
@@ -239,9 +210,8 @@ func (c *waitCap) enter(res string, limit int) bool {
 	return true
 }
 
-// share is how many tasks of res may wait under the cap now: its share
-// among the resources with waiters or refused lately, res counted (at
-// least one). A nil cap sets none (math.MaxInt).
+// share is how many tasks of res may wait under the cap now (at least one;
+// math.MaxInt for a nil cap).
 func (c *waitCap) share(res string, limit int) int {
 	if c == nil {
 		return math.MaxInt
@@ -253,16 +223,15 @@ func (c *waitCap) share(res string, limit int) int {
 
 // shareLocked is share with c.mu held; it drops the claims that are over.
 func (c *waitCap) shareLocked(res string, limit int, now time.Time) int {
-	weight := c.weight
+	weight := 0
 	if c.per[res].n == 0 {
-		weight += limit
+		weight = limit
 	}
 	for r, w := range c.per {
 		switch {
-		case w.n > 0:
-		case now.After(w.claimed):
+		case w.n == 0 && now.After(w.claimed):
 			delete(c.per, r)
-		case r != res:
+		case w.n > 0 || r != res:
 			weight += w.limit
 		}
 	}
@@ -274,7 +243,6 @@ func (c *waitCap) add(res string, limit int) {
 	w := c.per[res]
 	if w.n == 0 {
 		w = waiters{limit: limit}
-		c.weight += limit
 	}
 	w.n++
 	c.per[res] = w
@@ -293,7 +261,6 @@ func (c *waitCap) leave(res string) {
 		c.per[res] = w
 	} else {
 		delete(c.per, res)
-		c.weight -= w.limit
 	}
 	c.total--
 }

@@ -75,7 +75,7 @@ func TestRunGateLeavesWaitersOutOfItsPlaces(t *testing.T) {
 	run("X")
 	waitFor(t, "X running", func() bool { return hs.hasStarted("X") })
 	run("X")
-	waitFor(t, "the second X waiting for its lock", func() bool { return m.waiting("task:stock:adjust:X") == 1 })
+	waitFor(t, "the second X waiting for its lock", func() bool { return m.stateOf("task:stock:adjust:X").waiters == 1 })
 	if n := gate.inUse(); n != 1 {
 		t.Fatalf("%d places taken with one task running and one waiting, want 1", n)
 	}
@@ -131,7 +131,7 @@ func newGateBed(t *testing.T, bctx context.Context) *gateBed {
 	run(context.Background(), "a", "X")
 	waitFor(t, "a running", func() bool { return b.hs.startedCount("X") == 1 })
 	run(bctx, "b", "X")
-	waitFor(t, "b waiting for X, its place given back", func() bool { return m.waiting("task:stock:adjust:X") == 1 && b.gate.inUse() == 1 })
+	waitFor(t, "b waiting for X, its place given back", func() bool { return m.stateOf("task:stock:adjust:X").waiters == 1 && b.gate.inUse() == 1 })
 	run(context.Background(), "c", "Y")
 	waitFor(t, "c running", func() bool { return b.hs.startedCount("Y") == 1 })
 	run(context.Background(), "d", "Z")

@@ -175,7 +175,7 @@ func TestParkedTaskWithoutRoomKeepsItsTurn(t *testing.T) {
 	t.Cleanup(func() { c.leave("task:stock:adjust:OTHER") })
 	m, h := lockMW(t, e.locks, ByField("sku"), &recorder{}, WithBroker(e.raw), withWaitCap(c))
 	for _, id := range []string{"t0", "t1"} { // t0 parked first, t1 after it
-		if _, err := m.park(ctx, queue, busy, id); err != nil {
+		if _, _, err := m.park(ctx, queue, busy, id, false); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -118,7 +118,7 @@ func (r *taskRun) cleanUp(ctx context.Context, lost bool, cause error, acquired 
 	r.release(ctx, func() {
 		now := time.Now()
 		m.ranFor(res, now.Sub(acquired), now)
-		m.promoter(turnEnd, queue, res, "")
+		m.onTurn(turnEnd, queue, res, "")
 	})
 	return err
 }

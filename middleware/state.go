@@ -5,14 +5,10 @@ import (
 	"time"
 )
 
-// resState is everything this process keeps about one resource: who of
-// the process holds or waits for it, its pace (conflict.go) and its
-// promotions per queue (promote.go), in one table (mw.res). An entry exists
-// while in use; once idle it is dropped at once unless the resource met
-// contention here lately (keepUntil), so an uncontended resource, the common
-// case, leaves nothing behind (docs/guide/HOTKEYS.md, "Who promotes"). Kept
-// idle entries wait in a FIFO and are dropped in O(1) amortized per task
-// (expire), never by a scan of the table.
+// resState is everything this process keeps about one resource (mw.res):
+// its holders and waiters here, its pace and its promotions per queue. Once
+// idle it is dropped unless it met contention lately (keepUntil), then
+// from the idle FIFO (expire), never by a scan (docs/guide/HOTKEYS.md).
 type resState struct {
 	holders int // tasks of this process holding the resource
 	waiters int // tasks of this process waiting for it
@@ -40,9 +36,8 @@ func (e *resState) contended(now time.Time) bool { return now.Before(e.keepUntil
 // idleKeep is how long an idle resource that met contention is remembered.
 const idleKeep = time.Minute
 
-// expirePerCall bounds the idle entries one call looks at: each entry
-// enters the idle FIFO at most once per idle period, so a constant per call
-// keeps the FIFO drained.
+// expirePerCall bounds the idle entries one call looks at: each enters the
+// FIFO once per idle period, so a constant keeps it drained.
 const expirePerCall = 4
 
 // idleRec is an entry of the idle FIFO, due for a look at due.
@@ -61,6 +56,17 @@ func (m *mw) entry(res string) *resState {
 		m.res[res] = e
 	}
 	return e
+}
+
+// stateOf returns a copy of res's state (zero but for its recent hold
+// time when it has none).
+func (m *mw) stateOf(res string) resState {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if e, ok := m.res[res]; ok {
+		return *e
+	}
+	return resState{hold: m.holds.get(res)}
 }
 
 // touched drops e or queues it for dropping once idle; call it (m.mu held)
@@ -91,11 +97,9 @@ func (e *resState) contention(now time.Time) {
 	e.keepUntil = now.Add(idleKeep)
 }
 
-// expire looks at the oldest idle entries, up to expirePerCall of those
-// due: one in use again leaves the FIFO (it returns when idle again), one
-// whose keepUntil moved on goes to the back, the others are dropped. The
-// FIFO is in the order entries became idle, about the order of their due
-// times: an entry may outlive its due by up to idleKeep, never longer.
+// expire settles up to expirePerCall of the oldest idle entries due: one in
+// use leaves the FIFO, one contended since goes to the back, the others are
+// dropped; an entry may outlive its due by up to idleKeep.
 func (m *mw) expire(now time.Time) {
 	for range expirePerCall {
 		if m.idleHead >= len(m.idle) || now.Before(m.idle[m.idleHead].due) {
@@ -114,11 +118,8 @@ func (m *mw) expire(now time.Time) {
 }
 
 // countHolder counts a task of this process that holds res until
-// uncountHolder. A task arriving meanwhile goes straight to the wait (or
-// to parking), without a TryAcquire round: it joins the lock client's
-// local queue a round sooner, where the holder's release hands the lock
-// over in one round it does not wait for (docs/guide/HOTKEYS.md). It returns
-// res's entry for uncountHolder (no closure: one allocation less per task).
+// uncountHolder, which it returns the entry for: a task arriving meanwhile
+// skips TryAcquire (heldHere, docs/guide/HOTKEYS.md).
 func (m *mw) countHolder(res string) *resState {
 	m.mu.Lock()
 	e := m.entry(res)
@@ -156,6 +157,6 @@ func (m *mw) leaveWait(res string, got bool) {
 	}
 	m.mu.Unlock()
 	if !got {
-		m.promoter(turnLeft, "", res, "")
+		m.onTurn(turnLeft, "", res, "")
 	}
 }

@@ -60,7 +60,7 @@ func TestArrivalBesideALocalHolderSkipsTryAcquire(t *testing.T) {
 	})
 	before := failed.n.Load()
 	go func() { done <- h.ProcessTask(ctx, adjust()) }()
-	waitFor(t, "the second task waiting", func() bool { return m.waiting(res) == 1 })
+	waitFor(t, "the second task waiting", func() bool { return m.stateOf(res).waiters == 1 })
 	if n := failed.n.Load() - before; n != 0 {
 		t.Fatalf("the task arriving beside a local holder was refused %d times, want no TryAcquire", n)
 	}
@@ -85,7 +85,7 @@ func TestArrivalBesideALocalHolderSkipsTryAcquire(t *testing.T) {
 	}
 	before = failed.n.Load()
 	go func() { done <- h.ProcessTask(ctx, adjust()) }()
-	waitFor(t, "the task arriving beside another process's holder waiting", func() bool { return m.waiting(res) == 1 })
+	waitFor(t, "the task arriving beside another process's holder waiting", func() bool { return m.stateOf(res).waiters == 1 })
 	if n := failed.n.Load() - before; n == 0 {
 		t.Fatal("the task arriving beside another process's holder was never refused: the control cannot fail")
 	}
@@ -182,7 +182,7 @@ func TestWaiterBehindALocalHolderEndsOnANodeOutage(t *testing.T) {
 	go func() { done <- h.ProcessTask(ctx, adjust()) }()
 	go func() { done <- h.ProcessTask(ctx, adjust()) }()
 	// One waits on the node, the other behind it, in the process.
-	waitFor(t, "two tasks waiting", func() bool { return m.waiting(res) == 2 })
+	waitFor(t, "two tasks waiting", func() bool { return m.stateOf(res).waiters == 2 })
 	close(first)
 	waitRuns(2) // a waiting task holds the lock, acquired by waiting
 	if err := <-done; err != nil {

@@ -14,11 +14,10 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// The archive sweep moves back a task parked on its last retry (in asynq's
-// archive) whose parker stopped before bringing it back (reviveLater;
-// docs/guide/MIDDLEWARE.md, "Hot resources and last retries", says when).
-// One process alone moves a task (a claim in the broker), because RunTask
-// also moves a task that completed meanwhile.
+// The archive sweep moves back a task parked on its last retry whose
+// parker stopped first (docs/guide/MIDDLEWARE.md, "Hot resources and last
+// retries"); a claim lets one process alone move it (RunTask would also
+// move it once it completed).
 var (
 	sweepEvery = time.Minute
 	sweepAfter = reviveFor + reviveStep // past the parker's own tries
@@ -30,8 +29,7 @@ var (
 // text (or the outage's): the park's nonce follows (conflictError.Error).
 const parkedText = "task requeued (parked "
 
-// sweepKey names a sweep: one per broker client and queue in a process,
-// whichever middlewares (every handler of a worker) share them.
+// sweepKey names a sweep: one per broker client and queue in a process.
 type sweepKey struct {
 	broker redis.UniversalClient
 	queue  string
@@ -103,10 +101,9 @@ func (s *sweep) pass() {
 // of the queue; it returns how many it moved.
 func (s *sweep) queue(ctx context.Context) (int, error) {
 	qi, err := s.inspector.GetQueueInfo(s.key.queue)
-	if errors.Is(err, asynq.ErrQueueNotFound) || (err == nil && qi.Archived == 0) {
+	if errors.Is(err, asynq.ErrQueueNotFound) {
 		return 0, nil
-	}
-	if err != nil {
+	} else if err != nil {
 		return 0, err
 	}
 	moved, last := 0, (qi.Archived+99)/100
@@ -119,11 +116,9 @@ func (s *sweep) queue(ctx context.Context) (int, error) {
 			if !s.stale(t) {
 				continue
 			}
-			ok, err := s.revive(ctx, t.ID)
-			if err != nil {
+			if ok, err := s.revive(ctx, t.ID); err != nil {
 				return moved, err
-			}
-			if ok {
+			} else if ok {
 				moved++
 			}
 		}

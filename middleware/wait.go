@@ -14,10 +14,8 @@ import (
 )
 
 // acquire tries once (under the Wait policy, not while tasks of this
-// process hold or wait for res: see countHolder), then under the Wait
-// policy waits (bounded, and only if fewer than maxWaiters tasks of this
-// process already wait for res, or, without parking, if the wait should be
-// short). waited reports a lock obtained by waiting.
+// process hold or wait for res: heldHere), then under the Wait policy waits
+// if there is room (enterWait). waited reports a lock obtained by waiting.
 func (m *mw) acquire(ctx context.Context, res string, opts []redlock.LockOption) (lock *redlock.Lock, waited bool, err error) {
 	if m.cfg.policy.wait > 0 && m.heldHere(res) {
 		err = errHeldHere
@@ -31,15 +29,13 @@ func (m *mw) acquire(ctx context.Context, res string, opts []redlock.LockOption)
 	return lock, err == nil, err
 }
 
-// errHeldHere is the conflict of a task that found its resource held (all
-// its slots) or waited for by tasks of this process: a TryAcquire round
-// could only be refused, or take the lock ahead of a waiter.
+// errHeldHere is the conflict of a task that found its resource held or
+// waited for by tasks of this process (heldHere).
 var errHeldHere = fmt.Errorf("middleware: %w: held or waited for by tasks of this process", redlock.ErrLocked)
 
-// heldHere reports whether tasks of this process wait for res, or hold
-// all of its slots (WithLimit), but for an outage seen lately (m.outage):
-// then TryAcquire fails at once, and the task is requeued, rather than
-// waiting out a bound behind the others.
+// heldHere reports whether tasks of this process wait for res, or hold all
+// of its slots, but for an outage seen lately (m.outage), where TryAcquire
+// fails at once rather than wait out a bound behind the others.
 func (m *mw) heldHere(res string) bool {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -55,7 +51,7 @@ const requeueTrip = 5 * time.Second
 // wait, or (soft) the tasks ahead should be done within the Wait bound and
 // sooner than a requeued task could come back.
 func (m *mw) enterWait(res string, soft bool) bool {
-	n := m.waiting(res)
+	n := m.stateOf(res).waiters
 	if n >= m.freshShare(res, soft) {
 		if !soft || m.cfg.room.maxWaiters == 0 {
 			return false
@@ -67,21 +63,10 @@ func (m *mw) enterWait(res string, soft bool) bool {
 	return m.cfg.room.wait.enter(res, m.cfg.limit)
 }
 
-// waiting returns how many tasks of this process wait for res.
-func (m *mw) waiting(res string) int {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if e, ok := m.res[res]; ok {
-		return e.waiters
-	}
-	return 0
-}
-
-// freshShare is how many tasks of this process may wait for a resource
-// when a task meets it busy: maxWaiters, or with parking (not soft) half of
-// it, at least 1, the other half left to promoted tasks; n times that for n
-// slots (WithLimit), and under a Room at most half the resource's share of
-// its wait places (docs/guide/HOTKEYS.md, "Fresh waiters per share").
+// freshShare is how many tasks of this process may wait for res when a task
+// meets it busy: maxWaiters per slot, with parking (not soft) half of it and
+// of res's share of the wait places (docs/guide/HOTKEYS.md, "Fresh waiters
+// per share").
 func (m *mw) freshShare(res string, soft bool) int {
 	if soft || m.cfg.room.maxWaiters <= 1 {
 		return m.cfg.room.maxWaiters * m.cfg.limit
@@ -98,28 +83,15 @@ func (m *mw) turnOf(hold time.Duration) time.Duration {
 	return max(hold, paceMinHold) / time.Duration(m.cfg.limit)
 }
 
-// typical returns how often a turn of res comes, from the hold time of its
-// entry, or else of the table.
-func (m *mw) typical(res string) time.Duration {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if e, ok := m.res[res]; ok && e.hold > 0 {
-		return m.turnOf(e.hold)
-	}
-	return m.turnOf(m.holds.get(res))
-}
+// typical returns how often a turn of res comes, from its measured hold
+// time.
+func (m *mw) typical(res string) time.Duration { return m.turnOf(m.stateOf(res).hold) }
 
 // waitFor waits up to bound for res, counted as its waiter; the caller took
-// its wait place (enterWait, or past the share for a parked task). When the
-// bound ends, the wait goes on for another bound (up to waitRounds bounds)
-// unless the resource is seen stuck: the same holder on the lock nodes at
-// stuck bound ends in a row after the first, with no release by a task
-// of this process meanwhile, or the lock nodes failed (no quorum, or fewer
-// than a majority answer a look at the holder). A requeue of a task being
-// served in turn only sends it to the back, 15s or more with asynq's
-// default RetryDelayFunc; so stuck is 1 with parking, 4 without, where a
-// requeue may also count a failure if the server lacks IsFailure and
-// RetryDelay.
+// its wait place. The wait is renewed, up to waitRounds bounds, unless the
+// resource is seen stuck: the same holder at stuck bound ends in a row after
+// the first with no release here (1 with parking, 4 without, where a requeue
+// costs 15s or more), or the lock nodes failed.
 func (m *mw) waitFor(ctx context.Context, res string, bound time.Duration, opts []redlock.LockOption) (lock *redlock.Lock, err error) {
 	m.countWaiter(res)
 	dropPlace(ctx) // a waiting task holds no place in the run gate
@@ -153,7 +125,7 @@ func (m *mw) waitFor(ctx context.Context, res string, bound time.Duration, opts 
 			now, known := m.holderOf(ctx, res)
 			if !known {
 				noQuorum = true
-			} else if now != "" && now == holder && !m.lastRelease(res).After(since) {
+			} else if now != "" && now == holder && !m.stateOf(res).released.After(since) {
 				same++
 			} else {
 				same = 0
@@ -177,9 +149,8 @@ func (m *mw) waitFor(ctx context.Context, res string, bound time.Duration, opts 
 }
 
 // startWait starts the wait span of a task that waits for res; the
-// returned context carries it, so that the acquisitions of the wait are its
-// children. Only tasks that meet a busy lock get here: an uncontended task
-// pays nothing for it.
+// returned context carries it, so that the wait's acquisitions are its
+// children.
 func (m *mw) startWait(ctx context.Context, res string) (context.Context, trace.Span) {
 	ctx, span := m.tracer.Start(ctx, spanWait, trace.WithSpanKind(trace.SpanKindInternal))
 	if span.IsRecording() {
@@ -189,8 +160,7 @@ func (m *mw) startWait(ctx context.Context, res string) (context.Context, trace.
 }
 
 // endWait records how a wait ended and the rounds of the wait bound it
-// took. How the lock came (asynqlock.handover) is on the acquisition that
-// ended the wait, a child span, from the lock client that knows it.
+// took (how the lock came is on the last acquisition's span).
 func (m *mw) endWait(span trace.Span, rounds int, err error) {
 	if span.IsRecording() {
 		span.SetAttributes(attrOutcome.String(redlock.OutcomeOf(err)), attrRounds.Int(rounds))
@@ -201,10 +171,9 @@ func (m *mw) endWait(span trace.Span, rounds int, err error) {
 	span.End()
 }
 
-// holderOf returns the token most lock nodes report for res ("" when
-// none), or for a resource of several slots (WithLimit) each slot's, in
-// slot order; known is false when fewer than a majority of the nodes
-// answered.
+// holderOf returns the token most lock nodes report for res ("" when none),
+// each slot's in order for a resource of several; known is false when fewer
+// than a majority of the nodes answered.
 func (m *mw) holderOf(ctx context.Context, res string) (token string, known bool) {
 	ictx, cancel := context.WithTimeout(ctx, lockutil.ReleaseTimeout)
 	defer cancel()
@@ -240,10 +209,8 @@ func (m *mw) holderOf(ctx context.Context, res string) (token string, known bool
 const waitRounds = 15
 
 // timeLeft is how long a task may still wait for its lock: until shortly
-// before its deadline (a fifth of what is left, 20ms to 1s), so that it
-// returns a conflict, which keeps its retry count, rather than asynq's
-// deadline error, a failure that consumes it or archives the task. ok is
-// false without a deadline.
+// before its deadline, so that it returns a conflict rather than asynq's
+// deadline error (docs/guide/MIDDLEWARE.md). ok is false without a deadline.
 func timeLeft(ctx context.Context) (time.Duration, bool) {
 	dl, ok := ctx.Deadline()
 	if !ok {
