@@ -20,8 +20,7 @@ type keeper struct {
 
 	mu         sync.Mutex
 	head, tail *guard
-	timer      *time.Timer
-	armed      bool // timer runs; only the fire it leads to disarms it
+	timer      *time.Timer // pending while the list is not empty
 }
 
 // keepAfterOf is half the time to a lock's first extension (TTL/3), so
@@ -42,28 +41,26 @@ func (k *keeper) add(g *guard) {
 	g.prev, g.queued = k.tail, true
 	if k.tail != nil {
 		k.tail.next = g
-	} else {
+	} else { // the list was empty: no fire pending
 		k.head = g
-	}
-	k.tail = g
-	if !k.armed {
-		k.armed = true
 		k.timer.Reset(k.after)
 	}
+	k.tail = g
 	k.mu.Unlock()
 }
 
 // remove takes g off the list if it is still there.
 func (k *keeper) remove(g *guard) {
 	k.mu.Lock()
-	if g.queued {
-		k.unlink(g)
-	}
+	k.unlink(g)
 	k.mu.Unlock()
 }
 
-// unlink takes g off the list; k.mu is held.
+// unlink takes g off the list if it is there; k.mu is held.
 func (k *keeper) unlink(g *guard) {
+	if !g.queued {
+		return
+	}
 	if g.prev != nil {
 		g.prev.next = g.next
 	} else {
@@ -90,8 +87,6 @@ func (k *keeper) fire() {
 	}
 	if k.head != nil {
 		k.timer.Reset(k.head.due.Sub(now))
-	} else {
-		k.armed = false
 	}
 	k.mu.Unlock()
 	for _, g := range due {
@@ -104,13 +99,12 @@ func (k *keeper) fire() {
 // lock for LockFromContext) and its place in the keeper. It is the
 // handler's context itself, so that a task's run costs one allocation here.
 type guard struct {
-	context.Context // the handler's: a child of the task's context
+	context.Context // the handler's: a child of the task's, whose values it has
 
 	cancel   context.CancelCauseFunc
 	info     LockInfo
 	progress *progress // what Progress reports to, in progress mode
 	lock     *redlock.Lock
-	base     context.Context // the task's, for the keep-alive (its cancellation not followed)
 
 	due        time.Time
 	prev, next *guard
@@ -145,7 +139,7 @@ func (g *guard) keepAlive() {
 	if g.ended {
 		return
 	}
-	g.watch(g.lock.KeepAlive(context.WithoutCancel(g.base)))
+	g.watch(g.lock.KeepAlive(context.WithoutCancel(g.Context)))
 }
 
 // watch takes kctx, a keep-alive's context, and stop, which ends that

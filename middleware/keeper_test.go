@@ -44,7 +44,7 @@ func TestKeeperStartsOnlyLongRuns(t *testing.T) {
 		if len(started) != 2 || started[1] != long2 {
 			t.Fatalf("at 1.5s started %d runs, want both long ones", len(started))
 		}
-		if k.head != nil || k.tail != nil || k.armed {
+		if k.head != nil || k.tail != nil || k.timer.Stop() {
 			t.Fatal("keeper not empty and disarmed after every run was started")
 		}
 	})

@@ -41,7 +41,7 @@ func (p *progress) report() {
 // out within its TTL, which cancels the handler. A report that comes before
 // the lock ran out resumes the keep-alive. g is not yet shared.
 func (m *mw) holdOnProgress(g *guard) {
-	base := context.WithoutCancel(g.base)
+	base := context.WithoutCancel(g.Context)
 	hctx, cancel := context.WithCancelCause(base) // cancelled with the loss
 	g.progress = &progress{note: make(chan struct{}, 1)}
 	g.progress.last.Store(time.Now().UnixNano())

@@ -61,12 +61,12 @@ func (r *taskRun) run(ctx context.Context) error {
 // once, following the handler's reports.
 func (m *mw) guard(ctx context.Context, lock *redlock.Lock) *guard {
 	hctx, cancel := context.WithCancelCause(ctx)
-	g := &guard{Context: hctx, cancel: cancel, info: lockInfoOf(lock), lock: lock, base: ctx}
+	g := &guard{Context: hctx, cancel: cancel, info: lockInfoOf(lock), lock: lock}
 	if m.cfg.progress <= 0 {
 		m.keeper.add(g)
-		return g
+	} else {
+		m.holdOnProgress(g)
 	}
-	m.holdOnProgress(g)
 	return g
 }
 

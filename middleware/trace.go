@@ -31,15 +31,11 @@ const (
 	attrError    = attribute.Key("asynqlock.error")
 )
 
-// WithTracerProvider sets the OpenTelemetry provider of the span the
-// middleware records itself: asynqlock.wait, for the time a task waits for
-// its busy lock (a child of the task's span, with the lock client's
-// asynqlock.acquire spans of the wait under it). The events
-// asynqlock.parked, asynqlock.lost and asynqlock.rollback go to the task's
-// span, whoever recorded it. The lock client records its own spans with its
-// own provider (redlock.WithTracerProvider). Default:
-// otel.GetTracerProvider(), the global provider, which records nothing until
-// the application installs one; nil means the default.
+// WithTracerProvider sets the OpenTelemetry provider of the middleware's own
+// span, asynqlock.wait (a task's wait for its busy lock); its events go to
+// the task's span, and the lock client's spans to redlock.WithTracerProvider's
+// provider (docs/guide/MIDDLEWARE.md, "Tracing"). Default (and nil):
+// otel.GetTracerProvider().
 func WithTracerProvider(tp trace.TracerProvider) Option {
 	return func(c *config) { c.tracerProvider = tp }
 }
