@@ -9,11 +9,9 @@ import (
 // asynqModule is the module whose task layout parking writes.
 const asynqModule = "github.com/hibiken/asynq"
 
-// asynqTested are the asynq versions the suite's parking tests run against:
-// parking moves a task between asynq's own keys (park.go's promoteScript), a
-// layout that is no API, so WithBroker refuses any other version (a user's
-// go.mod picks it, by minimal version selection) rather than park tasks
-// wrongly in production. Add a version here once the suite passed with it.
+// asynqTested are the asynq versions the suite's parking tests run against;
+// parking writes asynq's own keys, no API, so WithBroker refuses any other
+// (docs/guide/HOTKEYS.md). Add a version once the suite passed with it.
 var asynqTested = []string{"v0.26.0"}
 
 // linkedAsynq returns the asynq version this program is built with ("" when
@@ -35,8 +33,7 @@ func linkedAsynq() string {
 }
 
 // checkAsynq refuses version v unless parking was tested against it; ""
-// (no module information: a test binary, or a build without modules) is let
-// through, as nothing better is known.
+// (no module information, as in a test binary) is let through.
 func checkAsynq(v string) error {
 	if v == "" || slices.Contains(asynqTested, v) {
 		return nil

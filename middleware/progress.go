@@ -35,11 +35,9 @@ func (p *progress) report() {
 	}
 }
 
-// holdOnProgress keeps g's lock alive with lock.KeepAlive (its extensions,
-// retries and max hold) only while the handler reports progress: once none
-// was reported for the stall bound, the keep-alive stops and the lock runs
-// out within its TTL, which cancels the handler. A report that comes before
-// the lock ran out resumes the keep-alive. g is not yet shared.
+// holdOnProgress keeps g's lock alive only while the handler reports
+// progress: after a stall the lock runs out, which cancels the handler,
+// unless a report resumes the keep-alive first. g is not yet shared.
 func (m *mw) holdOnProgress(g *guard) {
 	base := context.WithoutCancel(g.Context)
 	hctx, cancel := context.WithCancelCause(base) // cancelled with the loss

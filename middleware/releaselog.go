@@ -9,13 +9,10 @@ import (
 	"github.com/asynqlock/asynqlock/statelog"
 )
 
-// releaseState logs failing releases once per change of state: the first
-// failure at Warn with the nodes that failed and the cause, each task's
-// failure after it at Debug, the first release that works recoverySettle
-// after the last failure at Info. Lock nodes that are down fail every
-// task's release alike: a Warn per task would bury the line that says so.
-// A release refused because the lock client is closed (shutdown) or the
-// lock was not held any more is no node failure: Debug, the state unchanged.
+// releaseState logs failing releases once per change of state (Warn with
+// the failed nodes, then Info once they work): nodes that are down fail every
+// task's release alike. A closed client or a lock not held any more is no
+// node failure: Debug, the state unchanged.
 func (m *mw) releaseState(log taskLog, err error) {
 	switch {
 	case errors.Is(err, redlock.ErrClosed) || errors.Is(err, redlock.ErrNotHeld):
@@ -51,7 +48,6 @@ func failedNodes(addrs []string, err error) []string {
 type failState = statelog.State
 
 // recoverySettle is how long a failing state must see no failure before a
-// call that works ends it (statelog.Settle): a slow node whose calls time
-// out now and then would otherwise log Warn and Info pairs milliseconds
-// apart. A variable for tests that count the lines of one outage and its end.
+// call that works ends it, lest a slow node log Warn and Info pairs
+// milliseconds apart; a variable for tests that count one outage's lines.
 var recoverySettle = statelog.Settle

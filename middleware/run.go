@@ -26,7 +26,7 @@ func (r *taskRun) run(ctx context.Context) error {
 		// failed run). The rollback's error is logged and observed by rollback.
 		r.place.drop()
 		p := recover()
-		lost := g.end(m.keeper)
+		lost := g.end()
 		traceLost(ctx, r.res, lost)
 		_ = r.cleanUp(ctx, lost != nil, fmt.Errorf("handler panicked: %v", p), acquired)
 		panic(p)
@@ -36,7 +36,7 @@ func (r *taskRun) run(ctx context.Context) error {
 	returned := time.Now()
 	finished = true
 	afterHandler(lock)
-	lost := declaredBefore(g.end(m.keeper), lock, m.cfg.ttl, returned)
+	lost := declaredBefore(g.end(), lock, m.cfg.ttl, returned)
 	if lost != nil {
 		r.log.Warn("lock lost while the task ran", "cause", lost)
 		m.observe(r.event(EventLost, lost))
@@ -54,16 +54,14 @@ func (r *taskRun) run(ctx context.Context) error {
 	return herr
 }
 
-// guard keeps lock alive for the handler (not for the task's context: the
-// lock must outlive the handler itself) and gives it a context that is
-// cancelled when the lock is lost and carries the lock (LockFromContext).
-// The keep-alive starts keepAfter later (keeper), or in progress mode at
-// once, following the handler's reports.
+// guard keeps lock alive for the handler, which may outlive the task's
+// context: from keepAfter on, or in progress mode at once, following the
+// handler's reports.
 func (m *mw) guard(ctx context.Context, lock *redlock.Lock) *guard {
 	hctx, cancel := context.WithCancelCause(ctx)
 	g := &guard{Context: hctx, cancel: cancel, info: lockInfoOf(lock), lock: lock}
 	if m.cfg.progress <= 0 {
-		m.keeper.add(g)
+		g.keepAliveAfter(m.keepAfter)
 	} else {
 		m.holdOnProgress(g)
 	}
@@ -75,10 +73,8 @@ func (m *mw) guard(ctx context.Context, lock *redlock.Lock) *guard {
 var afterHandler = func(*redlock.Lock) {}
 
 // declaredBefore keeps a loss only if it may have been declared before the
-// handler returned: a run that finished first was protected to its end.
-// The watchdog's own losses come a guard of ttl (the acquisition's) before
-// Until; any other loss counts whenever it came (docs/guide/MIDDLEWARE.md,
-// "Keep alive").
+// handler returned: the watchdog's own losses come LossGuard(ttl) before
+// Until, any other counts whenever it came (docs/guide/MIDDLEWARE.md, step 4).
 func declaredBefore(lost error, lock *redlock.Lock, ttl time.Duration, returned time.Time) error {
 	if lost != redlock.ErrLockLost && lost != redlock.ErrMaxHold { // the watchdog's own values, not wrapped
 		return lost
@@ -90,9 +86,8 @@ func declaredBefore(lost error, lock *redlock.Lock, ttl time.Duration, returned 
 }
 
 // notKept returns why the hold's context ended when the lock was not kept
-// to the handler's end, nil while it lives or after a plain stop (release,
-// end of the run). A keep-alive that could not run (the client closed as it
-// started) is a loss at once: no extension will come.
+// to the handler's end, nil while it lives or after a plain stop. A
+// keep-alive that could not run (client closed) is a loss: none will come.
 func notKept(hold context.Context) error {
 	cause := context.Cause(hold)
 	switch {
@@ -104,11 +99,9 @@ func notKept(hold context.Context) error {
 	return fmt.Errorf("%w: the lock could not be kept alive: %w", redlock.ErrLockLost, cause)
 }
 
-// cleanUp runs the rollback hook if there is one and the handler failed or
-// lost its lock (cause is not nil; lost tells a loss), then releases the
-// lock, held since acquired; once it is released the run's hold time is
-// noted and the end of its turn told (promotion). It returns the
-// rollback's error.
+// cleanUp runs the rollback hook, if any, when the run failed (cause; lost
+// tells a loss), then releases the lock held since acquired, noting the hold
+// time and the turn's end once it is released. It returns the hook's error.
 func (r *taskRun) cleanUp(ctx context.Context, lost bool, cause error, acquired time.Time) error {
 	var err error
 	if r.m.cfg.rollback != nil && cause != nil {
@@ -123,10 +116,9 @@ func (r *taskRun) cleanUp(ctx context.Context, lost bool, cause error, acquired 
 	return err
 }
 
-// release gives the task's lock up, if it holds one, with a context of its
-// own, without waiting for the nodes' answers (lockutil.ReleaseAsync);
-// until they came the resource counts as held here (countHolder), then
-// after runs, if not nil (docs/guide/MIDDLEWARE.md, "Release").
+// release gives the task's lock up, if it holds one, without waiting for
+// the nodes' answers; until they came the resource counts as held here,
+// then after runs, if not nil (docs/guide/MIDDLEWARE.md, step 5).
 func (r *taskRun) release(ctx context.Context, after func()) {
 	lock, held := r.lock, r.held
 	r.lock, r.held = nil, nil
