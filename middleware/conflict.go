@@ -128,7 +128,7 @@ func (r *taskRun) waitParked(ctx context.Context) (*redlock.Lock, error) {
 	} else if busy := r.reparkFirst(ctx, errWaitCap); busy != nil {
 		return nil, busy
 	}
-	m.promoter(turnAsk, r.meta.queue, r.res, r.meta.id) // no longer on its way: frees its promotion slot
+	m.onTurn(turnAsk, r.meta.queue, r.res, r.meta.id) // no longer on its way: frees its promotion slot
 	if r.meta.budgetSpent() {
 		return nil, r.reparkFirst(ctx, err) // a requeue would archive it
 	}
@@ -188,7 +188,7 @@ func (m *mw) reviveLater(queue, res, id, nonce string, d time.Duration, recorded
 		parked := err == nil && info.State == asynq.TaskStateArchived && strings.Contains(info.LastErr, nonce)
 		switch {
 		case parked && recorded && time.Now().Before(recordUntil):
-			m.promoter(turnAsk, queue, res, "")
+			m.onTurn(turnAsk, queue, res, "")
 		case parked:
 			err = m.cfg.inspector.RunTask(queue, id)
 		case err == nil && info.State != asynq.TaskStateActive:

@@ -37,8 +37,7 @@ type guard struct {
 	stopLoss func() bool
 }
 
-// Value answers LockFromContext and Progress without context.WithValue
-// layers.
+// Value answers LockFromContext and Progress, with no WithValue layers.
 func (g *guard) Value(key any) any {
 	switch key.(type) {
 	case infoKey:
@@ -115,4 +114,26 @@ func lossOf(lock *redlock.Lock) error {
 	kctx, stop := lock.KeepAlive(context.Background())
 	defer stop()
 	return context.Cause(kctx)
+}
+
+// LockInfo describes the lock a handler runs under.
+type LockInfo struct {
+	Resource string    // the locked resource's name
+	Token    string    // the lock's random token
+	Fence    int64     // fencing token, 0 unless acquired with redlock.WithFencing (see WithLockOptions)
+	Until    time.Time // end of validity when the handler started (kept alive since)
+	Slot     int       // which of WithLimit's n slots the lock holds; 0 without a limit
+}
+
+type infoKey struct{}
+
+func lockInfoOf(lock *redlock.Lock) LockInfo {
+	return LockInfo{Resource: lock.Resource(), Token: lock.Token(), Fence: lock.Fence(), Until: lock.Until(), Slot: lock.Slot()}
+}
+
+// LockFromContext returns the lock the handler runs under; false when the
+// task runs without a lock (empty key, or not under this middleware).
+func LockFromContext(ctx context.Context) (LockInfo, bool) {
+	li, ok := ctx.Value(infoKey{}).(LockInfo)
+	return li, ok
 }

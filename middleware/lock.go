@@ -29,14 +29,11 @@ type mw struct {
 	idleHead   int
 	holds      *holdTable // recent hold times of resources whose state was dropped (the pace, conflict.go)
 	tracer     trace.Tracer
-	promoteErr failState // promotions (and revivals) failing (releaselog.go)
+	promoteErr failState // promotions (and revivals) failing (brokerState, promote.go)
 	parkErr    failState // park calls failing
 	releaseErr failState // releases failing (releaseState)
 	outage     time.Time // a wait ended for want of a quorum; until then arrivals try first
 	atOnce     *atOnce   // sizes the default wait places (WithBroker without WithRoom); nil: none
-	// promoter hears every start and end on a resource, beside the task's
-	// way, never in it: onTurn with WithBroker, else a no-op.
-	promoter func(ev turn, queue, res, id string)
 }
 
 // New returns the middleware, or an error naming a bad argument.
@@ -77,10 +74,6 @@ func newMW(client *redlock.Client, key KeyFunc, cfg config) *mw {
 			m.cfg.room.wait = newWaitCap(1)
 			m.atOnce = &atOnce{places: m.cfg.room.wait}
 		}
-	}
-	m.promoter = func(turn, string, string, string) {}
-	if cfg.broker != nil {
-		m.promoter = m.onTurn
 	}
 	for _, st := range []*failState{&m.promoteErr, &m.parkErr, &m.releaseErr} {
 		st.Settle = recoverySettle
@@ -156,7 +149,7 @@ func (m *mw) process(ctx context.Context, t *asynq.Task, next asynq.Handler) err
 		return fmt.Errorf("%s: holding %s, waiting to run: %w", r.name(), r.res, err)
 	}
 	r.place = p
-	m.promoter(turnStart, meta.queue, r.res, meta.id)
+	m.onTurn(turnStart, meta.queue, r.res, meta.id)
 	return r.run(ctx)
 }
 

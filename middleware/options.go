@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"runtime/debug"
+	"slices"
 	"time"
 
 	"github.com/asynqlock/asynqlock/redlock"
@@ -139,7 +141,7 @@ func WithRollback(f func(ctx context.Context, t *asynq.Task, cause error) error)
 // too, are parked under their own ID and moved back to their queue when a
 // task of their resource starts or ends (docs/guide/MIDDLEWARE.md, "Hot
 // resources and last retries"). The server needs IsFailure and RetryDelay.
-// An asynq version the suite has not run against is refused (asynqcheck.go).
+// An asynq version the suite has not run against is refused (checkAsynq).
 // Default: none.
 func WithBroker(broker redis.UniversalClient) Option {
 	return func(c *config) {
@@ -154,6 +156,43 @@ func WithBroker(broker redis.UniversalClient) Option {
 		c.broker = broker
 		c.inspector = asynq.NewInspectorFromRedisClient(broker)
 	}
+}
+
+// asynqModule is the module whose task layout parking writes.
+const asynqModule = "github.com/hibiken/asynq"
+
+// asynqTested are the asynq versions the suite's parking tests run against;
+// parking writes asynq's own keys, no API, so WithBroker refuses any other
+// (docs/guide/HOTKEYS.md). Add a version once the suite passed with it.
+var asynqTested = []string{"v0.26.0"}
+
+// linkedAsynq returns the asynq version this program is built with ("" when
+// the build carries no module information).
+func linkedAsynq() string {
+	bi, ok := debug.ReadBuildInfo()
+	if !ok {
+		return ""
+	}
+	for _, d := range bi.Deps {
+		if d.Path == asynqModule {
+			if d.Replace != nil {
+				return d.Replace.Version
+			}
+			return d.Version
+		}
+	}
+	return ""
+}
+
+// checkAsynq refuses version v unless parking was tested against it; ""
+// (no module information, as in a test binary) is let through.
+func checkAsynq(v string) error {
+	if v == "" || slices.Contains(asynqTested, v) {
+		return nil
+	}
+	return fmt.Errorf("middleware: WithBroker: parking moves tasks between asynq's own keys, a layout tested with %s %v only, "+
+		"and this program is built with %s %q: require %s %s in go.mod, or leave WithBroker out (busy tasks are then requeued on a timer)",
+		asynqModule, asynqTested, asynqModule, v, asynqModule, asynqTested[len(asynqTested)-1])
 }
 
 // WithRoom runs each task in r's places (see Room), shared with every

@@ -5,10 +5,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
+	"slices"
 	"time"
 
 	"github.com/asynqlock/asynqlock/internal/lockutil"
 	"github.com/asynqlock/asynqlock/redlock"
+	"github.com/asynqlock/asynqlock/statelog"
 )
 
 // run executes the handler under the task's lock and cleans up after it.
@@ -111,9 +114,57 @@ func (r *taskRun) cleanUp(ctx context.Context, lost bool, cause error, acquired 
 	r.release(ctx, func() {
 		now := time.Now()
 		m.ranFor(res, now.Sub(acquired), now)
-		m.promoter(turnEnd, queue, res, "")
+		m.onTurn(turnEnd, queue, res, "")
 	})
 	return err
+}
+
+// rollback runs the hook while the task's lock is held; lost tells that
+// the lock was lost, cause is the handler's error or the loss. A lost lock
+// is re-acquired first (bounded by the rollback timeout); if that fails the
+// rollback does not run, r.lock is nil, and the returned error matches
+// redlock.ErrLockLost, so that the task is retried. r.lock is then the lock
+// to release (nil if none).
+func (r *taskRun) rollback(ctx context.Context, lost bool, cause error) error {
+	m := r.m
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), m.cfg.rollbackTimeout)
+	defer cancel()
+	if lost {
+		// Clean what may remain of the lost lock (its loss is already known).
+		_ = lockutil.Release(ctx, r.lock)
+		var err error
+		r.lock, err = m.client.Acquire(rctx, r.res, m.cfg.ttl, m.cfg.lockOpts...)
+		if err != nil {
+			r.lock = nil
+			err = fmt.Errorf("%s: rollback not run: lock %s lost and not re-acquired: %w: %w", r.name(), r.res, redlock.ErrLockLost, err)
+			r.log.Error("rollback not run", "err", err)
+			m.observe(r.event(EventRollback, err))
+			return err
+		}
+	}
+	kctx, stop := r.lock.KeepAlive(rctx)
+	kctx = context.WithValue(kctx, infoKey{}, lockInfoOf(r.lock)) // for LockFromContext
+	err := r.callRollback(kctx, cause)
+	stop()
+	traceRollback(ctx, r.res, lost, cause, err)
+	if err != nil {
+		err = fmt.Errorf("%s: rollback: %w", r.name(), err)
+		r.log.Error("rollback failed", "err", err)
+	} else {
+		r.log.Debug("rolled back", "cause", cause)
+	}
+	m.observe(r.event(EventRollback, err))
+	return err
+}
+
+// callRollback runs the hook, turning a panic into an error.
+func (r *taskRun) callRollback(ctx context.Context, cause error) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("rollback panicked: %v", p)
+		}
+	}()
+	return r.m.cfg.rollback(ctx, r.t, cause)
 }
 
 // release gives the task's lock up, if it holds one, without waiting for
@@ -146,3 +197,46 @@ func (r *taskRun) release(ctx context.Context, after func()) {
 		released()
 	})
 }
+
+// releaseState logs failing releases once per change of state (Warn with
+// the failed nodes, then Info once they work): nodes that are down fail every
+// task's release alike. A closed client or a lock not held any more is no
+// node failure: Debug, the state unchanged.
+func (m *mw) releaseState(log taskLog, err error) {
+	switch {
+	case errors.Is(err, redlock.ErrClosed) || errors.Is(err, redlock.ErrNotHeld):
+		log.Debug("lock not released", "err", err)
+	case err != nil:
+		m.releaseErr.Fail(m.cfg.logger, slog.LevelWarn, "lock releases failing; each lock expires at its TTL", err,
+			"resource", log.res, "nodes", failedNodes(nil, err))
+	case m.releaseErr.Failing() != "": // not per task: the arguments cost two allocations
+		m.releaseErr.OK(m.cfg.logger, "lock releases work again", "resource", log.res)
+	}
+}
+
+// failedNodes appends to addrs the addresses of the lock nodes that failed
+// in err (its *redlock.NodeError values), each once, in the order found.
+func failedNodes(addrs []string, err error) []string {
+	switch e := err.(type) {
+	case *redlock.NodeError:
+		if !slices.Contains(addrs, e.Addr) {
+			addrs = append(addrs, e.Addr)
+		}
+	case interface{ Unwrap() []error }:
+		for _, x := range e.Unwrap() {
+			addrs = failedNodes(addrs, x)
+		}
+	case interface{ Unwrap() error }:
+		addrs = failedNodes(addrs, e.Unwrap())
+	}
+	return addrs
+}
+
+// failState is one kind of call's failing state (brokerState,
+// releaseState), logged once per change through statelog.
+type failState = statelog.State
+
+// recoverySettle is how long a failing state must see no failure before a
+// call that works ends it, lest a slow node log Warn and Info pairs
+// milliseconds apart; a variable for tests that count one outage's lines.
+var recoverySettle = statelog.Settle

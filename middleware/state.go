@@ -156,6 +156,6 @@ func (m *mw) leaveWait(res string, got bool) {
 	}
 	m.mu.Unlock()
 	if !got {
-		m.promoter(turnLeft, "", res, "")
+		m.onTurn(turnLeft, "", res, "")
 	}
 }
