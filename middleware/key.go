@@ -31,12 +31,10 @@ func ByType() KeyFunc {
 
 // ByField locks on a field of the task's JSON payload, e.g. "sku" or a dotted
 // path such as "order.item.sku". Non-empty strings, numbers and booleans are
-// keys; a missing field, an empty string, null, an object or an array, or a
-// payload that is not a JSON object is an error naming the field (the task
-// is archived: a task without its key is malformed, and running it unlocked
-// could lose an update). ByField panics on an empty path or a path with an
-// empty segment ("", "order..sku"), like regexp.MustCompile: such a key
-// could never be derived, so it is refused where it is written.
+// keys; anything else (missing, "", null, an object or an array, a payload
+// that is no JSON object) is an error naming the field: the task is archived,
+// as running it unlocked could lose an update. ByField panics on a path with
+// an empty segment ("", "order..sku"), like regexp.MustCompile.
 func ByField(path string) KeyFunc {
 	parts := strings.Split(path, ".")
 	if slices.Contains(parts, "") {

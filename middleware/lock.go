@@ -189,7 +189,6 @@ func (m *mw) newRun(t *asynq.Task, next asynq.Handler, meta taskMeta, key string
 	} else {
 		res = resourcePrefix + t.Type() + ":" + key
 	}
-	meta.prior = priorRuns(t)
 	return taskRun{m: m, t: t, next: next, meta: meta, res: res, start: time.Now(), opts: m.lockOptsFor(t, meta),
 		log: taskLog{l: m.cfg.logger, id: meta.id, typ: t.Type(), res: res}}
 }
@@ -205,13 +204,8 @@ type taskMeta struct {
 	queue    string
 	retried  int
 	maxRetry int
-	prior    int  // runs of the task before its copy was made (a copy's retriedHeader)
 	known    bool // run by an asynq server (the fields are set)
 }
-
-// run numbers this delivery among the task's: asynq's retry count, a copy
-// counting on from its original's (the completion record's run, once.go).
-func (m taskMeta) run() int { return m.prior + m.retried }
 
 // budgetSpent reports whether asynq would archive this run on any error.
 func (m taskMeta) budgetSpent() bool { return m.known && m.retried >= m.maxRetry }

@@ -60,10 +60,9 @@ func originalID(id string) string {
 	return id
 }
 
-// recordID names a task's completion record: 128 bits of a hash of its
-// original ID, type and payload, so that an ID reused for other work
-// (asynq.TaskID after the first task is gone) is not taken for the first.
-// 22 characters: a record's memory on a lock node is mostly its name.
+// recordID names a task's completion record: 128 bits (22 characters, a
+// record's memory is mostly its name) of a hash of its original ID, type and
+// payload, so that an ID reused for other work is not taken for the first.
 func recordID(id string, t *asynq.Task) string {
 	h := sha256.New()
 	for _, part := range [][]byte{[]byte(originalID(id)), []byte(t.Type()), t.Payload()} {
@@ -94,7 +93,7 @@ func (r *taskRun) skipCompleted(ctx context.Context) bool {
 	if run < 0 {
 		return false
 	}
-	if r.meta.run() <= run {
+	if r.runNo() <= run {
 		// Refused only for a lock lost meanwhile: its release writes nothing then.
 		_ = rec.ForgetCompletion()
 		return false
@@ -115,35 +114,34 @@ func (r *taskRun) skipCompleted(ctx context.Context) bool {
 	return true
 }
 
-// recordCompletion has the lock's release write the task's completion
-// record, with this delivery's run: its handler returned nil and the lock
-// was kept to its end.
+// recordCompletion has the lock's release write the completion record of
+// this delivery's run: its handler returned nil under a lock kept to its end.
 func (r *taskRun) recordCompletion() {
 	if r.lock == nil || r.m.cfg.window <= 0 || r.meta.id == "" {
 		return
 	}
-	if err := lockutil.MechanicsOf(r.lock).RecordCompletion(r.meta.run()); err != nil {
+	if err := lockutil.MechanicsOf(r.lock).RecordCompletion(r.runNo()); err != nil {
 		// Lost at the very end: no record, and asynq may run it again.
 		r.log.Debug("no completion record written", "err", err)
 	}
 }
 
 // What an earlier version gave the copies it resubmitted on a last retry
-// ("id~rN", its run in retriedHeader) and the markers that held their IDs
-// (no payload): still read, so that those queued before an upgrade count as
-// their originals, and markers run nothing.
+// ("id~rN", its run in retriedHeader) and the markers that held their IDs:
+// still read, so that those queued before an upgrade run as they were meant to.
 const (
 	resubmitMark  = "~r"
 	retriedHeader = "asynqlock-retried"
 	markerHeader  = "asynqlock-claimed-by"
 )
 
-// priorRuns reads a copy's retriedHeader (0 for a task that has none).
-func priorRuns(t *asynq.Task) int {
-	if v, ok := t.Headers()[retriedHeader]; ok {
-		if n, err := strconv.Atoi(v); err == nil && n > 0 {
-			return n
-		}
+// runNo numbers this delivery among the task's (the completion record's
+// run): asynq's retry count, a copy's counting on from its original's (the
+// runs before the copy was made, in its retriedHeader).
+func (r *taskRun) runNo() int {
+	prior, err := strconv.Atoi(r.t.Headers()[retriedHeader])
+	if err != nil || prior < 0 {
+		prior = 0
 	}
-	return 0
+	return prior + r.meta.retried
 }

@@ -23,12 +23,11 @@ const (
 	defaultRollbackTimeout = 30 * time.Second
 )
 
-// resourcePrefix is the middleware's fixed namespace among lock resources;
-// the lock client's redlock.WithPrefix comes in front of it on the nodes.
+// resourcePrefix is the middleware's fixed namespace among lock resources
+// (after the lock client's redlock.WithPrefix).
 const resourcePrefix = "task:"
 
-// taskInspector looks tasks up and runs parked ones; *asynq.Inspector
-// satisfies it.
+// taskInspector looks tasks up and runs parked ones, as *asynq.Inspector.
 type taskInspector interface {
 	GetTaskInfo(queue, id string) (*asynq.TaskInfo, error)
 	RunTask(queue, id string) error

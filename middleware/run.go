@@ -119,12 +119,10 @@ func (r *taskRun) cleanUp(ctx context.Context, lost bool, cause error, acquired 
 	return err
 }
 
-// rollback runs the hook while the task's lock is held; lost tells that
-// the lock was lost, cause is the handler's error or the loss. A lost lock
-// is re-acquired first (bounded by the rollback timeout); if that fails the
-// rollback does not run, r.lock is nil, and the returned error matches
-// redlock.ErrLockLost, so that the task is retried. r.lock is then the lock
-// to release (nil if none).
+// rollback runs the hook while the task's lock is held (cause: the
+// handler's error, or the loss if lost). A lost lock is re-acquired first;
+// if that fails the hook does not run, r.lock is nil, and the error matches
+// redlock.ErrLockLost, so that the task is retried.
 func (r *taskRun) rollback(ctx context.Context, lost bool, cause error) error {
 	m := r.m
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), m.cfg.rollbackTimeout)
@@ -189,21 +187,19 @@ func (r *taskRun) release(ctx context.Context, after func()) {
 	rctx, cancel := lockutil.Detached(ctx)
 	lockutil.ReleaseAsync(rctx, lock, func(err error) {
 		cancel()
-		if errors.Is(err, redlock.ErrLockLost) {
-			log.Warn("lock found lost at release: exclusivity was not guaranteed to the end", "err", err)
-		} else {
-			m.releaseState(log, err)
-		}
+		m.releaseState(log, err)
 		released()
 	})
 }
 
-// releaseState logs failing releases once per change of state (Warn with
-// the failed nodes, then Info once they work): nodes that are down fail every
-// task's release alike. A closed client or a lock not held any more is no
-// node failure: Debug, the state unchanged.
+// releaseState logs a release's outcome: a lock found lost at Warn; failing
+// releases once per change of state (Warn with the failed nodes, then Info
+// once they work), as nodes that are down fail every task's release alike.
+// A closed client or a lock not held any more is no node failure: Debug.
 func (m *mw) releaseState(log taskLog, err error) {
 	switch {
+	case errors.Is(err, redlock.ErrLockLost):
+		log.Warn("lock found lost at release: exclusivity was not guaranteed to the end", "err", err)
 	case errors.Is(err, redlock.ErrClosed) || errors.Is(err, redlock.ErrNotHeld):
 		log.Debug("lock not released", "err", err)
 	case err != nil:
