@@ -86,16 +86,14 @@ func (g *guard) end() (lost error) {
 	}
 	g.mu.Lock()
 	g.ended = true
-	kctx := g.kctx
-	if kctx != nil {
-		lost = notKept(kctx)
+	if g.kctx != nil {
+		lost = notKept(g.kctx)
 		g.stopLoss()
 		g.stopKA()
-	}
-	g.mu.Unlock()
-	if kctx == nil {
+	} else {
 		lost = lossOf(g.lock)
 	}
+	g.mu.Unlock()
 	g.cancel(nil)
 	if !errors.Is(lost, redlock.ErrLockLost) {
 		return nil

@@ -1,6 +1,7 @@
 package middleware
 
 import (
+	"cmp"
 	"context"
 	"time"
 
@@ -40,13 +41,9 @@ func WithTracerProvider(tp trace.TracerProvider) Option {
 	return func(c *config) { c.tracerProvider = tp }
 }
 
-// tracer returns the configured provider's tracer.
+// tracer returns the configured provider's tracer, or the global one's.
 func (c *config) tracer() trace.Tracer {
-	tp := c.tracerProvider
-	if tp == nil {
-		tp = otel.GetTracerProvider()
-	}
-	return tp.Tracer(tracerName)
+	return cmp.Or(c.tracerProvider, otel.GetTracerProvider()).Tracer(tracerName)
 }
 
 // taskEvent adds an event to the span of the task's context, if it records.
