@@ -15,19 +15,14 @@
 //
 // Around each task the middleware derives a key ([ByField], [ByType],
 // [ByPayloadHash] or your [KeyFunc]; an empty key runs the task without a
-// lock), acquires "task:<type>:<key>", keeps it alive while the handler runs
-// (the handler's context is cancelled with redlock.ErrLockLost if it is
-// lost), and releases it once the handler has returned, with a context of
-// its own. The handler reads its lock with [LockFromContext].
+// lock), holds "task:<type>:<key>" while the handler runs (its context is
+// cancelled with redlock.ErrLockLost if the lock is lost; [LockFromContext]
+// reads it) and releases it once the handler has returned.
 //
 // When another task holds the resource, the [Policy] decides: [Wait] (the
-// default, 2s), [Requeue], [Skip] or [Fail]. A conflict never consumes the
-// task's retry budget, and a wait ends before the task's deadline; on a
-// last retry, where asynq archives on any error, [WithBroker] brings the
-// task back from the archive, under its own ID. A task whose key cannot be
-// derived is archived with [ErrBadKey] and a message naming the field.
-//
-// The behaviour in depth (waiting, parking and promotion of hot resources,
-// last retries, rollback and progress mode) is in docs/guide/MIDDLEWARE.md and
-// docs/guide/HOTKEYS.md.
+// default, 2s), [Requeue], [Skip] or [Fail]; a conflict never consumes the
+// task's retry budget. A task whose key cannot be derived is archived with
+// [ErrBadKey]. The behaviour in depth (waiting, parking and promotion of hot
+// resources, last retries, rollback, progress mode) is in
+// docs/guide/MIDDLEWARE.md and docs/guide/HOTKEYS.md.
 package middleware

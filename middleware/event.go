@@ -2,9 +2,8 @@ package middleware
 
 import "time"
 
-// EventKind tells what an Event reports. Its values are short snake_case
-// names, fit for metric labels and span attributes, as redlock's EventKind
-// and the scheduler's Outcome are.
+// EventKind tells what an Event reports: a short snake_case name, fit for
+// metric labels and span attributes.
 type EventKind string
 
 // Event kinds.
@@ -24,13 +23,11 @@ const (
 	// because a task of its resource started (Wait: how long it was parked).
 	EventPromoted EventKind = "promoted"
 	// EventParked: the count of tasks parked on the resource (Parked)
-	// changed without a park or promotion: records of tasks that came back
-	// by themselves were dropped. With the counts of "park" conflicts and
-	// EventPromoted, it keeps a gauge of parked tasks exact.
+	// changed without a park or promotion (tasks that came back by
+	// themselves), so that a gauge of parked tasks stays exact.
 	EventParked EventKind = "parked"
-	// EventRedeliverySkipped: a delivery of a task whose handler had
-	// already returned nil under its lock found the task's completion
-	// record and completed without running the handler
+	// EventRedeliverySkipped: a re-delivery of a run that had completed
+	// under its lock completed without running the handler
 	// (WithCompletionWindow).
 	EventRedeliverySkipped EventKind = "redelivery_skipped"
 )

@@ -9,112 +9,26 @@ import (
 	"github.com/asynqlock/asynqlock/redlock"
 )
 
-// keeper starts the keep-alive of a handler's lock only once the handler
-// has run for keepAfter: most tasks end long before they need one. Every
-// handler waits the same keepAfter, so a list in start order, earliest at
-// its head, is due in order: one timer, O(1) add and remove, no heap
-// (docs/guide/MIDDLEWARE.md, "Keep alive", argues that no loss goes unseen).
-type keeper struct {
-	after time.Duration
-	start func(*guard) // (*guard).keepAlive; tests watch it
-
-	mu         sync.Mutex
-	head, tail *guard
-	timer      *time.Timer
-	armed      bool // timer runs; only the fire it leads to disarms it
-}
-
-// keepAfterOf is half the time to a lock's first extension (TTL/3), so
-// that a late timer still starts the keep-alive in time.
+// keepAfterOf is how long a handler runs before its lock's keep-alive
+// starts: most tasks end long before. Half the time to the first extension
+// (TTL/3), so that a late timer still starts it in time
+// (docs/guide/MIDDLEWARE.md, step 4, argues that no loss goes unseen).
 func keepAfterOf(ttl time.Duration) time.Duration { return ttl / 6 }
 
-func newKeeper(after time.Duration) *keeper {
-	k := &keeper{after: after, start: (*guard).keepAlive}
-	k.timer = time.AfterFunc(time.Hour, k.fire)
-	k.timer.Stop()
-	return k
-}
+// startKeepAlive is (*guard).keepAlive; tests watch it.
+var startKeepAlive = (*guard).keepAlive
 
-// add queues g, due keepAfter from now.
-func (k *keeper) add(g *guard) {
-	k.mu.Lock()
-	g.due = time.Now().Add(k.after)
-	g.prev, g.queued = k.tail, true
-	if k.tail != nil {
-		k.tail.next = g
-	} else {
-		k.head = g
-	}
-	k.tail = g
-	if !k.armed {
-		k.armed = true
-		k.timer.Reset(k.after)
-	}
-	k.mu.Unlock()
-}
-
-// remove takes g off the list if it is still there.
-func (k *keeper) remove(g *guard) {
-	k.mu.Lock()
-	if g.queued {
-		k.unlink(g)
-	}
-	k.mu.Unlock()
-}
-
-// unlink takes g off the list; k.mu is held.
-func (k *keeper) unlink(g *guard) {
-	if g.prev != nil {
-		g.prev.next = g.next
-	} else {
-		k.head = g.next
-	}
-	if g.next != nil {
-		g.next.prev = g.prev
-	} else {
-		k.tail = g.prev
-	}
-	g.prev, g.next, g.queued = nil, nil, false
-}
-
-// fire starts the keep-alives that are due and re-arms the timer for the
-// next one. The keep-alives start outside k.mu: each spawns a goroutine.
-func (k *keeper) fire() {
-	var due []*guard
-	k.mu.Lock()
-	now := time.Now()
-	for k.head != nil && !now.Before(k.head.due) {
-		g := k.head
-		k.unlink(g)
-		due = append(due, g)
-	}
-	if k.head != nil {
-		k.timer.Reset(k.head.due.Sub(now))
-	} else {
-		k.armed = false
-	}
-	k.mu.Unlock()
-	for _, g := range due {
-		k.start(g)
-	}
-}
-
-// guard is a handler's run under its lock in the default mode: its context
-// (cancelled with the loss's cause when the lock is lost, and carrying the
-// lock for LockFromContext) and its place in the keeper. It is the
-// handler's context itself, so that a task's run costs one allocation here.
+// guard is a handler's run under its lock, and its context: cancelled with
+// the loss's cause when the lock is lost, carrying the lock for
+// LockFromContext.
 type guard struct {
-	context.Context // the handler's: a child of the task's context
+	context.Context // the handler's: a child of the task's, whose values it has
 
 	cancel   context.CancelCauseFunc
 	info     LockInfo
 	progress *progress // what Progress reports to, in progress mode
 	lock     *redlock.Lock
-	base     context.Context // the task's, for the keep-alive (its cancellation not followed)
-
-	due        time.Time
-	prev, next *guard
-	queued     bool // in the keeper's list (guarded by the keeper's mu)
+	timer    *time.Timer // starts the keep-alive after keepAfter (keepAliveAfter)
 
 	mu       sync.Mutex // orders a late keepAlive against end
 	ended    bool
@@ -123,8 +37,7 @@ type guard struct {
 	stopLoss func() bool
 }
 
-// Value answers LockFromContext and Progress without context.WithValue
-// layers.
+// Value answers LockFromContext and Progress, with no WithValue layers.
 func (g *guard) Value(key any) any {
 	switch key.(type) {
 	case infoKey:
@@ -137,6 +50,12 @@ func (g *guard) Value(key any) any {
 	return g.Context.Value(key)
 }
 
+// keepAliveAfter starts the keep-alive once the handler has run d, unless
+// it has ended by then; g is not yet shared.
+func (g *guard) keepAliveAfter(d time.Duration) {
+	g.timer = time.AfterFunc(d, func() { startKeepAlive(g) })
+}
+
 // keepAlive starts the lock's keep-alive and the watch that cancels the
 // handler when the lock is lost, unless the handler has ended.
 func (g *guard) keepAlive() {
@@ -145,12 +64,11 @@ func (g *guard) keepAlive() {
 	if g.ended {
 		return
 	}
-	g.watch(g.lock.KeepAlive(context.WithoutCancel(g.base)))
+	g.watch(g.lock.KeepAlive(context.WithoutCancel(g.Context)))
 }
 
-// watch takes kctx, a keep-alive's context, and stop, which ends that
-// keep-alive, and cancels the handler when kctx ends with a loss; g.mu is
-// held, or g not yet shared.
+// watch cancels the handler when kctx, a keep-alive's context (ended by
+// stop), ends with a loss; g.mu is held, or g not yet shared.
 func (g *guard) watch(kctx context.Context, stop context.CancelFunc) {
 	g.kctx, g.stopKA = kctx, stop
 	g.stopLoss = context.AfterFunc(kctx, func() {
@@ -162,20 +80,20 @@ func (g *guard) watch(kctx context.Context, stop context.CancelFunc) {
 
 // end stops the keep-alive (or its start) and returns the loss's cause
 // (nil if the lock was kept).
-func (g *guard) end(k *keeper) (lost error) {
-	k.remove(g)
+func (g *guard) end() (lost error) {
+	if g.timer != nil {
+		g.timer.Stop()
+	}
 	g.mu.Lock()
 	g.ended = true
-	kctx := g.kctx
-	if kctx != nil {
-		lost = notKept(kctx)
+	if g.kctx != nil {
+		lost = notKept(g.kctx)
 		g.stopLoss()
 		g.stopKA()
-	}
-	g.mu.Unlock()
-	if kctx == nil {
+	} else {
 		lost = lossOf(g.lock)
 	}
+	g.mu.Unlock()
 	g.cancel(nil)
 	if !errors.Is(lost, redlock.ErrLockLost) {
 		return nil
@@ -183,9 +101,8 @@ func (g *guard) end(k *keeper) (lost error) {
 	return lost
 }
 
-// lossOf returns the cause of lock's loss, nil if it is not lost. Only a
-// keep-alive's context carries the cause; one started on a lost lock is
-// cancelled with it at once, without a goroutine.
+// lossOf returns the cause of lock's loss, nil if it is not lost: a
+// keep-alive started on a lost lock ends with it at once, no goroutine.
 func lossOf(lock *redlock.Lock) error {
 	select {
 	case <-lock.Lost():
@@ -195,4 +112,26 @@ func lossOf(lock *redlock.Lock) error {
 	kctx, stop := lock.KeepAlive(context.Background())
 	defer stop()
 	return context.Cause(kctx)
+}
+
+// LockInfo describes the lock a handler runs under.
+type LockInfo struct {
+	Resource string    // the locked resource's name
+	Token    string    // the lock's random token
+	Fence    int64     // fencing token, 0 unless acquired with redlock.WithFencing (see WithLockOptions)
+	Until    time.Time // end of validity when the handler started (kept alive since)
+	Slot     int       // which of WithLimit's n slots the lock holds; 0 without a limit
+}
+
+type infoKey struct{}
+
+func lockInfoOf(lock *redlock.Lock) LockInfo {
+	return LockInfo{Resource: lock.Resource(), Token: lock.Token(), Fence: lock.Fence(), Until: lock.Until(), Slot: lock.Slot()}
+}
+
+// LockFromContext returns the lock the handler runs under; false when the
+// task runs without a lock (empty key, or not under this middleware).
+func LockFromContext(ctx context.Context) (LockInfo, bool) {
+	li, ok := ctx.Value(infoKey{}).(LockInfo)
+	return li, ok
 }

@@ -11,25 +11,26 @@ import (
 	"github.com/asynqlock/asynqlock/redlock"
 )
 
-// TestKeeperStartsOnlyLongRuns: the keeper starts a run's keep-alive once
-// it has run keepAfter, in the order the runs started, and never for a run
-// that ended before (the common short task costs no keep-alive at all).
+// TestKeeperStartsOnlyLongRuns: a run's keep-alive starts once it has run
+// keepAfter, and never for a run that ended before (the common short task
+// costs no keep-alive at all).
 func TestKeeperStartsOnlyLongRuns(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		k := newKeeper(time.Second)
 		var mu sync.Mutex
 		var started []*guard
-		k.start = func(g *guard) {
+		old := startKeepAlive
+		startKeepAlive = func(g *guard) {
 			mu.Lock()
 			started = append(started, g)
 			mu.Unlock()
 		}
+		defer func() { startKeepAlive = old }()
 		short, long1, long2 := &guard{}, &guard{}, &guard{}
-		k.add(short)
-		k.add(long1)
+		short.keepAliveAfter(time.Second)
+		long1.keepAliveAfter(time.Second)
 		time.Sleep(400 * time.Millisecond)
-		k.remove(short) // ended after 400ms: never kept alive
-		k.add(long2)
+		short.timer.Stop() // ended after 400ms (as end does): never kept alive
+		long2.keepAliveAfter(time.Second)
 		time.Sleep(700 * time.Millisecond) // long1 due at 1s, long2 at 1.4s
 		synctest.Wait()
 		mu.Lock()
@@ -44,14 +45,11 @@ func TestKeeperStartsOnlyLongRuns(t *testing.T) {
 		if len(started) != 2 || started[1] != long2 {
 			t.Fatalf("at 1.5s started %d runs, want both long ones", len(started))
 		}
-		if k.head != nil || k.tail != nil || k.armed {
-			t.Fatal("keeper not empty and disarmed after every run was started")
-		}
 	})
 }
 
 // TestShortRunHasNoKeepAlive: a task that ends before keepAfter runs
-// without a keep-alive, leaves the keeper empty, and releases its lock.
+// without a keep-alive, leaves no timer pending, and releases its lock.
 func TestShortRunHasNoKeepAlive(t *testing.T) {
 	e := newEnv(t)
 	withMeta(t, taskMeta{id: "t1", maxRetry: 3, known: true})
@@ -71,8 +69,8 @@ func TestShortRunHasNoKeepAlive(t *testing.T) {
 	if g == nil {
 		t.Fatal("the handler's context is not the run's guard")
 	}
-	if g.kctx != nil || m.keeper.head != nil {
-		t.Fatalf("a 30s-TTL lock of a short run was kept alive (keep-alive %v, keeper head %v)", g.kctx != nil, m.keeper.head != nil)
+	if pending := g.timer.Stop(); g.kctx != nil || pending {
+		t.Fatalf("a 30s-TTL lock of a short run was kept alive (keep-alive %v, timer pending %v)", g.kctx != nil, pending)
 	}
 	if h := e.heldAfter(t, res); h != "" {
 		t.Fatalf("lock still held by %q after the task", h)
@@ -80,7 +78,7 @@ func TestShortRunHasNoKeepAlive(t *testing.T) {
 }
 
 // TestLossBeforeKeepAliveIsReported: a lock that runs out before its
-// keep-alive started (a keeper far too late, which keepAfter rules out in
+// keep-alive started (a timer far too late, which keepAfter rules out in
 // practice) still fails the task with ErrLockLost: its work was not
 // protected to its end.
 func TestLossBeforeKeepAliveIsReported(t *testing.T) {
@@ -92,7 +90,7 @@ func TestLossBeforeKeepAliveIsReported(t *testing.T) {
 		t.Fatal(err)
 	}
 	m := newMW(e.locks, ByField("sku"), cfg)
-	m.keeper = newKeeper(time.Hour)
+	m.keepAfter = time.Hour
 	rec := &recorder{fn: func(ctx context.Context) error {
 		g := ctx.(*guard)
 		select {

@@ -20,15 +20,16 @@ type mw struct {
 	client *redlock.Client
 	key    KeyFunc
 	cfg    config
+	// keepAfter is how long a handler runs before its keep-alive starts.
+	keepAfter time.Duration
 
 	mu         sync.Mutex
 	res        map[string]*resState // per resource, while in use or contended lately (state.go)
 	idle       []idleRec            // idle entries kept a while, oldest first (from idleHead)
 	idleHead   int
 	holds      *holdTable // recent hold times of resources whose state was dropped (the pace, conflict.go)
-	keeper     *keeper    // starts the keep-alives of long runs (keeper.go)
 	tracer     trace.Tracer
-	promoteErr failState // promotions (and revivals) failing (releaselog.go)
+	promoteErr failState // promotions (and revivals) failing (brokerState, promote.go)
 	parkErr    failState // park calls failing
 	releaseErr failState // releases failing (releaseState)
 	outage     time.Time // a wait ended for want of a quorum; until then arrivals try first
@@ -66,7 +67,7 @@ func newMW(client *redlock.Client, key KeyFunc, cfg config) *mw {
 		cfg.lockOpts = append(slices.Clip(cfg.lockOpts), redlock.WithLimit(cfg.limit))
 	}
 	m := &mw{client: client, key: key, cfg: cfg, res: make(map[string]*resState), holds: &holdTable{seed: maphash.MakeSeed()},
-		keeper: newKeeper(keepAfterOf(cfg.ttl)), tracer: cfg.tracer()}
+		keepAfter: keepAfterOf(cfg.ttl), tracer: cfg.tracer()}
 	if cfg.room == nil { // the default room: a share of two per resource
 		m.cfg.room = &Room{maxWaiters: defaultMaxWaiters}
 		if cfg.broker != nil {
@@ -162,11 +163,9 @@ func (m *mw) badKey(t *asynq.Task, meta taskMeta, err error) error {
 	return fmt.Errorf("task %s (id %s): %w: %w", t.Type(), meta.id, err, asynq.SkipRetry)
 }
 
-// taskRun is one keyed task's way through the middleware: what every step
-// needs to know about the task and, from acquisition to release, its lock.
-// The steps (conflict, park, run, rollback, release) are its methods, so
-// each signature names only what that step adds; what tasks share stays in
-// mw. A taskRun belongs to the task's goroutine: it is never shared.
+// taskRun is one keyed task's way through the middleware, from its key to
+// its release; the steps are its methods, what tasks share stays in mw. It
+// belongs to the task's goroutine: it is never shared.
 type taskRun struct {
 	m     *mw
 	t     *asynq.Task
@@ -181,9 +180,8 @@ type taskRun struct {
 	opts  []redlock.LockOption // its acquisitions' options (lockOptsFor)
 }
 
-// newRun starts the run of task t, with metadata meta, on the resource of
-// key. It returns a value, which the caller keeps on its stack: a run
-// allocates nothing of its own.
+// newRun starts the run of task t on the resource of key: a value the
+// caller keeps on its stack, so a run allocates nothing of its own.
 func (m *mw) newRun(t *asynq.Task, next asynq.Handler, meta taskMeta, key string) taskRun {
 	var res string
 	if m.cfg.shared {
@@ -191,7 +189,6 @@ func (m *mw) newRun(t *asynq.Task, next asynq.Handler, meta taskMeta, key string
 	} else {
 		res = resourcePrefix + t.Type() + ":" + key
 	}
-	meta.prior = priorRuns(t)
 	return taskRun{m: m, t: t, next: next, meta: meta, res: res, start: time.Now(), opts: m.lockOptsFor(t, meta),
 		log: taskLog{l: m.cfg.logger, id: meta.id, typ: t.Type(), res: res}}
 }
@@ -207,13 +204,8 @@ type taskMeta struct {
 	queue    string
 	retried  int
 	maxRetry int
-	prior    int  // runs of the task before its copy was made (a copy's retriedHeader)
 	known    bool // run by an asynq server (the fields are set)
 }
-
-// run numbers this delivery among the task's: asynq's retry count, a copy
-// counting on from its original's (the completion record's run, once.go).
-func (m taskMeta) run() int { return m.prior + m.retried }
 
 // budgetSpent reports whether asynq would archive this run on any error.
 func (m taskMeta) budgetSpent() bool { return m.known && m.retried >= m.maxRetry }

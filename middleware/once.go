@@ -15,21 +15,16 @@ import (
 	"github.com/hibiken/asynq"
 )
 
-// defaultWindow is how long a task's completion record is kept by default
-// (WithCompletionWindow, docs/guide/RELIABILITY.md, "Once"). A variable: the
-// package's tests, whose fake metadata gives every task the same ID, set 0.
+// defaultWindow is WithCompletionWindow's default. A variable: the package's
+// tests, whose fake metadata gives every task the same ID, set 0.
 var defaultWindow = time.Hour
 
-// WithCompletionWindow sets how long the record of a task whose handler
-// returned nil under its lock is kept on the lock nodes (docs/guide/RELIABILITY.md,
-// "Once"). The record names that run of that task (its original ID, type and
-// payload): a re-delivery of the run,
-// which asynq makes when it missed the completion (its retry count grew since
-// the run), completes without running the handler; a fresh enqueue that
-// reuses the ID, or an operator's re-run, runs. 0 writes and looks for no record (asynq's
-// at-least-once delivery: a task whose completion the broker missed runs
-// again). Each record takes about 150 bytes on every lock node for its
-// window (docs/guide/OPERATIONS.md). A negative window, or one above
+// WithCompletionWindow sets how long the record of a run whose handler
+// returned nil under its lock is kept on the lock nodes (about 150 bytes on
+// each): a re-delivery of that run completes without running the handler; a
+// fresh enqueue reusing the ID, or an operator's re-run, runs
+// (docs/guide/MIDDLEWARE.md, "Once"). 0 turns records off (asynq's
+// at-least-once delivery). A negative window, or one above
 // lockutil.MaxCompletionWindow, is refused. Default: an hour.
 func WithCompletionWindow(d time.Duration) Option {
 	return func(c *config) {
@@ -42,12 +37,10 @@ func WithCompletionWindow(d time.Duration) Option {
 }
 
 // TaskKeyFromContext returns the task's stable key: the ID it was enqueued
-// with, the same for every delivery (a copy made by an earlier version,
-// "id~rN", gives "id"). A handler that writes to its own store makes its effect
-// idempotent with it: apply only if (resource, key) was not applied yet, in
-// the same transaction or script as the effect. That closes the window the
-// completion record leaves (a worker killed after the handler returned,
-// before the release). False outside an asynq server.
+// with, the same for every delivery (an earlier version's copy "id~rN" gives
+// "id"). A handler's store applies an effect only if (resource, key) was not
+// applied yet, in the effect's own transaction: that closes the window the
+// completion record leaves (docs/guide/RELIABILITY.md). False outside asynq.
 func TaskKeyFromContext(ctx context.Context) (string, bool) {
 	id, ok := asynq.GetTaskID(ctx)
 	if !ok || id == "" {
@@ -67,10 +60,9 @@ func originalID(id string) string {
 	return id
 }
 
-// recordID names a task's completion record: 128 bits of a hash of its
-// original ID, type and payload, so that an ID reused for other work
-// (asynq.TaskID after the first task is gone) is not taken for the first.
-// 22 characters: a record's memory on a lock node is mostly its name.
+// recordID names a task's completion record: 128 bits (22 characters, a
+// record's memory is mostly its name) of a hash of its original ID, type and
+// payload, so that an ID reused for other work is not taken for the first.
 func recordID(id string, t *asynq.Task) string {
 	h := sha256.New()
 	for _, part := range [][]byte{[]byte(originalID(id)), []byte(t.Type()), t.Payload()} {
@@ -92,17 +84,16 @@ func (m *mw) lockOptsFor(t *asynq.Task, meta taskMeta) []redlock.LockOption {
 }
 
 // skipCompleted ends the run, and reports true, when the acquisition found
-// the completion record of a run below this delivery's (asynq's retry count
-// grew since: a re-delivery). Any other record is forgotten and the task
-// runs (docs/guide/RELIABILITY.md, "Once", argues the rule). A skipped
-// delivery releases the lock and completes, its result saying why.
+// the completion record of a run below this delivery's (a re-delivery: its
+// retry count grew since); any other record is forgotten and the task runs
+// (docs/guide/RELIABILITY.md, "Once").
 func (r *taskRun) skipCompleted(ctx context.Context) bool {
 	rec := lockutil.MechanicsOf(r.lock)
 	run := rec.CompletedRun()
 	if run < 0 {
 		return false
 	}
-	if r.meta.run() <= run {
+	if r.runNo() <= run {
 		// Refused only for a lock lost meanwhile: its release writes nothing then.
 		_ = rec.ForgetCompletion()
 		return false
@@ -123,35 +114,34 @@ func (r *taskRun) skipCompleted(ctx context.Context) bool {
 	return true
 }
 
-// recordCompletion has the lock's release write the task's completion
-// record, with this delivery's run: its handler returned nil and the lock
-// was kept to its end.
+// recordCompletion has the lock's release write the completion record of
+// this delivery's run: its handler returned nil under a lock kept to its end.
 func (r *taskRun) recordCompletion() {
 	if r.lock == nil || r.m.cfg.window <= 0 || r.meta.id == "" {
 		return
 	}
-	if err := lockutil.MechanicsOf(r.lock).RecordCompletion(r.meta.run()); err != nil {
+	if err := lockutil.MechanicsOf(r.lock).RecordCompletion(r.runNo()); err != nil {
 		// Lost at the very end: no record, and asynq may run it again.
 		r.log.Debug("no completion record written", "err", err)
 	}
 }
 
 // What an earlier version gave the copies it resubmitted on a last retry
-// ("id~rN", its run in retriedHeader) and the markers that held their IDs
-// (no payload): still read, so that those queued before an upgrade count as
-// their originals, and markers run nothing.
+// ("id~rN", its run in retriedHeader) and the markers that held their IDs:
+// still read, so that those queued before an upgrade run as they were meant to.
 const (
 	resubmitMark  = "~r"
 	retriedHeader = "asynqlock-retried"
 	markerHeader  = "asynqlock-claimed-by"
 )
 
-// priorRuns reads a copy's retriedHeader (0 for a task that has none).
-func priorRuns(t *asynq.Task) int {
-	if v, ok := t.Headers()[retriedHeader]; ok {
-		if n, err := strconv.Atoi(v); err == nil && n > 0 {
-			return n
-		}
+// runNo numbers this delivery among the task's (the completion record's
+// run): asynq's retry count, a copy's counting on from its original's (the
+// runs before the copy was made, in its retriedHeader).
+func (r *taskRun) runNo() int {
+	prior, err := strconv.Atoi(r.t.Headers()[retriedHeader])
+	if err != nil || prior < 0 {
+		prior = 0
 	}
-	return 0
+	return prior + r.meta.retried
 }

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"runtime/debug"
+	"slices"
 	"time"
 
 	"github.com/asynqlock/asynqlock/redlock"
@@ -21,12 +23,11 @@ const (
 	defaultRollbackTimeout = 30 * time.Second
 )
 
-// resourcePrefix is the middleware's fixed namespace among lock resources;
-// the lock client's redlock.WithPrefix comes in front of it on the nodes.
+// resourcePrefix is the middleware's fixed namespace among lock resources
+// (after the lock client's redlock.WithPrefix).
 const resourcePrefix = "task:"
 
-// taskInspector looks tasks up and runs parked ones; *asynq.Inspector
-// satisfies it.
+// taskInspector looks tasks up and runs parked ones, as *asynq.Inspector.
 type taskInspector interface {
 	GetTaskInfo(queue, id string) (*asynq.TaskInfo, error)
 	RunTask(queue, id string) error
@@ -114,11 +115,9 @@ func WithSharedKeys() Option { return func(c *config) { c.shared = true } }
 func WithPolicy(p Policy) Option { return func(c *config) { c.policy = p } }
 
 // WithLimit lets up to n tasks with the same key run at once, across every
-// worker and process (each holds one of the resource's n slots, see
-// redlock.WithLimit); with ByType, it is a cluster-wide concurrency limit
-// per task type. Waiting, parking and promotion count slots; a change of n
-// rolls out without failed tasks (docs/guide/MIDDLEWARE.md, "Limits"). n
-// must be in [1, redlock.MaxLimit]. Default: 1, one task per key at a time.
+// worker and process (redlock.WithLimit's slots); with ByType, a cluster-wide
+// limit per task type (docs/guide/MIDDLEWARE.md, "Limits"). n must be in
+// [1, redlock.MaxLimit]. Default: 1, one task per key at a time.
 func WithLimit(n int) Option { return func(c *config) { c.limit = n } }
 
 // WithProgress switches to progress mode: the lock is kept alive only while
@@ -137,18 +136,12 @@ func WithRollback(f func(ctx context.Context, t *asynq.Task, cause error) error)
 }
 
 // WithBroker gives the middleware a client to the asynq broker's Redis (the
-// one the server dequeues from). With it busy tasks are parked under their
-// own ID (in asynq's retry set, or on a last retry its archive) and moved
-// back to their queue with Inspector.RunTask when a task of their resource
-// starts or ends, so a hot resource neither bounces its tasks nor ties up
-// the workers (docs/guide/MIDDLEWARE.md, "Hot resources and last retries";
-// docs/guide/HOTKEYS.md). Without it a task on its last retry waits for its
-// lock as long as its deadline allows.
-//
-// The server needs IsFailure and RetryDelay from this package. The client is
-// shared, never closed by the middleware. Promotion reads a task's state
-// from asynq's own keys: WithBroker refuses an asynq version other than
-// those the package was tested with (v0.26.0). Default: none.
+// one the server dequeues from), never closed by it: busy tasks, last retries
+// too, are parked under their own ID and moved back to their queue when a
+// task of their resource starts or ends (docs/guide/MIDDLEWARE.md, "Hot
+// resources and last retries"). The server needs IsFailure and RetryDelay.
+// An asynq version the suite has not run against is refused (checkAsynq).
+// Default: none.
 func WithBroker(broker redis.UniversalClient) Option {
 	return func(c *config) {
 		if broker == nil {
@@ -164,15 +157,49 @@ func WithBroker(broker redis.UniversalClient) Option {
 	}
 }
 
+// asynqModule is the module whose task layout parking writes.
+const asynqModule = "github.com/hibiken/asynq"
+
+// asynqTested are the asynq versions the suite's parking tests run against;
+// parking writes asynq's own keys, no API, so WithBroker refuses any other
+// (docs/guide/HOTKEYS.md). Add a version once the suite passed with it.
+var asynqTested = []string{"v0.26.0"}
+
+// linkedAsynq returns the asynq version this program is built with ("" when
+// the build carries no module information).
+func linkedAsynq() string {
+	bi, ok := debug.ReadBuildInfo()
+	if !ok {
+		return ""
+	}
+	for _, d := range bi.Deps {
+		if d.Path == asynqModule {
+			if d.Replace != nil {
+				return d.Replace.Version
+			}
+			return d.Version
+		}
+	}
+	return ""
+}
+
+// checkAsynq refuses version v unless parking was tested against it; ""
+// (no module information, as in a test binary) is let through.
+func checkAsynq(v string) error {
+	if v == "" || slices.Contains(asynqTested, v) {
+		return nil
+	}
+	return fmt.Errorf("middleware: WithBroker: parking moves tasks between asynq's own keys, a layout tested with %s %v only, "+
+		"and this program is built with %s %q: require %s %s in go.mod, or leave WithBroker out (busy tasks are then requeued on a timer)",
+		asynqModule, asynqTested, asynqModule, v, asynqModule, asynqTested[len(asynqTested)-1])
+}
+
 // WithRoom runs each task in r's places (see Room), shared with every
-// middleware given the same room: a task takes a run place as it starts,
-// gives it back while it waits for a busy lock (in one of r's wait places,
-// the hot resources sharing them equally) and takes one again once it holds
-// its lock. A task that finds no wait place is parked or requeued (a parked
-// one that came back: parked again at the head of its resource's FIFO;
-// docs/guide/HOTKEYS.md). Default: with WithBroker, wait places for two
-// thirds of the most tasks the middleware has seen at once; without, none
-// (at most two wait for one resource).
+// middleware given the same room: a task holds a run place except while it
+// waits for a busy lock in one of r's wait places; one that finds none is
+// parked or requeued (docs/guide/HOTKEYS.md). Default: with WithBroker, wait
+// places for two thirds of the most tasks seen at once; without, none (at
+// most two wait for one resource).
 func WithRoom(r *Room) Option {
 	return func(cfg *config) {
 		if r == nil {

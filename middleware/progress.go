@@ -35,28 +35,25 @@ func (p *progress) report() {
 	}
 }
 
-// holdOnProgress keeps g's lock alive with lock.KeepAlive (its extensions,
-// retries and max hold) only while the handler reports progress: once none
-// was reported for the stall bound, the keep-alive stops and the lock runs
-// out within its TTL, which cancels the handler. A report that comes before
-// the lock ran out resumes the keep-alive. g is not yet shared.
+// holdOnProgress keeps g's lock alive only while the handler reports
+// progress: after a stall the lock runs out, which cancels the handler,
+// unless a report resumes the keep-alive first. g is not yet shared.
 func (m *mw) holdOnProgress(g *guard) {
-	base := context.WithoutCancel(g.base)
+	base := context.WithoutCancel(g.Context)
 	hctx, cancel := context.WithCancelCause(base) // cancelled with the loss
 	g.progress = &progress{note: make(chan struct{}, 1)}
 	g.progress.last.Store(time.Now().UnixNano())
-	done := make(chan struct{})
 	var wg sync.WaitGroup
-	wg.Go(func() { m.watchProgress(base, g.lock, g.progress, done, cancel) })
-	g.watch(hctx, func() { // called once, by g.end
-		close(done)
-		wg.Wait()
+	wg.Go(func() { m.watchProgress(base, g.lock, g.progress, hctx.Done(), cancel) })
+	g.watch(hctx, func() { // called once, by g.end, after it read the loss
 		cancel(nil)
+		wg.Wait()
 	})
 }
 
 // watchProgress runs the keep-alive while progress is reported, until done
-// is closed or the lock is lost (then lost is called with the cause).
+// is closed or the lock is lost (then lost is called with the cause, which
+// closes done).
 func (m *mw) watchProgress(base context.Context, lock *redlock.Lock, p *progress, done <-chan struct{}, lost context.CancelCauseFunc) {
 	kctx, stopKA := lock.KeepAlive(base)
 	defer func() { stopKA() }()

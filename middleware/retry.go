@@ -48,11 +48,9 @@ func quorumLost(err error) bool {
 //	IsFailure: func(err error) bool { return middleware.IsFailure(err) && mine(err) }
 func IsFailure(err error) bool { return !errors.Is(err, ErrConflict) }
 
-// Requeue delays: a busy resource is retried soon; unreachable lock nodes a
-// little later. A task recovered from a crashed worker (asynq.ErrLeaseExpired)
-// soon too, since it already waited about a minute in asynq's recoverer (see
-// RetryDelay), and jittered, since a crash returns up to a worker's
-// concurrency of tasks at once.
+// Requeue delays: a busy resource is retried soon, unreachable lock nodes a
+// little later, a crashed worker's task (asynq.ErrLeaseExpired, a minute in
+// asynq's recoverer already) soon, jittered: a crash returns many at once.
 const (
 	conflictDelayMin     = 200 * time.Millisecond
 	conflictDelayMax     = time.Second
@@ -64,14 +62,10 @@ const (
 
 // RetryDelay is for asynq.Config.RetryDelayFunc: a short jittered delay for
 // conflicts (paced by the resource's measured hold times) and for tasks of a
-// crashed worker (asynq.ErrLeaseExpired), asynq's default backoff otherwise.
-// To combine it with a delay function of your own, call RetryDelay when
-// IsFailure(err) is false or err is asynq.ErrLeaseExpired, and yours
-// otherwise.
-//
-// A crashed worker's task gets the short delay because the lock it held
-// has expired by the time asynq recovers it (docs/guide/MIDDLEWARE.md,
-// "Conflicts", says why waiting longer protects nothing).
+// crashed worker, whose lock has expired by then (asynq.ErrLeaseExpired;
+// docs/guide/MIDDLEWARE.md, "Conflicts"), asynq's default backoff otherwise.
+// To combine it with your own, call RetryDelay when IsFailure(err) is false
+// or err is asynq.ErrLeaseExpired, and yours otherwise.
 func RetryDelay(n int, err error, t *asynq.Task) time.Duration {
 	var ce *conflictError
 	switch {

@@ -5,10 +5,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
+	"slices"
 	"time"
 
 	"github.com/asynqlock/asynqlock/internal/lockutil"
 	"github.com/asynqlock/asynqlock/redlock"
+	"github.com/asynqlock/asynqlock/statelog"
 )
 
 // run executes the handler under the task's lock and cleans up after it.
@@ -26,7 +29,7 @@ func (r *taskRun) run(ctx context.Context) error {
 		// failed run). The rollback's error is logged and observed by rollback.
 		r.place.drop()
 		p := recover()
-		lost := g.end(m.keeper)
+		lost := g.end()
 		traceLost(ctx, r.res, lost)
 		_ = r.cleanUp(ctx, lost != nil, fmt.Errorf("handler panicked: %v", p), acquired)
 		panic(p)
@@ -36,7 +39,7 @@ func (r *taskRun) run(ctx context.Context) error {
 	returned := time.Now()
 	finished = true
 	afterHandler(lock)
-	lost := declaredBefore(g.end(m.keeper), lock, m.cfg.ttl, returned)
+	lost := declaredBefore(g.end(), lock, m.cfg.ttl, returned)
 	if lost != nil {
 		r.log.Warn("lock lost while the task ran", "cause", lost)
 		m.observe(r.event(EventLost, lost))
@@ -54,19 +57,17 @@ func (r *taskRun) run(ctx context.Context) error {
 	return herr
 }
 
-// guard keeps lock alive for the handler (not for the task's context: the
-// lock must outlive the handler itself) and gives it a context that is
-// cancelled when the lock is lost and carries the lock (LockFromContext).
-// The keep-alive starts keepAfter later (keeper), or in progress mode at
-// once, following the handler's reports.
+// guard keeps lock alive for the handler, which may outlive the task's
+// context: from keepAfter on, or in progress mode at once, following the
+// handler's reports.
 func (m *mw) guard(ctx context.Context, lock *redlock.Lock) *guard {
 	hctx, cancel := context.WithCancelCause(ctx)
-	g := &guard{Context: hctx, cancel: cancel, info: lockInfoOf(lock), lock: lock, base: ctx}
+	g := &guard{Context: hctx, cancel: cancel, info: lockInfoOf(lock), lock: lock}
 	if m.cfg.progress <= 0 {
-		m.keeper.add(g)
-		return g
+		g.keepAliveAfter(m.keepAfter)
+	} else {
+		m.holdOnProgress(g)
 	}
-	m.holdOnProgress(g)
 	return g
 }
 
@@ -75,10 +76,8 @@ func (m *mw) guard(ctx context.Context, lock *redlock.Lock) *guard {
 var afterHandler = func(*redlock.Lock) {}
 
 // declaredBefore keeps a loss only if it may have been declared before the
-// handler returned: a run that finished first was protected to its end.
-// The watchdog's own losses come a guard of ttl (the acquisition's) before
-// Until; any other loss counts whenever it came (docs/guide/MIDDLEWARE.md,
-// "Keep alive").
+// handler returned: the watchdog's own losses come LossGuard(ttl) before
+// Until, any other counts whenever it came (docs/guide/MIDDLEWARE.md, step 4).
 func declaredBefore(lost error, lock *redlock.Lock, ttl time.Duration, returned time.Time) error {
 	if lost != redlock.ErrLockLost && lost != redlock.ErrMaxHold { // the watchdog's own values, not wrapped
 		return lost
@@ -90,9 +89,8 @@ func declaredBefore(lost error, lock *redlock.Lock, ttl time.Duration, returned 
 }
 
 // notKept returns why the hold's context ended when the lock was not kept
-// to the handler's end, nil while it lives or after a plain stop (release,
-// end of the run). A keep-alive that could not run (the client closed as it
-// started) is a loss at once: no extension will come.
+// to the handler's end, nil while it lives or after a plain stop. A
+// keep-alive that could not run (client closed) is a loss: none will come.
 func notKept(hold context.Context) error {
 	cause := context.Cause(hold)
 	switch {
@@ -104,11 +102,9 @@ func notKept(hold context.Context) error {
 	return fmt.Errorf("%w: the lock could not be kept alive: %w", redlock.ErrLockLost, cause)
 }
 
-// cleanUp runs the rollback hook if there is one and the handler failed or
-// lost its lock (cause is not nil; lost tells a loss), then releases the
-// lock, held since acquired; once it is released the run's hold time is
-// noted and the end of its turn told (promotion). It returns the
-// rollback's error.
+// cleanUp runs the rollback hook, if any, when the run failed (cause; lost
+// tells a loss), then releases the lock held since acquired, noting the hold
+// time and the turn's end once it is released. It returns the hook's error.
 func (r *taskRun) cleanUp(ctx context.Context, lost bool, cause error, acquired time.Time) error {
 	var err error
 	if r.m.cfg.rollback != nil && cause != nil {
@@ -123,10 +119,55 @@ func (r *taskRun) cleanUp(ctx context.Context, lost bool, cause error, acquired 
 	return err
 }
 
-// release gives the task's lock up, if it holds one, with a context of its
-// own, without waiting for the nodes' answers (lockutil.ReleaseAsync);
-// until they came the resource counts as held here (countHolder), then
-// after runs, if not nil (docs/guide/MIDDLEWARE.md, "Release").
+// rollback runs the hook while the task's lock is held (cause: the
+// handler's error, or the loss if lost). A lost lock is re-acquired first;
+// if that fails the hook does not run, r.lock is nil, and the error matches
+// redlock.ErrLockLost, so that the task is retried.
+func (r *taskRun) rollback(ctx context.Context, lost bool, cause error) error {
+	m := r.m
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), m.cfg.rollbackTimeout)
+	defer cancel()
+	if lost {
+		// Clean what may remain of the lost lock (its loss is already known).
+		_ = lockutil.Release(ctx, r.lock)
+		var err error
+		r.lock, err = m.client.Acquire(rctx, r.res, m.cfg.ttl, m.cfg.lockOpts...)
+		if err != nil {
+			r.lock = nil
+			err = fmt.Errorf("%s: rollback not run: lock %s lost and not re-acquired: %w: %w", r.name(), r.res, redlock.ErrLockLost, err)
+			r.log.Error("rollback not run", "err", err)
+			m.observe(r.event(EventRollback, err))
+			return err
+		}
+	}
+	kctx, stop := r.lock.KeepAlive(rctx)
+	kctx = context.WithValue(kctx, infoKey{}, lockInfoOf(r.lock)) // for LockFromContext
+	err := r.callRollback(kctx, cause)
+	stop()
+	traceRollback(ctx, r.res, lost, cause, err)
+	if err != nil {
+		err = fmt.Errorf("%s: rollback: %w", r.name(), err)
+		r.log.Error("rollback failed", "err", err)
+	} else {
+		r.log.Debug("rolled back", "cause", cause)
+	}
+	m.observe(r.event(EventRollback, err))
+	return err
+}
+
+// callRollback runs the hook, turning a panic into an error.
+func (r *taskRun) callRollback(ctx context.Context, cause error) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("rollback panicked: %v", p)
+		}
+	}()
+	return r.m.cfg.rollback(ctx, r.t, cause)
+}
+
+// release gives the task's lock up, if it holds one, without waiting for
+// the nodes' answers; until they came the resource counts as held here,
+// then after runs, if not nil (docs/guide/MIDDLEWARE.md, step 5).
 func (r *taskRun) release(ctx context.Context, after func()) {
 	lock, held := r.lock, r.held
 	r.lock, r.held = nil, nil
@@ -146,11 +187,52 @@ func (r *taskRun) release(ctx context.Context, after func()) {
 	rctx, cancel := lockutil.Detached(ctx)
 	lockutil.ReleaseAsync(rctx, lock, func(err error) {
 		cancel()
-		if errors.Is(err, redlock.ErrLockLost) {
-			log.Warn("lock found lost at release: exclusivity was not guaranteed to the end", "err", err)
-		} else {
-			m.releaseState(log, err)
-		}
+		m.releaseState(log, err)
 		released()
 	})
 }
+
+// releaseState logs a release's outcome: a lock found lost at Warn; failing
+// releases once per change of state (Warn with the failed nodes, then Info
+// once they work), as nodes that are down fail every task's release alike.
+// A closed client or a lock not held any more is no node failure: Debug.
+func (m *mw) releaseState(log taskLog, err error) {
+	switch {
+	case errors.Is(err, redlock.ErrLockLost):
+		log.Warn("lock found lost at release: exclusivity was not guaranteed to the end", "err", err)
+	case errors.Is(err, redlock.ErrClosed) || errors.Is(err, redlock.ErrNotHeld):
+		log.Debug("lock not released", "err", err)
+	case err != nil:
+		m.releaseErr.Fail(m.cfg.logger, slog.LevelWarn, "lock releases failing; each lock expires at its TTL", err,
+			"resource", log.res, "nodes", failedNodes(nil, err))
+	case m.releaseErr.Failing() != "": // not per task: the arguments cost two allocations
+		m.releaseErr.OK(m.cfg.logger, "lock releases work again", "resource", log.res)
+	}
+}
+
+// failedNodes appends to addrs the addresses of the lock nodes that failed
+// in err (its *redlock.NodeError values), each once, in the order found.
+func failedNodes(addrs []string, err error) []string {
+	switch e := err.(type) {
+	case *redlock.NodeError:
+		if !slices.Contains(addrs, e.Addr) {
+			addrs = append(addrs, e.Addr)
+		}
+	case interface{ Unwrap() []error }:
+		for _, x := range e.Unwrap() {
+			addrs = failedNodes(addrs, x)
+		}
+	case interface{ Unwrap() error }:
+		addrs = failedNodes(addrs, e.Unwrap())
+	}
+	return addrs
+}
+
+// failState is one kind of call's failing state (brokerState,
+// releaseState), logged once per change through statelog.
+type failState = statelog.State
+
+// recoverySettle is how long a failing state must see no failure before a
+// call that works ends it, lest a slow node log Warn and Info pairs
+// milliseconds apart; a variable for tests that count one outage's lines.
+var recoverySettle = statelog.Settle

@@ -1,6 +1,7 @@
 package middleware
 
 import (
+	"cmp"
 	"context"
 	"time"
 
@@ -31,26 +32,18 @@ const (
 	attrError    = attribute.Key("asynqlock.error")
 )
 
-// WithTracerProvider sets the OpenTelemetry provider of the span the
-// middleware records itself: asynqlock.wait, for the time a task waits for
-// its busy lock (a child of the task's span, with the lock client's
-// asynqlock.acquire spans of the wait under it). The events
-// asynqlock.parked, asynqlock.lost and asynqlock.rollback go to the task's
-// span, whoever recorded it. The lock client records its own spans with its
-// own provider (redlock.WithTracerProvider). Default:
-// otel.GetTracerProvider(), the global provider, which records nothing until
-// the application installs one; nil means the default.
+// WithTracerProvider sets the OpenTelemetry provider of the middleware's own
+// span, asynqlock.wait (a task's wait for its busy lock); its events go to
+// the task's span, and the lock client's spans to redlock.WithTracerProvider's
+// provider (docs/guide/MIDDLEWARE.md, "Tracing"). Default (and nil):
+// otel.GetTracerProvider().
 func WithTracerProvider(tp trace.TracerProvider) Option {
 	return func(c *config) { c.tracerProvider = tp }
 }
 
-// tracer returns the configured provider's tracer.
+// tracer returns the configured provider's tracer, or the global one's.
 func (c *config) tracer() trace.Tracer {
-	tp := c.tracerProvider
-	if tp == nil {
-		tp = otel.GetTracerProvider()
-	}
-	return tp.Tracer(tracerName)
+	return cmp.Or(c.tracerProvider, otel.GetTracerProvider()).Tracer(tracerName)
 }
 
 // taskEvent adds an event to the span of the task's context, if it records.
