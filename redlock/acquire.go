@@ -122,20 +122,23 @@ func (c *Client) acquireLoop(ctx context.Context, k keys, ttl time.Duration, lc 
 	if lc.limit > 1 && c.cfg.noSlotQueue {
 		qt = nil // the slots' queue turned off: a test's control
 	}
-	p := pauser{c: c}
-	defer p.stop()
+	var w *watch // the release announcements, once watched
+	defer func() {
+		if w != nil {
+			w.close()
+		}
+	}()
 	var last error
 	var queued *ticket // nil until the first round failed: nothing to leave on the nodes
 	if qt != nil && c.notify.watched(k.channel) {
 		// Contended here lately: a plain round would most likely be
 		// refused, so queue from the first round, watching already.
-		p.listen(ctx, k.channel, tk)
-		queued = qt
+		w, queued = c.notify.watch(ctx, k.channel, tk.id), qt
 	}
 	only := -1 // the slot a release reserved for the caller
 	for attempts := 1; ; attempts++ {
-		if p.w != nil {
-			p.w.reset() // forget the announcements heard before this round
+		if w != nil {
+			w.reset() // forget the announcements heard before this round
 		}
 		if lc.limit > 1 && c.cfg.slotRound != nil {
 			c.cfg.slotRound()
@@ -149,23 +152,20 @@ func (c *Client) acquireLoop(ctx context.Context, k keys, ttl time.Duration, lc 
 			return nil, attempts, waitError(ctx, err, last)
 		}
 		queued, last = qt, err
-		if p.w == nil && errors.Is(err, ErrLocked) {
-			// Subscribe to the release, then try once more at once: the
-			// holder may have released between the attempt and now.
-			p.listen(ctx, k.channel, tk)
+		if w == nil && errors.Is(err, ErrLocked) {
+			// Subscribe to the release (deaf to reservations for others),
+			// then try once more at once: the holder may have released
+			// between the attempt and now.
+			w = c.notify.watch(ctx, k.channel, tk.id)
 			continue
 		}
-		l, err = p.pause(ctx, t, req, err)
-		if l != nil || err != nil {
+		if l, only, err = c.pause(ctx, w, t, req, err); l != nil || err != nil {
 			c.giveUp(k, queued, lc, t)
-		}
-		if l != nil {
-			return l, attempts, nil
-		}
-		if err != nil {
+			if l != nil {
+				return l, attempts, nil
+			}
 			return nil, attempts, waitError(ctx, err, last)
 		}
-		only = announcedSlot(&p, int(lc.limit))
 	}
 }
 
@@ -212,13 +212,8 @@ func (c *Client) enter(ctx context.Context, k keys, lc *lockConfig, req *handoff
 	}
 	t, l, err := c.gates.enter(ctx, gate, c.closed, req)
 	if l != nil {
-		if err == nil {
-			l.via = handoverLocal
+		if l, err = c.handed(l, err); l != nil {
 			return nil, l, nil
-		}
-		// It arrived as the caller gave up.
-		if !c.spawn(func() { _ = l.Release(context.Background()) }) {
-			_ = l.Release(context.Background())
 		}
 	}
 	if err == nil || errors.Is(err, ErrClosed) {

@@ -28,10 +28,9 @@ func (l *Lock) Extend(ctx context.Context, ttl time.Duration) error {
 	if err := l.c.checkTTL(ttl); err != nil {
 		return err
 	}
-	ttl = ttl.Truncate(time.Millisecond)
 	l.extendMu.Lock()
 	defer l.extendMu.Unlock()
-	err := l.extend(ctx, ttl)
+	err := l.extend(ctx, ttl.Truncate(time.Millisecond))
 	l.c.observe(Event{Kind: EventExtend, Resource: l.res.resource, Err: err})
 	return err
 }
@@ -42,9 +41,7 @@ func (l *Lock) extend(ctx context.Context, ttl time.Duration) error {
 	l.mu.Lock()
 	until, err := l.until, l.heldErr()
 	if err == nil && !start.Before(until) {
-		report := l.loseLocked(ErrLockLost)
-		l.mu.Unlock()
-		report()
+		l.loseUnlock(ErrLockLost)
 		return ErrLockLost
 	}
 	l.mu.Unlock()
@@ -60,12 +57,7 @@ func (l *Lock) extend(ctx context.Context, ttl time.Duration) error {
 	if err := r.collect(ctx, deadline, classifyOne); err != nil {
 		return err
 	}
-	now := time.Now()
-	l.mu.Lock()
-	report, err := l.settleExtension(r, start, now, ttl)
-	l.mu.Unlock()
-	report()
-	return err
+	return l.settleExtension(r, start, ttl)
 }
 
 // heldErr is nil while l is held, else why not (l.mu held).
@@ -79,31 +71,33 @@ func (l *Lock) heldErr() error {
 	return nil
 }
 
-// settleExtension applies an extension round's outcome. Called with l.mu
-// held; the returned function reports a loss once l.mu is released.
-func (l *Lock) settleExtension(r *round, start, now time.Time, ttl time.Duration) (report func(), err error) {
-	c := l.c
-	none := func() {}
-	if err := l.heldErr(); err != nil {
-		return none, err
-	}
-	if r.t.success() && now.Before(l.until) {
+// settleExtension applies an extension round's outcome.
+func (l *Lock) settleExtension(r *round, start time.Time, ttl time.Duration) error {
+	c, now := l.c, time.Now()
+	l.mu.Lock()
+	switch err := l.heldErr(); {
+	case err != nil:
+		l.mu.Unlock()
+		return err
+	case r.t.success() && now.Before(l.until):
 		// The script never shortens a key, so the keys live at least until
 		// start+ttl; Until never moves back on a shorter TTL either.
 		l.until = lockutil.Later(l.until, start.Add(ttl-driftAllowance(ttl, c.cfg.driftFactor)))
 		l.lastStart = start
 		l.ttl = ttl
 		l.watchdog.Reset(time.Until(l.until) - lossGuard(ttl))
-		return none, nil
-	}
-	if r.t.total-r.t.refused < c.q {
+		l.mu.Unlock()
+		return nil
+	case r.t.total-r.t.refused < c.q:
 		// Our keys are gone from so many nodes that no majority can be
 		// proven again: the lock is lost now, whatever Until says.
 		err = r.err([]error{ErrLockLost}, fmt.Sprintf("keys gone on %d of %d nodes", r.t.refused, r.t.total))
-		return l.loseLocked(err), err
+		l.loseUnlock(err)
+		return err
+	case !now.Before(l.until):
+		l.loseUnlock(ErrLockLost)
+		return r.err([]error{ErrLockLost}, "no majority confirmed the extension within the validity")
 	}
-	if !now.Before(l.until) {
-		return l.loseLocked(ErrLockLost), r.err([]error{ErrLockLost}, "no majority confirmed the extension within the validity")
-	}
-	return none, r.err([]error{ErrQuorum}, fmt.Sprintf("extension confirmed by %d of %d nodes (quorum %d)", r.t.ok, r.t.total, c.q))
+	l.mu.Unlock()
+	return r.err([]error{ErrQuorum}, fmt.Sprintf("extension confirmed by %d of %d nodes (quorum %d)", r.t.ok, r.t.total, c.q))
 }

@@ -124,12 +124,6 @@ type handle = lockutil.Handle
 // mechanics are the Lock's calls that lockutil reaches (lockutil.Mechanics).
 type mechanics Lock
 
-func (m *mechanics) ReleaseAsync(ctx context.Context, done func(error)) {
-	(*Lock)(m).releaseAsync(ctx, done)
-}
-
-func (m *mechanics) LeaveToExpire() error { return (*Lock)(m).leaveToExpire() }
-
 func (m *mechanics) CompletedRun() int              { return (*Lock)(m).completedRun() }
 func (m *mechanics) CompletedAt() time.Time         { return (*Lock)(m).completedAt() }
 func (m *mechanics) RecordCompletion(run int) error { return (*Lock)(m).recordCompletion(run) }
@@ -170,28 +164,26 @@ func (l *Lock) checkValidity() {
 	if l.capped {
 		cause = ErrMaxHold
 	}
-	report := l.loseLocked(cause)
-	l.mu.Unlock()
-	report()
+	l.loseUnlock(cause)
 }
 
-// loseLocked marks the lock lost: Lost() closes, keep-alive contexts are
-// cancelled with cause, the local queue moves on. Called with l.mu held; the
-// returned function logs and observes the loss and must be called after
-// l.mu is released (an observer may call back into the lock).
-func (l *Lock) loseLocked(cause error) (report func()) {
+// loseUnlock marks the lock lost and releases l.mu, which it is called
+// with: Lost() closes, keep-alive contexts are cancelled with cause, the
+// local queue moves on. The loss is logged and observed after the unlock
+// (an observer may call back into the lock).
+func (l *Lock) loseUnlock(cause error) {
 	if l.state != stateHeld {
-		return func() {}
+		l.mu.Unlock()
+		return
 	}
 	close(l.lost)
 	l.endLocked(stateLost, cause)
 	l.turn.leave()
 	l.dropPrevAtEnd()
 	held := time.Since(l.acquired)
-	return func() {
-		l.c.cfg.logger.Warn("redlock lock lost", "resource", l.res.resource, "cause", cause)
-		l.c.observe(Event{Kind: EventLost, Resource: l.res.resource, Duration: held, Err: cause})
-	}
+	l.mu.Unlock()
+	l.c.cfg.logger.Warn("redlock lock lost", "resource", l.res.resource, "cause", cause)
+	l.c.observe(Event{Kind: EventLost, Resource: l.res.resource, Duration: held, Err: cause})
 }
 
 // endLocked ends the lock's life in this process as state (l.mu held): a
@@ -320,4 +312,84 @@ func (l *Lock) markReleased() (wasLost bool, prev string, held bool) {
 	wasLost = l.state == stateLost || !time.Now().Before(l.until)
 	l.endLocked(stateReleased, nil)
 	return wasLost, l.handoff.prev, true
+}
+
+// ReleaseAsync is Release without the wait for the nodes' answers
+// (lockutil.ReleaseAsync, the middleware's): done, if not nil, gets its
+// result on another goroutine. The release (or hand-over) is sent before it
+// returns when a caller of this Client waits for the resource or did lately,
+// else from that goroutine (docs/design/BATCHING.md). Close waits for the
+// releases started before it, so that none leaves its keys for a TTL; one
+// started after Close runs as Release does. A nil Lock reports ErrNotHeld.
+func (m *mechanics) ReleaseAsync(ctx context.Context, done func(error)) {
+	l := (*Lock)(m)
+	if done == nil {
+		done = func(error) {}
+	}
+	if l == nil {
+		done(ErrNotHeld)
+		return
+	}
+	c := l.c
+	c.bgMu.Lock()
+	if ctx == nil || c.closing {
+		c.bgMu.Unlock()
+		done(l.Release(ctx))
+		return
+	}
+	c.releasing.Add(1)
+	c.bgMu.Unlock()
+	if !l.turn.waited() && !c.notify.watched(l.res.channel) {
+		go func() {
+			defer c.releasing.Done()
+			done(l.Release(ctx))
+		}()
+		return
+	}
+	span := c.startSpan(ctx, spanRelease, l.res.resource)
+	end := func(err error) {
+		defer c.releasing.Done()
+		endReleaseSpan(span, err)
+		done(err)
+	}
+	p, err := l.startRelease(ctx)
+	if p.r == nil { // handed over, or not held
+		end(err)
+		return
+	}
+	go func() { end(l.finishRelease(ctx, p)) }()
+}
+
+// LeaveToExpire (lockutil.LeaveToExpire, the scheduler's: a cron tick must
+// not run again on another replica within the TTL) ends the lock's life in
+// this process without touching the nodes: its keys stay until their TTL
+// ends, an end that is not a loss (no "lock lost" log line, no EventLost,
+// Lost() never closes). Its watchdog and keep-alives stop (their contexts
+// end with context.Canceled); Release and Extend then fail with ErrNotHeld;
+// a waiter of this process acquires by itself once the keys expire (no
+// release is announced). It returns ErrNotHeld for a lock (or a nil Lock)
+// already released or left, and an error matching ErrLockLost if its
+// validity had already ended.
+func (m *mechanics) LeaveToExpire() error {
+	l := (*Lock)(m)
+	if l == nil {
+		return ErrNotHeld
+	}
+	wasLost, prev, held := l.markReleased()
+	if !held {
+		return ErrNotHeld
+	}
+	l.turn.leave()
+	if prev != "" {
+		// A failed early hand-over left the predecessor's token where it
+		// did not reach: it holds the resource for this lock until its
+		// validity ends (dropPrevAtEnd).
+		l.mu.Lock()
+		l.dropPrevAtEnd()
+		l.mu.Unlock()
+	}
+	if wasLost {
+		return &opError{kinds: []error{ErrLockLost}, summary: "left to expire after its validity ended"}
+	}
+	return nil
 }

@@ -1,6 +1,11 @@
 package redlock
 
-import "time"
+import (
+	"time"
+
+	"github.com/asynqlock/asynqlock/redlock/internal/transport"
+	"github.com/redis/go-redis/v9"
+)
 
 // outcome classifies one node's answer in a round.
 type outcome uint8
@@ -11,6 +16,37 @@ const (
 	outRefused         // the node answered no (key held by another / not ours)
 	outFailed          // error or timeout: we do not know what the node did
 )
+
+// classifyAnswered counts any answer as OK.
+func classifyAnswered(rep transport.Reply) outcome {
+	if rep.Err != nil {
+		return outFailed
+	}
+	return outOK
+}
+
+// classifySet is for SET NX and the fencing acquire script: a value means
+// set, nil means held by another.
+func classifySet(rep transport.Reply) outcome {
+	switch {
+	case rep.Err == nil:
+		return outOK
+	case rep.Err == redis.Nil:
+		return outRefused
+	}
+	return outFailed
+}
+
+// classifyOne is for scripts answering 1 (done) or 0 (not our key).
+func classifyOne(rep transport.Reply) outcome {
+	if rep.Err != nil {
+		return outFailed
+	}
+	if n, ok := rep.Val.(int64); ok && n == 1 {
+		return outOK
+	}
+	return outRefused
+}
 
 // tally counts the outcomes of a round and decides it as soon as the result
 // cannot change: need successes reached, or so many nodes refused or failed
@@ -62,13 +98,8 @@ func (t *tally) causes() []error {
 // quorum is the Redlock majority for n nodes.
 func quorum(n int) int { return n/2 + 1 }
 
-// driftAllowance is the clock-drift margin subtracted from a TTL.
+// driftAllowance is the clock-drift margin subtracted from a TTL: a lock
+// set with ttl is valid ttl − elapsed − (ttl·driftFactor + 2ms).
 func driftAllowance(ttl time.Duration, factor float64) time.Duration {
 	return time.Duration(float64(ttl)*factor) + driftFloor
-}
-
-// validity is what is left of a lock set with ttl after elapsed:
-// ttl − elapsed − (ttl·driftFactor + 2ms). The lock is held only if positive.
-func validity(ttl, elapsed time.Duration, factor float64) time.Duration {
-	return ttl - elapsed - driftAllowance(ttl, factor)
 }

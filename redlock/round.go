@@ -26,7 +26,7 @@ type round struct {
 	wake     chan struct{}     // a token once wakeAt replies or more are in
 	wakeAt   int               // the fewest replies that can decide the round
 	waiting  atomic.Bool       // the caller is in wait: replies past wakeAt wake it
-	pending  uint64            // nodes whose reply has not been read yet
+	pending  uint64            // nodes called: those not answered are pending
 	answered uint64            // nodes counted in the tally (reply read, or timed out)
 	unsent   uint64            // nodes whose call was refused before it was queued
 	slots    []slot
@@ -64,23 +64,18 @@ func (c *Client) broadcastLook(op, resource string, mask uint64, need int, deadl
 		n := len(c.nodes)
 		r = &round{c: c, in: make([]transport.Reply, n), wake: make(chan struct{}, 1), slots: make([]slot, n), calls: make([]transport.Call, n)}
 	}
-	r.op, r.resource, r.pending, r.t, r.busy = op, resource, mask, tally{need: need}, true
+	r.op, r.resource, r.pending, r.busy = op, resource, mask, true
 	// Counted before its calls are queued: a node's worker never sees a
 	// call whose caller is not yet counted (transport, Node.gather).
 	c.busy.Add(1)
 	calls := r.calls[:bits.OnesCount64(mask)]
+	r.t = tally{need: need, total: len(calls)}
 	r.refs.Store(int32(1 + len(calls)))
 	r.wakeAt = min(need, len(calls)-need+1)
-	j := 0
-	for i := range c.nodes {
-		if mask&(1<<i) == 0 {
-			continue
-		}
-		r.t.total++
-		cl := &calls[j]
-		j++
-		*cl = transport.Call{Node: i, Args: args, Script: s, Deadline: deadline, Cleanup: cleanup, Owner: r, Op: op, Resource: resource, Look: look}
-		if !c.nodes[i].Send(cl, c.closed) {
+	for j, in := 0, mask; in != 0; j, in = j+1, in&(in-1) {
+		i := bits.TrailingZeros64(in)
+		calls[j] = transport.Call{Node: i, Args: args, Script: s, Deadline: deadline, Cleanup: cleanup, Owner: r, Op: op, Resource: resource, Look: look}
+		if !c.nodes[i].Send(&calls[j], c.closed) {
 			r.unsent |= 1 << i
 		}
 	}
@@ -207,37 +202,28 @@ func (c *Client) putRoundTimer(t *time.Timer) {
 	c.timers.Put(t)
 }
 
-// take records the replies that arrived since the last take.
+// take records the replies that arrived since the last take; one that
+// comes after its node timed out is not counted again.
 func (r *round) take(classify func(transport.Reply) outcome) {
-	for in := r.arrived.Load() & r.pending; in != 0; in &= in - 1 {
-		rep := r.in[bits.TrailingZeros64(in)]
-		r.record(rep, classify(rep))
+	for in := r.arrived.Load() & r.pending &^ r.answered; in != 0; in &= in - 1 {
+		i := bits.TrailingZeros64(in)
+		rep := r.in[i]
+		o := classify(rep)
+		r.answered |= 1 << i
+		r.slots[i] = slot{val: rep.Val, out: o}
+		if o == outFailed {
+			r.slots[i].err = rep.Err // reported by the node's worker
+		}
+		r.rec.add(seenOf(rep.Seen))
+		r.t.add(o)
 	}
-}
-
-func (r *round) record(rep transport.Reply, o outcome) {
-	bit := uint64(1) << rep.Node
-	r.pending &^= bit
-	if r.answered&bit != 0 {
-		return // already counted as timed out
-	}
-	r.answered |= bit
-	r.slots[rep.Node] = slot{val: rep.Val, out: o}
-	if o == outFailed && rep.Err != nil {
-		r.slots[rep.Node].err = rep.Err // reported by the node's worker
-	}
-	r.rec.add(seenOf(rep.Seen))
-	r.t.add(o)
 }
 
 // timeoutPending counts every node that has not answered as failed.
 func (r *round) timeoutPending() {
-	for i := range r.c.nodes {
-		bit := uint64(1) << i
-		if r.pending&bit == 0 || r.answered&bit != 0 {
-			continue
-		}
-		r.answered |= bit
+	for in := r.pending &^ r.answered; in != 0; in &= in - 1 {
+		i := bits.TrailingZeros64(in)
+		r.answered |= 1 << i
 		r.slots[i] = slot{out: outFailed, err: transport.ErrNodeTimeout}
 		r.c.nodeFailed(r.op, r.resource, i, transport.ErrNodeTimeout)
 		r.t.add(outFailed)

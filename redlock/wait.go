@@ -9,69 +9,65 @@ import (
 	"time"
 )
 
-// pauser is an Acquire's wait between two attempts: for a release
-// announcement (once w watches the resource), the retry delay, the end of
-// ctx or the client's close.
-type pauser struct {
-	c     *Client
-	w     *watch
-	timer *time.Timer
-	woke  bool // the last pause ended with an announcement
-}
-
-// pause waits before the round that follows one that failed with last. A
-// caller of n > 1 slots is parked on its turn t meanwhile (see park): a
-// slot this client releases is handed to it, and comes back. It returns
+// pause waits before the round that follows one that failed with last: for
+// a release announcement (once w watches the resource), the retry delay, the
+// end of ctx or the client's close. A caller of n > 1 slots is parked on its
+// turn t meanwhile (see park): a slot this client releases is handed to it,
+// and comes back. It returns the slot whose release woke it (-1 if none), or
 // ctx's error or ErrClosed when the wait must end instead.
-func (p *pauser) pause(ctx context.Context, t *turn, req *handoffReq, last error) (*Lock, error) {
-	d := p.c.retryDelay()
+func (c *Client) pause(ctx context.Context, w *watch, t *turn, req *handoffReq, last error) (*Lock, int, error) {
+	d := c.retryDelay()
 	if oe := (*opError)(nil); errors.As(last, &oe) && oe.split {
 		// Contenders split the nodes and nobody won: no release will be
 		// announced, so retry after a short random delay instead, spread
 		// over the attempt's length (a silent node makes a split last a
 		// whole node timeout; retrying inside it collides again).
-		d = p.c.splitDelay(oe.took)
+		d = c.splitDelay(oe.took)
 	}
-	if p.timer == nil {
-		p.timer = time.NewTimer(d)
-	} else {
-		p.timer.Reset(d)
-	}
+	timer := c.roundTimer(d)
+	defer c.putRoundTimer(timer)
 	var wake, handed <-chan struct{} // a nil channel is never ready
-	if p.w != nil {
-		wake = p.w.C
-	}
-	w := t.park(req)
 	if w != nil {
-		handed = w.ready
+		wake = w.C
+	}
+	pw := t.park(req)
+	if pw != nil {
+		handed = pw.ready
 	}
 	var perr error
-	p.woke = false
+	only := -1
 	select {
 	case <-ctx.Done():
 		perr = ctx.Err()
-	case <-p.c.closed:
+	case <-c.closed:
 		perr = ErrClosed
 	case <-wake:
-		p.woke = true
+		only = announcedSlot(w.payload(), int(req.lc.limit))
 	case <-handed:
-	case <-p.timer.C:
+	case <-timer.C:
 	}
-	l, err := t.unpark(ctx, w, p.c.closed)
+	l, err := t.unpark(ctx, pw, c.closed)
 	switch {
-	case l != nil && err == nil:
+	case l != nil:
+		l, err = c.handed(l, err)
+		return l, -1, err
+	case err != nil:
+		return nil, -1, err
+	}
+	return nil, only, perr
+}
+
+// handed is a lock a holder of this client handed over: the caller's, or
+// released in the background if it arrived as the caller gave up (err).
+func (c *Client) handed(l *Lock, err error) (*Lock, error) {
+	if err == nil {
 		l.via = handoverLocal
 		return l, nil
-	case l != nil:
-		// It arrived as the caller gave up.
-		if !p.c.spawn(func() { _ = l.Release(context.Background()) }) {
-			_ = l.Release(context.Background())
-		}
-		return nil, err
-	case err != nil:
-		return nil, err
 	}
-	return nil, perr
+	if !c.spawn(func() { _ = l.Release(context.Background()) }) {
+		_ = l.Release(context.Background())
+	}
+	return nil, err
 }
 
 // retryDelay is a random delay in [retryMin, retryMax].
@@ -89,22 +85,6 @@ func (c *Client) retryDelay() time.Duration {
 func (c *Client) splitDelay(took time.Duration) time.Duration {
 	span := max(min(c.cfg.retryMin, 5*time.Millisecond), 2*took)
 	return time.Duration(mrand.Int64N(int64(span) + 1))
-}
-
-// listen watches the release announcements on channel, deaf to the
-// reservations for waiters other than tk.
-func (p *pauser) listen(ctx context.Context, channel string, tk *ticket) {
-	p.w = p.c.notify.watch(ctx, channel, tk.id)
-}
-
-// stop ends the watch and the timer.
-func (p *pauser) stop() {
-	if p.w != nil {
-		p.w.close()
-	}
-	if p.timer != nil {
-		p.timer.Stop()
-	}
 }
 
 // park makes the caller holding the turn t of a resource of n > 1 slots
@@ -163,13 +143,9 @@ func (t *turn) unpark(ctx context.Context, w *waiter, closed <-chan struct{}) (*
 	return nil, err
 }
 
-// announcedSlot is the slot whose release woke the pause, -1 when the pause
-// ended otherwise (or the announcement names no slot of limit).
-func announcedSlot(p *pauser, limit int) int {
-	if !p.woke {
-		return -1
-	}
-	pl := p.w.payload()
+// announcedSlot is the slot of limit an announcement (payload) names, -1
+// when it names none.
+func announcedSlot(pl string, limit int) int {
 	if i := strings.LastIndexByte(pl, '/'); i >= 0 {
 		pl = pl[i+1:] // a reservation: queued:<head>/<slot> (slot_wait.lua)
 	}
