@@ -150,6 +150,21 @@ func (c *Client) newLock(res keys, token string, fence int64, ttl time.Duration,
 	return l
 }
 
+// adoptTurn attaches the caller's place in the local queue: it passes to the
+// next local waiter when the lock is released or lost.
+func (l *Lock) adoptTurn(t *turn) {
+	if t == nil {
+		return
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.state != stateHeld {
+		t.leave()
+		return
+	}
+	l.turn = t
+}
+
 // checkValidity runs when the validity is about to end: unless an extension
 // moved Until meanwhile, the lock is lost (if it is still held).
 func (l *Lock) checkValidity() {
