@@ -102,14 +102,11 @@ func (c *Client) checkTTL(ttl time.Duration) error {
 	return nil
 }
 
-// acquireLoop is Acquire's rounds. Only the first of this client's callers
-// of the resource, in FIFO order, tries the nodes (enter). Its first round is
-// plain, as TryAcquire's: it takes a free key and cannot take one reserved
-// for a queued waiter, so an uncontended Acquire costs what Redlock costs.
-// Once refused it queues on the nodes with ticket tk, taken on arrival so
-// that its place in the FIFO is its arrival; a resource contended here
-// lately (its releases watched) queues from the first round. Slots (n > 1)
-// share one queue: docs/design/HANDOVER.md, "Slots".
+// acquireLoop is Acquire's rounds, made by the first of this client's
+// callers of the resource (enter). Its first round is plain, as TryAcquire's,
+// unless the resource was contended here lately; once refused it queues on
+// the nodes with the ticket taken on arrival (docs/design/HANDOVER.md,
+// "Across processes" and, for n > 1, "Slots").
 func (c *Client) acquireLoop(ctx context.Context, k keys, ttl time.Duration, lc *lockConfig) (*Lock, int, error) {
 	tk := newTicket()
 	req := c.waitReq(k, ttl, lc, tk)

@@ -20,25 +20,21 @@ import (
 // expired lock is never re-created: Extend then fails with ErrLockLost. A
 // failure that only shows unreachable nodes (ErrQuorum) leaves the lock held
 // until Until. A nil Lock returns ErrNotHeld.
-func (l *Lock) Extend(ctx context.Context, ttl time.Duration) error {
+func (l *Lock) Extend(ctx context.Context, ttl time.Duration) (err error) {
 	if l == nil {
 		return ErrNotHeld
 	}
 	if ctx == nil {
 		return invalidf("nil context")
 	}
-	if err := l.c.checkTTL(ttl); err != nil {
+	c := l.c
+	if err := c.checkTTL(ttl); err != nil {
 		return err
 	}
+	ttl = ttl.Truncate(time.Millisecond)
 	l.extendMu.Lock()
 	defer l.extendMu.Unlock()
-	err := l.extend(ctx, ttl.Truncate(time.Millisecond))
-	l.c.observe(Event{Kind: EventExtend, Resource: l.res.resource, Err: err})
-	return err
-}
-
-func (l *Lock) extend(ctx context.Context, ttl time.Duration) error {
-	c := l.c
+	defer func() { c.observe(Event{Kind: EventExtend, Resource: l.res.resource, Err: err}) }()
 	start := time.Now()
 	l.mu.Lock()
 	until, err := l.until, l.heldErr()

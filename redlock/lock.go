@@ -329,13 +329,10 @@ func (l *Lock) markReleased() (wasLost bool, prev string, held bool) {
 	return wasLost, l.handoff.prev, true
 }
 
-// ReleaseAsync is Release without the wait for the nodes' answers
-// (lockutil.ReleaseAsync, the middleware's): done, if not nil, gets its
-// result on another goroutine. The release (or hand-over) is sent before it
-// returns when a caller of this Client waits for the resource or did lately,
-// else from that goroutine (docs/design/BATCHING.md). Close waits for the
-// releases started before it, so that none leaves its keys for a TTL; one
-// started after Close runs as Release does. A nil Lock reports ErrNotHeld.
+// ReleaseAsync is Release without the wait for the nodes' answers: sent
+// here when a caller of this Client waits for the resource or did lately,
+// else from the goroutine that waits (docs/design/REDLOCK.md, "Calls
+// internal to the module").
 func (m *mechanics) ReleaseAsync(ctx context.Context, done func(error)) {
 	l := (*Lock)(m)
 	if done == nil {
@@ -375,16 +372,9 @@ func (m *mechanics) ReleaseAsync(ctx context.Context, done func(error)) {
 	go func() { end(l.finishRelease(ctx, p)) }()
 }
 
-// LeaveToExpire (lockutil.LeaveToExpire, the scheduler's: a cron tick must
-// not run again on another replica within the TTL) ends the lock's life in
-// this process without touching the nodes: its keys stay until their TTL
-// ends, an end that is not a loss (no "lock lost" log line, no EventLost,
-// Lost() never closes). Its watchdog and keep-alives stop (their contexts
-// end with context.Canceled); Release and Extend then fail with ErrNotHeld;
-// a waiter of this process acquires by itself once the keys expire (no
-// release is announced). It returns ErrNotHeld for a lock (or a nil Lock)
-// already released or left, and an error matching ErrLockLost if its
-// validity had already ended.
+// LeaveToExpire ends the lock in this process and leaves its keys to their
+// TTL, an end that is not a loss (docs/design/REDLOCK.md, "Calls internal to
+// the module").
 func (m *mechanics) LeaveToExpire() error {
 	l := (*Lock)(m)
 	if l == nil {

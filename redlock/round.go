@@ -10,14 +10,10 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// round is one operation sent to several nodes at once.
-//
-// A node's reply lands in the round's slot for that node (arrive); the
-// caller is woken only once enough replies are in to decide it. Replies
-// that arrive after the round was decided are dropped with it, or cleared
-// before the round is reused (Unref): nothing needs them, because every
-// node runs its calls in order (internal/transport), so a release or undo
-// sent after this round reaches each node after this round's command.
+// round is one operation sent to several nodes at once. Replies that come
+// after it was decided are dropped: each node runs its calls in order, so a
+// release or undo sent later reaches it after this round's command
+// (docs/design/BATCHING.md).
 type round struct {
 	c        *Client
 	op       string
@@ -35,10 +31,8 @@ type round struct {
 	t        tally
 	rec      recordSeen // what the calls' look-ups found (completion.go)
 	busy     bool       // counted in the client's busy until its caller stops waiting
-	// refs counts who may still touch the round: its caller until free, and
-	// each queued call until its node sent the reply. The last one returns
-	// the round to the client's pool, to spare the garbage collector
-	// (docs/design/BATCHING.md); a round never freed is left to it.
+	// refs: the caller until free, and each queued call until its node
+	// replied; the last one pools the round (BATCHING.md, "Rounds are reused").
 	refs atomic.Int32
 }
 
@@ -91,8 +85,7 @@ func (r *round) free() {
 }
 
 // Arrive stores a node's reply and wakes the caller once the replies in
-// can decide the round: one wake-up per round instead of one per reply, a
-// goroutine switch saved on each side per reply (docs/design/BATCHING.md).
+// can decide the round (BATCHING.md, "One wake-up per round").
 func (r *round) Arrive(rep transport.Reply) {
 	r.in[rep.Node] = rep
 	if bits.OnesCount64(r.arrived.Or(1<<rep.Node)|1<<rep.Node) < r.wakeAt || !r.waiting.Load() {
@@ -133,10 +126,7 @@ func (r *round) idle() {
 
 // allNodes is the mask of every node.
 func (c *Client) allNodes() uint64 {
-	if len(c.nodes) == 64 {
-		return ^uint64(0)
-	}
-	return 1<<len(c.nodes) - 1
+	return 1<<len(c.nodes) - 1 // a shift by 64 is 0: every bit for 64 nodes
 }
 
 // collect reads replies until the round is decided, the deadline passes
@@ -156,32 +146,28 @@ func (r *round) wait(ctx context.Context, deadline time.Time, classify func(tran
 	defer r.idle()
 	r.waiting.Store(true)
 	defer r.waiting.Store(false)
-	if r.take(classify); done() {
-		return nil
-	}
-	timer := r.c.roundTimer(time.Until(deadline))
-	defer r.c.putRoundTimer(timer)
-	for {
+	var timeout <-chan time.Time // the timer is taken once the round waits
+	for r.take(classify); !done(); r.take(classify) {
+		if timeout == nil {
+			timer := r.c.roundTimer(time.Until(deadline))
+			defer r.c.putRoundTimer(timer)
+			timeout = timer.C
+		}
 		select {
 		case <-r.wake:
-		case <-timer.C:
+		case <-timeout:
 			r.take(classify)
 			r.timeoutPending()
 			return nil
 		case <-ctx.Done():
 			return ctx.Err()
 		}
-		if r.take(classify); done() {
-			return nil
-		}
 	}
+	return nil
 }
 
-// roundTimer returns a timer that fires after d, reused from the client's
-// pool: a timer is two allocations, and every lock and unlock waits for a
-// round. Since Go 1.23 a stopped timer delivers no stale tick. The pool is
-// the client's, not the process's: a timer made in a testing/synctest
-// bubble must stay in it, as the client's callers do.
+// roundTimer returns a timer that fires after d, from the client's pool
+// (docs/design/BATCHING.md, "Rounds are reused").
 func (c *Client) roundTimer(d time.Duration) *time.Timer {
 	if t, ok := c.timers.Get().(*time.Timer); ok {
 		t.Reset(d)
@@ -190,9 +176,8 @@ func (c *Client) roundTimer(d time.Duration) *time.Timer {
 	return time.NewTimer(d)
 }
 
-// putRoundTimer stops t and keeps it for another round. A tick that came
-// as it stopped is drained: with GODEBUG=asynctimerchan=1 (the timers of Go
-// before 1.23) it would stay in the channel and end the next round at once.
+// putRoundTimer stops t, drains a tick that came as it stopped (the timers
+// of GODEBUG=asynctimerchan=1 keep it), and pools it.
 func (c *Client) putRoundTimer(t *time.Timer) {
 	if !t.Stop() {
 		select {
@@ -325,12 +310,10 @@ func (t *tally) success() bool { return t.ok >= t.need }
 // never does, and one in which no node was held by another never matches
 // ErrLocked.
 func (t *tally) causes() []error {
-	byFailures := t.total-t.failed < t.need
-	byRefusals := t.total-t.refused < t.need
 	switch {
-	case byFailures:
+	case t.total-t.failed < t.need: // by failures alone
 		return []error{ErrQuorum}
-	case byRefusals:
+	case t.total-t.refused < t.need: // by refusals alone
 		return []error{ErrLocked}
 	}
 	return []error{ErrLocked, ErrQuorum}

@@ -5,6 +5,8 @@ import (
 	"testing"
 	"testing/synctest"
 	"time"
+
+	"github.com/asynqlock/asynqlock/redlock/internal/transport"
 )
 
 // TestReusedRoundsCarryNoLateReplies: an acquisition decided by the fast
@@ -48,4 +50,14 @@ func TestReusedRoundsCarryNoLateReplies(t *testing.T) {
 			t.Fatal("no round was ever pooled: the test saw no reuse")
 		}
 	})
+}
+
+// TestAllNodesMask: the mask of every node, up to the 64 a Client takes.
+func TestAllNodesMask(t *testing.T) {
+	for n, want := range map[int]uint64{1: 1, 3: 7, 63: 1<<63 - 1, 64: ^uint64(0)} {
+		c := &Client{nodes: make([]*transport.Node, n)}
+		if got := c.allNodes(); got != want {
+			t.Errorf("allNodes() with %d nodes = %#x, want %#x", n, got, want)
+		}
+	}
 }
