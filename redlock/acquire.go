@@ -134,21 +134,19 @@ func (c *Client) acquireLoop(ctx context.Context, k keys, ttl time.Duration, lc 
 		// refused, so queue from the first round, watching already.
 		w, queued = c.notify.watch(ctx, k.channel, tk.id), qt
 	}
-	only := -1 // the slot a release reserved for the caller
-	for attempts := 1; ; attempts++ {
+	only, attempts := -1, 1 // only: the slot a release reserved for the caller
+	for ; ; attempts++ {
 		if w != nil {
 			w.reset() // forget the announcements heard before this round
 		}
 		if lc.limit > 1 && c.cfg.slotRound != nil {
 			c.cfg.slotRound()
 		}
-		l, err := c.try(ctx, k, ttl, lc, only, queued)
-		if err == nil {
+		if l, err = c.try(ctx, k, ttl, lc, only, queued); err == nil {
 			return c.won(l, t, lc, queued != nil && attempts > 1), attempts, nil
 		}
 		if ctx.Err() != nil || errors.Is(err, ErrClosed) {
-			c.giveUp(k, queued, lc, t)
-			return nil, attempts, waitError(ctx, err, last)
+			break
 		}
 		queued, last = qt, err
 		if w == nil && errors.Is(err, ErrLocked) {
@@ -159,19 +157,19 @@ func (c *Client) acquireLoop(ctx context.Context, k keys, ttl time.Duration, lc 
 			continue
 		}
 		if l, only, err = c.pause(ctx, w, t, req, err); l != nil || err != nil {
-			c.giveUp(k, queued, lc, t)
-			if l != nil {
-				return l, attempts, nil
-			}
-			return nil, attempts, waitError(ctx, err, last)
+			break
 		}
 	}
+	c.giveUp(k, queued, lc, t)
+	if l != nil {
+		return l, attempts, nil
+	}
+	return nil, attempts, waitError(ctx, err, last)
 }
 
-// won settles the lock a round won for the caller holding the local turn t.
-// A lock of one holder keeps the turn, to hand it over with the lock on
-// release (remote: won after queueing on the nodes); a slot does not (its
-// own turn is a handle on the queue), so the next caller tries the others.
+// won settles the lock a round won for the caller holding the local turn t
+// (remote: after queueing on the nodes). A lock of one holder keeps t, to
+// hand it over on release; a slot passes it on, to the next caller.
 func (c *Client) won(l *Lock, t *turn, lc *lockConfig, remote bool) *Lock {
 	if lc.limit > 1 {
 		t.leave()
@@ -210,10 +208,8 @@ func (c *Client) enter(ctx context.Context, k keys, lc *lockConfig, req *handoff
 		gate = gateKey(k, lc.limit)
 	}
 	t, l, err := c.gates.enter(ctx, gate, c.closed, req)
-	if l != nil {
-		if l, err = c.handed(l, err); l != nil {
-			return nil, l, nil
-		}
+	if l, err = c.handed(l, err); l != nil {
+		return nil, l, nil
 	}
 	if err == nil || errors.Is(err, ErrClosed) {
 		return t, nil, err
@@ -249,12 +245,10 @@ func waitError(ctx context.Context, err, last error) error {
 	return fmt.Errorf("%w (last attempt: %w)", cerr, last)
 }
 
-// try makes one Redlock round (attempt) for a resource of one holder. For
-// one of n > 1 slots it makes one round per slot, from a random slot on
-// (from slot 0 for a queued waiter, tk not nil: slot_wait.lua), until one
-// is won; or, with only >= 0, one round for that slot. When all are refused
-// it returns an error that matches the causes of every slot's failure
-// (ErrLocked when all are held).
+// try makes one Redlock round (attempt) for a resource of one holder; for
+// n > 1 slots, one per slot until one is won, from a random slot (slot 0 for
+// a queued waiter: slot_wait.lua), or only the slot only >= 0. All refused,
+// its error matches every slot's causes (ErrLocked when all are held).
 func (c *Client) try(ctx context.Context, k keys, ttl time.Duration, lc *lockConfig, only int, tk *ticket) (*Lock, error) {
 	n, start, tries := int(lc.limit), only, 1
 	switch {
@@ -317,34 +311,31 @@ func (c *Client) attempt(ctx context.Context, k keys, ttl time.Duration, lc *loc
 	r := c.broadcastLook("acquire", k.resource, c.allNodes(), c.q, deadline, false, args, s, lookOf(lc.rec))
 	defer r.free()
 	err := r.collect(ctx, deadline, classify)
-	if err == nil && r.t.success() {
-		until := start.Add(ttl - driftAllowance(ttl, c.cfg.driftFactor))
-		var fence int64
-		if time.Now().Before(until) {
-			if lc.fencing {
-				fence, err = c.settleFence(ctx, r, fencesOf(tk != nil && lc.limit <= 1), k, until, stepOf(lc))
-			}
-			if err == nil {
-				c.dequeue(k, tk, lc, r.notSet()) // where it was not granted the key
-				l := c.newLock(k, token, fence, ttl, start, until, lc)
-				l.unsent, l.found, l.chainStart = r.unsent, r.rec, time.Now()
-				return l, nil
-			}
-		} else {
-			err = r.err([]error{ErrQuorum}, fmt.Sprintf("quorum reached after %v, past the validity of ttl %v", time.Since(start).Round(time.Microsecond), ttl))
-		}
+	until := start.Add(ttl - driftAllowance(ttl, c.cfg.driftFactor))
+	var fence int64
+	switch {
+	case err != nil:
+	case !r.t.success():
+		e := r.err(r.t.causes(), fmt.Sprintf("%d of %d nodes set (quorum %d), %d held by another, %d failed",
+			r.t.ok, r.t.total, c.q, r.t.refused, r.t.failed))
+		// A split: some nodes ours, some another's, and nobody can hold a
+		// majority. A holder with a majority is not a split (refused >= q).
+		e.split = r.t.ok > 0 && r.t.refused > 0 && r.t.refused < c.q
+		e.took = time.Since(start)
+		err = e
+	case !time.Now().Before(until):
+		err = r.err([]error{ErrQuorum}, fmt.Sprintf("quorum reached after %v, past the validity of ttl %v", time.Since(start).Round(time.Microsecond), ttl))
+	case lc.fencing:
+		fence, err = c.settleFence(ctx, r, fencesOf(tk != nil && lc.limit <= 1), k, until, stepOf(lc))
 	}
-	c.undo(k, token, r.unsent, int(lc.limit))
 	if err != nil {
+		c.undo(k, token, r.unsent, int(lc.limit))
 		return nil, err
 	}
-	e := r.err(r.t.causes(), fmt.Sprintf("%d of %d nodes set (quorum %d), %d held by another, %d failed",
-		r.t.ok, r.t.total, c.q, r.t.refused, r.t.failed))
-	// A split: some nodes ours, some another's, and nobody can hold a
-	// majority. A holder with a majority is not a split (refused >= q).
-	e.split = r.t.ok > 0 && r.t.refused > 0 && r.t.refused < c.q
-	e.took = time.Since(start)
-	return nil, e
+	c.dequeue(k, tk, lc, r.notSet()) // where it was not granted the key
+	l := c.newLock(k, token, fence, ttl, start, until, lc)
+	l.unsent, l.found, l.chainStart = r.unsent, r.rec, time.Now()
+	return l, nil
 }
 
 // dequeue takes waiter tk out of the nodes' queue of k's resource (its

@@ -11,15 +11,13 @@ import (
 )
 
 // Extend raises the lock's TTL to ttl on every node where it is still held:
-// a key with less than ttl left gets ttl, and one with more keeps what it has
-// (Extend never shortens a lock: an extension that fails to reach a quorum
-// must not cut keys under the validity the holder still counts on). It
-// succeeds only if a majority confirms before the current validity ends;
-// Until then becomes the later of its old value and the start of the call
-// plus ttl (less the drift allowance), so it never moves back either. An
-// expired lock is never re-created: Extend then fails with ErrLockLost. A
-// failure that only shows unreachable nodes (ErrQuorum) leaves the lock held
-// until Until. A nil Lock returns ErrNotHeld.
+// a key with less than ttl left gets ttl, one with more keeps it (Extend
+// never shortens a lock: docs/design/REDLOCK.md, "The scripts"). It succeeds
+// only if a majority confirms before the current validity ends; Until then
+// becomes the later of its old value and the call's start plus ttl (less
+// the drift allowance). An expired lock is never re-created: Extend then
+// fails with ErrLockLost. A failure that only shows unreachable nodes
+// (ErrQuorum) leaves the lock held until Until. A nil Lock: ErrNotHeld.
 func (l *Lock) Extend(ctx context.Context, ttl time.Duration) (err error) {
 	if l == nil {
 		return ErrNotHeld

@@ -249,9 +249,8 @@ type pendingRelease struct {
 }
 
 // startRelease ends the lock's life here and gives it up: handed over to a
-// local waiter (done on return, no round), or a release round sent to the
-// nodes (deleting its keys, or reserving them for the nodes' queue head),
-// whose answers finishRelease judges.
+// local waiter (no round), or a release round sent, which finishRelease
+// judges.
 func (l *Lock) startRelease(ctx context.Context) (pendingRelease, error) {
 	wasLost, prev, held := l.markReleased()
 	if !held {
@@ -284,9 +283,8 @@ func (l *Lock) startRelease(ctx context.Context) (pendingRelease, error) {
 	return pendingRelease{r: r, deadline: deadline, wasLost: wasLost}, nil
 }
 
-// finishRelease judges the release round's answers, a majority must
-// confirm; then the next local waiter, if any, gets its turn, whatever the
-// answers were.
+// finishRelease judges the release round (a majority must confirm); the
+// next local waiter gets its turn whatever the answers.
 func (l *Lock) finishRelease(ctx context.Context, p pendingRelease) error {
 	r := p.r
 	defer l.turn.leave()
@@ -314,10 +312,9 @@ func (l *Lock) finishRelease(ctx context.Context, p pendingRelease) error {
 	return err
 }
 
-// markReleased ends the lock's life in this process: its watchdog and
-// keep-alives stop. It reports whether the lock had been lost, the token of
-// a predecessor a failed early hand-over left behind, and false if the lock
-// was already released.
+// markReleased ends the lock's life in this process. It reports whether it
+// had been lost, a failed early hand-over's predecessor token left behind,
+// and false if it was already released.
 func (l *Lock) markReleased() (wasLost bool, prev string, held bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -380,19 +377,14 @@ func (m *mechanics) LeaveToExpire() error {
 	if l == nil {
 		return ErrNotHeld
 	}
-	wasLost, prev, held := l.markReleased()
+	wasLost, _, held := l.markReleased()
 	if !held {
 		return ErrNotHeld
 	}
 	l.turn.leave()
-	if prev != "" {
-		// A failed early hand-over left the predecessor's token where it
-		// did not reach: it holds the resource for this lock until its
-		// validity ends (dropPrevAtEnd).
-		l.mu.Lock()
-		l.dropPrevAtEnd()
-		l.mu.Unlock()
-	}
+	l.mu.Lock()
+	l.dropPrevAtEnd() // a failed early hand-over's predecessor holds on till then
+	l.mu.Unlock()
 	if wasLost {
 		return &opError{kinds: []error{ErrLockLost}, summary: "left to expire after its validity ended"}
 	}

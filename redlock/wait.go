@@ -10,11 +10,9 @@ import (
 )
 
 // pause waits before the round that follows one that failed with last: for
-// a release announcement (once w watches the resource), the retry delay, the
-// end of ctx or the client's close. A caller of n > 1 slots is parked on its
-// turn t meanwhile (see park): a slot this client releases is handed to it,
-// and comes back. It returns the slot whose release woke it (-1 if none), or
-// ctx's error or ErrClosed when the wait must end instead.
+// a release announcement (once w watches), the retry delay, a slot handed
+// over (see park), ctx's end or the client's close. It returns the slot
+// whose release woke it (-1 if none), or why the wait must end.
 func (c *Client) pause(ctx context.Context, w *watch, t *turn, req *handoffReq, last error) (*Lock, int, error) {
 	d := c.retryDelay()
 	if oe := (*opError)(nil); errors.As(last, &oe) && oe.split {
@@ -46,20 +44,18 @@ func (c *Client) pause(ctx context.Context, w *watch, t *turn, req *handoffReq, 
 	case <-handed:
 	case <-timer.C:
 	}
-	l, err := t.unpark(ctx, pw, c.closed)
-	switch {
-	case l != nil:
-		l, err = c.handed(l, err)
+	if l, err := c.handed(t.unpark(ctx, pw, c.closed)); l != nil || err != nil {
 		return l, -1, err
-	case err != nil:
-		return nil, -1, err
 	}
 	return nil, only, perr
 }
 
-// handed is a lock a holder of this client handed over: the caller's, or
-// released in the background if it arrived as the caller gave up (err).
+// handed is a lock (if any) a holder of this client handed over: the
+// caller's, or released in the background if it came as the caller gave up.
 func (c *Client) handed(l *Lock, err error) (*Lock, error) {
+	if l == nil {
+		return nil, err
+	}
 	if err == nil {
 		l.via = handoverLocal
 		return l, nil
@@ -87,11 +83,9 @@ func (c *Client) splitDelay(took time.Duration) time.Duration {
 	return time.Duration(mrand.Int64N(int64(span) + 1))
 }
 
-// park makes the caller holding the turn t of a resource of n > 1 slots
-// claimable while it pauses between rounds: it is the oldest of this
-// client's callers, so a slot this client releases meanwhile may be handed
-// to it (handover.go). unpark ends that. Only this caller is ever handed a
-// slot, which keeps the process's callers in FIFO order.
+// park makes the caller holding the turn t of a resource of n > 1 slots,
+// the oldest of this client's, claimable while it pauses: a slot this client
+// releases may be handed to it (docs/design/HANDOVER.md, "Slots").
 func (t *turn) park(req *handoffReq) *waiter {
 	if t == nil || req.lc.limit <= 1 { // one holder's lock comes with the turn
 		return nil
@@ -105,26 +99,24 @@ func (t *turn) park(req *handoffReq) *waiter {
 	return w
 }
 
-// unpark ends the pause of the parked caller w. A slot handed to it comes
-// back (nil when none, or when the hand-over failed: the caller acquires by
-// itself); a hand-over under way is waited for. When ctx ends or the
-// client closes first, the error comes back, with the lock if it arrived
-// as the caller gave up (the caller releases it); otherwise the hand-over's
-// sender releases what it gets.
+// unpark ends the pause of the parked caller w: the slot handed to it, if
+// any, once a hand-over under way ends. When ctx ends or the client closes
+// first, the error comes back, with the lock if it arrived as the caller
+// gave up; otherwise the hand-over's sender releases what it gets.
 func (t *turn) unpark(ctx context.Context, w *waiter, closed <-chan struct{}) (*Lock, error) {
 	if w == nil {
 		return nil, nil
 	}
 	gs := t.gs
 	gs.mu.Lock()
-	if !w.claimed {
-		if g := gs.m[t.key]; g != nil && g.idle == w {
-			g.idle = nil
-		}
-		gs.mu.Unlock()
-		return nil, nil
+	claimed := w.claimed
+	if g := gs.m[t.key]; !claimed && g != nil && g.idle == w {
+		g.idle = nil
 	}
 	gs.mu.Unlock()
+	if !claimed {
+		return nil, nil
+	}
 	var err error
 	select {
 	case <-w.ready:
