@@ -310,7 +310,7 @@ func (c *Client) attempt(ctx context.Context, k keys, ttl time.Duration, lc *loc
 	deadline := start.Add(c.cfg.nodeTimeout)
 	r := c.broadcastLook("acquire", k.resource, c.allNodes(), c.q, deadline, false, args, s, lookOf(lc.rec))
 	defer r.free()
-	err := r.collect(ctx, deadline, classify)
+	err := r.collect(ctx, classify)
 	until := start.Add(ttl - driftAllowance(ttl, c.cfg.driftFactor))
 	var fence int64
 	switch {

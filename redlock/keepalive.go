@@ -50,7 +50,7 @@ func (l *Lock) Extend(ctx context.Context, ttl time.Duration) (err error) {
 	}
 	s, args := extendScript, scriptArgs(extendScript, l.res.lockKeys(), l.token, ttl.Milliseconds())
 	r := c.broadcast("extend", l.res.resource, c.allNodes(), c.q, deadline, false, args, s)
-	if err := r.collect(ctx, deadline, classifyOne); err != nil {
+	if err := r.collect(ctx, classifyOne); err != nil {
 		return err
 	}
 	return l.settleExtension(r, start, ttl)
@@ -151,9 +151,7 @@ func endedContext(parent context.Context, cause error) (context.Context, context
 // Losses are declared by the watchdog, not here, so a slow extension never
 // delays the loss signal.
 func (l *Lock) keepAlive(ctx context.Context) {
-	timer := time.NewTimer(time.Hour)
-	defer timer.Stop()
-	retry := time.Time{}
+	var retry time.Time
 	for {
 		l.mu.Lock()
 		if l.state != stateHeld {
@@ -163,16 +161,13 @@ func (l *Lock) keepAlive(ctx context.Context) {
 		next := lockutil.Later(l.lastStart.Add(l.ttl/3), retry)
 		until, ttl := l.until, l.ttl
 		l.mu.Unlock()
-
-		timer.Reset(time.Until(next))
 		select {
 		case <-ctx.Done():
 			return
 		case <-l.c.closed:
 			return
-		case <-timer.C:
+		case <-time.After(time.Until(next)):
 		}
-
 		if !l.holdEnd.IsZero() {
 			ttl = min(ttl, time.Until(l.holdEnd))
 			if l.c.checkTTL(ttl) != nil {

@@ -233,28 +233,21 @@ func (l *Lock) Release(ctx context.Context) error {
 		return invalidf("nil context: the lock is still held; release it with a live context")
 	}
 	span := l.c.startSpan(ctx, spanRelease, l.res.resource)
-	p, err := l.startRelease(ctx)
-	if p.r != nil {
-		err = l.finishRelease(ctx, p)
+	r, wasLost, err := l.startRelease(ctx)
+	if r != nil {
+		err = l.finishRelease(ctx, r, wasLost)
 	}
 	endReleaseSpan(span, err)
 	return err
 }
 
-// pendingRelease is a release round sent, its answers still to come.
-type pendingRelease struct {
-	r        *round
-	deadline time.Time
-	wasLost  bool
-}
-
 // startRelease ends the lock's life here and gives it up: handed over to a
 // local waiter (no round), or a release round sent, which finishRelease
-// judges.
-func (l *Lock) startRelease(ctx context.Context) (pendingRelease, error) {
+// judges. It reports whether the lock had been lost.
+func (l *Lock) startRelease(ctx context.Context) (*round, bool, error) {
 	wasLost, prev, held := l.markReleased()
 	if !held {
-		return pendingRelease{}, ErrNotHeld
+		return nil, false, ErrNotHeld
 	}
 	if prev != "" {
 		// A failed early hand-over left the predecessor's token where
@@ -270,27 +263,26 @@ func (l *Lock) startRelease(ctx context.Context) (pendingRelease, error) {
 		// A hand-over that claimed a waiter passes the turn on itself,
 		// even when ctx ends before its round is decided.
 		if handed, err := l.tryHandOver(ctx); handed {
-			return pendingRelease{}, err
+			return nil, false, err
 		}
 	}
 	c := l.c
-	deadline := time.Now().Add(c.cfg.nodeTimeout)
 	s, args := queueReleaseScript, c.releaseArgs(l.res, l.token, rec)
 	if l.limit > 1 {
 		s, args = c.slotRelease(l.res, l.token, l.res.channel, int(l.slot), int(l.limit), rec)
 	}
+	deadline := time.Now().Add(c.cfg.nodeTimeout)
 	r := c.broadcast("release", l.res.resource, c.allNodes()&^l.unsent, c.q, deadline, true, args, s)
-	return pendingRelease{r: r, deadline: deadline, wasLost: wasLost}, nil
+	return r, wasLost, nil
 }
 
 // finishRelease judges the release round (a majority must confirm); the
 // next local waiter gets its turn whatever the answers.
-func (l *Lock) finishRelease(ctx context.Context, p pendingRelease) error {
-	r := p.r
+func (l *Lock) finishRelease(ctx context.Context, r *round, wasLost bool) error {
 	defer l.turn.leave()
-	err := r.collect(ctx, p.deadline, classifyOne)
+	err := r.collect(ctx, classifyOne)
 	switch {
-	case p.wasLost:
+	case wasLost:
 		err = &opError{kinds: []error{ErrLockLost}, summary: "released after its validity ended"}
 	case err != nil:
 	case r.t.success():
@@ -306,7 +298,7 @@ func (l *Lock) finishRelease(ctx context.Context, p pendingRelease) error {
 		err = r.err([]error{ErrQuorum}, "release not confirmed by a majority; the keys expire within the TTL")
 	}
 	r.free()
-	if !p.wasLost {
+	if !wasLost {
 		l.noticeRecord() // for callers that queued while the round was out
 	}
 	return err
@@ -361,12 +353,12 @@ func (m *mechanics) ReleaseAsync(ctx context.Context, done func(error)) {
 		endReleaseSpan(span, err)
 		done(err)
 	}
-	p, err := l.startRelease(ctx)
-	if p.r == nil { // handed over, or not held
+	r, wasLost, err := l.startRelease(ctx)
+	if r == nil { // handed over, or not held
 		end(err)
 		return
 	}
-	go func() { end(l.finishRelease(ctx, p)) }()
+	go func() { end(l.finishRelease(ctx, r, wasLost)) }()
 }
 
 // LeaveToExpire ends the lock in this process and leaves its keys to their

@@ -31,6 +31,7 @@ type round struct {
 	t        tally
 	rec      recordSeen // what the calls' look-ups found (completion.go)
 	busy     bool       // counted in the client's busy until its caller stops waiting
+	deadline time.Time  // the calls' deadline, collect's
 	// refs: the caller until free, and each queued call until its node
 	// replied; the last one pools the round (BATCHING.md, "Rounds are reused").
 	refs atomic.Int32
@@ -59,7 +60,7 @@ func (c *Client) broadcastLook(op, resource string, mask uint64, need int, deadl
 		n := len(c.nodes)
 		r = &round{c: c, in: make([]transport.Reply, n), wake: make(chan struct{}, 1), slots: make([]slot, n), calls: make([]transport.Call, n)}
 	}
-	r.op, r.resource, r.pending, r.busy = op, resource, mask, true
+	r.op, r.resource, r.pending, r.busy, r.deadline = op, resource, mask, true, deadline
 	// Counted before its calls are queued: a node's worker never sees a
 	// call whose caller is not yet counted (transport, Node.gather).
 	c.busy.Add(1)
@@ -129,11 +130,11 @@ func (c *Client) allNodes() uint64 {
 	return 1<<len(c.nodes) - 1 // a shift by 64 is 0: every bit for 64 nodes
 }
 
-// collect reads replies until the round is decided, the deadline passes
-// (pending nodes then count as failed) or ctx ends. classify turns a reply
-// into an outcome. It reports ctx's error if ctx ended first.
-func (r *round) collect(ctx context.Context, deadline time.Time, classify func(transport.Reply) outcome) error {
-	return r.wait(ctx, deadline, classify, r.t.decided)
+// collect reads replies until the round is decided, the calls' deadline
+// passes (pending nodes then count as failed) or ctx ends. classify turns a
+// reply into an outcome. It reports ctx's error if ctx ended first.
+func (r *round) collect(ctx context.Context, classify func(transport.Reply) outcome) error {
+	return r.wait(ctx, r.deadline, classify, r.t.decided)
 }
 
 // collectAll is collect waiting for every node's answer, not only for the
