@@ -150,9 +150,8 @@ func (c *Client) acquireLoop(ctx context.Context, k keys, ttl time.Duration, lc 
 		}
 		queued, last = qt, err
 		if w == nil && errors.Is(err, ErrLocked) {
-			// Subscribe to the release (deaf to reservations for others),
-			// then try once more at once: the holder may have released
-			// between the attempt and now.
+			// Subscribe (deaf to others' reservations), then try again at
+			// once: the holder may have released since the attempt.
 			w = c.notify.watch(ctx, k.channel, tk.id)
 			continue
 		}
@@ -267,9 +266,7 @@ func (c *Client) try(ctx context.Context, k keys, ttl time.Duration, lc *lockCon
 		lc.slot = uint16(slot)
 		l, err := c.attempt(ctx, sk, ttl, lc, tk)
 		if err == nil {
-			if c.cfg.localQueue {
-				// Its release may hand the slot to this client's next
-				// caller (docs/design/HANDOVER.md).
+			if c.cfg.localQueue { // its release may hand the slot on here
 				l.adoptTurn(&turn{gs: &c.gates, key: gateKey(k, lc.limit), slots: true})
 			}
 			return l, nil

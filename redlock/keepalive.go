@@ -123,8 +123,7 @@ func (l *Lock) KeepAlive(ctx context.Context) (context.Context, context.CancelFu
 		return endedContext(ctx, cause)
 	}
 	kctx, cancel := context.WithCancelCause(ctx)
-	// Forget keep-alives their owners already cancelled, so that calling
-	// KeepAlive repeatedly does not grow the list.
+	// Drop keep-alives already cancelled: repeated calls do not grow the list.
 	live := slices.DeleteFunc(l.keepalives, func(ka keepalive) bool {
 		return ka.ctx.Err() != nil
 	})

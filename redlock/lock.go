@@ -26,9 +26,8 @@ type Lock struct {
 	fence    int64
 	ttl      time.Duration
 	acquired time.Time // start of the winning attempt
-	// unsent are the nodes whose SET was refused before it was queued: they
-	// never held the key, so the release skips them (a dead node's spill
-	// list must not grow with releases it never needs).
+	// unsent: nodes whose SET was refused before it was queued. They never
+	// held the key: the release skips them, not to grow a dead node's spill.
 	unsent  uint64
 	holdEnd time.Time // acquired + max hold, zero if uncapped
 
@@ -182,10 +181,9 @@ func (l *Lock) checkValidity() {
 	l.loseUnlock(cause)
 }
 
-// loseUnlock marks the lock lost and releases l.mu, which it is called
-// with: Lost() closes, keep-alive contexts are cancelled with cause, the
-// local queue moves on. The loss is logged and observed after the unlock
-// (an observer may call back into the lock).
+// loseUnlock, called with l.mu held, marks the lock lost (Lost() closes,
+// keep-alives end with cause, the local queue moves on) and unlocks before
+// it logs and observes the loss (an observer may call back into the lock).
 func (l *Lock) loseUnlock(cause error) {
 	if l.state != stateHeld {
 		l.mu.Unlock()

@@ -255,24 +255,18 @@ func classifyAnswered(rep transport.Reply) outcome {
 // classifySet is for SET NX and the fencing acquire script: a value means
 // set, nil means held by another.
 func classifySet(rep transport.Reply) outcome {
-	switch {
-	case rep.Err == nil:
-		return outOK
-	case rep.Err == redis.Nil:
+	if rep.Err == redis.Nil {
 		return outRefused
 	}
-	return outFailed
+	return classifyAnswered(rep)
 }
 
 // classifyOne is for scripts answering 1 (done) or 0 (not our key).
 func classifyOne(rep transport.Reply) outcome {
-	if rep.Err != nil {
-		return outFailed
+	if n, _ := rep.Val.(int64); rep.Err == nil && n != 1 {
+		return outRefused
 	}
-	if n, ok := rep.Val.(int64); ok && n == 1 {
-		return outOK
-	}
-	return outRefused
+	return classifyAnswered(rep)
 }
 
 // tally counts the outcomes of a round and decides it as soon as the result
@@ -302,14 +296,9 @@ func (t *tally) decided() bool {
 // success reports whether need nodes answered OK.
 func (t *tally) success() bool { return t.ok >= t.need }
 
-// causes are the sentinels for a round that did not succeed, from what was
-// known when it was decided: ErrQuorum when failures alone left fewer than
-// need nodes able to answer, ErrLocked when refusals (another holder) alone
-// did, both when it took the two together. Answers arrive in any order, so
-// the label is built to be stable where it matters: a round in which a
-// majority failed always matches ErrQuorum, one in which no node failed
-// never does, and one in which no node was held by another never matches
-// ErrLocked.
+// causes are the sentinels of a round that did not succeed: ErrQuorum when
+// failures alone left too few nodes, ErrLocked when refusals alone did, both
+// when it took the two (docs/design/REDLOCK.md, "Distinguishable errors").
 func (t *tally) causes() []error {
 	switch {
 	case t.total-t.failed < t.need: // by failures alone
