@@ -78,8 +78,7 @@ func (c *Client) broadcastLook(op, resource string, mask uint64, need int, deadl
 	return r
 }
 
-// free is the caller letting go of the round: it reads nothing more from
-// it, not even the slots. Calls still queued keep it until answered.
+// free lets the round go: the caller reads no more; queued calls keep it.
 func (r *round) free() {
 	r.idle()
 	r.Unref()
@@ -116,8 +115,7 @@ func (r *round) Unref() {
 	r.c.rounds.Put(r)
 }
 
-// idle ends the round's count in the client's busy callers: its caller no
-// longer waits for it (and sends nothing more because of it).
+// idle ends the round's count in the client's busy callers (done waiting).
 func (r *round) idle() {
 	if r.busy {
 		r.busy = false
