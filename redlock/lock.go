@@ -116,8 +116,7 @@ func (l *Lock) Lost() <-chan struct{} {
 	return l.lost
 }
 
-// handle carries a Lock's mechanics: calls this module's middleware and
-// scheduler make through lockutil, which are not the public API.
+// handle carries the Lock's mechanics, which only lockutil reaches.
 type handle = lockutil.Handle
 
 // mechanics are the Lock's calls that lockutil reaches (lockutil.Mechanics).

@@ -145,24 +145,25 @@ func (r *round) wait(ctx context.Context, deadline time.Time, classify func(tran
 	defer r.idle()
 	r.waiting.Store(true)
 	defer r.waiting.Store(false)
-	var timeout <-chan time.Time // the timer is taken once the round waits
-	for r.take(classify); !done(); r.take(classify) {
-		if timeout == nil {
-			timer := r.c.roundTimer(time.Until(deadline))
-			defer r.c.putRoundTimer(timer)
-			timeout = timer.C
-		}
+	if r.take(classify); done() {
+		return nil
+	}
+	timer := r.c.roundTimer(time.Until(deadline))
+	defer r.c.putRoundTimer(timer) // outside any loop: no heap-allocated defer
+	for {
 		select {
 		case <-r.wake:
-		case <-timeout:
+		case <-timer.C:
 			r.take(classify)
 			r.timeoutPending()
 			return nil
 		case <-ctx.Done():
 			return ctx.Err()
 		}
+		if r.take(classify); done() {
+			return nil
+		}
 	}
-	return nil
 }
 
 // roundTimer returns a timer that fires after d, from the client's pool
