@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	mrand "math/rand/v2"
+	"slices"
 	"strconv"
 	"time"
 )
@@ -100,14 +102,11 @@ func (c *Client) checkTTL(ttl time.Duration) error {
 	return nil
 }
 
-// acquireLoop is Acquire's rounds. Only the first of this client's callers
-// of the resource, in FIFO order, tries the nodes (enter). Its first round is
-// plain, as TryAcquire's: it takes a free key and cannot take one reserved
-// for a queued waiter, so an uncontended Acquire costs what Redlock costs.
-// Once refused it queues on the nodes with ticket tk, taken on arrival so
-// that its place in the FIFO is its arrival; a resource contended here
-// lately (its releases watched) queues from the first round. Slots (n > 1)
-// share one queue: docs/design/HANDOVER.md, "Slots".
+// acquireLoop is Acquire's rounds, made by the first of this client's
+// callers of the resource (enter). Its first round is plain, as TryAcquire's,
+// unless the resource was contended here lately; once refused it queues on
+// the nodes with the ticket taken on arrival (docs/design/HANDOVER.md,
+// "Across processes" and, for n > 1, "Slots").
 func (c *Client) acquireLoop(ctx context.Context, k keys, ttl time.Duration, lc *lockConfig) (*Lock, int, error) {
 	tk := newTicket()
 	req := c.waitReq(k, ttl, lc, tk)
@@ -122,57 +121,54 @@ func (c *Client) acquireLoop(ctx context.Context, k keys, ttl time.Duration, lc 
 	if lc.limit > 1 && c.cfg.noSlotQueue {
 		qt = nil // the slots' queue turned off: a test's control
 	}
-	p := pauser{c: c}
-	defer p.stop()
+	var w *watch // the release announcements, once watched
+	defer func() {
+		if w != nil {
+			w.close()
+		}
+	}()
 	var last error
 	var queued *ticket // nil until the first round failed: nothing to leave on the nodes
 	if qt != nil && c.notify.watched(k.channel) {
 		// Contended here lately: a plain round would most likely be
 		// refused, so queue from the first round, watching already.
-		p.listen(ctx, k.channel, tk)
-		queued = qt
+		w, queued = c.notify.watch(ctx, k.channel, tk.id), qt
 	}
-	only := -1 // the slot a release reserved for the caller
-	for attempts := 1; ; attempts++ {
-		if p.w != nil {
-			p.w.reset() // forget the announcements heard before this round
+	only, attempts := -1, 1 // only: the slot a release reserved for the caller
+	for ; ; attempts++ {
+		if w != nil {
+			w.reset() // forget the announcements heard before this round
 		}
 		if lc.limit > 1 && c.cfg.slotRound != nil {
 			c.cfg.slotRound()
 		}
-		l, err := c.try(ctx, k, ttl, lc, only, queued)
-		if err == nil {
+		if l, err = c.try(ctx, k, ttl, lc, only, queued); err == nil {
 			return c.won(l, t, lc, queued != nil && attempts > 1), attempts, nil
 		}
 		if ctx.Err() != nil || errors.Is(err, ErrClosed) {
-			c.giveUp(k, queued, lc, t)
-			return nil, attempts, waitError(ctx, err, last)
+			break
 		}
 		queued, last = qt, err
-		if p.w == nil && errors.Is(err, ErrLocked) {
-			// Subscribe to the release, then try once more at once: the
-			// holder may have released between the attempt and now.
-			p.listen(ctx, k.channel, tk)
+		if w == nil && errors.Is(err, ErrLocked) {
+			// Subscribe (deaf to others' reservations), then try again at
+			// once: the holder may have released since the attempt.
+			w = c.notify.watch(ctx, k.channel, tk.id)
 			continue
 		}
-		l, err = p.pause(ctx, t, req, err)
-		if l != nil || err != nil {
-			c.giveUp(k, queued, lc, t)
+		if l, only, err = c.pause(ctx, w, t, req, err); l != nil || err != nil {
+			break
 		}
-		if l != nil {
-			return l, attempts, nil
-		}
-		if err != nil {
-			return nil, attempts, waitError(ctx, err, last)
-		}
-		only = announcedSlot(&p, int(lc.limit))
 	}
+	c.giveUp(k, queued, lc, t)
+	if l != nil {
+		return l, attempts, nil
+	}
+	return nil, attempts, waitError(ctx, err, last)
 }
 
-// won settles the lock a round won for the caller holding the local turn t.
-// A lock of one holder keeps the turn, to hand it over with the lock on
-// release (remote: won after queueing on the nodes); a slot does not (its
-// own turn is a handle on the queue), so the next caller tries the others.
+// won settles the lock a round won for the caller holding the local turn t
+// (remote: after queueing on the nodes). A lock of one holder keeps t, to
+// hand it over on release; a slot passes it on, to the next caller.
 func (c *Client) won(l *Lock, t *turn, lc *lockConfig, remote bool) *Lock {
 	if lc.limit > 1 {
 		t.leave()
@@ -211,15 +207,8 @@ func (c *Client) enter(ctx context.Context, k keys, lc *lockConfig, req *handoff
 		gate = gateKey(k, lc.limit)
 	}
 	t, l, err := c.gates.enter(ctx, gate, c.closed, req)
-	if l != nil {
-		if err == nil {
-			l.via = handoverLocal
-			return nil, l, nil
-		}
-		// It arrived as the caller gave up.
-		if !c.spawn(func() { _ = l.Release(context.Background()) }) {
-			_ = l.Release(context.Background())
-		}
+	if l, err = c.handed(l, err); l != nil {
+		return nil, l, nil
 	}
 	if err == nil || errors.Is(err, ErrClosed) {
 		return t, nil, err
@@ -253,4 +242,105 @@ func waitError(ctx context.Context, err, last error) error {
 		return cerr
 	}
 	return fmt.Errorf("%w (last attempt: %w)", cerr, last)
+}
+
+// try makes one Redlock round (attempt) for a resource of one holder; for
+// n > 1 slots, one per slot until one is won, from a random slot (slot 0 for
+// a queued waiter: slot_wait.lua), or only the slot only >= 0. All refused,
+// its error matches every slot's causes (ErrLocked when all are held).
+func (c *Client) try(ctx context.Context, k keys, ttl time.Duration, lc *lockConfig, only int, tk *ticket) (*Lock, error) {
+	n, start, tries := int(lc.limit), only, 1
+	switch {
+	case n <= 1:
+		return c.attempt(ctx, k, ttl, lc, tk)
+	case only >= 0:
+	case tk != nil:
+		start, tries = 0, n
+	default:
+		start, tries = mrand.IntN(n), n // spreads uncontended callers over the slots
+	}
+	all := &opError{summary: fmt.Sprintf("none of the %d slots could be taken", tries)}
+	for i := range tries {
+		slot, sk := (start+i)%n, k
+		sk.key = slotKey(k.key, slot)
+		lc.slot = uint16(slot)
+		l, err := c.attempt(ctx, sk, ttl, lc, tk)
+		if err == nil {
+			if c.cfg.localQueue { // its release may hand the slot on here
+				l.adoptTurn(&turn{gs: &c.gates, key: gateKey(k, lc.limit), slots: true})
+			}
+			return l, nil
+		}
+		if ctx.Err() != nil || errors.Is(err, ErrClosed) {
+			return nil, err
+		}
+		all.add(err)
+	}
+	return nil, all
+}
+
+// add merges a slot's failure into e: its causes, its node errors (the
+// last slot's), and whether it was a split.
+func (e *opError) add(err error) {
+	var oe *opError
+	if !errors.As(err, &oe) {
+		oe = &opError{kinds: []error{ErrQuorum}, nodes: e.nodes}
+	}
+	for _, k := range oe.kinds {
+		if !slices.Contains(e.kinds, k) {
+			e.kinds = append(e.kinds, k)
+		}
+	}
+	e.nodes = oe.nodes
+	e.split = e.split || oe.split
+	e.took = max(e.took, oe.took)
+}
+
+// attempt is one Redlock round: SET NX PX (or the fencing script) on every
+// node at once, decided at quorum; with a ticket, turnScript, which also
+// keeps the caller's place in the nodes' waiter queue. A failed round is
+// undone on every node that may hold the token, stragglers included.
+func (c *Client) attempt(ctx context.Context, k keys, ttl time.Duration, lc *lockConfig, tk *ticket) (*Lock, error) {
+	token := newToken(lc.suffix)
+	s, args, classify := c.roundArgs(k, token, ttl, lc, tk)
+	start := time.Now()
+	deadline := start.Add(c.cfg.nodeTimeout)
+	r := c.broadcastLook("acquire", k.resource, c.allNodes(), c.q, deadline, false, args, s, lookOf(lc.rec))
+	defer r.free()
+	err := r.collect(ctx, classify)
+	until := start.Add(ttl - driftAllowance(ttl, c.cfg.driftFactor))
+	var fence int64
+	switch {
+	case err != nil:
+	case !r.t.success():
+		e := r.err(r.t.causes(), fmt.Sprintf("%d of %d nodes set (quorum %d), %d held by another, %d failed",
+			r.t.ok, r.t.total, c.q, r.t.refused, r.t.failed))
+		// A split: some nodes ours, some another's, and nobody can hold a
+		// majority. A holder with a majority is not a split (refused >= q).
+		e.split = r.t.ok > 0 && r.t.refused > 0 && r.t.refused < c.q
+		e.took = time.Since(start)
+		err = e
+	case !time.Now().Before(until):
+		err = r.err([]error{ErrQuorum}, fmt.Sprintf("quorum reached after %v, past the validity of ttl %v", time.Since(start).Round(time.Microsecond), ttl))
+	case lc.fencing:
+		fence, err = c.settleFence(ctx, r, fencesOf(tk != nil && lc.limit <= 1), k, until, stepOf(lc))
+	}
+	if err != nil {
+		c.undo(k, token, r.unsent, int(lc.limit))
+		return nil, err
+	}
+	c.dequeue(k, tk, lc, r.notSet()) // where it was not granted the key
+	l := c.newLock(k, token, fence, ttl, start, until, lc)
+	l.unsent, l.found, l.chainStart = r.unsent, r.rec, time.Now()
+	return l, nil
+}
+
+// dequeue takes waiter tk out of the nodes' queue of k's resource (its
+// slots' queue under WithLimit) on the nodes in mask.
+func (c *Client) dequeue(k keys, tk *ticket, lc *lockConfig, mask uint64) {
+	if lc.limit > 1 {
+		c.leaveSlotQueue(k, tk, int(lc.limit), mask)
+	} else {
+		c.leaveQueue(k, tk, mask)
+	}
 }

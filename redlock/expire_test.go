@@ -64,7 +64,7 @@ func TestLeaveToExpireIsNotALoss(t *testing.T) {
 				}
 				synctest.Wait() // the nodes beyond the quorum answer in the background
 				if leave {
-					if err := l.leaveToExpire(); err != nil {
+					if err := (*mechanics)(l).LeaveToExpire(); err != nil {
 						t.Fatal(err)
 					}
 					if n := holders(c, mems, "tick", l.Token()); n != 3 {
@@ -103,7 +103,7 @@ func TestLeaveToExpireEndsTheLocalLock(t *testing.T) {
 		}
 		kctx, stop := l.KeepAlive(ctx)
 		defer stop()
-		if err := l.leaveToExpire(); err != nil {
+		if err := (*mechanics)(l).LeaveToExpire(); err != nil {
 			t.Fatal(err)
 		}
 		<-kctx.Done()
@@ -111,7 +111,7 @@ func TestLeaveToExpireEndsTheLocalLock(t *testing.T) {
 			t.Fatalf("keep-alive ended with %v", cause)
 		}
 		for what, err := range map[string]error{
-			"Release": l.Release(ctx), "Extend": l.Extend(ctx, time.Second), "LeaveToExpire": l.leaveToExpire(),
+			"Release": l.Release(ctx), "Extend": l.Extend(ctx, time.Second), "LeaveToExpire": (*mechanics)(l).LeaveToExpire(),
 		} {
 			if !errors.Is(err, ErrNotHeld) {
 				t.Errorf("%s after LeaveToExpire: %v, want ErrNotHeld", what, err)
@@ -123,7 +123,7 @@ func TestLeaveToExpireEndsTheLocalLock(t *testing.T) {
 			t.Fatal(err)
 		}
 		time.Sleep(2 * time.Second)
-		if err := gone.leaveToExpire(); !errors.Is(err, ErrLockLost) {
+		if err := (*mechanics)(gone).LeaveToExpire(); !errors.Is(err, ErrLockLost) {
 			t.Fatalf("LeaveToExpire of a lost lock: %v, want ErrLockLost", err)
 		}
 	})

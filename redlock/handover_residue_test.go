@@ -112,7 +112,7 @@ func TestLeftEarlySuccessorKeepsTheResourceToItsEnd(t *testing.T) {
 			t.Fatalf("the predecessor's token is on %d nodes: the case is not forced", n)
 		}
 		until := successor.Until()
-		if err := successor.leaveToExpire(); err != nil {
+		if err := (*mechanics)(successor).LeaveToExpire(); err != nil {
 			t.Fatal(err)
 		}
 		for {

@@ -26,9 +26,8 @@ type Lock struct {
 	fence    int64
 	ttl      time.Duration
 	acquired time.Time // start of the winning attempt
-	// unsent are the nodes whose SET was refused before it was queued: they
-	// never held the key, so the release skips them (a dead node's spill
-	// list must not grow with releases it never needs).
+	// unsent: nodes whose SET was refused before it was queued. They never
+	// held the key: the release skips them, not to grow a dead node's spill.
 	unsent  uint64
 	holdEnd time.Time // acquired + max hold, zero if uncapped
 
@@ -117,18 +116,11 @@ func (l *Lock) Lost() <-chan struct{} {
 	return l.lost
 }
 
-// handle carries a Lock's mechanics: calls this module's middleware and
-// scheduler make through lockutil, which are not the public API.
+// handle carries the Lock's mechanics, which only lockutil reaches.
 type handle = lockutil.Handle
 
 // mechanics are the Lock's calls that lockutil reaches (lockutil.Mechanics).
 type mechanics Lock
-
-func (m *mechanics) ReleaseAsync(ctx context.Context, done func(error)) {
-	(*Lock)(m).releaseAsync(ctx, done)
-}
-
-func (m *mechanics) LeaveToExpire() error { return (*Lock)(m).leaveToExpire() }
 
 func (m *mechanics) CompletedRun() int              { return (*Lock)(m).completedRun() }
 func (m *mechanics) CompletedAt() time.Time         { return (*Lock)(m).completedAt() }
@@ -156,6 +148,21 @@ func (c *Client) newLock(res keys, token string, fence int64, ttl time.Duration,
 	return l
 }
 
+// adoptTurn attaches the caller's place in the local queue: it passes to the
+// next local waiter when the lock is released or lost.
+func (l *Lock) adoptTurn(t *turn) {
+	if t == nil {
+		return
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.state != stateHeld {
+		t.leave()
+		return
+	}
+	l.turn = t
+}
+
 // checkValidity runs when the validity is about to end: unless an extension
 // moved Until meanwhile, the lock is lost (if it is still held).
 func (l *Lock) checkValidity() {
@@ -170,28 +177,25 @@ func (l *Lock) checkValidity() {
 	if l.capped {
 		cause = ErrMaxHold
 	}
-	report := l.loseLocked(cause)
-	l.mu.Unlock()
-	report()
+	l.loseUnlock(cause)
 }
 
-// loseLocked marks the lock lost: Lost() closes, keep-alive contexts are
-// cancelled with cause, the local queue moves on. Called with l.mu held; the
-// returned function logs and observes the loss and must be called after
-// l.mu is released (an observer may call back into the lock).
-func (l *Lock) loseLocked(cause error) (report func()) {
+// loseUnlock, called with l.mu held, marks the lock lost (Lost() closes,
+// keep-alives end with cause, the local queue moves on) and unlocks before
+// it logs and observes the loss (an observer may call back into the lock).
+func (l *Lock) loseUnlock(cause error) {
 	if l.state != stateHeld {
-		return func() {}
+		l.mu.Unlock()
+		return
 	}
 	close(l.lost)
 	l.endLocked(stateLost, cause)
 	l.turn.leave()
 	l.dropPrevAtEnd()
 	held := time.Since(l.acquired)
-	return func() {
-		l.c.cfg.logger.Warn("redlock lock lost", "resource", l.res.resource, "cause", cause)
-		l.c.observe(Event{Kind: EventLost, Resource: l.res.resource, Duration: held, Err: cause})
-	}
+	l.mu.Unlock()
+	l.c.cfg.logger.Warn("redlock lock lost", "resource", l.res.resource, "cause", cause)
+	l.c.observe(Event{Kind: EventLost, Resource: l.res.resource, Duration: held, Err: cause})
 }
 
 // endLocked ends the lock's life in this process as state (l.mu held): a
@@ -226,29 +230,21 @@ func (l *Lock) Release(ctx context.Context) error {
 		return invalidf("nil context: the lock is still held; release it with a live context")
 	}
 	span := l.c.startSpan(ctx, spanRelease, l.res.resource)
-	p, err := l.startRelease(ctx)
-	if p.r != nil {
-		err = l.finishRelease(ctx, p)
+	r, wasLost, err := l.startRelease(ctx)
+	if r != nil {
+		err = l.finishRelease(ctx, r, wasLost)
 	}
 	endReleaseSpan(span, err)
 	return err
 }
 
-// pendingRelease is a release round sent, its answers still to come.
-type pendingRelease struct {
-	r        *round
-	deadline time.Time
-	wasLost  bool
-}
-
 // startRelease ends the lock's life here and gives it up: handed over to a
-// local waiter (done on return, no round), or a release round sent to the
-// nodes (deleting its keys, or reserving them for the nodes' queue head),
-// whose answers finishRelease judges.
-func (l *Lock) startRelease(ctx context.Context) (pendingRelease, error) {
+// local waiter (no round), or a release round sent, which finishRelease
+// judges. It reports whether the lock had been lost.
+func (l *Lock) startRelease(ctx context.Context) (*round, bool, error) {
 	wasLost, prev, held := l.markReleased()
 	if !held {
-		return pendingRelease{}, ErrNotHeld
+		return nil, false, ErrNotHeld
 	}
 	if prev != "" {
 		// A failed early hand-over left the predecessor's token where
@@ -264,28 +260,26 @@ func (l *Lock) startRelease(ctx context.Context) (pendingRelease, error) {
 		// A hand-over that claimed a waiter passes the turn on itself,
 		// even when ctx ends before its round is decided.
 		if handed, err := l.tryHandOver(ctx); handed {
-			return pendingRelease{}, err
+			return nil, false, err
 		}
 	}
 	c := l.c
-	deadline := time.Now().Add(c.cfg.nodeTimeout)
 	s, args := queueReleaseScript, c.releaseArgs(l.res, l.token, rec)
 	if l.limit > 1 {
 		s, args = c.slotRelease(l.res, l.token, l.res.channel, int(l.slot), int(l.limit), rec)
 	}
+	deadline := time.Now().Add(c.cfg.nodeTimeout)
 	r := c.broadcast("release", l.res.resource, c.allNodes()&^l.unsent, c.q, deadline, true, args, s)
-	return pendingRelease{r: r, deadline: deadline, wasLost: wasLost}, nil
+	return r, wasLost, nil
 }
 
-// finishRelease judges the release round's answers, a majority must
-// confirm; then the next local waiter, if any, gets its turn, whatever the
-// answers were.
-func (l *Lock) finishRelease(ctx context.Context, p pendingRelease) error {
-	r := p.r
+// finishRelease judges the release round (a majority must confirm); the
+// next local waiter gets its turn whatever the answers.
+func (l *Lock) finishRelease(ctx context.Context, r *round, wasLost bool) error {
 	defer l.turn.leave()
-	err := r.collect(ctx, p.deadline, classifyOne)
+	err := r.collect(ctx, classifyOne)
 	switch {
-	case p.wasLost:
+	case wasLost:
 		err = &opError{kinds: []error{ErrLockLost}, summary: "released after its validity ended"}
 	case err != nil:
 	case r.t.success():
@@ -301,16 +295,15 @@ func (l *Lock) finishRelease(ctx context.Context, p pendingRelease) error {
 		err = r.err([]error{ErrQuorum}, "release not confirmed by a majority; the keys expire within the TTL")
 	}
 	r.free()
-	if !p.wasLost {
+	if !wasLost {
 		l.noticeRecord() // for callers that queued while the round was out
 	}
 	return err
 }
 
-// markReleased ends the lock's life in this process: its watchdog and
-// keep-alives stop. It reports whether the lock had been lost, the token of
-// a predecessor a failed early hand-over left behind, and false if the lock
-// was already released.
+// markReleased ends the lock's life in this process. It reports whether it
+// had been lost, a failed early hand-over's predecessor token left behind,
+// and false if it was already released.
 func (l *Lock) markReleased() (wasLost bool, prev string, held bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -320,4 +313,69 @@ func (l *Lock) markReleased() (wasLost bool, prev string, held bool) {
 	wasLost = l.state == stateLost || !time.Now().Before(l.until)
 	l.endLocked(stateReleased, nil)
 	return wasLost, l.handoff.prev, true
+}
+
+// ReleaseAsync is Release without the wait for the nodes' answers: sent
+// here when a caller of this Client waits for the resource or did lately,
+// else from the goroutine that waits (docs/design/REDLOCK.md, "Calls
+// internal to the module").
+func (m *mechanics) ReleaseAsync(ctx context.Context, done func(error)) {
+	l := (*Lock)(m)
+	if done == nil {
+		done = func(error) {}
+	}
+	if l == nil {
+		done(ErrNotHeld)
+		return
+	}
+	c := l.c
+	c.bgMu.Lock()
+	if ctx == nil || c.closing {
+		c.bgMu.Unlock()
+		done(l.Release(ctx))
+		return
+	}
+	c.releasing.Add(1)
+	c.bgMu.Unlock()
+	if !l.turn.waited() && !c.notify.watched(l.res.channel) {
+		go func() {
+			defer c.releasing.Done()
+			done(l.Release(ctx))
+		}()
+		return
+	}
+	span := c.startSpan(ctx, spanRelease, l.res.resource)
+	end := func(err error) {
+		defer c.releasing.Done()
+		endReleaseSpan(span, err)
+		done(err)
+	}
+	r, wasLost, err := l.startRelease(ctx)
+	if r == nil { // handed over, or not held
+		end(err)
+		return
+	}
+	go func() { end(l.finishRelease(ctx, r, wasLost)) }()
+}
+
+// LeaveToExpire ends the lock in this process and leaves its keys to their
+// TTL, an end that is not a loss (docs/design/REDLOCK.md, "Calls internal to
+// the module").
+func (m *mechanics) LeaveToExpire() error {
+	l := (*Lock)(m)
+	if l == nil {
+		return ErrNotHeld
+	}
+	wasLost, _, held := l.markReleased()
+	if !held {
+		return ErrNotHeld
+	}
+	l.turn.leave()
+	l.mu.Lock()
+	l.dropPrevAtEnd() // a failed early hand-over's predecessor holds on till then
+	l.mu.Unlock()
+	if wasLost {
+		return &opError{kinds: []error{ErrLockLost}, summary: "left to expire after its validity ended"}
+	}
+	return nil
 }

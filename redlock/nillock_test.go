@@ -18,15 +18,15 @@ func TestNilLockIsNotHeld(t *testing.T) {
 	if err := l.Extend(ctx, 0); !errors.Is(err, ErrNotHeld) {
 		t.Errorf("Extend: %v, want ErrNotHeld", err)
 	}
-	if err := l.leaveToExpire(); !errors.Is(err, ErrNotHeld) {
+	if err := (*mechanics)(l).LeaveToExpire(); !errors.Is(err, ErrNotHeld) {
 		t.Errorf("LeaveToExpire: %v, want ErrNotHeld", err)
 	}
 	done := make(chan error, 1)
-	l.releaseAsync(ctx, func(err error) { done <- err })
+	(*mechanics)(l).ReleaseAsync(ctx, func(err error) { done <- err })
 	if err := <-done; !errors.Is(err, ErrNotHeld) {
 		t.Errorf("ReleaseAsync: %v, want ErrNotHeld", err)
 	}
-	l.releaseAsync(ctx, nil)
+	(*mechanics)(l).ReleaseAsync(ctx, nil)
 	kctx, cancel := l.KeepAlive(ctx)
 	defer cancel()
 	if kctx.Err() == nil || !errors.Is(context.Cause(kctx), ErrNotHeld) {

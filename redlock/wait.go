@@ -9,69 +9,61 @@ import (
 	"time"
 )
 
-// pauser is an Acquire's wait between two attempts: for a release
-// announcement (once w watches the resource), the retry delay, the end of
-// ctx or the client's close.
-type pauser struct {
-	c     *Client
-	w     *watch
-	timer *time.Timer
-	woke  bool // the last pause ended with an announcement
-}
-
-// pause waits before the round that follows one that failed with last. A
-// caller of n > 1 slots is parked on its turn t meanwhile (see park): a
-// slot this client releases is handed to it, and comes back. It returns
-// ctx's error or ErrClosed when the wait must end instead.
-func (p *pauser) pause(ctx context.Context, t *turn, req *handoffReq, last error) (*Lock, error) {
-	d := p.c.retryDelay()
+// pause waits before the round that follows one that failed with last: for
+// a release announcement (once w watches), the retry delay, a slot handed
+// over (see park), ctx's end or the client's close. It returns the slot
+// whose release woke it (-1 if none), or why the wait must end.
+func (c *Client) pause(ctx context.Context, w *watch, t *turn, req *handoffReq, last error) (*Lock, int, error) {
+	d := c.retryDelay()
 	if oe := (*opError)(nil); errors.As(last, &oe) && oe.split {
 		// Contenders split the nodes and nobody won: no release will be
 		// announced, so retry after a short random delay instead, spread
 		// over the attempt's length (a silent node makes a split last a
 		// whole node timeout; retrying inside it collides again).
-		d = p.c.splitDelay(oe.took)
+		d = c.splitDelay(oe.took)
 	}
-	if p.timer == nil {
-		p.timer = time.NewTimer(d)
-	} else {
-		p.timer.Reset(d)
-	}
+	timer := c.roundTimer(d)
+	defer c.putRoundTimer(timer)
 	var wake, handed <-chan struct{} // a nil channel is never ready
-	if p.w != nil {
-		wake = p.w.C
-	}
-	w := t.park(req)
 	if w != nil {
-		handed = w.ready
+		wake = w.C
+	}
+	pw := t.park(req)
+	if pw != nil {
+		handed = pw.ready
 	}
 	var perr error
-	p.woke = false
+	only := -1
 	select {
 	case <-ctx.Done():
 		perr = ctx.Err()
-	case <-p.c.closed:
+	case <-c.closed:
 		perr = ErrClosed
 	case <-wake:
-		p.woke = true
+		only = announcedSlot(w.payload(), int(req.lc.limit))
 	case <-handed:
-	case <-p.timer.C:
+	case <-timer.C:
 	}
-	l, err := t.unpark(ctx, w, p.c.closed)
-	switch {
-	case l != nil && err == nil:
+	if l, err := c.handed(t.unpark(ctx, pw, c.closed)); l != nil || err != nil {
+		return l, -1, err
+	}
+	return nil, only, perr
+}
+
+// handed is a lock (if any) a holder of this client handed over: the
+// caller's, or released in the background if it came as the caller gave up.
+func (c *Client) handed(l *Lock, err error) (*Lock, error) {
+	if l == nil {
+		return nil, err
+	}
+	if err == nil {
 		l.via = handoverLocal
 		return l, nil
-	case l != nil:
-		// It arrived as the caller gave up.
-		if !p.c.spawn(func() { _ = l.Release(context.Background()) }) {
-			_ = l.Release(context.Background())
-		}
-		return nil, err
-	case err != nil:
-		return nil, err
 	}
-	return nil, perr
+	if !c.spawn(func() { _ = l.Release(context.Background()) }) {
+		_ = l.Release(context.Background())
+	}
+	return nil, err
 }
 
 // retryDelay is a random delay in [retryMin, retryMax].
@@ -91,27 +83,9 @@ func (c *Client) splitDelay(took time.Duration) time.Duration {
 	return time.Duration(mrand.Int64N(int64(span) + 1))
 }
 
-// listen watches the release announcements on channel, deaf to the
-// reservations for waiters other than tk.
-func (p *pauser) listen(ctx context.Context, channel string, tk *ticket) {
-	p.w = p.c.notify.watch(ctx, channel, tk.id)
-}
-
-// stop ends the watch and the timer.
-func (p *pauser) stop() {
-	if p.w != nil {
-		p.w.close()
-	}
-	if p.timer != nil {
-		p.timer.Stop()
-	}
-}
-
-// park makes the caller holding the turn t of a resource of n > 1 slots
-// claimable while it pauses between rounds: it is the oldest of this
-// client's callers, so a slot this client releases meanwhile may be handed
-// to it (handover.go). unpark ends that. Only this caller is ever handed a
-// slot, which keeps the process's callers in FIFO order.
+// park makes the caller holding the turn t of a resource of n > 1 slots,
+// the oldest of this client's, claimable while it pauses: a slot this client
+// releases may be handed to it (docs/design/HANDOVER.md, "Slots").
 func (t *turn) park(req *handoffReq) *waiter {
 	if t == nil || req.lc.limit <= 1 { // one holder's lock comes with the turn
 		return nil
@@ -125,26 +99,24 @@ func (t *turn) park(req *handoffReq) *waiter {
 	return w
 }
 
-// unpark ends the pause of the parked caller w. A slot handed to it comes
-// back (nil when none, or when the hand-over failed: the caller acquires by
-// itself); a hand-over under way is waited for. When ctx ends or the
-// client closes first, the error comes back, with the lock if it arrived
-// as the caller gave up (the caller releases it); otherwise the hand-over's
-// sender releases what it gets.
+// unpark ends the pause of the parked caller w: the slot handed to it, if
+// any, once a hand-over under way ends. When ctx ends or the client closes
+// first, the error comes back, with the lock if it arrived as the caller
+// gave up; otherwise the hand-over's sender releases what it gets.
 func (t *turn) unpark(ctx context.Context, w *waiter, closed <-chan struct{}) (*Lock, error) {
 	if w == nil {
 		return nil, nil
 	}
 	gs := t.gs
 	gs.mu.Lock()
-	if !w.claimed {
-		if g := gs.m[t.key]; g != nil && g.idle == w {
-			g.idle = nil
-		}
-		gs.mu.Unlock()
-		return nil, nil
+	claimed := w.claimed
+	if g := gs.m[t.key]; !claimed && g != nil && g.idle == w {
+		g.idle = nil
 	}
 	gs.mu.Unlock()
+	if !claimed {
+		return nil, nil
+	}
 	var err error
 	select {
 	case <-w.ready:
@@ -163,13 +135,9 @@ func (t *turn) unpark(ctx context.Context, w *waiter, closed <-chan struct{}) (*
 	return nil, err
 }
 
-// announcedSlot is the slot whose release woke the pause, -1 when the pause
-// ended otherwise (or the announcement names no slot of limit).
-func announcedSlot(p *pauser, limit int) int {
-	if !p.woke {
-		return -1
-	}
-	pl := p.w.payload()
+// announcedSlot is the slot of limit an announcement (payload) names, -1
+// when it names none.
+func announcedSlot(pl string, limit int) int {
 	if i := strings.LastIndexByte(pl, '/'); i >= 0 {
 		pl = pl[i+1:] // a reservation: queued:<head>/<slot> (slot_wait.lua)
 	}
