@@ -48,7 +48,8 @@ func (c *Client) acquire(ctx context.Context, resource string, ttl time.Duration
 	if err != nil {
 		c.cfg.logger.Debug("redlock acquire failed", "resource", resource, "attempts", attempts, "wait", d, "err", err)
 	}
-	c.observe(Event{Kind: EventAcquire, Resource: resource, Duration: d, Attempts: attempts, Err: err})
+	c.observe(Event{Kind: EventAcquire, Resource: resource, Duration: d, Attempts: attempts,
+		Outcome: outcomeOf(err), Err: err})
 	return l, err
 }
 
@@ -76,8 +77,8 @@ func (c *Client) prepare(ctx context.Context, resource string, ttl time.Duration
 		return 0, nil, invalidf("max hold must not be negative, got %v", lc.maxHold)
 	case lc.limit < 1:
 		return 0, nil, invalidf("limit must be at least 1, got %d", lc.limit)
-	case lc.limit > MaxLimit:
-		return 0, nil, invalidf("limit must be at most %d", MaxLimit)
+	case lc.limit > maxLimit:
+		return 0, nil, invalidf("limit must be at most %d", maxLimit)
 	}
 	if err := c.keyRecord(resource, lc.rec); err != nil {
 		return 0, nil, err

@@ -117,6 +117,7 @@ func init() {
 	lockutil.BatchWindow = func(d time.Duration) any { return withBatchWindow(d) }
 	lockutil.OnHandOver = func(f func(error)) any { return withHandOverHook(f) }
 	lockutil.Completion = func(id string, window time.Duration) any { return withCompletion(id, window) }
+	lockutil.Outcome = outcomeOf
 }
 
 // WithInspectOnly makes NewFromURLs keep the nodes it would refuse (one
@@ -147,7 +148,7 @@ func WithObserver(f func(Event)) Option { return func(c *config) { c.observer = 
 type lockConfig struct {
 	fencing bool
 	slot    uint16 // under WithLimit: the slot the current round asks for
-	limit   int32  // WithLimit's n, clamped to [MinInt32, MaxLimit+1]; 1 when not given
+	limit   int32  // WithLimit's n, clamped to [MinInt32, maxLimit+1]; 1 when not given
 	maxHold time.Duration
 	suffix  string            // the holder part of this acquisition's tokens
 	rec     *completionRecord // withCompletion's record

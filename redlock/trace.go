@@ -95,7 +95,7 @@ func (c *Client) startSpan(ctx context.Context, name, resource string) trace.Spa
 // endAcquireSpan records an acquisition's outcome and ends its span.
 func endAcquireSpan(span trace.Span, l *Lock, attempts int, err error) {
 	if span.IsRecording() {
-		span.SetAttributes(attrOutcome.String(OutcomeOf(err)), attrAttempts.Int(attempts))
+		span.SetAttributes(attrOutcome.String(outcomeOf(err)), attrAttempts.Int(attempts))
 		if l != nil {
 			span.SetAttributes(attrHandover.String(l.via))
 			if l.fence != 0 {
