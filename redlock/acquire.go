@@ -225,7 +225,7 @@ func gateKey(base keys, n int32) string { return base.key + "#" + strconv.Itoa(i
 // giveUp ends a waiter's wait: it leaves the nodes' queue (if it queued:
 // tk is nil when only plain rounds were sent) and passes its local turn on.
 func (c *Client) giveUp(k keys, tk *ticket, lc *lockConfig, t *turn) {
-	c.dequeue(k, tk, lc, c.allNodes())
+	c.leaveQueue(k, tk, int(lc.limit), c.allNodes())
 	t.leave()
 }
 
@@ -324,24 +324,14 @@ func (c *Client) attempt(ctx context.Context, k keys, ttl time.Duration, lc *loc
 	case !time.Now().Before(until):
 		err = r.err([]error{ErrQuorum}, fmt.Sprintf("quorum reached after %v, past the validity of ttl %v", time.Since(start).Round(time.Microsecond), ttl))
 	case lc.fencing:
-		fence, err = c.settleFence(ctx, r, fencesOf(tk != nil && lc.limit <= 1), k, until, stepOf(lc))
+		fence, err = c.settleFence(ctx, r, tk != nil && lc.limit <= 1, k, until, stepOf(lc))
 	}
 	if err != nil {
 		c.undo(k, token, r.unsent, int(lc.limit))
 		return nil, err
 	}
-	c.dequeue(k, tk, lc, r.notSet()) // where it was not granted the key
+	c.leaveQueue(k, tk, int(lc.limit), r.notSet()) // where it was not granted the key
 	l := c.newLock(k, token, fence, ttl, start, until, lc)
 	l.unsent, l.found, l.chainStart = r.unsent, r.rec, time.Now()
 	return l, nil
-}
-
-// dequeue takes waiter tk out of the nodes' queue of k's resource (its
-// slots' queue under WithLimit) on the nodes in mask.
-func (c *Client) dequeue(k keys, tk *ticket, lc *lockConfig, mask uint64) {
-	if lc.limit > 1 {
-		c.leaveSlotQueue(k, tk, int(lc.limit), mask)
-	} else {
-		c.leaveQueue(k, tk, mask)
-	}
 }

@@ -37,17 +37,13 @@ func (h Holder) String() string {
 	return h.Name + " (" + proc + ")"
 }
 
-// holderSep separates a token's random part (base32, see rand.Text) from the
-// holder description; it is not in the base32 alphabet.
-const holderSep = "|"
+const (
+	holderSep     = "|" // after a token's random part (rand.Text's base32, which has no '|')
+	maxHolderName = 100 // bytes of a name kept: it is sent with every call
+)
 
-// maxHolderName bounds the bytes of a holder name kept in the lock value: it
-// is sent with every acquire, extend and release.
-const maxHolderName = 100
-
-// parseHolder reads the holder carried by a lock token (NodeState.Holder).
-// It reports false for a token without one: taken by another Redlock
-// implementation.
+// parseHolder reads the holder in a lock token, false for none (another
+// Redlock implementation's).
 func parseHolder(token string) (Holder, bool) {
 	_, desc, ok := strings.Cut(token, holderSep)
 	if !ok {
@@ -62,8 +58,7 @@ func parseHolder(token string) (Holder, bool) {
 	return h, h != (Holder{})
 }
 
-// processHolder is the part of every token naming this process, computed once
-// per client: "|h=host&p=pid".
+// processHolder is the part of every token naming this process: "|h=host&p=pid".
 func processHolder() string {
 	host, err := os.Hostname()
 	if err != nil {

@@ -6,8 +6,8 @@ import (
 	"time"
 )
 
-// EventKind tells what an Event reports. Its values are short snake_case
-// names, fit for metric labels and span attributes.
+// EventKind tells what an Event reports: a snake_case name, fit for a
+// metric label.
 type EventKind string
 
 // Event kinds.
