@@ -55,20 +55,14 @@ type Client struct {
 // New see its commands (docs/guide/OPERATIONS.md, "Clients you build
 // yourself"). Clients of other kinds are used as given.
 func New(nodes []redis.UniversalClient, opts ...Option) (*Client, error) {
-	return newClient(nodes, nil, opts)
-}
-
-func newClient(nodes []redis.UniversalClient, owned []redis.UniversalClient, opts []Option) (*Client, error) {
-	cfg := defaultConfig()
-	for _, o := range opts {
-		if o == nil {
-			return nil, invalidf("nil option")
-		}
-		o(&cfg)
-	}
-	if err := cfg.validate(); err != nil {
+	cfg, err := configure(opts)
+	if err != nil {
 		return nil, err
 	}
+	return newClient(nodes, nil, cfg)
+}
+
+func newClient(nodes []redis.UniversalClient, owned []redis.UniversalClient, cfg config) (*Client, error) {
 	if len(nodes) == 0 {
 		return nil, invalidf("no nodes given")
 	}
@@ -148,11 +142,9 @@ func NewFromURLs(urls []string, opts ...Option) (*Client, error) {
 	if len(urls) == 0 {
 		return nil, invalidf("no node URLs given")
 	}
-	cfg := defaultConfig()
-	for _, o := range opts {
-		if o != nil {
-			o(&cfg)
-		}
+	cfg, err := configure(opts)
+	if err != nil {
+		return nil, err
 	}
 	clients := make([]redis.UniversalClient, 0, len(urls))
 	closeAll := func() {
@@ -168,7 +160,7 @@ func NewFromURLs(urls []string, opts ...Option) (*Client, error) {
 		}
 		clients = append(clients, cl)
 	}
-	c, err := newClient(clients, clients, opts)
+	c, err := newClient(clients, clients, cfg)
 	if err != nil {
 		closeAll()
 		return nil, err
@@ -259,11 +251,9 @@ func (c *Client) awaitWarm(ctx context.Context) {
 		return
 	default:
 	}
-	t := time.NewTimer(ioTimeout(c.cfg.nodeTimeout))
-	defer t.Stop()
 	select {
 	case <-c.warmed:
-	case <-t.C:
+	case <-time.After(ioTimeout(c.cfg.nodeTimeout)):
 	case <-ctx.Done():
 	case <-c.closed:
 	}

@@ -27,11 +27,10 @@ func (h Holder) String() string {
 	if h.PID > 0 {
 		proc += " pid " + strconv.Itoa(h.PID)
 	}
-	proc = strings.TrimSpace(proc)
-	if h.Name == "" {
+	switch proc = strings.TrimSpace(proc); {
+	case h.Name == "":
 		return proc
-	}
-	if proc == "" {
+	case proc == "":
 		return h.Name
 	}
 	return h.Name + " (" + proc + ")"

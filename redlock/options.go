@@ -52,6 +52,18 @@ func defaultConfig() config {
 	}
 }
 
+// configure is the configuration opts make, validated.
+func configure(opts []Option) (config, error) {
+	cfg := defaultConfig()
+	for _, o := range opts {
+		if o == nil {
+			return cfg, invalidf("nil option")
+		}
+		o(&cfg)
+	}
+	return cfg, cfg.validate()
+}
+
 func (c *config) validate() error {
 	if !c.windowSet {
 		c.batchWindow = min(defaultBatchWindow, c.nodeTimeout/4)

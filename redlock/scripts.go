@@ -130,11 +130,12 @@ func (c *Client) leaveQueue(k keys, tk *ticket, limit int, mask uint64) {
 	if mask == 0 || tk == nil || c.isClosed() {
 		return
 	}
-	s := leaveQueueScript
-	args := scriptArgs(s, k.queueKeys()[:3], tk.id, c.queueLease().Milliseconds(), k.channel)
+	s, args := slotLeaveScript, []any(nil)
 	if limit > 1 {
-		s = slotLeaveScript
 		args = scriptArgs(s, k.slotQueueKeys(limit), tk.id, limit, k.channel)
+	} else {
+		s = leaveQueueScript
+		args = scriptArgs(s, k.queueKeys()[:3], tk.id, c.queueLease().Milliseconds(), k.channel)
 	}
 	c.broadcast("dequeue", k.resource, mask, 1, time.Now().Add(c.cfg.nodeTimeout), true, args, s).free()
 }
