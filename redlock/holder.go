@@ -79,9 +79,7 @@ func (c *Client) holderSuffix(ctx context.Context) string {
 }
 
 // newToken is a fresh token: at least 128 random bits, then the holder.
-func newToken(suffix string) string {
-	return rand.Text() + suffix
-}
+func newToken(suffix string) string { return rand.Text() + suffix }
 
 // truncateName cuts name to maxHolderName bytes on a rune boundary.
 func truncateName(name string) string {
