@@ -168,10 +168,11 @@ func TestLimitChangeOnServers(t *testing.T) {
 }
 
 // TestLimitFencesOnServers: on redis-server nodes (real Lua, whose numbers
-// are doubles), each slot's fences are of its class modulo MaxLimit, seeded from
-// the nodes' clocks in microseconds, and they grow across every slot: all
+// are doubles), each slot's fences are of its class modulo fenceClasses, seeded
+// from the nodes' clocks in microseconds, and they grow across every slot: all
 // n held at once hold n different fences.
 func TestLimitFencesOnServers(t *testing.T) {
+	const fenceClasses = 1024 // docs/design/REDLOCK.md, "Limits"
 	c := redistest.StartCluster(t, 3)
 	a := urlLockClient(t, c, redlock.WithNodeTimeout(time.Second))
 	ctx := within(t, time.Minute)
@@ -183,8 +184,8 @@ func TestLimitFencesOnServers(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if l.Fence() <= last || l.Fence()%redlock.MaxLimit != int64(l.Slot()) {
-			t.Fatalf("acquisition %d: slot %d, fence %d after %d: want larger and %d modulo %d", i, l.Slot(), l.Fence(), last, l.Slot(), redlock.MaxLimit)
+		if l.Fence() <= last || l.Fence()%fenceClasses != int64(l.Slot()) {
+			t.Fatalf("acquisition %d: slot %d, fence %d after %d: want larger and %d modulo %d", i, l.Slot(), l.Fence(), last, l.Slot(), fenceClasses)
 		}
 		last = l.Fence()
 		if held = append(held, l); len(held) == n {

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/asynqlock/asynqlock/internal/lockutil"
 	"github.com/asynqlock/asynqlock/redlock"
 	"github.com/hibiken/asynq"
 	"github.com/redis/go-redis/v9"
@@ -73,8 +74,8 @@ func (c *config) validate() error {
 		return errors.New("middleware: conflict policy is not set (use Wait, Requeue, Skip or Fail)")
 	case c.policy.wait < 0:
 		return fmt.Errorf("middleware: wait bound must not be negative, got %v", c.policy.wait)
-	case c.limit < 1 || c.limit > redlock.MaxLimit:
-		return fmt.Errorf("middleware: limit must be in [1, %d], got %d", redlock.MaxLimit, c.limit)
+	case c.limit < 1 || c.limit > lockutil.MaxLimit:
+		return fmt.Errorf("middleware: limit must be in [1, %d], got %d", lockutil.MaxLimit, c.limit)
 	case c.progress < 0:
 		return fmt.Errorf("middleware: progress stall bound must not be negative, got %v", c.progress)
 	}
@@ -117,7 +118,7 @@ func WithPolicy(p Policy) Option { return func(c *config) { c.policy = p } }
 // WithLimit lets up to n tasks with the same key run at once, across every
 // worker and process (redlock.WithLimit's slots); with ByType, a cluster-wide
 // limit per task type (docs/guide/MIDDLEWARE.md, "Limits"). n must be in
-// [1, redlock.MaxLimit]. Default: 1, one task per key at a time.
+// [1, 1024]. Default: 1, one task per key at a time.
 func WithLimit(n int) Option { return func(c *config) { c.limit = n } }
 
 // WithProgress switches to progress mode: the lock is kept alive only while

@@ -163,7 +163,7 @@ func (m *mw) startWait(ctx context.Context, res string) (context.Context, trace.
 // took (how the lock came is on the last acquisition's span).
 func (m *mw) endWait(span trace.Span, rounds int, err error) {
 	if span.IsRecording() {
-		span.SetAttributes(attrOutcome.String(redlock.OutcomeOf(err)), attrRounds.Int(rounds))
+		span.SetAttributes(attrOutcome.String(lockutil.Outcome(err)), attrRounds.Int(rounds))
 		if err != nil && !errors.Is(err, redlock.ErrLocked) {
 			span.SetStatus(codes.Error, err.Error())
 		}

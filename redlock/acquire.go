@@ -48,7 +48,8 @@ func (c *Client) acquire(ctx context.Context, resource string, ttl time.Duration
 	if err != nil {
 		c.cfg.logger.Debug("redlock acquire failed", "resource", resource, "attempts", attempts, "wait", d, "err", err)
 	}
-	c.observe(Event{Kind: EventAcquire, Resource: resource, Duration: d, Attempts: attempts, Err: err})
+	c.observe(Event{Kind: EventAcquire, Resource: resource, Duration: d, Attempts: attempts,
+		Outcome: outcomeOf(err), Err: err})
 	return l, err
 }
 
@@ -76,8 +77,8 @@ func (c *Client) prepare(ctx context.Context, resource string, ttl time.Duration
 		return 0, nil, invalidf("max hold must not be negative, got %v", lc.maxHold)
 	case lc.limit < 1:
 		return 0, nil, invalidf("limit must be at least 1, got %d", lc.limit)
-	case lc.limit > MaxLimit:
-		return 0, nil, invalidf("limit must be at most %d", MaxLimit)
+	case lc.limit > maxLimit:
+		return 0, nil, invalidf("limit must be at most %d", maxLimit)
 	}
 	if err := c.keyRecord(resource, lc.rec); err != nil {
 		return 0, nil, err
@@ -224,7 +225,7 @@ func gateKey(base keys, n int32) string { return base.key + "#" + strconv.Itoa(i
 // giveUp ends a waiter's wait: it leaves the nodes' queue (if it queued:
 // tk is nil when only plain rounds were sent) and passes its local turn on.
 func (c *Client) giveUp(k keys, tk *ticket, lc *lockConfig, t *turn) {
-	c.dequeue(k, tk, lc, c.allNodes())
+	c.leaveQueue(k, tk, int(lc.limit), c.allNodes())
 	t.leave()
 }
 
@@ -323,24 +324,14 @@ func (c *Client) attempt(ctx context.Context, k keys, ttl time.Duration, lc *loc
 	case !time.Now().Before(until):
 		err = r.err([]error{ErrQuorum}, fmt.Sprintf("quorum reached after %v, past the validity of ttl %v", time.Since(start).Round(time.Microsecond), ttl))
 	case lc.fencing:
-		fence, err = c.settleFence(ctx, r, fencesOf(tk != nil && lc.limit <= 1), k, until, stepOf(lc))
+		fence, err = c.settleFence(ctx, r, tk != nil && lc.limit <= 1, k, until, stepOf(lc))
 	}
 	if err != nil {
 		c.undo(k, token, r.unsent, int(lc.limit))
 		return nil, err
 	}
-	c.dequeue(k, tk, lc, r.notSet()) // where it was not granted the key
+	c.leaveQueue(k, tk, int(lc.limit), r.notSet()) // where it was not granted the key
 	l := c.newLock(k, token, fence, ttl, start, until, lc)
 	l.unsent, l.found, l.chainStart = r.unsent, r.rec, time.Now()
 	return l, nil
-}
-
-// dequeue takes waiter tk out of the nodes' queue of k's resource (its
-// slots' queue under WithLimit) on the nodes in mask.
-func (c *Client) dequeue(k keys, tk *ticket, lc *lockConfig, mask uint64) {
-	if lc.limit > 1 {
-		c.leaveSlotQueue(k, tk, int(lc.limit), mask)
-	} else {
-		c.leaveQueue(k, tk, mask)
-	}
 }

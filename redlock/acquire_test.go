@@ -3,6 +3,7 @@ package redlock
 import (
 	"context"
 	"errors"
+	"slices"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -173,15 +174,19 @@ func TestReleaseWaitsOnlyForQuorum(t *testing.T) {
 	})
 }
 
-// TestObserverSeesEvents: acquisitions, extensions, losses and
-// node errors reach the observer.
+// TestObserverSeesEvents: acquisitions (with their outcome), extensions,
+// losses and node errors reach the observer.
 func TestObserverSeesEvents(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var mu sync.Mutex
 		kinds := map[EventKind]int{}
+		var outcomes []string
 		obs := func(e Event) {
 			mu.Lock()
 			kinds[e.Kind]++
+			if e.Kind == EventAcquire {
+				outcomes = append(outcomes, e.Outcome)
+			}
 			mu.Unlock()
 		}
 		c, mems := memClient(t, 3, WithNodeTimeout(10*time.Millisecond), WithObserver(obs))
@@ -193,6 +198,9 @@ func TestObserverSeesEvents(t *testing.T) {
 		if err := l.Extend(context.Background(), 200*time.Millisecond); err != nil {
 			t.Fatal(err)
 		}
+		if _, err := c.TryAcquire(context.Background(), "r", 200*time.Millisecond); !errors.Is(err, ErrLocked) {
+			t.Fatalf("second TryAcquire: %v, want ErrLocked", err)
+		}
 		<-l.Lost()
 		_ = l.Release(context.Background())
 		// The loss is reported after Lost() closes, from the watchdog.
@@ -203,6 +211,9 @@ func TestObserverSeesEvents(t *testing.T) {
 			if kinds[k] == 0 {
 				t.Errorf("no %v event (got %v)", k, kinds)
 			}
+		}
+		if !slices.Equal(outcomes, []string{"acquired", "locked"}) {
+			t.Errorf("acquire events' outcomes %q, want acquired then locked", outcomes)
 		}
 	})
 }

@@ -33,16 +33,12 @@ type Client struct {
 	work      sync.WaitGroup // batching workers
 	gates     gates
 	notify    *notifier
-	// busy counts the locks held (acquired, neither released nor lost) and
-	// the callers waiting on a round: each will send calls soon, so a node's
-	// worker may wait for them while busy exceeds its batch (transport's gather).
-	busy atomic.Int64
-	// timers are rounds' deadline timers for reuse (roundTimer).
-	timers sync.Pool
-	// rounds are finished rounds for reuse (broadcastLook, round.free).
-	rounds sync.Pool
-	// procHolder names this process in every token (see holder.go).
-	procHolder string
+	// busy counts the locks held and the callers waiting on a round, whose
+	// calls a node's worker may wait for (transport's gather).
+	busy       atomic.Int64
+	timers     sync.Pool // rounds' deadline timers (roundTimer)
+	rounds     sync.Pool // finished rounds (broadcastLook, round.free)
+	procHolder string    // names this process in every token (holder.go)
 	tracer     tracers
 	// warmed is closed once every node's worker has dialed it and loaded
 	// the scripts, or failed to; cold counts those still at it.
@@ -59,20 +55,14 @@ type Client struct {
 // New see its commands (docs/guide/OPERATIONS.md, "Clients you build
 // yourself"). Clients of other kinds are used as given.
 func New(nodes []redis.UniversalClient, opts ...Option) (*Client, error) {
-	return newClient(nodes, nil, opts)
-}
-
-func newClient(nodes []redis.UniversalClient, owned []redis.UniversalClient, opts []Option) (*Client, error) {
-	cfg := defaultConfig()
-	for _, o := range opts {
-		if o == nil {
-			return nil, invalidf("nil option")
-		}
-		o(&cfg)
-	}
-	if err := cfg.validate(); err != nil {
+	cfg, err := configure(opts)
+	if err != nil {
 		return nil, err
 	}
+	return newClient(nodes, nil, cfg)
+}
+
+func newClient(nodes []redis.UniversalClient, owned []redis.UniversalClient, cfg config) (*Client, error) {
 	if len(nodes) == 0 {
 		return nil, invalidf("no nodes given")
 	}
@@ -103,8 +93,8 @@ func newClient(nodes []redis.UniversalClient, owned []redis.UniversalClient, opt
 
 // start builds a Client over ready nodes and starts their workers.
 func start(cfg config, nodes []*transport.Node, owned []redis.UniversalClient) *Client {
-	c := &Client{cfg: cfg, nodes: nodes, q: quorum(len(nodes)), owned: owned, closed: make(chan struct{}), procHolder: processHolder(),
-		warmed: make(chan struct{})}
+	c := &Client{cfg: cfg, nodes: nodes, q: quorum(len(nodes)), owned: owned, closed: make(chan struct{}),
+		procHolder: processHolder(), warmed: make(chan struct{})}
 	if tp := cfg.tracerProvider; tp != nil {
 		c.tracer.fixed = tp.Tracer(tracerName)
 	}
@@ -152,11 +142,9 @@ func NewFromURLs(urls []string, opts ...Option) (*Client, error) {
 	if len(urls) == 0 {
 		return nil, invalidf("no node URLs given")
 	}
-	cfg := defaultConfig()
-	for _, o := range opts {
-		if o != nil {
-			o(&cfg)
-		}
+	cfg, err := configure(opts)
+	if err != nil {
+		return nil, err
 	}
 	clients := make([]redis.UniversalClient, 0, len(urls))
 	closeAll := func() {
@@ -172,7 +160,7 @@ func NewFromURLs(urls []string, opts ...Option) (*Client, error) {
 		}
 		clients = append(clients, cl)
 	}
-	c, err := newClient(clients, clients, opts)
+	c, err := newClient(clients, clients, cfg)
 	if err != nil {
 		closeAll()
 		return nil, err
@@ -186,7 +174,7 @@ func NewFromURLs(urls []string, opts ...Option) (*Client, error) {
 	return c, nil
 }
 
-// redactedURLs are the URLs as errors may show them.
+// redactedURLs are the URLs as errors show them.
 func redactedURLs(urls []string) []string {
 	out := make([]string, len(urls))
 	for i, raw := range urls {
@@ -205,8 +193,7 @@ func tuneForLocking(o *redis.Options, nodeTimeout time.Duration) {
 	if o.DialerRetries == 0 {
 		o.DialerRetries = 1 // go-redis would otherwise dial a dead node 5 times
 	}
-	if o.MaintNotificationsConfig == nil {
-		// Lock nodes are standalone masters; skip the handshake round trip.
+	if o.MaintNotificationsConfig == nil { // standalone masters: skip the handshake round trip
 		o.MaintNotificationsConfig = &maintnotifications.Config{Mode: maintnotifications.ModeDisabled}
 	}
 	io := ioTimeout(nodeTimeout)
@@ -219,24 +206,22 @@ func tuneForLocking(o *redis.Options, nodeTimeout time.Duration) {
 		}
 	}
 	if o.Protocol == 0 {
-		// RESP2 unless the URL asks otherwise: lock nodes have no use for
-		// RESP3 push notifications, and go-redis checks for them with a
-		// socket peek (one more syscall) around every command on RESP3.
+		// RESP2 unless the URL asks otherwise: on RESP3 go-redis peeks at
+		// the socket for push notifications around every command.
 		o.Protocol = 2
 	}
 }
 
 // ioTimeout is a lock node's dial, read and write timeout: a few node
-// timeouts, so that a slow answer still arrives while a dead node costs
-// little more than the node timeout.
+// timeouts, so that a slow answer still arrives.
 func ioTimeout(nodeTimeout time.Duration) time.Duration {
 	return max(4*nodeTimeout, 200*time.Millisecond)
 }
 
-// Close stops the client: releases started with ReleaseAsync finish first,
-// pending waits end with ErrClosed, background work finishes, and clients
-// created by NewFromURLs are closed. Locks still held
-// expire at their TTL; release them first to hand them over at once.
+// Close stops the client: releases under way finish first, pending waits
+// end with ErrClosed, background work finishes, and clients created by
+// NewFromURLs are closed. Locks still held expire at their TTL; release
+// them first to hand them over at once.
 func (c *Client) Close() error {
 	var err error
 	c.once.Do(func() {
@@ -257,20 +242,18 @@ func (c *Client) Close() error {
 	return err
 }
 
-// awaitWarm holds a call made while the nodes are still being dialed
-// (right after New) until they are ready, at most the I/O timeout, so that
-// its node timeout does not pay for the dial (docs/design/REDLOCK.md).
+// awaitWarm holds a call made while the nodes are still being dialed until
+// they are ready, at most the I/O timeout, so that its node timeout does
+// not pay for the dial (docs/design/REDLOCK.md).
 func (c *Client) awaitWarm(ctx context.Context) {
 	select {
 	case <-c.warmed:
 		return
 	default:
 	}
-	t := time.NewTimer(ioTimeout(c.cfg.nodeTimeout))
-	defer t.Stop()
 	select {
 	case <-c.warmed:
-	case <-t.C:
+	case <-time.After(ioTimeout(c.cfg.nodeTimeout)):
 	case <-ctx.Done():
 	case <-c.closed:
 	}
@@ -296,8 +279,8 @@ func (c *Client) isClosed() bool {
 	}
 }
 
-// spawn runs f in the background unless the client is closed; Close waits for
-// everything spawned.
+// spawn runs f in the background unless the client is closed; Close waits
+// for it.
 func (c *Client) spawn(f func()) bool {
 	c.bgMu.Lock()
 	defer c.bgMu.Unlock()

@@ -51,12 +51,11 @@ func (e *NodeError) Error() string {
 // Unwrap returns the cause.
 func (e *NodeError) Unwrap() error { return e.Err }
 
-// opError is the error of an operation that did not reach its quorum: the
-// sentinel, a summary, and each node's failure.
+// opError is the error of an operation that did not reach its quorum.
 type opError struct {
 	kinds   []error // ErrLocked, ErrQuorum, ErrLockLost
 	summary string
-	nodes   []error       // *NodeError values
+	nodes   []error       // each node's *NodeError
 	split   bool          // an acquire that won some nodes but no quorum
 	took    time.Duration // how long the attempt took
 }

@@ -9,34 +9,37 @@ import (
 	"github.com/asynqlock/asynqlock/redlock/internal/transport"
 )
 
-// fenceRetentionMs keeps a fence counter for 7 days after its last use
-// (WithFencing says what that means for the fences).
+// fenceRetentionMs keeps a fence counter 7 days after its last use (WithFencing).
 const fenceRetentionMs = 7 * 24 * 60 * 60 * 1000
 
 // fenceCopies is how many nodes must carry a fence before it is issued,
-// N−q+2: once one node lost its data, every quorum still overlaps one of
-// them (docs/design/REDLOCK.md, "The fencing guarantee").
+// N−q+2 (docs/design/REDLOCK.md, "The fencing guarantee").
 func fenceCopies(n, q int) int { return min(n, n-q+2) }
 
 // settleFence picks the fence of a won round, the highest counter among the
 // nodes that granted it, and makes sure fenceCopies nodes carry it before
 // the validity ends, else ErrQuorum (a later fence could go backwards).
-// step says which fences the holder may take (a slot's class).
-func (c *Client) settleFence(ctx context.Context, r *round, rd fenceReader, k keys, until time.Time, step fenceStep) (int64, error) {
+// turn says the round was a turn (queue) round; step which fences the
+// holder may take (a slot's class).
+func (c *Client) settleFence(ctx context.Context, r *round, turn bool, k keys, until time.Time, step fenceStep) (int64, error) {
 	copies := fenceCopies(len(c.nodes), c.q)
 	deadline := time.Now().Add(c.cfg.nodeTimeout)
 	if until.Before(deadline) {
 		deadline = until
 	}
+	classify := classifySet
+	if turn {
+		classify = classifyTurn
+	}
 	if r.t.ok < copies {
 		// The round was decided at quorum: hear the nodes still answering
 		// before paying a round trip for copies they may already hold.
-		err := r.wait(ctx, deadline, rd.classify, func() bool { return r.t.ok >= copies || r.pending&^r.answered == 0 })
+		err := r.wait(ctx, deadline, classify, func() bool { return r.t.ok >= copies || r.pending&^r.answered == 0 })
 		if err != nil {
 			return 0, err
 		}
 	}
-	fence, carry, err := highestCounter(r, rd.counter)
+	fence, carry, err := highestCounter(r, turn)
 	if err != nil {
 		return 0, err
 	}
@@ -53,10 +56,9 @@ func (c *Client) settleFence(ctx context.Context, r *round, rd fenceReader, k ke
 	return c.raiseFence(ctx, k, fence, copies, deadline, until, step)
 }
 
-// fenceStep is the class of fences a holder may take: those equal to slot
-// modulo n, n = 1 for a plain lock, fenceClasses for a slot of a limit
-// above 1, so that holders of different slots never share a fence
-// (docs/design/REDLOCK.md, "Limits"); lua/fence_acquire.lua bumps alike.
+// fenceStep is the class of fences a holder may take: slot modulo n, n = 1
+// for a plain lock, fenceClasses for a slot (docs/design/REDLOCK.md,
+// "Limits"); lua/fence_acquire.lua bumps alike.
 type fenceStep struct{ n, slot int64 }
 
 // stepOf is the fence class of an acquisition configured by lc.
@@ -76,16 +78,13 @@ func (s fenceStep) atLeast(c int64) int64 {
 	return c + d
 }
 
-// raiseFence proves fence against what the nodes hold now, before it is
-// handed out: it raises every node's counter to it and needs copies nodes
-// to answer that they hold exactly it. A node holding a larger counter makes
-// it fence again above the largest seen, at most maxRefences times
-// (docs/design/REDLOCK.md, "The fencing guarantee"). It returns the fence.
+// raiseFence proves fence before it is handed out: it raises every node's
+// counter to it and needs copies nodes holding exactly it; a larger counter
+// makes it fence again above the largest, at most maxRefences times.
 func (c *Client) raiseFence(ctx context.Context, k keys, fence int64, copies int, deadline, until time.Time, step fenceStep) (int64, error) {
 	for range maxRefences {
 		args := scriptArgs(fenceRaiseScript, []string{k.fenceKey}, fence, fenceRetentionMs)
 		r := c.broadcast("fence", k.resource, c.allNodes(), copies, deadline, false, args, fenceRaiseScript)
-		// A node holding exactly fence carries it; a larger counter refuses.
 		classify := func(rep transport.Reply) outcome {
 			switch v, ok := rep.Val.(int64); {
 			case rep.Err != nil:
@@ -115,9 +114,8 @@ func (c *Client) raiseFence(ctx context.Context, k keys, fence int64, copies int
 		"fencing token not settled: nodes kept answering larger counters %d times (a node's data loss let other holders in)", maxRefences)}
 }
 
-// maxRefences bounds how often raiseFence fences again above a larger
-// counter: once covers a lost node's other holder or this round's unheard
-// bump; more means the counters move under it.
+// maxRefences bounds raiseFence's retries: once covers a lost node's other
+// holder or this round's unheard bump; more means the counters move under it.
 const maxRefences = 3
 
 // largestRaise is the largest counter a raise round's nodes answered.
@@ -132,15 +130,20 @@ func largestRaise(r *round) int64 {
 }
 
 // highestCounter returns the highest counter among the nodes that granted a
-// fenced round, and the mask of those that returned it.
-func highestCounter(r *round, counter func(any) any) (int64, uint64, error) {
+// fenced round, and the mask of those that returned it: a fenced SET
+// answers with the counter, a turn round with it in its reply (turnReply).
+func highestCounter(r *round, turn bool) (int64, uint64, error) {
 	var fence int64
 	var carry uint64
 	for i, sl := range r.slots {
 		if sl.out != outOK {
 			continue
 		}
-		v, ok := counter(sl.val).(int64)
+		v, ok := sl.val.(int64)
+		if turn {
+			_, _, v = turnReply(sl.val)
+			ok = true
+		}
 		if !ok || v <= 0 {
 			return 0, 0, r.err([]error{ErrQuorum}, fmt.Sprintf("node %d returned a bad fencing counter %v", i, sl.val))
 		}
@@ -152,25 +155,4 @@ func highestCounter(r *round, counter func(any) any) (int64, uint64, error) {
 		}
 	}
 	return fence, carry, nil
-}
-
-// fenceReader says how a won round's replies carry fencing counters: a
-// fenced SET answers with the counter, a turn (queue) round with a triple
-// whose last element is the counter.
-type fenceReader struct {
-	classify func(transport.Reply) outcome
-	counter  func(any) any
-}
-
-var (
-	setFences  = fenceReader{classifySet, func(v any) any { return v }}
-	turnFences = fenceReader{classifyTurn, func(v any) any { _, _, f := turnReply(v); return f }}
-)
-
-// fencesOf picks the reader for a round sent with or without a ticket.
-func fencesOf(turn bool) fenceReader {
-	if turn {
-		return turnFences
-	}
-	return setFences
 }

@@ -323,7 +323,7 @@ func (l *Lock) settleHandOver(r *round, deadline time.Time, w *waiter, next *Loc
 		next.mu.Unlock()
 	}
 	if mask := r.notSet(); err == nil && mask != 0 {
-		c.leaveQueue(k, req.tk, mask)
+		c.leaveQueue(k, req.tk, 1, mask)
 	}
 	if !early {
 		orphan, gone := l.turn.pass(w, next)
@@ -333,7 +333,7 @@ func (l *Lock) settleHandOver(r *round, deadline time.Time, w *waiter, next *Loc
 			// Nobody will acquire with this ticket: drop the entry the
 			// round may have queued for it, so that no release reserves
 			// the key for a waiter that left.
-			c.leaveQueue(k, req.tk, c.allNodes())
+			c.leaveQueue(k, req.tk, 1, c.allNodes())
 		}
 	}
 	l.noticeRecord() // for callers that queued while the round was out
@@ -381,7 +381,7 @@ func (l *Lock) confirmHandOver(r *round, start time.Time, prev string, req *hand
 			// l was released before the round failed, without prev; its
 			// ticket, queued where the round was refused, is dead.
 			l.unlockQueued(prev, c.allNodes())
-			c.leaveQueue(l.res, req.tk, r.notSet())
+			c.leaveQueue(l.res, req.tk, 1, r.notSet())
 		}
 		l.mu.Unlock()
 		return r.err([]error{ErrQuorum}, fmt.Sprintf("hand-over set on %d of %d nodes (quorum %d); the successor keeps its first validity", r.t.ok, r.t.total, c.q))
@@ -454,7 +454,7 @@ func (c *Client) handedLock(r *round, k keys, token string, start time.Time, req
 	var fence int64
 	if req.lc.fencing {
 		var err error
-		if fence, err = c.settleFence(context.Background(), r, turnFences, k, until, stepOf(req.lc)); err != nil {
+		if fence, err = c.settleFence(context.Background(), r, true, k, until, stepOf(req.lc)); err != nil {
 			return nil, err
 		}
 	}
@@ -489,7 +489,7 @@ func (c *Client) retryTurn(k keys, prev, token string, req *handoffReq, mask uin
 	}
 	s, args := c.turnCall(k, prev, token, req, true, nil)
 	c.broadcast("handover", k.resource, mask, 1, time.Now().Add(c.cfg.nodeTimeout), true, args, s).free()
-	c.leaveQueue(k, req.tk, mask)
+	c.leaveQueue(k, req.tk, 1, mask)
 }
 
 // notSet is the mask of nodes that did not answer that they set the round's

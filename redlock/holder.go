@@ -27,27 +27,22 @@ func (h Holder) String() string {
 	if h.PID > 0 {
 		proc += " pid " + strconv.Itoa(h.PID)
 	}
-	proc = strings.TrimSpace(proc)
-	if h.Name == "" {
+	switch proc = strings.TrimSpace(proc); {
+	case h.Name == "":
 		return proc
-	}
-	if proc == "" {
+	case proc == "":
 		return h.Name
 	}
 	return h.Name + " (" + proc + ")"
 }
 
-// holderSep separates a token's random part (base32, see rand.Text) from the
-// holder description; it is not in the base32 alphabet.
-const holderSep = "|"
+const (
+	holderSep     = "|" // after a token's random part (rand.Text's base32, which has no '|')
+	maxHolderName = 100 // bytes of a name kept: it is sent with every call
+)
 
-// maxHolderName bounds the bytes of a holder name kept in the lock value: it
-// is sent with every acquire, extend and release.
-const maxHolderName = 100
-
-// parseHolder reads the holder carried by a lock token (NodeState.Holder).
-// It reports false for a token without one: taken by another Redlock
-// implementation.
+// parseHolder reads the holder in a lock token, false for none (another
+// Redlock implementation's).
 func parseHolder(token string) (Holder, bool) {
 	_, desc, ok := strings.Cut(token, holderSep)
 	if !ok {
@@ -62,8 +57,7 @@ func parseHolder(token string) (Holder, bool) {
 	return h, h != (Holder{})
 }
 
-// processHolder is the part of every token naming this process, computed once
-// per client: "|h=host&p=pid".
+// processHolder is the part of every token naming this process: "|h=host&p=pid".
 func processHolder() string {
 	host, err := os.Hostname()
 	if err != nil {
@@ -85,9 +79,7 @@ func (c *Client) holderSuffix(ctx context.Context) string {
 }
 
 // newToken is a fresh token: at least 128 random bits, then the holder.
-func newToken(suffix string) string {
-	return rand.Text() + suffix
-}
+func newToken(suffix string) string { return rand.Text() + suffix }
 
 // truncateName cuts name to maxHolderName bytes on a rune boundary.
 func truncateName(name string) string {

@@ -50,8 +50,8 @@ func (c *Client) inspect(ctx context.Context, resource string, timeout time.Dura
 		return nil, invalidf("empty resource name")
 	}
 	k := c.keysFor(resource)
-	names := append(k.bothKeys(), make([]string, MaxLimit-1)...)
-	for i := 1; i < MaxLimit; i++ {
+	names := append(k.bothKeys(), make([]string, maxLimit-1)...)
+	for i := 1; i < maxLimit; i++ {
 		names[1+i] = slotKey(k.key, i)
 	}
 	deadline := time.Now().Add(timeout)

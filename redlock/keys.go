@@ -7,8 +7,7 @@ import (
 	"strings"
 )
 
-// keys are the Redis names used for one resource. The hash tag keeps them in
-// one slot should a node be a Redis Cluster (see keyOf).
+// keys are the Redis names of one resource, in one cluster slot (keyOf).
 type keys struct {
 	resource string
 	key      string // the lock: token with a TTL (a slot's key under WithLimit)
@@ -22,8 +21,7 @@ func (c *Client) keysFor(resource string) keys {
 }
 
 // What follows a resource's lock key in the names of its fencing counter,
-// its release channel (lua/release_many.lua builds it too) and its slots
-// above 0 (slotKey).
+// release channel (lua/release_many.lua builds it too) and slots above 0.
 const (
 	fenceSuffix   = ":fence"
 	channelSuffix = ":released"
@@ -33,9 +31,8 @@ const (
 func (k keys) lockKeys() []string { return []string{k.key} }
 func (k keys) bothKeys() []string { return []string{k.key, k.fenceKey} }
 
-// slotKeys are the keys of slot i of resource: the slot's lock key (the
-// resource's own for slot 0, beside it under the same hash tag otherwise),
-// the resource's fencing counter and release channel, shared by the slots.
+// slotKeys are the keys of slot i of resource: the slot's lock key, and
+// the counter and channel the slots share.
 func (c *Client) slotKeys(resource string, i int) keys {
 	k := c.keysFor(resource)
 	k.key = slotKey(k.key, i)
@@ -55,17 +52,14 @@ func keyOf(prefix, resource string) string {
 	return prefix + "{" + nameTag(resource) + "}" + resource
 }
 
-// nameTag is the hash tag of a name containing '}': 64 bits of its SHA-256
-// in hex, which never contain '{' or '}'.
+// nameTag is the hash tag of a name containing '}': 64 bits of its SHA-256.
 func nameTag(resource string) string {
 	sum := sha256.Sum256([]byte(resource))
 	return hex.EncodeToString(sum[:tagLen/2])
 }
 
-// resourceOf returns the resource of a lock key, and false for other keys
-// (fencing counters, queues and keys of other programs): the inverse of
-// keyOf. A hashed key counts only if its tag is the hash of the name after
-// it: prefix{hash}a}:fence is the fence of "a}", not a lock.
+// resourceOf inverts keyOf, false for other keys (counters, queues, other
+// programs'): prefix{hash}a}:fence is the fence of "a}", not a lock.
 func (c *Client) resourceOf(key string) (string, bool) {
 	rest, ok := strings.CutPrefix(key, c.cfg.prefix+"{")
 	if !ok {
@@ -85,8 +79,8 @@ func (c *Client) resourceOf(key string) (string, bool) {
 	return name, true
 }
 
-// resourceOfSlot is resourceOf for a lock key or the key of a slot above 0
-// (WithLimit): a resource whose slot 0 is free is found by its other slots.
+// resourceOfSlot is resourceOf for the key of a slot above 0 too: a
+// resource whose slot 0 is free is found by its other slots.
 func (c *Client) resourceOfSlot(key string) (string, bool) {
 	if r, ok := c.resourceOf(key); ok {
 		return r, true
@@ -103,11 +97,9 @@ func (c *Client) resourceOfSlot(key string) (string, bool) {
 	return r, true
 }
 
-// scanPatterns are the SCAN MATCH patterns that find the lock keys (and
-// slot keys) of the names starting with resourcePrefix: per key form (a
-// prefix containing '}' only has names of the hashed form). They match
-// some other keys too, which resourceOfSlot and the caller's prefix check
-// drop.
+// scanPatterns are the SCAN MATCH patterns of the lock and slot keys of
+// names starting with resourcePrefix, one per key form; the other keys they
+// match are dropped by resourceOfSlot and the caller's prefix check.
 func (c *Client) scanPatterns(resourcePrefix string) []string {
 	p := globEscape(c.cfg.prefix) + "{"
 	hashed := p + strings.Repeat("?", tagLen) + "}" + globEscape(resourcePrefix) + "*"
@@ -117,8 +109,7 @@ func (c *Client) scanPatterns(resourcePrefix string) []string {
 	return []string{p + globEscape(resourcePrefix) + "*}", p + globEscape(resourcePrefix) + "*}" + slotSuffix + "*", hashed}
 }
 
-// slotKey is the lock key of slot i of a resource whose lock key is
-// lockKey (slot 0's is lockKey itself).
+// slotKey is the key of slot i of the resource locked by lockKey (slot 0's).
 func slotKey(lockKey string, i int) string {
 	if i == 0 {
 		return lockKey

@@ -160,7 +160,7 @@ func TestSlotFenceStepMatchesGo(t *testing.T) {
 	ctx := context.Background()
 	_, raw := serverClient(t)
 	k := keyOf(defaultPrefix, "r")
-	for _, n := range []int64{2, 3, 7, MaxLimit} {
+	for _, n := range []int64{2, 3, 7, maxLimit} {
 		for _, c := range []int64{0, 5, 1_000, 1_751_234_567_890_123, 1<<52 + 3} {
 			for _, slot := range []int64{0, 1, n - 1} {
 				raw.FlushAll(ctx)

@@ -32,7 +32,7 @@ func (sc *scriptCounter) wrap(_ int, run func(context.Context, []*redis.Cmd)) fu
 			if c.Args()[0] == "set" {
 				sc.calls[nil] = append(sc.calls[nil], c.Args()) // a plain (slot) round
 			}
-			for _, s := range allScripts {
+			for _, s := range transportEnv.Scripts {
 				if sends([]*redis.Cmd{c}, s) {
 					sc.calls[s] = append(sc.calls[s], c.Args())
 				}

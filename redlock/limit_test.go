@@ -49,10 +49,10 @@ func slotOf(l *Lock) any {
 	return l.Slot()
 }
 
-// TestLimitRefusesBadN: n outside [1, MaxLimit] is bad input.
+// TestLimitRefusesBadN: n outside [1, maxLimit] is bad input.
 func TestLimitRefusesBadN(t *testing.T) {
 	c, _ := serverClient(t)
-	for _, n := range []int{0, -1, MaxLimit + 1} {
+	for _, n := range []int{0, -1, maxLimit + 1} {
 		if _, err := c.TryAcquire(context.Background(), "r", time.Second, WithLimit(n)); !errors.Is(err, ErrInvalid) {
 			t.Errorf("TryAcquire WithLimit(%d): %v, want ErrInvalid", n, err)
 		}

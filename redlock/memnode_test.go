@@ -126,7 +126,7 @@ func (m *memNode) exec(c *redis.Cmd) {
 	a := c.Args()
 	op := strings.ToLower(str(a[0]))
 	if op == "script" {
-		for _, s := range allScripts {
+		for _, s := range transportEnv.Scripts {
 			if str(a[2]) == s.Src {
 				c.SetVal(s.SHA)
 				return
@@ -160,7 +160,7 @@ func (m *memNode) exec(c *redis.Cmd) {
 	}
 	// evalsha / eval
 	var s *transport.Script
-	for _, cand := range allScripts {
+	for _, cand := range transportEnv.Scripts {
 		if str(a[1]) == cand.SHA || str(a[1]) == cand.Src {
 			s = cand
 		}

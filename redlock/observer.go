@@ -6,15 +6,15 @@ import (
 	"time"
 )
 
-// EventKind tells what an Event reports. Its values are short snake_case
-// names, fit for metric labels and span attributes.
+// EventKind tells what an Event reports: a snake_case name, fit for a
+// metric label.
 type EventKind string
 
 // Event kinds.
 const (
 	// EventAcquire: an Acquire or TryAcquire call ended. Duration is the time
 	// from the call to its answer (waiting included), Attempts the number of
-	// quorum rounds, Err nil when the lock was granted (OutcomeOf names it).
+	// quorum rounds, Err nil when the lock was granted, Outcome its name.
 	EventAcquire EventKind = "acquire"
 	// EventExtend: an extension ended (Err nil on success).
 	EventExtend EventKind = "extend"
@@ -24,12 +24,11 @@ const (
 	EventNodeError EventKind = "node_error"
 )
 
-// OutcomeOf names how an acquisition that returned err ended, as the
-// acquire span's asynqlock.outcome attribute and the worker's outcome label
-// do: "acquired", "locked" (ErrLocked), "quorum" (ErrQuorum), "canceled"
-// (the caller's context ended first, even when the last attempt met a
-// holder) or "error" (anything else: bad input, a closed client).
-func OutcomeOf(err error) string {
+// outcomeOf names how an acquisition that returned err ended
+// (lockutil.Outcome): "canceled" when the caller's context ended first,
+// even when the last attempt met a holder; "error" for bad input or a
+// closed client.
+func outcomeOf(err error) string {
 	switch {
 	case err == nil:
 		return "acquired"
@@ -49,9 +48,13 @@ type Event struct {
 	Resource string
 	Duration time.Duration
 	Attempts int
-	Node     int    // for EventNodeError
-	Addr     string // for EventNodeError
-	Err      error
+	// Outcome names how an EventAcquire ended, as the acquire span's
+	// asynqlock.outcome does: "acquired", "locked" (ErrLocked), "quorum"
+	// (ErrQuorum), "canceled" (the caller's context ended first) or "error".
+	Outcome string
+	Node    int    // for EventNodeError
+	Addr    string // for EventNodeError
+	Err     error
 }
 
 func (c *Client) observe(e Event) {

@@ -9,18 +9,14 @@ import (
 	"go.opentelemetry.io/otel/trace"
 )
 
-// Defaults read beyond defaultConfig, which holds the others; each option's
-// doc states its own.
+// Defaults read beyond defaultConfig; each option's doc states its own.
 const (
 	defaultPrefix      = "asynqlock:"
 	defaultNodeTimeout = 50 * time.Millisecond
 	defaultDriftFactor = 0.01
 	defaultBatchWindow = time.Millisecond
-	// driftFloor is the fixed part of the clock-drift allowance (2ms in the
-	// Redlock text).
-	driftFloor = 2 * time.Millisecond
-	// maxNodes bounds the node count so a round can track nodes in a bitmask.
-	maxNodes = 64
+	driftFloor         = 2 * time.Millisecond // the fixed part of the drift allowance (the Redlock text's)
+	maxNodes           = 64                   // a round tracks its nodes in a bitmask
 )
 
 type config struct {
@@ -54,6 +50,18 @@ func defaultConfig() config {
 		batchWindow: defaultBatchWindow,
 		holderInfo:  true,
 	}
+}
+
+// configure is the configuration opts make, validated.
+func configure(opts []Option) (config, error) {
+	cfg := defaultConfig()
+	for _, o := range opts {
+		if o == nil {
+			return cfg, invalidf("nil option")
+		}
+		o(&cfg)
+	}
+	return cfg, cfg.validate()
 }
 
 func (c *config) validate() error {
@@ -97,26 +105,26 @@ func WithRetryDelay(min, max time.Duration) Option {
 	return func(c *config) { c.retryMin, c.retryMax = min, max }
 }
 
-// withBatchWindow (lockutil.BatchWindow, for tests and benchmarks) sets how
-// long a node's worker may hold a call back to batch it (docs/design/BATCHING.md):
-// default 1ms, at most a quarter of the node timeout; 0 sends every call at once.
+// withBatchWindow (lockutil.BatchWindow) sets how long a node's worker may
+// hold a call back to batch it (docs/design/BATCHING.md); 0 sends at once.
 func withBatchWindow(d time.Duration) Option {
 	return func(c *config) { c.batchWindow, c.windowSet = d, true }
 }
 
-// withHandOverHook (lockutil.OnHandOver, for tests) calls f with each
-// hand-over round's result.
+// withHandOverHook (lockutil.OnHandOver) calls f with each hand-over
+// round's result.
 func withHandOverHook(f func(error)) Option { return func(c *config) { c.onHandOver = f } }
 
-// init gives lockutil the options of tests and benchmarks. LocalQueue
-// turns the in-process FIFO queue of Acquire waiters on or off (default
-// on); off, every caller contends on the nodes by itself, as callers in
-// separate processes do (docs/design/HANDOVER.md). Safety never depends on it.
+// init gives lockutil redlock's mechanics for this module's other packages,
+// tests and benchmarks. Off, LocalQueue has every caller contend on the
+// nodes by itself, as callers in separate processes do
+// (docs/design/HANDOVER.md); safety never depends on it.
 func init() {
 	lockutil.LocalQueue = func(on bool) any { return Option(func(c *config) { c.localQueue = on }) }
 	lockutil.BatchWindow = func(d time.Duration) any { return withBatchWindow(d) }
 	lockutil.OnHandOver = func(f func(error)) any { return withHandOverHook(f) }
 	lockutil.Completion = func(id string, window time.Duration) any { return withCompletion(id, window) }
+	lockutil.Outcome = outcomeOf
 }
 
 // WithInspectOnly makes NewFromURLs keep the nodes it would refuse (one
@@ -138,16 +146,15 @@ func WithLogger(l *slog.Logger) Option {
 }
 
 // WithObserver installs a hook called for acquisitions, extensions, losses
-// and node errors (EventKind), e.g. to feed metrics. It is called
-// synchronously on the lock's hot path: it must be fast and must not block.
-// Default: none; nil means none.
+// and node errors (EventKind), e.g. to feed metrics. It is called on the
+// lock's hot path: it must be fast and must not block. Default: none.
 func WithObserver(f func(Event)) Option { return func(c *config) { c.observer = f } }
 
 // lockConfig holds per-lock options.
 type lockConfig struct {
 	fencing bool
 	slot    uint16 // under WithLimit: the slot the current round asks for
-	limit   int32  // WithLimit's n, clamped to [MinInt32, MaxLimit+1]; 1 when not given
+	limit   int32  // WithLimit's n, clamped to [MinInt32, maxLimit+1]; 1 when not given
 	maxHold time.Duration
 	suffix  string            // the holder part of this acquisition's tokens
 	rec     *completionRecord // withCompletion's record

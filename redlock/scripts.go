@@ -33,8 +33,9 @@ func scriptArgs(s *transport.Script, keys []string, argv ...any) []any {
 	return append(a, argv...)
 }
 
-// The scripts, one file each in lua/ with its KEYS/ARGV contract and
-// reply in its header.
+// The scripts, one file each in lua/ with its KEYS/ARGV contract and reply
+// in its header; release_many.lua runs several queue releases in one call
+// (a node's transport joins a batch's).
 var (
 	releaseScript      = newScript("release.lua")
 	extendScript       = newScript("extend.lua")
@@ -48,24 +49,21 @@ var (
 	slotReleaseScript  = newScript("slot_release.lua")
 	slotWaitScript     = newScript("slot_wait.lua")
 	slotLeaveScript    = newScript("slot_leave.lua")
-	// releaseManyScript runs several queue releases in one call: a node's
-	// transport joins a batch's queue releases (release_many.lua).
-	releaseManyScript = newScript("release_many.lua")
+	releaseManyScript  = newScript("release_many.lua")
 )
 
-// transportEnv tells every node which scripts it loads and which releases
-// it may join.
-var transportEnv = &transport.Env{Scripts: allScripts, Closed: ErrClosed, Release: queueReleaseScript, ReleaseMany: releaseManyScript,
+// transportEnv tells every node the scripts it loads before its first
+// script call and the releases it may join.
+var transportEnv = &transport.Env{
+	Scripts: []*transport.Script{releaseScript, extendScript, fenceAcquireScript, fenceRaiseScript, inspectScript,
+		turnScript, queueReleaseScript, leaveQueueScript, slotReleaseScript, slotTurnScript, slotWaitScript,
+		slotLeaveScript, releaseManyScript},
+	Closed: ErrClosed, Release: queueReleaseScript, ReleaseMany: releaseManyScript,
 	ChannelSuffix: channelSuffix, LookScore: lookScore}
 
-// allScripts are loaded on a node before its first script call.
-var allScripts = []*transport.Script{releaseScript, extendScript, fenceAcquireScript, fenceRaiseScript, inspectScript, turnScript, queueReleaseScript, leaveQueueScript,
-	slotReleaseScript, slotTurnScript, slotWaitScript, slotLeaveScript, releaseManyScript}
-
-// roundArgs builds an acquisition round's command: for a slot of a limited
-// resource, slotWaitScript with a ticket; else with a ticket, turnScript;
-// with fencing, fenceAcquireScript (for a slot, with its fence class); else
-// a plain SET NX PX (s is nil).
+// roundArgs builds an acquisition round's command: with a ticket,
+// slotWaitScript (a slot) or turnScript; with fencing, fenceAcquireScript
+// (a slot's with its fence class); else a plain SET NX PX (s is nil).
 func (c *Client) roundArgs(k keys, token string, ttl time.Duration, lc *lockConfig, tk *ticket) (s *transport.Script, args []any, classify func(transport.Reply) outcome) {
 	ttlMs := ttl.Milliseconds()
 	switch {
@@ -84,10 +82,9 @@ func (c *Client) roundArgs(k keys, token string, ttl time.Duration, lc *lockConf
 	return nil, []any{"set", k.key, token, "nx", "px", ttlMs}, classifySet
 }
 
-// slotQueueKeys are the keys of the slot queue's scripts for a resource of limit
-// slots, k being one slot's keys: the resource's lock key, its waiter queue
-// (the same keys as a plain lock's queue), the fencing counter, then every
-// slot key.
+// slotQueueKeys are the keys of the slot scripts for limit slots: the
+// resource's lock key, its waiter queue (a plain lock's), the fencing
+// counter, then every slot key.
 func (k keys) slotQueueKeys(limit int) []string {
 	base := k.baseKey()
 	names := make([]string, 4, 4+limit)
@@ -98,22 +95,19 @@ func (k keys) slotQueueKeys(limit int) []string {
 	return names
 }
 
-// baseKey is the resource's own lock key, slot 0's: the fencing
-// counter's key without its suffix.
+// baseKey is the resource's own lock key, slot 0's.
 func (k keys) baseKey() string { return strings.TrimSuffix(k.fenceKey, fenceSuffix) }
 
-// turnArgs builds turnScript's arguments; with rec, the releasing holder
-// of old writes its completion record.
+// turnArgs builds turnScript's arguments; with rec, old's holder writes it.
 func (c *Client) turnArgs(k keys, old, token string, ttl time.Duration, tk *ticket, lc *lockConfig, keep bool, rec *completionRecord) []any {
 	lease := c.queueLease().Milliseconds()
 	return recordedArgs(turnScript, k.queueKeys(), rec, old, token, ttl.Milliseconds(), tk.score, tk.id, lease,
 		flag(lc.fencing), fenceRetentionMs, k.channel, flag(keep))
 }
 
-// recordedArgs builds the arguments of s, a script that releases a
-// holder's token, for writing rec in the same call (docs/design/REDLOCK.md,
-// "The scripts"): rec's set follows the script's own keys, and its id and
-// window its own arguments. A nil rec adds nothing.
+// recordedArgs builds the arguments of s, a script that releases a token,
+// writing rec (if not nil) in the same call: its key after s's keys, its id
+// and window after s's arguments (docs/design/REDLOCK.md, "The scripts").
 func recordedArgs(s *transport.Script, keys []string, rec *completionRecord, argv ...any) []any {
 	if rec == nil {
 		return scriptArgs(s, keys, argv...)
@@ -128,39 +122,33 @@ func recordedArgs(s *transport.Script, keys []string, rec *completionRecord, arg
 	return append(a, rec.id, window)
 }
 
-// leaveSlotQueue takes waiter tk out of the queue of slots on the nodes in
-// mask, without waiting for the answers.
-func (c *Client) leaveSlotQueue(k keys, tk *ticket, limit int, mask uint64) {
+// leaveQueue takes waiter tk out of the nodes' queue of k's resource (its
+// slots' queue for a limit above 1) on the nodes in mask, without waiting
+// for the answers. A nil tk (a slot's hand-over, whose waiter leaves by
+// itself) has nothing to leave.
+func (c *Client) leaveQueue(k keys, tk *ticket, limit int, mask uint64) {
 	if mask == 0 || tk == nil || c.isClosed() {
 		return
 	}
-	args := scriptArgs(slotLeaveScript, k.slotQueueKeys(limit), tk.id, limit, k.channel)
-	c.broadcast("dequeue", k.resource, mask, 1, time.Now().Add(c.cfg.nodeTimeout), true, args, slotLeaveScript).free()
-}
-
-// leaveQueue takes a waiter that gave up out of the queue on the nodes in
-// mask, without waiting for the answers. A nil tk (a slot's hand-over,
-// whose waiter leaves by itself) has nothing to leave.
-func (c *Client) leaveQueue(k keys, tk *ticket, mask uint64) {
-	if mask == 0 || tk == nil || c.isClosed() {
-		return
+	s, args := slotLeaveScript, []any(nil)
+	if limit > 1 {
+		args = scriptArgs(s, k.slotQueueKeys(limit), tk.id, limit, k.channel)
+	} else {
+		s = leaveQueueScript
+		args = scriptArgs(s, k.queueKeys()[:3], tk.id, c.queueLease().Milliseconds(), k.channel)
 	}
-	args := scriptArgs(leaveQueueScript, k.queueKeys()[:3], tk.id, c.queueLease().Milliseconds(), k.channel)
-	c.broadcast("dequeue", k.resource, mask, 1, time.Now().Add(c.cfg.nodeTimeout), true, args, leaveQueueScript).free()
+	c.broadcast("dequeue", k.resource, mask, 1, time.Now().Add(c.cfg.nodeTimeout), true, args, s).free()
 }
 
 // undo releases a failed attempt's token on every node its SET was queued
-// for (not those in unsent). Even a node that answered that another holder
-// has the key gets it: a client that retries commands may have set our key
-// and then seen its own retry refused, and compare-and-delete is harmless
-// where the key is not ours. Nodes run calls in order, so the undo reaches
-// a straggler after its SET.
+// for, even one that answered another holder's: a retried command may have
+// set our key, and compare-and-delete is harmless elsewhere. Nodes run
+// calls in order: the undo reaches a straggler after its SET.
 func (c *Client) undo(k keys, token string, unsent uint64, limit int) {
 	mask := c.allNodes() &^ unsent
 	if mask == 0 || c.isClosed() {
 		return
 	}
-	// Unannounced (no channel): an undo wakes nobody.
 	s, args := releaseScript, []any(nil)
 	if limit > 1 {
 		slot, _ := strconv.Atoi(strings.TrimPrefix(k.key, k.baseKey()+slotSuffix)) // 0 for the base key
@@ -168,13 +156,12 @@ func (c *Client) undo(k keys, token string, unsent uint64, limit int) {
 	} else {
 		args = scriptArgs(releaseScript, k.lockKeys(), token, "")
 	}
-	// Nobody waits for an undo: it leaves the busy count at once.
+	// Unannounced (no channel), waited for by nobody: out of the busy count at once.
 	c.broadcast("release", k.resource, mask, bits.OnesCount64(mask), time.Now().Add(c.cfg.nodeTimeout), true, args, s).free()
 }
 
-// slotRelease builds the release of slot key k (slot of limit) for token:
-// deleted, or reserved for the resource's waiter queue when it is not
-// empty, and then announced on channel (none when empty).
+// slotRelease builds the release of slot key k for token: deleted, or
+// reserved for the resource's waiters and announced on channel ("": none).
 func (c *Client) slotRelease(k keys, token, channel string, slot, limit int, rec *completionRecord) (*transport.Script, []any) {
 	return slotReleaseScript, recordedArgs(slotReleaseScript, k.slotQueueKeys(limit), rec, token, strconv.Itoa(slot), limit,
 		c.queueLease().Milliseconds(), channel)

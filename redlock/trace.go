@@ -11,12 +11,10 @@ import (
 	"go.opentelemetry.io/otel/trace"
 )
 
-// tracerName is the instrumentation scope of this package's spans.
-const tracerName = "github.com/asynqlock/asynqlock/redlock"
-
-// Span names and attribute keys (docs/guide/MIDDLEWARE.md, "Tracing", lists them
-// with their values).
+// The instrumentation scope, span names and attribute keys
+// (docs/guide/MIDDLEWARE.md, "Tracing", lists them with their values).
 const (
+	tracerName   = "github.com/asynqlock/asynqlock/redlock"
 	spanAcquire  = "asynqlock.acquire"
 	spanRelease  = "asynqlock.release"
 	attrResource = attribute.Key("asynqlock.resource")
@@ -42,13 +40,13 @@ func WithTracerProvider(tp trace.TracerProvider) Option {
 	return func(c *config) { c.tracerProvider = tp }
 }
 
-// unsetGlobal is the global provider before an application sets one: it
-// records nothing, and starting a span on it still allocates, so the
-// common path, a lock taken without tracing, skips it.
-var unsetGlobal = otel.GetTracerProvider()
-
-// noSpan is what startSpan returns when nothing would record.
-var noSpan = trace.SpanFromContext(context.Background())
+var (
+	// unsetGlobal is the global provider before an application sets one: it
+	// records nothing, yet a span started on it allocates, so the untraced
+	// common path skips it.
+	unsetGlobal = otel.GetTracerProvider()
+	noSpan      = trace.SpanFromContext(context.Background()) // startSpan's when nothing would record
+)
 
 // tracers caches the tracer of the provider in use.
 type tracers struct {
@@ -78,8 +76,8 @@ func (ts *tracers) get() trace.Tracer {
 	return t
 }
 
-// startSpan starts one of the client's spans as a child of ctx's span. The
-// returned context is not passed on: nothing below records spans of its own.
+// startSpan starts one of the client's spans as a child of ctx's span
+// (nothing below records spans of its own).
 func (c *Client) startSpan(ctx context.Context, name, resource string) trace.Span {
 	t := c.tracer.get()
 	if t == nil {
@@ -95,7 +93,7 @@ func (c *Client) startSpan(ctx context.Context, name, resource string) trace.Spa
 // endAcquireSpan records an acquisition's outcome and ends its span.
 func endAcquireSpan(span trace.Span, l *Lock, attempts int, err error) {
 	if span.IsRecording() {
-		span.SetAttributes(attrOutcome.String(OutcomeOf(err)), attrAttempts.Int(attempts))
+		span.SetAttributes(attrOutcome.String(outcomeOf(err)), attrAttempts.Int(attempts))
 		if l != nil {
 			span.SetAttributes(attrHandover.String(l.via))
 			if l.fence != 0 {

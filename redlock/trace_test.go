@@ -112,7 +112,7 @@ func TestAcquireAndReleaseSpans(t *testing.T) {
 }
 
 // TestSpanOutcomes: failures are named in asynqlock.outcome (and the
-// worker's outcome label) by OutcomeOf.
+// worker's outcome label) by outcomeOf.
 func TestSpanOutcomes(t *testing.T) {
 	for _, tt := range []struct {
 		err  error
@@ -124,8 +124,8 @@ func TestSpanOutcomes(t *testing.T) {
 		{context.DeadlineExceeded, "canceled"},
 		{ErrClosed, "error"},
 	} {
-		if got := OutcomeOf(tt.err); got != tt.want {
-			t.Errorf("OutcomeOf(%v) = %q, want %q", tt.err, got, tt.want)
+		if got := outcomeOf(tt.err); got != tt.want {
+			t.Errorf("outcomeOf(%v) = %q, want %q", tt.err, got, tt.want)
 		}
 	}
 }

@@ -13,10 +13,8 @@ import (
 )
 
 // unfitForLocking reports whether a caller's *redis.Client would let a dead
-// or stuck node hold every call queued behind it (docs/guide/OPERATIONS.md):
-// command retries (each with backoff), more than one dial attempt, no read
-// or write timeout. Options are read after go-redis filled in its defaults;
-// clients of other kinds are not checked.
+// node hold every call queued behind it (docs/guide/OPERATIONS.md): command
+// retries, several dial attempts, no read or write timeout.
 func unfitForLocking(cl redis.UniversalClient) bool {
 	rc, ok := cl.(*redis.Client)
 	if !ok {
@@ -26,9 +24,8 @@ func unfitForLocking(cl redis.UniversalClient) bool {
 	return o.MaxRetries > 0 || o.DialerRetries > 1 || o.ReadTimeout <= 0 || o.WriteTimeout <= 0
 }
 
-// fitForLocking returns a client of the lock's own, made from a copy of cl's
-// options with tuneForLocking's settings and passing its commands through
-// cl's hooks (userHooks), when unfitForLocking finds cl unfit; else nil.
+// fitForLocking returns, for an unfit cl, a client of the lock's own made
+// from cl's options with tuneForLocking's and cl's hooks (userHooks); else nil.
 func fitForLocking(cl redis.UniversalClient, nodeTimeout time.Duration) redis.UniversalClient {
 	if !unfitForLocking(cl) {
 		return nil
@@ -41,8 +38,7 @@ func fitForLocking(cl redis.UniversalClient, nodeTimeout time.Duration) redis.Un
 		}
 	}
 	o.DialerRetries, o.Protocol = 0, 0
-	// The caller's client registered its handlers with these; the lock's
-	// client has no use for push notifications (RESP2, see tuneForLocking).
+	// The caller's client registered its handlers with these; RESP2 has no push.
 	o.PushNotificationProcessor, o.MaintNotificationsConfig = nil, nil
 	if isDefaultDialer(o.Dialer) {
 		o.Dialer = nil // go-redis's own, bound to the caller's dial timeout: a new one is made
@@ -55,33 +51,25 @@ func fitForLocking(cl redis.UniversalClient, nodeTimeout time.Duration) redis.Un
 	return own
 }
 
-// isDefaultDialer reports whether d is the dialer go-redis gives a client
-// that has none (NewDialer's closure, bound to that client's options), by
-// its function's name: inlining gives each call site of NewDialer a closure
-// of its own, so the code pointer cannot tell. TestDefaultDialerIsRecognised
-// keeps this true across go-redis versions.
+// isDefaultDialer reports whether d is go-redis's own (NewDialer's closure)
+// by its function's name: inlining gives each call site a closure of its
+// own. TestDefaultDialerIsRecognised keeps this true across versions.
 func isDefaultDialer(d func(context.Context, string, string) (net.Conn, error)) bool {
 	fn := runtime.FuncForPC(reflect.ValueOf(d).Pointer())
 	return fn != nil && strings.HasPrefix(fn.Name(), "github.com/redis/go-redis/v9.") && strings.Contains(fn.Name(), "NewDialer.func")
 }
 
-// userHooks runs the hooks a caller added to its client with AddHook
-// (tracing, metrics: redisotel) around the commands of the client New makes
-// from that client's options (fitForLocking): go-redis gives no way to read
-// a client's hooks, and its WithTimeout clone drops them. On the lock's
-// client, it passes each command and pipeline to a Conn of the caller's
-// client, whose hooks are the caller's with the relay (a userHooks without
-// a Conn) innermost; the relay hands the command back to the lock's client,
-// carried in the context, so it runs on the lock's own connections. The Conn
-// never sends anything itself; dials do not pass the caller's dial hooks.
+// userHooks runs the hooks a caller added to its client (redisotel, say)
+// around the commands of the client fitForLocking makes: go-redis cannot
+// read a client's hooks. It passes each command to a Conn of the caller's
+// client, whose innermost hook is the relay (no Conn), which hands it back
+// in the context to run on the lock's own connections; dials skip them.
 type userHooks struct{ conn *redis.Conn }
 
-// nextKey carries the lock's client's own next step (a redis.ProcessHook or
-// a redis.ProcessPipelineHook) through the caller's hooks to the relay.
+// nextKey carries the lock's client's next hook through the caller's to the relay.
 type nextKey struct{}
 
-// errNoRelay is a command that reached the caller's Conn without the lock's
-// client's next step: never sent.
+// errNoRelay: a command reached the caller's Conn without the next hook.
 var errNoRelay = errors.New("redlock: a command reached the caller's client outside the lock's")
 
 // DialHook leaves dials as they are.

@@ -2,6 +2,7 @@ package worker
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -248,6 +249,29 @@ func TestLoadConfigLimits(t *testing.T) {
 	}
 	if len(cfg.limitOf("tenant:import")) != 1 || cfg.limitOf("other") != nil {
 		t.Fatal("limitOf: one option for a listed type, none for another")
+	}
+}
+
+// TestLimitBoundIsTheMiddlewares: LoadConfig's bound on WORKER_LIMITS is
+// the middleware's own: the largest limit it lets through is one the
+// middleware takes, one more one it refuses.
+func TestLimitBoundIsTheMiddlewares(t *testing.T) {
+	node := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"})
+	t.Cleanup(func() { _ = node.Close() })
+	locks, err := redlock.New([]redis.UniversalClient{node})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = locks.Close() })
+	for n, ok := range map[int]bool{maxLimit: true, maxLimit + 1: false} {
+		if _, err := middleware.New(locks, middleware.ByType(), middleware.WithLimit(n)); (err == nil) != ok {
+			t.Errorf("middleware.New with limit %d: %v; LoadConfig lets it through: %v", n, err, ok)
+		}
+		vars := goodEnv()
+		vars["WORKER_LIMITS"] = fmt.Sprintf("bulk=%d", n)
+		if _, err := LoadConfigFrom(vars); (err == nil) != ok {
+			t.Errorf("WORKER_LIMITS=bulk=%d: %v", n, err)
+		}
 	}
 }
 

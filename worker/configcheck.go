@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/asynqlock/asynqlock/redisurl"
-	"github.com/asynqlock/asynqlock/redlock"
 	"github.com/asynqlock/asynqlock/worker/internal/workerconfig"
 )
 
@@ -18,6 +17,10 @@ import (
 // is kept on every lock node for its window), checked here with the other
 // variables; TestCompletionWindowBoundIsTheMiddlewares keeps the two equal.
 const maxCompletionWindow = 30 * 24 * time.Hour
+
+// maxLimit is middleware.WithLimit's bound, checked here with the other
+// variables; TestLimitBoundIsTheMiddlewares keeps the two equal.
+const maxLimit = 1024
 
 // asynqTLS is the broker's TLS files from the environment.
 func (c *Config) asynqTLS() workerconfig.TLSFiles {
@@ -100,8 +103,8 @@ func (c *Config) check() []problem {
 		add("WORKER_CONFLICT_POLICY", "%v", err)
 	}
 	for _, typ := range slices.Sorted(maps.Keys(c.Limits)) {
-		if n := c.Limits[typ]; n < 1 || n > redlock.MaxLimit {
-			add("WORKER_LIMITS", "%s: the limit must be in [1, %d], got %d", typ, redlock.MaxLimit, n)
+		if n := c.Limits[typ]; n < 1 || n > maxLimit {
+			add("WORKER_LIMITS", "%s: the limit must be in [1, %d], got %d", typ, maxLimit, n)
 		}
 	}
 	if c.CompletionWindow < 0 || c.CompletionWindow > maxCompletionWindow {

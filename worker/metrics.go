@@ -1,8 +1,6 @@
 package worker
 
 import (
-	"context"
-
 	"github.com/asynqlock/asynqlock/middleware"
 	"github.com/asynqlock/asynqlock/redlock"
 	"github.com/prometheus/client_golang/prometheus"
@@ -60,7 +58,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 func (m *metrics) observeLock(e redlock.Event) {
 	switch e.Kind {
 	case redlock.EventAcquire:
-		m.acquire.WithLabelValues(redlock.OutcomeOf(e.Err)).Observe(e.Duration.Seconds())
+		m.acquire.WithLabelValues(e.Outcome).Observe(e.Duration.Seconds())
 	case redlock.EventExtend:
 		if e.Err == nil {
 			m.extensions.WithLabelValues("ok").Inc()
@@ -104,8 +102,7 @@ func boolGauge(g prometheus.Gauge, v bool) {
 // Known label values, each series of which exists from the start (at 0),
 // so that a query or an alert finds it before the first event.
 var (
-	acquireOutcomes = []string{redlock.OutcomeOf(nil), redlock.OutcomeOf(redlock.ErrLocked),
-		redlock.OutcomeOf(redlock.ErrQuorum), redlock.OutcomeOf(context.Canceled), redlock.OutcomeOf(redlock.ErrInvalid)}
+	acquireOutcomes = []string{"acquired", "locked", "quorum", "canceled", "error"} // redlock.Event.Outcome
 	conflictActions = []string{"park", "requeue", "skip", "fail", "wait-exhausted-budget"}
 	handoverKinds   = []string{"local", "remote"}
 	resultLabels    = []string{"ok", "failed"}

@@ -33,6 +33,17 @@ type Mechanics interface {
 // on every lock node for their whole window (docs/guide/OPERATIONS.md).
 const MaxCompletionWindow = 30 * 24 * time.Hour
 
+// MaxLimit is the largest n redlock.WithLimit accepts (a TryAcquire of a
+// full resource makes one round per slot) and the modulus of a slot's fence
+// class (docs/design/REDLOCK.md, "Limits"): the middleware checks its limit
+// against it where it is configured.
+const MaxLimit = 1024
+
+// Outcome names how an acquisition that returned err ended: "acquired",
+// "locked", "quorum", "canceled" or "error", the asynqlock.outcome of
+// redlock's acquire span and of the middleware's wait span. Set by redlock.
+var Outcome func(err error) string
+
 // Completion is redlock's lock option (a redlock.LockOption) that ties an
 // acquisition to the unit of work id: its round also looks for the id's
 // completion record on every node, and the release writes the record the
