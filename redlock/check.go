@@ -69,34 +69,51 @@ func (r NodeReport) survivesRestart() bool {
 	return r.AppendOnly && r.AppendFsync == "always"
 }
 
-// evictionWarning is the warning, and the problem, of a node that evicts.
-func (r NodeReport) evictionWarning() string {
-	return fmt.Sprintf("maxmemory-policy %s can evict lock keys: set maxmemory-policy noeviction (or maxmemory 0)", r.MaxmemoryPolicy)
-}
-
 // Warnings lists what is wrong with this node's settings for Redlock, each
 // with what to change. Clock offsets are compared across nodes by the caller.
-func (r NodeReport) Warnings() []string {
+func (r NodeReport) Warnings() []string { return r.notes(false) }
+
+// Problems lists the Warnings that break locking or its guarantee (a
+// misconfiguration, a policy that evicts lock keys), each shard's named.
+// Persistence without fsync on every write is safe under the
+// delayed-restart rule that Warnings states, so it is not among them.
+func (r NodeReport) Problems() []string { return r.notes(true) }
+
+// notes are r's Warnings, or only its Problems.
+func (r NodeReport) notes(problems bool) []string {
 	if r.Misconfigured != nil {
 		return []string{r.Misconfigured.Error()}
 	}
-	if r.Shards != nil {
-		return shardWarnings(r.Shards)
-	}
-	if r.Err != nil {
-		return nil
-	}
-	if r.ClusterEnabled {
-		return []string{fmt.Sprintf("a Redis Cluster member given as a single server: most keys answer MOVED; write the node as redis-cluster://%s (rediss-cluster:// for TLS)", r.Addr)}
-	}
-	if r.ConfigErr != nil {
-		return []string{fmt.Sprintf("identity or settings unknown (INFO or CONFIG GET refused: %v): allow both for this user to have them checked", r.ConfigErr)}
-	}
 	var w []string
-	if r.evicts() {
-		w = append(w, r.evictionWarning())
+	for _, s := range r.Shards {
+		if s.Err != nil {
+			if !problems {
+				w = append(w, fmt.Sprintf("shard %s unreachable: %v", s.Addr, s.Err))
+			}
+			continue
+		}
+		s.ClusterEnabled = false // a shard is meant to be one
+		for _, m := range s.notes(problems) {
+			w = append(w, "shard "+s.Addr+": "+m)
+		}
 	}
-	if !r.survivesRestart() {
+	switch {
+	case r.Shards != nil || r.Err != nil:
+		return w
+	case r.ClusterEnabled && !problems:
+		return []string{"a Redis Cluster member given as a single server: most keys answer MOVED; " +
+			"write the node as redis-cluster://" + r.Addr + " (rediss-cluster:// for TLS)"}
+	case r.ConfigErr != nil && problems:
+		return nil
+	case r.ConfigErr != nil:
+		return []string{fmt.Sprintf("identity or settings unknown (INFO or CONFIG GET refused: %v): "+
+			"allow both for this user to have them checked", r.ConfigErr)}
+	}
+	if r.evicts() {
+		w = append(w, "maxmemory-policy "+r.MaxmemoryPolicy+
+			" can evict lock keys: set maxmemory-policy noeviction (or maxmemory 0)")
+	}
+	if !r.survivesRestart() && !problems {
 		aof := "no"
 		if r.AppendOnly {
 			aof = "yes"
@@ -105,26 +122,6 @@ func (r NodeReport) Warnings() []string {
 			"): after a crash keep the node down for at least the largest lock TTL, or set appendonly yes and appendfsync always")
 	}
 	return w
-}
-
-// Problems lists the Warnings that break locking or its guarantee (a
-// misconfiguration, a policy that evicts lock keys), each shard's named.
-// Persistence without fsync on every write is safe under the
-// delayed-restart rule that Warnings states, so it is not among them.
-func (r NodeReport) Problems() []string {
-	if r.Misconfigured != nil {
-		return []string{r.Misconfigured.Error()}
-	}
-	var p []string
-	for _, s := range r.Shards {
-		for _, m := range s.Problems() {
-			p = append(p, "shard "+s.Addr+": "+m)
-		}
-	}
-	if r.Shards == nil && r.Err == nil && r.ConfigErr == nil && r.evicts() {
-		p = append(p, r.evictionWarning())
-	}
-	return p
 }
 
 // Check asks every node at once, each within 4 node timeouts, for its
@@ -305,8 +302,6 @@ func (c *Client) firstContact(names []string) error {
 		if err != nil {
 			errs = append(errs, fmt.Errorf("node %d (%s): %w", r.Node, names[r.Node], err))
 		}
-	}
-	for _, r := range reports {
 		if len(r.SameServer) > 0 && r.SameServer[0] < r.Node {
 			first := r.SameServer[0]
 			errs = append(errs, fmt.Errorf("node %d (%s): %w: it reaches the server of node %d (%s), same run_id: "+

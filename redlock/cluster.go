@@ -108,19 +108,3 @@ func summarize(r *NodeReport, shards []NodeReport) {
 	r.RunID, r.Version = strings.Join(ids, ","), strings.Join(versions, ",")
 	r.ClusterEnabled = true
 }
-
-// shardWarnings are the shards' warnings, each naming its shard.
-func shardWarnings(shards []NodeReport) []string {
-	var w []string
-	for _, s := range shards {
-		if s.Err != nil {
-			w = append(w, fmt.Sprintf("shard %s unreachable: %v", s.Addr, s.Err))
-			continue
-		}
-		s.ClusterEnabled = false // a shard is meant to be one
-		for _, m := range s.Warnings() {
-			w = append(w, "shard "+s.Addr+": "+m)
-		}
-	}
-	return w
-}

@@ -1,7 +1,6 @@
 package transport
 
 import (
-	"bytes"
 	"fmt"
 	"slices"
 	"strings"
@@ -85,28 +84,9 @@ func (n *Node) foldReleases(live []*Call, join []bool, last int, lease any) []*C
 		}
 	}
 	a := append(n.foldArgs[:0], "evalsha", n.env.ReleaseMany.SHA, len(keys))
-	all.Args = append(append(append(a, keys...), lease, flagString(flags)), argv...)
+	all.Args = append(append(append(a, keys...), lease, string(flags)), argv...)
 	n.foldArgs, n.foldKeys, n.foldArgv, n.foldFlags = all.Args, keys, argv, flags
 	return out
-}
-
-// plainFlags and recordFlags are release_many's flags of batches whose
-// releases all write no record, or all write one: no string built for
-// them.
-var (
-	plainFlags  = strings.Repeat("-", maxBatch)
-	recordFlags = strings.Repeat("r", maxBatch)
-)
-
-// flagString is flags as a string.
-func flagString(flags []byte) string {
-	switch {
-	case bytes.IndexByte(flags, 'r') < 0:
-		return plainFlags[:len(flags)]
-	case bytes.IndexByte(flags, '-') < 0:
-		return recordFlags[:len(flags)]
-	}
-	return string(flags)
 }
 
 // joinable is whether c is a queue release that may share a call: one
