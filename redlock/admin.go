@@ -37,8 +37,7 @@ func (a Admin) Ping(ctx context.Context) ([]NodeReport, error) {
 	for i, n := range c.nodes {
 		out[i] = NodeReport{Node: i, Addr: n.Addr}
 		if sl := r.slots[i]; sl.out != outOK {
-			cause := cmp.Or(sl.err, transport.ErrNodeTimeout)
-			out[i].Err = &NodeError{Node: i, Addr: n.Addr, Op: "ping", Err: cause}
+			out[i].Err = &NodeError{Node: i, Addr: n.Addr, Op: "ping", Err: cmp.Or(sl.err, transport.ErrNodeTimeout)}
 		}
 	}
 	return out, nil
@@ -56,18 +55,14 @@ func (a Admin) Scan(ctx context.Context, resourcePrefix string) ([]string, []err
 	errs := make([]error, len(c.nodes))
 	for i, n := range c.nodes {
 		for _, match := range c.scanPatterns(resourcePrefix) {
-			names, err := c.scanNode(ctx, n, match)
+			names, err := c.scanNode(ctx, n, match, resourcePrefix)
 			if ctx.Err() != nil {
 				return nil, nil, ctx.Err()
 			}
 			if err != nil && errs[i] == nil {
 				errs[i] = &NodeError{Node: i, Addr: n.Addr, Op: "scan", Err: err}
 			}
-			for _, name := range names {
-				if strings.HasPrefix(name, resourcePrefix) {
-					found = append(found, name)
-				}
-			}
+			found = append(found, names...)
 		}
 	}
 	return found, errs, nil
@@ -76,8 +71,9 @@ func (a Admin) Scan(ctx context.Context, resourcePrefix string) ([]string, []err
 // scanBatch is the COUNT hint of each SCAN call.
 const scanBatch = 1000
 
-// scanNode returns the resources whose lock key on n matches the pattern.
-func (c *Client) scanNode(ctx context.Context, n *transport.Node, match string) ([]string, error) {
+// scanNode returns the resources under prefix whose lock key on n matches
+// the pattern.
+func (c *Client) scanNode(ctx context.Context, n *transport.Node, match, prefix string) ([]string, error) {
 	var names []string
 	scan := func(ctx context.Context, cl redis.Cmdable) error {
 		var cursor uint64
@@ -89,7 +85,7 @@ func (c *Client) scanNode(ctx context.Context, n *transport.Node, match string) 
 				return err
 			}
 			for _, k := range keys {
-				if r, ok := c.resourceOfSlot(k); ok {
+				if r, ok := c.resourceOfSlot(k); ok && strings.HasPrefix(r, prefix) {
 					names = append(names, r)
 				}
 			}

@@ -28,23 +28,19 @@ const (
 	QueueLen = 4096
 )
 
-// ErrNodeTimeout is a node's failure to answer within the node timeout. It
-// deliberately does not match context.DeadlineExceeded: that error belongs to
-// the caller's own context.
+// ErrNodeTimeout is a node's failure to answer within the node timeout; not
+// context.DeadlineExceeded, which belongs to the caller's own context.
 var ErrNodeTimeout = errors.New("no answer within the node timeout")
 
 var errQueueFull = errors.New("too many calls waiting for this node")
 
 // Env is what the algorithm tells every node of its scripts, once.
 type Env struct {
-	Scripts []*Script // loaded on a node before its first script call
-	Closed  error     // the answer to calls sent to, or left on, a closed client
-	// Release is the release whose calls of one batch may share one call
-	// of ReleaseMany (join.go); nil: none do.
-	Release, ReleaseMany *Script
-	ChannelSuffix        string // follows a lock key in its release channel's name
-	// LookScore reads a look-up's answer: the record's score and its
-	// expiry in Unix ms (look.go).
+	Scripts              []*Script // loaded on a node before its first script call
+	Closed               error     // the answer to calls sent to, or left on, a closed client
+	Release, ReleaseMany *Script   // a batch's Release calls share one ReleaseMany; nil: none do
+	ChannelSuffix        string    // follows a lock key in its release channel's name
+	// LookScore reads a look-up's answer: the record's score and Unix ms expiry.
 	LookScore func(v any) (score, expiry int64, ok bool)
 }
 
@@ -67,7 +63,7 @@ type Node struct {
 	calls  chan *Call
 	// spill holds, in order, the cleanup calls that found calls full;
 	// spilled is len(spill) > 0 for the senders' fast path, and wake tells
-	// an idle worker of a spill.
+	// a worker that emptied the queue meanwhile.
 	spillMu sync.Mutex
 	spill   []*Call
 	spilled atomic.Bool
@@ -90,13 +86,9 @@ type Node struct {
 	// Failed reports a call's failure, also when nobody waits for it.
 	Failed func(op, resource string, node int, err error)
 	Debug  func(msg string, args ...any) // nil: no debug logs
-	// Window is the batch window; Busy the client's count of held locks
-	// and waiting callers.
-	Window time.Duration
-	Busy   *atomic.Int64
-	// recent is whether the previous batch, sent at sent, carried several
-	// calls. Worker-owned.
-	recent bool
+	Window time.Duration                 // the batch window
+	Busy   *atomic.Int64                 // the client's count of held locks and waiting callers
+	recent bool                          // the previous batch, sent at sent, carried several calls
 	sent   time.Time
 	// Do runs a batch on the node: the client's pipeline, or an in-memory
 	// node in unit tests.
@@ -132,8 +124,7 @@ type Call struct {
 	Resource string
 	joined   []*Call // the releases this call runs for (joinReleases)
 	// Look is the look-up of an acquisition's completion record, sent after
-	// the call's batch in its pipeline; seen is the record's score, 0 for
-	// none (look.go).
+	// the batch in its pipeline; seen is the record's score, 0 for none.
 	Look []any
 	seen int64
 }
@@ -275,6 +266,26 @@ func (n *Node) scriptLoads(ctx context.Context, cmds []*redis.Cmd) []*redis.Cmd 
 		cmds[i] = redis.NewCmd(ctx, "script", "load", n.env.Scripts[i].Src)
 	}
 	return cmds
+}
+
+// loadEveryMaster loads the scripts on every master of a cluster node (a
+// SCRIPT LOAD in the pipeline reaches one shard) and reports true; false,
+// doing nothing, for a single server.
+func (n *Node) loadEveryMaster(ctx context.Context) bool {
+	cc, ok := n.Client.(*redis.ClusterClient)
+	if !ok {
+		return false
+	}
+	err := cc.ForEachMaster(ctx, func(ctx context.Context, m *redis.Client) error {
+		p := m.Pipeline()
+		for _, s := range n.env.Scripts {
+			p.ScriptLoad(ctx, s.Src)
+		}
+		_, err := p.Exec(ctx)
+		return err
+	})
+	n.loaded = err == nil
+	return true
 }
 
 // succeeded is whether every command of cmds succeeded.
@@ -437,6 +448,16 @@ func (n *Node) answer(c *Call, val any, err error) {
 	c.deliver(Reply{Node: c.Node, Val: val, Err: err})
 }
 
+// movedHint names the fix on a MOVED answer from a node given as a single
+// server: a Redis Cluster member. Other errors are returned as they are.
+func (n *Node) movedHint(err error) error {
+	if err == nil || !n.single || !redis.HasErrorPrefix(err, "MOVED") {
+		return err
+	}
+	return fmt.Errorf("%w (a Redis Cluster member given as a single server: "+
+		"write the node as redis-cluster://%s)", err, n.Addr)
+}
+
 // survey is whether any of a batch's calls runs a script, and how many
 // look-ups they carry.
 func survey(live []*Call) (script bool, looks int) {
@@ -449,8 +470,7 @@ func survey(live []*Call) (script bool, looks int) {
 	return script, looks
 }
 
-// run is Do on the node's client: a lone command by itself, a batch as one
-// pipeline.
+// run is Do on the node's client: a lone command alone, a batch as one pipeline.
 func (n *Node) run(ctx context.Context, cmds []*redis.Cmd) {
 	if n.pipe == nil {
 		n.proc, n.pipe = n.Client.Process, n.Client.Pipeline()
@@ -513,8 +533,7 @@ func nodeErr(err error) error {
 	return err
 }
 
-// NodeAddr names node i on client c for errors and logs, never with
-// credentials.
+// NodeAddr names node i on client c for errors and logs, without credentials.
 func NodeAddr(i int, c redis.UniversalClient) string {
 	if a := lockutil.Addr(c); a != "" {
 		return a
