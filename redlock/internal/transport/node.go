@@ -111,16 +111,15 @@ type Owner interface {
 	Unref()
 }
 
-// Call is one command for one node; its reply goes to Owner, or to Out.
+// Call is one command for one node; its reply goes to Owner.
 type Call struct {
 	Node     int
 	Args     []any
 	Script   *Script // set when Args is an EVALSHA of this script
 	Deadline time.Time
-	Cleanup  bool         // send even past the deadline: it only removes our keys
-	Owner    Owner        // gets the reply, let go of once it is in
-	Out      chan<- Reply // gets the reply of a call without a round
-	Op       string       // for error reports
+	Cleanup  bool   // send even past the deadline: it only removes our keys
+	Owner    Owner  // gets the reply, let go of once it is in
+	Op       string // for error reports
 	Resource string
 	joined   []*Call // the releases this call runs for (joinReleases)
 	// Look is the look-up of an acquisition's completion record, sent after
@@ -142,10 +141,6 @@ type Reply struct {
 func (c *Call) deliver(rep Reply) {
 	rep.Seen = c.seen
 	owner := c.Owner
-	if owner == nil {
-		c.Out <- rep
-		return
-	}
 	owner.Arrive(rep)
 	owner.Unref()
 }
