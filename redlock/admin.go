@@ -68,9 +68,6 @@ func (a Admin) Scan(ctx context.Context, resourcePrefix string) ([]string, []err
 	return found, errs, nil
 }
 
-// scanBatch is the COUNT hint of each SCAN call.
-const scanBatch = 1000
-
 // scanNode returns the resources under prefix whose lock key on n matches
 // the pattern.
 func (c *Client) scanNode(ctx context.Context, n *transport.Node, match, prefix string) ([]string, error) {
@@ -79,7 +76,7 @@ func (c *Client) scanNode(ctx context.Context, n *transport.Node, match, prefix 
 		var cursor uint64
 		for {
 			sctx, cancel := context.WithTimeout(ctx, max(10*c.cfg.nodeTimeout, time.Second))
-			keys, next, err := cl.Scan(sctx, cursor, match, scanBatch).Result()
+			keys, next, err := cl.Scan(sctx, cursor, match, 1000).Result() // COUNT hint
 			cancel()
 			if err != nil {
 				return err

@@ -125,11 +125,11 @@ func (r NodeReport) notes(problems bool) []string {
 }
 
 // Check asks every node at once, each within 4 node timeouts, for its
-// identity, clock and settings, and runs the release script on a key nobody
-// holds to find a node that would refuse every lock (Misconfigured); it
-// marks the nodes that share a server (SameServer). A node that fails has
-// Err set; the error is for bad input, a closed client and the end of ctx.
-// On a client just made it first waits for the nodes' dial and script loads.
+// identity, clock and settings, runs the release script on a key nobody
+// holds to find a node that refuses every lock (Misconfigured), and marks
+// nodes that share a server (SameServer). A node that fails has Err set; the
+// error is for bad input, a closed client and the end of ctx. A client
+// just made first waits for its nodes' dial and script loads.
 func (a Admin) Check(ctx context.Context) ([]NodeReport, error) {
 	c := a.c
 	if err := c.usable(ctx); err != nil {

@@ -25,13 +25,12 @@ type NodeState struct {
 	Slot, Limit int
 }
 
-// Inspect asks every node who holds resource and for how long, waiting for
-// each answer up to 4 node timeouts (at least 200ms): a loaded node must not
-// make a held lock look free. A node that fails has Err set; the error is
-// for bad input and the end of ctx. A resource is held by the token that a
-// quorum of the nodes carry. It returns one state per node, or, for a
-// resource whose slots above 0 are in use, one per slot and node, slot by
-// slot (Slot, Limit).
+// Inspect asks every node who holds resource and for how long, waiting up
+// to 4 node timeouts (at least 200ms): a loaded node must not make a held
+// lock look free. A node that fails has Err set; the error is for bad input
+// and the end of ctx. A resource is held by the token a quorum of the nodes
+// carry. It returns a state per node, or, for a resource whose slots above
+// 0 are in use, per slot and node, slot by slot (Slot, Limit).
 func (c *Client) Inspect(ctx context.Context, resource string) ([]NodeState, error) {
 	return c.inspect(ctx, resource, ioTimeout(c.cfg.nodeTimeout))
 }

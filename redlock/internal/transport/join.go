@@ -6,18 +6,16 @@ import (
 	"strings"
 )
 
-// releaseArgc is the length of an Env.Release call's arguments (redlock's
-// queue release, lua/queue_release.lua):
-// evalsha, sha, numkeys, three keys, three arguments; recordedReleaseArgc
-// with a completion record (recordedArgs): its set, and its id and window.
+// releaseArgc is the length of an Env.Release call's arguments
+// (lua/queue_release.lua): evalsha, sha, numkeys, three keys, three
+// arguments; recordedReleaseArgc adds a completion record's set, id and window.
 const (
 	releaseArgc         = 9
 	recordedReleaseArgc = releaseArgc + 3
 )
 
-// releaseParts reads an Env.Release call's arguments: its three
-// keys, its token, lease and channel, and its record's set and arguments
-// (nil without a record).
+// releaseParts reads an Env.Release call's arguments: its three keys, its
+// token, lease and channel, and its record's set and arguments (or nil).
 func releaseParts(c *Call) (keys, argv []any, recKey any, recArgs []any) {
 	a := c.Args
 	if len(a) == releaseArgc {

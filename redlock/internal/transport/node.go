@@ -232,8 +232,7 @@ func (n *Node) Serve(closed <-chan struct{}, wg *sync.WaitGroup, warmed func()) 
 		for k := min(len(n.calls), maxBatch-len(batch)); k > 0; k-- {
 			batch = append(batch, <-n.calls)
 		}
-		batch = n.takeSpill(batch)
-		batch = n.gather(batch, linger, closed)
+		batch = n.gather(n.takeSpill(batch), linger, closed)
 		now := time.Now()
 		n.recent, n.sent = len(batch) > 1, now
 		n.execBatch(batch, now)
@@ -368,12 +367,12 @@ func (n *Node) execBatch(batch []*Call, now time.Time) {
 		return
 	}
 	ctx := context.Background() // no per-batch deadline (BATCHING.md)
-	script, nlooks := survey(live)
+	script := slices.ContainsFunc(live, func(c *Call) bool { return c.Script != nil })
 	pre := 0
 	if script && !n.loaded && !n.loadEveryMaster(ctx) {
 		pre = len(n.env.Scripts)
 	}
-	cmds := make([]*redis.Cmd, pre+len(live), pre+len(live)+nlooks)
+	cmds := make([]*redis.Cmd, pre+len(live), pre+2*len(live)) // room for a look-up per call
 	n.scriptLoads(ctx, cmds[:pre])
 	for i, c := range live {
 		cmds[pre+i] = redis.NewCmd(ctx, c.Args...)
@@ -451,18 +450,6 @@ func (n *Node) movedHint(err error) error {
 	}
 	return fmt.Errorf("%w (a Redis Cluster member given as a single server: "+
 		"write the node as redis-cluster://%s)", err, n.Addr)
-}
-
-// survey is whether any of a batch's calls runs a script, and how many
-// look-ups they carry.
-func survey(live []*Call) (script bool, looks int) {
-	for _, c := range live {
-		script = script || c.Script != nil
-		if c.Look != nil {
-			looks++
-		}
-	}
-	return script, looks
 }
 
 // run is Do on the node's client: a lone command alone, a batch as one pipeline.
