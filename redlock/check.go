@@ -235,12 +235,8 @@ var permanentErrors = []struct {
 // ErrInvalid, or nil for an error that may pass (a timeout, a refused
 // connection, a node loading its data).
 func misconfigured(err error, script bool) error {
-	if err == nil {
-		return nil
-	}
-	msg := err.Error()
 	for _, p := range permanentErrors {
-		if strings.HasPrefix(msg, p.prefix) && (script || !p.script) {
+		if err != nil && strings.HasPrefix(err.Error(), p.prefix) && (script || !p.script) {
 			return fmt.Errorf("%w: %s (%v)", errMisconfigured, p.fix, err)
 		}
 	}

@@ -529,10 +529,3 @@ func (n *Node) Exec(calls []*Call) {
 	n.execBatch(calls, time.Now())
 	n.closeConn()
 }
-
-// Spilled is the number of cleanup calls waiting in the spill list.
-func (n *Node) Spilled() int {
-	n.spillMu.Lock()
-	defer n.spillMu.Unlock()
-	return len(n.spill)
-}
