@@ -73,13 +73,13 @@ type Node struct {
 	// connection of its own.
 	single bool
 	// Worker-owned, reused from batch to batch: whether the node's script
-	// cache holds our scripts, the connection and pipeline, the pipeline's
-	// commands, and the call of a batch's joined releases with its arguments.
-	loaded                       bool
-	conn                         *redis.Conn
-	proc                         func(context.Context, redis.Cmder) error
-	pipe                         redis.Pipeliner
-	cmders                       []redis.Cmder
+	// cache holds our scripts, the connection, pipeline and its commands.
+	loaded bool
+	conn   *redis.Conn
+	proc   func(context.Context, redis.Cmder) error
+	pipe   redis.Pipeliner
+	cmders []redis.Cmder
+	// The call of a batch's joined releases, and room for its arguments.
 	fold                         Call
 	foldArgs, foldKeys, foldArgv []any
 	foldFlags                    []byte
