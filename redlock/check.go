@@ -23,15 +23,16 @@ type NodeReport struct {
 	Addr    string // the node's address, never its credentials
 	RunID   string // the server's identity (INFO run_id); equal run IDs mean one server
 	Version string // redis_version
-	// ClockOffset is the node's wall clock minus this process's, at the
-	// midpoint of the TIME call that took RTT: its error is at most RTT/2.
+	// RTT is the round trip of the TIME call that measured ClockOffset: the
+	// node's wall clock minus this process's at its midpoint, ±RTT/2.
 	RTT, ClockOffset time.Duration
 	// Settings, from CONFIG GET; unknown ("" and 0) when ConfigErr is set.
 	MaxmemoryPolicy string
 	Maxmemory       int64 // bytes; 0 means no limit, so no eviction
 	AppendOnly      bool
 	AppendFsync     string
-	// Err is the node's failure to answer (TIME); nothing else is known then.
+	// Err is the node's failure to answer TIME (PING for Admin.Ping);
+	// nothing else is known then.
 	Err error
 	// ConfigErr is the node's refusal of INFO or CONFIG GET (an ACL, a
 	// renamed command, an embedded server): its clock is known, its identity
