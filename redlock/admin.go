@@ -11,28 +11,19 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// Admin holds the calls an operator's tools need and a lock's users never
-// do: the nodes and their reachability and settings (Check), the locks the
-// nodes hold, and a forced release (Redisson's forceUnlock). The
-// `asynqlock` command and the worker's /locks page and readiness probe use
-// it; Client.Inspect shows one resource.
+// Admin holds the calls of an operator's tools: the nodes' reachability
+// (Ping) and settings (Check), the locks they hold (Scan), and a forced
+// release (Redisson's forceUnlock). Client.Inspect shows one resource.
 type Admin struct{ c *Client }
 
 // Admin returns the operator calls on c's nodes.
 func (c *Client) Admin() Admin { return Admin{c: c} }
 
-// NodeStatus is one node's answer to Admin.Ping.
-type NodeStatus struct {
-	Node int    // index of the node in the client's list
-	Addr string // the node's address, never its credentials
-	Err  error  // nil when the node answered; else a *NodeError
-}
-
-// Ping pings every node at once and reports each one's answer, waiting for
-// all of them (at most the node timeout), so that a probe can tell which
-// nodes are down and whether a quorum is left: it counts the nodes that are
-// up, it does not stop at the first decided outcome.
-func (a Admin) Ping(ctx context.Context) ([]NodeStatus, error) {
+// Ping pings every node at once and reports each one's answer in a
+// NodeReport of Node, Addr and Err (a *NodeError; nil when it answered). It
+// waits for every node, at most the node timeout, so that a probe can count
+// the nodes that are up, not just learn the first decided outcome.
+func (a Admin) Ping(ctx context.Context) ([]NodeReport, error) {
 	c := a.c
 	if err := c.usable(ctx); err != nil {
 		return nil, err
@@ -42,21 +33,19 @@ func (a Admin) Ping(ctx context.Context) ([]NodeStatus, error) {
 	if err := r.collectAll(ctx, deadline, classifyAnswered); err != nil {
 		return nil, err
 	}
-	out := make([]NodeStatus, len(c.nodes))
+	out := make([]NodeReport, len(c.nodes))
 	for i, n := range c.nodes {
-		out[i] = NodeStatus{Node: i, Addr: n.Addr}
+		out[i] = NodeReport{Node: i, Addr: n.Addr}
 		if sl := r.slots[i]; sl.out != outOK {
-			cause := cmp.Or(sl.err, transport.ErrNodeTimeout)
-			out[i].Err = &NodeError{Node: i, Addr: n.Addr, Op: "ping", Err: cause}
+			out[i].Err = &NodeError{Node: i, Addr: n.Addr, Op: "ping", Err: cmp.Or(sl.err, transport.ErrNodeTimeout)}
 		}
 	}
 	return out, nil
 }
 
-// Scan returns the resources whose lock key, on any node, starts with
-// resourcePrefix under the client's key prefix (unsorted, possibly
-// repeated), and each node's scan failure (nil where it was scanned). It
-// walks every node's keyspace with SCAN, never KEYS.
+// Scan returns the resources, unsorted and possibly repeated, whose name
+// starts with resourcePrefix and whose lock key is on any node, and each
+// node's scan failure (nil where it was scanned). It uses SCAN, never KEYS.
 func (a Admin) Scan(ctx context.Context, resourcePrefix string) ([]string, []error, error) {
 	c := a.c
 	if err := c.usable(ctx); err != nil {
@@ -66,41 +55,34 @@ func (a Admin) Scan(ctx context.Context, resourcePrefix string) ([]string, []err
 	errs := make([]error, len(c.nodes))
 	for i, n := range c.nodes {
 		for _, match := range c.scanPatterns(resourcePrefix) {
-			names, err := c.scanNode(ctx, n, match)
+			names, err := c.scanNode(ctx, n, match, resourcePrefix)
 			if ctx.Err() != nil {
 				return nil, nil, ctx.Err()
 			}
 			if err != nil && errs[i] == nil {
 				errs[i] = &NodeError{Node: i, Addr: n.Addr, Op: "scan", Err: err}
 			}
-			for _, name := range names {
-				if strings.HasPrefix(name, resourcePrefix) {
-					found = append(found, name)
-				}
-			}
+			found = append(found, names...)
 		}
 	}
 	return found, errs, nil
 }
 
-// scanBatch is the COUNT hint of each SCAN call.
-const scanBatch = 1000
-
-// scanNode returns the resources whose lock key (see keyOf) on n matches the
-// pattern; fencing counters and queues are skipped.
-func (c *Client) scanNode(ctx context.Context, n *transport.Node, match string) ([]string, error) {
+// scanNode returns the resources under prefix whose lock key on n matches
+// the pattern.
+func (c *Client) scanNode(ctx context.Context, n *transport.Node, match, prefix string) ([]string, error) {
 	var names []string
 	scan := func(ctx context.Context, cl redis.Cmdable) error {
 		var cursor uint64
 		for {
 			sctx, cancel := context.WithTimeout(ctx, max(10*c.cfg.nodeTimeout, time.Second))
-			keys, next, err := cl.Scan(sctx, cursor, match, scanBatch).Result()
+			keys, next, err := cl.Scan(sctx, cursor, match, 1000).Result() // COUNT hint
 			cancel()
 			if err != nil {
 				return err
 			}
 			for _, k := range keys {
-				if r, ok := c.resourceOfSlot(k); ok {
+				if r, ok := c.resourceOfSlot(k); ok && strings.HasPrefix(r, prefix) {
 					names = append(names, r)
 				}
 			}
@@ -124,9 +106,9 @@ func (c *Client) scanNode(ctx context.Context, n *transport.Node, match string) 
 var globEscape = strings.NewReplacer(`*`, `\*`, `?`, `\?`, `[`, `\[`, `]`, `\]`, `\`, `\\`).Replace
 
 // ForceRelease deletes resource's lock key (or slot) on every node where it
-// still holds token and announces the release to waiters; it reports on how
-// many nodes it did. A key that meanwhile changed hands is left alone. The
-// holder keeps running until its next extension finds the lock gone.
+// still holds token, announces the release to waiters, and reports on how
+// many nodes it did; a key that changed hands is left alone. The holder
+// runs on until its next extension fails.
 func (a Admin) ForceRelease(ctx context.Context, resource, token string) (int, error) {
 	c := a.c
 	if err := c.usable(ctx); err != nil {

@@ -15,93 +15,106 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// NodeReport is what Admin.Check learned of one lock node: who it is, how far its
-// clock is from ours, and the settings Redlock's guarantee depends on.
+// NodeReport is what Admin.Check learned of one lock node: who it is, how
+// far its clock is from ours, and the settings Redlock's guarantee depends
+// on. Admin.Ping fills Node, Addr and Err only.
 type NodeReport struct {
 	Node    int    // index in the node list
 	Addr    string // the node's address, never its credentials
-	RunID   string // the server's identity (INFO server run_id); equal run IDs mean one server
+	RunID   string // the server's identity (INFO run_id); equal run IDs mean one server
 	Version string // redis_version
-	// RTT is the round trip of the TIME call that measured ClockOffset.
-	RTT time.Duration
-	// ClockOffset is the node's wall clock minus this process's, taken at the
-	// midpoint of the TIME round trip; its error is at most RTT/2.
-	ClockOffset time.Duration
+	// RTT is the round trip of the TIME call that measured ClockOffset: the
+	// node's wall clock minus this process's at its midpoint, ±RTT/2.
+	RTT, ClockOffset time.Duration
 	// Settings, from CONFIG GET; unknown ("" and 0) when ConfigErr is set.
 	MaxmemoryPolicy string
 	Maxmemory       int64 // bytes; 0 means no limit, so no eviction
 	AppendOnly      bool
 	AppendFsync     string
-	// Err is the node's failure to answer TIME; nothing else is known then.
+	// Err is the node's failure to answer TIME (PING for Admin.Ping);
+	// nothing else is known then.
 	Err error
-	// ConfigErr is set when the node answered TIME but refused INFO or
-	// CONFIG GET (an ACL, a renamed command, an embedded server): its
-	// identity (RunID "") or its settings are unknown; its clock is known.
+	// ConfigErr is the node's refusal of INFO or CONFIG GET (an ACL, a
+	// renamed command, an embedded server): its clock is known, its identity
+	// (RunID "") or settings are not.
 	ConfigErr error
 	// ClusterEnabled is INFO's cluster_enabled: on a node given as a single
 	// server it means a cluster member that answers MOVED for most keys.
 	ClusterEnabled bool
-	// Misconfigured is set, matching ErrInvalid, when the node refuses
-	// this client for a reason that retrying will not fix: a wrong password
-	// (WRONGPASS), none given (NOAUTH), an ACL that denies the lock's
-	// commands or keys (NOPERM), a command it does not know, or a Redis
-	// Cluster member given as a single server. It says what to change.
+	// Misconfigured, matching ErrInvalid, says what to change on a node that
+	// refuses this client for a reason no retry cures: a wrong or missing
+	// password, an ACL denying the lock's commands or keys, an unknown
+	// command, or a Redis Cluster member given as a single server.
 	Misconfigured error
 	// SameServer lists the other nodes (indexes, ascending) that reach this
 	// node's server or one of its shards (equal run IDs): one server casting
 	// several votes undoes Redlock's fault tolerance. Nil while independent.
 	SameServer []int
-	// Shards are the reports of each master of a node that is a Redis
-	// Cluster, by address (nil for a single server). The node's own fields
-	// then sum them up: RunID lists every shard's run_id, comma-separated;
-	// Err and ConfigErr are the first shard's failure; RTT and ClockOffset
-	// those of the shard farthest off; the settings those of a shard that
-	// can evict or lose writes, if any.
+	// Shards are the reports of each master of a Redis Cluster node, by
+	// address (nil for a single server), which the node's own fields sum up:
+	// RunID lists every shard's run_id, comma-separated; Err and ConfigErr
+	// are the first shard's failure; RTT and ClockOffset the shard farthest
+	// off's; the settings those of a shard that can evict or lose writes.
 	Shards []NodeReport
 }
 
-// evicts reports whether the node may evict lock keys under memory
-// pressure: a maxmemory limit with any policy but noeviction (every lock key
-// has a TTL, so volatile-* policies evict them too).
+// evicts reports whether the node may evict lock keys: a maxmemory limit
+// with any policy but noeviction (lock keys have TTLs, so volatile-* too).
 func (r NodeReport) evicts() bool {
 	return r.Maxmemory > 0 && r.MaxmemoryPolicy != "" && r.MaxmemoryPolicy != "noeviction"
 }
 
 // survivesRestart reports whether the node keeps every acknowledged write
 // across a crash (AOF with appendfsync always), so it may rejoin at once.
-// Otherwise it must stay down for the largest TTL after a crash.
 func (r NodeReport) survivesRestart() bool {
 	return r.AppendOnly && r.AppendFsync == "always"
 }
 
-// evictionWarning is the warning, and the problem, of a node that evicts.
-func (r NodeReport) evictionWarning() string {
-	return fmt.Sprintf("maxmemory-policy %s can evict lock keys: set maxmemory-policy noeviction (or maxmemory 0)", r.MaxmemoryPolicy)
-}
-
 // Warnings lists what is wrong with this node's settings for Redlock, each
 // with what to change. Clock offsets are compared across nodes by the caller.
-func (r NodeReport) Warnings() []string {
+func (r NodeReport) Warnings() []string { return r.notes(false) }
+
+// Problems lists the Warnings that break locking or its guarantee (a
+// misconfiguration, a policy that evicts lock keys), each shard's named.
+// Persistence without fsync on every write is safe under the
+// delayed-restart rule that Warnings states, so it is not among them.
+func (r NodeReport) Problems() []string { return r.notes(true) }
+
+// notes are r's Warnings, or only its Problems.
+func (r NodeReport) notes(problems bool) []string {
 	if r.Misconfigured != nil {
 		return []string{r.Misconfigured.Error()}
 	}
-	if r.Shards != nil {
-		return shardWarnings(r.Shards)
-	}
-	if r.Err != nil {
-		return nil
-	}
-	if r.ClusterEnabled {
-		return []string{fmt.Sprintf("a Redis Cluster member given as a single server: most keys answer MOVED; write the node as redis-cluster://%s (rediss-cluster:// for TLS)", r.Addr)}
-	}
-	if r.ConfigErr != nil {
-		return []string{fmt.Sprintf("identity or settings unknown (INFO or CONFIG GET refused: %v): allow both for this user to have them checked", r.ConfigErr)}
-	}
 	var w []string
-	if r.evicts() {
-		w = append(w, r.evictionWarning())
+	for _, s := range r.Shards {
+		if s.Err != nil {
+			if !problems {
+				w = append(w, fmt.Sprintf("shard %s unreachable: %v", s.Addr, s.Err))
+			}
+			continue
+		}
+		s.ClusterEnabled = false // a shard is meant to be one
+		for _, m := range s.notes(problems) {
+			w = append(w, "shard "+s.Addr+": "+m)
+		}
 	}
-	if !r.survivesRestart() {
+	switch {
+	case r.Shards != nil || r.Err != nil:
+		return w
+	case r.ClusterEnabled && !problems:
+		return []string{"a Redis Cluster member given as a single server: most keys answer MOVED; " +
+			"write the node as redis-cluster://" + r.Addr + " (rediss-cluster:// for TLS)"}
+	case r.ConfigErr != nil && problems:
+		return nil
+	case r.ConfigErr != nil:
+		return []string{fmt.Sprintf("identity or settings unknown (INFO or CONFIG GET refused: %v): "+
+			"allow both for this user to have them checked", r.ConfigErr)}
+	}
+	if r.evicts() {
+		w = append(w, "maxmemory-policy "+r.MaxmemoryPolicy+
+			" can evict lock keys: set maxmemory-policy noeviction (or maxmemory 0)")
+	}
+	if !r.survivesRestart() && !problems {
 		aof := "no"
 		if r.AppendOnly {
 			aof = "yes"
@@ -112,42 +125,18 @@ func (r NodeReport) Warnings() []string {
 	return w
 }
 
-// Problems lists what must be fixed on this node, each with what to change:
-// the subset of Warnings that breaks locking or its guarantee (a
-// misconfiguration, a policy that evicts lock keys; on a cluster, each
-// evicting shard named). Persistence without fsync on every write is not
-// among them: it is safe under the delayed-restart rule that Warnings states.
-func (r NodeReport) Problems() []string {
-	if r.Misconfigured != nil {
-		return []string{r.Misconfigured.Error()}
-	}
-	var p []string
-	for _, s := range r.Shards {
-		for _, m := range s.Problems() {
-			p = append(p, "shard "+s.Addr+": "+m)
-		}
-	}
-	if r.Shards == nil && r.Err == nil && r.ConfigErr == nil && r.evicts() {
-		p = append(p, r.evictionWarning())
-	}
-	return p
-}
-
-// Check asks every node, at once and each within a few node timeouts, for
-// its identity, clock and settings, and runs the release script on a key
-// nobody holds (it changes nothing) to find a node that would refuse every
-// lock (NodeReport.Misconfigured); the operator's tools compare the identities. A node
-// that fails has Err set; the error is reserved for bad input, a closed
-// client and the end of ctx. On a client just made it first waits, at most
-// 4 node timeouts, for the nodes to be dialed and their scripts loaded.
+// Check asks every node at once, each within 4 node timeouts, for its
+// identity, clock and settings, runs the release script on a key nobody
+// holds to find a node that refuses every lock (Misconfigured), and marks
+// nodes that share a server (SameServer). A node that fails has Err set; the
+// error is for bad input, a closed client and the end of ctx. A client
+// just made first waits for its nodes' dial and script loads.
 func (a Admin) Check(ctx context.Context) ([]NodeReport, error) {
 	c := a.c
 	if err := c.usable(ctx); err != nil {
 		return nil, err
 	}
-	// The script probe goes after the workers' own script loads: a probe
-	// ahead of them met NOSCRIPT on a cluster master and fell back to EVAL.
-	c.awaitWarm(ctx)
+	c.awaitWarm(ctx) // a probe ahead of the loads met NOSCRIPT on a cluster master
 	out := make([]NodeReport, len(c.nodes))
 	var wg sync.WaitGroup
 	for i, n := range c.nodes {
@@ -161,10 +150,8 @@ func (a Admin) Check(ctx context.Context) ([]NodeReport, error) {
 	return out, nil
 }
 
-// checkNode runs the calls of Check on one node (TIME, INFO, CONFIG GET and
-// a release of a key nobody holds); it uses the node's client directly,
-// beside the batching worker, since nothing here is urgent. A cluster node
-// is checked on every master.
+// checkNode runs Check's calls on one node, on every master of a cluster
+// node, with the node's client beside its worker: nothing here is urgent.
 func checkNode(ctx context.Context, n *transport.Node, bound time.Duration, prefix string) NodeReport {
 	ctx, cancel := context.WithTimeout(ctx, bound)
 	defer cancel()
@@ -185,9 +172,8 @@ func checkNode(ctx context.Context, n *transport.Node, bound time.Duration, pref
 	return r
 }
 
-// checkServer runs the clock, identity and settings calls of Check on one
-// server (a node, or one master of a cluster node). The clock offset is
-// taken at the midpoint of the TIME round trip.
+// checkServer runs Check's clock, identity and settings calls on one
+// server: a node, or one master of a cluster node.
 func checkServer(ctx context.Context, idx int, addr string, cl redis.UniversalClient) NodeReport {
 	r := NodeReport{Node: idx, Addr: addr}
 	start := time.Now()
@@ -228,14 +214,12 @@ func infoField(info, name string) string {
 }
 
 // errMisconfigured marks a lock node that refuses this client for a reason
-// that retrying will not fix (NodeReport.Misconfigured): NewFromURLs refuses
-// such a node at once (ErrInvalid) rather than counting it as down.
+// no retry cures (NodeReport.Misconfigured): NewFromURLs refuses it.
 var errMisconfigured = fmt.Errorf("%w: lock node misconfigured", ErrInvalid)
 
-// permanentErrors are the error replies that no retry cures, by prefix,
-// with what to change; script says whether the error came from the lock's
-// own commands (unknown commands and ACL denials count only there: a node
-// may refuse TIME and still hold locks).
+// permanentErrors are the error replies no retry cures, by prefix, with
+// what to change; script ones count only from the lock's own commands (a
+// node may refuse TIME and still hold locks).
 var permanentErrors = []struct {
 	prefix, fix string
 	script      bool
@@ -248,16 +232,12 @@ var permanentErrors = []struct {
 	{"ERR unknown command", "the node does not know a command the lock needs (renamed or disabled?): EVALSHA, EVAL, SET, GET, DEL and PUBLISH must be available", true},
 }
 
-// misconfigured classifies a node's error reply: an error matching
-// ErrInvalid that says what to change, or nil when err is nil or may
-// pass (a timeout, a refused connection, a node loading its data).
+// misconfigured is err's permanentErrors entry as an error matching
+// ErrInvalid, or nil for an error that may pass (a timeout, a refused
+// connection, a node loading its data).
 func misconfigured(err error, script bool) error {
-	if err == nil {
-		return nil
-	}
-	msg := err.Error()
 	for _, p := range permanentErrors {
-		if strings.HasPrefix(msg, p.prefix) && (script || !p.script) {
+		if err != nil && strings.HasPrefix(err.Error(), p.prefix) && (script || !p.script) {
 			return fmt.Errorf("%w: %s (%v)", errMisconfigured, p.fix, err)
 		}
 	}
@@ -266,7 +246,7 @@ func misconfigured(err error, script bool) error {
 
 // probeScript runs the release script on a key nobody holds (it changes
 // nothing): an ACL or a renamed command that would refuse every lock shows
-// here rather than as a node that never grants one.
+// here, not as a node that never grants one.
 func probeScript(ctx context.Context, cl redis.UniversalClient, prefix string) error {
 	key := []string{prefix + "{asynqlock:check}"}
 	err := cl.EvalSha(ctx, releaseScript.SHA, key, "no token is this", "").Err()
@@ -276,12 +256,20 @@ func probeScript(ctx context.Context, cl redis.UniversalClient, prefix string) e
 	return err
 }
 
-// markSameServer sets the SameServer of every report whose node reaches the
-// server of another: the two share a run ID.
+// markSameServer sets the SameServer of every report whose node shares a
+// run ID with another: its own, or any shard's of a Redis Cluster.
 func markSameServer(reports []NodeReport) {
 	ids := make([][]string, len(reports))
 	for i, r := range reports {
-		ids[i] = runIDs(r)
+		shards := r.Shards
+		if shards == nil {
+			shards = []NodeReport{r}
+		}
+		for _, s := range shards {
+			if s.Err == nil && s.RunID != "" {
+				ids[i] = append(ids[i], s.RunID)
+			}
+		}
 	}
 	for i := range reports {
 		for j := range reports {
@@ -292,30 +280,11 @@ func markSameServer(reports []NodeReport) {
 	}
 }
 
-// runIDs are the server identities of a node that answered Check: its
-// run_id, or each shard's of a Redis Cluster, so that two lock nodes
-// sharing any one server are caught.
-func runIDs(r NodeReport) []string {
-	shards := r.Shards
-	if shards == nil {
-		shards = []NodeReport{r}
-	}
-	var ids []string
-	for _, s := range shards {
-		if s.Err == nil && s.RunID != "" {
-			ids = append(ids, s.RunID)
-		}
-	}
-	return ids
-}
-
-// firstContact checks the nodes of a new client as NewFromURLs does: every
-// node that answers within a few node timeouts is asked who it is and
-// whether it accepts the lock's commands; names are the nodes as errors may
-// show them (URLs with passwords masked). It returns an error matching
-// ErrInvalid for what no retry cures (one server reached twice among them);
-// a node that does not answer is left to the lock's own calls (it may be
-// down for now).
+// firstContact checks a new client's nodes for NewFromURLs: an error
+// matching ErrInvalid for what no retry cures (one server reached twice
+// among them), naming nodes by names (URLs with passwords masked). A node
+// that does not answer is left to the lock's own calls: it may be down for
+// now.
 func (c *Client) firstContact(names []string) error {
 	reports, err := c.Admin().Check(context.Background())
 	if err != nil {
@@ -330,8 +299,6 @@ func (c *Client) firstContact(names []string) error {
 		if err != nil {
 			errs = append(errs, fmt.Errorf("node %d (%s): %w", r.Node, names[r.Node], err))
 		}
-	}
-	for _, r := range reports {
 		if len(r.SameServer) > 0 && r.SameServer[0] < r.Node {
 			first := r.SameServer[0]
 			errs = append(errs, fmt.Errorf("node %d (%s): %w: it reaches the server of node %d (%s), same run_id: "+
@@ -341,9 +308,8 @@ func (c *Client) firstContact(names []string) error {
 	return errors.Join(errs...) // each matches ErrInvalid
 }
 
-// passwordUnused tells a password given for node i that the node does not
-// have (redisurl.UnusedPassword), as misconfigured does the other errors
-// no retry cures.
+// passwordUnused is misconfigured's error for a password given for node i
+// that the node does not have (redisurl.UnusedPassword).
 func (c *Client) passwordUnused(i int) error {
 	var user, pw string
 	switch cl := c.nodes[i].Client.(type) {

@@ -13,9 +13,8 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// dialNode makes the client of one node URL: a *redis.Client for a single
-// server, a *redis.ClusterClient for a redis-cluster:// URL (one lock node
-// whose shards split the keys), both tuned for locking.
+// dialNode makes the client of one node URL, tuned for locking: a
+// *redis.ClusterClient for a redis-cluster:// URL, else a *redis.Client.
 func dialNode(raw string, nodeTimeout time.Duration) (redis.UniversalClient, error) {
 	single, cluster, err := redisurl.ParseLockNode(raw)
 	if err != nil {
@@ -30,9 +29,8 @@ func dialNode(raw string, nodeTimeout time.Duration) (redis.UniversalClient, err
 }
 
 // tuneClusterForLocking applies tuneForLocking's settings to every shard's
-// client. MaxRedirects 1 follows a MOVED or an ASK, but retries a dead
-// shard master once, not thrice (docs/guide/OPERATIONS.md, Scaling out);
-// the node reloads the slot map itself after a failed batch.
+// client, and follows a MOVED or an ASK but retries a dead shard master
+// once, not thrice (docs/guide/OPERATIONS.md, Scaling out).
 func tuneClusterForLocking(o *redis.ClusterOptions, nodeTimeout time.Duration) {
 	if o.MaxRedirects == 0 {
 		o.MaxRedirects = 1
@@ -48,8 +46,8 @@ func tuneClusterForLocking(o *redis.ClusterOptions, nodeTimeout time.Duration) {
 	o.Protocol, o.MaintNotificationsConfig = s.Protocol, s.MaintNotificationsConfig
 }
 
-// checkCluster runs Check's calls on every master of a cluster node, since a
-// keyless command reaches one arbitrary shard, and sums the shards up.
+// checkCluster runs Check's calls on every master of a cluster node (a
+// keyless command reaches one arbitrary shard) and sums the shards up.
 func checkCluster(ctx context.Context, n *transport.Node, cc *redis.ClusterClient) NodeReport {
 	var mu sync.Mutex
 	var shards []NodeReport
@@ -70,8 +68,7 @@ func checkCluster(ctx context.Context, n *transport.Node, cc *redis.ClusterClien
 	return r
 }
 
-// summarize fills a cluster node's report from its shards' (see
-// NodeReport.Shards).
+// summarize fills a cluster node's report from its shards' (NodeReport.Shards).
 func summarize(r *NodeReport, shards []NodeReport) {
 	r.Shards = shards
 	var ids, versions []string
@@ -110,20 +107,4 @@ func summarize(r *NodeReport, shards []NodeReport) {
 	}
 	r.RunID, r.Version = strings.Join(ids, ","), strings.Join(versions, ",")
 	r.ClusterEnabled = true
-}
-
-// shardWarnings are the shards' warnings, each naming its shard.
-func shardWarnings(shards []NodeReport) []string {
-	var w []string
-	for _, s := range shards {
-		if s.Err != nil {
-			w = append(w, fmt.Sprintf("shard %s unreachable: %v", s.Addr, s.Err))
-			continue
-		}
-		s.ClusterEnabled = false // a shard is meant to be one
-		for _, m := range s.Warnings() {
-			w = append(w, "shard "+s.Addr+": "+m)
-		}
-	}
-	return w
 }

@@ -9,34 +9,28 @@ import (
 
 // NodeState is one node's view of a resource.
 type NodeState struct {
-	Node  int    // index in the node list
-	Addr  string // the node's address (no credentials)
-	Token string // the holder's token, "" when the node has no lock key
-	// Holder is who holds the lock, read from Token (ContextWithHolder
-	// names it); zero when Token carries none.
-	Holder Holder
+	Node   int           // index in the node list
+	Addr   string        // the node's address (no credentials)
+	Token  string        // the holder's token, "" when the node has no lock key
+	Holder Holder        // who holds the lock (ContextWithHolder), read from Token
 	TTL    time.Duration // the lock key's remaining time to live, 0 when free
 	Fence  int64         // the node's fencing counter, 0 when it has none
 	Err    error         // the node's failure, if it did not answer
 	// Reserved: the key is free but kept, for TTL, for the first waiter of
 	// the nodes' FIFO queue (docs/design/HANDOVER.md); Token is then "".
 	Reserved bool
-	// Slot and Limit describe a resource whose slots i > 0 (WithLimit(n),
-	// n > 1) are held or reserved on some node: this state is the node's
-	// view of slot Slot, and Limit is one more than the highest such slot
-	// on any node (the limit, as far as the nodes show it). Both are 0
-	// otherwise.
+	// Slot and Limit are set for a resource (WithLimit) whose slots above 0
+	// are held or reserved on some node: this is the node's view of slot
+	// Slot, and Limit is one more than the highest such slot on any node.
 	Slot, Limit int
 }
 
-// Inspect asks every node who holds resource and for how long, waiting for
-// each answer up to its I/O timeout (4 node timeouts, at least 200ms): a
-// read is not latency-bound, and a loaded node must not make a held lock
-// look free. A node that fails or times out has Err set; the error is
-// reserved for bad input and the end of ctx. A resource is held by the
-// token that a quorum of the nodes carry. It returns one state per node,
-// or, for a resource whose slots (WithLimit) above slot 0 are held or
-// reserved on some node, one per slot and node, slot by slot (Slot, Limit).
+// Inspect asks every node who holds resource and for how long, waiting up
+// to 4 node timeouts (at least 200ms): a loaded node must not make a held
+// lock look free. A node that fails has Err set; the error is for bad input
+// and the end of ctx. A resource is held by the token a quorum of the nodes
+// carry. It returns a state per node, or, for a resource whose slots above
+// 0 are in use, per slot and node, slot by slot (Slot, Limit).
 func (c *Client) Inspect(ctx context.Context, resource string) ([]NodeState, error) {
 	return c.inspect(ctx, resource, ioTimeout(c.cfg.nodeTimeout))
 }
@@ -50,9 +44,9 @@ func (c *Client) inspect(ctx context.Context, resource string, timeout time.Dura
 		return nil, invalidf("empty resource name")
 	}
 	k := c.keysFor(resource)
-	names := append(k.bothKeys(), make([]string, maxLimit-1)...)
+	names := k.bothKeys()
 	for i := 1; i < maxLimit; i++ {
-		names[1+i] = slotKey(k.key, i)
+		names = append(names, slotKey(k.key, i))
 	}
 	deadline := time.Now().Add(timeout)
 	r := c.broadcast("inspect", resource, c.allNodes(), len(c.nodes), deadline, false, scriptArgs(inspectScript, names), inspectScript)
@@ -81,8 +75,8 @@ func (c *Client) inspect(ctx context.Context, resource string, timeout time.Dura
 }
 
 // parseInspect fills st with slot s's token, TTL and fence from a node's
-// inspect answer: the lock key's for slot 0, else the slot's entry, if any
-// (none: free).
+// inspect answer: the lock key's for slot 0, else the slot's entry (none:
+// free).
 func parseInspect(st NodeState, vals []any, s int) NodeState {
 	tok, ttl := vals[0], vals[1]
 	if s > 0 {

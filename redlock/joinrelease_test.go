@@ -43,13 +43,13 @@ func (b *joinBed) release(resource, token, id string, out chan transport.Reply) 
 		rec = &completionRecord{key: b.c.keysFor(resource).key + recordSuffix, id: id, window: time.Hour}
 	}
 	return &transport.Call{Args: b.c.releaseArgs(b.c.keysFor(resource), token, rec), Script: queueReleaseScript,
-		Deadline: time.Now().Add(time.Minute), Out: out, Op: "release", Resource: resource}
+		Deadline: time.Now().Add(time.Minute), Owner: replies(out), Op: "release", Resource: resource}
 }
 
 // setNX is a plain acquire call on resource.
 func (b *joinBed) setNX(resource, token string, out chan transport.Reply) *transport.Call {
 	return &transport.Call{Args: []any{"set", b.c.keysFor(resource).key, token, "nx", "px", 60000},
-		Deadline: time.Now().Add(time.Minute), Out: out, Op: "acquire", Resource: resource}
+		Deadline: time.Now().Add(time.Minute), Owner: replies(out), Op: "acquire", Resource: resource}
 }
 
 func (b *joinBed) evalshas() int64 {

@@ -37,7 +37,7 @@ type health struct {
 
 // probe is what one readiness probe found.
 type probe struct {
-	nodes     []lockadmin.NodeStatus
+	nodes     []redlock.NodeReport
 	brokerErr error
 	// sameServer is the node check's finding that two lock nodes are one
 	// server (logged at Error by the check itself).
@@ -140,7 +140,7 @@ func (h *health) updateBroker(err error, first bool) {
 // updateNodes logs each node that went down or came back (through
 // statelog: a flapping node is one outage), and returns the down
 // ones, described with their causes.
-func (h *health) updateNodes(nodes []lockadmin.NodeStatus, first bool) []string {
+func (h *health) updateNodes(nodes []redlock.NodeReport, first bool) []string {
 	var down []string
 	for i, n := range nodes {
 		if first {

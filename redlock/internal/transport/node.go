@@ -1,14 +1,16 @@
 // Package transport carries redlock's calls to its nodes: one worker per
-// node runs the calls of concurrent callers as one pipeline, in the order
-// they were sent, loads the scripts, joins a batch's releases into one call
-// and reads completion look-ups. It knows nothing of locks: rounds, quorums
-// and what the scripts mean live in redlock.
+// node sends the calls of concurrent callers as one pipeline, in order
+// (docs/design/BATCHING.md). Rounds, quorums and what the scripts mean live
+// in redlock.
 package transport
 
 import (
 	"context"
+	"crypto/sha1"
+	"encoding/hex"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -22,81 +24,74 @@ const (
 	// maxBatch bounds how many concurrent calls one pipeline carries.
 	maxBatch = 128
 	// QueueLen bounds the calls waiting for a node; past it a call fails at
-	// once instead of blocking its caller (a stuck node must not stall
-	// anyone), except a cleanup call, which waits in the node's spill list.
+	// once, but a cleanup call waits in the node's spill list.
 	QueueLen = 4096
 )
 
-// ErrNodeTimeout is a node's failure to answer within the node timeout. It
-// deliberately does not match context.DeadlineExceeded: that error belongs to
-// the caller's own context.
+// ErrNodeTimeout is a node's failure to answer within the node timeout; not
+// context.DeadlineExceeded, which belongs to the caller's own context.
 var ErrNodeTimeout = errors.New("no answer within the node timeout")
 
 var errQueueFull = errors.New("too many calls waiting for this node")
 
 // Env is what the algorithm tells every node of its scripts, once.
 type Env struct {
-	// Scripts are loaded on a node before its first script call.
-	Scripts []*Script
-	// Closed answers the calls sent to, or left on, a closed client.
-	Closed error
-	// Release is the release whose calls of one batch may share one call
-	// of ReleaseMany (join.go); nil: none do.
-	Release, ReleaseMany *Script
-	// ChannelSuffix follows a lock key in its release channel's name.
-	ChannelSuffix string
-	// LookScore reads a look-up's answer: the record's score and its
-	// expiry in Unix ms (look.go).
+	Scripts              []*Script // loaded on a node before its first script call
+	Closed               error     // the answer to calls sent to, or left on, a closed client
+	Release, ReleaseMany *Script   // a batch's Release calls share one ReleaseMany; nil: none do
+	ChannelSuffix        string    // follows a lock key in its release channel's name
+	// LookScore reads a look-up's answer: the record's score and Unix ms expiry.
 	LookScore func(v any) (score, expiry int64, ok bool)
 }
 
-// Node is one independent Redis master. One worker runs its calls strictly
-// in order, concurrent callers' commands as one pipeline, one pipeline at a
-// time (docs/design/BATCHING.md).
+// Script is a Lua script sent as EVALSHA, falling back to EVAL when a node
+// does not have it cached.
+type Script struct{ Src, SHA string }
+
+// NewScript is the script of source src.
+func NewScript(src string) *Script {
+	sum := sha1.Sum([]byte(src))
+	return &Script{Src: src, SHA: hex.EncodeToString(sum[:])}
+}
+
+// Node is one independent Redis master, served by one worker.
 type Node struct {
 	Idx    int
 	Addr   string
 	Client redis.UniversalClient
 	env    *Env
 	calls  chan *Call
-	// spill holds, in order, the cleanup calls that found calls full
-	// (BATCHING.md). spilled mirrors len(spill) > 0 for the senders' fast
-	// path; wake tells an idle worker that the queue drained before a spill.
+	// spill holds, in order, the cleanup calls that found calls full;
+	// spilled is len(spill) > 0 for the senders' fast path, and wake tells
+	// a worker that emptied the queue meanwhile.
 	spillMu sync.Mutex
 	spill   []*Call
 	spilled atomic.Bool
 	wake    chan struct{}
 	// single is a standalone (or sentinel-managed) server: it holds all of
-	// a batch's keys, so releases may join (join.go), and the worker keeps a
+	// a batch's keys, so releases may join, and the worker keeps a
 	// connection of its own.
 	single bool
-	// Worker-owned, reused from batch to batch: loaded is whether the
-	// node's script cache holds our scripts; proc runs a lone command and
-	// pipe a batch (on conn, the worker's connection, for a single server);
-	// cmders is pipe's commands' room, fold the call of a batch's joined
-	// releases and foldArgs its arguments' room.
-	loaded   bool
-	conn     *redis.Conn
-	proc     func(context.Context, redis.Cmder) error
-	pipe     redis.Pipeliner
-	cmders   []redis.Cmder
-	fold     Call
-	foldArgs []any
-	// Failed reports a call's failure (logs, observer), also when nobody
-	// waits for the answer any more.
+	// Worker-owned, reused from batch to batch: whether the node's script
+	// cache holds our scripts, the connection, pipeline and its commands.
+	loaded bool
+	conn   *redis.Conn
+	proc   func(context.Context, redis.Cmder) error
+	pipe   redis.Pipeliner
+	cmders []redis.Cmder
+	// The call of a batch's joined releases, and room for its arguments.
+	fold                         Call
+	foldArgs, foldKeys, foldArgv []any
+	foldFlags                    []byte
+	// Failed reports a call's failure, also when nobody waits for it.
 	Failed func(op, resource string, node int, err error)
-	// Debug logs at Debug level (nil: not at all).
-	Debug func(msg string, args ...any)
-	// Window is the batch window (BATCHING.md); Busy is the client's count
-	// of held locks and waiting callers.
-	Window time.Duration
-	Busy   *atomic.Int64
-	// recent is whether the previous batch, sent at sent, carried several
-	// calls. Worker-owned.
-	recent bool
+	Debug  func(msg string, args ...any) // nil: no debug logs
+	Window time.Duration                 // the batch window
+	Busy   *atomic.Int64                 // the client's count of held locks and waiting callers
+	recent bool                          // the previous batch, sent at sent, carried several calls
 	sent   time.Time
-	// Do runs a batch on the node; it is the client's pipeline, replaced
-	// by an in-memory node in unit tests.
+	// Do runs a batch on the node: the client's pipeline, or an in-memory
+	// node in unit tests.
 	Do func(ctx context.Context, cmds []*redis.Cmd)
 }
 
@@ -116,21 +111,19 @@ type Owner interface {
 	Unref()
 }
 
-// Call is one command for one node; its reply goes to Owner, or to Out.
+// Call is one command for one node; its reply goes to Owner.
 type Call struct {
 	Node     int
 	Args     []any
 	Script   *Script // set when Args is an EVALSHA of this script
 	Deadline time.Time
-	Cleanup  bool         // send even past the deadline: it only removes our keys
-	Owner    Owner        // gets the reply, let go of once it is in
-	Out      chan<- Reply // gets the reply of a call without a round
-	Op       string       // for error reports
+	Cleanup  bool   // send even past the deadline: it only removes our keys
+	Owner    Owner  // gets the reply, let go of once it is in
+	Op       string // for error reports
 	Resource string
 	joined   []*Call // the releases this call runs for (joinReleases)
-	// Look is a command sent just after the call's batch in the same
-	// pipeline: the look-up of an acquisition's completion record; seen is
-	// its answer: the record's score, 0 for none (look.go).
+	// Look is the look-up of an acquisition's completion record, sent after
+	// the batch in its pipeline; seen is the record's score, 0 for none.
 	Look []any
 	seen int64
 }
@@ -148,18 +141,13 @@ type Reply struct {
 func (c *Call) deliver(rep Reply) {
 	rep.Seen = c.seen
 	owner := c.Owner
-	if owner == nil {
-		c.Out <- rep
-		return
-	}
 	owner.Arrive(rep)
 	owner.Unref()
 }
 
 // Send queues a call without ever blocking and reports whether it did; a
 // closed client, or a full queue, answers it at once with an error. A
-// cleanup call is never refused for a full queue: it waits in the spill list
-// (docs/design/BATCHING.md).
+// cleanup call is never refused for a full queue: it spills.
 func (n *Node) Send(c *Call, closed <-chan struct{}) bool {
 	select {
 	case <-closed:
@@ -218,8 +206,8 @@ func (n *Node) takeSpill(batch []*Call) []*Call {
 	return batch
 }
 
-// Serve runs one batching worker until closed; then it answers what is left.
-// It first warms the node up, then calls warmed.
+// Serve runs the node's worker until closed, then answers what is left. It
+// first warms the node up, then calls warmed.
 func (n *Node) Serve(closed <-chan struct{}, wg *sync.WaitGroup, warmed func()) {
 	defer wg.Done()
 	defer n.closeConn()
@@ -244,8 +232,7 @@ func (n *Node) Serve(closed <-chan struct{}, wg *sync.WaitGroup, warmed func()) 
 		for k := min(len(n.calls), maxBatch-len(batch)); k > 0; k-- {
 			batch = append(batch, <-n.calls)
 		}
-		batch = n.takeSpill(batch)
-		batch = n.gather(batch, linger, closed)
+		batch = n.gather(n.takeSpill(batch), linger, closed)
 		now := time.Now()
 		n.recent, n.sent = len(batch) > 1, now
 		n.execBatch(batch, now)
@@ -254,9 +241,9 @@ func (n *Node) Serve(closed <-chan struct{}, wg *sync.WaitGroup, warmed func()) 
 	}
 }
 
-// warmUp dials the node and loads the scripts before any call needs them
-// (issue 20). In-memory test nodes (no client) need none. A failure leaves
-// the work to the first batch.
+// warmUp dials the node and loads the scripts before any call needs them;
+// a failure leaves the work to the first batch. In-memory test nodes (no
+// client) need none.
 func (n *Node) warmUp() {
 	ctx := context.Background()
 	if n.Client == nil || n.loadEveryMaster(ctx) {
@@ -275,14 +262,29 @@ func (n *Node) scriptLoads(ctx context.Context, cmds []*redis.Cmd) []*redis.Cmd 
 	return cmds
 }
 
+// loadEveryMaster loads the scripts on every master of a cluster node (a
+// SCRIPT LOAD in the pipeline reaches one shard) and reports true; false,
+// doing nothing, for a single server.
+func (n *Node) loadEveryMaster(ctx context.Context) bool {
+	cc, ok := n.Client.(*redis.ClusterClient)
+	if !ok {
+		return false
+	}
+	err := cc.ForEachMaster(ctx, func(ctx context.Context, m *redis.Client) error {
+		p := m.Pipeline()
+		for _, s := range n.env.Scripts {
+			p.ScriptLoad(ctx, s.Src)
+		}
+		_, err := p.Exec(ctx)
+		return err
+	})
+	n.loaded = err == nil
+	return true
+}
+
 // succeeded is whether every command of cmds succeeded.
 func succeeded(cmds []*redis.Cmd) bool {
-	for _, cmd := range cmds {
-		if cmd.Err() != nil {
-			return false
-		}
-	}
-	return true
+	return !slices.ContainsFunc(cmds, func(cmd *redis.Cmd) bool { return cmd.Err() != nil })
 }
 
 // refuseAll answers every call still waiting with env.Closed.
@@ -307,10 +309,10 @@ func (n *Node) refuseAll() {
 // worker still expects calls to overlap.
 const lingerMemory = 10
 
-// gather waits up to the batch window for more calls, only while calls
-// have been overlapping on this node (its previous batch, sent within
-// lingerMemory windows, carried several) and Busy exceeds the batch; no call
-// is held back closer than one window to its deadline (BATCHING.md).
+// gather waits up to the batch window for more calls while calls overlap
+// on this node (its previous batch, sent within lingerMemory windows,
+// carried several) and Busy exceeds the batch, never closer than one window
+// to a call's deadline.
 func (n *Node) gather(batch []*Call, t *time.Timer, closed <-chan struct{}) []*Call {
 	if n.Window <= 0 || n.Busy == nil || !n.recent || n.Busy.Load() <= int64(len(batch)) ||
 		time.Since(n.sent) > lingerMemory*n.Window {
@@ -358,25 +360,23 @@ func (n *Node) lingerEnd(end time.Time, c *Call) time.Time {
 }
 
 // execBatch sends a batch as one pipeline, but for the calls whose deadline
-// passed (docs/design/BATCHING.md).
+// passed.
 func (n *Node) execBatch(batch []*Call, now time.Time) {
 	live := n.joinReleases(expire(batch, now))
 	if len(live) == 0 {
 		return
 	}
-	// No per-batch deadline; scripts are loaded ahead of the first EVALSHA,
-	// in the same pipeline (BATCHING.md).
-	ctx := context.Background()
-	script, nlooks := survey(live)
+	ctx := context.Background() // no per-batch deadline (BATCHING.md)
+	script := slices.ContainsFunc(live, func(c *Call) bool { return c.Script != nil })
 	pre := 0
 	if script && !n.loaded && !n.loadEveryMaster(ctx) {
 		pre = len(n.env.Scripts)
 	}
-	cmds := make([]*redis.Cmd, pre+len(live), pre+len(live)+nlooks)
+	cmds := make([]*redis.Cmd, pre+len(live), pre+2*len(live)) // room for a look-up per call
 	n.scriptLoads(ctx, cmds[:pre])
 	for i, c := range live {
 		cmds[pre+i] = redis.NewCmd(ctx, c.Args...)
-		if c.Look != nil { // after the batch's calls (look.go)
+		if c.Look != nil {
 			cmds = append(cmds, redis.NewCmd(ctx, c.Look...))
 		}
 	}
@@ -402,7 +402,7 @@ func (n *Node) execBatch(batch []*Call, now time.Time) {
 }
 
 // expire answers the calls whose deadline passed while they queued
-// (cleanups have none) and returns the others, reusing batch's array.
+// (cleanups have none) and returns the others in batch's array.
 func expire(batch []*Call, now time.Time) []*Call {
 	live := batch[:0]
 	for _, c := range batch {
@@ -416,8 +416,8 @@ func expire(batch []*Call, now time.Time) []*Call {
 }
 
 // evalSource answers calls that met NOSCRIPT (a restart, SCRIPT FLUSH) by
-// sending the scripts' source, and has them all loaded ahead of the next
-// batch. cmds is spare room for len(calls) commands.
+// sending their scripts' source, in cmds' room, and has every script
+// loaded ahead of the next batch.
 func (n *Node) evalSource(ctx context.Context, calls []*Call, cmds []*redis.Cmd) {
 	n.loaded = false
 	for i, c := range calls {
@@ -442,26 +442,22 @@ func (n *Node) answer(c *Call, val any, err error) {
 	c.deliver(Reply{Node: c.Node, Val: val, Err: err})
 }
 
-// survey is whether any of a batch's calls runs a script, and how many
-// look-ups they carry.
-func survey(live []*Call) (script bool, looks int) {
-	for _, c := range live {
-		script = script || c.Script != nil
-		if c.Look != nil {
-			looks++
-		}
+// movedHint names the fix on a MOVED answer from a node given as a single
+// server: a Redis Cluster member. Other errors are returned as they are.
+func (n *Node) movedHint(err error) error {
+	if err == nil || !n.single || !redis.HasErrorPrefix(err, "MOVED") {
+		return err
 	}
-	return script, looks
+	return fmt.Errorf("%w (a Redis Cluster member given as a single server: "+
+		"write the node as redis-cluster://%s)", err, n.Addr)
 }
 
-// run is Do on the node's client: a lone command by itself, a batch as one
-// pipeline.
+// run is Do on the node's client: a lone command alone, a batch as one pipeline.
 func (n *Node) run(ctx context.Context, cmds []*redis.Cmd) {
 	if n.pipe == nil {
 		n.proc, n.pipe = n.Client.Process, n.Client.Pipeline()
 		if rc, ok := n.Client.(*redis.Client); ok {
-			// The worker runs one batch at a time, so it keeps a connection
-			// of its own: no pool round trip and no per-call health check.
+			// One batch at a time: no pool round trip, no health check.
 			n.conn = rc.Conn()
 			n.proc, n.pipe = n.conn.Process, n.conn.Pipeline()
 		}
@@ -481,8 +477,7 @@ func (n *Node) run(ctx context.Context, cmds []*redis.Cmd) {
 		return
 	}
 	n.closeConn() // the next batch gets a fresh connection
-	// A cluster shard's master may have died and been failed over: reload
-	// the slot map in the background (docs/guide/OPERATIONS.md).
+	// A shard's master may have failed over (docs/guide/OPERATIONS.md).
 	if cc, ok := n.Client.(*redis.ClusterClient); ok {
 		if n.Debug != nil {
 			n.Debug("redlock cluster node: a shard failed on the connection; reloading the slot map",
@@ -495,19 +490,16 @@ func (n *Node) run(ctx context.Context, cmds []*redis.Cmd) {
 // connBroken reports whether a batch failed on the connection rather than
 // with Redis errors: the connection is not reused.
 func connBroken(cmds []*redis.Cmd) bool {
-	for _, cmd := range cmds {
+	return slices.ContainsFunc(cmds, func(cmd *redis.Cmd) bool {
 		if err := cmd.Err(); err != nil && err != redis.Nil {
 			var re redis.Error // escapes: declared on the failing path only
-			if !errors.As(err, &re) {
-				return true
-			}
+			return !errors.As(err, &re)
 		}
-	}
-	return false
+		return false
+	})
 }
 
-// closeConn drops the worker's connection (and pipeline); the worker calls
-// it on exit.
+// closeConn drops the worker's connection and pipeline.
 func (n *Node) closeConn() {
 	if n.conn != nil {
 		_ = n.conn.Close()
@@ -523,8 +515,7 @@ func nodeErr(err error) error {
 	return err
 }
 
-// NodeAddr names node i on client c for errors and logs, never with
-// credentials.
+// NodeAddr names node i on client c for errors and logs, without credentials.
 func NodeAddr(i int, c redis.UniversalClient) string {
 	if a := lockutil.Addr(c); a != "" {
 		return a
@@ -532,17 +523,9 @@ func NodeAddr(i int, c redis.UniversalClient) string {
 	return fmt.Sprintf("node%d", i)
 }
 
-// Exec runs calls as one batch now, on the caller's goroutine, as the
-// worker runs a batch: for tests of what a batch sends. The node's worker
-// must not be serving.
+// Exec runs calls as one batch on the caller's goroutine, for tests of
+// what a batch sends; the node's worker must not be serving.
 func (n *Node) Exec(calls []*Call) {
 	n.execBatch(calls, time.Now())
 	n.closeConn()
-}
-
-// Spilled is the number of cleanup calls waiting in the spill list.
-func (n *Node) Spilled() int {
-	n.spillMu.Lock()
-	defer n.spillMu.Unlock()
-	return len(n.spill)
 }

@@ -6,16 +6,13 @@ import (
 	"github.com/asynqlock/asynqlock/redlock"
 )
 
-// NodeStatus is one node's answer to PingNodes.
-type NodeStatus = redlock.NodeStatus
-
 // Quorum is how many of n lock nodes must agree: Redlock's N/2+1.
 func Quorum(n int) int { return n/2 + 1 }
 
-// PingNodes pings every node at once and reports each one's answer, waiting
-// for all of them (at most the node timeout), so that a probe can tell which
-// nodes are down and whether a quorum is left.
-func PingNodes(ctx context.Context, c *redlock.Client) ([]NodeStatus, error) {
+// PingNodes pings every node at once and reports each one's answer (Node,
+// Addr and Err), waiting for all of them (at most the node timeout), so that
+// a probe can tell which nodes are down and whether a quorum is left.
+func PingNodes(ctx context.Context, c *redlock.Client) ([]redlock.NodeReport, error) {
 	return c.Admin().Ping(ctx)
 }
 
