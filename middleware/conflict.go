@@ -4,13 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/asynqlock/asynqlock/redlock"
+	"github.com/hibiken/asynq"
+	"go.opentelemetry.io/otel/trace"
 	"hash/maphash"
 	"math/rand/v2"
 	"strings"
 	"time"
-
-	"github.com/asynqlock/asynqlock/redlock"
-	"github.com/hibiken/asynq"
 )
 
 // acquireFailed returns the error that ends the run when acquiring failed
@@ -109,9 +109,9 @@ func (r *taskRun) parked(ctx context.Context, cause error, nonce string, fifo in
 func (r *taskRun) waitParked(ctx context.Context) (*redlock.Lock, error) {
 	m := r.m
 	err := error(errWaitCap)
-	if m.cfg.room.wait.enter(r.res, m.cfg.limit) { // past the share, within the cap across resources
+	if e := m.enterWait(r.res, waitPast); e != nil {
 		var lock *redlock.Lock
-		if lock, err = m.waitFor(ctx, r.res, max(m.cfg.policy.wait, defaultWait), r.opts); err == nil {
+		if lock, err = m.waitFor(ctx, e, r.res, max(m.cfg.policy.wait, defaultWait), r.opts); err == nil {
 			return lock, nil
 		}
 		if ferr := r.acquireFailed(ctx, err); ferr != nil {
@@ -120,7 +120,7 @@ func (r *taskRun) waitParked(ctx context.Context) (*redlock.Lock, error) {
 	} else if busy := r.reparkFirst(ctx, errWaitCap); busy != nil {
 		return nil, busy
 	}
-	m.onTurn(turnAsk, r.meta.queue, r.res, r.meta.id) // no longer on its way: frees its promotion slot
+	m.ask(r.meta.queue, r.res, r.meta.id) // no longer on its way: frees its promotion slot
 	if r.meta.budgetSpent() {
 		return nil, r.reparkFirst(ctx, err) // a requeue would archive it
 	}
@@ -173,7 +173,7 @@ func (m *mw) reviveLater(queue, res, id, nonce string, d time.Duration, recorded
 		parked := err == nil && info.State == asynq.TaskStateArchived && strings.Contains(info.LastErr, nonce)
 		switch {
 		case parked && recorded && time.Now().Before(recordUntil):
-			m.onTurn(turnAsk, queue, res, "")
+			m.ask(queue, res, "")
 		case parked:
 			err = m.cfg.inspector.RunTask(queue, id)
 		case err == nil && info.State != asynq.TaskStateActive:
@@ -240,15 +240,16 @@ func (r *taskRun) lockEvent(kind EventKind, action string, err error) Event {
 }
 
 // observeAcquired tells the observer that the task got its lock; after a
-// wait, Handover tells whether from a task of this process ("local") or not.
-func (r *taskRun) observeAcquired(waited bool) {
+// wait, Handover tells whether from a task of this process ("local": one
+// released it at released) or not.
+func (r *taskRun) observeAcquired(waited bool, released time.Time) {
 	if r.m.cfg.observer == nil {
 		return
 	}
 	ev := r.lockEvent(EventAcquired, "", nil)
 	if waited {
 		ev.Handover = "remote"
-		if rel := r.m.stateOf(r.res).released; !rel.IsZero() && time.Since(rel) < localHandover {
+		if !released.IsZero() && time.Since(released) < localHandover {
 			ev.Handover = "local"
 		}
 	}
@@ -292,21 +293,6 @@ func (h *holdTable) set(res string, d time.Duration) {
 	h.keys[k%holdSlots], h.holds[k%holdSlots] = k, d
 }
 
-// ranFor records that a task held res for d and released it at now.
-func (m *mw) ranFor(res string, d time.Duration, now time.Time) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	e := m.entry(res)
-	if e.hold == 0 {
-		e.hold = d
-	} else {
-		e.hold = (e.hold*7 + d) / 8
-	}
-	m.holds.set(res, e.hold)
-	e.released = now
-	m.touched(res, e)
-}
-
 // delay returns how long a task that met a conflict on res should stay
 // away, and notes the contention.
 func (m *mw) delay(res string) time.Duration {
@@ -324,4 +310,13 @@ func (m *mw) delay(res string) time.Duration {
 	d += time.Duration(rand.Int64N(int64(step))) // jitter within one slot
 	m.touched(res, e)
 	return min(max(d, paceMinDelay), paceMaxDelay)
+}
+
+// traceParked notes on the task's span that it was parked at position in
+// res's FIFO, back by itself after backstop.
+func traceParked(ctx context.Context, res string, cause error, position int, backstop time.Duration) {
+	if trace.SpanFromContext(ctx).IsRecording() { // the attributes cost allocations
+		taskEvent(ctx, eventParked, attrResource.String(res), attrReason.String(cause.Error()),
+			attrPosition.Int(position), attrBackstop.Int64(backstop.Milliseconds()))
+	}
 }

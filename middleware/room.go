@@ -144,6 +144,55 @@ func dropPlace(ctx context.Context) {
 	}
 }
 
+// waitHow is how a task asks for a wait place (Room.admits).
+type waitHow uint8
+
+const (
+	waitFresh waitHow = iota // a task that met its resource busy, with parking
+	waitSoft                 // the same without parking, where a requeue costs more
+	waitPast                 // a task parked once: past the share, within the cap
+)
+
+// admits takes a wait place for a task of res (limit slots), n of whose
+// tasks wait here already: fewer than freshShare wait, or (soft) the tasks
+// ahead should be done soon (short), or past the share (docs/guide/HOTKEYS.md,
+// "Fresh waiters per share").
+func (r *Room) admits(res string, limit, n int, how waitHow, short bool) bool {
+	if how != waitPast && n >= r.freshShare(res, limit, how == waitSoft) && (how == waitFresh || r.maxWaiters == 0 || !short) {
+		return false
+	}
+	return r.wait.enter(res, limit)
+}
+
+// freshShare is how many tasks of a process may wait for res (limit slots)
+// when a task meets it busy: maxWaiters per slot, with parking (not soft)
+// half of it and of res's share of the wait places.
+func (r *Room) freshShare(res string, limit int, soft bool) int {
+	if soft || r.maxWaiters <= 1 {
+		return r.maxWaiters * limit
+	}
+	return min(r.maxWaiters/2*limit, max(1, r.wait.share(res, limit)/2))
+}
+
+// depths bound the promoted tasks of one resource on their way at once.
+type depths struct {
+	busy int // while other tasks of the queue wait for a worker
+	idle int // while none do
+}
+
+// promoteDepth is as many promoted tasks of res (limit slots) as one
+// process lets wait (at least 2), three times that without a backlog, and
+// (shared) at most res's share (docs/guide/HOTKEYS.md, "Promote ahead",
+// "Several hot resources").
+func (r *Room) promoteDepth(res string, limit int, shared bool) depths {
+	n, share := max(1, r.maxWaiters)*limit, math.MaxInt
+	if shared {
+		share = r.wait.share(res, limit)
+	}
+	n = min(n, share)
+	return depths{busy: max(2, n), idle: max(2, min(3*n, share))}
+}
+
 // errWaitCap is the conflict of a parked task that found no room to wait:
 // the process's waiters are at their cap across resources.
 var errWaitCap = fmt.Errorf("middleware: %w: the waiters across resources are at their cap", redlock.ErrLocked)
