@@ -288,13 +288,13 @@ func (m *mw) forceWait(res string) *resState {
 	return e
 }
 
-// onTurn shows the promoter ev on res, as the resource's changes do.
-func (m *mw) onTurn(ev turn, queue, res, id string) {
+// onTurn shows the promoter a start (id) or an end of res.
+func (m *mw) onTurn(end bool, queue, res, id string) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	e := m.entry(res)
 	defer m.touched(res, e)
-	m.turn(res, e, ev, queue, id)
+	m.turn(res, e, queue, id, end)
 }
 
 // ranFor has a task of no queue hold res for d, ending now.

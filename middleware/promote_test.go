@@ -156,16 +156,16 @@ func TestRunEndingBesideALocalWaiterLeavesThePromotionToIt(t *testing.T) {
 	for _, r := range []string{"alone", "got", "early", "gave-up"} {
 		m.contended(r) // only a contended resource promotes
 	}
-	m.onTurn(turnEnd, queue, "alone", "")
+	m.onTurn(true, queue, "alone", "")
 	promotedFrom("alone")
 
 	got := m.forceWait("got")
-	m.onTurn(turnEnd, queue, "got", "")
+	m.onTurn(true, queue, "got", "")
 	m.leaveWait("got", got, true)
 	if q := owed("got"); q != queue {
 		t.Fatalf("owed %q after a run ended beside a waiter that then got the lock, want %q", q, queue)
 	}
-	m.onTurn(turnStart, "q-other", "got", "task-of-q-other")
+	m.onTurn(false, "q-other", "got", "task-of-q-other")
 	promotedFrom("got")
 
 	// Its release answered after two successors counted: more holders than slots.
@@ -184,7 +184,7 @@ func TestRunEndingBesideALocalWaiterLeavesThePromotionToIt(t *testing.T) {
 	}
 	defer func() { _ = held.Release(ctx) }()
 	gaveUp := m.forceWait("gave-up")
-	m.onTurn(turnEnd, queue, "gave-up", "")
+	m.onTurn(true, queue, "gave-up", "")
 	if _, err := m.waitFor(ctx, gaveUp, "gave-up", 100*time.Millisecond, m.cfg.lockOpts); err == nil {
 		t.Fatal("got a lock the other client holds")
 	}

@@ -4,19 +4,19 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/asynqlock/asynqlock/internal/lockutil"
-	"github.com/asynqlock/asynqlock/redlock"
-	"github.com/redis/go-redis/v9"
 	"log/slog"
 	"slices"
 	"time"
+
+	"github.com/asynqlock/asynqlock/internal/lockutil"
+	"github.com/asynqlock/asynqlock/redlock"
+	"github.com/redis/go-redis/v9"
 )
 
-// resState is everything this process keeps about one resource (mw.res):
-// its holders and waiters here, its pace, and the promotion of its parked
-// tasks, which observes its starts and ends. Once idle it is dropped unless
-// it met contention lately (keepUntil), then from the idle FIFO (expire),
-// never by a scan (docs/guide/HOTKEYS.md).
+// resState is what this process keeps of one resource (mw.res): its holders
+// and waiters here, its pace, and the promotion of its parked tasks, which
+// observes its starts and ends. Once idle it is dropped, or kept while it
+// met contention lately and dropped from the idle FIFO (docs/guide/HOTKEYS.md).
 type resState struct {
 	holders int // tasks of this process holding the resource
 	waiters int // tasks of this process waiting for it
@@ -28,7 +28,7 @@ type resState struct {
 	keepUntil time.Time // contention seen: kept while idle until then
 	queued    bool      // in the idle FIFO
 
-	owed   string        // the queue of an end whose turn passed here: its call comes at the next turn
+	owed   string        // queue of an end that passed its turn on here: called for at the next turn
 	promos []*promoState // one per queue with promotion state
 }
 
@@ -38,11 +38,10 @@ func (e *resState) inUse() bool {
 		slices.ContainsFunc(e.promos, (*promoState).busy)
 }
 
-// contended reports whether the resource met contention in this process
-// lately: only then do its starts and ends call the broker to promote.
+// contended: only a resource that met contention here lately promotes.
 func (e *resState) contended(now time.Time) bool { return now.Before(e.keepUntil) }
 
-// contention notes contention on e at now: its state is kept idleKeep.
+// contention keeps e idleKeep after now.
 func (e *resState) contention(now time.Time) { e.keepUntil = now.Add(idleKeep) }
 
 // idleKeep is how long an idle resource that met contention is remembered.
@@ -52,7 +51,6 @@ const idleKeep = time.Minute
 // FIFO once per idle period, so a constant keeps it drained.
 const expirePerCall = 4
 
-// idleRec is an entry of the idle FIFO, due for a look at due.
 type idleRec struct {
 	res string
 	e   *resState
@@ -70,8 +68,7 @@ func (m *mw) entry(res string) *resState {
 	return e
 }
 
-// stateOf returns a copy of res's state (zero but for its recent hold
-// time when it has none).
+// stateOf returns a copy of res's state (zero but for its recent hold time).
 func (m *mw) stateOf(res string) resState {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -81,8 +78,8 @@ func (m *mw) stateOf(res string) resState {
 	return resState{hold: m.holds.get(res)}
 }
 
-// touched drops e or queues it for dropping once idle; call it (m.mu held)
-// after every change that may leave e unused.
+// touched drops e, or queues it for dropping once idle, after a change that
+// may leave it unused (m.mu held).
 func (m *mw) touched(res string, e *resState) {
 	now := time.Now()
 	m.expire(now)
@@ -91,8 +88,7 @@ func (m *mw) touched(res string, e *resState) {
 	}
 }
 
-// settle drops e, unless it is in use, or queues it in the idle FIFO
-// while it is kept (m.mu held, e not queued).
+// settle drops e unless in use, or queues it while kept (e not queued).
 func (m *mw) settle(res string, e *resState, now time.Time) {
 	switch {
 	case e.inUse():
@@ -104,9 +100,8 @@ func (m *mw) settle(res string, e *resState, now time.Time) {
 	}
 }
 
-// expire settles up to expirePerCall of the oldest idle entries due: one in
-// use leaves the FIFO, one contended since goes to the back, the others are
-// dropped; an entry may outlive its due by up to idleKeep.
+// expire settles up to expirePerCall of the oldest idle entries due; one
+// may outlive its due by up to idleKeep.
 func (m *mw) expire(now time.Time) {
 	for range expirePerCall {
 		if m.idleHead >= len(m.idle) || now.Before(m.idle[m.idleHead].due) {
@@ -124,22 +119,20 @@ func (m *mw) expire(now time.Time) {
 	}
 }
 
-// countHolder counts a task of queue (id) that holds res until ended, which
-// it returns the entry for, with when a task here last released res: a task
-// arriving meanwhile skips TryAcquire (heldHere, docs/guide/HOTKEYS.md).
-// It is the resource's start.
+// countHolder is the resource's start: a task of queue (id) holds res until
+// ended, so that arrivals skip TryAcquire (heldHere). It returns the entry
+// and when a task here last released res.
 func (m *mw) countHolder(res, queue, id string) (*resState, time.Time) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	e := m.entry(res)
 	e.holders++
-	m.turn(res, e, turnStart, queue, id)
+	m.turn(res, e, queue, id, false)
 	return e, e.released
 }
 
-// ended ends what countHolder counted once the task's release is answered:
-// a run that got its lock at acquired (zero: none ran) notes its hold time,
-// and the resource's end reaches the promoter.
+// ended is the resource's end, once the release is answered: a run started
+// at acquired (zero: none) notes its hold time (a moving average).
 func (m *mw) ended(res string, e *resState, queue string, acquired time.Time) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -147,77 +140,60 @@ func (m *mw) ended(res string, e *resState, queue string, acquired time.Time) {
 	e.holders--
 	if !acquired.IsZero() {
 		now := time.Now()
-		e.hold = avgHold(e.hold, now.Sub(acquired))
+		if d := now.Sub(acquired); e.hold == 0 {
+			e.hold = d
+		} else {
+			e.hold = (e.hold*7 + d) / 8
+		}
 		m.holds.set(res, e.hold)
 		e.released = now
 	}
-	m.turn(res, e, turnEnd, queue, "")
+	m.turn(res, e, queue, "", true)
 }
 
-// avgHold is the moving average of hold times: avg, then d (avg 0: none yet).
-func avgHold(avg, d time.Duration) time.Duration {
-	if avg == 0 {
-		return d
-	}
-	return (avg*7 + d) / 8
-}
-
-// leaveWait uncounts a waiter of res (entry e); one that leaves without the
-// lock tells the promoter, one that got it tells it at its start.
+// leaveWait uncounts the waiter of res that enterWait counted in e; one
+// that leaves without the lock makes the call owed here, one that got it
+// makes it at its start.
 func (m *mw) leaveWait(res string, e *resState, got bool) {
 	m.cfg.room.wait.leave(res)
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	defer m.touched(res, e)
 	e.waiters--
-	if !got {
-		m.turn(res, e, turnLeft, "", "")
+	if owed := e.owed; !got && owed != "" {
+		e.owed = ""
+		m.request(res, e, owed, "")
 	}
 }
 
-// ask asks the promoter for a call on res in queue whatever the contention,
-// id being a promoted task no longer on its way ("" for none).
+// ask asks for a call on res in queue whatever the contention; id is a
+// promoted task no longer on its way ("" for none).
 func (m *mw) ask(queue, res, id string) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	e := m.entry(res)
 	defer m.touched(res, e)
-	m.turn(res, e, turnAsk, queue, id)
+	if m.cfg.broker != nil {
+		m.request(res, e, queue, id)
+	}
 }
 
-// turn is what the promoter observes of a resource.
-type turn uint8
-
-const (
-	turnStart turn = iota // a task of the resource starts running (id)
-	turnEnd               // a run of it ended: its lock is released
-	turnLeft              // a waiter left without the lock
-	turnAsk               // a call is wanted whatever the contention
-)
-
-// turn is the one observer of a resource's starts and ends that promotes
-// its parked tasks (WithBroker), in the background, only for a resource
-// that met contention here lately; an end whose turn passes in this process
-// owes its call (docs/guide/HOTKEYS.md, "Promote ahead", "Who promotes").
-// m.mu is held.
-func (m *mw) turn(res string, e *resState, ev turn, queue, id string) {
-	if m.cfg.broker == nil || queue == "" && ev != turnLeft {
+// turn is the one observer of a resource's starts and ends (end) that
+// promotes its parked tasks (WithBroker), in the background; an end whose
+// turn passes on in this process owes its call (docs/guide/HOTKEYS.md,
+// "Promote ahead", "Who promotes"). A start reports its task, id. m.mu is held.
+func (m *mw) turn(res string, e *resState, queue, id string, end bool) {
+	if m.cfg.broker == nil || queue == "" || e.owed == "" && !e.contended(time.Now()) {
 		return
 	}
-	owed := ""
-	if ev != turnAsk {
-		if e.owed == "" && !e.contended(time.Now()) {
-			return
-		}
-		owed, e.owed = e.owed, ""
-	}
-	if owed == queue {
+	owed := e.owed
+	if e.owed = ""; owed == queue {
 		owed = ""
 	}
-	if ev == turnEnd && (e.waiters > 0 || e.holders > m.cfg.limit) {
+	if end && (e.waiters > 0 || e.holders > m.cfg.limit) {
 		e.owed, queue = queue, "" // passed on here: called for at the next turn
 	}
-	for _, c := range [...]struct{ queue, id string }{{owed, ""}, {queue, id}} { // a waiter leaving has no queue
+	for _, c := range [...]struct{ queue, id string }{{owed, ""}, {queue, id}} {
 		if c.queue != "" {
 			m.request(res, e, c.queue, c.id)
 		}
@@ -269,8 +245,8 @@ func (m *mw) promoteLoop(res string, e *resState, p *promoState) {
 	}
 }
 
-// parkedHere notes a task of this process parked on res in queue, fifo
-// records long with it: a follow-up call promotes it once its run returned.
+// parkedHere notes a task parked here on res in queue, fifo records long
+// with it: a follow-up call promotes it once its run returned.
 func (m *mw) parkedHere(queue, res string, fifo int) {
 	if fifo <= 0 {
 		return
@@ -310,9 +286,8 @@ func (m *mw) followUp(res string, e *resState, p *promoState, now bool) {
 	})
 }
 
-// promoted reports one promotion call: the tasks it moved as "promoted"
-// events, or else a changed count of records as a "parked" event
-// (docs/guide/HOTKEYS.md, "Gauges").
+// promoted reports one call: its moved tasks as "promoted" events, or else a
+// changed count of records as a "parked" event (docs/guide/HOTKEYS.md, "Gauges").
 func (m *mw) promoted(res string, e *resState, p *promoState, moved []promotion, left int, err error) {
 	m.warnPromote(res, err)
 	now := time.Now()
@@ -350,9 +325,8 @@ func (m *mw) warnPromote(res string, err error) {
 		"promoting parked tasks again")
 }
 
-// brokerState logs a broker call's failure once per change of state:
-// *failing is the state, down and up the messages. A client the application
-// closed is no broker failure: Debug only.
+// brokerState logs a broker call's failure once per change of *failing (down
+// and up the messages); a client the application closed logs at Debug.
 func (m *mw) brokerState(failing *failState, res string, err error, down, up string) {
 	addr := lockutil.Addr(m.cfg.broker)
 	switch {
@@ -379,8 +353,7 @@ type promoState struct {
 	since   time.Time // last park here or call that changed the records
 }
 
-// busy reports whether the promotion state must be kept (its parked hint
-// alone does not: the resource's contention keeps it).
+// busy: p must be kept (for its parked hint, the contention keeps e).
 func (p *promoState) busy() bool { return p.running || p.req || p.follow }
 
 // promo returns e's promotion state of queue, made if missing.
@@ -393,9 +366,9 @@ func (e *resState) promo(queue string) *promoState {
 	return e.promos[i]
 }
 
-// acquire tries once (under the Wait policy, not while tasks of this
-// process hold or wait for res: heldHere), then under the Wait policy waits
-// if there is room (enterWait). waited reports a lock obtained by waiting.
+// acquire tries once (under the Wait policy, not while tasks here hold or
+// wait for res), then under it waits if there is room; waited reports a lock
+// obtained by waiting.
 func (m *mw) acquire(ctx context.Context, res string, opts []redlock.LockOption) (lock *redlock.Lock, waited bool, err error) {
 	if m.cfg.policy.wait > 0 && m.heldHere(res) {
 		err = errHeldHere
@@ -414,13 +387,10 @@ func (m *mw) acquire(ctx context.Context, res string, opts []redlock.LockOption)
 	return lock, err == nil, err
 }
 
-// errHeldHere is the conflict of a task that found its resource held or
-// waited for by tasks of this process (heldHere).
 var errHeldHere = fmt.Errorf("middleware: %w: held or waited for by tasks of this process", redlock.ErrLocked)
 
-// heldHere reports whether tasks of this process wait for res, or hold all
-// of its slots, but for an outage seen lately (m.outage), where TryAcquire
-// fails at once rather than wait out a bound behind the others.
+// heldHere: tasks here wait for res or hold all its slots, but for an outage
+// seen lately, where TryAcquire fails at once rather than wait behind them.
 func (m *mw) heldHere(res string) bool {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -432,8 +402,8 @@ func (m *mw) heldHere(res string) bool {
 // default DelayedTaskCheckInterval: waiting any shorter is better.
 const requeueTrip = 5 * time.Second
 
-// enterWait takes a wait place for res if the room admits it, and counts
-// its waiter until leaveWait: it returns the entry, nil without room.
+// enterWait takes a wait place for res if the room admits it and counts the
+// waiter until leaveWait, returning its entry (nil: no room).
 func (m *mw) enterWait(res string, how waitHow) *resState {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -448,8 +418,8 @@ func (m *mw) enterWait(res string, how waitHow) *resState {
 	return e
 }
 
-// turnOf returns how often a turn comes on a resource held typically for
-// hold (0: not measured yet), over its slots (WithLimit).
+// turnOf is how often a turn comes on a resource held typically for hold
+// (0: not measured yet), over its slots.
 func (m *mw) turnOf(hold time.Duration) time.Duration {
 	if hold == 0 {
 		hold = paceFirstHold
