@@ -126,7 +126,7 @@ func TestLimitCountsSlotsInShares(t *testing.T) {
 	if got, want := m.promoteDepth("r"), (depths{busy: 6, idle: 18}); got != want {
 		t.Errorf("promotion depths %+v, want %+v", got, want)
 	}
-	if got, want := m.typical("x"), one.typical("x")/3; got != want {
+	if got, want := m.turnOf(0), one.turnOf(0)/3; got != want {
 		t.Errorf("a turn every %v, want %v", got, want)
 	}
 	c := newWaitCap(8)

@@ -39,8 +39,7 @@ func NewRoom(run, wait int) *Room {
 	return r
 }
 
-// runGate is a Room's run places, taken and given back by each task's place
-// (docs/guide/HOTKEYS.md, "Waiting beside running").
+// runGate is a Room's run places, taken and given back by each task's place.
 type runGate struct {
 	mu    sync.Mutex
 	size  int
@@ -64,8 +63,7 @@ func (g *runGate) leave() {
 	g.taken--
 }
 
-// place is one task's place in a gate along its run; it belongs to the
-// task's goroutine. A nil place does nothing.
+// place is one task's place in a gate, of the task's goroutine; nil does nothing.
 type place struct {
 	g    *runGate
 	held bool
@@ -127,8 +125,7 @@ func (p *place) drop() {
 
 type placeKey struct{}
 
-// withPlace returns ctx carrying p, so that a wait deep in the conflict
-// paths gives the place back (dropPlace).
+// withPlace returns ctx carrying p, for a wait to give it back (dropPlace).
 func withPlace(ctx context.Context, p *place) context.Context {
 	if p == nil {
 		return ctx
@@ -136,15 +133,13 @@ func withPlace(ctx context.Context, p *place) context.Context {
 	return context.WithValue(ctx, placeKey{}, p)
 }
 
-// dropPlace gives back the place of the task whose context ctx is, before
-// it waits for its lock.
+// dropPlace gives back the place of ctx's task before it waits for its lock.
 func dropPlace(ctx context.Context) {
 	if p, ok := ctx.Value(placeKey{}).(*place); ok {
 		p.drop()
 	}
 }
 
-// waitHow is how a task asks for a wait place (Room.admits).
 type waitHow uint8
 
 const (
@@ -193,12 +188,9 @@ func (r *Room) promoteDepth(res string, limit int, shared bool) depths {
 	return depths{busy: max(2, n), idle: max(2, min(3*n, share))}
 }
 
-// errWaitCap is the conflict of a parked task that found no room to wait:
-// the process's waiters are at their cap across resources.
 var errWaitCap = fmt.Errorf("middleware: %w: the waiters across resources are at their cap", redlock.ErrLocked)
 
-// waitCap is a Room's wait places: it bounds the tasks of a process that
-// wait for their locks at once, each resource with waiters an equal share
+// waitCap is a Room's wait places, each resource with waiters an equal share
 // per slot (docs/guide/HOTKEYS.md, "Several hot resources").
 type waitCap struct {
 	max       int

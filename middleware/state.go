@@ -214,9 +214,8 @@ func (m *mw) request(res string, e *resState, queue, started string) {
 	}
 }
 
-// Follow-up calls after a park or a call that left records, from
-// followFirst doubling up to followMax, for followFor after the records
-// last changed (docs/guide/HOTKEYS.md, "Who promotes", 1).
+// Follow-up calls after a park or a call that left records: from followFirst
+// doubling up to followMax, until followFor after the records last changed.
 const (
 	followFirst = 25 * time.Millisecond
 	followMax   = time.Second
@@ -261,8 +260,8 @@ func (m *mw) parkedHere(queue, res string, fifo int) {
 	m.followUp(res, e, p, true)
 }
 
-// followUp schedules a follow-up call for p (m.mu held) unless one is.
-// now asks for it even if calls were made meanwhile (a park's record).
+// followUp schedules a follow-up call for p unless one is (m.mu held); now
+// asks for it even if calls were made meanwhile (a park's record).
 func (m *mw) followUp(res string, e *resState, p *promoState, now bool) {
 	if p.follow {
 		return
@@ -318,8 +317,7 @@ func (m *mw) promoted(res string, e *resState, p *promoState, moved []promotion,
 	}
 }
 
-// warnPromote logs a failing promotion once per change of state: parked
-// tasks then come back by their backstop only.
+// warnPromote logs a failing promotion once per change of state.
 func (m *mw) warnPromote(res string, err error) {
 	m.brokerState(&m.promoteErr, res, err, "cannot promote parked tasks: they return after their backstop delay",
 		"promoting parked tasks again")
@@ -398,8 +396,8 @@ func (m *mw) heldHere(res string) bool {
 	return ok && (e.holders >= m.cfg.limit || e.waiters > 0) && !time.Now().Before(m.outage)
 }
 
-// requeueTrip is how long a requeued task is away at least with asynq's
-// default DelayedTaskCheckInterval: waiting any shorter is better.
+// requeueTrip: a requeued task is away this long at least (asynq's default
+// DelayedTaskCheckInterval); waiting shorter is better.
 const requeueTrip = 5 * time.Second
 
 // enterWait takes a wait place for res if the room admits it and counts the

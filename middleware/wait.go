@@ -13,10 +13,6 @@ import (
 	"go.opentelemetry.io/otel/trace"
 )
 
-// typical returns how often a turn of res comes, from its measured hold
-// time.
-func (m *mw) typical(res string) time.Duration { return m.turnOf(m.stateOf(res).hold) }
-
 // waitFor waits up to bound for res as the waiter that enterWait counted
 // in e, until leaveWait.
 func (m *mw) waitFor(ctx context.Context, e *resState, res string, bound time.Duration,
