@@ -29,7 +29,7 @@ type mw struct {
 	idleHead   int
 	holds      *holdTable // recent hold times of resources whose state was dropped (the pace, conflict.go)
 	tracer     trace.Tracer
-	promoteErr failState // promotions (and revivals) failing (brokerState, promote.go)
+	promoteErr failState // promotions (and revivals) failing (brokerState, state.go)
 	parkErr    failState // park calls failing
 	releaseErr failState // releases failing (releaseState)
 	outage     time.Time // a wait ended for want of a quorum; until then arrivals try first
