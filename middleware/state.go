@@ -38,84 +38,79 @@ func (e *resState) inUse() bool {
 		slices.ContainsFunc(e.promos, (*promoState).busy)
 }
 
-// contended: only a resource that met contention here lately promotes.
-func (e *resState) contended(now time.Time) bool { return now.Before(e.keepUntil) }
-
-// contention keeps e idleKeep after now.
-func (e *resState) contention(now time.Time) { e.keepUntil = now.Add(idleKeep) }
-
-// idleKeep is how long an idle resource that met contention is remembered.
-const idleKeep = time.Minute
-
-// expirePerCall bounds the idle entries one call looks at: each enters the
-// FIFO once per idle period, so a constant keeps it drained.
-const expirePerCall = 4
-
-type idleRec struct {
-	res string
-	e   *resState
-	due time.Time
+// acquire tries once (under the Wait policy, not while tasks here hold or
+// wait for res), then under it waits if there is room; waited reports a lock
+// obtained by waiting.
+func (m *mw) acquire(ctx context.Context, res string, opts []redlock.LockOption) (lock *redlock.Lock, waited bool, err error) {
+	if m.cfg.policy.wait > 0 && m.heldHere(res) {
+		err = errHeldHere
+	} else if lock, err = m.client.TryAcquire(ctx, res, m.cfg.ttl, opts...); err == nil || m.cfg.policy.wait <= 0 || !errors.Is(err, redlock.ErrLocked) {
+		return lock, false, err
+	}
+	how := waitFresh
+	if m.cfg.broker == nil {
+		how = waitSoft
+	}
+	e := m.enterWait(res, how)
+	if e == nil {
+		return nil, false, err
+	}
+	lock, err = m.waitFor(ctx, e, res, m.cfg.policy.wait, opts)
+	return lock, err == nil, err
 }
 
-// entry returns res's state, made if missing; m.mu is held.
-func (m *mw) entry(res string) *resState {
+var errHeldHere = fmt.Errorf("middleware: %w: held or waited for by tasks of this process", redlock.ErrLocked)
+
+// heldHere: tasks here wait for res or hold all its slots, but for an outage
+// seen lately, where TryAcquire fails at once rather than wait behind them.
+func (m *mw) heldHere(res string) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
 	e, ok := m.res[res]
-	if !ok {
-		m.expire(time.Now())
-		e = &resState{hold: m.holds.get(res)}
-		m.res[res] = e
+	return ok && (e.holders >= m.cfg.limit || e.waiters > 0) && !time.Now().Before(m.outage)
+}
+
+// requeueTrip: a requeued task is away this long at least (asynq's default
+// DelayedTaskCheckInterval); waiting shorter is better.
+const requeueTrip = 5 * time.Second
+
+// enterWait takes a wait place for res if the room admits it and counts the
+// waiter until leaveWait, returning its entry (nil: no room).
+func (m *mw) enterWait(res string, how waitHow) *resState {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	e := m.entry(res)
+	defer m.touched(res, e)
+	ahead := time.Duration(e.waiters+1) * m.turnOf(e.hold)
+	if !m.cfg.room.admits(res, m.cfg.limit, e.waiters, how, ahead < min(requeueTrip, m.cfg.policy.wait)) {
+		return nil
 	}
+	e.waiters++
+	e.keepUntil = time.Now().Add(idleKeep) // contention
 	return e
 }
 
-// stateOf returns a copy of res's state (zero but for its recent hold time).
-func (m *mw) stateOf(res string) resState {
+// turnOf is how often a turn comes on a resource held typically for hold
+// (0: not measured yet), over its slots.
+func (m *mw) turnOf(hold time.Duration) time.Duration {
+	if hold == 0 {
+		hold = paceFirstHold
+	}
+	return max(hold, paceMinHold) / time.Duration(m.cfg.limit)
+}
+
+// leaveWait uncounts the waiter of res that enterWait counted in e; one
+// that leaves without the lock makes the call owed here, one that got it
+// makes it at its start.
+func (m *mw) leaveWait(res string, e *resState, got bool) {
+	m.cfg.room.wait.leave(res)
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if e, ok := m.res[res]; ok {
-		return *e
-	}
-	return resState{hold: m.holds.get(res)}
-}
-
-// touched drops e, or queues it for dropping once idle, after a change that
-// may leave it unused (m.mu held).
-func (m *mw) touched(res string, e *resState) {
-	now := time.Now()
-	m.expire(now)
-	if !e.queued {
-		m.settle(res, e, now)
-	}
-}
-
-// settle drops e unless in use, or queues it while kept (e not queued).
-func (m *mw) settle(res string, e *resState, now time.Time) {
-	switch {
-	case e.inUse():
-	case e.contended(now):
-		e.queued = true
-		m.idle = append(m.idle, idleRec{res, e, e.keepUntil})
-	case m.res[res] == e:
-		delete(m.res, res)
-	}
-}
-
-// expire settles up to expirePerCall of the oldest idle entries due; one
-// may outlive its due by up to idleKeep.
-func (m *mw) expire(now time.Time) {
-	for range expirePerCall {
-		if m.idleHead >= len(m.idle) || now.Before(m.idle[m.idleHead].due) {
-			break
-		}
-		r := m.idle[m.idleHead]
-		m.idle[m.idleHead] = idleRec{}
-		m.idleHead++
-		r.e.queued = false
-		m.settle(r.res, r.e, now)
-	}
-	if m.idleHead > 64 && m.idleHead*2 > len(m.idle) {
-		m.idle = append(m.idle[:0], m.idle[m.idleHead:]...)
-		m.idleHead = 0
+	defer m.touched(res, e)
+	e.waiters--
+	if owed := e.owed; !got && owed != "" {
+		e.owed = ""
+		m.request(res, e, owed, "")
 	}
 }
 
@@ -149,21 +144,6 @@ func (m *mw) ended(res string, e *resState, queue string, acquired time.Time) {
 		e.released = now
 	}
 	m.turn(res, e, queue, "", true)
-}
-
-// leaveWait uncounts the waiter of res that enterWait counted in e; one
-// that leaves without the lock makes the call owed here, one that got it
-// makes it at its start.
-func (m *mw) leaveWait(res string, e *resState, got bool) {
-	m.cfg.room.wait.leave(res)
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	defer m.touched(res, e)
-	e.waiters--
-	if owed := e.owed; !got && owed != "" {
-		e.owed = ""
-		m.request(res, e, owed, "")
-	}
 }
 
 // ask asks for a call on res in queue whatever the contention; id is a
@@ -364,63 +344,83 @@ func (e *resState) promo(queue string) *promoState {
 	return e.promos[i]
 }
 
-// acquire tries once (under the Wait policy, not while tasks here hold or
-// wait for res), then under it waits if there is room; waited reports a lock
-// obtained by waiting.
-func (m *mw) acquire(ctx context.Context, res string, opts []redlock.LockOption) (lock *redlock.Lock, waited bool, err error) {
-	if m.cfg.policy.wait > 0 && m.heldHere(res) {
-		err = errHeldHere
-	} else if lock, err = m.client.TryAcquire(ctx, res, m.cfg.ttl, opts...); err == nil || m.cfg.policy.wait <= 0 || !errors.Is(err, redlock.ErrLocked) {
-		return lock, false, err
-	}
-	how := waitFresh
-	if m.cfg.broker == nil {
-		how = waitSoft
-	}
-	e := m.enterWait(res, how)
-	if e == nil {
-		return nil, false, err
-	}
-	lock, err = m.waitFor(ctx, e, res, m.cfg.policy.wait, opts)
-	return lock, err == nil, err
-}
-
-var errHeldHere = fmt.Errorf("middleware: %w: held or waited for by tasks of this process", redlock.ErrLocked)
-
-// heldHere: tasks here wait for res or hold all its slots, but for an outage
-// seen lately, where TryAcquire fails at once rather than wait behind them.
-func (m *mw) heldHere(res string) bool {
-	m.mu.Lock()
-	defer m.mu.Unlock()
+// entry returns res's state, made if missing; m.mu is held.
+func (m *mw) entry(res string) *resState {
 	e, ok := m.res[res]
-	return ok && (e.holders >= m.cfg.limit || e.waiters > 0) && !time.Now().Before(m.outage)
-}
-
-// requeueTrip: a requeued task is away this long at least (asynq's default
-// DelayedTaskCheckInterval); waiting shorter is better.
-const requeueTrip = 5 * time.Second
-
-// enterWait takes a wait place for res if the room admits it and counts the
-// waiter until leaveWait, returning its entry (nil: no room).
-func (m *mw) enterWait(res string, how waitHow) *resState {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	e := m.entry(res)
-	defer m.touched(res, e)
-	ahead := time.Duration(e.waiters+1) * m.turnOf(e.hold)
-	if !m.cfg.room.admits(res, m.cfg.limit, e.waiters, how, ahead < min(requeueTrip, m.cfg.policy.wait)) {
-		return nil
+	if !ok {
+		m.expire(time.Now())
+		e = &resState{hold: m.holds.get(res)}
+		m.res[res] = e
 	}
-	e.waiters++
-	e.keepUntil = time.Now().Add(idleKeep) // contention
 	return e
 }
 
-// turnOf is how often a turn comes on a resource held typically for hold
-// (0: not measured yet), over its slots.
-func (m *mw) turnOf(hold time.Duration) time.Duration {
-	if hold == 0 {
-		hold = paceFirstHold
+// stateOf returns a copy of res's state (zero but for its recent hold time).
+func (m *mw) stateOf(res string) resState {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if e, ok := m.res[res]; ok {
+		return *e
 	}
-	return max(hold, paceMinHold) / time.Duration(m.cfg.limit)
+	return resState{hold: m.holds.get(res)}
+}
+
+// touched drops e, or queues it for dropping once idle, after a change that
+// may leave it unused (m.mu held).
+func (m *mw) touched(res string, e *resState) {
+	now := time.Now()
+	m.expire(now)
+	if !e.queued {
+		m.settle(res, e, now)
+	}
+}
+
+// settle drops e unless in use, or queues it while kept (e not queued).
+func (m *mw) settle(res string, e *resState, now time.Time) {
+	switch {
+	case e.inUse():
+	case e.contended(now):
+		e.queued = true
+		m.idle = append(m.idle, idleRec{res, e, e.keepUntil})
+	case m.res[res] == e:
+		delete(m.res, res)
+	}
+}
+
+// expire settles up to expirePerCall of the oldest idle entries due; one
+// may outlive its due by up to idleKeep.
+func (m *mw) expire(now time.Time) {
+	for range expirePerCall {
+		if m.idleHead >= len(m.idle) || now.Before(m.idle[m.idleHead].due) {
+			break
+		}
+		r := m.idle[m.idleHead]
+		m.idle[m.idleHead] = idleRec{}
+		m.idleHead++
+		r.e.queued = false
+		m.settle(r.res, r.e, now)
+	}
+	if m.idleHead > 64 && m.idleHead*2 > len(m.idle) {
+		m.idle = append(m.idle[:0], m.idle[m.idleHead:]...)
+		m.idleHead = 0
+	}
+}
+
+// contended: only a resource that met contention here lately promotes.
+func (e *resState) contended(now time.Time) bool { return now.Before(e.keepUntil) }
+
+// contention keeps e idleKeep after now.
+func (e *resState) contention(now time.Time) { e.keepUntil = now.Add(idleKeep) }
+
+// idleKeep is how long an idle resource that met contention is remembered.
+const idleKeep = time.Minute
+
+// expirePerCall bounds the idle entries one call looks at: each enters the
+// FIFO once per idle period, so a constant keeps it drained.
+const expirePerCall = 4
+
+type idleRec struct {
+	res string
+	e   *resState
+	due time.Time
 }
