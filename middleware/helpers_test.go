@@ -324,6 +324,6 @@ func (c *waitCap) force(res string, limit int) {
 		return
 	}
 	c.mu.Lock()
-	c.add(res, limit)
+	c.add(res, c.per[res], limit)
 	c.mu.Unlock()
 }

@@ -140,7 +140,7 @@ func (m *mw) process(ctx context.Context, t *asynq.Task, next asynq.Handler) err
 	}
 	r.lock = lock
 	var released time.Time
-	r.held, released = m.countHolder(r.res, meta.queue, meta.id) // the resource's start, until the release is answered
+	r.held, released = m.countHolder(r.res, meta.queue, meta.id) // its start, until the release is answered
 	if r.skipCompleted(ctx) {
 		return nil
 	}

@@ -153,7 +153,8 @@ const (
 // ahead should be done soon (short), or past the share (docs/guide/HOTKEYS.md,
 // "Fresh waiters per share").
 func (r *Room) admits(res string, limit, n int, how waitHow, short bool) bool {
-	if how != waitPast && n >= r.freshShare(res, limit, how == waitSoft) && (how == waitFresh || r.maxWaiters == 0 || !short) {
+	full := how != waitPast && n >= r.freshShare(res, limit, how == waitSoft)
+	if full && (how == waitFresh || r.maxWaiters == 0 || !short) {
 		return false
 	}
 	return r.wait.enter(res, limit)
@@ -241,13 +242,14 @@ func (c *waitCap) enter(res string, limit int) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	now := time.Now()
-	if n := c.per[res].n; c.total >= c.max || n >= c.shareLocked(res, limit, now) {
-		if n == 0 {
+	w := c.per[res]
+	if c.total >= c.max || w.n >= c.shareLocked(res, limit, now) {
+		if w.n == 0 {
 			c.per[res] = waiters{limit: limit, claimed: now.Add(claimFor)}
 		}
 		return false
 	}
-	c.add(res, limit)
+	c.add(res, w, limit)
 	return true
 }
 
@@ -279,9 +281,8 @@ func (c *waitCap) shareLocked(res string, limit int, now time.Time) int {
 	return max(1, c.max*limit/weight)
 }
 
-// add counts a waiter of res, a resource of limit slots; c.mu is held.
-func (c *waitCap) add(res string, limit int) {
-	w := c.per[res]
+// add counts a waiter of res (entry w), a resource of limit slots; c.mu is held.
+func (c *waitCap) add(res string, w waiters, limit int) {
 	if w.n == 0 {
 		w = waiters{limit: limit}
 	}

@@ -28,7 +28,8 @@ func (m *mw) waitFor(ctx context.Context, e *resState, res string, bound time.Du
 // stuck bound ends in a row after the first with no release here (1 with
 // parking, 4 without, where a requeue costs 15s or more), or the lock nodes
 // failed.
-func (m *mw) waitRounds(ctx context.Context, res string, bound time.Duration, opts []redlock.LockOption) (lock *redlock.Lock, err error) {
+func (m *mw) waitRounds(ctx context.Context, res string, bound time.Duration,
+	opts []redlock.LockOption) (lock *redlock.Lock, err error) {
 	ctx, span := m.startWait(ctx, res)
 	rounds := 1
 	defer func() { m.endWait(span, rounds, err) }()
