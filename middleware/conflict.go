@@ -4,19 +4,18 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/asynqlock/asynqlock/redlock"
+	"github.com/hibiken/asynq"
+	"go.opentelemetry.io/otel/trace"
 	"hash/maphash"
 	"math/rand/v2"
 	"strings"
 	"time"
-
-	"github.com/asynqlock/asynqlock/redlock"
-	"github.com/hibiken/asynq"
 )
 
 // acquireFailed returns the error that ends the run when acquiring failed
-// for another reason than a busy resource or unreachable lock nodes (asynq
-// ended the run, the client is closed): an ordinary failure, never a
-// conflict. It returns nil for a conflict.
+// for another reason than a conflict (busy resource or unreachable nodes),
+// such as asynq ending the run or a closed client; nil for a conflict.
 func (r *taskRun) acquireFailed(ctx context.Context, err error) error {
 	if ctx.Err() != nil || !errors.Is(err, redlock.ErrLocked) && !errors.Is(err, redlock.ErrQuorum) {
 		return fmt.Errorf("%s: acquiring %s: %w", r.name(), r.res, err)
@@ -24,9 +23,9 @@ func (r *taskRun) acquireFailed(ctx context.Context, err error) error {
 	return nil
 }
 
-// conflict applies the policy to a task whose resource is busy (or whose
-// lock nodes are unreachable): cause is why the lock was not had. It
-// returns a lock only when it ended up waiting for, and getting, the lock.
+// conflict applies the policy to a task whose resource is busy or whose
+// lock nodes are unreachable (cause); it returns a lock only if it waited
+// for it and got it.
 func (r *taskRun) conflict(ctx context.Context, cause error) (*redlock.Lock, error) {
 	m, locked := r.m, errors.Is(cause, redlock.ErrLocked)
 	busy := &conflictError{resource: r.res, cause: cause}
@@ -35,9 +34,7 @@ func (r *taskRun) conflict(ctx context.Context, cause error) (*redlock.Lock, err
 	}
 	action, canPark := m.cfg.policy.action, m.cfg.broker != nil && r.meta.queue != ""
 	if errors.Is(cause, redlock.ErrQuorum) && !locked {
-		// Unreachable nodes, no holder known: whatever the policy the task
-		// is requeued, not dropped for an outage.
-		action = actRequeue
+		action = actRequeue // no holder known: an outage drops no task
 	}
 	switch {
 	case action == actSkip:
@@ -86,9 +83,9 @@ func (r *taskRun) waitLastRetry(ctx context.Context, cause error) (*redlock.Lock
 	return lock, nil
 }
 
-// parked tells that the task was parked after cause at position fifo, its
-// conflict marked with nonce, and returns that conflict; on a last retry
-// (archived by asynq) reviveLater brings it back after backstop.
+// parked reports the task parked after cause at position fifo and returns
+// its conflict, marked with nonce; on a last retry (asynq archives it)
+// reviveLater brings it back after backstop.
 func (r *taskRun) parked(ctx context.Context, cause error, nonce string, fifo int, backstop time.Duration) error {
 	m, meta := r.m, r.meta
 	m.parkedHere(meta.queue, r.res, fifo)
@@ -109,9 +106,9 @@ func (r *taskRun) parked(ctx context.Context, cause error, nonce string, fifo in
 func (r *taskRun) waitParked(ctx context.Context) (*redlock.Lock, error) {
 	m := r.m
 	err := error(errWaitCap)
-	if m.cfg.room.wait.enter(r.res, m.cfg.limit) { // past the share, within the cap across resources
+	if e := m.enterWait(r.res, waitPast); e != nil {
 		var lock *redlock.Lock
-		if lock, err = m.waitFor(ctx, r.res, max(m.cfg.policy.wait, defaultWait), r.opts); err == nil {
+		if lock, err = m.waitFor(ctx, e, r.res, max(m.cfg.policy.wait, defaultWait), r.opts); err == nil {
 			return lock, nil
 		}
 		if ferr := r.acquireFailed(ctx, err); ferr != nil {
@@ -120,7 +117,7 @@ func (r *taskRun) waitParked(ctx context.Context) (*redlock.Lock, error) {
 	} else if busy := r.reparkFirst(ctx, errWaitCap); busy != nil {
 		return nil, busy
 	}
-	m.onTurn(turnAsk, r.meta.queue, r.res, r.meta.id) // no longer on its way: frees its promotion slot
+	m.ask(r.meta.queue, r.res, r.meta.id) // no longer on its way: frees its promotion slot
 	if r.meta.budgetSpent() {
 		return nil, r.reparkFirst(ctx, err) // a requeue would archive it
 	}
@@ -149,18 +146,16 @@ func (m *mw) warnPark(res string, err error) {
 	m.brokerState(&m.parkErr, res, err, "cannot park tasks in the broker: busy tasks are requeued on a timer", "parking busy tasks again")
 }
 
-// Revival of a task parked on its last retry (asynq's archive brings
-// nothing back): looked at after its backstop, then again twice as late
-// each time up to reviveStep, for reviveFor in all (then the sweep).
+// A task parked on its last retry is looked at after its backstop, then
+// twice as late each time up to reviveStep, for reviveFor (then the sweep).
 const (
 	reviveStep = time.Minute
 	reviveFor  = 15 * time.Minute
 )
 
 // reviveLater looks, after d, at the task id parked on its last retry with
-// nonce: while that park keeps it archived it asks for a promotion of res,
-// which moves it back through its record, or moves it itself if it has no
-// record (recorded false) or the record expired.
+// nonce: while archived by that park it is promoted through its record, or
+// moved back here without one (recorded false, or expired).
 func (m *mw) reviveLater(queue, res, id, nonce string, d time.Duration, recorded bool) {
 	recordUntil := time.Now().Add(m.parkTTL())
 	until := time.Now().Add(reviveFor)
@@ -173,7 +168,7 @@ func (m *mw) reviveLater(queue, res, id, nonce string, d time.Duration, recorded
 		parked := err == nil && info.State == asynq.TaskStateArchived && strings.Contains(info.LastErr, nonce)
 		switch {
 		case parked && recorded && time.Now().Before(recordUntil):
-			m.onTurn(turnAsk, queue, res, "")
+			m.ask(queue, res, "")
 		case parked:
 			err = m.cfg.inspector.RunTask(queue, id)
 		case err == nil && info.State != asynq.TaskStateActive:
@@ -230,9 +225,8 @@ func (r *taskRun) event(kind EventKind, err error) Event {
 	return Event{Kind: kind, TaskType: r.t.Type(), TaskID: r.meta.id, Resource: r.res, Err: err}
 }
 
-// lockEvent returns an event about getting the lock (acquired, or a
-// conflict with its action), naming the policy, with the time since the
-// run began to ask for its lock.
+// lockEvent returns an event about getting the lock (acquired, or a conflict
+// and its action), with the policy and the time since the run asked for it.
 func (r *taskRun) lockEvent(kind EventKind, action string, err error) Event {
 	ev := r.event(kind, err)
 	ev.Policy, ev.Action, ev.Wait = r.m.cfg.policy.name(), action, time.Since(r.start)
@@ -240,15 +234,16 @@ func (r *taskRun) lockEvent(kind EventKind, action string, err error) Event {
 }
 
 // observeAcquired tells the observer that the task got its lock; after a
-// wait, Handover tells whether from a task of this process ("local") or not.
-func (r *taskRun) observeAcquired(waited bool) {
+// wait, Handover tells whether from a task of this process ("local": one
+// released it at released) or not.
+func (r *taskRun) observeAcquired(waited bool, released time.Time) {
 	if r.m.cfg.observer == nil {
 		return
 	}
 	ev := r.lockEvent(EventAcquired, "", nil)
 	if waited {
 		ev.Handover = "remote"
-		if rel := r.m.stateOf(r.res).released; !rel.IsZero() && time.Since(rel) < localHandover {
+		if !released.IsZero() && time.Since(released) < localHandover {
 			ev.Handover = "local"
 		}
 	}
@@ -292,21 +287,6 @@ func (h *holdTable) set(res string, d time.Duration) {
 	h.keys[k%holdSlots], h.holds[k%holdSlots] = k, d
 }
 
-// ranFor records that a task held res for d and released it at now.
-func (m *mw) ranFor(res string, d time.Duration, now time.Time) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	e := m.entry(res)
-	if e.hold == 0 {
-		e.hold = d
-	} else {
-		e.hold = (e.hold*7 + d) / 8
-	}
-	m.holds.set(res, e.hold)
-	e.released = now
-	m.touched(res, e)
-}
-
 // delay returns how long a task that met a conflict on res should stay
 // away, and notes the contention.
 func (m *mw) delay(res string) time.Duration {
@@ -324,4 +304,13 @@ func (m *mw) delay(res string) time.Duration {
 	d += time.Duration(rand.Int64N(int64(step))) // jitter within one slot
 	m.touched(res, e)
 	return min(max(d, paceMinDelay), paceMaxDelay)
+}
+
+// traceParked notes on the task's span that it was parked at position in
+// res's FIFO, back by itself after backstop.
+func traceParked(ctx context.Context, res string, cause error, position int, backstop time.Duration) {
+	if trace.SpanFromContext(ctx).IsRecording() { // the attributes cost allocations
+		taskEvent(ctx, eventParked, attrResource.String(res), attrReason.String(cause.Error()),
+			attrPosition.Int(position), attrBackstop.Int64(backstop.Milliseconds()))
+	}
 }

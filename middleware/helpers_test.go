@@ -277,10 +277,45 @@ func task(typ, payload string) *asynq.Task { return asynq.NewTask(typ, []byte(pa
 func withInspector(i taskInspector) Option { return func(c *config) { c.inspector = i } }
 
 // forceWait counts a waiter of res whatever the bounds, the cap across
-// resources included (a task on its last retry must not be archived).
-func (m *mw) forceWait(res string) {
+// resources included, as enterWait does, and returns its entry.
+func (m *mw) forceWait(res string) *resState {
 	m.cfg.room.wait.force(res, m.cfg.limit)
-	m.countWaiter(res)
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	e := m.entry(res)
+	e.waiters++
+	e.contention(time.Now())
+	return e
+}
+
+// onTurn shows the promoter a start (id) or an end of res.
+func (m *mw) onTurn(end bool, queue, res, id string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	e := m.entry(res)
+	defer m.touched(res, e)
+	m.turn(res, e, queue, id, end)
+}
+
+// ranFor has a task of no queue hold res for d, ending now.
+func (m *mw) ranFor(res string, d time.Duration) {
+	e, _ := m.countHolder(res, "", "")
+	m.ended(res, e, "", time.Now().Add(-d))
+}
+
+// holding counts a holder of res with no start seen (no queue).
+func (m *mw) holding(res string) *resState {
+	e, _ := m.countHolder(res, "", "")
+	return e
+}
+
+// promoteDepth and freshShare are the room's for m's resources.
+func (m *mw) promoteDepth(res string) depths {
+	return m.cfg.room.promoteDepth(res, m.cfg.limit, m.atOnce == nil)
+}
+
+func (m *mw) freshShare(res string, soft bool) int {
+	return m.cfg.room.freshShare(res, m.cfg.limit, soft)
 }
 
 // force takes a slot for a waiter of res whatever the cap.
@@ -289,6 +324,6 @@ func (c *waitCap) force(res string, limit int) {
 		return
 	}
 	c.mu.Lock()
-	c.add(res, limit)
+	c.add(res, c.per[res], limit)
 	c.mu.Unlock()
 }

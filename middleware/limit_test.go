@@ -110,23 +110,23 @@ func TestLimitCountsSlotsInShares(t *testing.T) {
 	e := patientEnv(t)
 	m, _ := lockMW(t, e.locks, ByType(), &recorder{}, WithLimit(3), withMaxWaiters(2))
 	one, _ := lockMW(t, e.locks, ByType(), &recorder{}, withMaxWaiters(2))
-	ent := m.countHolder("r")
+	ent := m.holding("r")
 	if m.heldHere("r") {
 		t.Fatal("one holder of 3 slots counts as held here")
 	}
-	m.countHolder("r")
-	m.countHolder("r")
+	m.holding("r")
+	m.holding("r")
 	if !m.heldHere("r") {
 		t.Fatal("3 holders of 3 slots do not count as held here")
 	}
-	m.uncountHolder("r", ent)
+	m.ended("r", ent, "", time.Time{})
 	if got, want := m.freshShare("r", true), 3*one.freshShare("r", true); got != want {
 		t.Errorf("share of waiters %d, want %d", got, want)
 	}
 	if got, want := m.promoteDepth("r"), (depths{busy: 6, idle: 18}); got != want {
 		t.Errorf("promotion depths %+v, want %+v", got, want)
 	}
-	if got, want := m.typical("x"), one.typical("x")/3; got != want {
+	if got, want := m.turnOf(0), one.turnOf(0)/3; got != want {
 		t.Errorf("a turn every %v, want %v", got, want)
 	}
 	c := newWaitCap(8)

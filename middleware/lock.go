@@ -29,7 +29,7 @@ type mw struct {
 	idleHead   int
 	holds      *holdTable // recent hold times of resources whose state was dropped (the pace, conflict.go)
 	tracer     trace.Tracer
-	promoteErr failState // promotions (and revivals) failing (brokerState, promote.go)
+	promoteErr failState // promotions (and revivals) failing (brokerState, state.go)
 	parkErr    failState // park calls failing
 	releaseErr failState // releases failing (releaseState)
 	outage     time.Time // a wait ended for want of a quorum; until then arrivals try first
@@ -139,17 +139,17 @@ func (m *mw) process(ctx context.Context, t *asynq.Task, next asynq.Handler) err
 		waited = true
 	}
 	r.lock = lock
+	var released time.Time
+	r.held, released = m.countHolder(r.res, meta.queue, meta.id) // its start, until the release is answered
 	if r.skipCompleted(ctx) {
 		return nil
 	}
-	r.observeAcquired(waited)
-	r.held = m.countHolder(r.res) // until the release is answered
+	r.observeAcquired(waited, released)
 	if err := p.take(ctx, true); err != nil {
-		r.release(ctx, nil)
+		r.release(ctx)
 		return fmt.Errorf("%s: holding %s, waiting to run: %w", r.name(), r.res, err)
 	}
 	r.place = p
-	m.onTurn(turnStart, meta.queue, r.res, meta.id)
 	return r.run(ctx)
 }
 
@@ -176,6 +176,7 @@ type taskRun struct {
 	log   taskLog
 	lock  *redlock.Lock        // held from acquisition to release; a rollback may take it anew
 	held  *resState            // the resource's entry while countHolder counts this task
+	ran   time.Time            // when its handler started (zero: it did not run)
 	place *place               // its run place, given back as soon as its handler returns
 	opts  []redlock.LockOption // its acquisitions' options (lockOptsFor)
 }

@@ -109,8 +109,7 @@ func (r *taskRun) skipCompleted(ctx context.Context) bool {
 	}
 	m.observe(r.event(EventRedeliverySkipped, nil))
 	taskEvent(ctx, eventSkipped, attrResource.String(r.res))
-	queue, res := r.meta.queue, r.res
-	r.release(ctx, func() { m.onTurn(turnEnd, queue, res, "") })
+	r.release(ctx)
 	return true
 }
 

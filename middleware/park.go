@@ -212,6 +212,6 @@ func (m *mw) backstop(res string, ahead int) time.Duration {
 	if m.cfg.backstop > 0 {
 		return m.cfg.backstop
 	}
-	d := 4 * time.Duration(ahead+1) * m.typical(res)
+	d := 4 * time.Duration(ahead+1) * m.turnOf(m.stateOf(res).hold)
 	return min(max(d, parkBackstopMin), parkBackstopMax)
 }

@@ -156,36 +156,36 @@ func TestRunEndingBesideALocalWaiterLeavesThePromotionToIt(t *testing.T) {
 	for _, r := range []string{"alone", "got", "early", "gave-up"} {
 		m.contended(r) // only a contended resource promotes
 	}
-	m.onTurn(turnEnd, queue, "alone", "")
+	m.onTurn(true, queue, "alone", "")
 	promotedFrom("alone")
 
-	m.forceWait("got")
-	m.onTurn(turnEnd, queue, "got", "")
-	m.leaveWait("got", true)
+	got := m.forceWait("got")
+	m.onTurn(true, queue, "got", "")
+	m.leaveWait("got", got, true)
 	if q := owed("got"); q != queue {
 		t.Fatalf("owed %q after a run ended beside a waiter that then got the lock, want %q", q, queue)
 	}
-	m.onTurn(turnStart, "q-other", "got", "task-of-q-other")
+	m.onTurn(false, "q-other", "got", "task-of-q-other")
 	promotedFrom("got")
 
-	ended, successor := m.countHolder("early"), m.countHolder("early")
-	m.onTurn(turnEnd, queue, "early", "")
-	m.uncountHolder("early", ended)
+	// Its release answered after two successors counted: more holders than slots.
+	ended, successor, last := m.holding("early"), m.holding("early"), m.holding("early")
+	m.ended("early", ended, queue, time.Time{})
 	if q := owed("early"); q != queue {
 		t.Fatalf("owed %q after a run ended behind a successor that started, want %q", q, queue)
 	}
-	m.onTurn(turnEnd, queue, "early", "")
-	m.uncountHolder("early", successor)
+	m.ended("early", successor, queue, time.Time{})
 	promotedFrom("early")
+	m.ended("early", last, "", time.Time{})
 
 	held, err := e.other.TryAcquire(ctx, "gave-up", 10*time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer func() { _ = held.Release(ctx) }()
-	m.forceWait("gave-up")
-	m.onTurn(turnEnd, queue, "gave-up", "")
-	if _, err := m.waitFor(ctx, "gave-up", 100*time.Millisecond, m.cfg.lockOpts); err == nil {
+	gaveUp := m.forceWait("gave-up")
+	m.onTurn(true, queue, "gave-up", "")
+	if _, err := m.waitFor(ctx, gaveUp, "gave-up", 100*time.Millisecond, m.cfg.lockOpts); err == nil {
 		t.Fatal("got a lock the other client holds")
 	}
 	promotedFrom("gave-up")

@@ -39,8 +39,7 @@ func NewRoom(run, wait int) *Room {
 	return r
 }
 
-// runGate is a Room's run places, taken and given back by each task's place
-// (docs/guide/HOTKEYS.md, "Waiting beside running").
+// runGate is a Room's run places, taken and given back by each task's place.
 type runGate struct {
 	mu    sync.Mutex
 	size  int
@@ -64,8 +63,7 @@ func (g *runGate) leave() {
 	g.taken--
 }
 
-// place is one task's place in a gate along its run; it belongs to the
-// task's goroutine. A nil place does nothing.
+// place is one task's place in a gate, of the task's goroutine; nil does nothing.
 type place struct {
 	g    *runGate
 	held bool
@@ -127,8 +125,7 @@ func (p *place) drop() {
 
 type placeKey struct{}
 
-// withPlace returns ctx carrying p, so that a wait deep in the conflict
-// paths gives the place back (dropPlace).
+// withPlace returns ctx carrying p, for a wait to give it back (dropPlace).
 func withPlace(ctx context.Context, p *place) context.Context {
 	if p == nil {
 		return ctx
@@ -136,20 +133,65 @@ func withPlace(ctx context.Context, p *place) context.Context {
 	return context.WithValue(ctx, placeKey{}, p)
 }
 
-// dropPlace gives back the place of the task whose context ctx is, before
-// it waits for its lock.
+// dropPlace gives back the place of ctx's task before it waits for its lock.
 func dropPlace(ctx context.Context) {
 	if p, ok := ctx.Value(placeKey{}).(*place); ok {
 		p.drop()
 	}
 }
 
-// errWaitCap is the conflict of a parked task that found no room to wait:
-// the process's waiters are at their cap across resources.
+type waitHow uint8
+
+const (
+	waitFresh waitHow = iota // a task that met its resource busy, with parking
+	waitSoft                 // the same without parking, where a requeue costs more
+	waitPast                 // a task parked once: past the share, within the cap
+)
+
+// admits takes a wait place for a task of res (limit slots), n of whose
+// tasks wait here already: fewer than freshShare wait, or (soft) the tasks
+// ahead should be done soon (short), or past the share (docs/guide/HOTKEYS.md,
+// "Fresh waiters per share").
+func (r *Room) admits(res string, limit, n int, how waitHow, short bool) bool {
+	full := how != waitPast && n >= r.freshShare(res, limit, how == waitSoft)
+	if full && (how == waitFresh || r.maxWaiters == 0 || !short) {
+		return false
+	}
+	return r.wait.enter(res, limit)
+}
+
+// freshShare is how many tasks of a process may wait for res (limit slots)
+// when a task meets it busy: maxWaiters per slot, with parking (not soft)
+// half of it and of res's share of the wait places.
+func (r *Room) freshShare(res string, limit int, soft bool) int {
+	if soft || r.maxWaiters <= 1 {
+		return r.maxWaiters * limit
+	}
+	return min(r.maxWaiters/2*limit, max(1, r.wait.share(res, limit)/2))
+}
+
+// depths bound the promoted tasks of one resource on their way at once.
+type depths struct {
+	busy int // while other tasks of the queue wait for a worker
+	idle int // while none do
+}
+
+// promoteDepth is as many promoted tasks of res (limit slots) as one
+// process lets wait (at least 2), three times that without a backlog, and
+// (shared) at most res's share (docs/guide/HOTKEYS.md, "Promote ahead",
+// "Several hot resources").
+func (r *Room) promoteDepth(res string, limit int, shared bool) depths {
+	n, share := max(1, r.maxWaiters)*limit, math.MaxInt
+	if shared {
+		share = r.wait.share(res, limit)
+	}
+	n = min(n, share)
+	return depths{busy: max(2, n), idle: max(2, min(3*n, share))}
+}
+
 var errWaitCap = fmt.Errorf("middleware: %w: the waiters across resources are at their cap", redlock.ErrLocked)
 
-// waitCap is a Room's wait places: it bounds the tasks of a process that
-// wait for their locks at once, each resource with waiters an equal share
+// waitCap is a Room's wait places, each resource with waiters an equal share
 // per slot (docs/guide/HOTKEYS.md, "Several hot resources").
 type waitCap struct {
 	max       int
@@ -200,13 +242,14 @@ func (c *waitCap) enter(res string, limit int) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	now := time.Now()
-	if n := c.per[res].n; c.total >= c.max || n >= c.shareLocked(res, limit, now) {
-		if n == 0 {
+	w := c.per[res]
+	if c.total >= c.max || w.n >= c.shareLocked(res, limit, now) {
+		if w.n == 0 {
 			c.per[res] = waiters{limit: limit, claimed: now.Add(claimFor)}
 		}
 		return false
 	}
-	c.add(res, limit)
+	c.add(res, w, limit)
 	return true
 }
 
@@ -238,9 +281,8 @@ func (c *waitCap) shareLocked(res string, limit int, now time.Time) int {
 	return max(1, c.max*limit/weight)
 }
 
-// add counts a waiter of res, a resource of limit slots; c.mu is held.
-func (c *waitCap) add(res string, limit int) {
-	w := c.per[res]
+// add counts a waiter of res (entry w), a resource of limit slots; c.mu is held.
+func (c *waitCap) add(res string, w waiters, limit int) {
 	if w.n == 0 {
 		w = waiters{limit: limit}
 	}

@@ -293,3 +293,41 @@ func TestNewRoomShares(t *testing.T) {
 		}
 	}
 }
+
+// TestHolderWithoutARunPlaceStartsAndEnds: a task that waited for its
+// lock, got it, and then no run place before its context ended was a start
+// and an end of its resource all the same: the promoter hears them, and the
+// tasks parked on the resource move on rather than wait for their backstop.
+func TestHolderWithoutARunPlaceStartsAndEnds(t *testing.T) {
+	ctx := context.Background()
+	e := patientEnv(t)
+	const queue = "q-no-place"
+	withMeta(t, taskMeta{id: "t1", queue: queue, maxRetry: 3, known: true})
+	gate := &runGate{size: 1}
+	m, h := lockMW(t, e.locks, ByType(), &recorder{}, withRunGate(gate), WithBroker(e.raw),
+		WithPolicy(Wait(time.Minute)), withMaxWaiters(4))
+	res := "task:stock:adjust:stock:adjust"
+	held, err := e.other.TryAcquire(ctx, res, 10*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.parkTasks(t, queue, res, 5)
+	tctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- h.ProcessTask(tctx, task("stock:adjust", "")) }()
+	waitFor(t, "the task waiting for its lock, its place given back", func() bool {
+		return m.stateOf(res).waiters == 1 && gate.inUse() == 0
+	})
+	if err := gate.place().take(ctx, false); err != nil { // the gate is full now
+		t.Fatal(err)
+	}
+	_ = held.Release(ctx)
+	if err := <-done; err == nil || !strings.Contains(err.Error(), "waiting to run") {
+		t.Fatalf("want the run place's wait to end the task, got %v", err)
+	}
+	waitFor(t, "parked tasks promoted after the holder's start and end", func() bool {
+		return e.raw.LLen(ctx, fifoKey(queue, res)).Val() < 5
+	})
+	waitFor(t, "the holder uncounted", func() bool { return !m.heldHere(res) })
+}

@@ -17,7 +17,7 @@ import (
 // run executes the handler under the task's lock and cleans up after it.
 func (r *taskRun) run(ctx context.Context) error {
 	m, lock := r.m, r.lock
-	acquired := time.Now()
+	r.ran = time.Now()
 	g := m.guard(ctx, lock)
 	finished := false
 	defer func() {
@@ -31,7 +31,7 @@ func (r *taskRun) run(ctx context.Context) error {
 		p := recover()
 		lost := g.end()
 		traceLost(ctx, r.res, lost)
-		_ = r.cleanUp(ctx, lost != nil, fmt.Errorf("handler panicked: %v", p), acquired)
+		_ = r.cleanUp(ctx, lost != nil, fmt.Errorf("handler panicked: %v", p))
 		panic(p)
 	}()
 	herr := r.next.ProcessTask(g, r.t)
@@ -49,7 +49,7 @@ func (r *taskRun) run(ctx context.Context) error {
 	if cause == nil {
 		r.recordCompletion()
 	}
-	herr = errors.Join(herr, r.cleanUp(ctx, lost != nil, cause, acquired))
+	herr = errors.Join(herr, r.cleanUp(ctx, lost != nil, cause))
 	if lost != nil && !errors.Is(herr, redlock.ErrLockLost) {
 		// The work was not protected to its end: retry it.
 		herr = errors.Join(herr, fmt.Errorf("%s: %w", r.name(), lost))
@@ -103,19 +103,13 @@ func notKept(hold context.Context) error {
 }
 
 // cleanUp runs the rollback hook, if any, when the run failed (cause; lost
-// tells a loss), then releases the lock held since acquired, noting the hold
-// time and the turn's end once it is released. It returns the hook's error.
-func (r *taskRun) cleanUp(ctx context.Context, lost bool, cause error, acquired time.Time) error {
+// tells a loss), then releases the lock. It returns the hook's error.
+func (r *taskRun) cleanUp(ctx context.Context, lost bool, cause error) error {
 	var err error
 	if r.m.cfg.rollback != nil && cause != nil {
 		err = r.rollback(ctx, lost, cause)
 	}
-	m, queue, res := r.m, r.meta.queue, r.res
-	r.release(ctx, func() {
-		now := time.Now()
-		m.ranFor(res, now.Sub(acquired), now)
-		m.onTurn(turnEnd, queue, res, "")
-	})
+	r.release(ctx)
 	return err
 }
 
@@ -166,18 +160,15 @@ func (r *taskRun) callRollback(ctx context.Context, cause error) (err error) {
 }
 
 // release gives the task's lock up, if it holds one, without waiting for
-// the nodes' answers; until they came the resource counts as held here,
-// then after runs, if not nil (docs/guide/MIDDLEWARE.md, step 5).
-func (r *taskRun) release(ctx context.Context, after func()) {
+// the nodes' answers; until they came the resource counts as held here, then
+// the resource's end is noted (docs/guide/MIDDLEWARE.md, step 5).
+func (r *taskRun) release(ctx context.Context) {
 	lock, held := r.lock, r.held
 	r.lock, r.held = nil, nil
-	m, log, res := r.m, r.log, r.res
+	m, log, res, queue, ran := r.m, r.log, r.res, r.meta.queue, r.ran
 	released := func() {
 		if held != nil {
-			m.uncountHolder(res, held)
-		}
-		if after != nil {
-			after()
+			m.ended(res, held, queue, ran)
 		}
 	}
 	if lock == nil { // a rollback lost it and could not take it anew

@@ -1,19 +1,25 @@
 package middleware
 
 import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
 	"slices"
 	"time"
+
+	"github.com/asynqlock/asynqlock/internal/lockutil"
+	"github.com/asynqlock/asynqlock/redlock"
+	"github.com/redis/go-redis/v9"
 )
 
-// resState is everything this process keeps about one resource (mw.res):
-// its holders and waiters here, its pace and its promotions per queue. Once
-// idle it is dropped unless it met contention lately (keepUntil), then
-// from the idle FIFO (expire), never by a scan (docs/guide/HOTKEYS.md).
+// resState is what this process keeps of one resource (mw.res): its holders
+// and waiters here, its pace, and the promotion of its parked tasks, which
+// observes its starts and ends. Once idle it is dropped, or kept while it
+// met contention lately and dropped from the idle FIFO (docs/guide/HOTKEYS.md).
 type resState struct {
 	holders int // tasks of this process holding the resource
 	waiters int // tasks of this process waiting for it
-	owed    string
-	promos  []*promoState // one per queue with promotion state
 
 	hold     time.Duration // moving average of how long a task holds the resource
 	next     time.Time     // the last requeue slot handed out
@@ -21,6 +27,9 @@ type resState struct {
 
 	keepUntil time.Time // contention seen: kept while idle until then
 	queued    bool      // in the idle FIFO
+
+	owed   string        // queue of an end that passed its turn on here: called for at the next turn
+	promos []*promoState // one per queue with promotion state
 }
 
 // inUse reports whether the entry must be kept whatever its age.
@@ -29,22 +38,310 @@ func (e *resState) inUse() bool {
 		slices.ContainsFunc(e.promos, (*promoState).busy)
 }
 
-// contended reports whether the resource met contention in this process
-// lately: only then do its starts and ends call the broker to promote.
-func (e *resState) contended(now time.Time) bool { return now.Before(e.keepUntil) }
+// acquire tries once (under the Wait policy, not while tasks here hold or
+// wait for res), then under it waits if there is room; waited reports a lock
+// obtained by waiting.
+func (m *mw) acquire(ctx context.Context, res string, opts []redlock.LockOption) (lock *redlock.Lock, waited bool, err error) {
+	if m.cfg.policy.wait > 0 && m.heldHere(res) {
+		err = errHeldHere
+	} else if lock, err = m.client.TryAcquire(ctx, res, m.cfg.ttl, opts...); err == nil || m.cfg.policy.wait <= 0 || !errors.Is(err, redlock.ErrLocked) {
+		return lock, false, err
+	}
+	how := waitFresh
+	if m.cfg.broker == nil {
+		how = waitSoft
+	}
+	e := m.enterWait(res, how)
+	if e == nil {
+		return nil, false, err
+	}
+	lock, err = m.waitFor(ctx, e, res, m.cfg.policy.wait, opts)
+	return lock, err == nil, err
+}
 
-// idleKeep is how long an idle resource that met contention is remembered.
-const idleKeep = time.Minute
+var errHeldHere = fmt.Errorf("middleware: %w: held or waited for by tasks of this process", redlock.ErrLocked)
 
-// expirePerCall bounds the idle entries one call looks at: each enters the
-// FIFO once per idle period, so a constant keeps it drained.
-const expirePerCall = 4
+// heldHere: tasks here wait for res or hold all its slots, but for an outage
+// seen lately, where TryAcquire fails at once rather than wait behind them.
+func (m *mw) heldHere(res string) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	e, ok := m.res[res]
+	return ok && (e.holders >= m.cfg.limit || e.waiters > 0) && !time.Now().Before(m.outage)
+}
 
-// idleRec is an entry of the idle FIFO, due for a look at due.
-type idleRec struct {
-	res string
-	e   *resState
-	due time.Time
+// requeueTrip: a requeued task is away this long at least (asynq's default
+// DelayedTaskCheckInterval); waiting shorter is better.
+const requeueTrip = 5 * time.Second
+
+// enterWait takes a wait place for res if the room admits it and counts the
+// waiter until leaveWait, returning its entry (nil: no room).
+func (m *mw) enterWait(res string, how waitHow) *resState {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	e := m.entry(res)
+	defer m.touched(res, e)
+	ahead := time.Duration(e.waiters+1) * m.turnOf(e.hold)
+	if !m.cfg.room.admits(res, m.cfg.limit, e.waiters, how, ahead < min(requeueTrip, m.cfg.policy.wait)) {
+		return nil
+	}
+	e.waiters++
+	e.keepUntil = time.Now().Add(idleKeep) // contention
+	return e
+}
+
+// turnOf is how often a turn comes on a resource held typically for hold
+// (0: not measured yet), over its slots.
+func (m *mw) turnOf(hold time.Duration) time.Duration {
+	if hold == 0 {
+		hold = paceFirstHold
+	}
+	return max(hold, paceMinHold) / time.Duration(m.cfg.limit)
+}
+
+// leaveWait uncounts the waiter of res that enterWait counted in e; one
+// that leaves without the lock makes the call owed here, one that got it
+// makes it at its start.
+func (m *mw) leaveWait(res string, e *resState, got bool) {
+	m.cfg.room.wait.leave(res)
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	defer m.touched(res, e)
+	e.waiters--
+	if owed := e.owed; !got && owed != "" {
+		e.owed = ""
+		m.request(res, e, owed, "")
+	}
+}
+
+// countHolder is the resource's start: a task of queue (id) holds res until
+// ended, so that arrivals skip TryAcquire (heldHere). It returns the entry
+// and when a task here last released res.
+func (m *mw) countHolder(res, queue, id string) (*resState, time.Time) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	e := m.entry(res)
+	e.holders++
+	m.turn(res, e, queue, id, false)
+	return e, e.released
+}
+
+// ended is the resource's end, once the release is answered: a run started
+// at acquired (zero: none) notes its hold time (a moving average).
+func (m *mw) ended(res string, e *resState, queue string, acquired time.Time) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	defer m.touched(res, e)
+	e.holders--
+	if !acquired.IsZero() {
+		now := time.Now()
+		if d := now.Sub(acquired); e.hold == 0 {
+			e.hold = d
+		} else {
+			e.hold = (e.hold*7 + d) / 8
+		}
+		m.holds.set(res, e.hold)
+		e.released = now
+	}
+	m.turn(res, e, queue, "", true)
+}
+
+// ask asks for a call on res in queue whatever the contention; id is a
+// promoted task no longer on its way ("" for none).
+func (m *mw) ask(queue, res, id string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	e := m.entry(res)
+	defer m.touched(res, e)
+	if m.cfg.broker != nil {
+		m.request(res, e, queue, id)
+	}
+}
+
+// turn is the one observer of a resource's starts and ends (end) that
+// promotes its parked tasks (WithBroker), in the background; an end whose
+// turn passes on in this process owes its call (docs/guide/HOTKEYS.md,
+// "Promote ahead", "Who promotes"). A start reports its task, id. m.mu is held.
+func (m *mw) turn(res string, e *resState, queue, id string, end bool) {
+	if m.cfg.broker == nil || queue == "" || e.owed == "" && !e.contended(time.Now()) {
+		return
+	}
+	owed := e.owed
+	if e.owed = ""; owed == queue {
+		owed = ""
+	}
+	if end && (e.waiters > 0 || e.holders > m.cfg.limit) {
+		e.owed, queue = queue, "" // passed on here: called for at the next turn
+	}
+	for _, c := range [...]struct{ queue, id string }{{owed, ""}, {queue, id}} {
+		if c.queue != "" {
+			m.request(res, e, c.queue, c.id)
+		}
+	}
+}
+
+// request asks for a call for queue (m.mu held), reporting started (a task
+// ID, or ""), and starts its goroutine if none runs.
+func (m *mw) request(res string, e *resState, queue, started string) {
+	p := e.promo(queue)
+	if started != "" {
+		p.started = append(p.started, started)
+	}
+	p.req = true
+	if !p.running {
+		p.running = true
+		go m.promoteLoop(res, e, p)
+	}
+}
+
+// Follow-up calls after a park or a call that left records: from followFirst
+// doubling up to followMax, until followFor after the records last changed.
+const (
+	followFirst = 25 * time.Millisecond
+	followMax   = time.Second
+	followFor   = parkBackstopMax + parkSettle
+)
+
+func (m *mw) promoteLoop(res string, e *resState, p *promoState) {
+	for {
+		m.mu.Lock()
+		if !p.req {
+			p.running = false
+			e.promos = slices.DeleteFunc(e.promos, func(p *promoState) bool { return !p.busy() })
+			m.touched(res, e)
+			m.mu.Unlock()
+			return
+		}
+		ids, hint := p.started, p.parked
+		p.started, p.req = nil, false
+		p.calls++
+		m.mu.Unlock()
+		d := m.cfg.room.promoteDepth(res, m.cfg.limit, m.atOnce == nil)
+		ctx, cancel := context.WithTimeout(context.Background(), lockutil.ReleaseTimeout)
+		moved, left, err := promote(ctx, m.cfg.broker, m.cfg.inspector, p.queue, res, ids, d, hint)
+		cancel()
+		m.promoted(res, e, p, moved, left, err)
+	}
+}
+
+// parkedHere notes a task parked here on res in queue, fifo records long
+// with it: a follow-up call promotes it once its run returned.
+func (m *mw) parkedHere(queue, res string, fifo int) {
+	if fifo <= 0 {
+		return
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	now := time.Now()
+	e := m.entry(res)
+	e.contention(now)
+	p := e.promo(queue)
+	p.parked, p.left, p.since, p.backoff = true, fifo, now, followFirst
+	m.followUp(res, e, p, true)
+}
+
+// followUp schedules a follow-up call for p unless one is (m.mu held); now
+// asks for it even if calls were made meanwhile (a park's record).
+func (m *mw) followUp(res string, e *resState, p *promoState, now bool) {
+	if p.follow {
+		return
+	}
+	p.follow = true
+	d := max(p.backoff, followFirst)
+	calls := p.calls
+	time.AfterFunc(d, func() {
+		m.mu.Lock()
+		defer m.mu.Unlock()
+		p.follow = false
+		switch {
+		case !p.parked:
+			m.touched(res, e)
+		case !now && p.calls != calls:
+			m.followUp(res, e, p, false) // others called meanwhile: look later
+		default:
+			p.backoff = min(2*d, followMax)
+			m.request(res, e, p.queue, "")
+		}
+	})
+}
+
+// promoted reports one call: its moved tasks as "promoted" events, or else a
+// changed count of records as a "parked" event (docs/guide/HOTKEYS.md, "Gauges").
+func (m *mw) promoted(res string, e *resState, p *promoState, moved []promotion, left int, err error) {
+	m.warnPromote(res, err)
+	now := time.Now()
+	m.mu.Lock()
+	changed := err == nil && (left != p.left || len(moved) > 0)
+	if err == nil {
+		p.parked, p.left = left > 0, left
+	}
+	if changed {
+		p.since = now
+	}
+	if len(moved) > 0 {
+		p.backoff = followFirst
+	}
+	p.parked = p.parked && now.Sub(p.since) < followFor // past it, given up: the backstop brings them
+	if p.parked {
+		e.contention(now)
+		m.followUp(res, e, p, false)
+	}
+	m.mu.Unlock()
+	if changed && len(moved) == 0 {
+		m.observe(Event{Kind: EventParked, Resource: res, Parked: left})
+	}
+	for _, pr := range moved {
+		m.observe(Event{Kind: EventPromoted, TaskID: pr.id, Resource: res, Wait: pr.parked, Parked: left})
+		m.cfg.logger.Debug("parked task promoted", "task_id", pr.id, "queue", p.queue, "resource", res,
+			"parked_for", pr.parked, "still_parked", left)
+	}
+}
+
+// warnPromote logs a failing promotion once per change of state.
+func (m *mw) warnPromote(res string, err error) {
+	m.brokerState(&m.promoteErr, res, err, "cannot promote parked tasks: they return after their backstop delay",
+		"promoting parked tasks again")
+}
+
+// brokerState logs a broker call's failure once per change of *failing (down
+// and up the messages); a client the application closed logs at Debug.
+func (m *mw) brokerState(failing *failState, res string, err error, down, up string) {
+	addr := lockutil.Addr(m.cfg.broker)
+	switch {
+	case errors.Is(err, redis.ErrClosed):
+		m.cfg.logger.Debug(down, "resource", res, "broker", addr, "err", err)
+	case err != nil:
+		failing.Fail(m.cfg.logger, slog.LevelWarn, down, err, "resource", res, "broker", addr)
+	default:
+		failing.OK(m.cfg.logger, up, "resource", res, "broker", addr)
+	}
+}
+
+// promoState is the promotion state of one resource in one queue.
+type promoState struct {
+	queue   string
+	started []string // started task IDs to report at the next call
+	req     bool     // a call was asked for since the last one
+	running bool     // a goroutine makes the calls (promoteLoop)
+	parked  bool     // the last call (or a park here) left records behind
+	left    int      // records last reported to the observer
+	follow  bool     // a follow-up call is scheduled (followUp)
+	calls   int      // calls made, to tell whether others called meanwhile
+	backoff time.Duration
+	since   time.Time // last park here or call that changed the records
+}
+
+// busy: p must be kept (for its parked hint, the contention keeps e).
+func (p *promoState) busy() bool { return p.running || p.req || p.follow }
+
+// promo returns e's promotion state of queue, made if missing.
+func (e *resState) promo(queue string) *promoState {
+	i := slices.IndexFunc(e.promos, func(p *promoState) bool { return p.queue == queue })
+	if i < 0 {
+		e.promos = append(e.promos, &promoState{queue: queue})
+		i = len(e.promos) - 1
+	}
+	return e.promos[i]
 }
 
 // entry returns res's state, made if missing; m.mu is held.
@@ -58,8 +355,7 @@ func (m *mw) entry(res string) *resState {
 	return e
 }
 
-// stateOf returns a copy of res's state (zero but for its recent hold
-// time when it has none).
+// stateOf returns a copy of res's state (zero but for its recent hold time).
 func (m *mw) stateOf(res string) resState {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -69,8 +365,8 @@ func (m *mw) stateOf(res string) resState {
 	return resState{hold: m.holds.get(res)}
 }
 
-// touched drops e or queues it for dropping once idle; call it (m.mu held)
-// after every change that may leave e unused.
+// touched drops e, or queues it for dropping once idle, after a change that
+// may leave it unused (m.mu held).
 func (m *mw) touched(res string, e *resState) {
 	now := time.Now()
 	m.expire(now)
@@ -79,8 +375,7 @@ func (m *mw) touched(res string, e *resState) {
 	}
 }
 
-// settle drops e, unless it is in use, or queues it in the idle FIFO
-// while it is kept (m.mu held, e not queued).
+// settle drops e unless in use, or queues it while kept (e not queued).
 func (m *mw) settle(res string, e *resState, now time.Time) {
 	switch {
 	case e.inUse():
@@ -92,14 +387,8 @@ func (m *mw) settle(res string, e *resState, now time.Time) {
 	}
 }
 
-// contention notes contention on e at now: its state is kept idleKeep.
-func (e *resState) contention(now time.Time) {
-	e.keepUntil = now.Add(idleKeep)
-}
-
-// expire settles up to expirePerCall of the oldest idle entries due: one in
-// use leaves the FIFO, one contended since goes to the back, the others are
-// dropped; an entry may outlive its due by up to idleKeep.
+// expire settles up to expirePerCall of the oldest idle entries due; one
+// may outlive its due by up to idleKeep.
 func (m *mw) expire(now time.Time) {
 	for range expirePerCall {
 		if m.idleHead >= len(m.idle) || now.Before(m.idle[m.idleHead].due) {
@@ -117,46 +406,21 @@ func (m *mw) expire(now time.Time) {
 	}
 }
 
-// countHolder counts a task of this process that holds res until
-// uncountHolder, which it returns the entry for: a task arriving meanwhile
-// skips TryAcquire (heldHere, docs/guide/HOTKEYS.md).
-func (m *mw) countHolder(res string) *resState {
-	m.mu.Lock()
-	e := m.entry(res)
-	e.holders++
-	m.mu.Unlock()
-	return e
-}
+// contended: only a resource that met contention here lately promotes.
+func (e *resState) contended(now time.Time) bool { return now.Before(e.keepUntil) }
 
-// uncountHolder ends what countHolder counted.
-func (m *mw) uncountHolder(res string, e *resState) {
-	m.mu.Lock()
-	e.holders--
-	m.touched(res, e)
-	m.mu.Unlock()
-}
+// contention keeps e idleKeep after now.
+func (e *resState) contention(now time.Time) { e.keepUntil = now.Add(idleKeep) }
 
-// countWaiter counts a waiter of res (its cap slot taken) and notes the
-// contention.
-func (m *mw) countWaiter(res string) {
-	m.mu.Lock()
-	e := m.entry(res)
-	e.waiters++
-	e.contention(time.Now())
-	m.mu.Unlock()
-}
+// idleKeep is how long an idle resource that met contention is remembered.
+const idleKeep = time.Minute
 
-// leaveWait uncounts a waiter of res; one that leaves without the lock
-// tells the promoter (onTurn), one that got it tells it at its start.
-func (m *mw) leaveWait(res string, got bool) {
-	m.cfg.room.wait.leave(res)
-	m.mu.Lock()
-	if e, ok := m.res[res]; ok {
-		e.waiters--
-		m.touched(res, e)
-	}
-	m.mu.Unlock()
-	if !got {
-		m.onTurn(turnLeft, "", res, "")
-	}
+// expirePerCall bounds the idle entries one call looks at: each enters the
+// FIFO once per idle period, so a constant keeps it drained.
+const expirePerCall = 4
+
+type idleRec struct {
+	res string
+	e   *resState
+	due time.Time
 }

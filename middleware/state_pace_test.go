@@ -17,7 +17,7 @@ func TestPacerSpacesRequeuedTasks(t *testing.T) {
 		}
 		m = newMW(nil, nil, defaultConfig())
 		for range 20 {
-			m.ranFor("r", 100*time.Millisecond, time.Now())
+			m.ranFor("r", 100*time.Millisecond)
 		}
 		var last time.Duration
 		for i := range 10 {
@@ -59,7 +59,7 @@ func TestPacerForgetsIdleResources(t *testing.T) {
 		time.Sleep(2 * idleKeep)
 		for range 1024 / expirePerCall {
 			m.delay("new")
-			m.ranFor("new", time.Millisecond, time.Now())
+			m.ranFor("new", time.Millisecond)
 		}
 		if n := len(m.res); n > 1 {
 			t.Fatalf("%d idle resources kept", n)

@@ -32,11 +32,8 @@ func (m *mw) contended(res string) {
 // runUncontended walks res through what one uncontended task does to the
 // state: a holder starts, promotes on start, ends, promotes after.
 func (m *mw) runUncontended(res string) {
-	e := m.countHolder(res)
-	m.onTurn(turnStart, "q", res, "id")
-	m.ranFor(res, time.Millisecond, time.Now())
-	m.onTurn(turnEnd, "q", res, "")
-	m.uncountHolder(res, e)
+	e, _ := m.countHolder(res, "q", "id")
+	m.ended(res, e, "q", time.Now().Add(-time.Millisecond))
 }
 
 // TestHundredThousandResourcesLeaveNothingBehind: uncontended resources
@@ -56,9 +53,9 @@ func TestHundredThousandResourcesLeaveNothingBehind(t *testing.T) {
 		}
 		for i := range n {
 			res := fmt.Sprintf("task:t:HOT-%d", i)
-			m.forceWait(res)
+			w := m.forceWait(res)
 			m.delay(res)
-			m.leaveWait(res, false)
+			m.leaveWait(res, w, false)
 		}
 		if kept, _ := m.idleEntries(); kept != n {
 			t.Fatalf("%d contended resources kept right after, want %d (their pace matters)", kept, n)

@@ -3,8 +3,6 @@ package middleware
 import (
 	"cmp"
 	"context"
-	"time"
-
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/trace"
@@ -50,15 +48,6 @@ func (c *config) tracer() trace.Tracer {
 func taskEvent(ctx context.Context, name string, attrs ...attribute.KeyValue) {
 	if span := trace.SpanFromContext(ctx); span.IsRecording() {
 		span.AddEvent(name, trace.WithAttributes(attrs...))
-	}
-}
-
-// traceParked notes on the task's span that it was parked at position in
-// res's FIFO, back by itself after backstop.
-func traceParked(ctx context.Context, res string, cause error, position int, backstop time.Duration) {
-	if trace.SpanFromContext(ctx).IsRecording() { // the attributes cost allocations
-		taskEvent(ctx, eventParked, attrResource.String(res), attrReason.String(cause.Error()),
-			attrPosition.Int(position), attrBackstop.Int64(backstop.Milliseconds()))
 	}
 }
 

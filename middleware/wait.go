@@ -13,89 +13,23 @@ import (
 	"go.opentelemetry.io/otel/trace"
 )
 
-// acquire tries once (under the Wait policy, not while tasks of this
-// process hold or wait for res: heldHere), then under the Wait policy waits
-// if there is room (enterWait). waited reports a lock obtained by waiting.
-func (m *mw) acquire(ctx context.Context, res string, opts []redlock.LockOption) (lock *redlock.Lock, waited bool, err error) {
-	if m.cfg.policy.wait > 0 && m.heldHere(res) {
-		err = errHeldHere
-	} else if lock, err = m.client.TryAcquire(ctx, res, m.cfg.ttl, opts...); err == nil || m.cfg.policy.wait <= 0 || !errors.Is(err, redlock.ErrLocked) {
-		return lock, false, err
-	}
-	if !m.enterWait(res, m.cfg.broker == nil) {
-		return nil, false, err
-	}
-	lock, err = m.waitFor(ctx, res, m.cfg.policy.wait, opts)
-	return lock, err == nil, err
-}
-
-// errHeldHere is the conflict of a task that found its resource held or
-// waited for by tasks of this process (heldHere).
-var errHeldHere = fmt.Errorf("middleware: %w: held or waited for by tasks of this process", redlock.ErrLocked)
-
-// heldHere reports whether tasks of this process wait for res, or hold all
-// of its slots, but for an outage seen lately (m.outage), where TryAcquire
-// fails at once rather than wait out a bound behind the others.
-func (m *mw) heldHere(res string) bool {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	e, ok := m.res[res]
-	return ok && (e.holders >= m.cfg.limit || e.waiters > 0) && !time.Now().Before(m.outage)
-}
-
-// requeueTrip is how long a requeued task is away at least with asynq's
-// default DelayedTaskCheckInterval: waiting any shorter is better.
-const requeueTrip = 5 * time.Second
-
-// enterWait takes a wait place for res if there is room: fewer than freshShare
-// wait, or (soft) the tasks ahead should be done within the Wait bound and
-// sooner than a requeued task could come back.
-func (m *mw) enterWait(res string, soft bool) bool {
-	n := m.stateOf(res).waiters
-	if n >= m.freshShare(res, soft) {
-		if !soft || m.cfg.room.maxWaiters == 0 {
-			return false
-		}
-		if ahead := time.Duration(n+1) * m.typical(res); ahead >= min(requeueTrip, m.cfg.policy.wait) {
-			return false
-		}
-	}
-	return m.cfg.room.wait.enter(res, m.cfg.limit)
-}
-
-// freshShare is how many tasks of this process may wait for res when a task
-// meets it busy: maxWaiters per slot, with parking (not soft) half of it and
-// of res's share of the wait places (docs/guide/HOTKEYS.md, "Fresh waiters
-// per share").
-func (m *mw) freshShare(res string, soft bool) int {
-	if soft || m.cfg.room.maxWaiters <= 1 {
-		return m.cfg.room.maxWaiters * m.cfg.limit
-	}
-	return min(m.cfg.room.maxWaiters/2*m.cfg.limit, max(1, m.cfg.room.wait.share(res, m.cfg.limit)/2))
-}
-
-// turnOf returns how often a turn comes on a resource held typically for
-// hold (0: not measured yet), over its slots (WithLimit).
-func (m *mw) turnOf(hold time.Duration) time.Duration {
-	if hold == 0 {
-		hold = paceFirstHold
-	}
-	return max(hold, paceMinHold) / time.Duration(m.cfg.limit)
-}
-
-// typical returns how often a turn of res comes, from its measured hold
-// time.
-func (m *mw) typical(res string) time.Duration { return m.turnOf(m.stateOf(res).hold) }
-
-// waitFor waits up to bound for res, counted as its waiter; the caller took
-// its wait place. The wait is renewed, up to waitRounds bounds, unless the
-// resource is seen stuck: the same holder at stuck bound ends in a row after
-// the first with no release here (1 with parking, 4 without, where a requeue
-// costs 15s or more), or the lock nodes failed.
-func (m *mw) waitFor(ctx context.Context, res string, bound time.Duration, opts []redlock.LockOption) (lock *redlock.Lock, err error) {
-	m.countWaiter(res)
+// waitFor waits up to bound for res as the waiter that enterWait counted
+// in e, until leaveWait.
+func (m *mw) waitFor(ctx context.Context, e *resState, res string, bound time.Duration,
+	opts []redlock.LockOption) (*redlock.Lock, error) {
 	dropPlace(ctx) // a waiting task holds no place in the run gate
-	defer func() { m.leaveWait(res, lock != nil) }()
+	lock, err := m.waitRounds(ctx, res, bound, opts)
+	m.leaveWait(res, e, lock != nil)
+	return lock, err
+}
+
+// waitRounds waits up to bound for res. The wait is renewed, up to
+// maxRounds bounds, unless the resource is seen stuck: the same holder at
+// stuck bound ends in a row after the first with no release here (1 with
+// parking, 4 without, where a requeue costs 15s or more), or the lock nodes
+// failed.
+func (m *mw) waitRounds(ctx context.Context, res string, bound time.Duration,
+	opts []redlock.LockOption) (lock *redlock.Lock, err error) {
 	ctx, span := m.startWait(ctx, res)
 	rounds := 1
 	defer func() { m.endWait(span, rounds, err) }()
@@ -119,7 +53,7 @@ func (m *mw) waitFor(ctx context.Context, res string, bound time.Duration, opts 
 			return lock, err
 		}
 		noQuorum := errors.Is(err, redlock.ErrQuorum) && !errors.Is(err, redlock.ErrLocked)
-		if rounds < waitRounds && !noQuorum && !last {
+		if rounds < maxRounds && !noQuorum && !last {
 			// A task waiting behind another of this process hears only
 			// ErrLocked; the nodes tell whether they fail.
 			now, known := m.holderOf(ctx, res)
@@ -204,9 +138,9 @@ func (m *mw) holderOf(ctx context.Context, res string) (token string, known bool
 	return strings.TrimSpace(strings.Join(best, " ")), answered > nodes/2
 }
 
-// waitRounds bounds how many times a wait is renewed while its resource
+// maxRounds bounds how many times a wait is renewed while its resource
 // makes progress.
-const waitRounds = 15
+const maxRounds = 15
 
 // timeLeft is how long a task may still wait for its lock: until shortly
 // before its deadline, so that it returns a conflict rather than asynq's
