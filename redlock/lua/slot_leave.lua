@@ -2,14 +2,11 @@
 -- KEYS as slot_release.lua, without a record set
 -- ARGV[1] waiter id; ARGV[2] n; ARGV[3] channel
 -- Returns 1.
-if redis.call('EXISTS', KEYS[2]) == 1 then -- drop lapsed waiters
-	local t = redis.call('TIME')
-	local now = t[1] * 1000 + math.floor(t[2] / 1000)
-	local gone = redis.call('ZRANGEBYSCORE', KEYS[3], '-inf', now)
-	if #gone > 0 then
-		redis.call('ZREM', KEYS[2], unpack(gone))
-		redis.call('ZREMRANGEBYSCORE', KEYS[3], '-inf', now)
-	end
+local t = redis.call('TIME')
+local now = t[1] * 1000 + math.floor(t[2] / 1000)
+for _, id in ipairs(redis.call('ZRANGEBYSCORE', KEYS[3], '-inf', now)) do -- drop lapsed waiters
+	redis.call('ZREM', KEYS[2], id)
+	redis.call('ZREM', KEYS[3], id)
 end
 redis.call('ZREM', KEYS[2], ARGV[1])
 redis.call('ZREM', KEYS[3], ARGV[1])

@@ -6,12 +6,9 @@
 -- Returns the fence (fenced) or 1 when set, nil when refused (the waiter queued or renewed).
 local t = redis.call('TIME')
 local now = t[1] * 1000 + math.floor(t[2] / 1000)
-if redis.call('EXISTS', KEYS[2]) == 1 then -- drop lapsed waiters
-	local gone = redis.call('ZRANGEBYSCORE', KEYS[3], '-inf', now)
-	if #gone > 0 then
-		redis.call('ZREM', KEYS[2], unpack(gone))
-		redis.call('ZREMRANGEBYSCORE', KEYS[3], '-inf', now)
-	end
+for _, id in ipairs(redis.call('ZRANGEBYSCORE', KEYS[3], '-inf', now)) do -- drop lapsed waiters
+	redis.call('ZREM', KEYS[2], id)
+	redis.call('ZREM', KEYS[3], id)
 end
 local sk = KEYS[5 + tonumber(ARGV[7])]
 local cur = redis.call('GET', sk)
@@ -50,13 +47,7 @@ if ARGV[5] ~= '1' then
 	return 1
 end
 local c = redis.call('GET', KEYS[4]) -- the slot's fence, as fence_acquire.lua takes it
-local f
-if c then
-	f = tonumber(c) + 1
-else
-	t = redis.call('TIME')
-	f = tonumber(t[1] .. string.format('%06d', tonumber(t[2])))
-end
+local f = c and tonumber(c) + 1 or tonumber(t[1] .. string.format('%06d', tonumber(t[2])))
 local n = tonumber(ARGV[6])
 f = f + math.fmod(tonumber(ARGV[7]) - math.fmod(f, n) + n, n)
 redis.call('SET', KEYS[4], string.format('%.0f', f), 'PX', ARGV[3])
