@@ -164,7 +164,7 @@ type fenceReader struct {
 
 var (
 	setFences  = fenceReader{classifySet, func(v any) any { return v }}
-	turnFences = fenceReader{classifyTurn, func(v any) any { _, _, f := turnReply(v); return f }}
+	turnFences = fenceReader{classifyTurn, func(v any) any { return turnReply(v).fence }}
 )
 
 // fencesOf picks the reader for a round sent with or without a ticket.
