@@ -171,13 +171,7 @@ func (l *Lock) handOver(ctx context.Context, w *waiter, until time.Time, ho hand
 		h.next.mu.Unlock()
 	}
 	done := make(chan error, 1)
-	settling := c.spawn(func() {
-		passed, err := h.settle()
-		done <- err
-		if passed {
-			l.dropResidue(h.r)
-		}
-	})
+	settling := c.spawn(func() { h.settle(done) })
 	if early || !settling {
 		// Readied last, the successor runs first (HANDOVER.md, goroutine order).
 		if orphan, _ := l.turn.pass(w, h.next); orphan != nil && !c.spawn(func() { _ = orphan.Release(context.Background()) }) {
@@ -199,12 +193,13 @@ func (l *Lock) handOver(ctx context.Context, w *waiter, until time.Time, ho hand
 	}
 }
 
-// settle decides the hand-over round. On success the waiter holds the lock
-// on the new token. Otherwise a waiter still waiting acquires by itself once
-// both tokens are released; one that had started keeps its lock and the
-// validity it was given, and nothing is released (confirmHandOver). passed
-// reports that the successor holds the lock by this round.
-func (h *handOverRound) settle() (passed bool, _ error) {
+// settle decides the hand-over round and sends Release's answer on done. On
+// success the waiter holds the lock on the new token, and l's token is then
+// dropped where the round's stragglers did not set the new one. Otherwise a
+// waiter still waiting acquires by itself once both tokens are released; one
+// that had started keeps its lock and the validity it was given, and nothing
+// is released (confirm).
+func (h *handOverRound) settle(done chan<- error) {
 	l, r, next, req := h.l, h.r, h.next, h.w.req
 	c, k := l.c, l.res
 	// When the successor did not get the lock, Release's answer for l also
@@ -214,17 +209,11 @@ func (h *handOverRound) settle() (passed bool, _ error) {
 	})
 	var err error
 	if next != nil {
-		err = next.confirmHandOver(r, h.start, l.token, req)
+		err = h.confirm()
 		close(h.settled) // next's release may go on (tryHandOver)
-	} else if next, err = c.handedLock(r, k, h.token, h.start, req); err != nil {
+	} else if next, err = h.successor(); err != nil {
 		l.unlockQueued(h.token, c.allNodes())
 		l.unlockQueued(l.token, c.allNodes())
-	} else {
-		// A slot's hand-over, which does not ask the nodes' queue, jumps it.
-		next.chainStart = l.chainStart
-		next.mu.Lock()
-		next.handoff = h.ho.after(r.jumped(), time.Now())
-		next.mu.Unlock()
 	}
 	if mask := r.notSet(); err == nil && mask != 0 {
 		c.leaveQueue(k, req.tk, mask)
@@ -243,21 +232,25 @@ func (h *handOverRound) settle() (passed bool, _ error) {
 	if c.cfg.onHandOver != nil {
 		c.cfg.onHandOver(err)
 	}
-	return err == nil, r.releaseResult(err)
+	done <- r.releaseResult(err)
+	if err == nil {
+		l.dropResidue(r)
+	}
 }
 
-// confirmHandOver applies the round of a hand-over whose successor l started
-// at once: its validity now counts from the round. When the round failed, l
-// keeps its first validity, unconfirmed, and no key of it or prev is
-// released before l is: l may be running already (HANDOVER.md, "Early").
-func (l *Lock) confirmHandOver(r *round, start time.Time, prev string, req *handoffReq) error {
+// confirm applies the round to the successor started at once: its validity
+// now counts from the round. When the round failed, it keeps its first
+// validity, unconfirmed, and no key of it or of its predecessor is released
+// before it is: it may be running already (HANDOVER.md, "Early").
+func (h *handOverRound) confirm() error {
+	l, r, prev, req := h.next, h.r, h.l.token, h.w.req
 	c := l.c
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if r.t.success() {
 		l.handoff = l.handoff.after(r.jumped(), time.Now())
 		if l.state == stateHeld {
-			l.until = lockutil.Later(l.until, start.Add(l.ttl-driftAllowance(l.ttl, c.cfg.driftFactor)))
+			l.until = lockutil.Later(l.until, h.start.Add(l.ttl-driftAllowance(l.ttl, c.cfg.driftFactor)))
 			l.watchdog.Reset(time.Until(l.until) - lossGuard(l.ttl))
 		}
 		return nil
@@ -279,13 +272,15 @@ func (l *Lock) confirmHandOver(r *round, start time.Time, prev string, req *hand
 	return r.err([]error{ErrQuorum}, fmt.Sprintf("hand-over set on %d of %d nodes (quorum %d); the successor keeps its first validity", r.t.ok, r.t.total, c.q))
 }
 
-// handedLock builds the successor's lock from a won hand-over round, as
-// attempt does for a won acquire round.
-func (c *Client) handedLock(r *round, k keys, token string, start time.Time, req *handoffReq) (*Lock, error) {
+// successor builds the waiting successor's lock from a won round, as attempt
+// does for a won acquire round. A slot's hand-over, which does not ask the
+// nodes' queue, jumps it in this mode too.
+func (h *handOverRound) successor() (*Lock, error) {
+	c, k, r, req := h.l.c, h.l.res, h.r, h.w.req
 	if !r.t.success() {
 		return nil, r.err(r.t.causes(), fmt.Sprintf("hand-over set on %d of %d nodes (quorum %d)", r.t.ok, r.t.total, c.q))
 	}
-	until := start.Add(req.ttl - driftAllowance(req.ttl, c.cfg.driftFactor))
+	until := h.start.Add(req.ttl - driftAllowance(req.ttl, c.cfg.driftFactor))
 	if !time.Now().Before(until) {
 		return nil, r.err([]error{ErrQuorum}, "hand-over reached its quorum past the validity")
 	}
@@ -296,9 +291,13 @@ func (c *Client) handedLock(r *round, k keys, token string, start time.Time, req
 			return nil, err
 		}
 	}
-	next := c.newLock(k, token, fence, req.ttl, start, until, req.lc)
+	next := c.newLock(k, h.token, fence, req.ttl, h.start, until, req.lc)
 	next.found = req.look.known()
 	next.found.add(r.rec)
+	next.chainStart = h.l.chainStart
+	next.mu.Lock()
+	next.handoff = h.ho.after(r.jumped(), time.Now())
+	next.mu.Unlock()
 	return next, nil
 }
 
