@@ -274,34 +274,31 @@ func (la *lookAhead) notice(rec *completionRecord) {
 	la.rec.add(recordSeen{ok: true, run: rec.run, expiry: time.Now().Add(rec.window).UnixMilli()})
 }
 
-// send looks the record up in the background: for a caller that starts to
-// wait, or waits behind a chain of local hand-overs that began at after.
+// send looks the record up on every node in the background, for a caller
+// that starts to wait or waits behind a chain of local hand-overs that began
+// at after: found on one node, or absent on a quorum. A failed look-up leaves
+// it undecided: a hand-over then waits for its round, which looks again.
 func (la *lookAhead) send(after time.Time) {
-	la.c.spawn(func() { la.lookUp(after) })
-}
-
-// lookUp sends the look-up to every node and records the answer: found on
-// one node, or absent on a quorum. A failed one leaves it undecided: a
-// hand-over then waits for its round, which looks again.
-func (la *lookAhead) lookUp(after time.Time) {
 	c := la.c
-	start := time.Now()
-	deadline := start.Add(c.cfg.nodeTimeout)
-	r := c.broadcastLook("look", la.k.resource, c.allNodes(), c.q, deadline, false, []any{"time"}, nil, lookOf(la.want))
-	defer r.free()
-	_ = r.wait(context.Background(), deadline, classifyLook, func() bool {
-		return r.t.ok > 0 || r.t.refused >= c.q || r.pending&^r.answered == 0
+	c.spawn(func() {
+		start := time.Now()
+		deadline := start.Add(c.cfg.nodeTimeout)
+		r := c.broadcastLook("look", la.k.resource, c.allNodes(), c.q, deadline, false, []any{"time"}, nil, lookOf(la.want))
+		defer r.free()
+		_ = r.wait(context.Background(), deadline, classifyLook, func() bool {
+			return r.t.ok > 0 || r.t.refused >= c.q || r.pending&^r.answered == 0
+		})
+		la.mu.Lock()
+		defer la.mu.Unlock()
+		if !start.After(la.forgot) {
+			return
+		}
+		la.rec.add(r.rec)
+		if la.rec.ok || !start.Before(la.at) { // a look-up sent earlier answers after a later one: keep the later
+			la.done = la.rec.ok || r.t.refused >= c.q
+			la.at, la.after = start, after
+		}
 	})
-	la.mu.Lock()
-	defer la.mu.Unlock()
-	if !start.After(la.forgot) {
-		return
-	}
-	la.rec.add(r.rec)
-	if la.rec.ok || !start.Before(la.at) { // a look-up sent earlier answers after a later one: keep the later
-		la.done = la.rec.ok || r.t.refused >= c.q
-		la.at, la.after = start, after
-	}
 }
 
 // refreshLooks sends the look-ups of this Client's callers waiting for the

@@ -11,9 +11,8 @@ import (
 	"github.com/asynqlock/asynqlock/redlock/internal/transport"
 )
 
-// The hand-over of a released lock to a local waiter in the releasing round,
-// and the waiter queue on the nodes: docs/design/HANDOVER.md says why each
-// step is safe.
+// A released lock's hand-over to a local waiter in the releasing round, and
+// the nodes' waiter queue: docs/design/HANDOVER.md argues each step's safety.
 
 // handoffState is a lock's part in hand-overs; under the lock's mu.
 type handoffState struct {
