@@ -12,12 +12,11 @@ for _, id in ipairs(redis.call('ZRANGEBYSCORE', KEYS[3], '-inf', now)) do -- dro
 end
 local sk = KEYS[5 + tonumber(ARGV[7])]
 local cur = redis.call('GET', sk)
-local first = false
-if not cur or string.sub(cur, 1, 7) == 'queued:' then
-	local h = redis.call('ZRANGE', KEYS[2], 0, 0, 'WITHSCORES')
-	local s = tonumber(ARGV[8])
-	first = #h == 0 or h[1] == ARGV[9] or tonumber(h[2]) > s or (tonumber(h[2]) == s and h[1] > ARGV[9])
-end
+local free = not cur or string.sub(cur, 1, 7) == 'queued:'
+local head = free and redis.call('ZRANGE', KEYS[2], 0, 0, 'WITHSCORES') or {}
+local s = tonumber(ARGV[8])
+local first = free and (#head == 0 or head[1] == ARGV[9] or tonumber(head[2]) > s
+	or (tonumber(head[2]) == s and head[1] > ARGV[9]))
 if not first then
 	redis.call('ZADD', KEYS[2], ARGV[8], ARGV[9])
 	redis.call('ZADD', KEYS[3], now + tonumber(ARGV[10]), ARGV[9])

@@ -12,14 +12,12 @@ for _, id in ipairs(redis.call('ZRANGEBYSCORE', KEYS[3], '-inf', now)) do -- dro
 end
 local cur = redis.call('GET', KEYS[1])
 local mine = cur == ARGV[1]
-local h = {}
-local first, take = false, false
-if not cur or mine or string.sub(cur, 1, 7) == 'queued:' then
-	h = redis.call('ZRANGE', KEYS[2], 0, 0, 'WITHSCORES')
-	local s = tonumber(ARGV[4])
-	first = #h == 0 or h[1] == ARGV[5] or tonumber(h[2]) > s or (tonumber(h[2]) == s and h[1] > ARGV[5])
-	take = first or (mine and ARGV[10] == '1')
-end
+local free = not cur or mine or string.sub(cur, 1, 7) == 'queued:' -- as SET NX sees it, or ours
+local h = free and redis.call('ZRANGE', KEYS[2], 0, 0, 'WITHSCORES') or {}
+local s = tonumber(ARGV[4])
+local first = free and (#h == 0 or h[1] == ARGV[5] or tonumber(h[2]) > s
+	or (tonumber(h[2]) == s and h[1] > ARGV[5]))
+local take = first or (mine and ARGV[10] == '1')
 local f = 0
 if take then
 	redis.call('SET', KEYS[1], ARGV[2], 'PX', ARGV[3])
