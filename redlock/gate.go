@@ -123,8 +123,7 @@ func (t *turn) leave() {
 			return
 		}
 		w := g.queue[0]
-		g.queue[0] = nil
-		g.queue = g.queue[1:]
+		g.queue = slices.Delete(g.queue, 0, 1)
 		w.granted = true
 		close(w.ready)
 	})
@@ -145,8 +144,7 @@ func (t *turn) claim() *waiter {
 	case w == g.idle:
 		g.idle = nil
 	default:
-		g.queue[0] = nil
-		g.queue = g.queue[1:]
+		g.queue = slices.Delete(g.queue, 0, 1)
 		w.queued = t.slots
 	}
 	w.claimed = true
@@ -181,10 +179,9 @@ func (t *turn) next() (*gate, *waiter) {
 }
 
 // pass gives the turn to a claimed waiter, with the lock acquired for it or
-// nil (it then acquires by itself). When the waiter gave up meanwhile, gone
-// is true and the lock is returned for the caller to release. A slot
-// holder's handle passes only the lock; a waiter it claimed from the queue
-// whose hand-over failed goes back to the queue's head.
+// nil (it then acquires by itself); gone: it gave up, and the lock is the
+// caller's to release. A slot holder's handle passes only the lock, and a
+// waiter it claimed from the queue goes back to its head without one.
 func (t *turn) pass(w *waiter, l *Lock) (orphan *Lock, gone bool) {
 	t.once.Do(func() {
 		gs := t.gs
@@ -206,7 +203,7 @@ func (t *turn) pass(w *waiter, l *Lock) (orphan *Lock, gone bool) {
 			// unless nobody holds it any more (no gate): then w gets it.
 			if g := gs.m[t.key]; g != nil {
 				w.claimed, w.queued = false, false
-				g.queue = append([]*waiter{w}, g.queue...)
+				g.queue = slices.Insert(g.queue, 0, w)
 				gs.mu.Unlock()
 				return
 			}
@@ -220,9 +217,8 @@ func (t *turn) pass(w *waiter, l *Lock) (orphan *Lock, gone bool) {
 }
 
 // lookAhead is what a caller acquiring withCompletion learned of its record
-// while it waited in its Client's queue, from a look-up sent as it started
-// to wait: a hand-over need not wait for a round to learn it (docs/guide/
-// RELIABILITY.md, "Once: what the completion record covers").
+// while it waited in its Client's queue, so that a hand-over need not wait
+// for a round to learn it (docs/guide/RELIABILITY.md, "Once").
 type lookAhead struct {
 	c    *Client
 	k    keys
@@ -301,10 +297,9 @@ func (la *lookAhead) send(after time.Time) {
 	})
 }
 
-// refreshLooks sends the look-ups of this Client's callers waiting for the
-// lock's resource again once the lock was decided by a round of its own: one
-// sent before is too old for clearSince, and each of their hand-overs would
-// wait for its round.
+// refreshLooks sends the look-ups of the lock's local waiters again once the
+// lock was decided by a round of its own: one sent before is too old for
+// clearSince.
 func (l *Lock) refreshLooks() {
 	l.mu.Lock()
 	t, chain := l.turn, l.chainStart
@@ -331,9 +326,8 @@ func classifyLook(rep transport.Reply) outcome {
 	return outOK
 }
 
-// noticeRecord tells this Client's callers waiting for the lock's resource
-// with the lock's completion id that its release writes their record, so
-// that a later hand-over to one of them need not look again.
+// noticeRecord tells the lock's local waiters of its completion id that its
+// release writes their record: a hand-over to one of them need not look.
 func (l *Lock) noticeRecord() {
 	if l.written() == nil || l.turn == nil {
 		return

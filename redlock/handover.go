@@ -193,11 +193,9 @@ func (l *Lock) handOver(ctx context.Context, w *waiter, until time.Time, ho hand
 }
 
 // settle decides the hand-over round and sends Release's answer on done. On
-// success the waiter holds the lock on the new token, and l's token is then
-// dropped where the round's stragglers did not set the new one. Otherwise a
-// waiter still waiting acquires by itself once both tokens are released; one
-// that had started keeps its lock and the validity it was given, and nothing
-// is released (confirm).
+// success the waiter holds the lock on the new token (dropResidue follows).
+// Otherwise a waiter still waiting acquires by itself once both tokens are
+// released; one that had started keeps its lock and nothing is released.
 func (h *handOverRound) settle(done chan<- error) {
 	l, r, next, req := h.l, h.r, h.next, h.w.req
 	c, k := l.c, l.res
@@ -272,8 +270,7 @@ func (h *handOverRound) confirm() error {
 }
 
 // successor builds the waiting successor's lock from a won round, as attempt
-// does for a won acquire round. A slot's hand-over, which does not ask the
-// nodes' queue, jumps it in this mode too.
+// does for an acquire round (a slot's hand-over jumps the nodes' queue).
 func (h *handOverRound) successor() (*Lock, error) {
 	c, k, r, req := h.l.c, h.l.res, h.r, h.w.req
 	if !r.t.success() {
@@ -391,9 +388,8 @@ func (r *round) releasedOn() int {
 }
 
 // notSet is the mask of nodes that did not answer that they set the round's
-// token, stragglers included: the successor's queue entry may be there, or
-// come later, and a release there would reserve the key for a waiter that
-// no longer waits. Leaving is harmless where it was set.
+// token, stragglers included: where the successor's queue entry may be, or
+// come, and must leave (harmless where it was set).
 func (r *round) notSet() uint64 {
 	var m uint64
 	for i := range r.c.nodes {

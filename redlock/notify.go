@@ -12,8 +12,7 @@ import (
 )
 
 // subscriptionLinger is how long a release channel stays subscribed after its
-// last waiter left, so that a hot resource is not subscribed and unsubscribed
-// at every hand-off.
+// last waiter left: a hot resource is not resubscribed at every hand-off.
 const subscriptionLinger = 2 * time.Second
 
 // notifier wakes Acquire waiters when a holder releases, over one pub/sub
