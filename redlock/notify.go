@@ -107,10 +107,8 @@ func (n *notifier) each(stop <-chan struct{}, ps []*redis.PubSub, f func(context
 			}
 		})
 	}
-	done := make(chan struct{})
-	go func() { wg.Wait(); cancel(); close(done) }()
+	go func() { wg.Wait(); cancel() }() // ctx ends when every call has, or at the timeout
 	select {
-	case <-done:
 	case <-ctx.Done():
 	case <-stop:
 	}
