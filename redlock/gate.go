@@ -80,28 +80,28 @@ func (gs *gates) enter(ctx context.Context, key string, closed <-chan struct{}, 
 	gs.mu.Lock()
 	switch {
 	case w.granted:
-		gs.mu.Unlock()
-		var t *turn // none when a lock came with it: the lock holds the turn
-		if w.lock == nil {
-			t = &turn{gs: gs, key: key}
-		}
-		if err != nil {
-			t.leave() // the turn arrived as we gave up: pass it on
-			t = nil
-		}
-		return t, w.lock, err
 	case w.claimed:
-		// A hand-over is under way: its sender releases what it gets.
-		w.gone = true
-		gs.mu.Unlock()
+		w.gone = true // a hand-over is under way: its sender releases what it gets
+	default:
+		// The gate now, not g: a requeued waiter may be in a newer one.
+		if g := gs.m[key]; g != nil {
+			g.queue = slices.DeleteFunc(g.queue, func(q *waiter) bool { return q == w })
+		}
+	}
+	granted := w.granted
+	gs.mu.Unlock()
+	if !granted {
 		return nil, nil, err
 	}
-	// The gate now, not g: a requeued waiter may be in a newer one.
-	if g := gs.m[key]; g != nil {
-		g.queue = slices.DeleteFunc(g.queue, func(q *waiter) bool { return q == w })
+	var t *turn // none when a lock came with it: the lock holds the turn
+	if w.lock == nil {
+		t = &turn{gs: gs, key: key}
 	}
-	gs.mu.Unlock()
-	return nil, nil, err
+	if err != nil {
+		t.leave() // the turn arrived as we gave up: pass it on
+		t = nil
+	}
+	return t, w.lock, err
 }
 
 // leave hands the turn to the next waiter, or frees the resource's queue.

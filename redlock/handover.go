@@ -323,22 +323,18 @@ func (l *Lock) unlockQueued(token string, mask uint64) {
 	if mask == 0 || c.isClosed() {
 		return
 	}
-	s, args := l.releaseCall(token, nil)
+	s, args := c.releaseCall(l.res, token, int(l.slot), int(l.limit), nil)
 	c.broadcast("release", l.res.resource, mask, len(c.nodes), time.Now().Add(c.cfg.nodeTimeout), true, args, s).free()
 }
 
-// releaseCall is the script and arguments that release token from l's key
-// (its slot's, under a limit), writing rec in the same call.
-func (l *Lock) releaseCall(token string, rec *completionRecord) (*transport.Script, []any) {
-	if l.limit > 1 {
-		return l.c.slotRelease(l.res, token, l.res.channel, int(l.slot), int(l.limit), rec)
+// releaseCall is the script and arguments of a holder's release of token
+// from k (slot of limit), writing rec in the same call.
+func (c *Client) releaseCall(k keys, token string, slot, limit int, rec *completionRecord) (*transport.Script, []any) {
+	if limit > 1 {
+		return c.slotRelease(k, token, k.channel, slot, limit, rec)
 	}
-	return queueReleaseScript, l.c.releaseArgs(l.res, token, rec)
-}
-
-// releaseArgs builds queueReleaseScript's arguments for a holder's release.
-func (c *Client) releaseArgs(k keys, token string, rec *completionRecord) []any {
-	return recordedArgs(queueReleaseScript, k.queueKeys()[:3], rec, token, c.queueLease().Milliseconds(), k.channel)
+	lease := c.queueLease().Milliseconds()
+	return queueReleaseScript, recordedArgs(queueReleaseScript, k.queueKeys()[:3], rec, token, lease, k.channel)
 }
 
 // turnCall builds a hand-over round's script and arguments for req: for a
