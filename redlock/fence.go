@@ -141,7 +141,7 @@ func highestCounter(r *round, turn bool) (int64, uint64, error) {
 		}
 		v, ok := sl.val.(int64)
 		if turn {
-			_, _, v = turnReply(sl.val)
+			v = turnReply(sl.val).fence
 			ok = true
 		}
 		if !ok || v <= 0 {

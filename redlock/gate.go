@@ -10,9 +10,8 @@ import (
 )
 
 // gates queues a process's own Acquire callers per resource, in FIFO order,
-// so that only the head contends on the nodes. It is an optimisation of who
-// asks, never a substitute for the quorum: the head still has to win it.
-// Callers withCompletion learn of their record while they wait (lookAhead).
+// so that only the head contends on the nodes (it still has to win the
+// quorum) and a Release can hand the lock to the next (handover.go).
 type gates struct {
 	mu sync.Mutex
 	m  map[string]*gate
@@ -20,9 +19,8 @@ type gates struct {
 
 type gate struct {
 	queue []*waiter // callers waiting for their turn, oldest first
-	// idle is, for a resource of n > 1 slots, the caller holding the turn
-	// while it pauses between rounds: a release of a slot by this client
-	// may hand the slot to it (see park).
+	// idle: under a limit, the caller holding the turn while it pauses
+	// between rounds, to whom a release of a slot may hand it (park).
 	idle *waiter
 }
 
@@ -33,9 +31,8 @@ type waiter struct {
 	lock    *Lock       // handed over with the turn; nil: acquire it yourself
 	claimed bool        // a hand-over to this waiter is under way
 	gone    bool        // gave up while claimed: the claimer releases the lock
-	// queued: a waiter of a resource of n > 1 slots claimed from the
-	// queue, not the turn's holder: a hand-over that fails puts it back
-	// (pass), since the turn is not the slot holder's to give.
+	// queued: under a limit, claimed from the queue, not the turn's
+	// holder: a failed hand-over puts it back (pass).
 	queued bool
 }
 
@@ -45,17 +42,15 @@ type turn struct {
 	gs   *gates
 	key  string
 	once sync.Once
-	// slots: not the turn but a slot holder's handle on its resource's
-	// queue (n > 1): it never passes the turn (holders of slots do not hold
-	// it) and it hands its slot to the idle caller (see park).
+	// slots: not the turn but a slot holder's handle on the queue: it
+	// never passes the turn, and hands its slot to the idle caller (park).
 	slots bool
 }
 
 // enter waits until the caller is at the head of key's queue, ctx ends or
-// closed is closed (then it returns ErrClosed). A lock handed over by the
-// previous holder comes with the turn (then the turn is nil: the lock has
-// it); it can come with an error too, when the caller gave up as it arrived:
-// the caller must release it.
+// closed is closed (ErrClosed). A lock handed over comes instead of the turn
+// (the lock has it), with an error if the caller gave up as it arrived: the
+// caller must release it then.
 func (gs *gates) enter(ctx context.Context, key string, closed <-chan struct{}, req *handoffReq) (*turn, *Lock, error) {
 	gs.mu.Lock()
 	if gs.m == nil {
@@ -85,28 +80,28 @@ func (gs *gates) enter(ctx context.Context, key string, closed <-chan struct{}, 
 	gs.mu.Lock()
 	switch {
 	case w.granted:
-		gs.mu.Unlock()
-		var t *turn // none when a lock came with it: the lock holds the turn
-		if w.lock == nil {
-			t = &turn{gs: gs, key: key}
-		}
-		if err != nil {
-			t.leave() // the turn arrived as we gave up: pass it on
-			t = nil
-		}
-		return t, w.lock, err
 	case w.claimed:
-		// A hand-over is under way: its sender releases what it gets.
-		w.gone = true
-		gs.mu.Unlock()
+		w.gone = true // a hand-over is under way: its sender releases what it gets
+	default:
+		// The gate now, not g: a requeued waiter may be in a newer one.
+		if g := gs.m[key]; g != nil {
+			g.queue = slices.DeleteFunc(g.queue, func(q *waiter) bool { return q == w })
+		}
+	}
+	granted := w.granted
+	gs.mu.Unlock()
+	if !granted {
 		return nil, nil, err
 	}
-	// The gate now, not g: a requeued waiter may be in a newer one.
-	if g := gs.m[key]; g != nil {
-		g.queue = slices.DeleteFunc(g.queue, func(q *waiter) bool { return q == w })
+	var t *turn // none when a lock came with it: the lock holds the turn
+	if w.lock == nil {
+		t = &turn{gs: gs, key: key}
 	}
-	gs.mu.Unlock()
-	return nil, nil, err
+	if err != nil {
+		t.leave() // the turn arrived as we gave up: pass it on
+		t = nil
+	}
+	return t, w.lock, err
 }
 
 // leave hands the turn to the next waiter, or frees the resource's queue.
@@ -128,41 +123,121 @@ func (t *turn) leave() {
 			return
 		}
 		w := g.queue[0]
-		g.queue[0] = nil
-		g.queue = g.queue[1:]
+		g.queue = slices.Delete(g.queue, 0, 1)
 		w.granted = true
 		close(w.ready)
 	})
 }
 
+// claim takes the next local waiter out of the turn's queue for a hand-over.
+// The resource's queue stays, so that callers arriving meanwhile queue behind.
+func (t *turn) claim() *waiter {
+	if t == nil {
+		return nil
+	}
+	t.gs.mu.Lock()
+	defer t.gs.mu.Unlock()
+	g, w := t.next()
+	switch {
+	case w == nil:
+		return nil
+	case w == g.idle:
+		g.idle = nil
+	default:
+		g.queue = slices.Delete(g.queue, 0, 1)
+		w.queued = t.slots
+	}
+	w.claimed = true
+	return w
+}
+
+// waited reports whether claim would return a waiter now.
+func (t *turn) waited() bool {
+	if t == nil {
+		return false
+	}
+	t.gs.mu.Lock()
+	defer t.gs.mu.Unlock()
+	_, w := t.next()
+	return w != nil
+}
+
+// next is the waiter a hand-over would go to, with its gate (gs.mu held):
+// for a slot holder's handle the idle caller (the oldest), else the first
+// caller queued if it says what it asks for.
+func (t *turn) next() (*gate, *waiter) {
+	g := t.gs.m[t.key]
+	switch {
+	case g == nil:
+		return nil, nil
+	case t.slots && g.idle != nil:
+		return g, g.idle
+	case len(g.queue) == 0 || g.queue[0].req == nil:
+		return nil, nil
+	}
+	return g, g.queue[0]
+}
+
+// pass gives the turn to a claimed waiter, with the lock acquired for it or
+// nil (it then acquires by itself); gone: it gave up, and the lock is the
+// caller's to release. A slot holder's handle passes only the lock, and a
+// waiter it claimed from the queue goes back to its head without one.
+func (t *turn) pass(w *waiter, l *Lock) (orphan *Lock, gone bool) {
+	t.once.Do(func() {
+		gs := t.gs
+		next := &turn{gs: gs, key: t.key, slots: t.slots}
+		if l != nil {
+			l.adoptTurn(next)
+		}
+		gs.mu.Lock()
+		if w.gone {
+			gs.mu.Unlock()
+			if l == nil {
+				next.leave() // a slot handle's does nothing
+			}
+			orphan, gone = l, true
+			return
+		}
+		if l == nil && w.queued {
+			// Back to the head of the queue: the turn is another caller's,
+			// unless nobody holds it any more (no gate): then w gets it.
+			if g := gs.m[t.key]; g != nil {
+				w.claimed, w.queued = false, false
+				g.queue = slices.Insert(g.queue, 0, w)
+				gs.mu.Unlock()
+				return
+			}
+			gs.m[t.key] = &gate{}
+		}
+		w.granted, w.lock = true, l
+		close(w.ready)
+		gs.mu.Unlock()
+	})
+	return orphan, gone
+}
+
 // lookAhead is what a caller acquiring withCompletion learned of its record
-// while it waited in its Client's queue: a look-up sent as it started to
-// wait, so that a hand-over need not wait for a round to learn it (docs/
-// RELIABILITY.md, "Once: what the completion record covers"). Safe for
-// concurrent use.
+// while it waited in its Client's queue, so that a hand-over need not wait
+// for a round to learn it (docs/guide/RELIABILITY.md, "Once").
 type lookAhead struct {
 	c    *Client
 	k    keys
 	want *completionRecord // the record it looks for
 	mu   sync.Mutex
-	done bool // a quorum answered, or one node found the record
-	// rec: the record exists (the look-up, or a local holder of the same
-	// id wrote it), with its run and expiry
-	rec recordSeen
-	// forgot: when a local holder's release deleted the record
-	// (forgetCompletion): a look-up sent before says nothing.
+	done bool       // a quorum answered, or one node found the record
+	rec  recordSeen // found by the look-up, or written by a local holder
+	// forgot: when a local holder's release deleted the record: a look-up
+	// sent before says nothing.
 	forgot time.Time
 	at     time.Time // when the look-up was sent
-	// after is the start of the chain the look-up was sent after
-	// (refreshLooks): at may equal it on a coarse clock.
+	// after: the start of the chain the look-up was sent after
+	// (refreshLooks); at may equal it on a coarse clock.
 	after time.Time
 }
 
 // clearSince reports whether the record is known absent for a hand-over
-// from a lock whose chain of local hand-overs began at chainStart: the
-// look-up found nothing on a quorum, and was sent after that chain began
-// (docs/guide/RELIABILITY.md, "Hand-overs", says why that is enough; limit
-// 1 only).
+// from a lock whose chain of local hand-overs began at chainStart: nothing
+// on a quorum, looked up after that (RELIABILITY.md, "Hand-overs"; limit 1).
 func (la *lookAhead) clearSince(chainStart time.Time) bool {
 	if la == nil {
 		return false
@@ -183,9 +258,8 @@ func (la *lookAhead) known() recordSeen {
 }
 
 // notice records that a lock of this Client writes rec (its expiry from
-// now on this process's clock: a local hand-over's successor starts right
-// after it), or deletes it (forgetRun): then nothing is known of it until a
-// look-up or a round tells.
+// now: a local successor starts right after it), or deletes it (forgetRun):
+// then nothing is known until a look-up or a round tells.
 func (la *lookAhead) notice(rec *completionRecord) {
 	la.mu.Lock()
 	defer la.mu.Unlock()
@@ -196,43 +270,36 @@ func (la *lookAhead) notice(rec *completionRecord) {
 	la.rec.add(recordSeen{ok: true, run: rec.run, expiry: time.Now().Add(rec.window).UnixMilli()})
 }
 
-// send looks the record up in the background: for a caller that starts to
-// wait, or waits behind a chain of local hand-overs that began at after.
+// send looks the record up on every node in the background, for a caller
+// that starts to wait or waits behind a chain of local hand-overs that began
+// at after: found on one node, or absent on a quorum. A failed look-up leaves
+// it undecided: a hand-over then waits for its round, which looks again.
 func (la *lookAhead) send(after time.Time) {
-	la.c.spawn(func() { la.lookUp(after) })
-}
-
-// lookUp sends the look-up to every node and records the answer: found
-// when a node has the record, absent when a quorum answered that it has
-// not. A failed look-up leaves it undecided: a hand-over then waits for its
-// round, which looks again.
-func (la *lookAhead) lookUp(after time.Time) {
 	c := la.c
-	start := time.Now()
-	deadline := start.Add(c.cfg.nodeTimeout)
-	r := c.broadcastLook("look", la.k.resource, c.allNodes(), c.q, deadline, false, []any{"time"}, nil, lookOf(la.want))
-	defer r.free()
-	_ = r.wait(context.Background(), deadline, classifyLook, func() bool {
-		return r.t.ok > 0 || r.t.refused >= c.q || r.pending&^r.answered == 0
+	c.spawn(func() {
+		start := time.Now()
+		deadline := start.Add(c.cfg.nodeTimeout)
+		r := c.broadcastLook("look", la.k.resource, c.allNodes(), c.q, deadline, false, []any{"time"}, nil, lookOf(la.want))
+		defer r.free()
+		_ = r.wait(context.Background(), deadline, classifyLook, func() bool {
+			return r.t.ok > 0 || r.t.refused >= c.q || r.pending&^r.answered == 0
+		})
+		la.mu.Lock()
+		defer la.mu.Unlock()
+		if !start.After(la.forgot) {
+			return
+		}
+		la.rec.add(r.rec)
+		if la.rec.ok || !start.Before(la.at) { // a look-up sent earlier answers after a later one: keep the later
+			la.done = la.rec.ok || r.t.refused >= c.q
+			la.at, la.after = start, after
+		}
 	})
-	la.mu.Lock()
-	defer la.mu.Unlock()
-	if !start.After(la.forgot) {
-		return
-	}
-	la.rec.add(r.rec)
-	if la.rec.ok || !start.Before(la.at) { // a look-up sent earlier answers after a later one: keep the later
-		la.done = la.rec.ok || r.t.refused >= c.q
-		la.at, la.after = start, after
-	}
 }
 
-// refreshLooks sends the look-ups of this Client's callers waiting for the
-// lock's resource again once the lock was decided by a round of its own: a
-// look-up sent before that (the caller waited behind another process's
-// holder) is too old for clearSince, and each of their hand-overs would wait
-// for its round. A look-up sent now is as good as one of a caller that starts
-// to wait now.
+// refreshLooks sends the look-ups of the lock's local waiters again once the
+// lock was decided by a round of its own: one sent before is too old for
+// clearSince.
 func (l *Lock) refreshLooks() {
 	l.mu.Lock()
 	t, chain := l.turn, l.chainStart
@@ -259,10 +326,8 @@ func classifyLook(rep transport.Reply) outcome {
 	return outOK
 }
 
-// noticeRecord tells this Client's callers waiting for the lock's resource
-// with the lock's completion id that the lock's release writes their
-// record: a hand-over that reaches one of them later, through other locks
-// of this Client, need not look again.
+// noticeRecord tells the lock's local waiters of its completion id that its
+// release writes their record: a hand-over to one of them need not look.
 func (l *Lock) noticeRecord() {
 	if l.written() == nil || l.turn == nil {
 		return
@@ -276,8 +341,7 @@ func (l *Lock) noticeRecord() {
 }
 
 // lookers calls f, under the gate's lock, with the look-up of each caller
-// of t's resource that waits with one (the one parked between its rounds
-// too, withIdle).
+// of t's resource that waits with one (the idle one too, withIdle).
 func (t *turn) lookers(withIdle bool, f func(*lookAhead)) {
 	t.gs.mu.Lock()
 	defer t.gs.mu.Unlock()

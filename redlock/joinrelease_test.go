@@ -42,7 +42,8 @@ func (b *joinBed) release(resource, token, id string, out chan transport.Reply) 
 	if id != "" {
 		rec = &completionRecord{key: b.c.keysFor(resource).key + recordSuffix, id: id, window: time.Hour}
 	}
-	return &transport.Call{Args: b.c.releaseArgs(b.c.keysFor(resource), token, rec), Script: queueReleaseScript,
+	s, args := b.c.releaseCall(b.c.keysFor(resource), token, 0, 1, rec)
+	return &transport.Call{Args: args, Script: s,
 		Deadline: time.Now().Add(time.Minute), Owner: replies(out), Op: "release", Resource: resource}
 }
 

@@ -264,10 +264,7 @@ func (l *Lock) startRelease(ctx context.Context) (*round, bool, error) {
 		}
 	}
 	c := l.c
-	s, args := queueReleaseScript, c.releaseArgs(l.res, l.token, rec)
-	if l.limit > 1 {
-		s, args = c.slotRelease(l.res, l.token, l.res.channel, int(l.slot), int(l.limit), rec)
-	}
+	s, args := c.releaseCall(l.res, l.token, int(l.slot), int(l.limit), rec)
 	deadline := time.Now().Add(c.cfg.nodeTimeout)
 	r := c.broadcast("release", l.res.resource, c.allNodes()&^l.unsent, c.q, deadline, true, args, s)
 	return r, wasLost, nil

@@ -12,22 +12,20 @@ import (
 )
 
 // subscriptionLinger is how long a release channel stays subscribed after its
-// last waiter left, so that a hot resource is not subscribed and unsubscribed
-// at every hand-off.
+// last waiter left: a hot resource is not resubscribed at every hand-off.
 const subscriptionLinger = 2 * time.Second
 
-// notifier wakes Acquire waiters when a holder releases. Each node has one
-// pub/sub connection shared by all waiters of the client; a resource's
-// release channel is subscribed while someone waits for it.
+// notifier wakes Acquire waiters when a holder releases, over one pub/sub
+// connection per node shared by the client's waiters; a resource's release
+// channel is subscribed while someone waits for it.
 type notifier struct {
-	c      *Client
-	mu     sync.Mutex
-	subs   map[string]*subscription
-	ps     []*redis.PubSub // per node, created on first use
-	wg     sync.WaitGroup
-	closed bool
-	// subscribed mirrors len(subs), for watched's fast path.
-	subscribed atomic.Int32
+	c          *Client
+	mu         sync.Mutex
+	subs       map[string]*subscription
+	ps         []*redis.PubSub // per node, created on first use
+	wg         sync.WaitGroup  // the dispatchers, and the closers at close
+	closed     bool
+	subscribed atomic.Int32 // len(subs), for watched's fast path
 }
 
 type subscription struct {
@@ -42,33 +40,23 @@ type watch struct {
 	n       *notifier
 	channel string
 	C       chan struct{}
+	id      string // the waiter's queue id: releases reserved for others are ignored
 	seen    uint64 // nodes that announced a release since reset; under n.mu
-	id      string // the waiter's queue id: ignore releases reserved for others
-	last    string // the announcement that last fired C (a slot's number, see announcedSlot); under n.mu
+	last    string // the announcement that last fired C (announcedSlot); under n.mu
 }
 
 // reservePrefix starts a lock key's value while it is reserved for a queued
-// waiter. Tokens (rand.Text) are upper case: they never start with it. The
-// scripts (lua/turn.lua, queue_release.lua, ...) spell it out.
+// waiter (the scripts spell it out). Tokens (rand.Text) are upper case: they
+// never start with it.
 const reservePrefix = "queued:"
-
-// wants reports whether a release announcement concerns the watch's waiter.
-// Called with n.mu held.
-func (w *watch) wants(payload string) bool {
-	id, reserved := strings.CutPrefix(payload, reservePrefix)
-	id, _, _ = strings.Cut(id, "/") // a slot's: queued:<id>/<slot>
-	return !reserved || id == w.id
-}
 
 func newNotifier(c *Client) *notifier {
 	return &notifier{c: c, subs: make(map[string]*subscription), ps: make([]*redis.PubSub, len(c.nodes))}
 }
 
 // watch registers the interest of waiter id in channel, subscribing on every
-// node if this is the channel's first watcher. It ignores releases that
-// reserve the key for another waiter: only that waiter can take it. It waits for the subscriptions to be sent, at
-// most one node timeout and never past the end of ctx (they go on in the
-// background).
+// node for the channel's first watcher: it waits for the subscriptions to be
+// sent, at most one node timeout and never past ctx's end.
 func (n *notifier) watch(ctx context.Context, channel, id string) *watch {
 	w := &watch{n: n, channel: channel, C: make(chan struct{}, 1), id: id}
 	n.mu.Lock()
@@ -77,30 +65,25 @@ func (n *notifier) watch(ctx context.Context, channel, id string) *watch {
 		return w // never fires; the caller falls back to retry delays
 	}
 	s := n.subs[channel]
-	fresh := s == nil
-	if fresh {
-		s = &subscription{watches: make(map[*watch]struct{})}
-		n.subs[channel] = s
-		n.subscribed.Add(1)
-	} else if s.linger != nil {
-		s.linger.Stop()
-		s.linger = nil
+	if s != nil {
+		if s.linger != nil {
+			s.linger.Stop()
+			s.linger = nil
+		}
+		s.watches[w] = struct{}{}
+		n.mu.Unlock()
+		return w
 	}
-	s.watches[w] = struct{}{}
-	var ps []*redis.PubSub
-	if fresh {
-		ps = n.conns(true)
-	}
+	n.subs[channel] = &subscription{watches: map[*watch]struct{}{w: {}}}
+	n.subscribed.Add(1)
+	ps := n.conns(true)
 	n.mu.Unlock()
-	if fresh {
-		n.each(ctx.Done(), ps, func(ctx context.Context, p *redis.PubSub) error { return p.Subscribe(ctx, channel) })
-	}
+	n.each(ctx.Done(), ps, func(ctx context.Context, p *redis.PubSub) error { return p.Subscribe(ctx, channel) })
 	return w
 }
 
-// watched reports whether this client watches channel's releases: a waiter
-// of the resource watches it now, or did within subscriptionLinger. The
-// common case, a client that watches nothing, costs one atomic load.
+// watched reports whether a waiter of this client watches channel's
+// releases, or did within subscriptionLinger; one atomic load when none does.
 func (n *notifier) watched(channel string) bool {
 	if n.subscribed.Load() == 0 {
 		return false
@@ -112,39 +95,36 @@ func (n *notifier) watched(channel string) bool {
 }
 
 // each runs f on every node's connection at once and waits at most the node
-// timeout, or until stop is closed: go-redis's PubSub takes a lock that a
-// dial to a stopped node can hold for the client's whole dial timeout, so a
-// straggler finishes in the background instead of delaying the waiter.
+// timeout, or until stop is closed: a dial to a stopped node can hold
+// go-redis's PubSub lock for a whole dial timeout; it finishes in background.
 func (n *notifier) each(stop <-chan struct{}, ps []*redis.PubSub, f func(context.Context, *redis.PubSub) error) {
 	ctx, cancel := context.WithTimeout(context.Background(), n.c.cfg.nodeTimeout)
 	var wg sync.WaitGroup
 	for _, p := range ps {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		wg.Go(func() {
 			if err := f(ctx, p); err != nil {
 				n.c.cfg.logger.Debug("redlock pub/sub call failed", "err", err)
 			}
-		}()
+		})
 	}
-	done := make(chan struct{})
-	go func() { wg.Wait(); cancel(); close(done) }()
+	go func() { wg.Wait(); cancel() }() // ctx ends when every call has, or at the timeout
 	select {
-	case <-done:
 	case <-ctx.Done():
 	case <-stop:
 	}
 }
 
-// dispatch delivers node i's release announcements to the channel's waiters.
+// dispatch delivers node i's release announcements to the channel's waiters
+// it concerns: a reservation (queued:<id> or queued:<id>/<slot>) only its own.
 func (n *notifier) dispatch(i int, msgs <-chan *redis.Message) {
-	defer n.wg.Done()
 	bit := uint64(1) << i
 	for m := range msgs {
+		id, reserved := strings.CutPrefix(m.Payload, reservePrefix)
+		id, _, _ = strings.Cut(id, "/")
 		n.mu.Lock()
 		if s := n.subs[m.Channel]; s != nil {
 			for w := range s.watches {
-				if !w.wants(m.Payload) {
+				if reserved && id != w.id {
 					continue
 				}
 				w.seen |= bit
@@ -198,10 +178,9 @@ func (w *watch) close() {
 	s.linger = time.AfterFunc(subscriptionLinger, func() { n.unsubscribe(w.channel, s) })
 }
 
-// unsubscribe drops a channel nobody waits for. The subscription stays in
-// the map while UNSUBSCRIBE is sent, so that a watcher arriving meanwhile
-// joins it, and is then subscribed again here, in order: a SUBSCRIBE can
-// never be overtaken by an older UNSUBSCRIBE.
+// unsubscribe drops a channel nobody waits for. It stays in subs while
+// UNSUBSCRIBE is sent, so that a watcher arriving meanwhile joins it and is
+// subscribed again here, in order, never overtaken by an older UNSUBSCRIBE.
 func (n *notifier) unsubscribe(channel string, s *subscription) {
 	n.mu.Lock()
 	if n.closed || n.subs[channel] != s || len(s.watches) > 0 || s.closing {
@@ -226,17 +205,16 @@ func (n *notifier) unsubscribe(channel string, s *subscription) {
 	n.each(nil, ps, func(ctx context.Context, p *redis.PubSub) error { return p.Subscribe(ctx, channel) })
 }
 
-// conns lists the nodes' pub/sub connections: those created so far, or
-// with create all of them, each with its dispatcher (an in-memory test node
-// has none). Called with n.mu held.
+// conns lists the nodes' pub/sub connections created so far, with create
+// all of them, each with its dispatcher (none on an in-memory test node).
+// Called with n.mu held.
 func (n *notifier) conns(create bool) []*redis.PubSub {
 	ps := make([]*redis.PubSub, 0, len(n.ps))
 	for i, p := range n.ps {
 		if cl := n.c.nodes[i].Client; p == nil && create && cl != nil {
 			p = cl.Subscribe(context.Background())
 			n.ps[i] = p
-			n.wg.Add(1)
-			go n.dispatch(i, p.Channel())
+			n.wg.Go(func() { n.dispatch(i, p.Channel()) })
 		}
 		if p != nil {
 			ps = append(ps, p)
@@ -245,9 +223,8 @@ func (n *notifier) conns(create bool) []*redis.PubSub {
 	return ps
 }
 
-// close shuts every pub/sub connection and waits for the dispatchers, at
-// most a bounded time (a connection stuck dialing a stopped node is left to
-// finish on its own).
+// close shuts every pub/sub connection and waits for the dispatchers, for a
+// bounded time (one stuck dialing a stopped node finishes on its own).
 func (n *notifier) close() {
 	n.mu.Lock()
 	n.closed = true
@@ -256,19 +233,12 @@ func (n *notifier) close() {
 			s.linger.Stop()
 		}
 	}
-	ps := n.conns(false)
+	for _, p := range n.conns(false) {
+		n.wg.Go(func() { _ = p.Close() }) // closed: nothing else adds to n.wg
+	}
 	n.mu.Unlock()
 	done := make(chan struct{})
-	go func() {
-		var wg sync.WaitGroup
-		for _, p := range ps {
-			wg.Add(1)
-			go func() { defer wg.Done(); _ = p.Close() }()
-		}
-		wg.Wait()
-		n.wg.Wait()
-		close(done)
-	}()
+	go func() { n.wg.Wait(); close(done) }()
 	select {
 	case <-done:
 	case <-time.After(max(time.Second, 4*n.c.cfg.nodeTimeout)):

@@ -10,21 +10,18 @@ if redis.call('EXISTS', KEYS[2]) == 0 then -- nobody queued: unannounced compare
 else
 	local t = redis.call('TIME')
 	local now = t[1] * 1000 + math.floor(t[2] / 1000)
-	local gone = redis.call('ZRANGEBYSCORE', KEYS[3], '-inf', now)
-	if #gone > 0 then
-		redis.call('ZREM', KEYS[2], unpack(gone))
-		redis.call('ZREMRANGEBYSCORE', KEYS[3], '-inf', now)
+	for _, id in ipairs(redis.call('ZRANGEBYSCORE', KEYS[3], '-inf', now)) do -- drop lapsed waiters
+		redis.call('ZREM', KEYS[2], id)
+		redis.call('ZREM', KEYS[3], id)
 	end
 	if mine then
-		local h = redis.call('ZRANGE', KEYS[2], 0, 0)
-		local msg = '1'
-		if #h > 0 then
-			msg = 'queued:' .. h[1]
-			redis.call('SET', KEYS[1], msg, 'PX', ARGV[2])
+		local h = redis.call('ZRANGE', KEYS[2], 0, 0)[1]
+		if h then
+			redis.call('SET', KEYS[1], 'queued:' .. h, 'PX', ARGV[2])
 		else
 			redis.call('DEL', KEYS[1])
 		end
-		redis.call('PUBLISH', ARGV[3], msg)
+		redis.call('PUBLISH', ARGV[3], h and 'queued:' .. h or '1')
 	end
 end
 if KEYS[4] and tonumber(ARGV[5]) < 0 then -- the holder's completion record, scored in ms * 1024 (-1: delete it)

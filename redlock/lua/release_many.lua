@@ -12,23 +12,20 @@ local function clock()
 	return now
 end
 local function release_queued(key, q, qx, token, lease)
-	local gone = redis.call('ZRANGEBYSCORE', qx, '-inf', clock())
-	if #gone > 0 then
-		redis.call('ZREM', q, unpack(gone))
-		redis.call('ZREMRANGEBYSCORE', qx, '-inf', now)
+	for _, id in ipairs(redis.call('ZRANGEBYSCORE', qx, '-inf', clock())) do -- drop lapsed waiters
+		redis.call('ZREM', q, id)
+		redis.call('ZREM', qx, id)
 	end
 	if redis.call('GET', key) ~= token then
 		return 0
 	end
-	local h = redis.call('ZRANGE', q, 0, 0)
-	local msg = '1'
-	if #h > 0 then
-		msg = 'queued:' .. h[1]
-		redis.call('SET', key, msg, 'PX', lease)
+	local h = redis.call('ZRANGE', q, 0, 0)[1]
+	if h then
+		redis.call('SET', key, 'queued:' .. h, 'PX', lease)
 	else
 		redis.call('DEL', key)
 	end
-	redis.call('PUBLISH', key .. ':released', msg)
+	redis.call('PUBLISH', key .. ':released', h and 'queued:' .. h or '1')
 	return 1
 end
 local function record(key, id, window)

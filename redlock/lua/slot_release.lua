@@ -13,10 +13,9 @@ if redis.call('EXISTS', KEYS[2]) == 0 then -- nobody queued: unannounced compare
 else
 	local t = redis.call('TIME')
 	local now = t[1] * 1000 + math.floor(t[2] / 1000)
-	local gone = redis.call('ZRANGEBYSCORE', KEYS[3], '-inf', now)
-	if #gone > 0 then
-		redis.call('ZREM', KEYS[2], unpack(gone))
-		redis.call('ZREMRANGEBYSCORE', KEYS[3], '-inf', now)
+	for _, id in ipairs(redis.call('ZRANGEBYSCORE', KEYS[3], '-inf', now)) do -- drop lapsed waiters
+		redis.call('ZREM', KEYS[2], id)
+		redis.call('ZREM', KEYS[3], id)
 	end
 	if mine then
 		local h = redis.call('ZRANGE', KEYS[2], 0, 0)

@@ -4,34 +4,20 @@
 -- ARGV[6] lease in ms; ARGV[7] '1' to fence; ARGV[8] counter retention in ms; ARGV[9] channel;
 -- ARGV[10] '1' for keep mode; with KEYS[5], ARGV[11] record id; ARGV[12] window
 -- Returns {old released (0/1), new set (0/1), fence or 0, jumped the queue (0/1)}.
-local now
-local function clock()
-	if not now then
-		local t = redis.call('TIME')
-		now = t[1] * 1000 + math.floor(t[2] / 1000)
-	end
-	return now
-end
-local queued = redis.call('EXISTS', KEYS[2]) == 1
-if queued then -- drop lapsed waiters
-	local gone = redis.call('ZRANGEBYSCORE', KEYS[3], '-inf', clock())
-	if #gone > 0 then
-		redis.call('ZREM', KEYS[2], unpack(gone))
-		redis.call('ZREMRANGEBYSCORE', KEYS[3], '-inf', clock())
-	end
+local t = redis.call('TIME')
+local now = t[1] * 1000 + math.floor(t[2] / 1000)
+for _, id in ipairs(redis.call('ZRANGEBYSCORE', KEYS[3], '-inf', now)) do -- drop lapsed waiters
+	redis.call('ZREM', KEYS[2], id)
+	redis.call('ZREM', KEYS[3], id)
 end
 local cur = redis.call('GET', KEYS[1])
 local mine = cur == ARGV[1]
-local h = {}
-local first, take = false, false
-if not cur or mine or string.sub(cur, 1, 7) == 'queued:' then
-	if queued then
-		h = redis.call('ZRANGE', KEYS[2], 0, 0, 'WITHSCORES')
-	end
-	local s = tonumber(ARGV[4])
-	first = #h == 0 or h[1] == ARGV[5] or tonumber(h[2]) > s or (tonumber(h[2]) == s and h[1] > ARGV[5])
-	take = first or (mine and ARGV[10] == '1')
-end
+local free = not cur or mine or string.sub(cur, 1, 7) == 'queued:' -- as SET NX sees it, or ours
+local h = free and redis.call('ZRANGE', KEYS[2], 0, 0, 'WITHSCORES') or {}
+local s = tonumber(ARGV[4])
+local first = free and (#h == 0 or h[1] == ARGV[5] or tonumber(h[2]) > s
+	or (tonumber(h[2]) == s and h[1] > ARGV[5]))
+local take = first or (mine and ARGV[10] == '1')
 local f = 0
 if take then
 	redis.call('SET', KEYS[1], ARGV[2], 'PX', ARGV[3])
@@ -39,17 +25,12 @@ if take then
 	redis.call('ZREM', KEYS[3], ARGV[5])
 	if ARGV[7] == '1' then -- a fence as fence_acquire.lua takes it
 		local c = redis.call('GET', KEYS[4])
-		if c then
-			f = tonumber(c) + 1
-		else
-			local t = redis.call('TIME')
-			f = tonumber(t[1] .. string.format('%06d', tonumber(t[2])))
-		end
+		f = c and tonumber(c) + 1 or tonumber(t[1] .. string.format('%06d', tonumber(t[2])))
 		redis.call('SET', KEYS[4], string.format('%.0f', f), 'PX', ARGV[8])
 	end
 else
 	redis.call('ZADD', KEYS[2], ARGV[4], ARGV[5])
-	redis.call('ZADD', KEYS[3], clock() + tonumber(ARGV[6]), ARGV[5])
+	redis.call('ZADD', KEYS[3], now + tonumber(ARGV[6]), ARGV[5])
 	redis.call('PEXPIRE', KEYS[2], ARGV[6])
 	redis.call('PEXPIRE', KEYS[3], ARGV[6])
 	if mine then -- the old token's key is reserved for h[1], the live head ahead of the new waiter
@@ -60,7 +41,7 @@ end
 if KEYS[5] and tonumber(ARGV[12]) < 0 then -- the old holder's completion record, on every node
 	redis.call('ZREM', KEYS[5], ARGV[11])
 elseif KEYS[5] then
-	local ms = clock() * 1024
+	local ms = now * 1024
 	redis.call('ZREMRANGEBYSCORE', KEYS[5], '-inf', ms + 1023)
 	redis.call('ZADD', KEYS[5], ms + ARGV[12], ARGV[11])
 	if redis.call('PTTL', KEYS[5]) < math.floor(ARGV[12] / 1024) then
