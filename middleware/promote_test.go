@@ -168,15 +168,14 @@ func TestRunEndingBesideALocalWaiterLeavesThePromotionToIt(t *testing.T) {
 	m.onTurn(false, "q-other", "got", "task-of-q-other")
 	promotedFrom("got")
 
-	// Its release answered after two successors counted: more holders than slots.
-	ended, successor, last := m.holding("early"), m.holding("early"), m.holding("early")
+	// Its release answered after its successor here had started (counted).
+	ended, successor := m.holding("early"), m.holding("early")
 	m.ended("early", ended, queue, time.Time{})
 	if q := owed("early"); q != queue {
 		t.Fatalf("owed %q after a run ended behind a successor that started, want %q", q, queue)
 	}
 	m.ended("early", successor, queue, time.Time{})
 	promotedFrom("early")
-	m.ended("early", last, "", time.Time{})
 
 	held, err := e.other.TryAcquire(ctx, "gave-up", 10*time.Second)
 	if err != nil {

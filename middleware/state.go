@@ -126,22 +126,21 @@ func (m *mw) countHolder(res, queue, id string) (*resState, time.Time) {
 	return e, e.released
 }
 
-// ended is the resource's end, once the release is answered: a run started
-// at acquired (zero: none) notes its hold time (a moving average).
-func (m *mw) ended(res string, e *resState, queue string, acquired time.Time) {
+// ended is the resource's end, once the release is answered: a handler
+// that ran from ran (zero: none ran) notes its hold time (a moving average).
+func (m *mw) ended(res string, e *resState, queue string, ran time.Time) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	defer m.touched(res, e)
 	e.holders--
-	if !acquired.IsZero() {
-		now := time.Now()
-		if d := now.Sub(acquired); e.hold == 0 {
+	e.released = time.Now()
+	if !ran.IsZero() {
+		if d := e.released.Sub(ran); e.hold == 0 {
 			e.hold = d
 		} else {
 			e.hold = (e.hold*7 + d) / 8
 		}
 		m.holds.set(res, e.hold)
-		e.released = now
 	}
 	m.turn(res, e, queue, "", true)
 }
@@ -170,7 +169,9 @@ func (m *mw) turn(res string, e *resState, queue, id string, end bool) {
 	if e.owed = ""; owed == queue {
 		owed = ""
 	}
-	if end && (e.waiters > 0 || e.holders > m.cfg.limit) {
+	// At an end e.holders no longer counts the ending task: limit others
+	// holding means a successor here took its place.
+	if end && (e.waiters > 0 || e.holders >= m.cfg.limit) {
 		e.owed, queue = queue, "" // passed on here: called for at the next turn
 	}
 	for _, c := range [...]struct{ queue, id string }{{owed, ""}, {queue, id}} {

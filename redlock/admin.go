@@ -93,13 +93,15 @@ func (c *Client) scanNode(ctx context.Context, n *transport.Node, match, prefix 
 	}
 	if cc, ok := n.Client.(*redis.ClusterClient); ok {
 		var mu sync.Mutex
-		return names, cc.ForEachMaster(ctx, func(ctx context.Context, m *redis.Client) error {
+		err := cc.ForEachMaster(ctx, func(ctx context.Context, m *redis.Client) error {
 			mu.Lock()
 			defer mu.Unlock()
 			return scan(ctx, m)
 		})
+		return names, err
 	}
-	return names, scan(ctx, n.Client)
+	err := scan(ctx, n.Client) // before names is read: scan appends to it
+	return names, err
 }
 
 // globEscape quotes the characters SCAN's MATCH pattern treats specially.

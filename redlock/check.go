@@ -290,7 +290,7 @@ func (c *Client) firstContact(names []string) error {
 	if err != nil {
 		return err
 	}
-	var errs []error
+	var errs, same []error // every node's misconfiguration first, then the servers reached twice
 	for _, r := range reports {
 		err := r.Misconfigured
 		if err == nil && r.Err == nil {
@@ -301,11 +301,11 @@ func (c *Client) firstContact(names []string) error {
 		}
 		if len(r.SameServer) > 0 && r.SameServer[0] < r.Node {
 			first := r.SameServer[0]
-			errs = append(errs, fmt.Errorf("node %d (%s): %w: it reaches the server of node %d (%s), same run_id: "+
+			same = append(same, fmt.Errorf("node %d (%s): %w: it reaches the server of node %d (%s), same run_id: "+
 				"one server casts one vote; give each lock node its own redis-server", r.Node, names[r.Node], errMisconfigured, first, names[first]))
 		}
 	}
-	return errors.Join(errs...) // each matches ErrInvalid
+	return errors.Join(append(errs, same...)...) // each matches ErrInvalid
 }
 
 // passwordUnused is misconfigured's error for a password given for node i
