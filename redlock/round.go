@@ -44,18 +44,17 @@ type slot struct {
 	err error
 }
 
-// broadcast sends the same command to the nodes in mask, each call bounded by
-// deadline, and returns the round to collect. need is the number of OK
-// answers that decides success. A cleanup round (releases) is sent even if a
-// node's queue only reaches it after the deadline.
+// broadcast sends one command to the nodes in mask and returns the round to
+// collect; need OK answers decide success. A cleanup round (releases) is sent
+// even if a node's queue only reaches it after the deadline.
 func (c *Client) broadcast(op, resource string, mask uint64, need int, deadline time.Time, cleanup bool, args []any, s *transport.Script) *round {
 	return c.broadcastLook(op, resource, mask, need, deadline, cleanup, args, s, nil)
 }
 
-// broadcastLook is broadcast with a look-up (lookOf) sent on each node just
-// after the call's batch, in the same pipeline (completion.go).
+// broadcastLook is broadcast with a look-up (lookOf) sent on each node after
+// the call's batch, in the same pipeline (completion.go).
 func (c *Client) broadcastLook(op, resource string, mask uint64, need int, deadline time.Time, cleanup bool, args []any, s *transport.Script, look []any) *round {
-	r, ok := c.rounds.Get().(*round) // a pooled round, or a new one
+	r, ok := c.rounds.Get().(*round)
 	if !ok {
 		n := len(c.nodes)
 		r = &round{c: c, in: make([]transport.Reply, n), wake: make(chan struct{}, 1), slots: make([]slot, n), calls: make([]transport.Call, n)}
@@ -97,8 +96,8 @@ func (r *round) Arrive(rep transport.Reply) {
 	}
 }
 
-// Unref drops one reference; the last one empties the round and pools it.
-// Every call has sent its reply by then: nothing writes to it any more.
+// Unref drops one reference; the last one (every reply sent: nothing writes
+// to the round any more) empties the round and pools it.
 func (r *round) Unref() {
 	if r.refs.Add(-1) != 0 {
 		return
@@ -129,14 +128,12 @@ func (c *Client) allNodes() uint64 {
 }
 
 // collect reads replies until the round is decided, the calls' deadline
-// passes (pending nodes then count as failed) or ctx ends. classify turns a
-// reply into an outcome. It reports ctx's error if ctx ended first.
+// passes (pending nodes then count as failed) or ctx ends (its error).
 func (r *round) collect(ctx context.Context, classify func(transport.Reply) outcome) error {
 	return r.wait(ctx, r.deadline, classify, r.t.decided)
 }
 
-// collectAll is collect waiting for every node's answer, not only for the
-// decision.
+// collectAll is collect waiting for every node's answer.
 func (r *round) collectAll(ctx context.Context, deadline time.Time, classify func(transport.Reply) outcome) error {
 	return r.wait(ctx, deadline, classify, func() bool { return r.pending&^r.answered == 0 })
 }
@@ -166,8 +163,7 @@ func (r *round) wait(ctx context.Context, deadline time.Time, classify func(tran
 	}
 }
 
-// roundTimer returns a timer that fires after d, from the client's pool
-// (docs/design/BATCHING.md, "Rounds are reused").
+// roundTimer is a timer firing after d, from the client's pool (BATCHING.md).
 func (c *Client) roundTimer(d time.Duration) *time.Timer {
 	if t, ok := c.timers.Get().(*time.Timer); ok {
 		t.Reset(d)
@@ -188,8 +184,8 @@ func (c *Client) putRoundTimer(t *time.Timer) {
 	c.timers.Put(t)
 }
 
-// take records the replies that arrived since the last take; one that
-// comes after its node timed out is not counted again.
+// take records the replies that arrived since the last take, except those
+// of nodes already timed out.
 func (r *round) take(classify func(transport.Reply) outcome) {
 	for in := r.arrived.Load() & r.pending &^ r.answered; in != 0; in &= in - 1 {
 		i := bits.TrailingZeros64(in)
@@ -268,9 +264,8 @@ func classifyOne(rep transport.Reply) outcome {
 	return classifyAnswered(rep)
 }
 
-// tally counts the outcomes of a round and decides it as soon as the result
-// cannot change: need successes reached, or so many nodes refused or failed
-// that the remaining ones cannot bring the count up to need.
+// tally counts a round's outcomes; it is decided once need successes came, or
+// too few nodes are left to bring the count up to need.
 type tally struct {
 	total, need         int
 	ok, refused, failed int
@@ -287,12 +282,10 @@ func (t *tally) add(o outcome) {
 	}
 }
 
-// decided reports whether the round's outcome is known.
 func (t *tally) decided() bool {
 	return t.ok >= t.need || t.total-t.refused-t.failed < t.need
 }
 
-// success reports whether need nodes answered OK.
 func (t *tally) success() bool { return t.ok >= t.need }
 
 // causes are the sentinels of a round that did not succeed: ErrQuorum when
@@ -311,8 +304,7 @@ func (t *tally) causes() []error {
 // quorum is the Redlock majority for n nodes.
 func quorum(n int) int { return n/2 + 1 }
 
-// driftAllowance is the clock-drift margin subtracted from a TTL: a lock
-// set with ttl is valid ttl − elapsed − (ttl·driftFactor + 2ms).
+// driftAllowance is the margin of a TTL's validity: ttl·driftFactor + 2ms.
 func driftAllowance(ttl time.Duration, factor float64) time.Duration {
 	return time.Duration(float64(ttl)*factor) + driftFloor
 }
