@@ -53,8 +53,7 @@ func (c *Client) acquire(ctx context.Context, resource string, ttl time.Duration
 	return l, err
 }
 
-// prepare validates a call's input and options (bad input is reported before
-// a context that has already ended).
+// prepare validates a call's input and options, before ctx's end.
 func (c *Client) prepare(ctx context.Context, resource string, ttl time.Duration, opts []LockOption) (time.Duration, *lockConfig, error) {
 	if err := c.usable(ctx); err != nil {
 		return 0, nil, err
@@ -102,10 +101,9 @@ func (c *Client) checkTTL(ttl time.Duration) error {
 	return nil
 }
 
-// acquireLoop is Acquire's rounds, made by the first of this client's
-// callers of the resource (enter). Its first round is plain unless the
-// resource was contended here lately; once refused it queues on the nodes
-// with the ticket taken on arrival (HANDOVER.md, "Across processes", "Slots").
+// acquireLoop is Acquire's rounds, made by this client's first caller of the
+// resource (enter); plain until one is refused (or contended lately), then
+// queued on the nodes (HANDOVER.md, "Across processes", "Slots").
 func (c *Client) acquireLoop(ctx context.Context, k keys, ttl time.Duration, lc *lockConfig) (*Lock, int, error) {
 	tk := newTicket()
 	req := c.waitReq(k, ttl, lc, tk)
@@ -165,9 +163,8 @@ func (c *Client) acquireLoop(ctx context.Context, k keys, ttl time.Duration, lc 
 	return nil, attempts, waitError(ctx, err, last)
 }
 
-// won settles the lock a round won for the caller holding the local turn t
-// (remote: after queueing on the nodes). A lock of one holder keeps t to hand
-// it over on release; a slot passes it on.
+// won settles the lock a round won for the holder of the local turn t (remote:
+// queued on the nodes); a lock of one holder keeps t, a slot passes it on.
 func (c *Client) won(l *Lock, t *turn, lc *lockConfig, remote bool) *Lock {
 	if lc.limit > 1 {
 		t.leave()
@@ -194,9 +191,8 @@ func (c *Client) waitReq(k keys, ttl time.Duration, lc *lockConfig, tk *ticket) 
 	return req
 }
 
-// enter queues the caller behind this client's other callers of the
-// resource until it holds the turn t or is handed the lock (a slot comes
-// with no turn).
+// enter queues the caller behind this client's other callers of the resource
+// until it holds the turn t or is handed the lock (a slot: no turn).
 func (c *Client) enter(ctx context.Context, k keys, lc *lockConfig, req *handoffReq) (*turn, *Lock, error) {
 	if !c.cfg.localQueue {
 		return nil, nil, nil
@@ -212,16 +208,14 @@ func (c *Client) enter(ctx context.Context, k keys, lc *lockConfig, req *handoff
 	if err == nil || errors.Is(err, ErrClosed) {
 		return t, nil, err
 	}
-	// The context ended while another caller of this client held or was
-	// acquiring the resource: it was locked all along.
+	// ctx ended behind another caller of this client: locked all along.
 	return nil, nil, waitError(ctx, nil, &opError{kinds: []error{ErrLocked}, summary: "waited behind other callers of this client"})
 }
 
 // gateKey names the local queue of a resource's callers with limit n.
 func gateKey(base keys, n int32) string { return base.key + "#" + strconv.Itoa(int(n)) }
 
-// waitError reports a wait that ended with ctx: ctx's error, wrapping the
-// last attempt's cause.
+// waitError is ctx's error, if it ended, wrapping the last attempt's cause.
 func waitError(ctx context.Context, err, last error) error {
 	cerr := ctx.Err()
 	if cerr == nil {

@@ -42,10 +42,7 @@ func (l *Lock) Extend(ctx context.Context, ttl time.Duration) (err error) {
 	if err != nil {
 		return err
 	}
-	deadline := start.Add(c.cfg.nodeTimeout)
-	if until.Before(deadline) {
-		deadline = until
-	}
+	deadline := start.Add(min(c.cfg.nodeTimeout, until.Sub(start)))
 	s, args := extendScript, scriptArgs(extendScript, l.res.lockKeys(), l.token, ttl.Milliseconds())
 	r := c.broadcast("extend", l.res.resource, c.allNodes(), c.q, deadline, false, args, s)
 	if err := r.collect(ctx, classifyOne); err != nil {
@@ -77,8 +74,7 @@ func (l *Lock) settleExtension(r *round, start time.Time, ttl time.Duration) err
 		// The keys live at least until start+ttl (never shortened); Until
 		// never moves back either.
 		l.until = lockutil.Later(l.until, start.Add(ttl-driftAllowance(ttl, c.cfg.driftFactor)))
-		l.lastStart = start
-		l.ttl = ttl
+		l.lastStart, l.ttl = start, ttl
 		l.watchdog.Reset(time.Until(l.until) - lossGuard(ttl))
 		l.mu.Unlock()
 		return nil

@@ -10,10 +10,9 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// round is one operation sent to several nodes at once. Replies that come
-// after it was decided are dropped: each node runs its calls in order, so a
-// release or undo sent later reaches it after this round's command
-// (docs/design/BATCHING.md).
+// round is one operation sent to several nodes at once. Replies after its
+// decision are dropped: a node runs its calls in order, so a release or undo
+// sent later reaches it after this round's command (BATCHING.md).
 type round struct {
 	c        *Client
 	op       string
@@ -29,12 +28,10 @@ type round struct {
 	slots    []slot
 	calls    []transport.Call // room for one call per node
 	t        tally
-	rec      recordSeen // what the calls' look-ups found (completion.go)
-	busy     bool       // counted in the client's busy until its caller stops waiting
-	deadline time.Time  // the calls' deadline, collect's
-	// refs: the caller until free, and each queued call until its node
-	// replied; the last one pools the round (BATCHING.md, "Rounds are reused").
-	refs atomic.Int32
+	rec      recordSeen   // what the calls' look-ups found (completion.go)
+	busy     bool         // counted in the client's busy until its caller stops waiting
+	deadline time.Time    // the calls' deadline, collect's
+	refs     atomic.Int32 // the caller until free, each queued call until it replied
 }
 
 // slot is what one node answered in a round.
@@ -83,8 +80,7 @@ func (r *round) free() {
 	r.Unref()
 }
 
-// Arrive stores a node's reply and wakes the caller once the replies in
-// can decide the round (BATCHING.md, "One wake-up per round").
+// Arrive stores a node's reply, waking the caller once they can decide.
 func (r *round) Arrive(rep transport.Reply) {
 	r.in[rep.Node] = rep
 	if bits.OnesCount64(r.arrived.Or(1<<rep.Node)|1<<rep.Node) < r.wakeAt || !r.waiting.Load() {
@@ -96,8 +92,7 @@ func (r *round) Arrive(rep transport.Reply) {
 	}
 }
 
-// Unref drops one reference; the last one (every reply sent: nothing writes
-// to the round any more) empties the round and pools it.
+// Unref drops one reference; the last one empties the round and pools it.
 func (r *round) Unref() {
 	if r.refs.Add(-1) != 0 {
 		return
@@ -184,8 +179,7 @@ func (c *Client) putRoundTimer(t *time.Timer) {
 	c.timers.Put(t)
 }
 
-// take records the replies that arrived since the last take, except those
-// of nodes already timed out.
+// take records the replies that arrived since, but not of timed-out nodes.
 func (r *round) take(classify func(transport.Reply) outcome) {
 	for in := r.arrived.Load() & r.pending &^ r.answered; in != 0; in &= in - 1 {
 		i := bits.TrailingZeros64(in)
@@ -247,8 +241,7 @@ func classifyAnswered(rep transport.Reply) outcome {
 	return outOK
 }
 
-// classifySet is for SET NX and the fencing acquire script: a value means
-// set, nil means held by another.
+// classifySet is for SET NX and the fencing acquire script (nil: held).
 func classifySet(rep transport.Reply) outcome {
 	if rep.Err == redis.Nil {
 		return outRefused
@@ -288,9 +281,8 @@ func (t *tally) decided() bool {
 
 func (t *tally) success() bool { return t.ok >= t.need }
 
-// causes are the sentinels of a round that did not succeed: ErrQuorum when
-// failures alone left too few nodes, ErrLocked when refusals alone did, both
-// when it took the two (docs/design/REDLOCK.md, "Distinguishable errors").
+// causes are the sentinels of a round that did not succeed, by what left too
+// few nodes (REDLOCK.md, "Distinguishable errors").
 func (t *tally) causes() []error {
 	switch {
 	case t.total-t.failed < t.need: // by failures alone

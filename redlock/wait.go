@@ -21,14 +21,11 @@ func (c *Client) pause(ctx context.Context, w *watch, t *turn, req *handoffReq, 
 	}
 	timer := c.roundTimer(d)
 	defer c.putRoundTimer(timer)
-	var wake, handed <-chan struct{} // a nil channel is never ready
+	var wake <-chan struct{} // a nil channel is never ready
 	if w != nil {
 		wake = w.C
 	}
-	pw := t.park(req)
-	if pw != nil {
-		handed = pw.ready
-	}
+	pw, handed := t.park(req)
 	var perr error
 	only := -1
 	select {
@@ -77,10 +74,10 @@ func (c *Client) splitDelay(took time.Duration) time.Duration {
 
 // park makes the caller holding the turn t of a resource of n > 1 slots
 // claimable while it pauses: a slot this client releases may be handed to it
-// (HANDOVER.md, "Slots").
-func (t *turn) park(req *handoffReq) *waiter {
+// (HANDOVER.md, "Slots"). It returns the waiter and its channel (nil if none).
+func (t *turn) park(req *handoffReq) (*waiter, <-chan struct{}) {
 	if t == nil || req.lc.limit <= 1 { // one holder's lock comes with the turn
-		return nil
+		return nil, nil
 	}
 	w := &waiter{ready: make(chan struct{}), req: req}
 	t.gs.mu.Lock()
@@ -88,7 +85,7 @@ func (t *turn) park(req *handoffReq) *waiter {
 		g.idle = w
 	}
 	t.gs.mu.Unlock()
-	return w
+	return w, w.ready
 }
 
 // unpark ends the pause of the parked caller w: the slot handed to it, if
