@@ -14,12 +14,7 @@ import (
 // the client's close. It returns the slot whose release woke it (-1 if none),
 // or why the wait must end.
 func (c *Client) pause(ctx context.Context, w *watch, t *turn, req *handoffReq, last error) (*Lock, int, error) {
-	d := c.retryDelay()
-	if oe := (*opError)(nil); errors.As(last, &oe) && oe.split {
-		// No release will be announced after a split (REDLOCK.md, "Split votes").
-		d = c.splitDelay(oe.took)
-	}
-	timer := c.roundTimer(d)
+	timer := c.roundTimer(c.retryDelay(last))
 	defer c.putRoundTimer(timer)
 	var wake <-chan struct{} // a nil channel is never ready
 	if w != nil {
@@ -60,16 +55,15 @@ func (c *Client) handed(l *Lock, err error) (*Lock, error) {
 	return nil, err
 }
 
-// retryDelay is a random delay in [retryMin, retryMax] (validated: min <= max).
-func (c *Client) retryDelay() time.Duration {
+// retryDelay is the random delay after a round that failed with last: in
+// [retryMin, retryMax] (validated: min <= max), or after a split vote a short
+// one, long enough for one contender to go first (REDLOCK.md, "Split votes").
+func (c *Client) retryDelay(last error) time.Duration {
+	if oe := (*opError)(nil); errors.As(last, &oe) && oe.split {
+		span := max(min(c.cfg.retryMin, 5*time.Millisecond), 2*oe.took)
+		return time.Duration(mrand.Int64N(int64(span) + 1))
+	}
 	return c.cfg.retryMin + time.Duration(mrand.Int64N(int64(c.cfg.retryMax-c.cfg.retryMin)+1))
-}
-
-// splitDelay is the short random delay after a split vote, long enough for
-// one contender to go first.
-func (c *Client) splitDelay(took time.Duration) time.Duration {
-	span := max(min(c.cfg.retryMin, 5*time.Millisecond), 2*took)
-	return time.Duration(mrand.Int64N(int64(span) + 1))
 }
 
 // park makes the caller holding the turn t of a resource of n > 1 slots
