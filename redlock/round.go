@@ -41,9 +41,8 @@ type slot struct {
 	err error
 }
 
-// broadcast sends one command to the nodes in mask and returns the round to
-// collect; need OK answers decide success. A cleanup round (releases) is sent
-// even if a node's queue only reaches it after the deadline.
+// broadcast sends one command to the nodes in mask (need OK answers decide
+// it); a cleanup round (releases) is sent even past the deadline.
 func (c *Client) broadcast(op, resource string, mask uint64, need int, deadline time.Time, cleanup bool, args []any, s *transport.Script) *round {
 	return c.broadcastLook(op, resource, mask, need, deadline, cleanup, args, s, nil)
 }
@@ -257,8 +256,8 @@ func classifyOne(rep transport.Reply) outcome {
 	return classifyAnswered(rep)
 }
 
-// tally counts a round's outcomes; it is decided once need successes came, or
-// too few nodes are left to bring the count up to need.
+// tally counts a round's outcomes: decided at need successes, or once too few
+// nodes are left to reach need.
 type tally struct {
 	total, need         int
 	ok, refused, failed int
