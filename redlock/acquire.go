@@ -53,7 +53,7 @@ func (c *Client) acquire(ctx context.Context, resource string, ttl time.Duration
 	return l, err
 }
 
-// prepare validates a call's input and options, before ctx's end.
+// prepare validates a call's input and options (bad input before an ended ctx).
 func (c *Client) prepare(ctx context.Context, resource string, ttl time.Duration, opts []LockOption) (time.Duration, *lockConfig, error) {
 	if err := c.usable(ctx); err != nil {
 		return 0, nil, err
