@@ -21,7 +21,6 @@ type round struct {
 	arrived  atomic.Uint64     // nodes whose reply is in in
 	wake     chan struct{}     // a token once wakeAt replies or more are in
 	wakeAt   int               // the fewest replies that can decide the round
-	waiting  atomic.Bool       // the caller is in wait: replies past wakeAt wake it
 	pending  uint64            // nodes called: those not answered are pending
 	answered uint64            // nodes counted in the tally (reply read, or timed out)
 	unsent   uint64            // nodes whose call was refused before it was queued
@@ -82,11 +81,11 @@ func (r *round) free() {
 // Arrive stores a node's reply, waking the caller once they can decide.
 func (r *round) Arrive(rep transport.Reply) {
 	r.in[rep.Node] = rep
-	if bits.OnesCount64(r.arrived.Or(1<<rep.Node)|1<<rep.Node) < r.wakeAt || !r.waiting.Load() {
-		return // wait reads arrived after it sets waiting: nothing is missed
+	if bits.OnesCount64(r.arrived.Or(1<<rep.Node)|1<<rep.Node) < r.wakeAt {
+		return
 	}
 	select {
-	case r.wake <- struct{}{}:
+	case r.wake <- struct{}{}: // kept until wait (or Unref) takes it
 	default: // a token is already waiting
 	}
 }
@@ -134,8 +133,6 @@ func (r *round) collectAll(ctx context.Context, deadline time.Time, classify fun
 
 func (r *round) wait(ctx context.Context, deadline time.Time, classify func(transport.Reply) outcome, done func() bool) error {
 	defer r.idle()
-	r.waiting.Store(true)
-	defer r.waiting.Store(false)
 	if r.take(classify); done() {
 		return nil
 	}
