@@ -53,8 +53,7 @@ func (c *Client) acquire(ctx context.Context, resource string, ttl time.Duration
 	return l, err
 }
 
-// prepare validates a call's input and options; a context that has
-// already ended is reported after bad input.
+// prepare validates a call's input and options (bad input before an ended ctx).
 func (c *Client) prepare(ctx context.Context, resource string, ttl time.Duration, opts []LockOption) (time.Duration, *lockConfig, error) {
 	if err := c.usable(ctx); err != nil {
 		return 0, nil, err
@@ -75,10 +74,8 @@ func (c *Client) prepare(ctx context.Context, resource string, ttl time.Duration
 	switch {
 	case lc.maxHold < 0:
 		return 0, nil, invalidf("max hold must not be negative, got %v", lc.maxHold)
-	case lc.limit < 1:
-		return 0, nil, invalidf("limit must be at least 1, got %d", lc.limit)
-	case lc.limit > maxLimit:
-		return 0, nil, invalidf("limit must be at most %d", maxLimit)
+	case lc.limit < 1 || lc.limit > maxLimit: // worded as the middleware's check
+		return 0, nil, invalidf("limit must be in [1, %d], got %d", maxLimit, lc.limit)
 	}
 	if err := c.keyRecord(resource, lc.rec); err != nil {
 		return 0, nil, err
@@ -93,8 +90,7 @@ func (c *Client) checkTTL(ttl time.Duration) error {
 	if ttl <= 0 {
 		return invalidf("ttl must be positive, got %v", ttl)
 	}
-	// The smallest TTL that can leave a positive validity after an
-	// attempt that used its whole node timeout.
+	// The smallest TTL that leaves a validity after a whole node timeout.
 	m := time.Duration(float64(c.cfg.nodeTimeout+driftFloor) / (1 - c.cfg.driftFactor))
 	if ttl.Truncate(time.Millisecond) <= m {
 		return invalidf("ttl %v is too small: with node timeout %v and drift factor %v it must exceed %v",
@@ -103,11 +99,9 @@ func (c *Client) checkTTL(ttl time.Duration) error {
 	return nil
 }
 
-// acquireLoop is Acquire's rounds, made by the first of this client's
-// callers of the resource (enter). Its first round is plain, as TryAcquire's,
-// unless the resource was contended here lately; once refused it queues on
-// the nodes with the ticket taken on arrival (docs/design/HANDOVER.md,
-// "Across processes" and, for n > 1, "Slots").
+// acquireLoop is Acquire's rounds, made by this client's first caller of the
+// resource (enter); plain until one is refused (or contended lately), then
+// queued on the nodes (HANDOVER.md, "Across processes", "Slots").
 func (c *Client) acquireLoop(ctx context.Context, k keys, ttl time.Duration, lc *lockConfig) (*Lock, int, error) {
 	tk := newTicket()
 	req := c.waitReq(k, ttl, lc, tk)
@@ -129,10 +123,9 @@ func (c *Client) acquireLoop(ctx context.Context, k keys, ttl time.Duration, lc 
 		}
 	}()
 	var last error
-	var queued *ticket // nil until the first round failed: nothing to leave on the nodes
+	var queued *ticket // nil until a round failed: nothing to leave on the nodes
 	if qt != nil && c.notify.watched(k.channel) {
-		// Contended here lately: a plain round would most likely be
-		// refused, so queue from the first round, watching already.
+		// Contended here lately: queue (and watch) from the first round.
 		w, queued = c.notify.watch(ctx, k.channel, tk.id), qt
 	}
 	only, attempts := -1, 1 // only: the slot a release reserved for the caller
@@ -151,8 +144,8 @@ func (c *Client) acquireLoop(ctx context.Context, k keys, ttl time.Duration, lc 
 		}
 		queued, last = qt, err
 		if w == nil && errors.Is(err, ErrLocked) {
-			// Subscribe (deaf to others' reservations), then try again at
-			// once: the holder may have released since the attempt.
+			// Watch (deaf to others' reservations), then try again at once:
+			// the holder may have released since the attempt.
 			w = c.notify.watch(ctx, k.channel, tk.id)
 			continue
 		}
@@ -160,16 +153,16 @@ func (c *Client) acquireLoop(ctx context.Context, k keys, ttl time.Duration, lc 
 			break
 		}
 	}
-	c.giveUp(k, queued, lc, t)
+	c.leaveQueue(k, queued, int(lc.limit), c.allNodes()) // if it queued on the nodes
+	t.leave()
 	if l != nil {
 		return l, attempts, nil
 	}
 	return nil, attempts, waitError(ctx, err, last)
 }
 
-// won settles the lock a round won for the caller holding the local turn t
-// (remote: after queueing on the nodes). A lock of one holder keeps t, to
-// hand it over on release; a slot passes it on, to the next caller.
+// won settles the lock a round won for the holder of the local turn t (remote:
+// queued on the nodes); a lock of one holder keeps t, a slot passes it on.
 func (c *Client) won(l *Lock, t *turn, lc *lockConfig, remote bool) *Lock {
 	if lc.limit > 1 {
 		t.leave()
@@ -188,7 +181,7 @@ func (c *Client) won(l *Lock, t *turn, lc *lockConfig, remote bool) *Lock {
 func (c *Client) waitReq(k keys, ttl time.Duration, lc *lockConfig, tk *ticket) *handoffReq {
 	req := &handoffReq{ttl: ttl, lc: lc}
 	if lc.limit <= 1 {
-		req.tk = tk // a slot's waiter leaves the nodes' queue itself (giveUp)
+		req.tk = tk // a slot's waiter leaves the nodes' queue itself (acquireLoop)
 	}
 	if lc.rec != nil {
 		req.look = &lookAhead{c: c, k: k, want: lc.rec}
@@ -196,9 +189,8 @@ func (c *Client) waitReq(k keys, ttl time.Duration, lc *lockConfig, tk *ticket) 
 	return req
 }
 
-// enter queues the caller behind this client's other callers of the
-// resource until it holds the turn t, or is handed the lock by a holder of
-// this client (a slot comes alone, with no turn).
+// enter queues the caller behind this client's other callers of the resource
+// until it holds the turn t or is handed the lock (a slot: no turn).
 func (c *Client) enter(ctx context.Context, k keys, lc *lockConfig, req *handoffReq) (*turn, *Lock, error) {
 	if !c.cfg.localQueue {
 		return nil, nil, nil
@@ -214,23 +206,14 @@ func (c *Client) enter(ctx context.Context, k keys, lc *lockConfig, req *handoff
 	if err == nil || errors.Is(err, ErrClosed) {
 		return t, nil, err
 	}
-	// The context ended while another caller of this client held or was
-	// acquiring the resource: it was locked all along.
+	// ctx ended behind another caller of this client: locked all along.
 	return nil, nil, waitError(ctx, nil, &opError{kinds: []error{ErrLocked}, summary: "waited behind other callers of this client"})
 }
 
 // gateKey names the local queue of a resource's callers with limit n.
 func gateKey(base keys, n int32) string { return base.key + "#" + strconv.Itoa(int(n)) }
 
-// giveUp ends a waiter's wait: it leaves the nodes' queue (if it queued:
-// tk is nil when only plain rounds were sent) and passes its local turn on.
-func (c *Client) giveUp(k keys, tk *ticket, lc *lockConfig, t *turn) {
-	c.leaveQueue(k, tk, int(lc.limit), c.allNodes())
-	t.leave()
-}
-
-// waitError reports a wait that ended with ctx: ctx's error, wrapping the
-// last attempt's cause.
+// waitError is ctx's error, if it ended, wrapping the last attempt's cause.
 func waitError(ctx context.Context, err, last error) error {
 	cerr := ctx.Err()
 	if cerr == nil {
@@ -245,10 +228,9 @@ func waitError(ctx context.Context, err, last error) error {
 	return fmt.Errorf("%w (last attempt: %w)", cerr, last)
 }
 
-// try makes one Redlock round (attempt) for a resource of one holder; for
-// n > 1 slots, one per slot until one is won, from a random slot (slot 0 for
-// a queued waiter: slot_wait.lua), or only the slot only >= 0. All refused,
-// its error matches every slot's causes (ErrLocked when all are held).
+// try makes one attempt for a resource of one holder; for n > 1 slots, one
+// per slot until one is won, from a random slot (slot 0 queued: slot_wait.lua)
+// or only the slot only >= 0. Its error then matches every slot's causes.
 func (c *Client) try(ctx context.Context, k keys, ttl time.Duration, lc *lockConfig, only int, tk *ticket) (*Lock, error) {
 	n, start, tries := int(lc.limit), only, 1
 	switch {
@@ -280,8 +262,7 @@ func (c *Client) try(ctx context.Context, k keys, ttl time.Duration, lc *lockCon
 	return nil, all
 }
 
-// add merges a slot's failure into e: its causes, its node errors (the
-// last slot's), and whether it was a split.
+// add merges a slot's failure into e: causes, node errors (the last's), split.
 func (e *opError) add(err error) {
 	var oe *opError
 	if !errors.As(err, &oe) {
@@ -297,10 +278,8 @@ func (e *opError) add(err error) {
 	e.took = max(e.took, oe.took)
 }
 
-// attempt is one Redlock round: SET NX PX (or the fencing script) on every
-// node at once, decided at quorum; with a ticket, turnScript, which also
-// keeps the caller's place in the nodes' waiter queue. A failed round is
-// undone on every node that may hold the token, stragglers included.
+// attempt is one Redlock round (REDLOCK.md, "The algorithm"); with a ticket,
+// turnScript, which also keeps the caller's place in the nodes' queue.
 func (c *Client) attempt(ctx context.Context, k keys, ttl time.Duration, lc *lockConfig, tk *ticket) (*Lock, error) {
 	token := newToken(lc.suffix)
 	s, args, classify := c.roundArgs(k, token, ttl, lc, tk)
@@ -316,8 +295,7 @@ func (c *Client) attempt(ctx context.Context, k keys, ttl time.Duration, lc *loc
 	case !r.t.success():
 		e := r.err(r.t.causes(), fmt.Sprintf("%d of %d nodes set (quorum %d), %d held by another, %d failed",
 			r.t.ok, r.t.total, c.q, r.t.refused, r.t.failed))
-		// A split: some nodes ours, some another's, and nobody can hold a
-		// majority. A holder with a majority is not a split (refused >= q).
+		// A split: some nodes ours, some another's, and no one has a majority.
 		e.split = r.t.ok > 0 && r.t.refused > 0 && r.t.refused < c.q
 		e.took = time.Since(start)
 		err = e

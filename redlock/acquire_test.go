@@ -298,7 +298,7 @@ func TestSplitDelaySpreadsOverTheAttempt(t *testing.T) {
 	c, _ := memClient(t, 3)
 	var longest time.Duration
 	for range 200 {
-		d := c.splitDelay(50 * time.Millisecond)
+		d := c.retryDelay(&opError{kinds: []error{ErrLocked}, split: true, took: 50 * time.Millisecond})
 		if d > 100*time.Millisecond {
 			t.Fatalf("split delay %v beyond twice the attempt", d)
 		}
@@ -307,7 +307,7 @@ func TestSplitDelaySpreadsOverTheAttempt(t *testing.T) {
 	if longest < 50*time.Millisecond {
 		t.Fatalf("split delays never exceeded %v after a 50ms attempt", longest)
 	}
-	if d := c.splitDelay(0); d > 5*time.Millisecond {
+	if d := c.retryDelay(&opError{kinds: []error{ErrLocked}, split: true}); d > 5*time.Millisecond {
 		t.Fatalf("split delay %v after an instant attempt", d)
 	}
 }

@@ -10,14 +10,12 @@ import (
 	"github.com/asynqlock/asynqlock/internal/lockutil"
 )
 
-// Extend raises the lock's TTL to ttl on every node where it is still held:
-// a key with less than ttl left gets ttl, one with more keeps it (Extend
-// never shortens a lock: docs/design/REDLOCK.md, "The scripts"). It succeeds
-// only if a majority confirms before the current validity ends; Until then
-// becomes the later of its old value and the call's start plus ttl (less
-// the drift allowance). An expired lock is never re-created: Extend then
-// fails with ErrLockLost. A failure that only shows unreachable nodes
-// (ErrQuorum) leaves the lock held until Until. A nil Lock: ErrNotHeld.
+// Extend raises the lock's TTL to ttl on every node where it is still held,
+// never shortening a key. It succeeds if a majority confirms before the
+// validity ends; Until becomes the later of its old value and the call's start
+// plus ttl, less the drift allowance. An expired lock is not re-created
+// (ErrLockLost); a failure showing only unreachable nodes (ErrQuorum) leaves
+// the lock held until Until. A nil Lock: ErrNotHeld.
 func (l *Lock) Extend(ctx context.Context, ttl time.Duration) (err error) {
 	if l == nil {
 		return ErrNotHeld
@@ -44,10 +42,7 @@ func (l *Lock) Extend(ctx context.Context, ttl time.Duration) (err error) {
 	if err != nil {
 		return err
 	}
-	deadline := start.Add(c.cfg.nodeTimeout)
-	if until.Before(deadline) {
-		deadline = until
-	}
+	deadline := start.Add(min(c.cfg.nodeTimeout, until.Sub(start)))
 	s, args := extendScript, scriptArgs(extendScript, l.res.lockKeys(), l.token, ttl.Milliseconds())
 	r := c.broadcast("extend", l.res.resource, c.allNodes(), c.q, deadline, false, args, s)
 	if err := r.collect(ctx, classifyOne); err != nil {
@@ -76,17 +71,15 @@ func (l *Lock) settleExtension(r *round, start time.Time, ttl time.Duration) err
 		l.mu.Unlock()
 		return err
 	case r.t.success() && now.Before(l.until):
-		// The script never shortens a key, so the keys live at least until
-		// start+ttl; Until never moves back on a shorter TTL either.
+		// The keys live at least until start+ttl (never shortened); Until
+		// never moves back either.
 		l.until = lockutil.Later(l.until, start.Add(ttl-driftAllowance(ttl, c.cfg.driftFactor)))
-		l.lastStart = start
-		l.ttl = ttl
+		l.lastStart, l.ttl = start, ttl
 		l.watchdog.Reset(time.Until(l.until) - lossGuard(ttl))
 		l.mu.Unlock()
 		return nil
 	case r.t.total-r.t.refused < c.q:
-		// Our keys are gone from so many nodes that no majority can be
-		// proven again: the lock is lost now, whatever Until says.
+		// No majority can be proven again: lost now, whatever Until says.
 		err = r.err([]error{ErrLockLost}, fmt.Sprintf("keys gone on %d of %d nodes", r.t.refused, r.t.total))
 		l.loseUnlock(err)
 		return err
@@ -98,17 +91,13 @@ func (l *Lock) settleExtension(r *round, start time.Time, ttl time.Duration) err
 	return r.err([]error{ErrQuorum}, fmt.Sprintf("extension confirmed by %d of %d nodes (quorum %d)", r.t.ok, r.t.total, c.q))
 }
 
-// KeepAlive extends the lock in the background about every ttl/3 for as long
-// as ctx lives (and within WithMaxHold). The returned context is cancelled
-// with cause ErrLockLost (see context.Cause) when the lock can no longer be
-// proven held: a guard before Until (ttl/10 within [50ms, 500ms], at most
-// ttl/4), so a holder that watches it stops before Until unless its process
-// is starved of CPU for longer than the guard (such a pause is what fencing
-// tokens are for). It is cancelled with context.Canceled when the lock is
-// released or the returned CancelFunc is called. Lost() closes at the loss.
-// A nil ctx is refused: the returned context is already cancelled with a
-// cause matching ErrInvalid, and the lock is not kept alive. A nil Lock's
-// context is already cancelled with cause ErrNotHeld.
+// KeepAlive extends the lock in the background about every ttl/3 while ctx
+// lives (and within WithMaxHold). The returned context is cancelled with cause
+// ErrLockLost (context.Cause) a guard before Until when the lock can no longer
+// be proven held (REDLOCK.md, "Keep-alive"), and with context.Canceled on
+// release or by the CancelFunc; Lost() closes at the loss. For a nil ctx or
+// Lock the context comes cancelled, with a cause matching ErrInvalid or
+// ErrNotHeld.
 func (l *Lock) KeepAlive(ctx context.Context) (context.Context, context.CancelFunc) {
 	if l == nil {
 		return endedContext(ctx, ErrNotHeld)
@@ -123,7 +112,7 @@ func (l *Lock) KeepAlive(ctx context.Context) (context.Context, context.CancelFu
 		return endedContext(ctx, cause)
 	}
 	kctx, cancel := context.WithCancelCause(ctx)
-	// Drop keep-alives already cancelled: repeated calls do not grow the list.
+	// Drop the cancelled ones: repeated calls do not grow the list.
 	live := slices.DeleteFunc(l.keepalives, func(ka keepalive) bool {
 		return ka.ctx.Err() != nil
 	})
@@ -135,8 +124,8 @@ func (l *Lock) KeepAlive(ctx context.Context) (context.Context, context.CancelFu
 	return kctx, func() { cancel(context.Canceled) }
 }
 
-// endedContext is a keep-alive context that ended before it began, with
-// cause; a nil parent counts as context.Background().
+// endedContext is a keep-alive context ended with cause; a nil parent counts
+// as context.Background().
 func endedContext(parent context.Context, cause error) (context.Context, context.CancelFunc) {
 	if parent == nil {
 		parent = context.Background()
@@ -146,9 +135,8 @@ func endedContext(parent context.Context, cause error) (context.Context, context
 	return kctx, func() { cancel(context.Canceled) }
 }
 
-// keepAlive is the extension loop; ctx ends with the lock (endLocked).
-// Losses are declared by the watchdog, not here, so a slow extension never
-// delays the loss signal.
+// keepAlive is the extension loop; ctx ends with the lock (endLocked). The
+// watchdog declares losses, so a slow extension never delays the signal.
 func (l *Lock) keepAlive(ctx context.Context) {
 	var retry time.Time
 	for {
@@ -188,12 +176,11 @@ func (l *Lock) keepAlive(ctx context.Context) {
 	}
 }
 
-// Run acquires resource (waiting as Acquire does), runs fn with a context
-// that is kept alive by KeepAlive and cancelled with cause ErrLockLost if the
-// lock is lost, then releases the lock, even if ctx has been cancelled
-// meanwhile. It returns fn's error; if the lock was lost while fn ran, the
-// error also matches ErrLockLost (fn's work was not protected to its end);
-// a failed release is joined otherwise.
+// Run acquires resource as Acquire does, runs fn with a context kept alive
+// by KeepAlive (cancelled with cause ErrLockLost at a loss), then releases the
+// lock even if ctx ended meanwhile. It returns fn's error, also matching
+// ErrLockLost if the lock was lost while fn ran, else joined with a failed
+// release's.
 func (c *Client) Run(ctx context.Context, resource string, ttl time.Duration,
 	fn func(context.Context) error, opts ...LockOption) (err error) {
 	if fn == nil {

@@ -240,7 +240,7 @@ func TestRetryDelayIsJitteredWithinRange(t *testing.T) {
 	seen := map[time.Duration]bool{}
 	var sum time.Duration
 	for range n {
-		d := c.retryDelay()
+		d := c.retryDelay(ErrLocked)
 		if d < 10*time.Millisecond || d > 30*time.Millisecond {
 			t.Fatalf("delay %v outside [10ms, 30ms]", d)
 		}

@@ -10,10 +10,9 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// round is one operation sent to several nodes at once. Replies that come
-// after it was decided are dropped: each node runs its calls in order, so a
-// release or undo sent later reaches it after this round's command
-// (docs/design/BATCHING.md).
+// round is one operation sent to several nodes at once. Replies after its
+// decision are dropped: a node runs its calls in order, so a release or undo
+// sent later reaches it after this round's command (BATCHING.md).
 type round struct {
 	c        *Client
 	op       string
@@ -22,19 +21,16 @@ type round struct {
 	arrived  atomic.Uint64     // nodes whose reply is in in
 	wake     chan struct{}     // a token once wakeAt replies or more are in
 	wakeAt   int               // the fewest replies that can decide the round
-	waiting  atomic.Bool       // the caller is in wait: replies past wakeAt wake it
 	pending  uint64            // nodes called: those not answered are pending
 	answered uint64            // nodes counted in the tally (reply read, or timed out)
 	unsent   uint64            // nodes whose call was refused before it was queued
 	slots    []slot
 	calls    []transport.Call // room for one call per node
 	t        tally
-	rec      recordSeen // what the calls' look-ups found (completion.go)
-	busy     bool       // counted in the client's busy until its caller stops waiting
-	deadline time.Time  // the calls' deadline, collect's
-	// refs: the caller until free, and each queued call until its node
-	// replied; the last one pools the round (BATCHING.md, "Rounds are reused").
-	refs atomic.Int32
+	rec      recordSeen   // what the calls' look-ups found (completion.go)
+	busy     bool         // counted in the client's busy until its caller stops waiting
+	deadline time.Time    // the calls' deadline, collect's
+	refs     atomic.Int32 // the caller until free, each queued call until it replied
 }
 
 // slot is what one node answered in a round.
@@ -44,18 +40,16 @@ type slot struct {
 	err error
 }
 
-// broadcast sends the same command to the nodes in mask, each call bounded by
-// deadline, and returns the round to collect. need is the number of OK
-// answers that decides success. A cleanup round (releases) is sent even if a
-// node's queue only reaches it after the deadline.
+// broadcast sends one command to the nodes in mask (need OK answers decide
+// it); a cleanup round (releases) is sent even past the deadline.
 func (c *Client) broadcast(op, resource string, mask uint64, need int, deadline time.Time, cleanup bool, args []any, s *transport.Script) *round {
 	return c.broadcastLook(op, resource, mask, need, deadline, cleanup, args, s, nil)
 }
 
-// broadcastLook is broadcast with a look-up (lookOf) sent on each node just
-// after the call's batch, in the same pipeline (completion.go).
+// broadcastLook is broadcast with a look-up (lookOf) sent on each node after
+// the call's batch, in the same pipeline (completion.go).
 func (c *Client) broadcastLook(op, resource string, mask uint64, need int, deadline time.Time, cleanup bool, args []any, s *transport.Script, look []any) *round {
-	r, ok := c.rounds.Get().(*round) // a pooled round, or a new one
+	r, ok := c.rounds.Get().(*round)
 	if !ok {
 		n := len(c.nodes)
 		r = &round{c: c, in: make([]transport.Reply, n), wake: make(chan struct{}, 1), slots: make([]slot, n), calls: make([]transport.Call, n)}
@@ -84,21 +78,19 @@ func (r *round) free() {
 	r.Unref()
 }
 
-// Arrive stores a node's reply and wakes the caller once the replies in
-// can decide the round (BATCHING.md, "One wake-up per round").
+// Arrive stores a node's reply, waking the caller once they can decide.
 func (r *round) Arrive(rep transport.Reply) {
 	r.in[rep.Node] = rep
-	if bits.OnesCount64(r.arrived.Or(1<<rep.Node)|1<<rep.Node) < r.wakeAt || !r.waiting.Load() {
-		return // wait reads arrived after it sets waiting: nothing is missed
+	if bits.OnesCount64(r.arrived.Or(1<<rep.Node)|1<<rep.Node) < r.wakeAt {
+		return
 	}
 	select {
-	case r.wake <- struct{}{}:
+	case r.wake <- struct{}{}: // kept until wait (or Unref) takes it
 	default: // a token is already waiting
 	}
 }
 
 // Unref drops one reference; the last one empties the round and pools it.
-// Every call has sent its reply by then: nothing writes to it any more.
 func (r *round) Unref() {
 	if r.refs.Add(-1) != 0 {
 		return
@@ -129,22 +121,18 @@ func (c *Client) allNodes() uint64 {
 }
 
 // collect reads replies until the round is decided, the calls' deadline
-// passes (pending nodes then count as failed) or ctx ends. classify turns a
-// reply into an outcome. It reports ctx's error if ctx ended first.
+// passes (pending nodes then count as failed) or ctx ends (its error).
 func (r *round) collect(ctx context.Context, classify func(transport.Reply) outcome) error {
 	return r.wait(ctx, r.deadline, classify, r.t.decided)
 }
 
-// collectAll is collect waiting for every node's answer, not only for the
-// decision.
+// collectAll is collect waiting for every node's answer.
 func (r *round) collectAll(ctx context.Context, deadline time.Time, classify func(transport.Reply) outcome) error {
 	return r.wait(ctx, deadline, classify, func() bool { return r.pending&^r.answered == 0 })
 }
 
 func (r *round) wait(ctx context.Context, deadline time.Time, classify func(transport.Reply) outcome, done func() bool) error {
 	defer r.idle()
-	r.waiting.Store(true)
-	defer r.waiting.Store(false)
 	if r.take(classify); done() {
 		return nil
 	}
@@ -166,8 +154,7 @@ func (r *round) wait(ctx context.Context, deadline time.Time, classify func(tran
 	}
 }
 
-// roundTimer returns a timer that fires after d, from the client's pool
-// (docs/design/BATCHING.md, "Rounds are reused").
+// roundTimer is a timer firing after d, from the client's pool (BATCHING.md).
 func (c *Client) roundTimer(d time.Duration) *time.Timer {
 	if t, ok := c.timers.Get().(*time.Timer); ok {
 		t.Reset(d)
@@ -188,8 +175,7 @@ func (c *Client) putRoundTimer(t *time.Timer) {
 	c.timers.Put(t)
 }
 
-// take records the replies that arrived since the last take; one that
-// comes after its node timed out is not counted again.
+// take records the replies that arrived since, but not of timed-out nodes.
 func (r *round) take(classify func(transport.Reply) outcome) {
 	for in := r.arrived.Load() & r.pending &^ r.answered; in != 0; in &= in - 1 {
 		i := bits.TrailingZeros64(in)
@@ -251,8 +237,7 @@ func classifyAnswered(rep transport.Reply) outcome {
 	return outOK
 }
 
-// classifySet is for SET NX and the fencing acquire script: a value means
-// set, nil means held by another.
+// classifySet is for SET NX and the fencing acquire script (nil: held).
 func classifySet(rep transport.Reply) outcome {
 	if rep.Err == redis.Nil {
 		return outRefused
@@ -268,9 +253,8 @@ func classifyOne(rep transport.Reply) outcome {
 	return classifyAnswered(rep)
 }
 
-// tally counts the outcomes of a round and decides it as soon as the result
-// cannot change: need successes reached, or so many nodes refused or failed
-// that the remaining ones cannot bring the count up to need.
+// tally counts a round's outcomes: decided at need successes, or once too few
+// nodes are left to reach need.
 type tally struct {
 	total, need         int
 	ok, refused, failed int
@@ -287,17 +271,14 @@ func (t *tally) add(o outcome) {
 	}
 }
 
-// decided reports whether the round's outcome is known.
 func (t *tally) decided() bool {
 	return t.ok >= t.need || t.total-t.refused-t.failed < t.need
 }
 
-// success reports whether need nodes answered OK.
 func (t *tally) success() bool { return t.ok >= t.need }
 
-// causes are the sentinels of a round that did not succeed: ErrQuorum when
-// failures alone left too few nodes, ErrLocked when refusals alone did, both
-// when it took the two (docs/design/REDLOCK.md, "Distinguishable errors").
+// causes are the sentinels of a round that did not succeed, by what left too
+// few nodes (REDLOCK.md, "Distinguishable errors").
 func (t *tally) causes() []error {
 	switch {
 	case t.total-t.failed < t.need: // by failures alone
@@ -311,8 +292,7 @@ func (t *tally) causes() []error {
 // quorum is the Redlock majority for n nodes.
 func quorum(n int) int { return n/2 + 1 }
 
-// driftAllowance is the clock-drift margin subtracted from a TTL: a lock
-// set with ttl is valid ttl − elapsed − (ttl·driftFactor + 2ms).
+// driftAllowance is the margin of a TTL's validity: ttl·driftFactor + 2ms.
 func driftAllowance(ttl time.Duration, factor float64) time.Duration {
 	return time.Duration(float64(ttl)*factor) + driftFloor
 }

@@ -9,29 +9,18 @@ import (
 	"time"
 )
 
-// pause waits before the round that follows one that failed with last: for
-// a release announcement (once w watches), the retry delay, a slot handed
-// over (see park), ctx's end or the client's close. It returns the slot
-// whose release woke it (-1 if none), or why the wait must end.
+// pause waits after a round failed with last, for a release announcement
+// (once w watches), the retry delay, a slot handed over (park), ctx's end or
+// the client's close. It returns the slot whose release woke it (-1 if none),
+// or why the wait must end.
 func (c *Client) pause(ctx context.Context, w *watch, t *turn, req *handoffReq, last error) (*Lock, int, error) {
-	d := c.retryDelay()
-	if oe := (*opError)(nil); errors.As(last, &oe) && oe.split {
-		// Contenders split the nodes and nobody won: no release will be
-		// announced, so retry after a short random delay instead, spread
-		// over the attempt's length (a silent node makes a split last a
-		// whole node timeout; retrying inside it collides again).
-		d = c.splitDelay(oe.took)
-	}
-	timer := c.roundTimer(d)
+	timer := c.roundTimer(c.retryDelay(last))
 	defer c.putRoundTimer(timer)
-	var wake, handed <-chan struct{} // a nil channel is never ready
+	var wake <-chan struct{} // a nil channel is never ready
 	if w != nil {
 		wake = w.C
 	}
-	pw := t.park(req)
-	if pw != nil {
-		handed = pw.ready
-	}
+	pw, handed := t.park(req)
 	var perr error
 	only := -1
 	select {
@@ -66,29 +55,23 @@ func (c *Client) handed(l *Lock, err error) (*Lock, error) {
 	return nil, err
 }
 
-// retryDelay is a random delay in [retryMin, retryMax].
-func (c *Client) retryDelay() time.Duration {
-	span := c.cfg.retryMax - c.cfg.retryMin
-	if span <= 0 {
-		return c.cfg.retryMin
+// retryDelay is the random delay after a round that failed with last: in
+// [retryMin, retryMax] (validated: min <= max), or after a split vote a short
+// one, long enough for one contender to go first (REDLOCK.md, "Split votes").
+func (c *Client) retryDelay(last error) time.Duration {
+	if oe := (*opError)(nil); errors.As(last, &oe) && oe.split {
+		span := max(min(c.cfg.retryMin, 5*time.Millisecond), 2*oe.took)
+		return time.Duration(mrand.Int64N(int64(span) + 1))
 	}
-	return c.cfg.retryMin + time.Duration(mrand.Int64N(int64(span)+1))
+	return c.cfg.retryMin + time.Duration(mrand.Int64N(int64(c.cfg.retryMax-c.cfg.retryMin)+1))
 }
 
-// splitDelay is the short random delay after a split vote: long enough
-// (several round trips, or the length of the failed attempt) for one
-// contender to go first.
-func (c *Client) splitDelay(took time.Duration) time.Duration {
-	span := max(min(c.cfg.retryMin, 5*time.Millisecond), 2*took)
-	return time.Duration(mrand.Int64N(int64(span) + 1))
-}
-
-// park makes the caller holding the turn t of a resource of n > 1 slots,
-// the oldest of this client's, claimable while it pauses: a slot this client
-// releases may be handed to it (docs/design/HANDOVER.md, "Slots").
-func (t *turn) park(req *handoffReq) *waiter {
+// park makes the caller holding the turn t of a resource of n > 1 slots
+// claimable while it pauses: a slot this client releases may be handed to it
+// (HANDOVER.md, "Slots"). It returns the waiter and its channel (nil if none).
+func (t *turn) park(req *handoffReq) (*waiter, <-chan struct{}) {
 	if t == nil || req.lc.limit <= 1 { // one holder's lock comes with the turn
-		return nil
+		return nil, nil
 	}
 	w := &waiter{ready: make(chan struct{}), req: req}
 	t.gs.mu.Lock()
@@ -96,13 +79,13 @@ func (t *turn) park(req *handoffReq) *waiter {
 		g.idle = w
 	}
 	t.gs.mu.Unlock()
-	return w
+	return w, w.ready
 }
 
 // unpark ends the pause of the parked caller w: the slot handed to it, if
-// any, once a hand-over under way ends. When ctx ends or the client closes
-// first, the error comes back, with the lock if it arrived as the caller
-// gave up; otherwise the hand-over's sender releases what it gets.
+// any, once a hand-over under way ends. If ctx ends or the client closes
+// first: the error, with the lock if it came as the caller gave up (else the
+// hand-over's sender releases what it gets).
 func (t *turn) unpark(ctx context.Context, w *waiter, closed <-chan struct{}) (*Lock, error) {
 	if w == nil {
 		return nil, nil
