@@ -115,7 +115,7 @@ func (l *Lock) tryHandOver(ctx context.Context) (handed bool, err error) {
 	}
 	if l.limit > 1 {
 		// The waiter asked for any slot: it gets this one. Its ticket
-		// stays out: it leaves the nodes' queue itself (giveUp).
+		// stays out: it leaves the nodes' queue itself (acquireLoop).
 		lc := *w.req.lc
 		lc.slot = l.slot
 		w.req = &handoffReq{ttl: w.req.ttl, lc: &lc, look: w.req.look}
