@@ -27,11 +27,10 @@ type guard struct {
 	lock     *redlock.Lock
 	timer    *time.Timer // starts the keep-alive after keepAfter (keepAliveAfter)
 
-	mu       sync.Mutex // orders a late keepAlive against end
-	ended    bool
-	kctx     context.Context // the keep-alive's, once started
-	stopKA   context.CancelFunc
-	stopLoss func() bool
+	mu    sync.Mutex // orders a late keepAlive against end
+	ended bool
+	kctx  context.Context // the keep-alive's, once started
+	stop  func()          // ends the keep-alive and its watch
 }
 
 // Value answers LockFromContext and Progress, with no WithValue layers.
@@ -65,12 +64,12 @@ func (g *guard) keepAlive() {
 // watch cancels the handler when kctx, a keep-alive's context (ended by
 // stop), ends with a loss; g.mu is held, or g not yet shared.
 func (g *guard) watch(kctx context.Context, stop context.CancelFunc) {
-	g.kctx, g.stopKA = kctx, stop
-	g.stopLoss = context.AfterFunc(kctx, func() {
+	stopLoss := context.AfterFunc(kctx, func() {
 		if cause := notKept(kctx); cause != nil {
 			g.cancel(cause)
 		}
 	})
+	g.kctx, g.stop = kctx, func() { stopLoss(); stop() }
 }
 
 // end stops the keep-alive (or its start) and returns the loss's cause, if any.
@@ -82,8 +81,7 @@ func (g *guard) end() (lost error) {
 	g.ended = true
 	if g.kctx != nil {
 		lost = notKept(g.kctx)
-		g.stopLoss()
-		g.stopKA()
+		g.stop()
 	} else {
 		lost = lossOf(g.lock)
 	}

@@ -97,7 +97,6 @@ func (r *taskRun) skipCompleted(ctx context.Context) bool {
 		_ = rec.ForgetCompletion()
 		return false
 	}
-	m := r.m
 	r.log.Debug("task already completed under its lock: not run again")
 	if w := r.t.ResultWriter(); w != nil {
 		msg := fmt.Sprintf("asynqlock: re-delivery of run %d (asynq retry count), which completed under its lock at %s; handler not run",
@@ -106,7 +105,7 @@ func (r *taskRun) skipCompleted(ctx context.Context) bool {
 			r.log.Debug("skip not written to the task's result", "err", err)
 		}
 	}
-	m.observe(r.event(EventRedeliverySkipped, nil))
+	r.m.observe(r.event(EventRedeliverySkipped, nil))
 	taskEvent(ctx, eventSkipped, attrResource.String(r.res))
 	r.release(ctx)
 	return true

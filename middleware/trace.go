@@ -55,16 +55,15 @@ func traceRollback(ctx context.Context, res string, lost bool, cause, err error)
 	if !trace.SpanFromContext(ctx).IsRecording() {
 		return
 	}
-	reason := "handler_error"
+	reason, outcome := "handler_error", "ok"
 	if lost {
 		reason = "lock_lost"
 	}
-	attrs := []attribute.KeyValue{attrResource.String(res), attrReason.String(reason), attrCause.String(cause.Error()), attrOutcome.String("ok")}
+	attrs := []attribute.KeyValue{attrResource.String(res), attrReason.String(reason), attrCause.String(cause.Error())}
 	if err != nil {
-		attrs[3] = attrOutcome.String("failed")
-		attrs = append(attrs, attrError.String(err.Error()))
+		outcome, attrs = "failed", append(attrs, attrError.String(err.Error()))
 	}
-	taskEvent(ctx, eventRollback, attrs...)
+	taskEvent(ctx, eventRollback, append(attrs, attrOutcome.String(outcome))...)
 }
 
 // traceLost notes on the task's span the loss of its lock, and why.
