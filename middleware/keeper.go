@@ -9,18 +9,15 @@ import (
 	"github.com/asynqlock/asynqlock/redlock"
 )
 
-// keepAfterOf is how long a handler runs before its lock's keep-alive
-// starts: most tasks end long before. Half the time to the first extension
-// (TTL/3), so that a late timer still starts it in time
-// (docs/guide/MIDDLEWARE.md, step 4, argues that no loss goes unseen).
+// keepAfterOf is how long a handler runs before its keep-alive starts: half
+// the time to the first extension (docs/guide/MIDDLEWARE.md, step 4).
 func keepAfterOf(ttl time.Duration) time.Duration { return ttl / 6 }
 
 // startKeepAlive is (*guard).keepAlive; tests watch it.
 var startKeepAlive = (*guard).keepAlive
 
 // guard is a handler's run under its lock, and its context: cancelled with
-// the loss's cause when the lock is lost, carrying the lock for
-// LockFromContext.
+// the loss's cause, carrying the lock for LockFromContext.
 type guard struct {
 	context.Context // the handler's: a child of the task's, whose values it has
 
@@ -30,11 +27,10 @@ type guard struct {
 	lock     *redlock.Lock
 	timer    *time.Timer // starts the keep-alive after keepAfter (keepAliveAfter)
 
-	mu       sync.Mutex // orders a late keepAlive against end
-	ended    bool
-	kctx     context.Context // the keep-alive's, once started
-	stopKA   context.CancelFunc
-	stopLoss func() bool
+	mu    sync.Mutex // orders a late keepAlive against end
+	ended bool
+	kctx  context.Context // the keep-alive's, once started
+	stop  func()          // ends the keep-alive and its watch
 }
 
 // Value answers LockFromContext and Progress, with no WithValue layers.
@@ -50,14 +46,12 @@ func (g *guard) Value(key any) any {
 	return g.Context.Value(key)
 }
 
-// keepAliveAfter starts the keep-alive once the handler has run d, unless
-// it has ended by then; g is not yet shared.
+// keepAliveAfter starts the keep-alive once the handler has run d.
 func (g *guard) keepAliveAfter(d time.Duration) {
 	g.timer = time.AfterFunc(d, func() { startKeepAlive(g) })
 }
 
-// keepAlive starts the lock's keep-alive and the watch that cancels the
-// handler when the lock is lost, unless the handler has ended.
+// keepAlive starts the keep-alive and its watch, unless the handler ended.
 func (g *guard) keepAlive() {
 	g.mu.Lock()
 	defer g.mu.Unlock()
@@ -70,16 +64,15 @@ func (g *guard) keepAlive() {
 // watch cancels the handler when kctx, a keep-alive's context (ended by
 // stop), ends with a loss; g.mu is held, or g not yet shared.
 func (g *guard) watch(kctx context.Context, stop context.CancelFunc) {
-	g.kctx, g.stopKA = kctx, stop
-	g.stopLoss = context.AfterFunc(kctx, func() {
+	stopLoss := context.AfterFunc(kctx, func() {
 		if cause := notKept(kctx); cause != nil {
 			g.cancel(cause)
 		}
 	})
+	g.kctx, g.stop = kctx, func() { stopLoss(); stop() }
 }
 
-// end stops the keep-alive (or its start) and returns the loss's cause
-// (nil if the lock was kept).
+// end stops the keep-alive (or its start) and returns the loss's cause, if any.
 func (g *guard) end() (lost error) {
 	if g.timer != nil {
 		g.timer.Stop()
@@ -88,8 +81,7 @@ func (g *guard) end() (lost error) {
 	g.ended = true
 	if g.kctx != nil {
 		lost = notKept(g.kctx)
-		g.stopLoss()
-		g.stopKA()
+		g.stop()
 	} else {
 		lost = lossOf(g.lock)
 	}
@@ -101,8 +93,8 @@ func (g *guard) end() (lost error) {
 	return lost
 }
 
-// lossOf returns the cause of lock's loss, nil if it is not lost: a
-// keep-alive started on a lost lock ends with it at once, no goroutine.
+// lossOf returns the cause of lock's loss, if lost: a keep-alive started on
+// a lost lock ends with it at once.
 func lossOf(lock *redlock.Lock) error {
 	select {
 	case <-lock.Lost():

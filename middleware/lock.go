@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/asynqlock/asynqlock/redlock"
+	"github.com/asynqlock/asynqlock/statelog"
 	"github.com/hibiken/asynq"
 	"go.opentelemetry.io/otel/trace"
 )
@@ -29,11 +30,11 @@ type mw struct {
 	idleHead   int
 	holds      *holdTable // recent hold times of resources whose state was dropped (the pace, conflict.go)
 	tracer     trace.Tracer
-	promoteErr failState // promotions (and revivals) failing (brokerState, state.go)
-	parkErr    failState // park calls failing
-	releaseErr failState // releases failing (releaseState)
-	outage     time.Time // a wait ended for want of a quorum; until then arrivals try first
-	atOnce     *waitCap  // sizes the default wait places (WithBroker without WithRoom); nil: none
+	promoteErr statelog.State // promotions (and revivals) failing (brokerState, state.go)
+	parkErr    statelog.State // park calls failing
+	releaseErr statelog.State // releases failing (releaseState)
+	outage     time.Time      // a wait ended for want of a quorum; until then arrivals try first
+	atOnce     *waitCap       // sizes the default wait places (WithBroker without WithRoom); nil: none
 }
 
 // New returns the middleware, or an error naming a bad argument.
@@ -75,7 +76,7 @@ func newMW(client *redlock.Client, key KeyFunc, cfg config) *mw {
 			m.atOnce = m.cfg.room.wait
 		}
 	}
-	for _, st := range []*failState{&m.promoteErr, &m.parkErr, &m.releaseErr} {
+	for _, st := range []*statelog.State{&m.promoteErr, &m.parkErr, &m.releaseErr} {
 		st.Settle = recoverySettle
 	}
 	return m
@@ -107,8 +108,7 @@ func (m *mw) process(ctx context.Context, t *asynq.Task, next asynq.Handler) err
 	meta := metaOf(ctx)
 	m.sweepSeen(meta.queue) // the archive sweep of the task's queue (sweep.go)
 	if by, ok := t.Headers()[markerHeader]; ok {
-		// A marker (of an earlier version) only held an ID against a late
-		// copy: the task it stood for is run by its original.
+		// An earlier version's marker: the task it stood for runs as its original.
 		m.cfg.logger.Debug("a marker ran: nothing to do", "task_id", meta.id, "task_type", t.Type(), "claimed_by", by)
 		return nil
 	}
@@ -163,9 +163,8 @@ func (m *mw) badKey(t *asynq.Task, meta taskMeta, err error) error {
 	return fmt.Errorf("task %s (id %s): %w: %w", t.Type(), meta.id, err, asynq.SkipRetry)
 }
 
-// taskRun is one keyed task's way through the middleware, from its key to
-// its release; the steps are its methods, what tasks share stays in mw. It
-// belongs to the task's goroutine: it is never shared.
+// taskRun is one keyed task's way from its key to its release, the steps its
+// methods; it belongs to the task's goroutine (what tasks share is in mw).
 type taskRun struct {
 	m     *mw
 	t     *asynq.Task
@@ -222,8 +221,8 @@ var metaOf = func(ctx context.Context) taskMeta {
 	return m
 }
 
-// taskLog logs with the task's ID, type and resource; it builds the
-// attributes only when a line is actually written (not once per task).
+// taskLog logs with the task's ID, type and resource, built only for a line
+// actually written.
 type taskLog struct {
 	l            *slog.Logger
 	id, typ, res string

@@ -49,8 +49,7 @@ func TaskKeyFromContext(ctx context.Context) (string, bool) {
 	return originalID(id), true
 }
 
-// originalID is the ID a task was first enqueued with: a parked copy's
-// "id~rN" is "id".
+// originalID is the ID a task was first enqueued with ("id~rN" gives "id").
 func originalID(id string) string {
 	if i := strings.LastIndex(id, resubmitMark); i > 0 {
 		if n := id[i+len(resubmitMark):]; n != "" && strings.Trim(n, "0123456789") == "" {
@@ -73,8 +72,8 @@ func recordID(id string, t *asynq.Task) string {
 	return base64.RawURLEncoding.EncodeToString(h.Sum(sum[:0])[:16])
 }
 
-// lockOptsFor are the lock options of one task: the middleware's, and its
-// completion record's when it has an ID and records are on.
+// lockOptsFor are a task's lock options: the middleware's, and its
+// completion record's when records are on.
 func (m *mw) lockOptsFor(t *asynq.Task, meta taskMeta) []redlock.LockOption {
 	if m.cfg.window <= 0 || meta.id == "" {
 		return m.cfg.lockOpts
@@ -98,7 +97,6 @@ func (r *taskRun) skipCompleted(ctx context.Context) bool {
 		_ = rec.ForgetCompletion()
 		return false
 	}
-	m := r.m
 	r.log.Debug("task already completed under its lock: not run again")
 	if w := r.t.ResultWriter(); w != nil {
 		msg := fmt.Sprintf("asynqlock: re-delivery of run %d (asynq retry count), which completed under its lock at %s; handler not run",
@@ -107,14 +105,13 @@ func (r *taskRun) skipCompleted(ctx context.Context) bool {
 			r.log.Debug("skip not written to the task's result", "err", err)
 		}
 	}
-	m.observe(r.event(EventRedeliverySkipped, nil))
+	r.m.observe(r.event(EventRedeliverySkipped, nil))
 	taskEvent(ctx, eventSkipped, attrResource.String(r.res))
 	r.release(ctx)
 	return true
 }
 
-// recordCompletion has the lock's release write the completion record of
-// this delivery's run: its handler returned nil under a lock kept to its end.
+// recordCompletion has the release write this run's completion record.
 func (r *taskRun) recordCompletion() {
 	if r.lock == nil || r.m.cfg.window <= 0 || r.meta.id == "" {
 		return
@@ -125,9 +122,9 @@ func (r *taskRun) recordCompletion() {
 	}
 }
 
-// What an earlier version gave the copies it resubmitted on a last retry
-// ("id~rN", its run in retriedHeader) and the markers that held their IDs:
-// still read, so that those queued before an upgrade run as they were meant to.
+// An earlier version's copies of last retries ("id~rN", with the runs before
+// in retriedHeader) and their markers: still read, so that those queued
+// before an upgrade run as meant.
 const (
 	resubmitMark  = "~r"
 	retriedHeader = "asynqlock-retried"
@@ -135,8 +132,7 @@ const (
 )
 
 // runNo numbers this delivery among the task's (the completion record's
-// run): asynq's retry count, a copy's counting on from its original's (the
-// runs before the copy was made, in its retriedHeader).
+// run): asynq's retry count, a copy's counting on from its original's.
 func (r *taskRun) runNo() int {
 	prior, err := strconv.Atoi(r.t.Headers()[retriedHeader])
 	if err != nil || prior < 0 {

@@ -24,8 +24,7 @@ const (
 	defaultRollbackTimeout = 30 * time.Second
 )
 
-// resourcePrefix is the middleware's fixed namespace among lock resources
-// (after the lock client's redlock.WithPrefix).
+// resourcePrefix is the middleware's namespace among lock resources.
 const resourcePrefix = "task:"
 
 // taskInspector looks tasks up and runs parked ones, as *asynq.Inspector.
@@ -78,11 +77,8 @@ func (c *config) validate() error {
 		return fmt.Errorf("middleware: limit must be in [1, %d], got %d", lockutil.MaxLimit, c.limit)
 	case c.progress < 0:
 		return fmt.Errorf("middleware: progress stall bound must not be negative, got %v", c.progress)
-	}
-	for _, o := range c.lockOpts {
-		if o == nil {
-			return errors.New("middleware: nil lock option in WithLockOptions")
-		}
+	case slices.ContainsFunc(c.lockOpts, func(o redlock.LockOption) bool { return o == nil }):
+		return errors.New("middleware: nil lock option in WithLockOptions")
 	}
 	if c.logger == nil {
 		c.logger = slog.Default()
@@ -141,8 +137,7 @@ func WithRollback(f func(ctx context.Context, t *asynq.Task, cause error) error)
 // too, are parked under their own ID and moved back to their queue when a
 // task of their resource starts or ends (docs/guide/MIDDLEWARE.md, "Hot
 // resources and last retries"). The server needs IsFailure and RetryDelay.
-// An asynq version the suite has not run against is refused (checkAsynq).
-// Default: none.
+// An asynq version the suite has not run against is refused. Default: none.
 func WithBroker(broker redis.UniversalClient) Option {
 	return func(c *config) {
 		if broker == nil {
@@ -161,13 +156,12 @@ func WithBroker(broker redis.UniversalClient) Option {
 // asynqModule is the module whose task layout parking writes.
 const asynqModule = "github.com/hibiken/asynq"
 
-// asynqTested are the asynq versions the suite's parking tests run against;
-// parking writes asynq's own keys, no API, so WithBroker refuses any other
-// (docs/guide/HOTKEYS.md). Add a version once the suite passed with it.
+// asynqTested are the asynq versions the suite's parking tests passed with:
+// parking writes asynq's own keys, so WithBroker refuses any other.
 var asynqTested = []string{"v0.26.0"}
 
-// linkedAsynq returns the asynq version this program is built with ("" when
-// the build carries no module information).
+// linkedAsynq returns the asynq version the program is built with ("": no
+// module information).
 func linkedAsynq() string {
 	bi, ok := debug.ReadBuildInfo()
 	if !ok {
@@ -184,8 +178,8 @@ func linkedAsynq() string {
 	return ""
 }
 
-// checkAsynq refuses version v unless parking was tested against it; ""
-// (no module information, as in a test binary) is let through.
+// checkAsynq refuses version v unless parking was tested against it ("",
+// as in a test binary, passes).
 func checkAsynq(v string) error {
 	if v == "" || slices.Contains(asynqTested, v) {
 		return nil
@@ -196,11 +190,10 @@ func checkAsynq(v string) error {
 }
 
 // WithRoom runs each task in r's places (see Room), shared with every
-// middleware given the same room: a task holds a run place except while it
-// waits for a busy lock in one of r's wait places; one that finds none is
-// parked or requeued (docs/guide/HOTKEYS.md). Default: with WithBroker, wait
-// places for two thirds of the most tasks seen at once; without, none (at
-// most two wait for one resource).
+// middleware given the same room; a busy task that finds no wait place is
+// parked or requeued (docs/guide/HOTKEYS.md). Default: with
+// WithBroker, wait places for two thirds of the most tasks seen at once;
+// without, none (at most two wait for one resource).
 func WithRoom(r *Room) Option {
 	return func(cfg *config) {
 		if r == nil {
@@ -214,7 +207,6 @@ func WithRoom(r *Room) Option {
 // WithLogger sets the structured logger. Default: slog.Default().
 func WithLogger(l *slog.Logger) Option { return func(c *config) { c.logger = l } }
 
-// WithObserver installs a hook for metrics, called with every Event
-// (acquisitions after a wait, conflicts, losses, rollbacks, bad keys,
-// promotions). It must be fast and not block. Default: none.
+// WithObserver installs a hook for metrics, called with every Event. It
+// must be fast and not block. Default: none.
 func WithObserver(f func(Event)) Option { return func(c *config) { c.observer = f } }

@@ -10,9 +10,8 @@ import (
 	"github.com/asynqlock/asynqlock/redlock"
 )
 
-// Progress reports that the handler is making progress. In progress mode
-// (WithProgress) the lock is only extended while progress is reported; in the
-// default mode it is a no-op.
+// Progress reports that the handler is making progress: in progress mode
+// (WithProgress) the lock is extended only while it does; a no-op otherwise.
 func Progress(ctx context.Context) {
 	if p, ok := ctx.Value(progressKey{}).(*progress); ok {
 		p.report()
@@ -35,9 +34,8 @@ func (p *progress) report() {
 	}
 }
 
-// holdOnProgress keeps g's lock alive only while the handler reports
-// progress: after a stall the lock runs out, which cancels the handler,
-// unless a report resumes the keep-alive first. g is not yet shared.
+// holdOnProgress keeps g's lock alive while the handler reports progress:
+// after a stall it runs out (cancelling the handler) unless a report comes.
 func (m *mw) holdOnProgress(g *guard) {
 	base := context.WithoutCancel(g.Context)
 	hctx, cancel := context.WithCancelCause(base) // cancelled with the loss
@@ -52,8 +50,7 @@ func (m *mw) holdOnProgress(g *guard) {
 }
 
 // watchProgress runs the keep-alive while progress is reported, until done
-// is closed or the lock is lost (then lost is called with the cause, which
-// closes done).
+// is closed or the lock is lost (lost, called with the cause, closes done).
 func (m *mw) watchProgress(base context.Context, lock *redlock.Lock, p *progress, done <-chan struct{}, lost context.CancelCauseFunc) {
 	kctx, stopKA := lock.KeepAlive(base)
 	defer func() { stopKA() }()

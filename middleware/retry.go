@@ -36,7 +36,7 @@ func (e *conflictError) Error() string {
 
 func (e *conflictError) Unwrap() []error { return []error{ErrConflict, e.cause} }
 
-// quorumLost tells a lock not had for want of a quorum, not a busy resource.
+// quorumLost tells a lock not had for want of a quorum.
 func quorumLost(err error) bool {
 	return errors.Is(err, redlock.ErrQuorum) && !errors.Is(err, redlock.ErrLocked)
 }
@@ -48,9 +48,8 @@ func quorumLost(err error) bool {
 //	IsFailure: func(err error) bool { return middleware.IsFailure(err) && mine(err) }
 func IsFailure(err error) bool { return !errors.Is(err, ErrConflict) }
 
-// Requeue delays: a busy resource is retried soon, unreachable lock nodes a
-// little later, a crashed worker's task (asynq.ErrLeaseExpired, a minute in
-// asynq's recoverer already) soon, jittered: a crash returns many at once.
+// Requeue delays, jittered: a crashed worker's task (asynq.ErrLeaseExpired)
+// comes soon, a minute in asynq's recoverer already, and many at once.
 const (
 	conflictDelayMin     = 200 * time.Millisecond
 	conflictDelayMax     = time.Second

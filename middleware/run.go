@@ -58,8 +58,7 @@ func (r *taskRun) run(ctx context.Context) error {
 }
 
 // guard keeps lock alive for the handler, which may outlive the task's
-// context: from keepAfter on, or in progress mode at once, following the
-// handler's reports.
+// context: from keepAfter on, or at once following Progress (WithProgress).
 func (m *mw) guard(ctx context.Context, lock *redlock.Lock) *guard {
 	hctx, cancel := context.WithCancelCause(ctx)
 	g := &guard{Context: hctx, cancel: cancel, info: lockInfoOf(lock), lock: lock}
@@ -71,8 +70,8 @@ func (m *mw) guard(ctx context.Context, lock *redlock.Lock) *guard {
 	return g
 }
 
-// afterHandler runs between a handler's return and the end of its guard; a
-// test seam for the loss that comes in between.
+// afterHandler is a test seam for a loss between the handler's return and
+// the end of its guard.
 var afterHandler = func(*redlock.Lock) {}
 
 // declaredBefore keeps a loss only if it may have been declared before the
@@ -102,8 +101,8 @@ func notKept(hold context.Context) error {
 	return fmt.Errorf("%w: the lock could not be kept alive: %w", redlock.ErrLockLost, cause)
 }
 
-// cleanUp runs the rollback hook, if any, when the run failed (cause; lost
-// tells a loss), then releases the lock. It returns the hook's error.
+// cleanUp runs the rollback hook, if any, on a failure (cause), then
+// releases the lock; it returns the hook's error.
 func (r *taskRun) cleanUp(ctx context.Context, lost bool, cause error) error {
 	var err error
 	if r.m.cfg.rollback != nil && cause != nil {
@@ -159,9 +158,8 @@ func (r *taskRun) callRollback(ctx context.Context, cause error) (err error) {
 	return r.m.cfg.rollback(ctx, r.t, cause)
 }
 
-// release gives the task's lock up, if it holds one, without waiting for
-// the nodes' answers; until they came the resource counts as held here, then
-// the resource's end is noted (docs/guide/MIDDLEWARE.md, step 5).
+// release gives the task's lock up, if any, without waiting for the nodes'
+// answers; the resource's end is noted once they came (MIDDLEWARE.md, step 5).
 func (r *taskRun) release(ctx context.Context) {
 	lock, held := r.lock, r.held
 	r.lock, r.held = nil, nil
@@ -219,11 +217,6 @@ func failedNodes(addrs []string, err error) []string {
 	return addrs
 }
 
-// failState is one kind of call's failing state (brokerState,
-// releaseState), logged once per change through statelog.
-type failState = statelog.State
-
-// recoverySettle is how long a failing state must see no failure before a
-// call that works ends it, lest a slow node log Warn and Info pairs
-// milliseconds apart; a variable for tests that count one outage's lines.
+// recoverySettle is how long a failing state sees no failure before a call
+// that works ends it (statelog.Settle); tests that count lines set 0.
 var recoverySettle = statelog.Settle

@@ -10,6 +10,7 @@ import (
 
 	"github.com/asynqlock/asynqlock/internal/lockutil"
 	"github.com/asynqlock/asynqlock/redlock"
+	"github.com/asynqlock/asynqlock/statelog"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -306,7 +307,7 @@ func (m *mw) warnPromote(res string, err error) {
 
 // brokerState logs a broker call's failure once per change of *failing (down
 // and up the messages); a client the application closed logs at Debug.
-func (m *mw) brokerState(failing *failState, res string, err error, down, up string) {
+func (m *mw) brokerState(failing *statelog.State, res string, err error, down, up string) {
 	addr := lockutil.Addr(m.cfg.broker)
 	switch {
 	case errors.Is(err, redis.ErrClosed):

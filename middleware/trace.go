@@ -39,7 +39,6 @@ func WithTracerProvider(tp trace.TracerProvider) Option {
 	return func(c *config) { c.tracerProvider = tp }
 }
 
-// tracer returns the configured provider's tracer, or the global one's.
 func (c *config) tracer() trace.Tracer {
 	return cmp.Or(c.tracerProvider, otel.GetTracerProvider()).Tracer(tracerName)
 }
@@ -51,26 +50,23 @@ func taskEvent(ctx context.Context, name string, attrs ...attribute.KeyValue) {
 	}
 }
 
-// traceRollback notes on the task's span that the rollback hook ran after
-// cause (lost: the lock had been lost); err is the hook's error.
+// traceRollback notes the rollback hook's run (err: its error) on the task's span.
 func traceRollback(ctx context.Context, res string, lost bool, cause, err error) {
 	if !trace.SpanFromContext(ctx).IsRecording() {
 		return
 	}
-	reason := "handler_error"
+	reason, outcome := "handler_error", "ok"
 	if lost {
 		reason = "lock_lost"
 	}
-	attrs := []attribute.KeyValue{attrResource.String(res), attrReason.String(reason), attrCause.String(cause.Error()), attrOutcome.String("ok")}
+	attrs := []attribute.KeyValue{attrResource.String(res), attrReason.String(reason), attrCause.String(cause.Error())}
 	if err != nil {
-		attrs[3] = attrOutcome.String("failed")
-		attrs = append(attrs, attrError.String(err.Error()))
+		outcome, attrs = "failed", append(attrs, attrError.String(err.Error()))
 	}
-	taskEvent(ctx, eventRollback, attrs...)
+	taskEvent(ctx, eventRollback, append(attrs, attrOutcome.String(outcome))...)
 }
 
-// traceLost notes on the task's span that its lock was lost while the
-// handler ran, and why (the lock ran out, or its max hold ended).
+// traceLost notes on the task's span the loss of its lock, and why.
 func traceLost(ctx context.Context, res string, lost error) {
 	if lost != nil {
 		taskEvent(ctx, eventLost, attrResource.String(res), attrReason.String(lost.Error()))
