@@ -141,6 +141,7 @@ func (m *mw) process(ctx context.Context, t *asynq.Task, next asynq.Handler) err
 	r.lock = lock
 	var released time.Time
 	r.held, released = m.countHolder(r.res, meta.queue, meta.id) // its start, until the release is answered
+	defer r.releaseOnPanic(ctx)
 	if r.skipCompleted(ctx) {
 		return nil
 	}
@@ -151,6 +152,19 @@ func (m *mw) process(ctx context.Context, t *asynq.Task, next asynq.Handler) err
 	}
 	r.place = p
 	return r.run(ctx)
+}
+
+// releaseOnPanic releases the lock, and ends the resource's start, of a
+// task that panicked on its way to the handler (in the application's
+// observer), then panics on; once the handler ran, run cleans up itself.
+func (r *taskRun) releaseOnPanic(ctx context.Context) {
+	if !r.ran.IsZero() {
+		return
+	}
+	if p := recover(); p != nil {
+		r.release(ctx)
+		panic(p)
+	}
 }
 
 // badKey archives a task whose key cannot be derived, saying why.

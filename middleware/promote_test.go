@@ -250,3 +250,38 @@ func TestParkFollowUpAtFollowFirst(t *testing.T) {
 		}
 	})
 }
+
+// TestObserverPanicReleasesTheLock: an application's observer that panics
+// when a task gets its lock (before the handler runs) leaves neither the lock
+// on the nodes nor the resource counted as held here, where every later task
+// of it would skip its try and wait.
+func TestObserverPanicReleasesTheLock(t *testing.T) {
+	ctx := context.Background()
+	e := newEnv(t)
+	withMeta(t, taskMeta{id: "t1", queue: "default", maxRetry: 3, known: true})
+	observer := func(ev Event) {
+		if ev.Kind == EventAcquired {
+			panic("observer bug")
+		}
+	}
+	rec := &recorder{}
+	m, h := lockMW(t, e.locks, ByField("sku"), rec, WithObserver(observer))
+	func() {
+		defer func() {
+			if recover() == nil {
+				t.Fatal("panic swallowed")
+			}
+		}()
+		_ = h.ProcessTask(ctx, adjust())
+	}()
+	for deadline := time.Now().Add(10 * time.Second); m.heldHere(res); time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the resource stays held here after the observer panicked")
+		}
+	}
+	l, err := e.other.TryAcquire(ctx, res, time.Second)
+	if err != nil {
+		t.Fatalf("the lock was left on the nodes: %v", err)
+	}
+	_ = l.Release(ctx)
+}
