@@ -252,10 +252,9 @@ func TestLoadConfigLimits(t *testing.T) {
 	}
 }
 
-// TestLimitBoundIsTheMiddlewares: LoadConfig's bound on WORKER_LIMITS is
-// the middleware's own: the largest limit it lets through is one the
-// middleware takes, one more one it refuses.
-func TestLimitBoundIsTheMiddlewares(t *testing.T) {
+// unusedLocks is a lock client whose node nobody dials: for middleware.New's
+// checks of its options.
+func unusedLocks(t *testing.T) *redlock.Client {
 	node := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"})
 	t.Cleanup(func() { _ = node.Close() })
 	locks, err := redlock.New([]redis.UniversalClient{node})
@@ -263,6 +262,14 @@ func TestLimitBoundIsTheMiddlewares(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = locks.Close() })
+	return locks
+}
+
+// TestLimitBoundIsTheMiddlewares: LoadConfig's bound on WORKER_LIMITS is
+// the middleware's own: the largest limit it lets through is one the
+// middleware takes, one more one it refuses.
+func TestLimitBoundIsTheMiddlewares(t *testing.T) {
+	locks := unusedLocks(t)
 	for n, ok := range map[int]bool{maxLimit: true, maxLimit + 1: false} {
 		if _, err := middleware.New(locks, middleware.ByType(), middleware.WithLimit(n)); (err == nil) != ok {
 			t.Errorf("middleware.New with limit %d: %v; LoadConfig lets it through: %v", n, err, ok)
@@ -279,13 +286,7 @@ func TestLimitBoundIsTheMiddlewares(t *testing.T) {
 // WORKER_COMPLETION_WINDOW is the middleware's own: the largest window it
 // lets through is one the middleware takes, a second more one it refuses.
 func TestCompletionWindowBoundIsTheMiddlewares(t *testing.T) {
-	node := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"})
-	t.Cleanup(func() { _ = node.Close() })
-	locks, err := redlock.New([]redis.UniversalClient{node})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = locks.Close() })
+	locks := unusedLocks(t)
 	for d, ok := range map[time.Duration]bool{maxCompletionWindow: true, maxCompletionWindow + time.Second: false} {
 		_, err := middleware.New(locks, middleware.ByType(), middleware.WithCompletionWindow(d))
 		if (err == nil) != ok {
