@@ -205,7 +205,7 @@ func clusterCheckCase(t *testing.T, urls []string, addrs [][]string) {
 			}
 		}
 	}
-	warned := strings.Join(reports[1].Warnings(), "\n")
+	warned := strings.Join(reports[1].Warnings, "\n")
 	if !strings.Contains(warned, evicting) || !strings.Contains(warned, "allkeys-lru") {
 		t.Fatalf("node 1 warnings %q do not name shard %s", warned, evicting)
 	}

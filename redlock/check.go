@@ -56,6 +56,13 @@ type NodeReport struct {
 	// are the first shard's failure; RTT and ClockOffset the shard farthest
 	// off's; the settings those of a shard that can evict or lose writes.
 	Shards []NodeReport
+	// Warnings lists, for Check, what is wrong with the node's settings for
+	// Redlock, each with what to change (clock offsets are compared across
+	// nodes by the caller). Problems are those of them that break locking
+	// or its guarantee (a misconfiguration, a policy that evicts lock keys),
+	// each shard's named; persistence without fsync on every write is safe
+	// under the delayed-restart rule its warning states, so it is none.
+	Warnings, Problems []string
 }
 
 // evicts reports whether the node may evict lock keys: a maxmemory limit
@@ -70,15 +77,15 @@ func (r NodeReport) survivesRestart() bool {
 	return r.AppendOnly && r.AppendFsync == "always"
 }
 
-// Warnings lists what is wrong with this node's settings for Redlock, each
-// with what to change. Clock offsets are compared across nodes by the caller.
-func (r NodeReport) Warnings() []string { return r.notes(false) }
-
-// Problems lists the Warnings that break locking or its guarantee (a
-// misconfiguration, a policy that evicts lock keys), each shard's named.
-// Persistence without fsync on every write is safe under the
-// delayed-restart rule that Warnings states, so it is not among them.
-func (r NodeReport) Problems() []string { return r.notes(true) }
+// note fills the Warnings and Problems of r and of its shards.
+func (r *NodeReport) note() {
+	r.Warnings, r.Problems = r.notes(false), r.notes(true)
+	for i := range r.Shards {
+		s := &r.Shards[i]
+		s.ClusterEnabled = false // a shard is meant to be one
+		s.Warnings, s.Problems = s.notes(false), s.notes(true)
+	}
+}
 
 // notes are r's Warnings, or only its Problems.
 func (r NodeReport) notes(problems bool) []string {
@@ -147,6 +154,9 @@ func (a Admin) Check(ctx context.Context) ([]NodeReport, error) {
 		return nil, context.Cause(ctx)
 	}
 	markSameServer(out)
+	for i := range out {
+		out[i].note()
+	}
 	return out, nil
 }
 

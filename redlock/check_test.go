@@ -28,7 +28,7 @@ func TestNodeReportWarnings(t *testing.T) {
 	for _, tc := range cases {
 		r := safe
 		tc.edit(&r)
-		got := r.Warnings()
+		got := r.notes(false)
 		if len(got) != len(tc.want) {
 			t.Errorf("%s: warnings %q, want %d", tc.name, got, len(tc.want))
 			continue

@@ -24,7 +24,7 @@ func TestSummarizeShards(t *testing.T) {
 	if !r.evicts() || !r.survivesRestart() {
 		t.Fatalf("settings: evicts %v, survives restart %v", r.evicts(), r.survivesRestart())
 	}
-	w := r.Warnings()
+	w := r.notes(false)
 	if len(w) != 1 || !strings.HasPrefix(w[0], "shard b:1: maxmemory-policy allkeys-lru") {
 		t.Fatalf("warnings %q", w)
 	}
@@ -35,10 +35,10 @@ func TestSummarizeShards(t *testing.T) {
 	volatile.AppendOnly = false
 	r = NodeReport{}
 	summarize(&r, []NodeReport{volatile, ok("a:1", "A", 0), evicting})
-	if w := r.Warnings(); len(w) != 2 || !strings.HasPrefix(w[0], "shard a:0: writes are lost") {
+	if w := r.notes(false); len(w) != 2 || !strings.HasPrefix(w[0], "shard a:0: writes are lost") {
 		t.Fatalf("warnings %q", w)
 	}
-	if p := r.Problems(); len(p) != 1 || !strings.HasPrefix(p[0], "shard b:1: maxmemory-policy allkeys-lru") {
+	if p := r.notes(true); len(p) != 1 || !strings.HasPrefix(p[0], "shard b:1: maxmemory-policy allkeys-lru") {
 		t.Fatalf("problems %q, want the evicting shard's", p)
 	}
 
@@ -48,10 +48,10 @@ func TestSummarizeShards(t *testing.T) {
 	if r.Err == nil || !strings.Contains(r.Err.Error(), "shard c:1") || r.RunID != "A" {
 		t.Fatalf("a shard down: %+v", r)
 	}
-	if w := r.Warnings(); len(w) != 1 || !strings.Contains(w[0], "shard c:1 unreachable") {
+	if w := r.notes(false); len(w) != 1 || !strings.Contains(w[0], "shard c:1 unreachable") {
 		t.Fatalf("warnings %q", w)
 	}
-	if p := r.Problems(); len(p) != 0 {
+	if p := r.notes(true); len(p) != 0 {
 		t.Fatalf("problems %q: a shard down is the report's error, not a setting to fix", p)
 	}
 }
@@ -61,15 +61,15 @@ func TestSummarizeShards(t *testing.T) {
 // without fsync on every write is not.
 func TestProblemsOfAServer(t *testing.T) {
 	r := NodeReport{Addr: "a:1", MaxmemoryPolicy: "noeviction", AppendFsync: "everysec"}
-	if w, p := r.Warnings(), r.Problems(); len(w) != 1 || len(p) != 0 {
+	if w, p := r.notes(false), r.notes(true); len(w) != 1 || len(p) != 0 {
 		t.Fatalf("persistence only: warnings %q, problems %q", w, p)
 	}
 	r.Maxmemory, r.MaxmemoryPolicy = 1<<30, "volatile-lru"
-	if p := r.Problems(); len(p) != 1 || !strings.HasPrefix(p[0], "maxmemory-policy volatile-lru") {
+	if p := r.notes(true); len(p) != 1 || !strings.HasPrefix(p[0], "maxmemory-policy volatile-lru") {
 		t.Fatalf("evicting: problems %q", p)
 	}
 	r.Misconfigured = errors.New("scripts refused")
-	if p := r.Problems(); len(p) != 1 || p[0] != "scripts refused" {
+	if p := r.notes(true); len(p) != 1 || p[0] != "scripts refused" {
 		t.Fatalf("misconfigured: problems %q", p)
 	}
 }
@@ -77,7 +77,7 @@ func TestProblemsOfAServer(t *testing.T) {
 // TestClusterMemberWarned: a single server reporting cluster_enabled is
 // warned with the URL to write.
 func TestClusterMemberWarned(t *testing.T) {
-	w := NodeReport{Addr: "m:7000", ClusterEnabled: true}.Warnings()
+	w := NodeReport{Addr: "m:7000", ClusterEnabled: true}.notes(false)
 	if len(w) != 1 || !strings.Contains(w[0], "redis-cluster://m:7000") {
 		t.Fatalf("warnings %q", w)
 	}

@@ -141,7 +141,7 @@ func nodeRows(reports []redlock.NodeReport) ([]nodeRow, []string) {
 			row.Persistence = "appendonly yes, fsync " + r.AppendFsync
 		}
 		rows = append(rows, row)
-		for _, w := range r.Warnings() {
+		for _, w := range r.Warnings {
 			if byText[w] == nil {
 				texts = append(texts, w)
 			}

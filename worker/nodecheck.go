@@ -87,7 +87,7 @@ func (nc *nodeCheck) logRestarts(log *slog.Logger, reports []redlock.NodeReport,
 func (nc *nodeCheck) logWarnings(log *slog.Logger, reports []redlock.NodeReport) {
 	current := map[string]bool{}
 	for _, r := range reports {
-		for _, w := range r.Warnings() {
+		for _, w := range r.Warnings {
 			key := fmt.Sprintf("%d\x00%s", r.Node, w)
 			current[key] = true
 			if !nc.warned[key] {

@@ -40,7 +40,7 @@ func TestLockNodeCheckFindsNothingToWarnAbout(t *testing.T) {
 		if r.Err != nil || r.ConfigErr != nil {
 			t.Fatalf("node %d: err %v, config err %v", r.Node, r.Err, r.ConfigErr)
 		}
-		if w := r.Warnings(); len(w) != 0 {
+		if w := r.Warnings; len(w) != 0 {
 			t.Errorf("node %d warns: %q", r.Node, w)
 		}
 		if len(r.RunID) != 40 || !strings.HasPrefix(r.Version, "miniredis") {

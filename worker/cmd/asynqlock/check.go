@@ -79,7 +79,7 @@ func verdict(reports []redlock.NodeReport, same error, clocks []string, down, qu
 		found = append(found, same.Error())
 	}
 	for _, r := range reports {
-		for _, p := range r.Problems() {
+		for _, p := range r.Problems {
 			found = append(found, fmt.Sprintf("node %d (%s): %s", r.Node, r.Addr, p))
 		}
 	}
@@ -115,7 +115,7 @@ func writeCheckJSON(a *app, reports []redlock.NodeReport, same error, clocks []s
 func checkRow(r redlock.NodeReport) checkJSON {
 	n := checkJSON{Node: r.Node, Addr: r.Addr, Reachable: r.Err == nil, RunID: r.RunID, Version: r.Version,
 		RTTMs: ms(r.RTT), ClockOffsetMs: ms(r.ClockOffset), MaxmemoryPolicy: r.MaxmemoryPolicy, Maxmemory: r.Maxmemory,
-		AppendOnly: r.AppendOnly, AppendFsync: r.AppendFsync, Warnings: r.Warnings()}
+		AppendOnly: r.AppendOnly, AppendFsync: r.AppendFsync, Warnings: r.Warnings}
 	if r.Err != nil {
 		n.Error = r.Err.Error()
 	}
@@ -153,7 +153,7 @@ func writeCheckTable(a *app, reports []redlock.NodeReport, same error, clocks []
 		return err
 	}
 	for _, r := range reports {
-		for _, w := range r.Warnings() {
+		for _, w := range r.Warnings {
 			fmt.Fprintf(a.out, "warning: node %d (%s): %s\n", r.Node, r.Addr, w)
 		}
 	}
