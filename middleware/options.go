@@ -95,9 +95,8 @@ type Option func(*config)
 func WithTTL(d time.Duration) Option { return func(c *config) { c.ttl = d } }
 
 // WithLockOptions passes lock options to every acquisition, e.g.
-// redlock.WithFencing() (the fence is then in LockFromContext) or
-// redlock.WithMaxHold(d) (past it the handler's context is cancelled with
-// redlock.ErrMaxHold). Default: none.
+// redlock.WithFencing() (the fence is then in LockFromContext). Default:
+// none.
 func WithLockOptions(opts ...redlock.LockOption) Option {
 	return func(c *config) { c.lockOpts = append(c.lockOpts, opts...) }
 }

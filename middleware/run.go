@@ -78,7 +78,7 @@ var afterHandler = func(*redlock.Lock) {}
 // handler returned: the watchdog's own losses come LossGuard(ttl) before
 // Until, any other counts whenever it came (docs/guide/MIDDLEWARE.md, step 4).
 func declaredBefore(lost error, lock *redlock.Lock, ttl time.Duration, returned time.Time) error {
-	if lost != redlock.ErrLockLost && lost != redlock.ErrMaxHold { // the watchdog's own values, not wrapped
+	if lost != redlock.ErrLockLost { // the watchdog's own value, not wrapped
 		return lost
 	}
 	if returned.Before(lock.Until().Add(-lockutil.LossGuard(ttl))) {

@@ -71,10 +71,7 @@ func (c *Client) prepare(ctx context.Context, resource string, ttl time.Duration
 		}
 		o(lc)
 	}
-	switch {
-	case lc.maxHold < 0:
-		return 0, nil, invalidf("max hold must not be negative, got %v", lc.maxHold)
-	case lc.limit < 1 || lc.limit > maxLimit: // worded as the middleware's check
+	if lc.limit < 1 || lc.limit > maxLimit { // worded as the middleware's check
 		return 0, nil, invalidf("limit must be in [1, %d], got %d", maxLimit, lc.limit)
 	}
 	if err := c.keyRecord(resource, lc.rec); err != nil {

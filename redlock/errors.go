@@ -21,9 +21,6 @@ var (
 	// ErrLockLost means a lock could no longer be proven held within its
 	// validity: keep-alive failed, its keys vanished, or Until passed.
 	ErrLockLost = errors.New("redlock: lock lost")
-	// ErrMaxHold is the cause of a loss at the end of the maximum hold time set
-	// with WithMaxHold. It matches ErrLockLost too.
-	ErrMaxHold = fmt.Errorf("%w: maximum hold time reached", ErrLockLost)
 	// ErrNotHeld means the lock was already released.
 	ErrNotHeld = errors.New("redlock: lock not held")
 	// ErrInvalid marks bad input: an empty resource, a bad TTL, bad nodes or

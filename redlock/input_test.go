@@ -96,7 +96,6 @@ func TestCallsRejectBadInput(t *testing.T) {
 		{"zero ttl", func() error { _, err := c.TryAcquire(ctx, "r", 0); return err }, "ttl must be positive"},
 		{"negative ttl", func() error { _, err := c.Acquire(ctx, "r", -time.Second); return err }, "ttl must be positive"},
 		{"ttl below timeout", func() error { _, err := c.TryAcquire(ctx, "r", 40*time.Millisecond); return err }, "ttl 40ms is too small"},
-		{"negative max hold", func() error { _, err := c.TryAcquire(ctx, "r", time.Second, WithMaxHold(-1)); return err }, "max hold"},
 		{"nil run func", func() error { return c.Run(ctx, "r", time.Second, nil) }, "nil function"},
 		{"inspect empty", func() error { _, err := c.Inspect(ctx, ""); return err }, "empty resource"},
 	}

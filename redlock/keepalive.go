@@ -92,9 +92,9 @@ func (l *Lock) settleExtension(r *round, start time.Time, ttl time.Duration) err
 }
 
 // KeepAlive extends the lock in the background about every ttl/3 while ctx
-// lives (and within WithMaxHold). The returned context is cancelled with cause
-// ErrLockLost (context.Cause) a guard before Until when the lock can no longer
-// be proven held (REDLOCK.md, "Keep-alive"), and with context.Canceled on
+// lives (a deadline on ctx caps the hold). The returned context is cancelled
+// with cause ErrLockLost (context.Cause) a guard before Until when the lock can
+// no longer be proven held (REDLOCK.md, "Keep-alive"), and with context.Canceled on
 // release or by the CancelFunc; Lost() closes at the loss. For a nil ctx or
 // Lock the context comes cancelled, with a cause matching ErrInvalid or
 // ErrNotHeld.
@@ -154,16 +154,6 @@ func (l *Lock) keepAlive(ctx context.Context) {
 		case <-l.c.closed:
 			return
 		case <-time.After(time.Until(next)):
-		}
-		if !l.holdEnd.IsZero() {
-			ttl = min(ttl, time.Until(l.holdEnd))
-			if l.c.checkTTL(ttl) != nil {
-				// The cap is reached: let the lock run out.
-				l.mu.Lock()
-				l.capped = true
-				l.mu.Unlock()
-				return
-			}
 		}
 		ectx, cancel := context.WithDeadline(ctx, until)
 		err := l.Extend(ectx, ttl)

@@ -112,31 +112,6 @@ func TestKeepAliveStopsOnRelease(t *testing.T) {
 	})
 }
 
-// TestKeepAliveMaxHold: with WithMaxHold the lock is extended up to the cap
-// and then lost with cause ErrMaxHold, no later than the cap.
-func TestKeepAliveMaxHold(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		const ttl = 300 * time.Millisecond
-		const hold = time.Second
-		c, _ := memClient(t, 3, WithNodeTimeout(20*time.Millisecond))
-		start := time.Now()
-		l, err := c.TryAcquire(context.Background(), "job", ttl, WithMaxHold(hold))
-		if err != nil {
-			t.Fatal(err)
-		}
-		ctx, cancel := l.KeepAlive(context.Background())
-		defer cancel()
-		<-ctx.Done()
-		held := time.Since(start)
-		if cause := context.Cause(ctx); !errors.Is(cause, ErrMaxHold) || !errors.Is(cause, ErrLockLost) {
-			t.Fatalf("cause %v, want ErrMaxHold (an ErrLockLost)", cause)
-		}
-		if held > hold || held < hold-ttl {
-			t.Fatalf("held %v, want within (%v, %v]", held, hold-ttl, hold)
-		}
-	})
-}
-
 // TestLockLostWithoutKeepAlive: Lost() closes when validity runs out even if
 // nobody keeps the lock alive.
 func TestLockLostWithoutKeepAlive(t *testing.T) {

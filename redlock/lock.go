@@ -28,8 +28,7 @@ type Lock struct {
 	acquired time.Time // start of the winning attempt
 	// unsent: nodes whose SET was refused before it was queued. They never
 	// held the key: the release skips them, not to grow a dead node's spill.
-	unsent  uint64
-	holdEnd time.Time // acquired + max hold, zero if uncapped
+	unsent uint64
 
 	extendMu sync.Mutex // one extension at a time
 
@@ -37,7 +36,6 @@ type Lock struct {
 	until      time.Time // end of validity (monotonic)
 	lastStart  time.Time // start of the last successful acquire or extend
 	state      lockState
-	capped     bool   // keep-alive stopped at the max hold
 	slot       uint16 // under WithLimit(limit): the slot held (limit.go), 0 for 1
 	limit      uint16
 	lost       chan struct{}
@@ -138,9 +136,6 @@ func (c *Client) newLock(res keys, token string, fence int64, ttl time.Duration,
 		record: lc.rec, slot: lc.slot, limit: uint16(lc.limit),
 	}
 	l.handle = lockutil.NewHandle((*mechanics)(l))
-	if lc.maxHold > 0 {
-		l.holdEnd = start.Add(lc.maxHold)
-	}
 	c.busy.Add(1)
 	l.mu.Lock() // the watchdog may fire at once and reads l.watchdog
 	l.watchdog = time.AfterFunc(time.Until(until)-lossGuard(ttl), l.checkValidity)
@@ -173,11 +168,7 @@ func (l *Lock) checkValidity() {
 		l.mu.Unlock()
 		return
 	}
-	cause := ErrLockLost
-	if l.capped {
-		cause = ErrMaxHold
-	}
-	l.loseUnlock(cause)
+	l.loseUnlock(ErrLockLost)
 }
 
 // loseUnlock, called with l.mu held, marks the lock lost (Lost() closes,

@@ -153,9 +153,8 @@ func WithObserver(f func(Event)) Option { return func(c *config) { c.observer = 
 // lockConfig holds per-lock options.
 type lockConfig struct {
 	fencing bool
-	slot    uint16 // under WithLimit: the slot the current round asks for
-	limit   int32  // WithLimit's n, clamped to [MinInt32, maxLimit+1]; 1 when not given
-	maxHold time.Duration
+	slot    uint16            // under WithLimit: the slot the current round asks for
+	limit   int32             // WithLimit's n, clamped to [MinInt32, maxLimit+1]; 1 when not given
 	suffix  string            // the holder part of this acquisition's tokens
 	rec     *completionRecord // withCompletion's record
 }
@@ -171,8 +170,3 @@ type LockOption func(*lockConfig)
 // round trip when the nodes' counters disagree, and N−q+2 nodes that answer
 // (4 of 5), else ErrQuorum. Default: no fence.
 func WithFencing() LockOption { return func(c *lockConfig) { c.fencing = true } }
-
-// WithMaxHold caps the total time KeepAlive keeps the lock: after d from the
-// acquisition it stops extending, and the lock is lost (cause ErrMaxHold) when
-// its validity ends. Default: 0, no cap.
-func WithMaxHold(d time.Duration) LockOption { return func(c *lockConfig) { c.maxHold = d } }
