@@ -11,6 +11,7 @@ import (
 	"github.com/asynqlock/asynqlock/internal/locktest"
 	"github.com/asynqlock/asynqlock/internal/redistest"
 	"github.com/asynqlock/asynqlock/redlock"
+	"github.com/redis/go-redis/v9"
 )
 
 // handoverTimeout is the node timeout of these tests: generous, so that a
@@ -239,7 +240,7 @@ func TestSuccessorGivingUpDoesNotStrandTheResource(t *testing.T) {
 	}()
 	time.Sleep(100 * time.Millisecond)
 	_ = dead.Close()
-	if err := <-deadDone; !errors.Is(err, redlock.ErrClosed) {
+	if err := <-deadDone; !errors.Is(err, redis.ErrClosed) {
 		t.Fatalf("dead waiter: %v", err)
 	}
 	for _, n := range c.Nodes {

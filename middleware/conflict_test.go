@@ -307,7 +307,7 @@ func TestLockClientErrorsAreFailures(t *testing.T) {
 	withMeta(t, taskMeta{id: "t1", maxRetry: 3, known: true})
 	_ = e.locks.Close()
 	err := Lock(e.locks, ByField("sku"))(&recorder{}).ProcessTask(context.Background(), adjust())
-	if !errors.Is(err, redlock.ErrClosed) || errors.Is(err, ErrConflict) || !IsFailure(err) {
+	if !errors.Is(err, redis.ErrClosed) || errors.Is(err, ErrConflict) || !IsFailure(err) {
 		t.Fatalf("closed client: %v; want a failure, not a conflict", err)
 	}
 }

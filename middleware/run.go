@@ -12,6 +12,7 @@ import (
 	"github.com/asynqlock/asynqlock/internal/lockutil"
 	"github.com/asynqlock/asynqlock/redlock"
 	"github.com/asynqlock/asynqlock/statelog"
+	"github.com/redis/go-redis/v9"
 )
 
 // run executes the handler under the task's lock and cleans up after it.
@@ -189,7 +190,7 @@ func (m *mw) releaseState(log taskLog, err error) {
 	switch {
 	case errors.Is(err, redlock.ErrLockLost):
 		log.Warn("lock found lost at release: exclusivity was not guaranteed to the end", "err", err)
-	case errors.Is(err, redlock.ErrClosed) || errors.Is(err, redlock.ErrNotHeld):
+	case errors.Is(err, redis.ErrClosed) || errors.Is(err, redlock.ErrNotHeld):
 		log.Debug("lock not released", "err", err)
 	case err != nil:
 		m.releaseErr.Fail(m.cfg.logger, slog.LevelWarn, "lock releases failing; each lock expires at its TTL", err,

@@ -136,7 +136,7 @@ func (c *Client) acquireLoop(ctx context.Context, k keys, ttl time.Duration, lc 
 		if l, err = c.try(ctx, k, ttl, lc, only, queued); err == nil {
 			return c.won(l, t, lc, queued != nil && attempts > 1), attempts, nil
 		}
-		if ctx.Err() != nil || errors.Is(err, ErrClosed) {
+		if ctx.Err() != nil || errors.Is(err, errClosed) {
 			break
 		}
 		queued, last = qt, err
@@ -200,7 +200,7 @@ func (c *Client) enter(ctx context.Context, k keys, lc *lockConfig, req *handoff
 	if l, err = c.handed(l, err); l != nil {
 		return nil, l, nil
 	}
-	if err == nil || errors.Is(err, ErrClosed) {
+	if err == nil || errors.Is(err, errClosed) {
 		return t, nil, err
 	}
 	// ctx ended behind another caller of this client: locked all along.
@@ -251,7 +251,7 @@ func (c *Client) try(ctx context.Context, k keys, ttl time.Duration, lc *lockCon
 			}
 			return l, nil
 		}
-		if ctx.Err() != nil || errors.Is(err, ErrClosed) {
+		if ctx.Err() != nil || errors.Is(err, errClosed) {
 			return nil, err
 		}
 		all.add(err)

@@ -268,7 +268,7 @@ func TestHolderWithBareMajorityIsNotASplit(t *testing.T) {
 }
 
 // TestQueuedWaiterEndsOnClose: a caller queued behind another caller of the
-// same client gets ErrClosed when the client closes.
+// same client gets errClosed when the client closes.
 func TestQueuedWaiterEndsOnClose(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		c, _ := memClient(t, 3, WithNodeTimeout(10*time.Millisecond))
@@ -283,8 +283,8 @@ func TestQueuedWaiterEndsOnClose(t *testing.T) {
 		synctest.Wait()
 		start := time.Now()
 		_ = c.Close()
-		if err := <-got; !errors.Is(err, ErrClosed) {
-			t.Fatalf("queued waiter: %v, want ErrClosed", err)
+		if err := <-got; !errors.Is(err, errClosed) {
+			t.Fatalf("queued waiter: %v, want errClosed", err)
 		}
 		if d := time.Since(start); d > time.Second {
 			t.Fatalf("queued waiter returned %v after Close", d)

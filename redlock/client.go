@@ -219,7 +219,7 @@ func ioTimeout(nodeTimeout time.Duration) time.Duration {
 }
 
 // Close stops the client: releases under way finish first, pending waits
-// end with ErrClosed, background work finishes, and clients created by
+// end with errClosed, background work finishes, and clients created by
 // NewFromURLs are closed. Locks still held expire at their TTL; release
 // them first to hand them over at once.
 func (c *Client) Close() error {
@@ -265,7 +265,7 @@ func (c *Client) usable(ctx context.Context) error {
 		return invalidf("nil context")
 	}
 	if c.isClosed() {
-		return ErrClosed
+		return errClosed
 	}
 	return nil
 }

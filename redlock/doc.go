@@ -18,7 +18,7 @@
 // [Lock.KeepAlive] and [Lock.Release]. Tell the outcomes apart with
 // errors.Is: [ErrLocked] (another holder), [ErrQuorum] (too many nodes
 // failed; each cause is a [*NodeError]), [ErrLockLost], [ErrNotHeld],
-// [ErrInvalid] (bad input, named in the message), [ErrClosed]; context
+// [ErrInvalid] (bad input, named in the message), redis.ErrClosed (a closed Client); context
 // errors stay context errors.
 //
 // [WithFencing] adds a fencing token ([Lock.Fence]) that grows with every

@@ -6,6 +6,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 )
 
 // Sentinel errors. Test for them with errors.Is; an error may match several
@@ -27,8 +29,9 @@ var (
 	// options (in packages scheduler and gocronlock: a bad job, name, spec or
 	// option). The message names what is wrong.
 	ErrInvalid = errors.New("redlock: invalid argument")
-	// ErrClosed means the Client was closed.
-	ErrClosed = errors.New("redlock: client closed")
+	// errClosed ends the calls of a closed Client: it matches go-redis's
+	// redis.ErrClosed, as a closed go-redis client's calls do.
+	errClosed = fmt.Errorf("redlock: client closed (%w)", redis.ErrClosed)
 )
 
 // NodeError is the failure of one node during an operation. Reach it with

@@ -48,7 +48,7 @@ type turn struct {
 }
 
 // enter waits until the caller is at the head of key's queue, ctx ends or
-// closed is closed (ErrClosed). A lock handed over comes instead of the turn
+// closed is closed (errClosed). A lock handed over comes instead of the turn
 // (the lock has it), with an error if the caller gave up as it arrived: the
 // caller must release it then.
 func (gs *gates) enter(ctx context.Context, key string, closed <-chan struct{}, req *handoffReq) (*turn, *Lock, error) {
@@ -75,7 +75,7 @@ func (gs *gates) enter(ctx context.Context, key string, closed <-chan struct{}, 
 	case <-ctx.Done():
 		err = ctx.Err()
 	case <-closed:
-		err = ErrClosed
+		err = errClosed
 	}
 	gs.mu.Lock()
 	switch {

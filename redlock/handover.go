@@ -182,7 +182,7 @@ func (l *Lock) handOver(ctx context.Context, w *waiter, until time.Time, ho hand
 			close(h.settled)
 		}
 		h.r.idle()
-		return ErrClosed
+		return errClosed
 	}
 	select {
 	case err := <-done:

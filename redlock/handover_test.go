@@ -399,7 +399,7 @@ func TestDeadWaiterHoldsOthersBackOnlyForItsLease(t *testing.T) {
 		live := waitFor(context.Background(), memClientOn(t, mems, opts...), "r", time.Minute)
 		time.Sleep(100 * time.Millisecond)
 		_ = dead.Close() // stops retrying without leaving the queue
-		if got := <-deadWait; !errors.Is(got.err, ErrClosed) {
+		if got := <-deadWait; !errors.Is(got.err, errClosed) {
 			t.Fatalf("closed waiter: %v", got.err)
 		}
 		released := time.Now()

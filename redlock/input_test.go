@@ -161,8 +161,8 @@ func TestClosedClientRefusesCalls(t *testing.T) {
 	if err := c.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := c.TryAcquire(context.Background(), "r", time.Second); !errors.Is(err, ErrClosed) {
-		t.Fatalf("got %v, want ErrClosed", err)
+	if _, err := c.TryAcquire(context.Background(), "r", time.Second); !errors.Is(err, errClosed) {
+		t.Fatalf("got %v, want errClosed", err)
 	}
 	if err := c.Close(); err != nil {
 		t.Fatalf("second Close: %v", err)

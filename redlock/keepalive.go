@@ -119,7 +119,7 @@ func (l *Lock) KeepAlive(ctx context.Context) (context.Context, context.CancelFu
 	l.keepalives = append(live, keepalive{ctx: kctx, cancel: cancel})
 	l.mu.Unlock()
 	if !l.c.spawn(func() { l.keepAlive(kctx) }) {
-		cancel(ErrClosed)
+		cancel(errClosed)
 	}
 	return kctx, func() { cancel(context.Canceled) }
 }

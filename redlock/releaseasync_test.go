@@ -41,7 +41,7 @@ func TestCloseWaitsForAsyncReleases(t *testing.T) {
 }
 
 // TestReleaseAsyncAfterClose: a release started after Close is answered
-// (ErrClosed) without waiting, as Release is.
+// (errClosed) without waiting, as Release is.
 func TestReleaseAsyncAfterClose(t *testing.T) {
 	c, _ := memClient(t, 3)
 	l, err := c.TryAcquire(context.Background(), "r", time.Minute)

@@ -58,7 +58,7 @@ var transportEnv = &transport.Env{
 	Scripts: []*transport.Script{releaseScript, extendScript, fenceAcquireScript, fenceRaiseScript, inspectScript,
 		turnScript, queueReleaseScript, leaveQueueScript, slotReleaseScript, slotTurnScript, slotWaitScript,
 		slotLeaveScript, releaseManyScript},
-	Closed: ErrClosed, Release: queueReleaseScript, ReleaseMany: releaseManyScript,
+	Closed: errClosed, Release: queueReleaseScript, ReleaseMany: releaseManyScript,
 	ChannelSuffix: channelSuffix, LookScore: lookScore}
 
 // roundArgs builds an acquisition round's command: with a ticket,

@@ -122,7 +122,7 @@ func TestSpanOutcomes(t *testing.T) {
 		{&opError{kinds: []error{ErrLocked}}, "locked"},
 		{&opError{kinds: []error{ErrQuorum}}, "quorum"},
 		{context.DeadlineExceeded, "canceled"},
-		{ErrClosed, "error"},
+		{errClosed, "error"},
 	} {
 		if got := outcomeOf(tt.err); got != tt.want {
 			t.Errorf("outcomeOf(%v) = %q, want %q", tt.err, got, tt.want)

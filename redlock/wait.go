@@ -27,7 +27,7 @@ func (c *Client) pause(ctx context.Context, w *watch, t *turn, req *handoffReq, 
 	case <-ctx.Done():
 		perr = ctx.Err()
 	case <-c.closed:
-		perr = ErrClosed
+		perr = errClosed
 	case <-wake:
 		only = announcedSlot(w.payload(), int(req.lc.limit))
 	case <-handed:
@@ -107,7 +107,7 @@ func (t *turn) unpark(ctx context.Context, w *waiter, closed <-chan struct{}) (*
 	case <-ctx.Done():
 		err = ctx.Err()
 	case <-closed:
-		err = ErrClosed
+		err = errClosed
 	}
 	gs.mu.Lock()
 	defer gs.mu.Unlock()

@@ -35,7 +35,7 @@ const (
 	// than the skew allows: fix the clock or raise WithSkew.
 	OutcomeSkippedBeyondSkew Outcome = "skipped_beyond_skew"
 	// OutcomeLockError: the lock nodes gave no answer (redlock.ErrQuorum,
-	// ErrClosed, a context error) or one too late; the tick did not run here.
+	// redis.ErrClosed, a context error) or one too late; the tick did not run here.
 	OutcomeLockError Outcome = "lock_error"
 	// OutcomeLate: a run starts Duration late: it waited for the previous
 	// run, or catches up a tick no replica ran (Err says which).

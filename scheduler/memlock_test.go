@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/asynqlock/asynqlock/redlock"
+	"github.com/redis/go-redis/v9"
 )
 
 // memLocks is an in-memory lock service with redlock's semantics, on
@@ -51,7 +52,7 @@ type memClient struct {
 
 func (c *memClient) TryAcquire(ctx context.Context, resource string, ttl time.Duration) (lease, error) {
 	if c.dead.Load() {
-		return nil, redlock.ErrClosed
+		return nil, redis.ErrClosed
 	}
 	time.Sleep(c.latency)
 	c.attempts.Add(1)
@@ -69,7 +70,7 @@ func (c *memClient) TryAcquire(ctx context.Context, resource string, ttl time.Du
 func (c *memClient) Acquire(ctx context.Context, resource string, ttl time.Duration) (lease, error) {
 	for {
 		if c.dead.Load() {
-			return nil, redlock.ErrClosed
+			return nil, redis.ErrClosed
 		}
 		c.attempts.Add(1)
 		c.m.mu.Lock()
@@ -198,7 +199,7 @@ func (c *memClient) Record(ctx context.Context, resource string) (time.Duration,
 // Check reports the service's clock as offset by c.nodeOffset.
 func (c *memClient) Check(ctx context.Context) ([]redlock.NodeReport, error) {
 	if c.dead.Load() {
-		return nil, redlock.ErrClosed
+		return nil, redis.ErrClosed
 	}
 	return []redlock.NodeReport{{Addr: "mem:1", ClockOffset: time.Duration(c.nodeOffset.Load())}}, nil
 }
