@@ -17,7 +17,7 @@ type locker interface {
 	// Record returns the remaining TTL of resource's lock on the nodes of a
 	// quorum's holder (the longest) and that holder; false if no quorum holds it.
 	Record(ctx context.Context, resource string) (remaining time.Duration, holder redlock.Holder, ok bool)
-	Check(ctx context.Context) ([]redlock.NodeReport, error) // this process's clock offset to each node (redlock's Admin.Check)
+	Check(ctx context.Context) ([]redlock.NodeReport, error) // this process's clock offset to each node (redlock's Client.Check)
 	// Mark takes resource for ttl with a note and leaves it to expire; when
 	// another holder has it, it fails with redlock.ErrLocked and that note.
 	Mark(ctx context.Context, resource string, ttl time.Duration, note string) (string, error)
@@ -83,7 +83,7 @@ func (r redlockLocker) Record(ctx context.Context, resource string) (time.Durati
 }
 
 func (r redlockLocker) Check(ctx context.Context) ([]redlock.NodeReport, error) {
-	return r.c.Admin().Check(ctx)
+	return r.c.Check(ctx)
 }
 
 // Mark notes the holder in the lock's token (redlock.ContextWithHolder);
