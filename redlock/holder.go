@@ -59,10 +59,7 @@ func parseHolder(token string) (Holder, bool) {
 
 // processHolder is the part of every token naming this process: "|h=host&p=pid".
 func processHolder() string {
-	host, err := os.Hostname()
-	if err != nil {
-		host = ""
-	}
+	host, _ := os.Hostname() // "" when unknown
 	return holderSep + "h=" + url.QueryEscape(host) + "&p=" + strconv.Itoa(os.Getpid())
 }
 
