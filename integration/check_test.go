@@ -57,7 +57,8 @@ func TestCheckReportsIdentityClockAndSettings(t *testing.T) {
 		t.Errorf("run IDs %q %q %q: want the first two equal (one server), the third different", reps[0].RunID, reps[1].RunID, reps[2].RunID)
 	}
 	evicts := func(r redlock.NodeReport) bool {
-		return slices.ContainsFunc(r.Warnings, func(w string) bool { return strings.Contains(w, "can evict lock keys") })
+		evicting := func(w string) bool { return strings.Contains(w, "can evict lock keys") }
+		return slices.ContainsFunc(r.Warnings, evicting)
 	}
 	if !evicts(reps[2]) || evicts(reps[0]) {
 		t.Errorf("evicts: node 0 %v, node 2 %v (%q)", evicts(reps[0]), evicts(reps[2]), reps[2].Warnings)

@@ -38,7 +38,8 @@ func TestSummarizeShards(t *testing.T) {
 	if w := r.notes(false); len(w) != 2 || !strings.HasPrefix(w[0], "shard a:0: writes are lost") {
 		t.Fatalf("warnings %q", w)
 	}
-	if p := r.notes(true); len(p) != 1 || !strings.HasPrefix(p[0], "shard b:1: maxmemory-policy allkeys-lru") {
+	p := r.notes(true)
+	if len(p) != 1 || !strings.HasPrefix(p[0], "shard b:1: maxmemory-policy allkeys-lru") {
 		t.Fatalf("problems %q, want the evicting shard's", p)
 	}
 

@@ -17,7 +17,8 @@ type locker interface {
 	// Record returns the remaining TTL of resource's lock on the nodes of a
 	// quorum's holder (the longest) and that holder; false if no quorum holds it.
 	Record(ctx context.Context, resource string) (remaining time.Duration, holder redlock.Holder, ok bool)
-	Check(ctx context.Context) ([]redlock.NodeReport, error) // this process's clock offset to each node (redlock's Client.Check)
+	// Check is redlock's Client.Check: this process's clock offset to each node.
+	Check(ctx context.Context) ([]redlock.NodeReport, error)
 	// Mark takes resource for ttl with a note and leaves it to expire; when
 	// another holder has it, it fails with redlock.ErrLocked and that note.
 	Mark(ctx context.Context, resource string, ttl time.Duration, note string) (string, error)

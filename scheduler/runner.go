@@ -167,7 +167,8 @@ func (r *runner) try(ctx context.Context, resource string, ttl time.Duration, re
 	ctx = r.holderContext(ctx)
 	for backoff := 4 * time.Millisecond; ; backoff *= 2 {
 		l, err := r.locks.TryAcquire(ctx, resource, ttl)
-		if err == nil || errors.Is(err, redlock.ErrInvalid) || errors.Is(err, redis.ErrClosed) || ctx.Err() != nil {
+		if err == nil || errors.Is(err, redlock.ErrInvalid) || errors.Is(err, redis.ErrClosed) ||
+			ctx.Err() != nil {
 			return l, err
 		}
 		if record && errors.Is(err, redlock.ErrLocked) {
@@ -194,7 +195,8 @@ func (r *runner) holderContext(ctx context.Context) context.Context {
 }
 
 func (r *runner) release(l lease) {
-	if err := lockutil.Release(context.Background(), l); err != nil && !errors.Is(err, redis.ErrClosed) && !errors.Is(err, redlock.ErrLockLost) {
+	err := lockutil.Release(context.Background(), l)
+	if err != nil && !errors.Is(err, redis.ErrClosed) && !errors.Is(err, redlock.ErrLockLost) {
 		r.cfg.logger.Debug("cron job: lock release failed", "job", r.name, "err", err)
 	}
 }
