@@ -95,7 +95,7 @@ func TestLockNodeSettingsPassTheNodeCheck(t *testing.T) {
 		defer c.Close()
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
-		reps, err := c.Check(ctx)
+		reps, err := c.Admin().Check(ctx)
 		if err != nil {
 			t.Fatal(err)
 		}

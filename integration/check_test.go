@@ -39,7 +39,7 @@ func TestCheckReportsIdentityClockAndSettings(t *testing.T) {
 	if err := c.Nodes[2].Kill(); err != nil {
 		t.Fatal(err)
 	}
-	reps, err := lc.Check(ctx)
+	reps, err := lc.Admin().Check(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -140,7 +140,7 @@ func clusterListCase(t *testing.T, c *redlock.Client) {
 		}
 		defer func() { _ = l.Release(ctx) }()
 	}
-	listed, _, err := c.Scan(ctx, "")
+	listed, _, err := c.Admin().Scan(ctx, "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -191,7 +191,7 @@ func clusterCheckCase(t *testing.T, urls []string, addrs [][]string) {
 	}
 	defer cl.ConfigSet(ctx, "maxmemory", "0")
 	c := newClusterLocks(t, urls)
-	reports, err := c.Check(ctx)
+	reports, err := c.Admin().Check(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -218,7 +218,7 @@ func clusterCheckCase(t *testing.T, urls []string, addrs [][]string) {
 	}
 	// The operator's check keeps such nodes to report them.
 	again := newClusterLocks(t, twice, redlock.WithInspectOnly())
-	reports, err = again.Check(ctx)
+	reports, err = again.Admin().Check(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -271,7 +271,7 @@ func TestClusterMemberAsSingleServer(t *testing.T) {
 	}
 	// The operator's check keeps such a node to report it.
 	c := newClusterLocks(t, urls, redlock.WithInspectOnly())
-	reports, err := c.Check(context.Background())
+	reports, err := c.Admin().Check(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}

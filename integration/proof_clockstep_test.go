@@ -113,7 +113,7 @@ func errText(err error) string {
 // step ahead and the others' not.
 func checkOffsets(t *testing.T, ctx context.Context, cl *redlock.Client, k int, step time.Duration) {
 	t.Helper()
-	reports, err := cl.Check(ctx)
+	reports, err := cl.Admin().Check(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -11,15 +11,20 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// The calls of an operator's tools, beside Inspect (one resource): the
-// nodes' reachability (Ping) and settings (Check, check.go), the locks they
-// hold (Scan), and a forced release (Redisson's forceUnlock).
+// Admin holds the calls of an operator's tools: the nodes' reachability
+// (Ping) and settings (Check), the locks they hold (Scan), and a forced
+// release (Redisson's forceUnlock). Client.Inspect shows one resource.
+type Admin struct{ c *Client }
+
+// Admin returns the operator calls on c's nodes.
+func (c *Client) Admin() Admin { return Admin{c: c} }
 
 // Ping pings every node at once and reports each one's answer in a
 // NodeReport of Node, Addr and Err (a *NodeError; nil when it answered). It
 // waits for every node, at most the node timeout, so that a probe can count
 // the nodes that are up, not just learn the first decided outcome.
-func (c *Client) Ping(ctx context.Context) ([]NodeReport, error) {
+func (a Admin) Ping(ctx context.Context) ([]NodeReport, error) {
+	c := a.c
 	if err := c.usable(ctx); err != nil {
 		return nil, err
 	}
@@ -41,7 +46,8 @@ func (c *Client) Ping(ctx context.Context) ([]NodeReport, error) {
 // Scan returns the resources, unsorted and possibly repeated, whose name
 // starts with resourcePrefix and whose lock key is on any node, and each
 // node's scan failure (nil where it was scanned). It uses SCAN, never KEYS.
-func (c *Client) Scan(ctx context.Context, resourcePrefix string) ([]string, []error, error) {
+func (a Admin) Scan(ctx context.Context, resourcePrefix string) ([]string, []error, error) {
+	c := a.c
 	if err := c.usable(ctx); err != nil {
 		return nil, nil, err
 	}
@@ -105,7 +111,8 @@ var globEscape = strings.NewReplacer(`*`, `\*`, `?`, `\?`, `[`, `\[`, `]`, `\]`,
 // still holds token, announces the release to waiters, and reports on how
 // many nodes it did; a key that changed hands is left alone. The holder
 // runs on until its next extension fails.
-func (c *Client) ForceRelease(ctx context.Context, resource, token string) (int, error) {
+func (a Admin) ForceRelease(ctx context.Context, resource, token string) (int, error) {
+	c := a.c
 	if err := c.usable(ctx); err != nil {
 		return 0, err
 	}

@@ -205,7 +205,7 @@ func TestBusyCountSettles(t *testing.T) {
 			t.Fatalf("release after loss: %v, want ErrLockLost", err)
 		}
 		check("a release after the loss")
-		if _, err := c.Ping(ctx); err != nil {
+		if _, err := c.Admin().Ping(ctx); err != nil {
 			t.Fatal(err)
 		}
 		check("ping")

@@ -15,9 +15,9 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// NodeReport is what Client.Check learned of one lock node: who it is, how
+// NodeReport is what Admin.Check learned of one lock node: who it is, how
 // far its clock is from ours, and the settings Redlock's guarantee depends
-// on. Client.Ping fills Node, Addr and Err only.
+// on. Admin.Ping fills Node, Addr and Err only.
 type NodeReport struct {
 	Node    int    // index in the node list
 	Addr    string // the node's address, never its credentials
@@ -31,7 +31,7 @@ type NodeReport struct {
 	Maxmemory       int64 // bytes; 0 means no limit, so no eviction
 	AppendOnly      bool
 	AppendFsync     string
-	// Err is the node's failure to answer TIME (PING for Ping);
+	// Err is the node's failure to answer TIME (PING for Admin.Ping);
 	// nothing else is known then.
 	Err error
 	// ConfigErr is the node's refusal of INFO or CONFIG GET (an ACL, a
@@ -138,7 +138,8 @@ func (r NodeReport) notes(problems bool) []string {
 // nodes that share a server (SameServer). A node that fails has Err set; the
 // error is for bad input, a closed client and the end of ctx. A client
 // just made first waits for its nodes' dial and script loads.
-func (c *Client) Check(ctx context.Context) ([]NodeReport, error) {
+func (a Admin) Check(ctx context.Context) ([]NodeReport, error) {
+	c := a.c
 	if err := c.usable(ctx); err != nil {
 		return nil, err
 	}
@@ -295,7 +296,7 @@ func markSameServer(reports []NodeReport) {
 // that does not answer is left to the lock's own calls: it may be down for
 // now.
 func (c *Client) firstContact(names []string) error {
-	reports, err := c.Check(context.Background())
+	reports, err := c.Admin().Check(context.Background())
 	if err != nil {
 		return err
 	}

@@ -25,7 +25,7 @@
 // acquisition, for storage to reject a paused holder's late writes.
 // [WithLimit] lets up to n holders have a resource at once, each in a slot
 // ([Lock.Slot]) that is a quorum lock of its own.
-// [Client.Inspect] shows who holds a resource on each node, [Client.Check]
+// [Client.Inspect] shows who holds a resource on each node, [Client.Admin]'s Check
 // each node's identity, clock and settings. [WithObserver] feeds metrics.
 //
 // The guarantee rests on assumptions (bounded clock drift, nodes that stay

@@ -173,7 +173,7 @@ func TestPingNodesReportsEachNode(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) { // virtual time: a 20ms node timeout cannot flake
 		c, mems := memClient(t, 5, WithNodeTimeout(20*time.Millisecond))
 		down := func() (n int) {
-			st, err := c.Ping(context.Background())
+			st, err := c.Admin().Ping(context.Background())
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -89,7 +89,7 @@ func TestBraceNamesLockReleaseList(t *testing.T) {
 		if _, err := c.TryAcquire(ctx, name, 10*time.Second); err == nil {
 			t.Fatalf("%q: taken twice", name)
 		}
-		found, _, err := c.Scan(ctx, name)
+		found, _, err := c.Admin().Scan(ctx, name)
 		if err != nil || !slices.Contains(found, name) {
 			t.Fatalf("%q: scan found %q, %v", name, found, err)
 		}
@@ -115,7 +115,7 @@ func TestScanPrefixNotUTF8(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer func() { _ = l.Release(ctx) }()
-	found, _, err := c.Scan(ctx, "bad\xff*")
+	found, _, err := c.Admin().Scan(ctx, "bad\xff*")
 	if err != nil || !slices.Equal(found, []string{name}) {
 		t.Fatalf("scan found %q, %v; want [%q]", found, err, name)
 	}

@@ -207,7 +207,7 @@ func TestLimitForceReleaseFreesTheSlot(t *testing.T) {
 	if _, err := c.TryAcquire(ctx, "r", 30*time.Second, WithLimit(2)); err != nil {
 		t.Fatal(err)
 	}
-	if n, err := c.ForceRelease(ctx, "r", a.Token()); err != nil || n != 1 {
+	if n, err := c.Admin().ForceRelease(ctx, "r", a.Token()); err != nil || n != 1 {
 		t.Fatalf("force release of slot %d: %d nodes, %v", a.Slot(), n, err)
 	}
 	l, err := c.TryAcquire(ctx, "r", 30*time.Second, WithLimit(2))
@@ -273,7 +273,7 @@ func TestScanFindsAResourceByItsSlots(t *testing.T) {
 			}
 		}
 	}
-	found, errs, err := c.Scan(ctx, "")
+	found, errs, err := c.Admin().Scan(ctx, "")
 	if err != nil || errs[0] != nil {
 		t.Fatal(err, errs)
 	}

@@ -17,7 +17,7 @@ func TestPingCountsNodesThatAnswerAfterTheOutcomeIsDecided(t *testing.T) {
 	for _, m := range mems[3:] {
 		m.set(func(m *memNode) { m.delay = 50 * time.Millisecond })
 	}
-	st, err := c.Ping(context.Background())
+	st, err := c.Admin().Ping(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}

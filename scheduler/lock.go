@@ -17,7 +17,7 @@ type locker interface {
 	// Record returns the remaining TTL of resource's lock on the nodes of a
 	// quorum's holder (the longest) and that holder; false if no quorum holds it.
 	Record(ctx context.Context, resource string) (remaining time.Duration, holder redlock.Holder, ok bool)
-	// Check is redlock's Client.Check: this process's clock offset to each node.
+	// Check is redlock's Admin().Check: this process's clock offset to each node.
 	Check(ctx context.Context) ([]redlock.NodeReport, error)
 	// Mark takes resource for ttl with a note and leaves it to expire; when
 	// another holder has it, it fails with redlock.ErrLocked and that note.
@@ -84,7 +84,7 @@ func (r redlockLocker) Record(ctx context.Context, resource string) (time.Durati
 }
 
 func (r redlockLocker) Check(ctx context.Context) ([]redlock.NodeReport, error) {
-	return r.c.Check(ctx)
+	return r.c.Admin().Check(ctx)
 }
 
 // Mark notes the holder in the lock's token (redlock.ContextWithHolder);

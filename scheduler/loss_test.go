@@ -144,7 +144,7 @@ func forceRelease(t *testing.T, locks *redlock.Client, resource string, started 
 	for ctx.Err() == nil { // a loaded machine may make a call time out
 		states, err := locks.Inspect(ctx, resource)
 		if err == nil && len(states) == 1 && states[0].Token != "" {
-			if n, err := locks.ForceRelease(ctx, resource, states[0].Token); n == 1 && err == nil {
+			if n, err := locks.Admin().ForceRelease(ctx, resource, states[0].Token); n == 1 && err == nil {
 				return
 			}
 		}
@@ -205,7 +205,7 @@ func waitRecordsGone(t *testing.T, locks *redlock.Client, prefixes ...string) {
 // (or failed to describe), as the operator's listing does: a scan of every
 // node, then an inspection of each resource found.
 func heldUnder(ctx context.Context, locks *redlock.Client, prefix string) (int, error) {
-	found, _, err := locks.Scan(ctx, prefix)
+	found, _, err := locks.Admin().Scan(ctx, prefix)
 	if err != nil {
 		return 0, err
 	}

@@ -31,7 +31,7 @@ type nodeCheck struct {
 func (w *Worker) checkNodes(ctx context.Context) error {
 	cctx, cancel := context.WithTimeout(ctx, max(8*w.cfg.NodeTimeout, 2*time.Second))
 	defer cancel()
-	reports, err := w.locks.Check(cctx)
+	reports, err := w.locks.Admin().Check(cctx)
 	if err != nil {
 		return w.nodes.sameServer() // shutting down: keep what we knew
 	}

@@ -31,7 +31,7 @@ func TestLockNodeCheckFindsNothingToWarnAbout(t *testing.T) {
 	t.Cleanup(func() { _ = c.Close() })
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	reports, err := c.Check(ctx)
+	reports, err := c.Admin().Check(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}

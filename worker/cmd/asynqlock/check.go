@@ -39,7 +39,7 @@ var errCheckFailed = errors.New("check failed")
 // then the problems across nodes. It fails (exit 1) on every problem found
 // (see verdict); persistence without fsync on every write is only a note.
 func runCheck(ctx context.Context, a *app, _ any, _ []string) error {
-	reports, err := a.locks.Check(ctx)
+	reports, err := a.locks.Admin().Check(ctx)
 	if err != nil {
 		return err
 	}

@@ -41,7 +41,7 @@ func List(ctx context.Context, c *redlock.Client, resourcePrefix string, limit i
 	if limit <= 0 {
 		limit = ListLimit
 	}
-	found, scanErrs, err := c.Scan(ctx, resourcePrefix)
+	found, scanErrs, err := c.Admin().Scan(ctx, resourcePrefix)
 	if err != nil {
 		return nil, err
 	}

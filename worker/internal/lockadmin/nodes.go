@@ -13,7 +13,7 @@ func Quorum(n int) int { return n/2 + 1 }
 // Addr and Err), waiting for all of them (at most the node timeout), so that
 // a probe can tell which nodes are down and whether a quorum is left.
 func PingNodes(ctx context.Context, c *redlock.Client) ([]redlock.NodeReport, error) {
-	return c.Ping(ctx)
+	return c.Admin().Ping(ctx)
 }
 
 // SurvivesRestart reports whether the node keeps every acknowledged write

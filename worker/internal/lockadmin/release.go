@@ -18,7 +18,7 @@ import (
 // the error, matched by errors.As with *redlock.NodeError, next to the count
 // of the nodes that did delete.
 func ForceRelease(ctx context.Context, c *redlock.Client, resource, token string) (int, error) {
-	return c.ForceRelease(ctx, resource, token)
+	return c.Admin().ForceRelease(ctx, resource, token)
 }
 
 // Claim is one token's hold on a resource: the nodes whose lock key carries
