@@ -7,6 +7,7 @@ import (
 	mrand "math/rand/v2"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 )
 
@@ -312,4 +313,80 @@ func (c *Client) attempt(ctx context.Context, k keys, ttl time.Duration, lc *loc
 	l := c.newLock(k, token, fence, ttl, start, until, lc)
 	l.unsent, l.found, l.chainStart = r.unsent, r.rec, time.Now()
 	return l, nil
+}
+
+// pause waits after a round failed with last, for a release announcement
+// (once w watches), the retry delay, a slot handed over (park), ctx's end or
+// the client's close. It returns the slot whose release woke it (-1 if none),
+// or why the wait must end.
+func (c *Client) pause(ctx context.Context, w *watch, t *turn, req *handoffReq, last error) (*Lock, int, error) {
+	timer := c.roundTimer(c.retryDelay(last))
+	defer c.putRoundTimer(timer)
+	var wake <-chan struct{} // a nil channel is never ready
+	if w != nil {
+		wake = w.C
+	}
+	pw, handed := t.park(req)
+	var perr error
+	only := -1
+	select {
+	case <-ctx.Done():
+		perr = ctx.Err()
+	case <-c.closed:
+		perr = ErrClosed
+	case <-wake:
+		only = announcedSlot(w.payload(), int(req.lc.limit))
+	case <-handed:
+	case <-timer.C:
+	}
+	if l, err := c.handed(t.unpark(ctx, pw, c.closed)); l != nil || err != nil {
+		return l, -1, err
+	}
+	return nil, only, perr
+}
+
+// handed is a lock (if any) a holder of this client handed over: the
+// caller's, or released in the background if it came as the caller gave up.
+func (c *Client) handed(l *Lock, err error) (*Lock, error) {
+	if l == nil {
+		return nil, err
+	}
+	if err == nil {
+		l.via = handoverLocal
+		return l, nil
+	}
+	c.releaseSoon(l)
+	return nil, err
+}
+
+// releaseSoon releases l in the background, or at once on a closed client
+// (which ends its watchdog).
+func (c *Client) releaseSoon(l *Lock) {
+	if !c.spawn(func() { _ = l.Release(context.Background()) }) {
+		_ = l.Release(context.Background())
+	}
+}
+
+// retryDelay is the random delay after a round that failed with last: in
+// [retryMin, retryMax] (validated: min <= max), or after a split vote a short
+// one, long enough for one contender to go first (REDLOCK.md, "Split votes").
+func (c *Client) retryDelay(last error) time.Duration {
+	if oe := (*opError)(nil); errors.As(last, &oe) && oe.split {
+		span := max(min(c.cfg.retryMin, 5*time.Millisecond), 2*oe.took)
+		return time.Duration(mrand.Int64N(int64(span) + 1))
+	}
+	return c.cfg.retryMin + time.Duration(mrand.Int64N(int64(c.cfg.retryMax-c.cfg.retryMin)+1))
+}
+
+// announcedSlot is the slot of limit an announcement (payload) names, -1
+// when it names none.
+func announcedSlot(pl string, limit int) int {
+	if i := strings.LastIndexByte(pl, '/'); i >= 0 {
+		pl = pl[i+1:] // a reservation: queued:<head>/<slot> (slot_wait.lua)
+	}
+	s, err := strconv.Atoi(pl)
+	if err != nil || s < 0 || s >= limit {
+		return -1
+	}
+	return s
 }
