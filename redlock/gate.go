@@ -62,28 +62,7 @@ func (gs *gates) enter(ctx context.Context, key string, closed <-chan struct{},
 	if req != nil && req.look != nil {
 		req.look.send(time.Time{}) // as the caller starts to wait
 	}
-
-	var err error
-	select {
-	case <-w.ready:
-	case <-ctx.Done():
-		err = ctx.Err()
-	case <-closed:
-		err = ErrClosed
-	}
-	gs.mu.Lock()
-	switch {
-	case w.granted:
-	case w.claimed:
-		w.gone = true // a hand-over is under way: its sender releases what it gets
-	default:
-		// The gate now, not g: a requeued waiter may be in a newer one.
-		if g := gs.m[key]; g != nil {
-			g.queue = slices.DeleteFunc(g.queue, func(q *waiter) bool { return q == w })
-		}
-	}
-	granted := w.granted
-	gs.mu.Unlock()
+	granted, err := gs.await(ctx, key, w, closed)
 	if !granted {
 		return nil, nil, err
 	}
@@ -96,6 +75,33 @@ func (gs *gates) enter(ctx context.Context, key string, closed <-chan struct{},
 		t = nil
 	}
 	return t, w.lock, err
+}
+
+// await waits for w's grant till ctx ends or closed is closed (ErrClosed). A
+// waiter giving up while claimed is gone (its claimer releases what it gets);
+// an unclaimed one leaves key's queue.
+func (gs *gates) await(ctx context.Context, key string, w *waiter, closed <-chan struct{}) (bool, error) {
+	var err error
+	select {
+	case <-w.ready:
+	case <-ctx.Done():
+		err = ctx.Err()
+	case <-closed:
+		err = ErrClosed
+	}
+	gs.mu.Lock()
+	defer gs.mu.Unlock()
+	switch {
+	case w.granted:
+	case w.claimed:
+		w.gone = true
+	default:
+		// The gate now, not g: a requeued waiter may be in a newer one.
+		if g := gs.m[key]; g != nil {
+			g.queue = slices.DeleteFunc(g.queue, func(q *waiter) bool { return q == w })
+		}
+	}
+	return w.granted, err
 }
 
 // leave hands the turn to the next waiter, or frees the resource's queue
@@ -375,20 +381,9 @@ func (t *turn) unpark(ctx context.Context, w *waiter, closed <-chan struct{}) (*
 	if !claimed {
 		return nil, nil
 	}
-	var err error
-	select {
-	case <-w.ready:
-		return w.lock, nil
-	case <-ctx.Done():
-		err = ctx.Err()
-	case <-closed:
-		err = ErrClosed
+	granted, err := gs.await(ctx, t.key, w, closed)
+	if !granted {
+		return nil, err
 	}
-	gs.mu.Lock()
-	defer gs.mu.Unlock()
-	if w.granted {
-		return w.lock, err
-	}
-	w.gone = true
-	return nil, err
+	return w.lock, err
 }
