@@ -249,6 +249,45 @@ func (c *Client) pause(ctx context.Context, w *watch, t *turn, req *handoffReq, 
 	return nil, only, perr
 }
 
+// park makes the turn's holder for n > 1 slots claimable while it pauses: a
+// slot this client releases may be handed to it (HANDOVER.md, "Slots").
+func (t *turn) park(req *handoffReq) (*waiter, <-chan struct{}) {
+	if t == nil || req.lc.limit <= 1 { // one holder's lock comes with the turn
+		return nil, nil
+	}
+	w := &waiter{ready: make(chan struct{}), req: req}
+	t.gs.mu.Lock()
+	if g := t.gs.m[t.key]; g != nil {
+		g.idle = w
+	}
+	t.gs.mu.Unlock()
+	return w, w.ready
+}
+
+// unpark ends w's pause: the slot handed to it, if any, once a hand-over
+// under way ends. If ctx ends or the client closes first: the error, with
+// the lock if it came as the caller gave up (else its sender releases it).
+func (t *turn) unpark(ctx context.Context, w *waiter, closed <-chan struct{}) (*Lock, error) {
+	if w == nil {
+		return nil, nil
+	}
+	gs := t.gs
+	gs.mu.Lock()
+	claimed := w.claimed
+	if g := gs.m[t.key]; !claimed && g != nil && g.idle == w {
+		g.idle = nil
+	}
+	gs.mu.Unlock()
+	if !claimed {
+		return nil, nil
+	}
+	granted, err := gs.await(ctx, t.key, w, closed)
+	if !granted {
+		return nil, err
+	}
+	return w.lock, err
+}
+
 // retryDelay is a random delay in [retryMin, retryMax], or after a split vote
 // a short one, for one contender to go first (REDLOCK.md, "Split votes").
 func (c *Client) retryDelay(last error) time.Duration {
