@@ -59,7 +59,7 @@ func (gs *gates) enter(ctx context.Context, key string, closed <-chan struct{},
 	w := &waiter{ready: make(chan struct{}), req: req}
 	g.queue = append(g.queue, w)
 	gs.mu.Unlock()
-	if req != nil && req.look != nil {
+	if req.look != nil {
 		req.look.send(time.Time{}) // as the caller starts to wait
 	}
 	granted, err := gs.await(ctx, key, w, closed)
@@ -163,15 +163,13 @@ func (t *turn) waited() bool {
 }
 
 // next is the waiter a hand-over would go to, with its gate (gs.mu held): a
-// slot handle's idle caller (the oldest), else the first queued with a req.
+// slot handle's idle caller (the oldest), else the first queued.
 func (t *turn) next() (*gate, *waiter) {
 	g := t.gs.m[t.key]
 	switch {
-	case g == nil:
-		return nil, nil
-	case t.slots && g.idle != nil:
+	case g != nil && t.slots && g.idle != nil:
 		return g, g.idle
-	case len(g.queue) == 0 || g.queue[0].req == nil:
+	case g == nil || len(g.queue) == 0:
 		return nil, nil
 	}
 	return g, g.queue[0]
@@ -340,11 +338,11 @@ func (t *turn) lookers(withIdle bool, f func(*lookAhead)) {
 		return
 	}
 	for _, w := range g.queue {
-		if w.req != nil && w.req.look != nil {
+		if w.req.look != nil {
 			f(w.req.look)
 		}
 	}
-	if w := g.idle; withIdle && w != nil && w.req != nil && w.req.look != nil {
+	if w := g.idle; withIdle && w != nil && w.req.look != nil {
 		f(w.req.look)
 	}
 }
