@@ -223,7 +223,8 @@ func (c *Client) releaseSoon(l *Lock) {
 // retry delay, a slot handed over (park), ctx's end or the client's close. It
 // returns a lock handed over, the slot whose release woke it (-1 if none), or
 // why the wait must end.
-func (c *Client) pause(ctx context.Context, w *watch, t *turn, req *handoffReq, last error) (*Lock, int, error) {
+func (c *Client) pause(ctx context.Context, w *watch, t *turn, req *handoffReq,
+	last error) (*Lock, int, error) {
 	timer := c.roundTimer(c.retryDelay(last))
 	defer c.putRoundTimer(timer)
 	var wake <-chan struct{} // a nil channel is never ready

@@ -80,7 +80,8 @@ func (gs *gates) enter(ctx context.Context, key string, closed <-chan struct{},
 // await waits for w's grant till ctx ends or closed is closed (ErrClosed). A
 // waiter giving up while claimed is gone (its claimer releases what it gets);
 // an unclaimed one leaves key's queue.
-func (gs *gates) await(ctx context.Context, key string, w *waiter, closed <-chan struct{}) (bool, error) {
+func (gs *gates) await(ctx context.Context, key string, w *waiter,
+	closed <-chan struct{}) (bool, error) {
 	var err error
 	select {
 	case <-w.ready:

@@ -252,7 +252,8 @@ func (h *handOverRound) confirm() error {
 
 // setSummary says on how many nodes the round set the new token.
 func (r *round) setSummary(tail string) string {
-	return fmt.Sprintf("hand-over set on %d of %d nodes (quorum %d)%s", r.t.ok, r.t.total, r.c.q, tail)
+	return fmt.Sprintf("hand-over set on %d of %d nodes (quorum %d)%s",
+		r.t.ok, r.t.total, r.c.q, tail)
 }
 
 // successor builds the waiting successor's lock from the round, as attempt does.
