@@ -7,6 +7,7 @@ import (
 	mrand "math/rand/v2"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 )
 
@@ -96,9 +97,8 @@ func (c *Client) checkTTL(ttl time.Duration) error {
 	return nil
 }
 
-// acquireLoop is Acquire's rounds, made by this client's first caller of the
-// resource (enter); plain until one is refused (or contended lately), then
-// queued on the nodes (HANDOVER.md, "Across processes", "Slots").
+// acquireLoop is Acquire's rounds, by this client's first caller (enter):
+// plain until one is refused (or contended lately), then queued on the nodes.
 func (c *Client) acquireLoop(ctx context.Context, k keys, ttl time.Duration, lc *lockConfig) (*Lock, int, error) {
 	tk := newTicket()
 	req := c.waitReq(k, ttl, lc, tk)
@@ -158,23 +158,7 @@ func (c *Client) acquireLoop(ctx context.Context, k keys, ttl time.Duration, lc 
 	return nil, attempts, waitError(ctx, err, last)
 }
 
-// won settles the lock a round won for the holder of the local turn t (remote:
-// queued on the nodes); a lock of one holder keeps t, a slot passes it on.
-func (c *Client) won(l *Lock, t *turn, lc *lockConfig, remote bool) *Lock {
-	if lc.limit > 1 {
-		t.leave()
-		return l
-	}
-	if remote {
-		l.via = handoverRemote
-	}
-	l.adoptTurn(t)
-	l.refreshLooks()
-	return l
-}
-
-// waitReq is what an Acquire caller asks of a hand-over; withCompletion, it
-// looks its record up as it starts to wait behind another caller.
+// waitReq is what an Acquire caller asks of a hand-over.
 func (c *Client) waitReq(k keys, ttl time.Duration, lc *lockConfig, tk *ticket) *handoffReq {
 	req := &handoffReq{ttl: ttl, lc: lc}
 	if lc.limit <= 1 {
@@ -210,6 +194,135 @@ func (c *Client) enter(ctx context.Context, k keys, lc *lockConfig, req *handoff
 // gateKey names the local queue of a resource's callers with limit n.
 func gateKey(base keys, n int32) string { return base.key + "#" + strconv.Itoa(int(n)) }
 
+// handed is a lock a holder of this client handed over, if any: released if
+// it came as the caller gave up.
+func (c *Client) handed(l *Lock, err error) (*Lock, error) {
+	if l == nil {
+		return nil, err
+	}
+	if err == nil {
+		l.via = handoverLocal
+		return l, nil
+	}
+	c.releaseSoon(l)
+	return nil, err
+}
+
+// releaseSoon releases l in the background, or at once on a closed client
+// (which ends its watchdog).
+func (c *Client) releaseSoon(l *Lock) {
+	if !c.spawn(func() { _ = l.Release(context.Background()) }) {
+		_ = l.Release(context.Background())
+	}
+}
+
+// pause waits after a round failed with last for a release announcement, the
+// retry delay, a slot handed over (park), ctx's end or the client's close. It
+// returns a lock handed over, the slot whose release woke it (-1 if none), or
+// why the wait must end.
+func (c *Client) pause(ctx context.Context, w *watch, t *turn, req *handoffReq,
+	last error) (*Lock, int, error) {
+	timer := c.roundTimer(c.retryDelay(last))
+	defer c.putRoundTimer(timer)
+	var wake <-chan struct{} // a nil channel is never ready
+	if w != nil {
+		wake = w.C
+	}
+	pw, handed := t.park(req)
+	var perr error
+	only := -1
+	select {
+	case <-ctx.Done():
+		perr = ctx.Err()
+	case <-c.closed:
+		perr = errClosed
+	case <-wake:
+		only = announcedSlot(w.payload(), int(req.lc.limit))
+	case <-handed:
+	case <-timer.C:
+	}
+	if l, err := c.handed(t.unpark(ctx, pw, c.closed)); l != nil || err != nil {
+		return l, -1, err
+	}
+	return nil, only, perr
+}
+
+// park makes the turn's holder for n > 1 slots claimable while it pauses: a
+// slot this client releases may be handed to it (HANDOVER.md, "Slots").
+func (t *turn) park(req *handoffReq) (*waiter, <-chan struct{}) {
+	if t == nil || req.lc.limit <= 1 { // one holder's lock comes with the turn
+		return nil, nil
+	}
+	w := &waiter{ready: make(chan struct{}), req: req}
+	t.gs.mu.Lock()
+	if g := t.gs.m[t.key]; g != nil {
+		g.idle = w
+	}
+	t.gs.mu.Unlock()
+	return w, w.ready
+}
+
+// unpark ends w's pause: the slot handed to it, if any, once a hand-over
+// under way ends. If ctx ends or the client closes first: the error, with
+// the lock if it came as the caller gave up (else its sender releases it).
+func (t *turn) unpark(ctx context.Context, w *waiter, closed <-chan struct{}) (*Lock, error) {
+	if w == nil {
+		return nil, nil
+	}
+	gs := t.gs
+	gs.mu.Lock()
+	claimed := w.claimed
+	if g := gs.m[t.key]; !claimed && g != nil && g.idle == w {
+		g.idle = nil
+	}
+	gs.mu.Unlock()
+	if !claimed {
+		return nil, nil
+	}
+	granted, err := gs.await(ctx, t.key, w, closed)
+	if !granted {
+		return nil, err
+	}
+	return w.lock, err
+}
+
+// retryDelay is a random delay in [retryMin, retryMax], or after a split vote
+// a short one, for one contender to go first (REDLOCK.md, "Split votes").
+func (c *Client) retryDelay(last error) time.Duration {
+	if oe := (*opError)(nil); errors.As(last, &oe) && oe.split {
+		span := max(min(c.cfg.retryMin, 5*time.Millisecond), 2*oe.took)
+		return time.Duration(mrand.Int64N(int64(span) + 1))
+	}
+	return c.cfg.retryMin + time.Duration(mrand.Int64N(int64(c.cfg.retryMax-c.cfg.retryMin)+1))
+}
+
+// announcedSlot is the slot of limit an announcement names, or -1.
+func announcedSlot(pl string, limit int) int {
+	if i := strings.LastIndexByte(pl, '/'); i >= 0 {
+		pl = pl[i+1:] // a reservation: queued:<head>/<slot> (slot_wait.lua)
+	}
+	s, err := strconv.Atoi(pl)
+	if err != nil || s < 0 || s >= limit {
+		return -1
+	}
+	return s
+}
+
+// won settles a lock won by the holder of turn t (remote: queued on the
+// nodes); a lock of one holder keeps t, a slot passes it on.
+func (c *Client) won(l *Lock, t *turn, lc *lockConfig, remote bool) *Lock {
+	if lc.limit > 1 {
+		t.leave()
+		return l
+	}
+	if remote {
+		l.via = handoverRemote
+	}
+	l.adoptTurn(t)
+	l.refreshLooks()
+	return l
+}
+
 // waitError is ctx's error, if it ended, wrapping the last attempt's cause.
 func waitError(ctx context.Context, err, last error) error {
 	cerr := ctx.Err()
@@ -225,9 +338,8 @@ func waitError(ctx context.Context, err, last error) error {
 	return fmt.Errorf("%w (last attempt: %w)", cerr, last)
 }
 
-// try makes one attempt for a resource of one holder; for n > 1 slots, one
-// per slot until one is won, from a random slot (slot 0 queued: slot_wait.lua)
-// or only the slot only >= 0. Its error then matches every slot's causes.
+// try makes one attempt; for n > 1 slots, one per slot until one is won,
+// from a random slot (queued: slot 0) or only the slot only >= 0.
 func (c *Client) try(ctx context.Context, k keys, ttl time.Duration, lc *lockConfig, only int, tk *ticket) (*Lock, error) {
 	n, start, tries := int(lc.limit), only, 1
 	switch {

@@ -9,9 +9,8 @@ import (
 	"github.com/asynqlock/asynqlock/redlock/internal/transport"
 )
 
-// gates queues a process's own Acquire callers per resource, in FIFO order,
-// so that only the head contends on the nodes (it still has to win the
-// quorum) and a Release can hand the lock to the next (handover.go).
+// gates queues a Client's Acquire callers per resource in FIFO order: only
+// the head tries the nodes, and a Release can hand the lock to the next.
 type gates struct {
 	mu sync.Mutex
 	m  map[string]*gate
@@ -19,9 +18,7 @@ type gates struct {
 
 type gate struct {
 	queue []*waiter // callers waiting for their turn, oldest first
-	// idle: under a limit, the caller holding the turn while it pauses
-	// between rounds, to whom a release of a slot may hand it (park).
-	idle *waiter
+	idle  *waiter   // under a limit, the turn's holder while it pauses (park)
 }
 
 type waiter struct {
@@ -31,27 +28,24 @@ type waiter struct {
 	lock    *Lock       // handed over with the turn; nil: acquire it yourself
 	claimed bool        // a hand-over to this waiter is under way
 	gone    bool        // gave up while claimed: the claimer releases the lock
-	// queued: under a limit, claimed from the queue, not the turn's
-	// holder: a failed hand-over puts it back (pass).
-	queued bool
+	queued  bool        // a slot's waiter claimed from the queue: pass may put it back
 }
 
-// turn is a caller's place at the head of a resource's queue. Leaving passes
-// it to the next waiter.
+// turn is a caller's place at the head of a resource's queue; leave passes it on.
 type turn struct {
 	gs   *gates
 	key  string
 	once sync.Once
-	// slots: not the turn but a slot holder's handle on the queue: it
-	// never passes the turn, and hands its slot to the idle caller (park).
+	// slots: a slot holder's handle on the queue, not the turn: it never
+	// passes the turn, and hands its slot to the idle caller (park).
 	slots bool
 }
 
-// enter waits until the caller is at the head of key's queue, ctx ends or
-// closed is closed (errClosed). A lock handed over comes instead of the turn
-// (the lock has it), with an error if the caller gave up as it arrived: the
-// caller must release it then.
-func (gs *gates) enter(ctx context.Context, key string, closed <-chan struct{}, req *handoffReq) (*turn, *Lock, error) {
+// enter waits until the caller heads key's queue, ctx ends or closed is
+// closed (errClosed). A lock handed over comes instead of the turn, with an
+// error if the caller gave up as it came: the caller must release it then.
+func (gs *gates) enter(ctx context.Context, key string, closed <-chan struct{},
+	req *handoffReq) (*turn, *Lock, error) {
 	gs.mu.Lock()
 	if gs.m == nil {
 		gs.m = make(map[string]*gate)
@@ -65,31 +59,10 @@ func (gs *gates) enter(ctx context.Context, key string, closed <-chan struct{}, 
 	w := &waiter{ready: make(chan struct{}), req: req}
 	g.queue = append(g.queue, w)
 	gs.mu.Unlock()
-	if req != nil && req.look != nil {
+	if req.look != nil {
 		req.look.send(time.Time{}) // as the caller starts to wait
 	}
-
-	var err error
-	select {
-	case <-w.ready:
-	case <-ctx.Done():
-		err = ctx.Err()
-	case <-closed:
-		err = errClosed
-	}
-	gs.mu.Lock()
-	switch {
-	case w.granted:
-	case w.claimed:
-		w.gone = true // a hand-over is under way: its sender releases what it gets
-	default:
-		// The gate now, not g: a requeued waiter may be in a newer one.
-		if g := gs.m[key]; g != nil {
-			g.queue = slices.DeleteFunc(g.queue, func(q *waiter) bool { return q == w })
-		}
-	}
-	granted := w.granted
-	gs.mu.Unlock()
+	granted, err := gs.await(ctx, key, w, closed)
 	if !granted {
 		return nil, nil, err
 	}
@@ -104,8 +77,36 @@ func (gs *gates) enter(ctx context.Context, key string, closed <-chan struct{}, 
 	return t, w.lock, err
 }
 
-// leave hands the turn to the next waiter, or frees the resource's queue.
-// It is idempotent and safe on a nil turn.
+// await waits for w's grant till ctx ends or closed is closed (errClosed). A
+// waiter giving up while claimed is gone (its claimer releases what it gets);
+// an unclaimed one leaves key's queue.
+func (gs *gates) await(ctx context.Context, key string, w *waiter,
+	closed <-chan struct{}) (bool, error) {
+	var err error
+	select {
+	case <-w.ready:
+	case <-ctx.Done():
+		err = ctx.Err()
+	case <-closed:
+		err = errClosed
+	}
+	gs.mu.Lock()
+	defer gs.mu.Unlock()
+	switch {
+	case w.granted:
+	case w.claimed:
+		w.gone = true
+	default:
+		// The gate now, not g: a requeued waiter may be in a newer one.
+		if g := gs.m[key]; g != nil {
+			g.queue = slices.DeleteFunc(g.queue, func(q *waiter) bool { return q == w })
+		}
+	}
+	return w.granted, err
+}
+
+// leave hands the turn to the next waiter, or frees the resource's queue
+// (idempotent, nil-safe).
 func (t *turn) leave() {
 	if t == nil || t.slots {
 		return
@@ -129,8 +130,8 @@ func (t *turn) leave() {
 	})
 }
 
-// claim takes the next local waiter out of the turn's queue for a hand-over.
-// The resource's queue stays, so that callers arriving meanwhile queue behind.
+// claim takes the next local waiter out of the queue for a hand-over; the
+// queue stays, so that callers arriving meanwhile queue behind.
 func (t *turn) claim() *waiter {
 	if t == nil {
 		return nil
@@ -162,26 +163,22 @@ func (t *turn) waited() bool {
 	return w != nil
 }
 
-// next is the waiter a hand-over would go to, with its gate (gs.mu held):
-// for a slot holder's handle the idle caller (the oldest), else the first
-// caller queued if it says what it asks for.
+// next is the waiter a hand-over would go to, with its gate (gs.mu held): a
+// slot handle's idle caller (the oldest), else the first queued.
 func (t *turn) next() (*gate, *waiter) {
 	g := t.gs.m[t.key]
 	switch {
-	case g == nil:
-		return nil, nil
-	case t.slots && g.idle != nil:
+	case g != nil && t.slots && g.idle != nil:
 		return g, g.idle
-	case len(g.queue) == 0 || g.queue[0].req == nil:
+	case g == nil || len(g.queue) == 0:
 		return nil, nil
 	}
 	return g, g.queue[0]
 }
 
-// pass gives the turn to a claimed waiter, with the lock acquired for it or
-// nil (it then acquires by itself); gone: it gave up, and the lock is the
-// caller's to release. A slot holder's handle passes only the lock, and a
-// waiter it claimed from the queue goes back to its head without one.
+// pass gives the turn to the claimed waiter w with its lock, or nil (it then
+// acquires by itself); gone: w gave up, and the lock is the caller's to
+// release. A slot handle passes only the lock; without one, its w requeues.
 func (t *turn) pass(w *waiter, l *Lock) (orphan *Lock, gone bool) {
 	t.once.Do(func() {
 		gs := t.gs
@@ -217,27 +214,22 @@ func (t *turn) pass(w *waiter, l *Lock) (orphan *Lock, gone bool) {
 }
 
 // lookAhead is what a caller acquiring withCompletion learned of its record
-// while it waited in its Client's queue, so that a hand-over need not wait
-// for a round to learn it (docs/guide/RELIABILITY.md, "Once").
+// while it waited, so that a hand-over need not wait for a round to learn it
+// (docs/guide/RELIABILITY.md, "Once").
 type lookAhead struct {
-	c    *Client
-	k    keys
-	want *completionRecord // the record it looks for
-	mu   sync.Mutex
-	done bool       // a quorum answered, or one node found the record
-	rec  recordSeen // found by the look-up, or written by a local holder
-	// forgot: when a local holder's release deleted the record: a look-up
-	// sent before says nothing.
-	forgot time.Time
-	at     time.Time // when the look-up was sent
-	// after: the start of the chain the look-up was sent after
-	// (refreshLooks); at may equal it on a coarse clock.
-	after time.Time
+	c      *Client
+	k      keys
+	want   *completionRecord // the record it looks for
+	mu     sync.Mutex
+	done   bool       // a quorum answered, or one node found the record
+	rec    recordSeen // found by the look-up, or written by a local holder
+	forgot time.Time  // when a local release deleted the record: older look-ups say nothing
+	at     time.Time  // when the look-up was sent
+	after  time.Time  // the start of the chain it was sent after (refreshLooks)
 }
 
-// clearSince reports whether the record is known absent for a hand-over
-// from a lock whose chain of local hand-overs began at chainStart: nothing
-// on a quorum, looked up after that (RELIABILITY.md, "Hand-overs"; limit 1).
+// clearSince reports whether the record is known absent on a quorum, looked
+// up after chainStart (RELIABILITY.md, "Hand-overs"; limit 1).
 func (la *lookAhead) clearSince(chainStart time.Time) bool {
 	if la == nil {
 		return false
@@ -257,9 +249,8 @@ func (la *lookAhead) known() recordSeen {
 	return la.rec
 }
 
-// notice records that a lock of this Client writes rec (its expiry from
-// now: a local successor starts right after it), or deletes it (forgetRun):
-// then nothing is known until a look-up or a round tells.
+// notice records that a lock of this Client writes rec, expiring from now,
+// or deletes it (forgetRun: nothing is known until a look-up tells).
 func (la *lookAhead) notice(rec *completionRecord) {
 	la.mu.Lock()
 	defer la.mu.Unlock()
@@ -270,16 +261,16 @@ func (la *lookAhead) notice(rec *completionRecord) {
 	la.rec.add(recordSeen{ok: true, run: rec.run, expiry: time.Now().Add(rec.window).UnixMilli()})
 }
 
-// send looks the record up on every node in the background, for a caller
-// that starts to wait or waits behind a chain of local hand-overs that began
-// at after: found on one node, or absent on a quorum. A failed look-up leaves
-// it undecided: a hand-over then waits for its round, which looks again.
+// send looks the record up on every node in the background, after the
+// start of a chain of local hand-overs (zero: as the caller starts to wait):
+// found on one node, or absent on a quorum; a failed look-up decides nothing.
 func (la *lookAhead) send(after time.Time) {
 	c := la.c
 	c.spawn(func() {
 		start := time.Now()
 		deadline := start.Add(c.cfg.nodeTimeout)
-		r := c.broadcastLook("look", la.k.resource, c.allNodes(), c.q, deadline, false, []any{"time"}, nil, lookOf(la.want))
+		r := c.broadcastLook("look", la.k.resource, c.allNodes(), c.q, deadline, false,
+			[]any{"time"}, nil, lookOf(la.want))
 		defer r.free()
 		_ = r.wait(context.Background(), deadline, classifyLook, func() bool {
 			return r.t.ok > 0 || r.t.refused >= c.q || r.pending&^r.answered == 0
@@ -290,16 +281,15 @@ func (la *lookAhead) send(after time.Time) {
 			return
 		}
 		la.rec.add(r.rec)
-		if la.rec.ok || !start.Before(la.at) { // a look-up sent earlier answers after a later one: keep the later
+		if la.rec.ok || !start.Before(la.at) { // a later look-up answered first: keep it
 			la.done = la.rec.ok || r.t.refused >= c.q
 			la.at, la.after = start, after
 		}
 	})
 }
 
-// refreshLooks sends the look-ups of the lock's local waiters again once the
-// lock was decided by a round of its own: one sent before is too old for
-// clearSince.
+// refreshLooks sends the lock's local waiters' look-ups again once a round of
+// its own won it: one sent before is too old for clearSince.
 func (l *Lock) refreshLooks() {
 	l.mu.Lock()
 	t, chain := l.turn, l.chainStart
@@ -314,8 +304,7 @@ func (l *Lock) refreshLooks() {
 	})
 }
 
-// classifyLook reads a look-up's answer (the call is a TIME, its look-up
-// the record's): a record found within its window is OK, none a refusal.
+// classifyLook: a record found within its window is OK, none a refusal.
 func classifyLook(rep transport.Reply) outcome {
 	switch {
 	case rep.Err != nil:
@@ -327,7 +316,7 @@ func classifyLook(rep transport.Reply) outcome {
 }
 
 // noticeRecord tells the lock's local waiters of its completion id that its
-// release writes their record: a hand-over to one of them need not look.
+// release writes their record.
 func (l *Lock) noticeRecord() {
 	if l.written() == nil || l.turn == nil {
 		return
@@ -340,8 +329,8 @@ func (l *Lock) noticeRecord() {
 	})
 }
 
-// lookers calls f, under the gate's lock, with the look-up of each caller
-// of t's resource that waits with one (the idle one too, withIdle).
+// lookers calls f, under the gate's lock, with each waiting caller's
+// look-up (the idle one's too, withIdle).
 func (t *turn) lookers(withIdle bool, f func(*lookAhead)) {
 	t.gs.mu.Lock()
 	defer t.gs.mu.Unlock()
@@ -350,11 +339,11 @@ func (t *turn) lookers(withIdle bool, f func(*lookAhead)) {
 		return
 	}
 	for _, w := range g.queue {
-		if w.req != nil && w.req.look != nil {
+		if w.req.look != nil {
 			f(w.req.look)
 		}
 	}
-	if w := g.idle; withIdle && w != nil && w.req != nil && w.req.look != nil {
+	if w := g.idle; withIdle && w != nil && w.req.look != nil {
 		f(w.req.look)
 	}
 }

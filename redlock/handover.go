@@ -16,20 +16,14 @@ import (
 
 // handoffState is a lock's part in hand-overs; under the lock's mu.
 type handoffState struct {
-	// jumps counts the hand-overs in a row, up to this lock, that passed
-	// ahead of a waiter of another process; firstJump is the first's time.
-	jumps     int
-	firstJump time.Time
-	// settled, while the lock came by an early hand-over whose round is out
-	// or failed, is closed once that round is decided.
+	jumps     int       // hand-overs in a row that passed a waiter of another process
+	firstJump time.Time // the first of them
+	// settled is closed once the early hand-over round that gave the lock is decided.
 	settled <-chan struct{}
-	// prev: the predecessor's token a failed early hand-over left behind;
-	// released with this lock, never before.
-	prev string
+	prev    string // the predecessor's token a failed early hand-over left: released with it
 }
 
-// handoffReq is what a queued Acquire caller asks for, so that a Release of
-// the same Client can acquire the lock for it in the releasing round.
+// handoffReq is what a queued Acquire caller asks a Release to acquire for it.
 type handoffReq struct {
 	ttl  time.Duration
 	lc   *lockConfig
@@ -37,9 +31,8 @@ type handoffReq struct {
 	look *lookAhead // withCompletion: sent as the caller started to wait
 }
 
-// ticket is an Acquire call's place in a resource's waiter queue on the
-// nodes: its start time in microseconds, the same on every node so that all
-// nodes order the same waiters alike, and a random id that breaks ties.
+// ticket is an Acquire call's place in the nodes' waiter queue: its start in
+// microseconds (the same on every node) and a random id that breaks ties.
 type ticket struct {
 	score int64
 	id    string
@@ -49,22 +42,19 @@ func newTicket() *ticket {
 	return &ticket{score: time.Now().UnixMicro(), id: rand.Text()[:16]}
 }
 
-// queueKeys are the lock key, the waiter queue, the queue's lease ends and
-// the fencing counter.
+// queueKeys: the lock key, the waiter queue, its lease ends, the fencing counter.
 func (k keys) queueKeys() []string {
 	return []string{k.key, k.key + ":q", k.key + ":qx", k.fenceKey}
 }
 
-// queueLease is how long a queue entry, or a reservation for it, lasts
-// unrenewed: well above the longest gap between two attempts of a live
-// waiter, so that only a dead one lapses, and holds the others back no longer.
+// queueLease is how long a queue entry or reservation lasts unrenewed: well
+// above a live waiter's gap between attempts, so that only a dead one lapses.
 func (c *Client) queueLease() time.Duration {
 	return max(500*time.Millisecond, 4*(c.cfg.retryMax+c.cfg.nodeTimeout))
 }
 
-// maxJumps and maxJumpSpan bound the local hand-overs in a row that may
-// pass ahead of a waiter of another process: not once, because a local
-// hand-over keeps a hot lock far busier.
+// maxJumps and maxJumpSpan bound the local hand-overs in a row that pass a
+// waiter of another process (HANDOVER.md, "Within one process").
 const (
 	maxJumps    = 16
 	maxJumpSpan = 100 * time.Millisecond
@@ -75,8 +65,7 @@ func (ho handoffState) owesQueue(now time.Time) bool {
 	return ho.jumps >= maxJumps || ho.jumps > 0 && now.Sub(ho.firstJump) >= maxJumpSpan
 }
 
-// after is the hand-over state of the successor of a lock whose state is
-// ho, passed on at now: one more jump if it jumped the nodes' queue.
+// after is the state of ho's successor, passed on at now (jumped: the queue).
 func (ho handoffState) after(jumped bool, now time.Time) handoffState {
 	if !jumped {
 		return handoffState{}
@@ -87,16 +76,14 @@ func (ho handoffState) after(jumped bool, now time.Time) handoffState {
 	return handoffState{jumps: ho.jumps + 1, firstJump: ho.firstJump}
 }
 
-// tryHandOver is Release's hand-over path: unless the lock owes the nodes'
-// queue its turn, a queued local waiter gets the lock in one round. It
-// reports whether it handed over, and then Release's result.
+// tryHandOver hands l to a queued local waiter in one round, unless l owes
+// the nodes' queue its turn; then it returns Release's result.
 func (l *Lock) tryHandOver(ctx context.Context) (handed bool, err error) {
 	l.mu.Lock()
 	ho, until := l.handoff, l.until
 	l.mu.Unlock()
 	if ho.settled != nil && !ho.owesQueue(time.Now()) && l.turn.waited() {
-		// Waiting (a node timeout at most) for the round that handed l over
-		// to decide costs less than passing through the nodes' queue.
+		// Waiting for the round that gave l costs less than the nodes' queue.
 		select {
 		case <-ho.settled:
 		case <-ctx.Done():
@@ -114,8 +101,7 @@ func (l *Lock) tryHandOver(ctx context.Context) (handed bool, err error) {
 		return false, nil
 	}
 	if l.limit > 1 {
-		// The waiter asked for any slot: it gets this one. Its ticket
-		// stays out: it leaves the nodes' queue itself (acquireLoop).
+		// The waiter gets this slot; it leaves the nodes' queue itself.
 		lc := *w.req.lc
 		lc.slot = l.slot
 		w.req = &handoffReq{ttl: w.req.ttl, lc: &lc, look: w.req.look}
@@ -123,25 +109,21 @@ func (l *Lock) tryHandOver(ctx context.Context) (handed bool, err error) {
 	return true, l.handOver(ctx, w, until, ho)
 }
 
-// handOverRound is one hand-over round of l's keys to the claimed waiter
-// w's new token, sent at start.
+// handOverRound is one round passing l's keys to w's new token, sent at start.
 type handOverRound struct {
-	l     *Lock
-	w     *waiter
-	r     *round
-	token string
-	start time.Time
-	ho    handoffState // l's
-	// Early mode only: the successor, started at once, and closed once the
-	// round decided its state.
-	next    *Lock
-	settled chan struct{}
+	l       *Lock
+	w       *waiter
+	r       *round
+	token   string
+	start   time.Time
+	ho      handoffState  // l's
+	next    *Lock         // early mode: the successor, started at once
+	settled chan struct{} // early mode: closed once the round decided next
 }
 
-// handOver sends turnScript to pass l's keys to a new token for the claimed
-// waiter w: early (at once, with the shorter of l's validity and the new
-// one's) or waiting for the round (fencing, or too little validity left).
-// ctx only bounds how long Release waits.
+// handOver passes l's keys to a new token for the claimed waiter w: early (at
+// once, with the shorter of l's validity and the new one's) or waiting for the
+// round (fencing, or too little validity left). ctx bounds Release's wait.
 func (l *Lock) handOver(ctx context.Context, w *waiter, until time.Time, ho handoffState) error {
 	c, k, req := l.c, l.res, w.req
 	token := newToken(req.lc.suffix)
@@ -154,12 +136,15 @@ func (l *Lock) handOver(ctx context.Context, w *waiter, until time.Time, ho hand
 	}
 	// Under a limit, a look-up's absence does not stay true: other
 	// processes' slots are held beside this chain (issue 45, 5(b)).
-	known := req.lc.rec == nil || req.look.known().ok || req.lc.limit <= 1 && req.look.clearSince(l.chainStart)
-	early := ho.settled == nil && !req.lc.fencing && known && time.Until(until) > 2*c.cfg.nodeTimeout+lossGuard(req.ttl)
+	known := req.lc.rec == nil || req.look.known().ok ||
+		req.lc.limit <= 1 && req.look.clearSince(l.chainStart)
+	early := ho.settled == nil && !req.lc.fencing && known &&
+		time.Until(until) > 2*c.cfg.nodeTimeout+lossGuard(req.ttl)
 	s, args := c.turnCall(k, l.token, token, req, early, l.written())
 	deadline := start.Add(c.cfg.nodeTimeout)
-	h := &handOverRound{l: l, w: w, token: token, start: start, ho: ho,
-		r: c.broadcastLook("handover", k.resource, c.allNodes(), c.q, deadline, false, args, s, lookOf(req.lc.rec))}
+	r := c.broadcastLook("handover", k.resource, c.allNodes(), c.q, deadline, false, args, s,
+		lookOf(req.lc.rec))
+	h := &handOverRound{l: l, w: w, r: r, token: token, start: start, ho: ho}
 	if early {
 		h.settled = make(chan struct{})
 		h.next = c.newLock(k, token, 0, req.ttl, start, until, req.lc)
@@ -173,8 +158,8 @@ func (l *Lock) handOver(ctx context.Context, w *waiter, until time.Time, ho hand
 	settling := c.spawn(func() { h.settle(done) })
 	if early || !settling {
 		// Readied last, the successor runs first (HANDOVER.md, goroutine order).
-		if orphan, _ := l.turn.pass(w, h.next); orphan != nil && !c.spawn(func() { _ = orphan.Release(context.Background()) }) {
-			_ = orphan.Release(context.Background()) // closed client: ends its watchdog
+		if orphan, _ := l.turn.pass(w, h.next); orphan != nil {
+			c.releaseSoon(orphan)
 		}
 	}
 	if !settling {
@@ -192,15 +177,13 @@ func (l *Lock) handOver(ctx context.Context, w *waiter, until time.Time, ho hand
 	}
 }
 
-// settle decides the hand-over round and sends Release's answer on done. On
-// success the waiter holds the lock on the new token (dropResidue follows).
-// Otherwise a waiter still waiting acquires by itself once both tokens are
-// released; one that had started keeps its lock and nothing is released.
+// settle decides the round and sends Release's answer on done. When it
+// failed, a waiting successor acquires by itself once both tokens are
+// released; an early one keeps its lock and nothing is released (confirm).
 func (h *handOverRound) settle(done chan<- error) {
 	l, r, next, req := h.l, h.r, h.next, h.w.req
 	c, k := l.c, l.res
-	// When the successor did not get the lock, Release's answer for l also
-	// needs to know whether a majority dropped l's token.
+	// A failed round's answer for l also needs whether a majority dropped l.
 	_ = r.wait(context.Background(), r.deadline, classifyTurn, func() bool {
 		return r.t.success() || (r.t.decided() && (r.releasedOn() >= c.q || r.pending&^r.answered == 0))
 	})
@@ -220,8 +203,7 @@ func (h *handOverRound) settle(done chan<- error) {
 		if orphan != nil {
 			_ = orphan.Release(context.Background())
 		} else if gone && req.tk != nil {
-			// Nobody will acquire with this ticket: no release may reserve
-			// the key for the entry the round may have queued.
+			// Nobody acquires with this ticket: its entry must not get the key.
 			c.leaveQueue(k, req.tk, 1, c.allNodes())
 		}
 	}
@@ -235,10 +217,9 @@ func (h *handOverRound) settle(done chan<- error) {
 	}
 }
 
-// confirm applies the round to the successor started at once: its validity
-// now counts from the round. When the round failed, it keeps its first
-// validity, unconfirmed, and no key of it or of its predecessor is released
-// before it is: it may be running already (HANDOVER.md, "Early").
+// confirm applies the round to the early successor: its validity counts from
+// the round. When it failed, it keeps its first validity, and neither token
+// is released before it is: it may be running already (HANDOVER.md, "Early").
 func (h *handOverRound) confirm() error {
 	l, r, prev, req := h.next, h.r, h.l.token, h.w.req
 	c := l.c
@@ -258,23 +239,28 @@ func (h *handOverRound) confirm() error {
 		// Sent again where a dropped call may have left prev, under l.mu so
 		// that l's release follows it; a refusal's queued ticket leaves.
 		s, args := c.turnCall(l.res, prev, l.token, req, true, nil)
-		c.broadcast("handover", l.res.resource, mask, 1, time.Now().Add(c.cfg.nodeTimeout), true, args, s).free()
+		deadline := time.Now().Add(c.cfg.nodeTimeout)
+		c.broadcast("handover", l.res.resource, mask, 1, deadline, true, args, s).free()
 		c.leaveQueue(l.res, req.tk, 1, mask)
 	case l.state == stateReleased:
-		// Released before the round failed, without prev; its ticket,
-		// queued where the round was refused, is dead.
+		// Released before the round failed, without prev; its ticket is dead.
 		l.unlockQueued(prev, c.allNodes())
 		c.leaveQueue(l.res, req.tk, 1, mask)
 	}
-	return r.err([]error{ErrQuorum}, fmt.Sprintf("hand-over set on %d of %d nodes (quorum %d); the successor keeps its first validity", r.t.ok, r.t.total, c.q))
+	return r.err([]error{ErrQuorum}, r.setSummary("; the successor keeps its first validity"))
 }
 
-// successor builds the waiting successor's lock from a won round, as attempt
-// does for an acquire round (a slot's hand-over jumps the nodes' queue).
+// setSummary says on how many nodes the round set the new token.
+func (r *round) setSummary(tail string) string {
+	return fmt.Sprintf("hand-over set on %d of %d nodes (quorum %d)%s",
+		r.t.ok, r.t.total, r.c.q, tail)
+}
+
+// successor builds the waiting successor's lock from the round, as attempt does.
 func (h *handOverRound) successor() (*Lock, error) {
 	c, k, r, req := h.l.c, h.l.res, h.r, h.w.req
 	if !r.t.success() {
-		return nil, r.err(r.t.causes(), fmt.Sprintf("hand-over set on %d of %d nodes (quorum %d)", r.t.ok, r.t.total, c.q))
+		return nil, r.err(r.t.causes(), r.setSummary(""))
 	}
 	until := h.start.Add(req.ttl - driftAllowance(req.ttl, c.cfg.driftFactor))
 	if !time.Now().Before(until) {
@@ -283,7 +269,8 @@ func (h *handOverRound) successor() (*Lock, error) {
 	var fence int64
 	if req.lc.fencing {
 		var err error
-		if fence, err = c.settleFence(context.Background(), r, true, k, until, stepOf(req.lc)); err != nil {
+		fence, err = c.settleFence(context.Background(), r, true, k, until, stepOf(req.lc))
+		if err != nil {
 			return nil, err
 		}
 	}
@@ -297,17 +284,15 @@ func (h *handOverRound) successor() (*Lock, error) {
 	return next, nil
 }
 
-// dropResidue releases l's token, once the round's stragglers are heard,
-// where a hand-over round that passed the lock on did not set the new one:
-// a key left there would hold the resource for the rest of l's TTL (issue 20).
+// dropResidue releases l's token where the round that passed the lock on did
+// not set the new one, once its stragglers are heard (issue 20).
 func (l *Lock) dropResidue(r *round) {
 	_ = r.collectAll(context.Background(), r.deadline, classifyTurn)
 	l.unlockQueued(l.token, r.notSet())
 }
 
-// dropPrevAtEnd, for a lock being lost or left to expire (l.mu held),
-// releases the predecessor's token a failed early hand-over left behind once
-// l's validity has ended, not before: l's holder may run until then.
+// dropPrevAtEnd, for a lock lost or left to expire (l.mu held), releases
+// handoff.prev once l's validity has ended: l's holder may run until then.
 func (l *Lock) dropPrevAtEnd() {
 	prev := l.handoff.prev
 	if prev == "" {
@@ -316,20 +301,21 @@ func (l *Lock) dropPrevAtEnd() {
 	time.AfterFunc(time.Until(l.until), func() { l.unlockQueued(prev, l.c.allNodes()) })
 }
 
-// unlockQueued releases token from l's key on the nodes in mask, reserving
-// the key for the queue head and announcing it, without waiting.
+// unlockQueued releases token from l's key on the nodes in mask, without waiting.
 func (l *Lock) unlockQueued(token string, mask uint64) {
 	c := l.c
 	if mask == 0 || c.isClosed() {
 		return
 	}
 	s, args := c.releaseCall(l.res, token, int(l.slot), int(l.limit), nil)
-	c.broadcast("release", l.res.resource, mask, len(c.nodes), time.Now().Add(c.cfg.nodeTimeout), true, args, s).free()
+	deadline := time.Now().Add(c.cfg.nodeTimeout)
+	c.broadcast("release", l.res.resource, mask, len(c.nodes), deadline, true, args, s).free()
 }
 
-// releaseCall is the script and arguments of a holder's release of token
-// from k (slot of limit), writing rec in the same call.
-func (c *Client) releaseCall(k keys, token string, slot, limit int, rec *completionRecord) (*transport.Script, []any) {
+// releaseCall is the script and arguments releasing token from k (slot of
+// limit), writing rec in the same call.
+func (c *Client) releaseCall(k keys, token string, slot, limit int,
+	rec *completionRecord) (*transport.Script, []any) {
 	if limit > 1 {
 		return c.slotRelease(k, token, k.channel, slot, limit, rec)
 	}
@@ -337,14 +323,14 @@ func (c *Client) releaseCall(k keys, token string, slot, limit int, rec *complet
 	return queueReleaseScript, recordedArgs(queueReleaseScript, k.queueKeys()[:3], rec, token, lease, k.channel)
 }
 
-// turnCall builds a hand-over round's script and arguments for req: for a
-// slot, slotTurnScript, which does not ask the waiter queue. With rec, the
-// releasing holder of old writes its completion record where old held the key.
-func (c *Client) turnCall(k keys, old, token string, req *handoffReq, keep bool, rec *completionRecord) (*transport.Script, []any) {
+// turnCall is a hand-over round's script and arguments for req (a slot's does
+// not ask the waiter queue); rec is written where old held the key.
+func (c *Client) turnCall(k keys, old, token string, req *handoffReq, keep bool,
+	rec *completionRecord) (*transport.Script, []any) {
 	lc := req.lc
 	if lc.limit > 1 {
-		return slotTurnScript, recordedArgs(slotTurnScript, k.bothKeys(), rec, old, token, req.ttl.Milliseconds(),
-			flag(lc.fencing), fenceRetentionMs, fenceClasses, lc.slot)
+		return slotTurnScript, recordedArgs(slotTurnScript, k.bothKeys(), rec, old, token,
+			req.ttl.Milliseconds(), flag(lc.fencing), fenceRetentionMs, fenceClasses, lc.slot)
 	}
 	return turnScript, c.turnArgs(k, old, token, req.ttl, req.tk, lc, keep, rec)
 }
@@ -356,9 +342,9 @@ func flag(b bool) string {
 	return "0"
 }
 
-// releaseResult is Release's answer for the previous holder of a hand-over
-// round: nil when the lock passed on or a majority released its token;
-// ErrLockLost when too few nodes can still have held it, as Release says.
+// releaseResult is Release's answer for a hand-over round's previous holder:
+// nil when the lock passed on or a majority released it; ErrLockLost when
+// too few nodes can still have held it.
 func (r *round) releaseResult(err error) error {
 	released := r.releasedOn()
 	notMine := r.t.ok + r.t.refused - released
@@ -366,13 +352,13 @@ func (r *round) releaseResult(err error) error {
 	case err == nil || released >= r.c.q:
 		return nil
 	case r.t.total-notMine < r.c.q:
-		return r.err([]error{ErrLockLost}, fmt.Sprintf("only %d of %d nodes still held the lock at release", released, r.t.total))
+		return r.err([]error{ErrLockLost},
+			fmt.Sprintf("only %d of %d nodes still held the lock at release", released, r.t.total))
 	}
 	return r.err([]error{ErrQuorum}, "release not confirmed by a majority; the keys expire within the TTL")
 }
 
-// releasedOn counts the nodes that answered that they dropped the previous
-// holder's token (for the new one or for the nodes' queue).
+// releasedOn counts the nodes that answered they dropped the previous token.
 func (r *round) releasedOn() int {
 	n := 0
 	for _, sl := range r.slots {
@@ -384,8 +370,7 @@ func (r *round) releasedOn() int {
 }
 
 // notSet is the mask of nodes that did not answer that they set the round's
-// token, stragglers included: where the successor's queue entry may be, or
-// come, and must leave (harmless where it was set).
+// token, stragglers included: where the successor's queue entry may be.
 func (r *round) notSet() uint64 {
 	var m uint64
 	for i := range r.c.nodes {
@@ -396,8 +381,7 @@ func (r *round) notSet() uint64 {
 	return m
 }
 
-// jumped reports whether a keep-mode hand-over passed the lock ahead of a
-// waiter queued on any node that answered.
+// jumped reports whether the round passed a waiter queued on a node.
 func (r *round) jumped() bool {
 	return slices.ContainsFunc(r.slots, func(sl slot) bool { return turnReply(sl.val).jumped })
 }
@@ -420,8 +404,7 @@ func turnReply(v any) turnAnswer {
 	return turnAnswer{released: r == 1, set: s == 1, jumped: j == 1, fence: f}
 }
 
-// classifyTurn counts a node that set the new token as OK.
-func classifyTurn(rep transport.Reply) outcome {
+func classifyTurn(rep transport.Reply) outcome { // OK: the node set the new token
 	if rep.Err != nil {
 		return outFailed
 	}

@@ -12,12 +12,11 @@ import (
 )
 
 // subscriptionLinger is how long a release channel stays subscribed after its
-// last waiter left: a hot resource is not resubscribed at every hand-off.
+// last waiter left, so that a hot resource is not resubscribed at each turn.
 const subscriptionLinger = 2 * time.Second
 
-// notifier wakes Acquire waiters when a holder releases, over one pub/sub
-// connection per node shared by the client's waiters; a resource's release
-// channel is subscribed while someone waits for it.
+// notifier wakes Acquire waiters on releases, over one pub/sub connection
+// per node; a release channel is subscribed while someone waits for it.
 type notifier struct {
 	c          *Client
 	mu         sync.Mutex
@@ -34,8 +33,8 @@ type subscription struct {
 	closing bool // an unsubscription is being sent
 }
 
-// watch is one waiter's interest in a release channel. C receives a value
-// once a quorum of nodes has announced a release since the last reset.
+// watch is one waiter's interest in a release channel: C fires once a
+// quorum of nodes announced a release since the last reset.
 type watch struct {
 	n       *notifier
 	channel string
@@ -45,18 +44,16 @@ type watch struct {
 	last    string // the announcement that last fired C (announcedSlot); under n.mu
 }
 
-// reservePrefix starts a lock key's value while it is reserved for a queued
-// waiter (the scripts spell it out). Tokens (rand.Text) are upper case: they
-// never start with it.
+// reservePrefix starts a key reserved for a queued waiter (as the scripts
+// spell it); tokens (rand.Text, upper case) never start with it.
 const reservePrefix = "queued:"
 
 func newNotifier(c *Client) *notifier {
 	return &notifier{c: c, subs: make(map[string]*subscription), ps: make([]*redis.PubSub, len(c.nodes))}
 }
 
-// watch registers the interest of waiter id in channel, subscribing on every
-// node for the channel's first watcher: it waits for the subscriptions to be
-// sent, at most one node timeout and never past ctx's end.
+// watch registers waiter id's interest in channel; its first watcher
+// subscribes on every node, waiting at most a node timeout or till ctx ends.
 func (n *notifier) watch(ctx context.Context, channel, id string) *watch {
 	w := &watch{n: n, channel: channel, C: make(chan struct{}, 1), id: id}
 	n.mu.Lock()
@@ -82,8 +79,8 @@ func (n *notifier) watch(ctx context.Context, channel, id string) *watch {
 	return w
 }
 
-// watched reports whether a waiter of this client watches channel's
-// releases, or did within subscriptionLinger; one atomic load when none does.
+// watched reports whether a waiter of this client watches channel, or did
+// within subscriptionLinger; one atomic load when none does.
 func (n *notifier) watched(channel string) bool {
 	if n.subscribed.Load() == 0 {
 		return false
@@ -94,9 +91,9 @@ func (n *notifier) watched(channel string) bool {
 	return s != nil && !s.closing
 }
 
-// each runs f on every node's connection at once and waits at most the node
-// timeout, or until stop is closed: a dial to a stopped node can hold
-// go-redis's PubSub lock for a whole dial timeout; it finishes in background.
+// each runs f on every connection at once and waits at most the node timeout
+// or till stop: a dial to a stopped node can hold go-redis's PubSub lock for a
+// dial timeout, and finishes in the background.
 func (n *notifier) each(stop <-chan struct{}, ps []*redis.PubSub, f func(context.Context, *redis.PubSub) error) {
 	ctx, cancel := context.WithTimeout(context.Background(), n.c.cfg.nodeTimeout)
 	var wg sync.WaitGroup
@@ -114,8 +111,8 @@ func (n *notifier) each(stop <-chan struct{}, ps []*redis.PubSub, f func(context
 	}
 }
 
-// dispatch delivers node i's release announcements to the channel's waiters
-// it concerns: a reservation (queued:<id> or queued:<id>/<slot>) only its own.
+// dispatch delivers node i's release announcements to the channel's waiters,
+// a reservation (queued:<id> or queued:<id>/<slot>) only to its own.
 func (n *notifier) dispatch(i int, msgs <-chan *redis.Message) {
 	bit := uint64(1) << i
 	for m := range msgs {
@@ -142,8 +139,7 @@ func (n *notifier) dispatch(i int, msgs <-chan *redis.Message) {
 	}
 }
 
-// reset forgets announcements seen so far; call it before each attempt so
-// that only releases after the attempt wake the waiter.
+// reset forgets the announcements seen so far (before each attempt).
 func (w *watch) reset() {
 	w.n.mu.Lock()
 	w.seen, w.last = 0, ""
@@ -161,8 +157,7 @@ func (w *watch) payload() string {
 	return w.last
 }
 
-// close ends the watch; the last watcher of a channel schedules its
-// unsubscription after a linger period.
+// close ends the watch; the channel's last one unsubscribes after a linger.
 func (w *watch) close() {
 	n := w.n
 	n.mu.Lock()
@@ -178,9 +173,8 @@ func (w *watch) close() {
 	s.linger = time.AfterFunc(subscriptionLinger, func() { n.unsubscribe(w.channel, s) })
 }
 
-// unsubscribe drops a channel nobody waits for. It stays in subs while
-// UNSUBSCRIBE is sent, so that a watcher arriving meanwhile joins it and is
-// subscribed again here, in order, never overtaken by an older UNSUBSCRIBE.
+// unsubscribe drops a channel nobody waits for. It stays in subs meanwhile:
+// a watcher arriving then joins it and is subscribed again here, in order.
 func (n *notifier) unsubscribe(channel string, s *subscription) {
 	n.mu.Lock()
 	if n.closed || n.subs[channel] != s || len(s.watches) > 0 || s.closing {
@@ -205,9 +199,8 @@ func (n *notifier) unsubscribe(channel string, s *subscription) {
 	n.each(nil, ps, func(ctx context.Context, p *redis.PubSub) error { return p.Subscribe(ctx, channel) })
 }
 
-// conns lists the nodes' pub/sub connections created so far, with create
-// all of them, each with its dispatcher (none on an in-memory test node).
-// Called with n.mu held.
+// conns lists the connections created so far (n.mu held); create makes the
+// missing ones with their dispatchers (none on an in-memory test node).
 func (n *notifier) conns(create bool) []*redis.PubSub {
 	ps := make([]*redis.PubSub, 0, len(n.ps))
 	for i, p := range n.ps {
@@ -223,8 +216,7 @@ func (n *notifier) conns(create bool) []*redis.PubSub {
 	return ps
 }
 
-// close shuts every pub/sub connection and waits for the dispatchers, for a
-// bounded time (one stuck dialing a stopped node finishes on its own).
+// close shuts every connection and waits a bounded time for the dispatchers.
 func (n *notifier) close() {
 	n.mu.Lock()
 	n.closed = true
