@@ -62,7 +62,6 @@ func (l *Lock) heldErr() error {
 	return nil
 }
 
-// settleExtension applies an extension round's outcome.
 func (l *Lock) settleExtension(r *round, start time.Time, ttl time.Duration) error {
 	c, now := l.c, time.Now()
 	l.mu.Lock()
@@ -71,8 +70,7 @@ func (l *Lock) settleExtension(r *round, start time.Time, ttl time.Duration) err
 		l.mu.Unlock()
 		return err
 	case r.t.success() && now.Before(l.until):
-		// The keys live at least until start+ttl (never shortened); Until
-		// never moves back either.
+		// The keys live at least until start+ttl; Until never moves back.
 		l.until = lockutil.Later(l.until, start.Add(ttl-driftAllowance(ttl, c.cfg.driftFactor)))
 		l.lastStart, l.ttl = start, ttl
 		l.watchdog.Reset(time.Until(l.until) - lossGuard(ttl))
@@ -112,7 +110,6 @@ func (l *Lock) KeepAlive(ctx context.Context) (context.Context, context.CancelFu
 		return endedContext(ctx, cause)
 	}
 	kctx, cancel := context.WithCancelCause(ctx)
-	// Drop the cancelled ones: repeated calls do not grow the list.
 	live := slices.DeleteFunc(l.keepalives, func(ka keepalive) bool {
 		return ka.ctx.Err() != nil
 	})
@@ -124,8 +121,7 @@ func (l *Lock) KeepAlive(ctx context.Context) (context.Context, context.CancelFu
 	return kctx, func() { cancel(context.Canceled) }
 }
 
-// endedContext is a keep-alive context ended with cause; a nil parent counts
-// as context.Background().
+// endedContext is a keep-alive context ended with cause; nil parent: Background.
 func endedContext(parent context.Context, cause error) (context.Context, context.CancelFunc) {
 	if parent == nil {
 		parent = context.Background()
@@ -135,8 +131,8 @@ func endedContext(parent context.Context, cause error) (context.Context, context
 	return kctx, func() { cancel(context.Canceled) }
 }
 
-// keepAlive is the extension loop; ctx ends with the lock (endLocked). The
-// watchdog declares losses, so a slow extension never delays the signal.
+// keepAlive is the extension loop; the watchdog declares losses, so a slow
+// extension never delays the signal.
 func (l *Lock) keepAlive(ctx context.Context) {
 	var retry time.Time
 	for {
@@ -158,8 +154,7 @@ func (l *Lock) keepAlive(ctx context.Context) {
 		if !l.holdEnd.IsZero() {
 			ttl = min(ttl, time.Until(l.holdEnd))
 			if l.c.checkTTL(ttl) != nil {
-				// The cap is reached: let the lock run out.
-				l.mu.Lock()
+				l.mu.Lock() // the cap is reached: let the lock run out
 				l.capped = true
 				l.mu.Unlock()
 				return
