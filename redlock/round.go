@@ -131,8 +131,8 @@ func (r *round) wait(ctx context.Context, deadline time.Time, classify func(tran
 	if r.take(classify); done() {
 		return nil
 	}
-	timer := r.c.roundTimer(time.Until(deadline))
-	defer r.c.putRoundTimer(timer) // outside any loop: no heap-allocated defer
+	timer := time.NewTimer(time.Until(deadline))
+	defer timer.Stop() // outside any loop: no heap-allocated defer
 	for {
 		select {
 		case <-r.wake:
@@ -147,27 +147,6 @@ func (r *round) wait(ctx context.Context, deadline time.Time, classify func(tran
 			return nil
 		}
 	}
-}
-
-// roundTimer is a timer firing after d, from the client's pool (BATCHING.md).
-func (c *Client) roundTimer(d time.Duration) *time.Timer {
-	if t, ok := c.timers.Get().(*time.Timer); ok {
-		t.Reset(d)
-		return t
-	}
-	return time.NewTimer(d)
-}
-
-// putRoundTimer pools t, drained of a tick that came as it stopped
-// (GODEBUG=asynctimerchan=1 timers keep it).
-func (c *Client) putRoundTimer(t *time.Timer) {
-	if !t.Stop() {
-		select {
-		case <-t.C:
-		default:
-		}
-	}
-	c.timers.Put(t)
 }
 
 // take records the replies that arrived since, but not of timed-out nodes.

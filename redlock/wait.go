@@ -14,8 +14,8 @@ import (
 // the client's close. It returns the slot whose release woke it (-1 if none),
 // or why the wait must end.
 func (c *Client) pause(ctx context.Context, w *watch, t *turn, req *handoffReq, last error) (*Lock, int, error) {
-	timer := c.roundTimer(c.retryDelay(last))
-	defer c.putRoundTimer(timer)
+	timer := time.NewTimer(c.retryDelay(last))
+	defer timer.Stop()
 	var wake <-chan struct{} // a nil channel is never ready
 	if w != nil {
 		wake = w.C
