@@ -222,8 +222,8 @@ func (c *Client) releaseSoon(l *Lock) {
 // why the wait must end.
 func (c *Client) pause(ctx context.Context, w *watch, t *turn, req *handoffReq,
 	last error) (*Lock, int, error) {
-	timer := c.roundTimer(c.retryDelay(last))
-	defer c.putRoundTimer(timer)
+	timer := time.NewTimer(c.retryDelay(last))
+	defer timer.Stop()
 	var wake <-chan struct{} // a nil channel is never ready
 	if w != nil {
 		wake = w.C

@@ -36,7 +36,6 @@ type Client struct {
 	// busy counts the locks held and the callers waiting on a round, whose
 	// calls a node's worker may wait for (transport's gather).
 	busy       atomic.Int64
-	timers     sync.Pool // rounds' deadline timers (roundTimer)
 	rounds     sync.Pool // finished rounds (broadcastLook, round.free)
 	procHolder string    // names this process in every token (holder.go)
 	tracer     tracers

@@ -7,9 +7,9 @@ import (
 	"github.com/asynqlock/asynqlock/internal/lockutil"
 )
 
-// withCompletion (lockutil.Completion) ties the acquisition to the unit of
-// work id: its round also looks for id's completion record on every node,
-// and the release writes it when asked (docs/guide/RELIABILITY.md, "Once").
+// withCompletion (lockutil.Completion) ties the acquisition to the work id:
+// its round looks for id's record, and the release writes it when asked
+// (docs/guide/RELIABILITY.md, "Once").
 func withCompletion(id string, window time.Duration) LockOption {
 	return func(c *lockConfig) { c.rec = &completionRecord{id: id, window: window} }
 }
@@ -26,8 +26,7 @@ func (l *Lock) completedRun() int {
 }
 
 // completedAt is when the found record's work completed: its latest expiry
-// on the nodes' clock less the acquisition's window (the writer's when both
-// use the same); the zero time for none.
+// on the nodes' clock less the window; the zero time for none.
 func (l *Lock) completedAt() time.Time {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -38,17 +37,14 @@ func (l *Lock) completedAt() time.Time {
 }
 
 // recordCompletion has the lock's release (or hand-over) write its record
-// for run (kept in [0, 1023]) in its own round. ErrNotHeld once released or
-// lost: a lost lock's work was not protected to its end.
+// for run (kept in [0, 1023]); ErrNotHeld once released or lost.
 func (l *Lock) recordCompletion(run int) error {
 	return l.markRecord(min(max(run, 0), maxCompletionRun))
 }
 
-// forgetCompletion has the release delete the record instead: the record
-// found stands for other work (an ID reused).
+// forgetCompletion has the release delete the record (an ID reused).
 func (l *Lock) forgetCompletion() error { return l.markRecord(forgetRun) }
 
-// markRecord has the release write the record with run (forgetRun: delete it).
 func (l *Lock) markRecord(run int) error {
 	if l.record == nil {
 		return invalidf("recordCompletion: the lock was acquired without withCompletion")
@@ -63,8 +59,7 @@ func (l *Lock) markRecord(run int) error {
 }
 
 // completionRecord is an entry id in the sorted set key, one set per
-// resource (the keyspace does not grow with the work done), scored with
-// its expiry on the node's clock.
+// resource, scored with its expiry on the node's clock.
 type completionRecord struct {
 	key    string
 	id     string
@@ -89,14 +84,12 @@ type recordSeen struct {
 	expiry int64
 }
 
-// add merges what another look-up found into s.
 func (s *recordSeen) add(o recordSeen) {
 	if o.ok {
 		s.ok, s.run, s.expiry = true, max(s.run, o.run), max(s.expiry, o.expiry)
 	}
 }
 
-// seenOf reads a look-up's score (0 for none).
 func seenOf(score int64) recordSeen {
 	if score == 0 {
 		return recordSeen{}
@@ -104,8 +97,8 @@ func seenOf(score int64) recordSeen {
 	return recordSeen{ok: true, run: int(score % runScale), expiry: score / runScale}
 }
 
-// lookScore reads ZSCORE's reply for the transport: the score and its
-// expiry in Unix ms; not ok for no score or one of the old format.
+// lookScore reads ZSCORE's reply: the score and its expiry in Unix ms; not
+// ok for no score or one of the old format.
 func lookScore(v any) (score, expiry int64, ok bool) {
 	f, ok := v.(float64)
 	if str, isStr := v.(string); isStr {
@@ -121,7 +114,6 @@ func lookScore(v any) (score, expiry int64, ok bool) {
 // recordSuffix follows a resource's lock key in the name of its records.
 const recordSuffix = ":done"
 
-// keyRecord checks withCompletion's arguments and names the record's key.
 func (c *Client) keyRecord(resource string, rec *completionRecord) error {
 	switch {
 	case rec == nil:
@@ -144,8 +136,7 @@ func (l *Lock) written() *completionRecord {
 }
 
 // lookOf is the look-up of an acquisition's record (nil without one), sent
-// just after the batch of the acquisition's call (bench/README.md says why
-// not ahead); the transport checks the expiry against the node's clock.
+// after the call's batch (bench/README.md says why not ahead).
 func lookOf(rec *completionRecord) []any {
 	if rec == nil {
 		return nil

@@ -16,11 +16,9 @@ const fenceRetentionMs = 7 * 24 * 60 * 60 * 1000
 // N−q+2 (docs/design/REDLOCK.md, "The fencing guarantee").
 func fenceCopies(n, q int) int { return min(n, n-q+2) }
 
-// settleFence picks the fence of a won round, the highest counter among the
-// nodes that granted it, and makes sure fenceCopies nodes carry it before
-// the validity ends, else ErrQuorum (a later fence could go backwards).
-// turn says the round was a turn (queue) round; step which fences the
-// holder may take (a slot's class).
+// settleFence picks the fence of a won round (turn: a queue round), the
+// highest counter among the nodes that granted it, and makes sure fenceCopies
+// nodes carry it before the validity ends, else ErrQuorum.
 func (c *Client) settleFence(ctx context.Context, r *round, turn bool, k keys, until time.Time, step fenceStep) (int64, error) {
 	copies := fenceCopies(len(c.nodes), c.q)
 	deadline := time.Now().Add(c.cfg.nodeTimeout)
@@ -32,8 +30,7 @@ func (c *Client) settleFence(ctx context.Context, r *round, turn bool, k keys, u
 		classify = classifyTurn
 	}
 	if r.t.ok < copies {
-		// The round was decided at quorum: hear the nodes still answering
-		// before paying a round trip for copies they may already hold.
+		// Decided at quorum: hear the others before raising copies they may hold.
 		err := r.wait(ctx, deadline, classify, func() bool { return r.t.ok >= copies || r.pending&^r.answered == 0 })
 		if err != nil {
 			return 0, err
@@ -44,13 +41,11 @@ func (c *Client) settleFence(ctx context.Context, r *round, turn bool, k keys, u
 		return 0, err
 	}
 	if f := step.atLeast(fence); f != fence {
-		// Not of the slot's class (a node answered another script's
-		// counter): prove the next fence of the class instead.
+		// Not of the slot's class: prove the next fence of the class instead.
 		fence, carry = f, 0
 	}
 	if bits.OnesCount64(carry) >= copies {
-		// So many nodes set this round's key that no other holder can
-		// have had a quorum since: no fence was handed out meanwhile.
+		// No other holder can have had a quorum since: no fence went out meanwhile.
 		return fence, nil
 	}
 	return c.raiseFence(ctx, k, fence, copies, deadline, until, step)
@@ -61,7 +56,6 @@ func (c *Client) settleFence(ctx context.Context, r *round, turn bool, k keys, u
 // "Limits"); lua/fence_acquire.lua bumps alike.
 type fenceStep struct{ n, slot int64 }
 
-// stepOf is the fence class of an acquisition configured by lc.
 func stepOf(lc *lockConfig) fenceStep {
 	if lc.limit > 1 {
 		return fenceStep{n: fenceClasses, slot: int64(lc.slot)}
@@ -69,7 +63,7 @@ func stepOf(lc *lockConfig) fenceStep {
 	return fenceStep{n: 1}
 }
 
-// atLeast is the least fence of the class that is at least c.
+// atLeast is the least fence of the class >= c.
 func (s fenceStep) atLeast(c int64) int64 {
 	d := s.slot - c%s.n
 	if d < 0 {
@@ -78,9 +72,8 @@ func (s fenceStep) atLeast(c int64) int64 {
 	return c + d
 }
 
-// raiseFence proves fence before it is handed out: it raises every node's
-// counter to it and needs copies nodes holding exactly it; a larger counter
-// makes it fence again above the largest, at most maxRefences times.
+// raiseFence raises every node's counter to fence and needs copies nodes
+// holding exactly it; a larger counter makes it retry above the largest.
 func (c *Client) raiseFence(ctx context.Context, k keys, fence int64, copies int, deadline, until time.Time, step fenceStep) (int64, error) {
 	for range maxRefences {
 		args := scriptArgs(fenceRaiseScript, []string{k.fenceKey}, fence, fenceRetentionMs)
@@ -114,8 +107,7 @@ func (c *Client) raiseFence(ctx context.Context, k keys, fence int64, copies int
 		"fencing token not settled: nodes kept answering larger counters %d times (a node's data loss let other holders in)", maxRefences)}
 }
 
-// maxRefences bounds raiseFence's retries: once covers a lost node's other
-// holder or this round's unheard bump; more means the counters move under it.
+// maxRefences bounds raiseFence's retries: more means the counters move under it.
 const maxRefences = 3
 
 // largestRaise is the largest counter a raise round's nodes answered.
@@ -130,8 +122,7 @@ func largestRaise(r *round) int64 {
 }
 
 // highestCounter returns the highest counter among the nodes that granted a
-// fenced round, and the mask of those that returned it: a fenced SET
-// answers with the counter, a turn round with it in its reply (turnReply).
+// fenced round (a turn round's in turnReply), and the mask of those with it.
 func highestCounter(r *round, turn bool) (int64, uint64, error) {
 	var fence int64
 	var carry uint64

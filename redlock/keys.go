@@ -21,7 +21,7 @@ func (c *Client) keysFor(resource string) keys {
 }
 
 // What follows a resource's lock key in the names of its fencing counter,
-// release channel (lua/release_many.lua builds it too) and slots above 0.
+// release channel (lua/release_many.lua's too) and slots above 0.
 const (
 	fenceSuffix   = ":fence"
 	channelSuffix = ":released"
@@ -31,8 +31,8 @@ const (
 func (k keys) lockKeys() []string { return []string{k.key} }
 func (k keys) bothKeys() []string { return []string{k.key, k.fenceKey} }
 
-// slotKeys are the keys of slot i of resource: the slot's lock key, and
-// the counter and channel the slots share.
+// slotKeys are the keys of slot i of resource: its lock key, and the
+// counter and channel the slots share.
 func (c *Client) slotKeys(resource string, i int) keys {
 	k := c.keysFor(resource)
 	k.key = slotKey(k.key, i)
@@ -52,7 +52,7 @@ func keyOf(prefix, resource string) string {
 	return prefix + "{" + nameTag(resource) + "}" + resource
 }
 
-// nameTag is the hash tag of a name containing '}': 64 bits of its SHA-256.
+// nameTag is 64 bits of the name's SHA-256.
 func nameTag(resource string) string {
 	sum := sha256.Sum256([]byte(resource))
 	return hex.EncodeToString(sum[:tagLen/2])
@@ -79,8 +79,7 @@ func (c *Client) resourceOf(key string) (string, bool) {
 	return name, true
 }
 
-// resourceOfSlot is resourceOf for the key of a slot above 0 too: a
-// resource whose slot 0 is free is found by its other slots.
+// resourceOfSlot is resourceOf for the key of a slot above 0 too.
 func (c *Client) resourceOfSlot(key string) (string, bool) {
 	if r, ok := c.resourceOf(key); ok {
 		return r, true
@@ -98,8 +97,7 @@ func (c *Client) resourceOfSlot(key string) (string, bool) {
 }
 
 // scanPatterns are the SCAN MATCH patterns of the lock and slot keys of
-// names starting with resourcePrefix, one per key form; the other keys they
-// match are dropped by resourceOfSlot and the caller's prefix check.
+// names starting with resourcePrefix, one per key form.
 func (c *Client) scanPatterns(resourcePrefix string) []string {
 	p := globEscape(c.cfg.prefix) + "{"
 	hashed := p + strings.Repeat("?", tagLen) + "}" + globEscape(resourcePrefix) + "*"

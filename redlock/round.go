@@ -10,9 +10,8 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// round is one operation sent to several nodes at once. Replies after its
-// decision are dropped: a node runs its calls in order, so a release or undo
-// sent later reaches it after this round's command (BATCHING.md).
+// round is one operation sent to several nodes at once; replies after its
+// decision are dropped (a later release or undo reaches a node after it).
 type round struct {
 	c        *Client
 	op       string
@@ -41,13 +40,12 @@ type slot struct {
 }
 
 // broadcast sends one command to the nodes in mask (need OK answers decide
-// it); a cleanup round (releases) is sent even past the deadline.
+// it); a cleanup round is sent even past the deadline.
 func (c *Client) broadcast(op, resource string, mask uint64, need int, deadline time.Time, cleanup bool, args []any, s *transport.Script) *round {
 	return c.broadcastLook(op, resource, mask, need, deadline, cleanup, args, s, nil)
 }
 
-// broadcastLook is broadcast with a look-up (lookOf) sent on each node after
-// the call's batch, in the same pipeline (completion.go).
+// broadcastLook is broadcast with a look-up (lookOf) sent after each call.
 func (c *Client) broadcastLook(op, resource string, mask uint64, need int, deadline time.Time, cleanup bool, args []any, s *transport.Script, look []any) *round {
 	r, ok := c.rounds.Get().(*round)
 	if !ok {
@@ -55,9 +53,7 @@ func (c *Client) broadcastLook(op, resource string, mask uint64, need int, deadl
 		r = &round{c: c, in: make([]transport.Reply, n), wake: make(chan struct{}, 1), slots: make([]slot, n), calls: make([]transport.Call, n)}
 	}
 	r.op, r.resource, r.pending, r.busy, r.deadline = op, resource, mask, true, deadline
-	// Counted before its calls are queued: a node's worker never sees a
-	// call whose caller is not yet counted (transport, Node.gather).
-	c.busy.Add(1)
+	c.busy.Add(1) // before its calls queue: Node.gather sees every caller counted
 	calls := r.calls[:bits.OnesCount64(mask)]
 	r.t = tally{need: need, total: len(calls)}
 	r.refs.Store(int32(1 + len(calls)))
@@ -72,7 +68,7 @@ func (c *Client) broadcastLook(op, resource string, mask uint64, need int, deadl
 	return r
 }
 
-// free lets the round go: the caller reads no more; queued calls keep it.
+// free lets the round go: queued calls still keep it.
 func (r *round) free() {
 	r.idle()
 	r.Unref()
@@ -107,7 +103,7 @@ func (r *round) Unref() {
 	r.c.rounds.Put(r)
 }
 
-// idle ends the round's count in the client's busy callers (done waiting).
+// idle ends the round's count in the client's busy callers.
 func (r *round) idle() {
 	if r.busy {
 		r.busy = false
@@ -115,7 +111,6 @@ func (r *round) idle() {
 	}
 }
 
-// allNodes is the mask of every node.
 func (c *Client) allNodes() uint64 {
 	return 1<<len(c.nodes) - 1 // a shift by 64 is 0: every bit for 64 nodes
 }
@@ -136,8 +131,8 @@ func (r *round) wait(ctx context.Context, deadline time.Time, classify func(tran
 	if r.take(classify); done() {
 		return nil
 	}
-	timer := r.c.roundTimer(time.Until(deadline))
-	defer r.c.putRoundTimer(timer) // outside any loop: no heap-allocated defer
+	timer := time.NewTimer(time.Until(deadline))
+	defer timer.Stop() // outside any loop: no heap-allocated defer
 	for {
 		select {
 		case <-r.wake:
@@ -152,27 +147,6 @@ func (r *round) wait(ctx context.Context, deadline time.Time, classify func(tran
 			return nil
 		}
 	}
-}
-
-// roundTimer is a timer firing after d, from the client's pool (BATCHING.md).
-func (c *Client) roundTimer(d time.Duration) *time.Timer {
-	if t, ok := c.timers.Get().(*time.Timer); ok {
-		t.Reset(d)
-		return t
-	}
-	return time.NewTimer(d)
-}
-
-// putRoundTimer stops t, drains a tick that came as it stopped (the timers
-// of GODEBUG=asynctimerchan=1 keep it), and pools it.
-func (c *Client) putRoundTimer(t *time.Timer) {
-	if !t.Stop() {
-		select {
-		case <-t.C:
-		default:
-		}
-	}
-	c.timers.Put(t)
 }
 
 // take records the replies that arrived since, but not of timed-out nodes.
@@ -191,7 +165,6 @@ func (r *round) take(classify func(transport.Reply) outcome) {
 	}
 }
 
-// timeoutPending counts every node that has not answered as failed.
 func (r *round) timeoutPending() {
 	for in := r.pending &^ r.answered; in != 0; in &= in - 1 {
 		i := bits.TrailingZeros64(in)
@@ -202,7 +175,6 @@ func (r *round) timeoutPending() {
 	}
 }
 
-// err builds the error of a round that did not succeed.
 func (r *round) err(kinds []error, summary string) *opError {
 	e := &opError{kinds: kinds, summary: summary}
 	for i, sl := range r.slots {
@@ -229,7 +201,6 @@ const (
 	outFailed          // error or timeout: we do not know what the node did
 )
 
-// classifyAnswered counts any answer as OK.
 func classifyAnswered(rep transport.Reply) outcome {
 	if rep.Err != nil {
 		return outFailed
@@ -253,8 +224,8 @@ func classifyOne(rep transport.Reply) outcome {
 	return classifyAnswered(rep)
 }
 
-// tally counts a round's outcomes: decided at need successes, or once too few
-// nodes are left to reach need.
+// tally counts a round's outcomes: decided at need successes, or once too
+// few nodes are left to reach need.
 type tally struct {
 	total, need         int
 	ok, refused, failed int
@@ -289,7 +260,6 @@ func (t *tally) causes() []error {
 	return []error{ErrLocked, ErrQuorum}
 }
 
-// quorum is the Redlock majority for n nodes.
 func quorum(n int) int { return n/2 + 1 }
 
 // driftAllowance is the margin of a TTL's validity: ttl·driftFactor + 2ms.

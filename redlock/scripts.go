@@ -14,7 +14,6 @@ import (
 //go:embed lua/*.lua
 var luaFiles embed.FS
 
-// newScript is the script of lua/file.
 func newScript(file string) *transport.Script {
 	b, err := luaFiles.ReadFile("lua/" + file)
 	if err != nil {
@@ -23,7 +22,6 @@ func newScript(file string) *transport.Script {
 	return transport.NewScript(string(b))
 }
 
-// scriptArgs builds the EVALSHA arguments of s.
 func scriptArgs(s *transport.Script, keys []string, argv ...any) []any {
 	a := make([]any, 0, 3+len(keys)+len(argv))
 	a = append(a, "evalsha", s.SHA, len(keys))
@@ -33,9 +31,8 @@ func scriptArgs(s *transport.Script, keys []string, argv ...any) []any {
 	return append(a, argv...)
 }
 
-// The scripts, one file each in lua/ with its KEYS/ARGV contract and reply
-// in its header; release_many.lua runs several queue releases in one call
-// (a node's transport joins a batch's).
+// The scripts, one file each in lua/ with its KEYS/ARGV contract in its
+// header; release_many.lua runs a batch's queue releases in one call.
 var (
 	releaseScript      = newScript("release.lua")
 	extendScript       = newScript("extend.lua")
@@ -52,8 +49,6 @@ var (
 	releaseManyScript  = newScript("release_many.lua")
 )
 
-// transportEnv tells every node the scripts it loads before its first
-// script call and the releases it may join.
 var transportEnv = &transport.Env{
 	Scripts: []*transport.Script{releaseScript, extendScript, fenceAcquireScript, fenceRaiseScript, inspectScript,
 		turnScript, queueReleaseScript, leaveQueueScript, slotReleaseScript, slotTurnScript, slotWaitScript,
@@ -82,9 +77,8 @@ func (c *Client) roundArgs(k keys, token string, ttl time.Duration, lc *lockConf
 	return nil, []any{"set", k.key, token, "nx", "px", ttlMs}, classifySet
 }
 
-// slotQueueKeys are the keys of the slot scripts for limit slots: the
-// resource's lock key, its waiter queue (a plain lock's), the fencing
-// counter, then every slot key.
+// slotQueueKeys are the slot scripts' keys: the resource's lock key, its
+// waiter queue, the fencing counter, then every slot key.
 func (k keys) slotQueueKeys(limit int) []string {
 	base := k.baseKey()
 	names := make([]string, 4, 4+limit)
@@ -105,9 +99,8 @@ func (c *Client) turnArgs(k keys, old, token string, ttl time.Duration, tk *tick
 		flag(lc.fencing), fenceRetentionMs, k.channel, flag(keep))
 }
 
-// recordedArgs builds the arguments of s, a script that releases a token,
-// writing rec (if not nil) in the same call: its key after s's keys, its id
-// and window after s's arguments (docs/design/REDLOCK.md, "The scripts").
+// recordedArgs builds the arguments of s, a release writing rec (if not
+// nil): its key after s's keys, its id and window after s's arguments.
 func recordedArgs(s *transport.Script, keys []string, rec *completionRecord, argv ...any) []any {
 	if rec == nil {
 		return scriptArgs(s, keys, argv...)
@@ -122,10 +115,8 @@ func recordedArgs(s *transport.Script, keys []string, rec *completionRecord, arg
 	return append(a, rec.id, window)
 }
 
-// leaveQueue takes waiter tk out of the nodes' queue of k's resource (its
-// slots' queue for a limit above 1) on the nodes in mask, without waiting
-// for the answers. A nil tk (a slot's hand-over, whose waiter leaves by
-// itself) has nothing to leave.
+// leaveQueue takes waiter tk (nil: none) out of the queue of k's resource on
+// the nodes in mask, without waiting for the answers.
 func (c *Client) leaveQueue(k keys, tk *ticket, limit int, mask uint64) {
 	if mask == 0 || tk == nil || c.isClosed() {
 		return
@@ -142,8 +133,7 @@ func (c *Client) leaveQueue(k keys, tk *ticket, limit int, mask uint64) {
 
 // undo releases a failed attempt's token on every node its SET was queued
 // for, even one that answered another holder's: a retried command may have
-// set our key, and compare-and-delete is harmless elsewhere. Nodes run
-// calls in order: the undo reaches a straggler after its SET.
+// set our key. Nodes run calls in order: the undo follows its SET.
 func (c *Client) undo(k keys, token string, unsent uint64, limit int) {
 	mask := c.allNodes() &^ unsent
 	if mask == 0 || c.isClosed() {
@@ -156,7 +146,6 @@ func (c *Client) undo(k keys, token string, unsent uint64, limit int) {
 	} else {
 		args = scriptArgs(releaseScript, k.lockKeys(), token, "")
 	}
-	// Unannounced (no channel), waited for by nobody: out of the busy count at once.
 	c.broadcast("release", k.resource, mask, bits.OnesCount64(mask), time.Now().Add(c.cfg.nodeTimeout), true, args, s).free()
 }
 

@@ -3,16 +3,10 @@
 -- ARGV[1] lease in ms; ARGV[2] per release 'r' (writes a record) or '-'; then per release its token,
 -- and for an 'r' its record id and window. Each announces on <key>:released (Go's keys.channel).
 -- Returns each release's answer, in order: 1, or 0 when the key was not ours.
-local now -- the node's clock in ms, read at the first queued release or record
-local function clock()
-	if not now then
-		local t = redis.call('TIME')
-		now = t[1] * 1000 + math.floor(t[2] / 1000)
-	end
-	return now
-end
+local t = redis.call('TIME')
+local now = t[1] * 1000 + math.floor(t[2] / 1000)
 local function release_queued(key, q, qx, token, lease)
-	for _, id in ipairs(redis.call('ZRANGEBYSCORE', qx, '-inf', clock())) do -- drop lapsed waiters
+	for _, id in ipairs(redis.call('ZRANGEBYSCORE', qx, '-inf', now)) do -- drop lapsed waiters
 		redis.call('ZREM', q, id)
 		redis.call('ZREM', qx, id)
 	end
@@ -34,7 +28,7 @@ local function record(key, id, window)
 		redis.call('ZREM', key, id)
 		return
 	end
-	local ms = clock() * 1024
+	local ms = now * 1024
 	redis.call('ZREMRANGEBYSCORE', key, '-inf', ms + 1023)
 	redis.call('ZADD', key, ms + window, id)
 	if redis.call('PTTL', key) < math.floor(window / 1024) then

@@ -6,16 +6,15 @@ import (
 	"strings"
 )
 
-// releaseArgc is the length of an Env.Release call's arguments
-// (lua/queue_release.lua): evalsha, sha, numkeys, three keys, three
-// arguments; recordedReleaseArgc adds a completion record's set, id and window.
+// releaseArgc is the length of an Env.Release call (lua/queue_release.lua):
+// evalsha, sha, numkeys, three keys, three arguments; a record adds three.
 const (
 	releaseArgc         = 9
 	recordedReleaseArgc = releaseArgc + 3
 )
 
-// releaseParts reads an Env.Release call's arguments: its three keys, its
-// token, lease and channel, and its record's set and arguments (or nil).
+// releaseParts reads an Env.Release call: its keys, its token, lease and
+// channel, and its record's set and arguments (or nil).
 func releaseParts(c *Call) (keys, argv []any, recKey any, recArgs []any) {
 	a := c.Args
 	if len(a) == releaseArgc {
@@ -24,10 +23,9 @@ func releaseParts(c *Call) (keys, argv []any, recKey any, recArgs []any) {
 	return a[3:6], a[7:10], a[6], a[10:12]
 }
 
-// joinReleases folds a batch's releases into one Env.ReleaseMany call,
-// sent where the last of them stands: a release only moves later, and only
-// past calls on other resources. Single servers only: a cluster node's
-// keys may live on different shards.
+// joinReleases folds a batch's releases into one Env.ReleaseMany call where
+// the last of them stands: a release only moves later, past calls on other
+// resources. Single servers only: a cluster's keys may be on other shards.
 func (n *Node) joinReleases(live []*Call) []*Call {
 	if !n.single || n.env.Release == nil || len(live) < 2 || len(live) > maxBatch {
 		return live
@@ -87,9 +85,8 @@ func (n *Node) foldReleases(live []*Call, join []bool, last int, lease any) []*C
 	return out
 }
 
-// joinable is whether c is a queue release that may share a call: one
-// that announces on its key's channel, with the lease of the others (nil
-// for the first).
+// joinable is whether c is a queue release announced on its key's channel,
+// with the others' lease (nil for the first).
 func (n *Node) joinable(c *Call, lease any) bool {
 	if c.Script != n.env.Release || len(c.Args) != releaseArgc && len(c.Args) != recordedReleaseArgc {
 		return false

@@ -17,10 +17,9 @@ func (n *Node) nodeMillis() int64 {
 	return v[0]*1000 + v[1]/1000
 }
 
-// readLooks sets the seen of each call of live whose look-up (in looks)
-// found a record within its window by the node's clock, read once for the
-// batch. A look-up that failed where its call (calls, in live's order) did
-// not is reported as the node's failure, and counts as not found.
+// readLooks sets the seen of each call of live whose look-up found a record
+// within its window by the node's clock, read once. A look-up failing where
+// its call did not is reported as the node's failure, and finds nothing.
 func (n *Node) readLooks(live []*Call, calls, looks []*redis.Cmd) {
 	now, i := int64(-1), 0 // the node's clock, read at the first score found
 	for j, c := range live {

@@ -1,7 +1,5 @@
-// Package transport carries redlock's calls to its nodes: one worker per
-// node sends the calls of concurrent callers as one pipeline, in order
-// (docs/design/BATCHING.md). Rounds, quorums and what the scripts mean live
-// in redlock.
+// Package transport carries redlock's calls to its nodes: one worker per node
+// sends concurrent calls as one pipeline, in order (docs/design/BATCHING.md).
 package transport
 
 import (
@@ -21,15 +19,13 @@ import (
 )
 
 const (
-	// maxBatch bounds how many concurrent calls one pipeline carries.
-	maxBatch = 128
+	maxBatch = 128 // calls in one pipeline
 	// QueueLen bounds the calls waiting for a node; past it a call fails at
-	// once, but a cleanup call waits in the node's spill list.
+	// once, but a cleanup call still queues.
 	QueueLen = 4096
 )
 
-// ErrNodeTimeout is a node's failure to answer within the node timeout; not
-// context.DeadlineExceeded, which belongs to the caller's own context.
+// ErrNodeTimeout is a node's failure to answer within the node timeout.
 var ErrNodeTimeout = errors.New("no answer within the node timeout")
 
 var errQueueFull = errors.New("too many calls waiting for this node")
@@ -37,18 +33,16 @@ var errQueueFull = errors.New("too many calls waiting for this node")
 // Env is what the algorithm tells every node of its scripts, once.
 type Env struct {
 	Scripts              []*Script // loaded on a node before its first script call
-	Closed               error     // the answer to calls sent to, or left on, a closed client
+	Closed               error     // the answer to calls on a closed client
 	Release, ReleaseMany *Script   // a batch's Release calls share one ReleaseMany; nil: none do
 	ChannelSuffix        string    // follows a lock key in its release channel's name
 	// LookScore reads a look-up's answer: the record's score and Unix ms expiry.
 	LookScore func(v any) (score, expiry int64, ok bool)
 }
 
-// Script is a Lua script sent as EVALSHA, falling back to EVAL when a node
-// does not have it cached.
+// Script is a Lua script sent as EVALSHA, or EVAL when a node lacks it.
 type Script struct{ Src, SHA string }
 
-// NewScript is the script of source src.
 func NewScript(src string) *Script {
 	sum := sha1.Sum([]byte(src))
 	return &Script{Src: src, SHA: hex.EncodeToString(sum[:])}
@@ -60,52 +54,41 @@ type Node struct {
 	Addr   string
 	Client redis.UniversalClient
 	env    *Env
-	calls  chan *Call
-	// spill holds, in order, the cleanup calls that found calls full;
-	// spilled is len(spill) > 0 for the senders' fast path, and wake tells
-	// a worker that emptied the queue meanwhile.
-	spillMu sync.Mutex
-	spill   []*Call
-	spilled atomic.Bool
-	wake    chan struct{}
-	// single is a standalone (or sentinel-managed) server: it holds all of
-	// a batch's keys, so releases may join, and the worker keeps a
-	// connection of its own.
-	single bool
-	// Worker-owned, reused from batch to batch: whether the node's script
-	// cache holds our scripts, the connection, pipeline and its commands.
-	loaded bool
-	conn   *redis.Conn
-	proc   func(context.Context, redis.Cmder) error
-	pipe   redis.Pipeliner
-	cmders []redis.Cmder
-	// The call of a batch's joined releases, and room for its arguments.
-	fold                         Call
+	// queue holds the calls waiting, in order; wake has a token once some
+	// were queued since the worker last waited.
+	mu     sync.Mutex
+	queue  []*Call
+	wake   chan struct{}
+	single bool // a single server: it holds all of a batch's keys, so releases may join
+	// Worker-owned, reused from batch to batch.
+	loaded                       bool // the node's script cache holds our scripts
+	conn                         *redis.Conn
+	proc                         func(context.Context, redis.Cmder) error
+	pipe                         redis.Pipeliner
+	cmders                       []redis.Cmder
+	fold                         Call // the call of a batch's joined releases
 	foldArgs, foldKeys, foldArgv []any
 	foldFlags                    []byte
-	// Failed reports a call's failure, also when nobody waits for it.
+	recent                       bool // the previous batch, sent at sent, carried several
+	sent                         time.Time
+	// Set by the client before Serve.
 	Failed func(op, resource string, node int, err error)
-	Debug  func(msg string, args ...any) // nil: no debug logs
-	Window time.Duration                 // the batch window
-	Busy   *atomic.Int64                 // the client's count of held locks and waiting callers
-	recent bool                          // the previous batch, sent at sent, carried several calls
-	sent   time.Time
-	// Do runs a batch on the node: the client's pipeline, or an in-memory
-	// node in unit tests.
-	Do func(ctx context.Context, cmds []*redis.Cmd)
+	Debug  func(msg string, args ...any)                // nil: no debug logs
+	Window time.Duration                                // the batch window
+	Busy   *atomic.Int64                                // the client's held locks and waiting callers
+	Do     func(ctx context.Context, cmds []*redis.Cmd) // run; an in-memory node in tests
 }
 
 // NewNode is node idx, named addr in errors and logs, over client cl.
 func NewNode(idx int, addr string, cl redis.UniversalClient, env *Env) *Node {
 	_, single := cl.(*redis.Client)
 	n := &Node{Idx: idx, Addr: addr, Client: cl, env: env, single: single,
-		calls: make(chan *Call, QueueLen), wake: make(chan struct{}, 1)}
+		wake: make(chan struct{}, 1)}
 	n.Do = n.run
 	return n
 }
 
-// Owner is a round that sent calls: each reply arrives, then the call lets
-// go of the round.
+// Owner is the round that sent a call: it gets the reply, then is let go of.
 type Owner interface {
 	Arrive(Reply)
 	Unref()
@@ -117,15 +100,13 @@ type Call struct {
 	Args     []any
 	Script   *Script // set when Args is an EVALSHA of this script
 	Deadline time.Time
-	Cleanup  bool   // send even past the deadline: it only removes our keys
-	Owner    Owner  // gets the reply, let go of once it is in
+	Cleanup  bool // send even past the deadline: it only removes our keys
+	Owner    Owner
 	Op       string // for error reports
 	Resource string
 	joined   []*Call // the releases this call runs for (joinReleases)
-	// Look is the look-up of an acquisition's completion record, sent after
-	// the batch in its pipeline; seen is the record's score, 0 for none.
-	Look []any
-	seen int64
+	Look     []any   // a look-up sent after the batch in its pipeline (look.go)
+	seen     int64   // what Look found: the record's score, 0 for none
 }
 
 // Reply is a node's answer to a call.
@@ -136,8 +117,7 @@ type Reply struct {
 	Seen int64 // the call's look-up found its record: its score (look.go)
 }
 
-// deliver sends the call's reply; after it the node touches the call no
-// more, and its round may be reused.
+// deliver sends the reply; after it the node touches the call no more.
 func (c *Call) deliver(rep Reply) {
 	rep.Seen = c.seen
 	owner := c.Owner
@@ -145,9 +125,9 @@ func (c *Call) deliver(rep Reply) {
 	owner.Unref()
 }
 
-// Send queues a call without ever blocking and reports whether it did; a
-// closed client, or a full queue, answers it at once with an error. A
-// cleanup call is never refused for a full queue: it spills.
+// Send queues a call without blocking and reports whether it did; a closed
+// client or a full queue answers it at once, but a cleanup call always queues
+// (an acquire already on the wire would leave its key behind).
 func (n *Node) Send(c *Call, closed <-chan struct{}) bool {
 	select {
 	case <-closed:
@@ -155,28 +135,14 @@ func (n *Node) Send(c *Call, closed <-chan struct{}) bool {
 		return false
 	default:
 	}
-	if !n.spilled.Load() {
-		select {
-		case n.calls <- c:
-			return true
-		default:
-		}
-	}
-	n.spillMu.Lock()
-	defer n.spillMu.Unlock()
-	if len(n.spill) == 0 {
-		select {
-		case n.calls <- c:
-			return true
-		default:
-		}
-	}
-	if !c.Cleanup {
+	n.mu.Lock()
+	if len(n.queue) >= QueueLen && !c.Cleanup {
+		n.mu.Unlock()
 		c.deliver(Reply{Node: c.Node, Err: errQueueFull})
 		return false
 	}
-	n.spill = append(n.spill, c)
-	n.spilled.Store(true)
+	n.queue = append(n.queue, c)
+	n.mu.Unlock()
 	select {
 	case n.wake <- struct{}{}:
 	default:
@@ -184,30 +150,23 @@ func (n *Node) Send(c *Call, closed <-chan struct{}) bool {
 	return true
 }
 
-// takeSpill adds spilled cleanup calls to batch once the queue is empty:
-// every call still queued is older than them.
-func (n *Node) takeSpill(batch []*Call) []*Call {
-	if !n.spilled.Load() {
-		return batch
-	}
-	n.spillMu.Lock()
-	defer n.spillMu.Unlock()
-	if len(n.calls) > 0 {
-		return batch
-	}
-	k := min(len(n.spill), maxBatch-len(batch))
-	batch = append(batch, n.spill[:k]...)
-	clear(n.spill[:k])
-	n.spill = n.spill[k:]
-	if len(n.spill) == 0 {
-		n.spill = nil
-		n.spilled.Store(false)
+// take moves the oldest waiting calls into batch, up to maxBatch.
+func (n *Node) take(batch []*Call) []*Call {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	k := min(len(n.queue), maxBatch-len(batch))
+	batch = append(batch, n.queue[:k]...)
+	clear(n.queue[:k])
+	if k == len(n.queue) {
+		n.queue = n.queue[:0] // the array is reused from its start
+	} else {
+		n.queue = n.queue[k:]
 	}
 	return batch
 }
 
-// Serve runs the node's worker until closed, then answers what is left. It
-// first warms the node up, then calls warmed.
+// Serve runs the node's worker until closed, then answers what is left; it
+// calls warmed after warming the node up.
 func (n *Node) Serve(closed <-chan struct{}, wg *sync.WaitGroup, warmed func()) {
 	defer wg.Done()
 	defer n.closeConn()
@@ -217,22 +176,20 @@ func (n *Node) Serve(closed <-chan struct{}, wg *sync.WaitGroup, warmed func()) 
 	linger := time.NewTimer(time.Hour)
 	linger.Stop()
 	for {
-		if batch = n.takeSpill(batch); len(batch) == 0 {
+		select {
+		case <-closed:
+			n.refuseAll()
+			return
+		default:
+		}
+		if batch = n.take(batch); len(batch) == 0 {
 			select {
-			case c := <-n.calls:
-				batch = append(batch, c)
 			case <-n.wake:
-				continue
 			case <-closed:
-				n.refuseAll()
-				return
 			}
+			continue
 		}
-		// Only the worker receives: what the queue holds can be taken.
-		for k := min(len(n.calls), maxBatch-len(batch)); k > 0; k-- {
-			batch = append(batch, <-n.calls)
-		}
-		batch = n.gather(n.takeSpill(batch), linger, closed)
+		batch = n.gather(batch, linger, closed)
 		now := time.Now()
 		n.recent, n.sent = len(batch) > 1, now
 		n.execBatch(batch, now)
@@ -241,9 +198,8 @@ func (n *Node) Serve(closed <-chan struct{}, wg *sync.WaitGroup, warmed func()) 
 	}
 }
 
-// warmUp dials the node and loads the scripts before any call needs them;
-// a failure leaves the work to the first batch. In-memory test nodes (no
-// client) need none.
+// warmUp dials the node and loads the scripts before any call needs them
+// (issue 20); a failure leaves the work to the first batch.
 func (n *Node) warmUp() {
 	ctx := context.Background()
 	if n.Client == nil || n.loadEveryMaster(ctx) {
@@ -254,7 +210,6 @@ func (n *Node) warmUp() {
 	n.loaded = succeeded(cmds)
 }
 
-// scriptLoads fills cmds with the loads of the first len(cmds) scripts.
 func (n *Node) scriptLoads(ctx context.Context, cmds []*redis.Cmd) []*redis.Cmd {
 	for i := range cmds {
 		cmds[i] = redis.NewCmd(ctx, "script", "load", n.env.Scripts[i].Src)
@@ -263,8 +218,7 @@ func (n *Node) scriptLoads(ctx context.Context, cmds []*redis.Cmd) []*redis.Cmd 
 }
 
 // loadEveryMaster loads the scripts on every master of a cluster node (a
-// SCRIPT LOAD in the pipeline reaches one shard) and reports true; false,
-// doing nothing, for a single server.
+// SCRIPT LOAD in a pipeline reaches one shard); false for other nodes.
 func (n *Node) loadEveryMaster(ctx context.Context) bool {
 	cc, ok := n.Client.(*redis.ClusterClient)
 	if !ok {
@@ -282,25 +236,14 @@ func (n *Node) loadEveryMaster(ctx context.Context) bool {
 	return true
 }
 
-// succeeded is whether every command of cmds succeeded.
 func succeeded(cmds []*redis.Cmd) bool {
 	return !slices.ContainsFunc(cmds, func(cmd *redis.Cmd) bool { return cmd.Err() != nil })
 }
 
-// refuseAll answers every call still waiting with env.Closed.
 func (n *Node) refuseAll() {
-	for {
-		select {
-		case c := <-n.calls:
+	for batch := n.take(nil); len(batch) > 0; batch = n.take(nil) {
+		for _, c := range batch {
 			c.deliver(Reply{Node: c.Node, Err: n.env.Closed})
-		default:
-			spill := n.takeSpill(nil)
-			for _, c := range spill {
-				c.deliver(Reply{Node: c.Node, Err: n.env.Closed})
-			}
-			if len(spill) == 0 {
-				return
-			}
 		}
 	}
 }
@@ -309,10 +252,9 @@ func (n *Node) refuseAll() {
 // worker still expects calls to overlap.
 const lingerMemory = 10
 
-// gather waits up to the batch window for more calls while calls overlap
-// on this node (its previous batch, sent within lingerMemory windows,
-// carried several) and Busy exceeds the batch, never closer than one window
-// to a call's deadline.
+// gather waits up to the batch window for more calls while calls overlap on
+// the node and Busy exceeds the batch, never closer than one window to a
+// call's deadline (BATCHING.md).
 func (n *Node) gather(batch []*Call, t *time.Timer, closed <-chan struct{}) []*Call {
 	if n.Window <= 0 || n.Busy == nil || !n.recent || n.Busy.Load() <= int64(len(batch)) ||
 		time.Since(n.sent) > lingerMemory*n.Window {
@@ -330,11 +272,13 @@ func (n *Node) gather(batch []*Call, t *time.Timer, closed <-chan struct{}) []*C
 	defer t.Stop()
 	for len(batch) < maxBatch && n.Busy.Load() > int64(len(batch)) {
 		select {
-		case c := <-n.calls:
-			batch = append(batch, c)
-			if e := n.lingerEnd(end, c); e.Before(end) {
-				// Reset only when the end moves: 0.1µs a call.
-				end = e
+		case <-n.wake:
+			k, was := len(batch), end
+			batch = n.take(batch)
+			for _, c := range batch[k:] {
+				end = n.lingerEnd(end, c)
+			}
+			if end.Before(was) { // Reset only when the end moves: 0.1µs a call
 				left := time.Until(end)
 				if left <= 0 {
 					return batch
@@ -350,8 +294,7 @@ func (n *Node) gather(batch []*Call, t *time.Timer, closed <-chan struct{}) []*C
 	return batch
 }
 
-// lingerEnd moves end before c's deadline, leaving one window for the round
-// trip; cleanup calls have no deadline to keep.
+// lingerEnd moves end one window before c's deadline; cleanups have none.
 func (n *Node) lingerEnd(end time.Time, c *Call) time.Time {
 	if lim := c.Deadline.Add(-n.Window); !c.Cleanup && lim.Before(end) {
 		return lim
@@ -359,8 +302,7 @@ func (n *Node) lingerEnd(end time.Time, c *Call) time.Time {
 	return end
 }
 
-// execBatch sends a batch as one pipeline, but for the calls whose deadline
-// passed.
+// execBatch sends a batch as one pipeline, but for the calls past their deadline.
 func (n *Node) execBatch(batch []*Call, now time.Time) {
 	live := n.joinReleases(expire(batch, now))
 	if len(live) == 0 {
@@ -388,8 +330,7 @@ func (n *Node) execBatch(batch []*Call, now time.Time) {
 	n.readLooks(live, calls, cmds[pre+len(live):])
 	var retry []*Call
 	for i, c := range live {
-		// HasErrorPrefix allocates, even for nil.
-		err := calls[i].Err()
+		err := calls[i].Err() // HasErrorPrefix allocates, even for nil
 		if c.Script != nil && err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
 			retry = append(retry, c)
 			continue
@@ -401,8 +342,8 @@ func (n *Node) execBatch(batch []*Call, now time.Time) {
 	}
 }
 
-// expire answers the calls whose deadline passed while they queued
-// (cleanups have none) and returns the others in batch's array.
+// expire answers the calls whose deadline passed while they queued and
+// returns the others in batch's array.
 func expire(batch []*Call, now time.Time) []*Call {
 	live := batch[:0]
 	for _, c := range batch {
@@ -416,8 +357,7 @@ func expire(batch []*Call, now time.Time) []*Call {
 }
 
 // evalSource answers calls that met NOSCRIPT (a restart, SCRIPT FLUSH) by
-// sending their scripts' source, in cmds' room, and has every script
-// loaded ahead of the next batch.
+// sending their scripts' source; the next batch loads every script.
 func (n *Node) evalSource(ctx context.Context, calls []*Call, cmds []*redis.Cmd) {
 	n.loaded = false
 	for i, c := range calls {
@@ -429,7 +369,6 @@ func (n *Node) evalSource(ctx context.Context, calls []*Call, cmds []*redis.Cmd)
 	}
 }
 
-// answer delivers a call's reply and reports its failure.
 func (n *Node) answer(c *Call, val any, err error) {
 	if c.joined != nil {
 		n.answerJoined(c, val, err)
@@ -443,7 +382,7 @@ func (n *Node) answer(c *Call, val any, err error) {
 }
 
 // movedHint names the fix on a MOVED answer from a node given as a single
-// server: a Redis Cluster member. Other errors are returned as they are.
+// server: a Redis Cluster member.
 func (n *Node) movedHint(err error) error {
 	if err == nil || !n.single || !redis.HasErrorPrefix(err, "MOVED") {
 		return err
@@ -452,7 +391,7 @@ func (n *Node) movedHint(err error) error {
 		"write the node as redis-cluster://%s)", err, n.Addr)
 }
 
-// run is Do on the node's client: a lone command alone, a batch as one pipeline.
+// run is Do on the node's client: a batch as one pipeline.
 func (n *Node) run(ctx context.Context, cmds []*redis.Cmd) {
 	if n.pipe == nil {
 		n.proc, n.pipe = n.Client.Process, n.Client.Pipeline()
@@ -477,8 +416,8 @@ func (n *Node) run(ctx context.Context, cmds []*redis.Cmd) {
 		return
 	}
 	n.closeConn() // the next batch gets a fresh connection
-	// A shard's master may have failed over (docs/guide/OPERATIONS.md).
 	if cc, ok := n.Client.(*redis.ClusterClient); ok {
+		// A shard's master may have failed over (docs/guide/OPERATIONS.md).
 		if n.Debug != nil {
 			n.Debug("redlock cluster node: a shard failed on the connection; reloading the slot map",
 				"node", n.Idx, "addr", n.Addr)
@@ -487,8 +426,7 @@ func (n *Node) run(ctx context.Context, cmds []*redis.Cmd) {
 	}
 }
 
-// connBroken reports whether a batch failed on the connection rather than
-// with Redis errors: the connection is not reused.
+// connBroken is whether a batch failed on the connection, not with Redis errors.
 func connBroken(cmds []*redis.Cmd) bool {
 	return slices.ContainsFunc(cmds, func(cmd *redis.Cmd) bool {
 		if err := cmd.Err(); err != nil && err != redis.Nil {
@@ -499,7 +437,6 @@ func connBroken(cmds []*redis.Cmd) bool {
 	})
 }
 
-// closeConn drops the worker's connection and pipeline.
 func (n *Node) closeConn() {
 	if n.conn != nil {
 		_ = n.conn.Close()
@@ -523,8 +460,8 @@ func NodeAddr(i int, c redis.UniversalClient) string {
 	return fmt.Sprintf("node%d", i)
 }
 
-// Exec runs calls as one batch on the caller's goroutine, for tests of
-// what a batch sends; the node's worker must not be serving.
+// Exec runs calls as one batch on the caller's goroutine, for tests; the
+// node's worker must not be serving.
 func (n *Node) Exec(calls []*Call) {
 	n.execBatch(calls, time.Now())
 	n.closeConn()
