@@ -141,16 +141,14 @@ func (m *mw) ended(res string, e *resState, queue string, ran time.Time) {
 	m.turn(res, e, queue, "", true)
 }
 
-// ask asks for a call on res in queue whatever the contention; id is a
-// promoted task no longer on its way ("" for none).
+// ask asks for a call on res in queue whatever the contention (WithBroker);
+// id is a promoted task no longer on its way ("" for none).
 func (m *mw) ask(queue, res, id string) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	e := m.entry(res)
 	defer m.touched(res, e)
-	if m.cfg.broker != nil {
-		m.request(res, e, queue, id)
-	}
+	m.request(res, e, queue, id)
 }
 
 // turn is the one observer of a resource's starts (of task id) and ends that
@@ -210,7 +208,6 @@ func (m *mw) promoteLoop(res string, e *resState, p *promoState) {
 		}
 		ids := p.started
 		p.started, p.req = nil, false
-		p.calls++
 		m.mu.Unlock()
 		d := m.cfg.room.promoteDepth(res, m.cfg.limit, m.atOnce == nil)
 		ctx, cancel := context.WithTimeout(context.Background(), lockutil.ReleaseTimeout)
@@ -233,30 +230,24 @@ func (m *mw) parkedHere(queue, res string, fifo int) {
 	e.contention(now)
 	p := e.promo(queue)
 	p.parked, p.left, p.since, p.backoff = true, fifo, now, followFirst
-	m.followUp(res, e, p, true)
+	m.followUp(res, e, p)
 }
 
-// followUp schedules a follow-up call for p unless one is (m.mu held); now
-// asks for it even if calls were made meanwhile (a park's record).
-func (m *mw) followUp(res string, e *resState, p *promoState, now bool) {
+// followUp schedules a follow-up call for p unless one is (m.mu held).
+func (m *mw) followUp(res string, e *resState, p *promoState) {
 	if p.follow {
 		return
 	}
 	p.follow = true
 	d := max(p.backoff, followFirst)
-	calls := p.calls
 	time.AfterFunc(d, func() {
 		m.mu.Lock()
 		defer m.mu.Unlock()
-		p.follow = false
-		switch {
-		case !p.parked:
-			m.touched(res, e)
-		case !now && p.calls != calls:
-			m.followUp(res, e, p, false) // others called meanwhile: look later
-		default:
+		if p.follow = false; p.parked {
 			p.backoff = min(2*d, followMax)
 			m.request(res, e, p.queue, "")
+		} else {
+			m.touched(res, e)
 		}
 	})
 }
@@ -280,7 +271,7 @@ func (m *mw) promoted(res string, e *resState, p *promoState, moved []promotion,
 	p.parked = p.parked && now.Sub(p.since) < followFor // past it, given up: the backstop brings them
 	if p.parked {
 		e.contention(now)
-		m.followUp(res, e, p, false)
+		m.followUp(res, e, p)
 	}
 	m.mu.Unlock()
 	if changed && len(moved) == 0 {
@@ -321,7 +312,6 @@ type promoState struct {
 	parked  bool     // the last call (or a park here) left records behind
 	left    int      // records last reported to the observer
 	follow  bool     // a follow-up call is scheduled (followUp)
-	calls   int      // calls made, to tell whether others called meanwhile
 	backoff time.Duration
 	since   time.Time // last park here or call that changed the records
 }
