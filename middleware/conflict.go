@@ -141,8 +141,8 @@ func (r *taskRun) reparkFirst(ctx context.Context, cause error) error {
 }
 
 func (m *mw) warnPark(res string, err error) {
-	m.brokerState(&m.parkErr, res, err, "cannot park tasks in the broker: busy tasks are requeued on a timer",
-		"parking busy tasks again")
+	m.brokerState(&m.parkErr, res, err,
+		"cannot park tasks in the broker: busy tasks are requeued on a timer", "parking busy tasks again")
 }
 
 // A task parked on its last retry is looked at after its backstop, then

@@ -60,7 +60,8 @@ func promoteDepthCase(t *testing.T, d depths, backlog, want int) {
 		e.raw.LPush(ctx, queuePrefix(queue)+"pending", fmt.Sprintf("cold-%d", i))
 	}
 	e.parkTasks(t, queue, res, 10)
-	moved, left, err := promote(ctx, e.raw, asynq.NewInspectorFromRedisClient(e.raw), queue, res, nil, d)
+	insp := asynq.NewInspectorFromRedisClient(e.raw)
+	moved, left, err := promote(ctx, e.raw, insp, queue, res, nil, d)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -69,14 +70,15 @@ func promoteDepthCase(t *testing.T, d depths, backlog, want int) {
 	}
 	// The promoted tasks are pending now; they are no backlog of their own,
 	// and nothing more moves until they start.
-	if again, _, err := promote(ctx, e.raw, asynq.NewInspectorFromRedisClient(e.raw), queue, res, nil, d); err != nil || len(again) != 0 {
+	if again, _, err := promote(ctx, e.raw, insp, queue, res, nil, d); err != nil || len(again) != 0 {
 		t.Fatalf("second promotion moved %d (err %v), want 0", len(again), err)
 	}
 	// One starts: asynq moves it from pending to active.
 	started := moved[0].id
 	e.raw.LRem(ctx, queuePrefix(queue)+"pending", 1, started)
 	e.raw.HSet(ctx, queuePrefix(queue)+"t:"+started, "state", "active")
-	if again, _, err := promote(ctx, e.raw, asynq.NewInspectorFromRedisClient(e.raw), queue, res, []string{started}, d); err != nil || len(again) != 1 {
+	again, _, err := promote(ctx, e.raw, insp, queue, res, []string{started}, d)
+	if err != nil || len(again) != 1 {
 		t.Fatalf("after one promoted task started, moved %d (err %v), want 1", len(again), err)
 	}
 }
@@ -93,7 +95,8 @@ func TestParkedTaskStaysPromotableForASecond(t *testing.T) {
 	e := newEnv(t)
 	parkedAt := time.Now().Add(-time.Second)
 	e.parkTasksAt(t, "q-due", res, 1, parkedAt, parkedAt.Add(parkBackstopMin-time.Second))
-	moved, left, err := promote(ctx, e.raw, asynq.NewInspectorFromRedisClient(e.raw), "q-due", res, nil, depths{busy: 2, idle: 6})
+	insp := asynq.NewInspectorFromRedisClient(e.raw)
+	moved, left, err := promote(ctx, e.raw, insp, "q-due", res, nil, depths{busy: 2, idle: 6})
 	if err != nil || len(moved) != 1 || left != 0 {
 		t.Fatalf("promoted %d, %d left (err %v); want the task parked a second ago promoted", len(moved), left, err)
 	}
@@ -179,7 +182,8 @@ func TestRunEndingBesideALocalWaiterLeavesThePromotionToIt(t *testing.T) {
 	defer func() { _ = held.Release(ctx) }()
 	gaveUp := m.forceWait("gave-up")
 	m.onTurn(true, queue, "gave-up", "")
-	if _, err := (&taskRun{m: m, res: "gave-up", opts: m.cfg.lockOpts}).waitFor(ctx, gaveUp, 100*time.Millisecond); err == nil {
+	gaveUpRun := &taskRun{m: m, res: "gave-up", opts: m.cfg.lockOpts}
+	if _, err := gaveUpRun.waitFor(ctx, gaveUp, 100*time.Millisecond); err == nil {
 		t.Fatal("got a lock the other client holds")
 	}
 	promotedFrom("gave-up")

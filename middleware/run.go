@@ -186,8 +186,9 @@ func (m *mw) releaseState(log taskLog, err error) {
 	case errors.Is(err, redlock.ErrClosed) || errors.Is(err, redlock.ErrNotHeld):
 		log.Debug("lock not released", "err", err)
 	case err != nil:
-		m.releaseErr.Fail(m.cfg.logger, slog.LevelWarn, "lock releases failing; each lock expires at its TTL",
-			err, "resource", log.res, "nodes", failedNodes(nil, err))
+		m.releaseErr.Fail(m.cfg.logger, slog.LevelWarn,
+			"lock releases failing; each lock expires at its TTL", err, "resource", log.res,
+			"nodes", failedNodes(nil, err))
 	case m.releaseErr.Failing() != "": // not per task: the arguments cost two allocations
 		m.releaseErr.OK(m.cfg.logger, "lock releases work again", "resource", log.res)
 	}

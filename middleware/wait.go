@@ -15,7 +15,8 @@ import (
 
 // waitFor waits up to bound for the lock as the waiter that enterWait
 // counted in e, holding no run place meanwhile.
-func (r *taskRun) waitFor(ctx context.Context, e *resState, bound time.Duration) (*redlock.Lock, error) {
+func (r *taskRun) waitFor(ctx context.Context, e *resState,
+	bound time.Duration) (*redlock.Lock, error) {
 	r.place.drop()
 	lock, err := r.m.waitRounds(ctx, r.res, bound, r.opts)
 	r.m.leaveWait(r.res, e, lock != nil)
