@@ -3,7 +3,6 @@ package middleware
 import (
 	"context"
 	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"strconv"
 	"strings"
@@ -129,7 +128,7 @@ return out`)
 // tail unless it was parked once already (then n is -1), or with head at its
 // head. It returns the nonce of its conflict and the FIFO's length.
 func (m *mw) park(ctx context.Context, queue, res, id string, head bool) (nonce string, n int, err error) {
-	nonce = newNonce()
+	nonce = "p" + rand.Text()[:12]
 	member := strconv.FormatInt(time.Now().UnixMilli(), 10) + "|" + nonce + "|" + id
 	cctx, cancel := lockutil.Detached(ctx)
 	defer cancel()
@@ -175,12 +174,6 @@ func promote(ctx context.Context, broker redis.UniversalClient, run taskInspecto
 		out = append(out, promotion{id: id, parked: now.Sub(time.UnixMilli(at))})
 	}
 	return out, int(left), err
-}
-
-func newNonce() string {
-	var b [6]byte
-	_, _ = rand.Read(b[:])
-	return "p" + hex.EncodeToString(b[:])
 }
 
 // backstop is how long a parked task stays away if nobody promotes it: four
