@@ -8,14 +8,14 @@ import (
 	"github.com/hibiken/asynq"
 	"go.opentelemetry.io/otel/trace"
 	"hash/maphash"
+	"math"
 	"math/rand/v2"
 	"strings"
 	"time"
 )
 
-// acquireFailed returns the error that ends the run when acquiring failed
-// for another reason than a conflict (busy resource or unreachable nodes),
-// such as asynq ending the run or a closed client; nil for a conflict.
+// acquireFailed returns the error that ends the run when acquiring failed for
+// another reason than a conflict (busy resource or unreachable nodes).
 func (r *taskRun) acquireFailed(ctx context.Context, err error) error {
 	if ctx.Err() != nil || !errors.Is(err, redlock.ErrLocked) && !errors.Is(err, redlock.ErrQuorum) {
 		return fmt.Errorf("%s: acquiring %s: %w", r.name(), r.res, err)
@@ -33,19 +33,20 @@ func (r *taskRun) conflict(ctx context.Context, cause error) (*redlock.Lock, err
 		busy.delay = m.delay(r.res)
 	}
 	action, canPark := m.cfg.policy.action, m.cfg.broker != nil && r.meta.queue != ""
-	if errors.Is(cause, redlock.ErrQuorum) && !locked {
+	if quorumLost(cause) {
 		action = actRequeue // no holder known: an outage drops no task
+	}
+	if action == actSkip || action == actFail {
+		m.observe(r.lockEvent(EventConflict, action, cause))
 	}
 	switch {
 	case action == actSkip:
-		r.m.observe(r.lockEvent(EventConflict, action, cause))
 		r.log.Debug("task skipped: resource busy", "cause", cause)
 		return nil, nil
 	case action == actFail:
-		r.m.observe(r.lockEvent(EventConflict, action, cause))
 		r.log.Warn("task archived: resource busy", "cause", cause)
 		return nil, fmt.Errorf("%s: %w: %w", r.name(), busy, asynq.SkipRetry)
-	case canPark && locked: // parked (see WithBroker), or requeued if the broker fails
+	case canPark && locked: // parked, or requeued if the broker fails
 		nonce, fifo, err := m.park(ctx, r.meta.queue, r.res, r.meta.id, false)
 		m.warnPark(r.res, err)
 		if err == nil && fifo < 0 { // parked once already: it waits instead
@@ -56,7 +57,7 @@ func (r *taskRun) conflict(ctx context.Context, cause error) (*redlock.Lock, err
 	}
 	switch {
 	case !r.meta.budgetSpent():
-		r.m.observe(r.lockEvent(EventConflict, actRequeue, cause))
+		m.observe(r.lockEvent(EventConflict, actRequeue, cause))
 		r.log.Debug("task requeued: resource busy", "cause", cause)
 		return nil, busy
 	case canPark: // asynq archives it: parked at the head of its FIFO there
@@ -68,16 +69,12 @@ func (r *taskRun) conflict(ctx context.Context, cause error) (*redlock.Lock, err
 // waitLastRetry makes a busy task on its last retry that cannot be parked
 // (asynq archives it on any error) wait for its lock before its deadline.
 func (r *taskRun) waitLastRetry(ctx context.Context, cause error) (*redlock.Lock, error) {
-	m := r.m
-	dropPlace(ctx)
-	wctx, cancel := beforeDeadline(ctx)
-	defer cancel()
-	wctx, span := m.startWait(wctx, r.res)
-	lock, err := m.client.Acquire(wctx, r.res, m.cfg.ttl, r.opts...)
-	m.endWait(span, 1, err)
+	r.place.drop()
+	lock, err := r.m.waitRounds(ctx, r.res, math.MaxInt64, r.opts) // one round, to the deadline
 	r.m.observe(r.lockEvent(EventConflict, "wait-exhausted-budget", errors.Join(cause, err)))
 	if err != nil {
-		r.log.Warn("busy task on its last retry could not get its lock before its deadline: asynq archives it (WithBroker parks it instead)", "err", err)
+		r.log.Warn("busy task on its last retry could not get its lock before its deadline: "+
+			"asynq archives it (WithBroker parks it instead)", "err", err)
 		return nil, fmt.Errorf("%s on its last retry: %w", r.name(), &conflictError{resource: r.res, cause: err})
 	}
 	return lock, nil
@@ -86,7 +83,8 @@ func (r *taskRun) waitLastRetry(ctx context.Context, cause error) (*redlock.Lock
 // parked reports the task parked after cause at position fifo and returns
 // its conflict, marked with nonce; on a last retry (asynq archives it)
 // reviveLater brings it back after backstop.
-func (r *taskRun) parked(ctx context.Context, cause error, nonce string, fifo int, backstop time.Duration) error {
+func (r *taskRun) parked(ctx context.Context, cause error, nonce string, fifo int,
+	backstop time.Duration) error {
 	m, meta := r.m, r.meta
 	m.parkedHere(meta.queue, r.res, fifo)
 	if meta.budgetSpent() {
@@ -94,9 +92,13 @@ func (r *taskRun) parked(ctx context.Context, cause error, nonce string, fifo in
 	}
 	ev := r.lockEvent(EventConflict, "park", cause)
 	ev.Parked = fifo
-	r.m.observe(ev)
-	traceParked(ctx, r.res, cause, fifo, backstop)
-	r.log.Debug("task parked: resource busy", "cause", cause, "position", fifo, "backstop", backstop, "last_retry", meta.budgetSpent())
+	m.observe(ev)
+	if trace.SpanFromContext(ctx).IsRecording() { // the attributes cost allocations
+		taskEvent(ctx, eventParked, attrResource.String(r.res), attrReason.String(cause.Error()),
+			attrPosition.Int(fifo), attrBackstop.Int64(backstop.Milliseconds()))
+	}
+	r.log.Debug("task parked: resource busy", "cause", cause, "position", fifo, "backstop", backstop,
+		"last_retry", meta.budgetSpent())
 	return &conflictError{resource: r.res, cause: cause, delay: backstop, nonce: nonce}
 }
 
@@ -108,7 +110,7 @@ func (r *taskRun) waitParked(ctx context.Context) (*redlock.Lock, error) {
 	err := error(errWaitCap)
 	if e := m.enterWait(r.res, waitPast); e != nil {
 		var lock *redlock.Lock
-		if lock, err = m.waitFor(ctx, e, r.res, max(m.cfg.policy.wait, defaultWait), r.opts); err == nil {
+		if lock, err = r.waitFor(ctx, e, max(m.cfg.policy.wait, defaultWait)); err == nil {
 			return lock, nil
 		}
 		if ferr := r.acquireFailed(ctx, err); ferr != nil {
@@ -121,17 +123,14 @@ func (r *taskRun) waitParked(ctx context.Context) (*redlock.Lock, error) {
 	if r.meta.budgetSpent() {
 		return nil, r.reparkFirst(ctx, err) // a requeue would archive it
 	}
-	busy := &conflictError{resource: r.res, cause: err, delay: m.delay(r.res)}
-	r.m.observe(r.lockEvent(EventConflict, actRequeue, err))
+	m.observe(r.lockEvent(EventConflict, actRequeue, err))
 	r.log.Debug("task requeued: parked once already and its resource stayed busy", "cause", err)
-	return nil, busy
+	return nil, &conflictError{resource: r.res, cause: err, delay: m.delay(r.res)}
 }
 
-// reparkFirst parks again after cause, at the head of its FIFO, a task
-// parked once that found no room to wait, or one on its last retry
-// (docs/guide/HOTKEYS.md, "A promoted task without room keeps its turn").
-// nil when the broker failed (the caller requeues it), but on a last
-// retry, where a requeue would archive it.
+// reparkFirst parks again after cause, at the head of its FIFO, a task parked
+// once that found no room to wait, or one on its last retry; nil when the
+// broker failed (the caller requeues it), but on a last retry.
 func (r *taskRun) reparkFirst(ctx context.Context, cause error) error {
 	nonce, fifo, err := r.m.park(ctx, r.meta.queue, r.res, r.meta.id, true)
 	r.m.warnPark(r.res, err)
@@ -141,9 +140,9 @@ func (r *taskRun) reparkFirst(ctx context.Context, cause error) error {
 	return r.parked(ctx, cause, nonce, fifo, r.m.backstop(r.res, 0))
 }
 
-// warnPark logs a failing park call once per change of state.
 func (m *mw) warnPark(res string, err error) {
-	m.brokerState(&m.parkErr, res, err, "cannot park tasks in the broker: busy tasks are requeued on a timer", "parking busy tasks again")
+	m.brokerState(&m.parkErr, res, err,
+		"cannot park tasks in the broker: busy tasks are requeued on a timer", "parking busy tasks again")
 }
 
 // A task parked on its last retry is looked at after its backstop, then
@@ -157,8 +156,7 @@ const (
 // nonce: while archived by that park it is promoted through its record, or
 // moved back here without one (recorded false, or expired).
 func (m *mw) reviveLater(queue, res, id, nonce string, d time.Duration, recorded bool) {
-	recordUntil := time.Now().Add(m.parkTTL())
-	until := time.Now().Add(reviveFor)
+	recordUntil, until := time.Now().Add(m.parkTTL()), time.Now().Add(reviveFor)
 	var try func()
 	try = func() {
 		info, err := m.cfg.inspector.GetTaskInfo(queue, id)
@@ -212,7 +210,6 @@ func Skip() Policy { return Policy{action: actSkip} }
 // Fail archives the task with asynq.SkipRetry.
 func Fail() Policy { return Policy{action: actFail} }
 
-// name names the policy in events and logs.
 func (p Policy) name() string {
 	if p.wait > 0 {
 		return "wait"
@@ -220,7 +217,6 @@ func (p Policy) name() string {
 	return p.action
 }
 
-// event returns an event of kind about this task.
 func (r *taskRun) event(kind EventKind, err error) Event {
 	return Event{Kind: kind, TaskType: r.t.Type(), TaskID: r.meta.id, Resource: r.res, Err: err}
 }
@@ -234,8 +230,7 @@ func (r *taskRun) lockEvent(kind EventKind, action string, err error) Event {
 }
 
 // observeAcquired tells the observer that the task got its lock; after a
-// wait, Handover tells whether from a task of this process ("local": one
-// released it at released) or not.
+// wait, Handover tells whether a task of this process released it just before.
 func (r *taskRun) observeAcquired(waited bool, released time.Time) {
 	if r.m.cfg.observer == nil {
 		return
@@ -267,7 +262,6 @@ const (
 // constant memory, so that its next conflict is paced by it.
 const holdSlots = 1024
 
-// holdTable: slot k%holdSlots holds the hold time of the resource of hash k.
 type holdTable struct {
 	seed  maphash.Seed
 	keys  [holdSlots]uint64
@@ -287,8 +281,8 @@ func (h *holdTable) set(res string, d time.Duration) {
 	h.keys[k%holdSlots], h.holds[k%holdSlots] = k, d
 }
 
-// delay returns how long a task that met a conflict on res should stay
-// away, and notes the contention.
+// delay returns how long a task that met a conflict on res should stay away,
+// and notes the contention.
 func (m *mw) delay(res string) time.Duration {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -304,13 +298,4 @@ func (m *mw) delay(res string) time.Duration {
 	d += time.Duration(rand.Int64N(int64(step))) // jitter within one slot
 	m.touched(res, e)
 	return min(max(d, paceMinDelay), paceMaxDelay)
-}
-
-// traceParked notes on the task's span that it was parked at position in
-// res's FIFO, back by itself after backstop.
-func traceParked(ctx context.Context, res string, cause error, position int, backstop time.Duration) {
-	if trace.SpanFromContext(ctx).IsRecording() { // the attributes cost allocations
-		taskEvent(ctx, eventParked, attrResource.String(res), attrReason.String(cause.Error()),
-			attrPosition.Int(position), attrBackstop.Int64(backstop.Milliseconds()))
-	}
 }

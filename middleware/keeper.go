@@ -46,7 +46,6 @@ func (g *guard) Value(key any) any {
 	return g.Context.Value(key)
 }
 
-// keepAliveAfter starts the keep-alive once the handler has run d.
 func (g *guard) keepAliveAfter(d time.Duration) {
 	g.timer = time.AfterFunc(d, func() { startKeepAlive(g) })
 }
@@ -61,8 +60,8 @@ func (g *guard) keepAlive() {
 	g.watch(g.lock.KeepAlive(context.WithoutCancel(g.Context)))
 }
 
-// watch cancels the handler when kctx, a keep-alive's context (ended by
-// stop), ends with a loss; g.mu is held, or g not yet shared.
+// watch cancels the handler when kctx, a keep-alive's context, ends with a
+// loss; g.mu is held, or g not yet shared.
 func (g *guard) watch(kctx context.Context, stop context.CancelFunc) {
 	stopLoss := context.AfterFunc(kctx, func() {
 		if cause := notKept(kctx); cause != nil {
@@ -93,8 +92,8 @@ func (g *guard) end() (lost error) {
 	return lost
 }
 
-// lossOf returns the cause of lock's loss, if lost: a keep-alive started on
-// a lost lock ends with it at once.
+// lossOf returns the cause of lock's loss, if lost (a keep-alive started on a
+// lost lock ends at once with it).
 func lossOf(lock *redlock.Lock) error {
 	select {
 	case <-lock.Lost():

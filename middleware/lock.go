@@ -125,15 +125,13 @@ func (m *mw) process(ctx context.Context, t *asynq.Task, next asynq.Handler) err
 		return next.ProcessTask(ctx, t)
 	}
 	r := m.newRun(t, next, meta, key)
-	// A wait gives the place back (dropPlace); the handler's context does
-	// not carry it, so no lock taken inside the handler can.
-	wctx := withPlace(ctx, p)
-	lock, waited, err := m.acquire(wctx, r.res, r.opts)
+	r.place = p // a wait gives it back
+	lock, waited, err := r.acquire(ctx)
 	if err != nil {
 		if ferr := r.acquireFailed(ctx, err); ferr != nil {
 			return ferr
 		}
-		if lock, err = r.conflict(wctx, err); lock == nil {
+		if lock, err = r.conflict(ctx, err); lock == nil {
 			return err
 		}
 		waited = true
@@ -150,7 +148,6 @@ func (m *mw) process(ctx context.Context, t *asynq.Task, next asynq.Handler) err
 		r.release(ctx)
 		return fmt.Errorf("%s: holding %s, waiting to run: %w", r.name(), r.res, err)
 	}
-	r.place = p
 	return r.run(ctx)
 }
 

@@ -15,8 +15,8 @@ import (
 	"github.com/hibiken/asynq"
 )
 
-// defaultWindow is WithCompletionWindow's default. A variable: the package's
-// tests, whose fake metadata gives every task the same ID, set 0.
+// defaultWindow is WithCompletionWindow's default; the package's tests, whose
+// fake metadata gives every task the same ID, set 0.
 var defaultWindow = time.Hour
 
 // WithCompletionWindow sets how long the record of a run whose handler
@@ -29,7 +29,8 @@ var defaultWindow = time.Hour
 func WithCompletionWindow(d time.Duration) Option {
 	return func(c *config) {
 		if d < 0 || d > lockutil.MaxCompletionWindow {
-			c.err = fmt.Errorf("middleware: completion window must be in [0, %v], got %v", lockutil.MaxCompletionWindow, d)
+			c.err = fmt.Errorf("middleware: completion window must be in [0, %v], got %v",
+				lockutil.MaxCompletionWindow, d)
 			return
 		}
 		c.window = d
@@ -49,7 +50,6 @@ func TaskKeyFromContext(ctx context.Context) (string, bool) {
 	return originalID(id), true
 }
 
-// originalID is the ID a task was first enqueued with ("id~rN" gives "id").
 func originalID(id string) string {
 	if i := strings.LastIndex(id, resubmitMark); i > 0 {
 		if n := id[i+len(resubmitMark):]; n != "" && strings.Trim(n, "0123456789") == "" {
@@ -59,9 +59,8 @@ func originalID(id string) string {
 	return id
 }
 
-// recordID names a task's completion record: 128 bits (22 characters, a
-// record's memory is mostly its name) of a hash of its original ID, type and
-// payload, so that an ID reused for other work is not taken for the first.
+// recordID names a task's completion record: 128 bits (a record's memory is
+// mostly its name) of a hash of its original ID, type and payload.
 func recordID(id string, t *asynq.Task) string {
 	h := sha256.New()
 	for _, part := range [][]byte{[]byte(originalID(id)), []byte(t.Type()), t.Payload()} {
@@ -72,8 +71,7 @@ func recordID(id string, t *asynq.Task) string {
 	return base64.RawURLEncoding.EncodeToString(h.Sum(sum[:0])[:16])
 }
 
-// lockOptsFor are a task's lock options: the middleware's, and its
-// completion record's when records are on.
+// lockOptsFor are a task's lock options, its completion record's among them.
 func (m *mw) lockOptsFor(t *asynq.Task, meta taskMeta) []redlock.LockOption {
 	if m.cfg.window <= 0 || meta.id == "" {
 		return m.cfg.lockOpts
@@ -83,9 +81,8 @@ func (m *mw) lockOptsFor(t *asynq.Task, meta taskMeta) []redlock.LockOption {
 }
 
 // skipCompleted ends the run, and reports true, when the acquisition found
-// the completion record of a run below this delivery's (a re-delivery: its
-// retry count grew since); any other record is forgotten and the task runs
-// (docs/guide/RELIABILITY.md, "Once").
+// the completion record of a run below this delivery's (a re-delivery); any
+// other record is forgotten and the task runs.
 func (r *taskRun) skipCompleted(ctx context.Context) bool {
 	rec := lockutil.MechanicsOf(r.lock)
 	run := rec.CompletedRun()
@@ -93,14 +90,13 @@ func (r *taskRun) skipCompleted(ctx context.Context) bool {
 		return false
 	}
 	if r.runNo() <= run {
-		// Refused only for a lock lost meanwhile: its release writes nothing then.
-		_ = rec.ForgetCompletion()
+		_ = rec.ForgetCompletion() // refused only for a lost lock, which writes nothing
 		return false
 	}
 	r.log.Debug("task already completed under its lock: not run again")
 	if w := r.t.ResultWriter(); w != nil {
-		msg := fmt.Sprintf("asynqlock: re-delivery of run %d (asynq retry count), which completed under its lock at %s; handler not run",
-			run, rec.CompletedAt().UTC().Format(time.RFC3339Nano))
+		msg := fmt.Sprintf("asynqlock: re-delivery of run %d (asynq retry count), which completed "+
+			"under its lock at %s; handler not run", run, rec.CompletedAt().UTC().Format(time.RFC3339Nano))
 		if _, err := w.Write([]byte(msg)); err != nil {
 			r.log.Debug("skip not written to the task's result", "err", err)
 		}
@@ -116,8 +112,7 @@ func (r *taskRun) recordCompletion() {
 	if r.lock == nil || r.m.cfg.window <= 0 || r.meta.id == "" {
 		return
 	}
-	if err := lockutil.MechanicsOf(r.lock).RecordCompletion(r.runNo()); err != nil {
-		// Lost at the very end: no record, and asynq may run it again.
+	if err := lockutil.MechanicsOf(r.lock).RecordCompletion(r.runNo()); err != nil { // lost at the end
 		r.log.Debug("no completion record written", "err", err)
 	}
 }
@@ -131,8 +126,8 @@ const (
 	markerHeader  = "asynqlock-claimed-by"
 )
 
-// runNo numbers this delivery among the task's (the completion record's
-// run): asynq's retry count, a copy's counting on from its original's.
+// runNo numbers this delivery (the completion record's run): asynq's retry
+// count, a copy's counting on from its original's.
 func (r *taskRun) runNo() int {
 	prior, err := strconv.Atoi(r.t.Headers()[retriedHeader])
 	if err != nil || prior < 0 {

@@ -3,7 +3,6 @@ package middleware
 import (
 	"context"
 	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"strconv"
 	"strings"
@@ -23,24 +22,18 @@ const (
 	parkMarkPart = "asynqlock:parked:"   // a task that was parked once
 )
 
-// Parking bounds.
 const (
 	parkBackstopMin = 3 * time.Second
 	parkBackstopMax = time.Minute
-	// parkDueMargin: a parked task due this soon is left to asynq's
-	// forwarder (docs/guide/HOTKEYS.md, "Why it is safe").
+	// a parked task due this soon is left to asynq's forwarder
 	parkDueMargin = 500 * time.Millisecond
 	parkMarkTTL   = 10 * time.Minute
-	// parkSettle is how long a record may name a task not yet parked (its
-	// run still returning) before it is taken for stale.
+	// how long a record may name a task whose run is still returning
 	parkSettle = 2 * time.Second
-	// parkScan bounds the records one promotion looks at.
-	parkScan = 16
-	// promotedStale: a promoted task not started this long after its
-	// promotion no longer counts as on its way (it was lost or crashed).
+	parkScan   = 16 // records one promotion looks at
+	// a promoted task not started this long after no longer counts as on its way
 	promotedStale = 10 * time.Second
-	// promotedMark is what is left of the mark of a task found running
-	// while its record was dropped: enough for its wait and a requeue.
+	// the mark left to a task found running as its record was dropped
 	promotedMark = time.Minute
 )
 
@@ -132,11 +125,10 @@ out[1] = redis.call('LLEN', KEYS[1])
 return out`)
 
 // park records the running task id in res's FIFO with a new nonce, at its
-// tail unless it was parked once already (then n is -1), or with head (a
-// repark: parked once, it came back and found no room to wait) at its head.
-// It returns the nonce of its conflict and the FIFO's length.
+// tail unless it was parked once already (then n is -1), or with head at its
+// head. It returns the nonce of its conflict and the FIFO's length.
 func (m *mw) park(ctx context.Context, queue, res, id string, head bool) (nonce string, n int, err error) {
-	nonce = newNonce()
+	nonce = "p" + rand.Text()[:12]
 	member := strconv.FormatInt(time.Now().UnixMilli(), 10) + "|" + nonce + "|" + id
 	cctx, cancel := lockutil.Detached(ctx)
 	defer cancel()
@@ -145,34 +137,17 @@ func (m *mw) park(ctx context.Context, queue, res, id string, head bool) (nonce 
 	return nonce, n, err
 }
 
-// parkTTL is how long a park record and mark live.
 func (m *mw) parkTTL() time.Duration { return max(m.cfg.backstop, parkBackstopMax) + parkMarkTTL }
 
-// promotion is one promoted task.
 type promotion struct {
 	id     string
 	parked time.Duration // how long it was parked
 }
 
 // promote runs promoteScript for res and moves its tasks (RunTask); it
-// returns them and how many records remain. Without parked (no records at
-// the last call) a cheaper pipeline goes first, the script only if the FIFO
-// exists.
+// returns them and how many records remain.
 func promote(ctx context.Context, broker redis.UniversalClient, run taskInspector, queue, res string,
-	started []string, d depths, parked bool) ([]promotion, int, error) {
-	fifo, promoted := fifoKey(queue, res), outKey(queue, res)
-	if !parked {
-		pipe := broker.Pipeline()
-		exists := pipe.Exists(ctx, fifo)
-		for _, id := range started {
-			pipe.ZRem(ctx, promoted, id)
-			pipe.Del(ctx, markKey(queue, id))
-		}
-		if _, err := pipe.Exec(ctx); err != nil || exists.Val() == 0 {
-			return nil, 0, err
-		}
-		started = nil
-	}
+	started []string, d depths) ([]promotion, int, error) {
 	now := time.Now()
 	p := queuePrefix(queue)
 	args := []any{p + "t:", p + "pending", now.UnixMilli(), d.busy, parkSettle.Milliseconds(), d.idle,
@@ -180,7 +155,8 @@ func promote(ctx context.Context, broker redis.UniversalClient, run taskInspecto
 	for _, id := range started {
 		args = append(args, id)
 	}
-	vals, err := promoteScript.Run(ctx, broker, []string{fifo, promoted}, args...).Slice()
+	vals, err := promoteScript.Run(ctx, broker, []string{fifoKey(queue, res), outKey(queue, res)},
+		args...).Slice()
 	if err != nil || len(vals) == 0 {
 		return nil, 0, err
 	}
@@ -198,12 +174,6 @@ func promote(ctx context.Context, broker redis.UniversalClient, run taskInspecto
 		out = append(out, promotion{id: id, parked: now.Sub(time.UnixMilli(at))})
 	}
 	return out, int(left), err
-}
-
-func newNonce() string {
-	var b [6]byte
-	_, _ = rand.Read(b[:])
-	return "p" + hex.EncodeToString(b[:])
 }
 
 // backstop is how long a parked task stays away if nobody promotes it: four

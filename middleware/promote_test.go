@@ -40,8 +40,7 @@ func (e *env) parkTasksAt(t *testing.T, queue, res string, n int, parkedAt, due 
 
 // TestPromotionDepthFollowsTheBacklog: with no other task of the queue
 // pending, a promotion keeps the idle depth of tasks on their way; with a
-// backlog, the busy depth, and none more until promoted tasks start; with
-// the parked hint (script at once) or without (plain commands first).
+// backlog, the busy depth, and none more until promoted tasks start.
 func TestPromotionDepthFollowsTheBacklog(t *testing.T) {
 	d := depths{busy: 2, idle: 6}
 	for _, tc := range []struct {
@@ -49,13 +48,11 @@ func TestPromotionDepthFollowsTheBacklog(t *testing.T) {
 		backlog int // other tasks pending in the queue
 		want    int
 	}{{"idle queue", 0, d.idle}, {"backlog", 1, d.busy}} {
-		for _, hint := range []bool{false, true} {
-			t.Run(fmt.Sprintf("%s/parked=%v", tc.name, hint), func(t *testing.T) { promoteDepthCase(t, d, tc.backlog, tc.want, hint) })
-		}
+		t.Run(tc.name, func(t *testing.T) { promoteDepthCase(t, d, tc.backlog, tc.want) })
 	}
 }
 
-func promoteDepthCase(t *testing.T, d depths, backlog, want int, hint bool) {
+func promoteDepthCase(t *testing.T, d depths, backlog, want int) {
 	ctx := context.Background()
 	e := newEnv(t)
 	const queue = "q-depth"
@@ -63,7 +60,8 @@ func promoteDepthCase(t *testing.T, d depths, backlog, want int, hint bool) {
 		e.raw.LPush(ctx, queuePrefix(queue)+"pending", fmt.Sprintf("cold-%d", i))
 	}
 	e.parkTasks(t, queue, res, 10)
-	moved, left, err := promote(ctx, e.raw, asynq.NewInspectorFromRedisClient(e.raw), queue, res, nil, d, hint)
+	insp := asynq.NewInspectorFromRedisClient(e.raw)
+	moved, left, err := promote(ctx, e.raw, insp, queue, res, nil, d)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -72,14 +70,15 @@ func promoteDepthCase(t *testing.T, d depths, backlog, want int, hint bool) {
 	}
 	// The promoted tasks are pending now; they are no backlog of their own,
 	// and nothing more moves until they start.
-	if again, _, err := promote(ctx, e.raw, asynq.NewInspectorFromRedisClient(e.raw), queue, res, nil, d, hint); err != nil || len(again) != 0 {
+	if again, _, err := promote(ctx, e.raw, insp, queue, res, nil, d); err != nil || len(again) != 0 {
 		t.Fatalf("second promotion moved %d (err %v), want 0", len(again), err)
 	}
 	// One starts: asynq moves it from pending to active.
 	started := moved[0].id
 	e.raw.LRem(ctx, queuePrefix(queue)+"pending", 1, started)
 	e.raw.HSet(ctx, queuePrefix(queue)+"t:"+started, "state", "active")
-	if again, _, err := promote(ctx, e.raw, asynq.NewInspectorFromRedisClient(e.raw), queue, res, []string{started}, d, hint); err != nil || len(again) != 1 {
+	again, _, err := promote(ctx, e.raw, insp, queue, res, []string{started}, d)
+	if err != nil || len(again) != 1 {
 		t.Fatalf("after one promoted task started, moved %d (err %v), want 1", len(again), err)
 	}
 }
@@ -96,26 +95,25 @@ func TestParkedTaskStaysPromotableForASecond(t *testing.T) {
 	e := newEnv(t)
 	parkedAt := time.Now().Add(-time.Second)
 	e.parkTasksAt(t, "q-due", res, 1, parkedAt, parkedAt.Add(parkBackstopMin-time.Second))
-	moved, left, err := promote(ctx, e.raw, asynq.NewInspectorFromRedisClient(e.raw), "q-due", res, nil, depths{busy: 2, idle: 6}, true)
+	insp := asynq.NewInspectorFromRedisClient(e.raw)
+	moved, left, err := promote(ctx, e.raw, insp, "q-due", res, nil, depths{busy: 2, idle: 6})
 	if err != nil || len(moved) != 1 || left != 0 {
 		t.Fatalf("promoted %d, %d left (err %v); want the task parked a second ago promoted", len(moved), left, err)
 	}
 }
 
 // TestPromotionCountsStartedTasksWithNothingParked: a started task leaves
-// the promoted set even when nothing is parked any more, whichever way the
-// call goes.
+// the promoted set even when nothing is parked any more.
 func TestPromotionCountsStartedTasksWithNothingParked(t *testing.T) {
 	ctx := context.Background()
 	e := newEnv(t)
-	for _, hint := range []bool{false, true} {
-		e.raw.ZAdd(ctx, outKey("q", res), redis.Z{Score: 1, Member: "started"})
-		if moved, left, err := promote(ctx, e.raw, asynq.NewInspectorFromRedisClient(e.raw), "q", res, []string{"started"}, depths{busy: 2, idle: 6}, hint); err != nil || len(moved) != 0 || left != 0 {
-			t.Fatalf("parked=%v: moved %d, left %d, err %v; want nothing", hint, len(moved), left, err)
-		}
-		if n := e.raw.ZCard(ctx, outKey("q", res)).Val(); n != 0 {
-			t.Fatalf("parked=%v: %d promoted task(s) still counted on their way", hint, n)
-		}
+	e.raw.ZAdd(ctx, outKey("q", res), redis.Z{Score: 1, Member: "started"})
+	if moved, left, err := promote(ctx, e.raw, asynq.NewInspectorFromRedisClient(e.raw), "q", res,
+		[]string{"started"}, depths{busy: 2, idle: 6}); err != nil || len(moved) != 0 || left != 0 {
+		t.Fatalf("moved %d, left %d, err %v; want nothing", len(moved), left, err)
+	}
+	if n := e.raw.ZCard(ctx, outKey("q", res)).Val(); n != 0 {
+		t.Fatalf("%d promoted task(s) still counted on their way", n)
 	}
 }
 
@@ -184,7 +182,8 @@ func TestRunEndingBesideALocalWaiterLeavesThePromotionToIt(t *testing.T) {
 	defer func() { _ = held.Release(ctx) }()
 	gaveUp := m.forceWait("gave-up")
 	m.onTurn(true, queue, "gave-up", "")
-	if _, err := m.waitFor(ctx, gaveUp, "gave-up", 100*time.Millisecond, m.cfg.lockOpts); err == nil {
+	gaveUpRun := &taskRun{m: m, res: "gave-up", opts: m.cfg.lockOpts}
+	if _, err := gaveUpRun.waitFor(ctx, gaveUp, 100*time.Millisecond); err == nil {
 		t.Fatal("got a lock the other client holds")
 	}
 	promotedFrom("gave-up")

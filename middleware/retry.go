@@ -19,7 +19,7 @@ var ErrConflict = errors.New("middleware: resource busy, task requeued")
 type conflictError struct {
 	resource string
 	cause    error
-	delay    time.Duration // when to come back, from the resource's pacer (0: default range)
+	delay    time.Duration // from the resource's pace (0: the default range)
 	nonce    string        // marks a parked task's error, for its promotion
 }
 
@@ -49,7 +49,7 @@ func quorumLost(err error) bool {
 func IsFailure(err error) bool { return !errors.Is(err, ErrConflict) }
 
 // Requeue delays, jittered: a crashed worker's task (asynq.ErrLeaseExpired)
-// comes soon, a minute in asynq's recoverer already, and many at once.
+// waited a minute in asynq's recoverer already, and many come at once.
 const (
 	conflictDelayMin     = 200 * time.Millisecond
 	conflictDelayMax     = time.Second
@@ -80,7 +80,6 @@ func RetryDelay(n int, err error, t *asynq.Task) time.Duration {
 	return asynq.DefaultRetryDelayFunc(n, err, t)
 }
 
-// jitter returns a random duration in [lo, hi).
 func jitter(lo, hi time.Duration) time.Duration {
 	return lo + time.Duration(rand.Int64N(int64(hi-lo)))
 }

@@ -12,22 +12,20 @@ import (
 	"github.com/asynqlock/asynqlock/redlock"
 )
 
-// Room is a process's places for its tasks, shared by every middleware
-// given it (WithRoom): run places for the tasks that try for their locks or
-// run their handlers, and wait places for the tasks that wait for a busy
-// lock, shared among the hot resources by their WithLimit slots, half the
-// larger number at most each. Give asynq's server as many workers as both
-// (docs/guide/HOTKEYS.md, "Waiting beside running"). Tasks on their last
-// retry may wait past the wait places. It is safe for concurrent use.
+// Room is a process's places for its tasks, shared by every middleware given
+// it (WithRoom): run places for the tasks that try for their locks or run
+// their handlers, and wait places for the tasks that wait for a busy lock,
+// shared among the hot resources by their WithLimit slots, half the larger
+// number at most each. Give asynq's server as many workers as both
+// (docs/guide/HOTKEYS.md, "Waiting beside running"). Safe for concurrent use.
 type Room struct {
 	run        *runGate // nil: no bound on running tasks
 	wait       *waitCap // nil: waiting tasks take run places
 	maxWaiters int
 }
 
-// NewRoom returns a room of run places (0: no bound; asynq's Concurrency
-// then bounds the tasks) and wait places (0: none of their own, tasks wait
-// in run places).
+// NewRoom returns a room of run places (0: no bound but asynq's Concurrency)
+// and wait places (0: tasks wait in run places).
 func NewRoom(run, wait int) *Room {
 	r := &Room{maxWaiters: max(1, max(run, wait)/2)}
 	if run > 0 {
@@ -39,11 +37,10 @@ func NewRoom(run, wait int) *Room {
 	return r
 }
 
-// runGate is a Room's run places, taken and given back by each task's place.
+// runGate is a Room's run places.
 type runGate struct {
-	mu    sync.Mutex
-	size  int
-	taken int
+	mu          sync.Mutex
+	size, taken int
 	// Tasks waiting for a place, oldest first: [0] the holders of their
 	// locks, let in first; [1] the tasks that have not tried yet.
 	queues [2][]chan struct{}
@@ -69,7 +66,6 @@ type place struct {
 	held bool
 }
 
-// place returns a task's place in g, not yet taken; nil for a nil gate.
 func (g *runGate) place() *place {
 	if g == nil {
 		return nil
@@ -77,8 +73,8 @@ func (g *runGate) place() *place {
 	return &place{g: g}
 }
 
-// take takes the place if it is not held, waiting while the gate is full,
-// until ctx ends; a holder of its lock is let in ahead of the others.
+// take takes the place if not held, waiting while the gate is full, until
+// ctx ends; a holder of its lock is let in ahead of the others.
 func (p *place) take(ctx context.Context, holder bool) error {
 	if p == nil || p.held {
 		return nil
@@ -115,28 +111,10 @@ func (p *place) take(ctx context.Context, holder bool) error {
 	return context.Cause(ctx)
 }
 
-// drop gives the place back if it is held.
 func (p *place) drop() {
 	if p != nil && p.held {
 		p.held = false
 		p.g.leave()
-	}
-}
-
-type placeKey struct{}
-
-// withPlace returns ctx carrying p, for a wait to give it back (dropPlace).
-func withPlace(ctx context.Context, p *place) context.Context {
-	if p == nil {
-		return ctx
-	}
-	return context.WithValue(ctx, placeKey{}, p)
-}
-
-// dropPlace gives back the place of ctx's task before it waits for its lock.
-func dropPlace(ctx context.Context) {
-	if p, ok := ctx.Value(placeKey{}).(*place); ok {
-		p.drop()
 	}
 }
 
@@ -148,10 +126,9 @@ const (
 	waitPast                 // a task parked once: past the share, within the cap
 )
 
-// admits takes a wait place for a task of res (limit slots), n of whose
-// tasks wait here already: fewer than freshShare wait, or (soft) the tasks
-// ahead should be done soon (short), or past the share (docs/guide/HOTKEYS.md,
-// "Fresh waiters per share").
+// admits takes a wait place for a task of res (limit slots), n of whose tasks
+// wait here already: fewer than freshShare wait, or (soft) the tasks ahead
+// should be done soon (short), or past the share (waitPast).
 func (r *Room) admits(res string, limit, n int, how waitHow, short bool) bool {
 	full := how != waitPast && n >= r.freshShare(res, limit, how == waitSoft)
 	if full && (how == waitFresh || r.maxWaiters == 0 || !short) {
@@ -176,10 +153,9 @@ type depths struct {
 	idle int // while none do
 }
 
-// promoteDepth is as many promoted tasks of res (limit slots) as one
-// process lets wait (at least 2), three times that without a backlog, and
-// (shared) at most res's share (docs/guide/HOTKEYS.md, "Promote ahead",
-// "Several hot resources").
+// promoteDepth is as many promoted tasks of res (limit slots) as one process
+// lets wait (at least 2), three times that without a backlog, and (shared)
+// at most res's share (docs/guide/HOTKEYS.md, "Promote ahead").
 func (r *Room) promoteDepth(res string, limit int, shared bool) depths {
 	n, share := max(1, r.maxWaiters)*limit, math.MaxInt
 	if shared {
@@ -202,20 +178,18 @@ type waitCap struct {
 	per   map[string]waiters // the resources with waiters or refused lately
 }
 
-// waiters is a resource's entry in a waitCap: its waiters and slots; one
-// refused while it had none counts until claimed (docs/guide/HOTKEYS.md,
-// "Refused resources count").
+// waiters is a resource's waiters and slots; one refused while it had none
+// counts until claimed (docs/guide/HOTKEYS.md, "Refused resources count").
 type waiters struct {
 	n, limit int
 	claimed  time.Time
 }
 
-// claimFor is how long a refused resource with no waiter counts.
-const claimFor = time.Second
+const claimFor = time.Second // how long a refused resource with no waiter counts
 
 // arrive counts a task that entered a middleware whose default wait places
 // (mw.atOnce) are two thirds of the most tasks seen at once, as worker.New
-// gives its waiting tasks (docs/guide/HOTKEYS.md, "Several hot resources").
+// gives its waiting tasks.
 func (c *waitCap) arrive() {
 	n := c.now.Add(1)
 	for m := c.most.Load(); n > m; m = c.most.Load() {
@@ -228,7 +202,6 @@ func (c *waitCap) arrive() {
 	}
 }
 
-// newWaitCap returns a cap of n waiting tasks (n >= 1).
 func newWaitCap(n int) *waitCap {
 	return &waitCap{max: max(n, 1), per: make(map[string]waiters)}
 }
@@ -251,6 +224,16 @@ func (c *waitCap) enter(res string, limit int) bool {
 	}
 	c.add(res, w, limit)
 	return true
+}
+
+// add counts a waiter of res (entry w), a resource of limit slots; c.mu is held.
+func (c *waitCap) add(res string, w waiters, limit int) {
+	if w.n == 0 {
+		w = waiters{limit: limit}
+	}
+	w.n++
+	c.per[res] = w
+	c.total++
 }
 
 // share is how many tasks of res may wait under the cap now (at least one;
@@ -281,17 +264,6 @@ func (c *waitCap) shareLocked(res string, limit int, now time.Time) int {
 	return max(1, c.max*limit/weight)
 }
 
-// add counts a waiter of res (entry w), a resource of limit slots; c.mu is held.
-func (c *waitCap) add(res string, w waiters, limit int) {
-	if w.n == 0 {
-		w = waiters{limit: limit}
-	}
-	w.n++
-	c.per[res] = w
-	c.total++
-}
-
-// leave gives a waiter's slot back.
 func (c *waitCap) leave(res string) {
 	if c == nil {
 		return

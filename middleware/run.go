@@ -26,8 +26,7 @@ func (r *taskRun) run(ctx context.Context) error {
 			return
 		}
 		// The handler panicked: give its place back, roll back under the
-		// lock, release it, then let asynq see the panic (it turns it into a
-		// failed run). The rollback's error is logged and observed by rollback.
+		// lock, release it, then let asynq see the panic (a failed run).
 		r.place.drop()
 		p := recover()
 		lost := g.end()
@@ -58,8 +57,8 @@ func (r *taskRun) run(ctx context.Context) error {
 	return herr
 }
 
-// guard keeps lock alive for the handler, which may outlive the task's
-// context: from keepAfter on, or at once following Progress (WithProgress).
+// guard keeps lock alive for the handler: from keepAfter on, or at once
+// following Progress (WithProgress).
 func (m *mw) guard(ctx context.Context, lock *redlock.Lock) *guard {
 	hctx, cancel := context.WithCancelCause(ctx)
 	g := &guard{Context: hctx, cancel: cancel, info: lockInfoOf(lock), lock: lock}
@@ -71,8 +70,7 @@ func (m *mw) guard(ctx context.Context, lock *redlock.Lock) *guard {
 	return g
 }
 
-// afterHandler is a test seam for a loss between the handler's return and
-// the end of its guard.
+// afterHandler is a test seam: a loss between the handler's return and its guard's end.
 var afterHandler = func(*redlock.Lock) {}
 
 // declaredBefore keeps a loss only if it may have been declared before the
@@ -88,9 +86,8 @@ func declaredBefore(lost error, lock *redlock.Lock, ttl time.Duration, returned 
 	return lost
 }
 
-// notKept returns why the hold's context ended when the lock was not kept
-// to the handler's end, nil while it lives or after a plain stop. A
-// keep-alive that could not run (client closed) is a loss: none will come.
+// notKept returns why the hold's context ended when the lock was not kept to
+// the handler's end; a keep-alive that could not run (client closed) is a loss.
 func notKept(hold context.Context) error {
 	cause := context.Cause(hold)
 	switch {
@@ -113,22 +110,21 @@ func (r *taskRun) cleanUp(ctx context.Context, lost bool, cause error) error {
 	return err
 }
 
-// rollback runs the hook while the task's lock is held (cause: the
-// handler's error, or the loss if lost). A lost lock is re-acquired first;
-// if that fails the hook does not run, r.lock is nil, and the error matches
-// redlock.ErrLockLost, so that the task is retried.
+// rollback runs the hook while the task's lock is held. A lost lock is
+// re-acquired first; if that fails the hook does not run, r.lock is nil, and
+// the error matches redlock.ErrLockLost, so that the task is retried.
 func (r *taskRun) rollback(ctx context.Context, lost bool, cause error) error {
 	m := r.m
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), m.cfg.rollbackTimeout)
 	defer cancel()
 	if lost {
-		// Clean what may remain of the lost lock (its loss is already known).
-		_ = lockutil.Release(ctx, r.lock)
+		_ = lockutil.Release(ctx, r.lock) // what may remain of it
 		var err error
 		r.lock, err = m.client.Acquire(rctx, r.res, m.cfg.ttl, m.cfg.lockOpts...)
 		if err != nil {
 			r.lock = nil
-			err = fmt.Errorf("%s: rollback not run: lock %s lost and not re-acquired: %w: %w", r.name(), r.res, redlock.ErrLockLost, err)
+			err = fmt.Errorf("%s: rollback not run: lock %s lost and not re-acquired: %w: %w",
+				r.name(), r.res, redlock.ErrLockLost, err)
 			r.log.Error("rollback not run", "err", err)
 			m.observe(r.event(EventRollback, err))
 			return err
@@ -183,9 +179,7 @@ func (r *taskRun) release(ctx context.Context) {
 }
 
 // releaseState logs a release's outcome: a lock found lost at Warn; failing
-// releases once per change of state (Warn with the failed nodes, then Info
-// once they work), as nodes that are down fail every task's release alike.
-// A closed client or a lock not held any more is no node failure: Debug.
+// releases once per change of state, as down nodes fail every release alike.
 func (m *mw) releaseState(log taskLog, err error) {
 	switch {
 	case errors.Is(err, redlock.ErrLockLost):
@@ -193,15 +187,15 @@ func (m *mw) releaseState(log taskLog, err error) {
 	case errors.Is(err, redis.ErrClosed) || errors.Is(err, redlock.ErrNotHeld):
 		log.Debug("lock not released", "err", err)
 	case err != nil:
-		m.releaseErr.Fail(m.cfg.logger, slog.LevelWarn, "lock releases failing; each lock expires at its TTL", err,
-			"resource", log.res, "nodes", failedNodes(nil, err))
+		m.releaseErr.Fail(m.cfg.logger, slog.LevelWarn,
+			"lock releases failing; each lock expires at its TTL", err, "resource", log.res,
+			"nodes", failedNodes(nil, err))
 	case m.releaseErr.Failing() != "": // not per task: the arguments cost two allocations
 		m.releaseErr.OK(m.cfg.logger, "lock releases work again", "resource", log.res)
 	}
 }
 
-// failedNodes appends to addrs the addresses of the lock nodes that failed
-// in err (its *redlock.NodeError values), each once, in the order found.
+// failedNodes appends to addrs the addresses of err's *redlock.NodeError values, each once.
 func failedNodes(addrs []string, err error) []string {
 	switch e := err.(type) {
 	case *redlock.NodeError:
@@ -218,6 +212,5 @@ func failedNodes(addrs []string, err error) []string {
 	return addrs
 }
 
-// recoverySettle is how long a failing state sees no failure before a call
-// that works ends it (statelog.Settle); tests that count lines set 0.
+// recoverySettle is the failing states' statelog.Settle; tests that count lines set 0.
 var recoverySettle = statelog.Settle

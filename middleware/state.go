@@ -14,10 +14,8 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// resState is what this process keeps of one resource (mw.res): its holders
-// and waiters here, its pace, and the promotion of its parked tasks, which
-// observes its starts and ends. Once idle it is dropped, or kept while it
-// met contention lately and dropped from the idle FIFO (docs/guide/HOTKEYS.md).
+// resState is what this process keeps of one resource (mw.res). Once idle it
+// is dropped, or kept a while after contention (docs/guide/HOTKEYS.md).
 type resState struct {
 	holders int // tasks of this process holding the resource
 	waiters int // tasks of this process waiting for it
@@ -33,7 +31,6 @@ type resState struct {
 	promos []*promoState // one per queue with promotion state
 }
 
-// inUse reports whether the entry must be kept whatever its age.
 func (e *resState) inUse() bool {
 	return e.holders > 0 || e.waiters > 0 || e.owed != "" ||
 		slices.ContainsFunc(e.promos, (*promoState).busy)
@@ -42,28 +39,28 @@ func (e *resState) inUse() bool {
 // acquire tries once (under the Wait policy, not while tasks here hold or
 // wait for res), then under it waits if there is room; waited reports a lock
 // obtained by waiting.
-func (m *mw) acquire(ctx context.Context, res string, opts []redlock.LockOption) (lock *redlock.Lock, waited bool, err error) {
-	if m.cfg.policy.wait > 0 && m.heldHere(res) {
+func (r *taskRun) acquire(ctx context.Context) (lock *redlock.Lock, waited bool, err error) {
+	m, wait := r.m, r.m.cfg.policy.wait
+	if wait > 0 && m.heldHere(r.res) {
 		err = errHeldHere
-	} else if lock, err = m.client.TryAcquire(ctx, res, m.cfg.ttl, opts...); err == nil || m.cfg.policy.wait <= 0 || !errors.Is(err, redlock.ErrLocked) {
+	} else if lock, err = m.client.TryAcquire(ctx, r.res, m.cfg.ttl, r.opts...); err == nil ||
+		wait <= 0 || !errors.Is(err, redlock.ErrLocked) {
 		return lock, false, err
 	}
 	how := waitFresh
 	if m.cfg.broker == nil {
 		how = waitSoft
 	}
-	e := m.enterWait(res, how)
-	if e == nil {
-		return nil, false, err
+	if e := m.enterWait(r.res, how); e != nil {
+		lock, err = r.waitFor(ctx, e, wait)
 	}
-	lock, err = m.waitFor(ctx, e, res, m.cfg.policy.wait, opts)
-	return lock, err == nil, err
+	return lock, lock != nil, err
 }
 
 var errHeldHere = fmt.Errorf("middleware: %w: held or waited for by tasks of this process", redlock.ErrLocked)
 
-// heldHere: tasks here wait for res or hold all its slots, but for an outage
-// seen lately, where TryAcquire fails at once rather than wait behind them.
+// heldHere: tasks here wait for res or hold all its slots (but for an outage
+// seen lately: then TryAcquire fails at once rather than wait behind them).
 func (m *mw) heldHere(res string) bool {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -100,24 +97,22 @@ func (m *mw) turnOf(hold time.Duration) time.Duration {
 	return max(hold, paceMinHold) / time.Duration(m.cfg.limit)
 }
 
-// leaveWait uncounts the waiter of res that enterWait counted in e; one
-// that leaves without the lock makes the call owed here, one that got it
-// makes it at its start.
+// leaveWait uncounts the waiter that enterWait counted in e; one that leaves
+// without the lock makes the call owed here (one that got it, at its start).
 func (m *mw) leaveWait(res string, e *resState, got bool) {
 	m.cfg.room.wait.leave(res)
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	defer m.touched(res, e)
 	e.waiters--
-	if owed := e.owed; !got && owed != "" {
+	if !got && e.owed != "" {
+		m.request(res, e, e.owed, "")
 		e.owed = ""
-		m.request(res, e, owed, "")
 	}
 }
 
 // countHolder is the resource's start: a task of queue (id) holds res until
-// ended, so that arrivals skip TryAcquire (heldHere). It returns the entry
-// and when a task here last released res.
+// ended. It returns the entry and when a task here last released res.
 func (m *mw) countHolder(res, queue, id string) (*resState, time.Time) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -127,8 +122,8 @@ func (m *mw) countHolder(res, queue, id string) (*resState, time.Time) {
 	return e, e.released
 }
 
-// ended is the resource's end, once the release is answered: a handler
-// that ran from ran (zero: none ran) notes its hold time (a moving average).
+// ended is the resource's end, once the release is answered; a handler that
+// ran from ran (zero: none ran) adds to the moving average of hold times.
 func (m *mw) ended(res string, e *resState, queue string, ran time.Time) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -146,22 +141,19 @@ func (m *mw) ended(res string, e *resState, queue string, ran time.Time) {
 	m.turn(res, e, queue, "", true)
 }
 
-// ask asks for a call on res in queue whatever the contention; id is a
-// promoted task no longer on its way ("" for none).
+// ask asks for a call on res in queue whatever the contention (WithBroker);
+// id is a promoted task no longer on its way ("" for none).
 func (m *mw) ask(queue, res, id string) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	e := m.entry(res)
 	defer m.touched(res, e)
-	if m.cfg.broker != nil {
-		m.request(res, e, queue, id)
-	}
+	m.request(res, e, queue, id)
 }
 
-// turn is the one observer of a resource's starts and ends (end) that
-// promotes its parked tasks (WithBroker), in the background; an end whose
-// turn passes on in this process owes its call (docs/guide/HOTKEYS.md,
-// "Promote ahead", "Who promotes"). A start reports its task, id. m.mu is held.
+// turn is the one observer of a resource's starts (of task id) and ends that
+// promotes its parked tasks; an end whose turn passes on in this process owes
+// its call (docs/guide/HOTKEYS.md, "Who promotes"). m.mu is held.
 func (m *mw) turn(res string, e *resState, queue, id string, end bool) {
 	if m.cfg.broker == nil || queue == "" || e.owed == "" && !e.contended(time.Now()) {
 		return
@@ -170,20 +162,20 @@ func (m *mw) turn(res string, e *resState, queue, id string, end bool) {
 	if e.owed = ""; owed == queue {
 		owed = ""
 	}
-	// At an end e.holders no longer counts the ending task: limit others
-	// holding means a successor here took its place.
+	// At an end, limit holders mean a successor here took the ending one's place.
 	if end && (e.waiters > 0 || e.holders >= m.cfg.limit) {
-		e.owed, queue = queue, "" // passed on here: called for at the next turn
+		e.owed, queue = queue, ""
 	}
-	for _, c := range [...]struct{ queue, id string }{{owed, ""}, {queue, id}} {
-		if c.queue != "" {
-			m.request(res, e, c.queue, c.id)
-		}
+	if owed != "" {
+		m.request(res, e, owed, "")
+	}
+	if queue != "" {
+		m.request(res, e, queue, id)
 	}
 }
 
-// request asks for a call for queue (m.mu held), reporting started (a task
-// ID, or ""), and starts its goroutine if none runs.
+// request asks for a call for queue reporting started (a task ID, or ""),
+// starting its goroutine if none runs; m.mu is held.
 func (m *mw) request(res string, e *resState, queue, started string) {
 	p := e.promo(queue)
 	if started != "" {
@@ -214,20 +206,19 @@ func (m *mw) promoteLoop(res string, e *resState, p *promoState) {
 			m.mu.Unlock()
 			return
 		}
-		ids, hint := p.started, p.parked
+		ids := p.started
 		p.started, p.req = nil, false
-		p.calls++
 		m.mu.Unlock()
 		d := m.cfg.room.promoteDepth(res, m.cfg.limit, m.atOnce == nil)
 		ctx, cancel := context.WithTimeout(context.Background(), lockutil.ReleaseTimeout)
-		moved, left, err := promote(ctx, m.cfg.broker, m.cfg.inspector, p.queue, res, ids, d, hint)
+		moved, left, err := promote(ctx, m.cfg.broker, m.cfg.inspector, p.queue, res, ids, d)
 		cancel()
 		m.promoted(res, e, p, moved, left, err)
 	}
 }
 
-// parkedHere notes a task parked here on res in queue, fifo records long
-// with it: a follow-up call promotes it once its run returned.
+// parkedHere notes a task parked on res in queue, fifo records long with it:
+// a follow-up call promotes it once its run returned.
 func (m *mw) parkedHere(queue, res string, fifo int) {
 	if fifo <= 0 {
 		return
@@ -239,36 +230,30 @@ func (m *mw) parkedHere(queue, res string, fifo int) {
 	e.contention(now)
 	p := e.promo(queue)
 	p.parked, p.left, p.since, p.backoff = true, fifo, now, followFirst
-	m.followUp(res, e, p, true)
+	m.followUp(res, e, p)
 }
 
-// followUp schedules a follow-up call for p unless one is (m.mu held); now
-// asks for it even if calls were made meanwhile (a park's record).
-func (m *mw) followUp(res string, e *resState, p *promoState, now bool) {
+// followUp schedules a follow-up call for p unless one is (m.mu held).
+func (m *mw) followUp(res string, e *resState, p *promoState) {
 	if p.follow {
 		return
 	}
 	p.follow = true
 	d := max(p.backoff, followFirst)
-	calls := p.calls
 	time.AfterFunc(d, func() {
 		m.mu.Lock()
 		defer m.mu.Unlock()
-		p.follow = false
-		switch {
-		case !p.parked:
-			m.touched(res, e)
-		case !now && p.calls != calls:
-			m.followUp(res, e, p, false) // others called meanwhile: look later
-		default:
+		if p.follow = false; p.parked {
 			p.backoff = min(2*d, followMax)
 			m.request(res, e, p.queue, "")
+		} else {
+			m.touched(res, e)
 		}
 	})
 }
 
 // promoted reports one call: its moved tasks as "promoted" events, or else a
-// changed count of records as a "parked" event (docs/guide/HOTKEYS.md, "Gauges").
+// changed count of records as a "parked" event.
 func (m *mw) promoted(res string, e *resState, p *promoState, moved []promotion, left int, err error) {
 	m.warnPromote(res, err)
 	now := time.Now()
@@ -286,7 +271,7 @@ func (m *mw) promoted(res string, e *resState, p *promoState, moved []promotion,
 	p.parked = p.parked && now.Sub(p.since) < followFor // past it, given up: the backstop brings them
 	if p.parked {
 		e.contention(now)
-		m.followUp(res, e, p, false)
+		m.followUp(res, e, p)
 	}
 	m.mu.Unlock()
 	if changed && len(moved) == 0 {
@@ -299,14 +284,13 @@ func (m *mw) promoted(res string, e *resState, p *promoState, moved []promotion,
 	}
 }
 
-// warnPromote logs a failing promotion once per change of state.
 func (m *mw) warnPromote(res string, err error) {
 	m.brokerState(&m.promoteErr, res, err, "cannot promote parked tasks: they return after their backstop delay",
 		"promoting parked tasks again")
 }
 
-// brokerState logs a broker call's failure once per change of *failing (down
-// and up the messages); a client the application closed logs at Debug.
+// brokerState logs a broker call's failure once per change of *failing; a
+// client the application closed logs at Debug.
 func (m *mw) brokerState(failing *statelog.State, res string, err error, down, up string) {
 	addr := lockutil.Addr(m.cfg.broker)
 	switch {
@@ -328,12 +312,10 @@ type promoState struct {
 	parked  bool     // the last call (or a park here) left records behind
 	left    int      // records last reported to the observer
 	follow  bool     // a follow-up call is scheduled (followUp)
-	calls   int      // calls made, to tell whether others called meanwhile
 	backoff time.Duration
 	since   time.Time // last park here or call that changed the records
 }
 
-// busy: p must be kept (for its parked hint, the contention keeps e).
 func (p *promoState) busy() bool { return p.running || p.req || p.follow }
 
 // promo returns e's promotion state of queue, made if missing.
@@ -367,8 +349,7 @@ func (m *mw) stateOf(res string) resState {
 	return resState{hold: m.holds.get(res)}
 }
 
-// touched drops e, or queues it for dropping once idle, after a change that
-// may leave it unused (m.mu held).
+// touched drops e, or queues it for dropping once idle (m.mu held).
 func (m *mw) touched(res string, e *resState) {
 	now := time.Now()
 	m.expire(now)
@@ -411,15 +392,15 @@ func (m *mw) expire(now time.Time) {
 // contended: only a resource that met contention here lately promotes.
 func (e *resState) contended(now time.Time) bool { return now.Before(e.keepUntil) }
 
-// contention keeps e idleKeep after now.
 func (e *resState) contention(now time.Time) { e.keepUntil = now.Add(idleKeep) }
 
-// idleKeep is how long an idle resource that met contention is remembered.
-const idleKeep = time.Minute
-
-// expirePerCall bounds the idle entries one call looks at: each enters the
-// FIFO once per idle period, so a constant keeps it drained.
-const expirePerCall = 4
+// idleKeep is how long an idle resource that met contention is kept;
+// expirePerCall bounds the idle entries one call settles (each enters the
+// FIFO once per idle period, so a constant keeps it drained).
+const (
+	idleKeep      = time.Minute
+	expirePerCall = 4
+)
 
 type idleRec struct {
 	res string

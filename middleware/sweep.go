@@ -14,10 +14,9 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// The archive sweep moves back a task parked on its last retry whose
-// parker stopped first (docs/guide/MIDDLEWARE.md, "Hot resources and last
-// retries"); a claim lets one process alone move it (RunTask would also
-// move it once it completed).
+// The archive sweep moves back a task parked on its last retry whose parker
+// stopped first (docs/guide/MIDDLEWARE.md, "Hot resources and last retries");
+// a claim lets one process alone move it (RunTask of a completed task runs it).
 var (
 	sweepEvery = time.Minute
 	sweepAfter = reviveFor + reviveStep // past the parker's own tries
@@ -25,8 +24,7 @@ var (
 	sweepPages = 10                     // pages of 100, newest first
 )
 
-// parkedText is what a parked task's last error holds after ErrConflict's
-// text (or the outage's): the park's nonce follows (conflictError.Error).
+// parkedText is in a parked task's last error, before the nonce (conflictError.Error).
 const parkedText = "task requeued (parked "
 
 // sweepKey names a sweep: one per broker client and queue in a process.
@@ -35,24 +33,21 @@ type sweepKey struct {
 	queue  string
 }
 
-// sweeps holds the running sweeps (*sweep).
-var sweeps sync.Map
+var sweeps sync.Map // the running sweeps (*sweep)
 
 // sweep is one queue's: a timer between passes, no goroutine.
 type sweep struct {
-	key       sweepKey
-	inspector *asynq.Inspector
-	log       *slog.Logger
-	seen      atomic.Bool // a task of the queue ran since the last pass
-	idle      time.Duration
-	st        statelog.State
-	// sweepEvery, sweepAfter and sweepIdle as the sweep started (a test's
-	// change reaches no sweep that started before).
-	every, after, idleMax time.Duration
+	key                   sweepKey
+	inspector             *asynq.Inspector
+	log                   *slog.Logger
+	seen                  atomic.Bool // a task of the queue ran since the last pass
+	idle                  time.Duration
+	st                    statelog.State
+	every, after, idleMax time.Duration // the sweep* variables when it started
 }
 
-// sweepSeen notes a task of queue; the first one (since the queue's sweep
-// last stopped) starts its sweep, with a pass at once.
+// sweepSeen notes a task of queue; the first since the queue's sweep last
+// stopped starts it, with a pass at once.
 func (m *mw) sweepSeen(queue string) {
 	if m.cfg.broker == nil || queue == "" {
 		return
@@ -71,19 +66,20 @@ func (m *mw) sweepSeen(queue string) {
 	}
 }
 
-// pass moves back the stale parked tasks of the queue's newest archived
-// tasks, then waits for the next pass, or stops: the broker client was
-// closed, or no task of the queue ran for sweepIdle.
+// pass moves back the stale parked tasks, then waits for the next pass, or
+// stops: the broker client was closed, or no task of the queue ran for idleMax.
 func (s *sweep) pass() {
 	n, err := s.queue(context.Background())
 	if n > 0 {
-		s.log.Warn("moved back to their queue tasks left parked in the archive (their process stopped)", "queue", s.key.queue, "tasks", n)
+		s.log.Warn("moved back to their queue tasks left parked in the archive (their process stopped)",
+			"queue", s.key.queue, "tasks", n)
 	}
 	closed := err != nil && (errors.Is(err, redis.ErrClosed) || strings.Contains(err.Error(), redis.ErrClosed.Error()))
 	switch {
 	case closed:
 	case err != nil:
-		s.st.Fail(s.log, slog.LevelWarn, "cannot look for parked tasks left in the archive", err, "queue", s.key.queue)
+		s.st.Fail(s.log, slog.LevelWarn, "cannot look for parked tasks left in the archive", err,
+			"queue", s.key.queue)
 	default:
 		s.st.OK(s.log, "looking for parked tasks left in the archive again", "queue", s.key.queue)
 	}
@@ -97,8 +93,8 @@ func (s *sweep) pass() {
 	time.AfterFunc(s.every, s.pass)
 }
 
-// queue moves back the stale parked tasks among the newest archived tasks
-// of the queue; it returns how many it moved.
+// queue moves back the stale parked tasks among the queue's newest archived
+// tasks; it returns how many it moved.
 func (s *sweep) queue(ctx context.Context) (int, error) {
 	qi, err := s.inspector.GetQueueInfo(s.key.queue)
 	if errors.Is(err, asynq.ErrQueueNotFound) {

@@ -59,7 +59,8 @@ func traceRollback(ctx context.Context, res string, lost bool, cause, err error)
 	if lost {
 		reason = "lock_lost"
 	}
-	attrs := []attribute.KeyValue{attrResource.String(res), attrReason.String(reason), attrCause.String(cause.Error())}
+	attrs := []attribute.KeyValue{attrResource.String(res), attrReason.String(reason),
+		attrCause.String(cause.Error())}
 	if err != nil {
 		outcome, attrs = "failed", append(attrs, attrError.String(err.Error()))
 	}

@@ -13,21 +13,21 @@ import (
 	"go.opentelemetry.io/otel/trace"
 )
 
-// waitFor waits up to bound for res as the waiter that enterWait counted
-// in e, until leaveWait.
-func (m *mw) waitFor(ctx context.Context, e *resState, res string, bound time.Duration,
-	opts []redlock.LockOption) (*redlock.Lock, error) {
-	dropPlace(ctx) // a waiting task holds no place in the run gate
-	lock, err := m.waitRounds(ctx, res, bound, opts)
-	m.leaveWait(res, e, lock != nil)
+// waitFor waits up to bound for the lock as the waiter that enterWait
+// counted in e, holding no run place meanwhile.
+func (r *taskRun) waitFor(ctx context.Context, e *resState,
+	bound time.Duration) (*redlock.Lock, error) {
+	r.place.drop()
+	lock, err := r.m.waitRounds(ctx, r.res, bound, r.opts)
+	r.m.leaveWait(r.res, e, lock != nil)
 	return lock, err
 }
 
-// waitRounds waits up to bound for res. The wait is renewed, up to
-// maxRounds bounds, unless the resource is seen stuck: the same holder at
-// stuck bound ends in a row after the first with no release here (1 with
-// parking, 4 without, where a requeue costs 15s or more), or the lock nodes
-// failed.
+// waitRounds waits up to bound for res, until shortly before the task's
+// deadline. The wait is renewed, up to maxRounds bounds, unless the resource
+// is seen stuck: the same holder at stuck bound ends in a row with no release
+// here (1 with parking, 4 without, where a requeue costs more), or the lock
+// nodes failed.
 func (m *mw) waitRounds(ctx context.Context, res string, bound time.Duration,
 	opts []redlock.LockOption) (lock *redlock.Lock, err error) {
 	ctx, span := m.startWait(ctx, res)
@@ -52,10 +52,10 @@ func (m *mw) waitRounds(ctx context.Context, res string, bound time.Duration,
 		if err == nil || ctx.Err() != nil || !ended {
 			return lock, err
 		}
-		noQuorum := errors.Is(err, redlock.ErrQuorum) && !errors.Is(err, redlock.ErrLocked)
+		noQuorum := quorumLost(err)
 		if rounds < maxRounds && !noQuorum && !last {
-			// A task waiting behind another of this process hears only
-			// ErrLocked; the nodes tell whether they fail.
+			// Behind a holder of this process a waiter hears only
+			// ErrLocked: the nodes tell whether they fail.
 			now, known := m.holderOf(ctx, res)
 			if !known {
 				noQuorum = true
@@ -69,8 +69,7 @@ func (m *mw) waitRounds(ctx context.Context, res string, bound time.Duration,
 				continue
 			}
 		}
-		// Our wait bound ended, not the task: report the lock's cause
-		// alone, not a deadline that asynq could take for the task's.
+		// Not a deadline error, which asynq could take for the task's.
 		cause := redlock.ErrLocked
 		if noQuorum { // for a bound, arrivals beside a local holder try first (heldHere)
 			cause = redlock.ErrQuorum
@@ -82,9 +81,7 @@ func (m *mw) waitRounds(ctx context.Context, res string, bound time.Duration,
 	}
 }
 
-// startWait starts the wait span of a task that waits for res; the
-// returned context carries it, so that the wait's acquisitions are its
-// children.
+// startWait starts the wait span, parent of the wait's acquisitions.
 func (m *mw) startWait(ctx context.Context, res string) (context.Context, trace.Span) {
 	ctx, span := m.tracer.Start(ctx, spanWait, trace.WithSpanKind(trace.SpanKindInternal))
 	if span.IsRecording() {
@@ -93,8 +90,7 @@ func (m *mw) startWait(ctx context.Context, res string) (context.Context, trace.
 	return ctx, span
 }
 
-// endWait records how a wait ended and the rounds of the wait bound it
-// took (how the lock came is on the last acquisition's span).
+// endWait records how a wait ended and how many rounds it took.
 func (m *mw) endWait(span trace.Span, rounds int, err error) {
 	if span.IsRecording() {
 		span.SetAttributes(attrOutcome.String(lockutil.Outcome(err)), attrRounds.Int(rounds))
@@ -138,9 +134,7 @@ func (m *mw) holderOf(ctx context.Context, res string) (token string, known bool
 	return strings.TrimSpace(strings.Join(best, " ")), answered > nodes/2
 }
 
-// maxRounds bounds how many times a wait is renewed while its resource
-// makes progress.
-const maxRounds = 15
+const maxRounds = 15 // renewals of a wait while its resource makes progress
 
 // timeLeft is how long a task may still wait for its lock: until shortly
 // before its deadline, so that it returns a conflict rather than asynq's
@@ -152,12 +146,4 @@ func timeLeft(ctx context.Context) (time.Duration, bool) {
 	}
 	left := time.Until(dl)
 	return left - min(time.Second, max(left/5, 20*time.Millisecond)), true
-}
-
-// beforeDeadline is ctx ending at timeLeft, if it has a deadline.
-func beforeDeadline(ctx context.Context) (context.Context, context.CancelFunc) {
-	if left, ok := timeLeft(ctx); ok {
-		return context.WithTimeout(ctx, max(left, 0))
-	}
-	return context.WithCancel(ctx)
 }
