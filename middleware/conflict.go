@@ -182,9 +182,10 @@ func (m *mw) reviveLater(queue, res, id, nonce string, d time.Duration, recorded
 	time.AfterFunc(d, try)
 }
 
-// Policy decides what happens to a task whose resource is held by another.
-type Policy struct {
-	action string // actRequeue, actSkip or actFail, as events name it; "" is unset
+// policy decides what happens to a task whose resource is held by another:
+// the options Wait, Requeue, Skip and Fail set it (the last one given wins).
+type policy struct {
+	action string // actRequeue, actSkip or actFail, as events name it
 	wait   time.Duration
 }
 
@@ -199,21 +200,23 @@ const (
 // the resource changed hands meanwhile (a queue of waiters is being served):
 // then the wait is renewed, up to 15 times max; a holder that stays put
 // gets the waiter requeued after 2×max (with WithBroker; 5×max without).
-func Wait(max time.Duration) Policy { return Policy{action: actRequeue, wait: max} }
+func Wait(max time.Duration) Option { return withPolicy(policy{action: actRequeue, wait: max}) }
 
 // Requeue returns the task to asynq at once, to be retried after a short
 // jittered delay without consuming its retry budget (see IsFailure and
 // RetryDelay).
-func Requeue() Policy { return Policy{action: actRequeue} }
+func Requeue() Option { return withPolicy(policy{action: actRequeue}) }
 
 // Skip completes the task without running it (logged and observed).
-func Skip() Policy { return Policy{action: actSkip} }
+func Skip() Option { return withPolicy(policy{action: actSkip}) }
 
 // Fail archives the task with asynq.SkipRetry.
-func Fail() Policy { return Policy{action: actFail} }
+func Fail() Option { return withPolicy(policy{action: actFail}) }
+
+func withPolicy(p policy) Option { return func(c *config) { c.policy = p } }
 
 // name names the policy in events and logs.
-func (p Policy) name() string {
+func (p policy) name() string {
 	if p.wait > 0 {
 		return "wait"
 	}

@@ -41,7 +41,7 @@ func ExampleLock() {
 	mux := asynq.NewServeMux()
 	mux.Use(middleware.Lock(locks, middleware.ByField("sku"),
 		middleware.WithTTL(30*time.Second),
-		middleware.WithPolicy(middleware.Wait(2*time.Second)),
+		middleware.Wait(2*time.Second),
 		middleware.WithRollback(func(ctx context.Context, t *asynq.Task, cause error) error {
 			return nil // undo partial work here; runs while the lock is held
 		}),

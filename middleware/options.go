@@ -36,8 +36,8 @@ type taskInspector interface {
 type config struct {
 	ttl             time.Duration
 	shared          bool
-	policy          Policy
-	limit           int // WithLimit's n: holders of one resource at once
+	policy          policy // Wait, Requeue, Skip or Fail; default Wait(2s)
+	limit           int    // WithLimit's n: holders of one resource at once
 	lockOpts        []redlock.LockOption
 	progress        time.Duration
 	rollback        func(ctx context.Context, t *asynq.Task, cause error) error
@@ -56,7 +56,7 @@ type config struct {
 func defaultConfig() config {
 	return config{
 		ttl:             defaultTTL,
-		policy:          Wait(defaultWait),
+		policy:          policy{action: actRequeue, wait: defaultWait},
 		limit:           1,
 		rollbackTimeout: defaultRollbackTimeout,
 		window:          defaultWindow,
@@ -69,8 +69,6 @@ func (c *config) validate() error {
 		return c.err
 	case c.ttl <= 0:
 		return fmt.Errorf("middleware: lock TTL must be positive, got %v", c.ttl)
-	case c.policy.action == "":
-		return errors.New("middleware: conflict policy is not set (use Wait, Requeue, Skip or Fail)")
 	case c.policy.wait < 0:
 		return fmt.Errorf("middleware: wait bound must not be negative, got %v", c.policy.wait)
 	case c.limit < 1 || c.limit > lockutil.MaxLimit:
@@ -106,10 +104,6 @@ func WithLockOptions(opts ...redlock.LockOption) Option {
 // instead of "task:<type>:<key>"), so that tasks of different types with
 // the same key exclude each other. Default: off.
 func WithSharedKeys() Option { return func(c *config) { c.shared = true } }
-
-// WithPolicy sets what happens to a task whose resource is held by another.
-// Default: Wait(2s).
-func WithPolicy(p Policy) Option { return func(c *config) { c.policy = p } }
 
 // WithLimit lets up to n tasks with the same key run at once, across every
 // worker and process (redlock.WithLimit's slots); with ByType, a cluster-wide

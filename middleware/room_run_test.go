@@ -66,7 +66,7 @@ func TestRunGateLeavesWaitersOutOfItsPlaces(t *testing.T) {
 	withMeta(t, taskMeta{id: "t1", maxRetry: 3, known: true})
 	gate := &runGate{size: 2}
 	hs := newGatedHandlers("X", "Y", "Z")
-	m, _ := lockMW(t, e.locks, ByField("sku"), nil, withRunGate(gate), WithPolicy(Wait(time.Minute)), withMaxWaiters(4))
+	m, _ := lockMW(t, e.locks, ByField("sku"), nil, withRunGate(gate), Wait(time.Minute), withMaxWaiters(4))
 	var wg sync.WaitGroup
 	errs := make(chan error, 4)
 	run := func(sku string) {
@@ -120,7 +120,7 @@ func newGateBed(t *testing.T, bctx context.Context) *gateBed {
 	e := patientEnv(t)
 	withMeta(t, taskMeta{id: "t1", maxRetry: 3, known: true})
 	b := &gateBed{e: e, gate: &runGate{size: 2}, hs: newGatedHandlers("X", "Y", "Z", "W"), done: map[string]chan error{}}
-	m, _ := lockMW(t, e.locks, ByField("sku"), nil, withRunGate(b.gate), WithPolicy(Wait(time.Minute)), withMaxWaiters(4))
+	m, _ := lockMW(t, e.locks, ByField("sku"), nil, withRunGate(b.gate), Wait(time.Minute), withMaxWaiters(4))
 	run := func(ctx context.Context, name, sku string) {
 		b.done[name] = make(chan error, 1)
 		go func() { b.done[name] <- m.process(ctx, task("stock:adjust", `{"sku":"`+sku+`"}`), b.hs.handler(sku)) }()
@@ -305,7 +305,7 @@ func TestHolderWithoutARunPlaceStartsAndEnds(t *testing.T) {
 	withMeta(t, taskMeta{id: "t1", queue: queue, maxRetry: 3, known: true})
 	gate := &runGate{size: 1}
 	m, h := lockMW(t, e.locks, ByType(), &recorder{}, withRunGate(gate), WithBroker(e.raw),
-		WithPolicy(Wait(time.Minute)), withMaxWaiters(4))
+		Wait(time.Minute), withMaxWaiters(4))
 	res := "task:stock:adjust:stock:adjust"
 	held, err := e.other.TryAcquire(ctx, res, 10*time.Second)
 	if err != nil {

@@ -59,7 +59,7 @@ func TestWaitCapHoldsAcrossResources(t *testing.T) {
 	c := newWaitCap(4)
 	var mws []asynq.MiddlewareFunc
 	for range 2 {
-		mws = append(mws, Lock(e.locks, ByField("sku"), WithPolicy(Wait(500*time.Millisecond)), withMaxWaiters(100), withWaitCap(c)))
+		mws = append(mws, Lock(e.locks, ByField("sku"), Wait(500*time.Millisecond), withMaxWaiters(100), withWaitCap(c)))
 	}
 	var (
 		wg        sync.WaitGroup

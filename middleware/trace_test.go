@@ -149,7 +149,7 @@ func TestTraceWait(t *testing.T) {
 		time.Sleep(hold)
 		_ = held.Release(context.Background())
 	}()
-	h := Lock(tr.locks, ByField("sku"), WithPolicy(Wait(10*time.Second)), WithTracerProvider(tr.tp))(&recorder{})
+	h := Lock(tr.locks, ByField("sku"), Wait(10*time.Second), WithTracerProvider(tr.tp))(&recorder{})
 	task, err := tr.run(h, adjust())
 	if err != nil {
 		t.Fatal(err)

@@ -35,7 +35,7 @@ func (w *Worker) Handle(taskType string, h asynq.Handler, key middleware.KeyFunc
 		all := append([]middleware.Option{
 			middleware.WithTTL(w.cfg.LockTTL),
 			middleware.WithCompletionWindow(w.cfg.CompletionWindow),
-			middleware.WithPolicy(policy),
+			policy,
 			middleware.WithBroker(w.ping),
 			middleware.WithRoom(w.room),
 			middleware.WithLogger(w.log),
