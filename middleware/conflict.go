@@ -38,11 +38,11 @@ func (r *taskRun) conflict(ctx context.Context, cause error) (*redlock.Lock, err
 	}
 	switch {
 	case action == actSkip:
-		r.m.observe(r.lockEvent(EventConflict, action, cause))
+		r.m.observe(r.lockEvent(kindConflict, action, cause))
 		r.log.Debug("task skipped: resource busy", "cause", cause)
 		return nil, nil
 	case action == actFail:
-		r.m.observe(r.lockEvent(EventConflict, action, cause))
+		r.m.observe(r.lockEvent(kindConflict, action, cause))
 		r.log.Warn("task archived: resource busy", "cause", cause)
 		return nil, fmt.Errorf("%s: %w: %w", r.name(), busy, asynq.SkipRetry)
 	case canPark && locked: // parked (see WithBroker), or requeued if the broker fails
@@ -56,7 +56,7 @@ func (r *taskRun) conflict(ctx context.Context, cause error) (*redlock.Lock, err
 	}
 	switch {
 	case !r.meta.budgetSpent():
-		r.m.observe(r.lockEvent(EventConflict, actRequeue, cause))
+		r.m.observe(r.lockEvent(kindConflict, actRequeue, cause))
 		r.log.Debug("task requeued: resource busy", "cause", cause)
 		return nil, busy
 	case canPark: // asynq archives it: parked at the head of its FIFO there
@@ -75,7 +75,7 @@ func (r *taskRun) waitLastRetry(ctx context.Context, cause error) (*redlock.Lock
 	wctx, span := m.startWait(wctx, r.res)
 	lock, err := m.client.Acquire(wctx, r.res, m.cfg.ttl, r.opts...)
 	m.endWait(span, 1, err)
-	r.m.observe(r.lockEvent(EventConflict, "wait-exhausted-budget", errors.Join(cause, err)))
+	r.m.observe(r.lockEvent(kindConflict, "wait-exhausted-budget", errors.Join(cause, err)))
 	if err != nil {
 		r.log.Warn("busy task on its last retry could not get its lock before its deadline: asynq archives it (WithBroker parks it instead)", "err", err)
 		return nil, fmt.Errorf("%s on its last retry: %w", r.name(), &conflictError{resource: r.res, cause: err})
@@ -92,7 +92,7 @@ func (r *taskRun) parked(ctx context.Context, cause error, nonce string, fifo in
 	if meta.budgetSpent() {
 		m.reviveLater(meta.queue, r.res, meta.id, nonce, backstop, fifo > 0)
 	}
-	ev := r.lockEvent(EventConflict, "park", cause)
+	ev := r.lockEvent(kindConflict, "park", cause)
 	ev.Parked = fifo
 	r.m.observe(ev)
 	traceParked(ctx, r.res, cause, fifo, backstop)
@@ -122,7 +122,7 @@ func (r *taskRun) waitParked(ctx context.Context) (*redlock.Lock, error) {
 		return nil, r.reparkFirst(ctx, err) // a requeue would archive it
 	}
 	busy := &conflictError{resource: r.res, cause: err, delay: m.delay(r.res)}
-	r.m.observe(r.lockEvent(EventConflict, actRequeue, err))
+	r.m.observe(r.lockEvent(kindConflict, actRequeue, err))
 	r.log.Debug("task requeued: parked once already and its resource stayed busy", "cause", err)
 	return nil, busy
 }
@@ -224,13 +224,13 @@ func (p policy) name() string {
 }
 
 // event returns an event of kind about this task.
-func (r *taskRun) event(kind EventKind, err error) Event {
+func (r *taskRun) event(kind string, err error) Event {
 	return Event{Kind: kind, TaskType: r.t.Type(), TaskID: r.meta.id, Resource: r.res, Err: err}
 }
 
 // lockEvent returns an event about getting the lock (acquired, or a conflict
 // and its action), with the policy and the time since the run asked for it.
-func (r *taskRun) lockEvent(kind EventKind, action string, err error) Event {
+func (r *taskRun) lockEvent(kind string, action string, err error) Event {
 	ev := r.event(kind, err)
 	ev.Policy, ev.Action, ev.Wait = r.m.cfg.policy.name(), action, time.Since(r.start)
 	return ev
@@ -243,7 +243,7 @@ func (r *taskRun) observeAcquired(waited bool, released time.Time) {
 	if r.m.cfg.observer == nil {
 		return
 	}
-	ev := r.lockEvent(EventAcquired, "", nil)
+	ev := r.lockEvent(kindAcquired, "", nil)
 	if waited {
 		ev.Handover = "remote"
 		if !released.IsZero() && time.Since(released) < localHandover {

@@ -56,7 +56,7 @@ func TestPolicies(t *testing.T) {
 			if err != nil || runs != 1 {
 				t.Fatalf("err %v, runs %d; want the task run once after the release", err, runs)
 			}
-			if e, ok := ev.find(EventAcquired, ""); !ok || e.Handover == "" {
+			if e, ok := ev.find(kindAcquired, ""); !ok || e.Handover == "" {
 				t.Fatalf("acquired event %+v: the task did not wait for the holder", e)
 			}
 		}, true},
@@ -78,7 +78,7 @@ func TestPolicies(t *testing.T) {
 			if !errors.Is(err, ErrConflict) || errors.Is(err, asynq.SkipRetry) || runs != 0 {
 				t.Fatalf("err %v, runs %d", err, runs)
 			}
-			if e, ok := ev.find(EventConflict, "requeue"); !ok || e.Policy != "requeue" {
+			if e, ok := ev.find(kindConflict, "requeue"); !ok || e.Policy != "requeue" {
 				t.Fatalf("no requeue conflict event: %+v", e)
 			}
 		}, false},
@@ -86,7 +86,7 @@ func TestPolicies(t *testing.T) {
 			if err != nil || runs != 0 {
 				t.Fatalf("err %v, runs %d; want completed without running", err, runs)
 			}
-			if _, ok := ev.find(EventConflict, "skip"); !ok {
+			if _, ok := ev.find(kindConflict, "skip"); !ok {
 				t.Fatal("no skip event")
 			}
 		}, false},

@@ -79,7 +79,7 @@ func TestBadKeyArchivesWithReason(t *testing.T) {
 	if rec.count() != 0 {
 		t.Fatal("handler ran without a key")
 	}
-	if _, ok := ev.find(EventBadKey, ""); !ok {
+	if _, ok := ev.find(kindBadKey, ""); !ok {
 		t.Fatal("no bad-key event")
 	}
 }

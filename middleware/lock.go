@@ -173,7 +173,7 @@ func (m *mw) badKey(t *asynq.Task, meta taskMeta, err error) error {
 		err = fmt.Errorf("%w: %w", ErrBadKey, err)
 	}
 	m.cfg.logger.Warn("task archived: bad lock key", "task_id", meta.id, "task_type", t.Type(), "err", err)
-	m.observe(Event{Kind: EventBadKey, TaskType: t.Type(), TaskID: meta.id, Err: err})
+	m.observe(Event{Kind: kindBadKey, TaskType: t.Type(), TaskID: meta.id, Err: err})
 	return fmt.Errorf("task %s (id %s): %w: %w", t.Type(), meta.id, err, asynq.SkipRetry)
 }
 

@@ -44,12 +44,12 @@ func (j *journal) print(out io.Writer) {
 // observe records the middleware's conflicts and rollbacks.
 func (j *journal) observe(e middleware.Event) {
 	switch e.Kind {
-	case middleware.EventConflict:
+	case "conflict":
 		j.add("conflict %s: %s -> %s", e.TaskType, e.Resource, e.Action)
 		if e.TaskType == "email:send" && e.Action == "skip" {
 			j.once.Do(func() { close(j.skipped) })
 		}
-	case middleware.EventRollback:
+	case "rollback":
 		if e.Err != nil {
 			j.add("rollback %s: %s failed: %v", e.TaskType, e.Resource, e.Err)
 			return
