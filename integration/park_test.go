@@ -134,7 +134,7 @@ func TestParkedMaxRetryZeroTasks(t *testing.T) {
 	insp := inspector(t, broker)
 	for range 2 {
 		h := middleware.Lock(lockClient(t, nodes, redlock.WithNodeTimeout(time.Second)), middleware.ByField("sku"), middleware.WithObserver(pc.observe),
-			middleware.WithBroker(brokerClient(t, broker)), middleware.WithRoom(middleware.NewRoom(0, 3)))(inv)
+			middleware.WithBroker(brokerClient(t, broker)), middleware.WithRoom(0, 3))(inv)
 		startServer(t, broker, serverConfig(8), h)
 	}
 	adj := make([]adjustment, 60)

@@ -70,7 +70,7 @@ func newMW(client *redlock.Client, key KeyFunc, cfg config) *mw {
 	m := &mw{client: client, key: key, cfg: cfg, res: make(map[string]*resState), holds: &holdTable{seed: maphash.MakeSeed()},
 		keepAfter: keepAfterOf(cfg.ttl), tracer: cfg.tracer()}
 	if cfg.room == nil { // the default room: a share of two per resource
-		m.cfg.room = &Room{maxWaiters: defaultMaxWaiters}
+		m.cfg.room = &room{maxWaiters: defaultMaxWaiters}
 		if cfg.broker != nil {
 			m.cfg.room.wait = newWaitCap(1)
 			m.atOnce = m.cfg.room.wait

@@ -12,24 +12,19 @@ import (
 	"github.com/asynqlock/asynqlock/redlock"
 )
 
-// Room is a process's places for its tasks, shared by every middleware
-// given it (WithRoom): run places for the tasks that try for their locks or
-// run their handlers, and wait places for the tasks that wait for a busy
-// lock, shared among the hot resources by their WithLimit slots, half the
-// larger number at most each. Give asynq's server as many workers as both
-// (docs/guide/HOTKEYS.md, "Waiting beside running"). Tasks on their last
-// retry may wait past the wait places. It is safe for concurrent use.
-type Room struct {
+// room is a process's places for its tasks (WithRoom), safe for concurrent
+// use: run places and wait places, the latter shared among the hot
+// resources by their WithLimit slots, half the larger number at most each.
+type room struct {
 	run        *runGate // nil: no bound on running tasks
 	wait       *waitCap // nil: waiting tasks take run places
 	maxWaiters int
 }
 
-// NewRoom returns a room of run places (0: no bound; asynq's Concurrency
-// then bounds the tasks) and wait places (0: none of their own, tasks wait
-// in run places).
-func NewRoom(run, wait int) *Room {
-	r := &Room{maxWaiters: max(1, max(run, wait)/2)}
+// newRoom returns a room of run places (0: no bound) and wait places (0:
+// none of their own).
+func newRoom(run, wait int) *room {
+	r := &room{maxWaiters: max(1, max(run, wait)/2)}
 	if run > 0 {
 		r.run = &runGate{size: run}
 	}
@@ -39,7 +34,7 @@ func NewRoom(run, wait int) *Room {
 	return r
 }
 
-// runGate is a Room's run places, taken and given back by each task's place.
+// runGate is a room's run places, taken and given back by each task's place.
 type runGate struct {
 	mu    sync.Mutex
 	size  int
@@ -152,7 +147,7 @@ const (
 // tasks wait here already: fewer than freshShare wait, or (soft) the tasks
 // ahead should be done soon (short), or past the share (docs/guide/HOTKEYS.md,
 // "Fresh waiters per share").
-func (r *Room) admits(res string, limit, n int, how waitHow, short bool) bool {
+func (r *room) admits(res string, limit, n int, how waitHow, short bool) bool {
 	full := how != waitPast && n >= r.freshShare(res, limit, how == waitSoft)
 	if full && (how == waitFresh || r.maxWaiters == 0 || !short) {
 		return false
@@ -163,7 +158,7 @@ func (r *Room) admits(res string, limit, n int, how waitHow, short bool) bool {
 // freshShare is how many tasks of a process may wait for res (limit slots)
 // when a task meets it busy: maxWaiters per slot, with parking (not soft)
 // half of it and of res's share of the wait places.
-func (r *Room) freshShare(res string, limit int, soft bool) int {
+func (r *room) freshShare(res string, limit int, soft bool) int {
 	if soft || r.maxWaiters <= 1 {
 		return r.maxWaiters * limit
 	}
@@ -180,7 +175,7 @@ type depths struct {
 // process lets wait (at least 2), three times that without a backlog, and
 // (shared) at most res's share (docs/guide/HOTKEYS.md, "Promote ahead",
 // "Several hot resources").
-func (r *Room) promoteDepth(res string, limit int, shared bool) depths {
+func (r *room) promoteDepth(res string, limit int, shared bool) depths {
 	n, share := max(1, r.maxWaiters)*limit, math.MaxInt
 	if shared {
 		share = r.wait.share(res, limit)
@@ -191,7 +186,7 @@ func (r *Room) promoteDepth(res string, limit int, shared bool) depths {
 
 var errWaitCap = fmt.Errorf("middleware: %w: the waiters across resources are at their cap", redlock.ErrLocked)
 
-// waitCap is a Room's wait places, each resource with waiters an equal share
+// waitCap is a room's wait places, each resource with waiters an equal share
 // per slot (docs/guide/HOTKEYS.md, "Several hot resources").
 type waitCap struct {
 	max       int

@@ -228,13 +228,6 @@ func TestRunGateCountsUnlockedTasks(t *testing.T) {
 	}
 }
 
-func TestWithRoomRefusesNil(t *testing.T) {
-	e := newEnv(t)
-	if _, err := New(e.locks, ByField("sku"), WithRoom(nil)); err == nil || !strings.Contains(err.Error(), "WithRoom: nil room") {
-		t.Fatalf("a nil gate gave %v, want it refused", err)
-	}
-}
-
 // TestRunGatePlaceEndsWithTheHandler: a task's place is given back when its
 // handler returns, not after its clean-up: while a failed task's rollback
 // still runs under its lock, a task of another resource runs in its place.
@@ -283,13 +276,13 @@ func (g *runGate) queued() (holders, others int) {
 	return len(g.queues[0]), len(g.queues[1])
 }
 
-// TestNewRoomShares: a room's places make its gate and cap, and each
+// TestRoomShares: a room's places make its gate and cap, and each
 // resource may have half the larger number waiting (at least one).
-func TestNewRoomShares(t *testing.T) {
+func TestRoomShares(t *testing.T) {
 	for _, c := range []struct{ run, wait, maxWaiters int }{{8, 16, 8}, {8, 3, 4}, {8, 0, 4}, {1, 0, 1}, {0, 6, 3}} {
-		r := NewRoom(c.run, c.wait)
+		r := newRoom(c.run, c.wait)
 		if r.maxWaiters != c.maxWaiters || (r.run != nil) != (c.run > 0) || (r.wait != nil) != (c.wait > 0) {
-			t.Errorf("NewRoom(%d, %d): %d waiters per resource, gate %v, cap %v; want %d", c.run, c.wait, r.maxWaiters, r.run != nil, r.wait != nil, c.maxWaiters)
+			t.Errorf("newRoom(%d, %d): %d waiters per resource, gate %v, cap %v; want %d", c.run, c.wait, r.maxWaiters, r.run != nil, r.wait != nil, c.maxWaiters)
 		}
 	}
 }

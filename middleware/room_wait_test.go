@@ -230,9 +230,9 @@ func TestWaitCapRefusedResourceGetsItsShare(t *testing.T) {
 	}
 }
 
-// TestDefaultWaitPlacesFollowTheTasksSeenAtOnce: with a broker and no Room,
+// TestDefaultWaitPlacesFollowTheTasksSeenAtOnce: with a broker and no WithRoom,
 // the wait places are two thirds of the most tasks seen at once (at least
-// one), and do not shrink when fewer run; a Room, even of no places, sets
+// one), and do not shrink when fewer run; a room, even of no places, sets
 // none.
 func TestDefaultWaitPlacesFollowTheTasksSeenAtOnce(t *testing.T) {
 	e := newEnv(t)
@@ -258,9 +258,9 @@ func TestDefaultWaitPlacesFollowTheTasksSeenAtOnce(t *testing.T) {
 	if got := places(); got != 4 {
 		t.Fatalf("after fewer tasks: %d wait places, want 4 still", got)
 	}
-	WithRoom(NewRoom(0, 0))(&cfg)
+	WithRoom(0, 0)(&cfg)
 	if m := newMW(e.locks, nil, cfg); m.atOnce != nil || m.cfg.room.wait != nil {
-		t.Fatal("a Room of no places got default wait places")
+		t.Fatal("a room of no places got default wait places")
 	}
 }
 

@@ -48,7 +48,7 @@ func TestLoadConfigDefaults(t *testing.T) {
 
 // TestWaitRoomSizesAsynq: the waiting room defaults to twice
 // WORKER_CONCURRENCY; asynq takes both at once (each resource's share of it
-// is the middleware's Room's business).
+// is the middleware's room's business).
 func TestWaitRoomSizesAsynq(t *testing.T) {
 	for _, c := range []struct {
 		room              string
