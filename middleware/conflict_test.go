@@ -61,7 +61,7 @@ func TestPolicies(t *testing.T) {
 			}
 		}, true},
 		{"wait then requeue", Wait(200 * time.Millisecond), func(t *testing.T, err error, runs int, ev *events) {
-			if !errors.Is(err, ErrConflict) || !errors.Is(err, redlock.ErrLocked) || runs != 0 {
+			if !errors.Is(err, errConflict) || !errors.Is(err, redlock.ErrLocked) || runs != 0 {
 				t.Fatalf("err %v, runs %d; want a requeue", err, runs)
 			}
 			if errors.Is(err, context.DeadlineExceeded) {
@@ -75,7 +75,7 @@ func TestPolicies(t *testing.T) {
 			}
 		}, false},
 		{"requeue", Requeue(), func(t *testing.T, err error, runs int, ev *events) {
-			if !errors.Is(err, ErrConflict) || errors.Is(err, asynq.SkipRetry) || runs != 0 {
+			if !errors.Is(err, errConflict) || errors.Is(err, asynq.SkipRetry) || runs != 0 {
 				t.Fatalf("err %v, runs %d", err, runs)
 			}
 			if e, ok := ev.find(kindConflict, "requeue"); !ok || e.Policy != "requeue" {
@@ -91,7 +91,7 @@ func TestPolicies(t *testing.T) {
 			}
 		}, false},
 		{"fail", Fail(), func(t *testing.T, err error, runs int, ev *events) {
-			if !errors.Is(err, asynq.SkipRetry) || !errors.Is(err, ErrConflict) || runs != 0 {
+			if !errors.Is(err, asynq.SkipRetry) || !errors.Is(err, errConflict) || runs != 0 {
 				t.Fatalf("err %v, runs %d; want archived", err, runs)
 			}
 			if !strings.Contains(err.Error(), "stock:adjust") || !strings.Contains(err.Error(), "t1") {
@@ -160,7 +160,7 @@ func TestWaitersPerResourceAreBounded(t *testing.T) {
 	}
 	time.Sleep(200 * time.Millisecond) // both tasks are waiting
 	err = h.ProcessTask(ctx, adjust())
-	if !errors.Is(err, ErrConflict) {
+	if !errors.Is(err, errConflict) {
 		t.Fatalf("third task: %v, want an immediate requeue", err)
 	}
 	select {
@@ -169,7 +169,7 @@ func TestWaitersPerResourceAreBounded(t *testing.T) {
 	default:
 	}
 	for range 2 {
-		if err := <-waiting; !errors.Is(err, ErrConflict) {
+		if err := <-waiting; !errors.Is(err, errConflict) {
 			t.Fatalf("waiter: %v", err)
 		}
 	}
@@ -215,7 +215,7 @@ func TestConflictOnLastRetryIsNeverArchived(t *testing.T) {
 		rec := &recorder{}
 		h := Lock(e.locks, ByField("sku"), Requeue(), WithBroker(e.raw), withInspector(insp), withBackstop(200*time.Millisecond))(rec)
 		err := h.ProcessTask(ctx, adjust())
-		if !errors.Is(err, ErrConflict) || IsFailure(err) || errors.Is(err, asynq.RevokeTask) || errors.Is(err, asynq.SkipRetry) || rec.count() != 0 {
+		if !errors.Is(err, errConflict) || IsFailure(err) || errors.Is(err, asynq.RevokeTask) || errors.Is(err, asynq.SkipRetry) || rec.count() != 0 {
 			t.Fatalf("err %v, runs %d; want a conflict, the task parked", err, rec.count())
 		}
 		// As asynq archives it: its hash (read by the promotion) and what its
@@ -230,7 +230,7 @@ func TestConflictOnLastRetryIsNeverArchived(t *testing.T) {
 		err = h.ProcessTask(ctx, adjust())
 		e.raw.HSet(ctx, queuePrefix("critical")+"t:def", "state", "archived", "msg", "some failure")
 		insp.set("critical", "def", asynq.TaskStateArchived, "some failure")
-		if !errors.Is(err, ErrConflict) {
+		if !errors.Is(err, errConflict) {
 			t.Fatalf("second task: %v", err)
 		}
 		waitFor(t, "the parked task brought back from the archive", func() bool { return len(insp.runs()) > 0 })
@@ -250,7 +250,7 @@ func TestConflictOnLastRetryIsNeverArchived(t *testing.T) {
 		h := Lock(e.locks, ByField("sku"), Requeue(), WithBroker(dead), withInspector(insp),
 			withBackstop(200*time.Millisecond), WithLogger(slog.New(slog.DiscardHandler)))(&recorder{})
 		err := h.ProcessTask(ctx, adjust())
-		if !errors.Is(err, ErrConflict) || IsFailure(err) {
+		if !errors.Is(err, errConflict) || IsFailure(err) {
 			t.Fatalf("err %v; want a conflict", err)
 		}
 		insp.set("critical", "abc", asynq.TaskStateArchived, err.Error())
@@ -266,7 +266,7 @@ func TestConflictOnLastRetryIsNeverArchived(t *testing.T) {
 		tctx, cancel := context.WithTimeout(ctx, time.Second)
 		defer cancel()
 		err := h.ProcessTask(tctx, adjust())
-		if !errors.Is(err, ErrConflict) || IsFailure(err) || tctx.Err() != nil || rec.count() != 0 {
+		if !errors.Is(err, errConflict) || IsFailure(err) || tctx.Err() != nil || rec.count() != 0 {
 			t.Fatalf("err %v (deadline passed: %v), runs %d; want a conflict before the deadline", err, tctx.Err(), rec.count())
 		}
 	})
@@ -294,7 +294,7 @@ func TestQuorumLossNeverSkipsOrFails(t *testing.T) {
 	for i, p := range []Option{Skip(), Fail(), Requeue(), Wait(50 * time.Millisecond)} {
 		rec := &recorder{}
 		err := Lock(dead, ByField("sku"), p)(rec).ProcessTask(context.Background(), adjust())
-		if !errors.Is(err, ErrConflict) || !errors.Is(err, redlock.ErrQuorum) || errors.Is(err, asynq.SkipRetry) || IsFailure(err) || rec.count() != 0 {
+		if !errors.Is(err, errConflict) || !errors.Is(err, redlock.ErrQuorum) || errors.Is(err, asynq.SkipRetry) || IsFailure(err) || rec.count() != 0 {
 			t.Fatalf("policy %d with the quorum lost: %v (runs %d); want a requeue", i, err, rec.count())
 		}
 	}
@@ -307,7 +307,7 @@ func TestLockClientErrorsAreFailures(t *testing.T) {
 	withMeta(t, taskMeta{id: "t1", maxRetry: 3, known: true})
 	_ = e.locks.Close()
 	err := Lock(e.locks, ByField("sku"))(&recorder{}).ProcessTask(context.Background(), adjust())
-	if !errors.Is(err, redlock.ErrClosed) || errors.Is(err, ErrConflict) || !IsFailure(err) {
+	if !errors.Is(err, redlock.ErrClosed) || errors.Is(err, errConflict) || !IsFailure(err) {
 		t.Fatalf("closed client: %v; want a failure, not a conflict", err)
 	}
 }

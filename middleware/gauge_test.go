@@ -82,7 +82,7 @@ func TestParkedGaugeReturnsToZero(t *testing.T) {
 	e.raw.HSet(ctx, taskKey+"b", "state", "active")
 	rec := &recorder{}
 	err := h(rec).ProcessTask(context.WithValue(ctx, taskIDKey{}, "b"), adjust())
-	if !errors.Is(err, ErrConflict) {
+	if !errors.Is(err, errConflict) {
 		t.Fatalf("second task: %v, want parked", err)
 	}
 	if n, _ := g.read(); n != 1 {

@@ -169,8 +169,8 @@ func (r *taskRun) releaseOnPanic(ctx context.Context) {
 
 // badKey archives a task whose key cannot be derived, saying why.
 func (m *mw) badKey(t *asynq.Task, meta taskMeta, err error) error {
-	if !errors.Is(err, ErrBadKey) {
-		err = fmt.Errorf("%w: %w", ErrBadKey, err)
+	if !errors.Is(err, errBadKey) {
+		err = fmt.Errorf("%w: %w", errBadKey, err)
 	}
 	m.cfg.logger.Warn("task archived: bad lock key", "task_id", meta.id, "task_type", t.Type(), "err", err)
 	m.observe(Event{Kind: kindBadKey, TaskType: t.Type(), TaskID: meta.id, Err: err})

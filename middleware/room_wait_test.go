@@ -87,7 +87,7 @@ func TestWaitCapHoldsAcrossResources(t *testing.T) {
 		h := mws[i%2](&recorder{})
 		wg.Go(func() {
 			err := h.ProcessTask(ctx, task("stock:adjust", `{"sku":"`+sku+`"}`))
-			if errors.Is(err, ErrConflict) {
+			if errors.Is(err, errConflict) {
 				mu.Lock()
 				requeued[sku]++
 				mu.Unlock()
@@ -182,7 +182,7 @@ func TestParkedTaskWithoutRoomKeepsItsTurn(t *testing.T) {
 	withMeta(t, taskMeta{id: "t0", queue: queue, maxRetry: 3, known: true})
 	err = h.ProcessTask(ctx, task("stock:adjust", `{"sku":"HOT"}`))
 	var ce *conflictError
-	if !errors.As(err, &ce) || ce.nonce == "" || !errors.Is(err, ErrConflict) {
+	if !errors.As(err, &ce) || ce.nonce == "" || !errors.Is(err, errConflict) {
 		t.Fatalf("want a parked conflict carrying a nonce, got %v", err)
 	}
 	parked, err := parkedTasks(ctx, e.raw, queue)

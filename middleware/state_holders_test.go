@@ -122,8 +122,8 @@ func TestParkingLeavesHalfTheShareToPromotedTasks(t *testing.T) {
 				if !parking {
 					t.Fatalf("without parking a third task returned (%v) while 4 may wait", err)
 				}
-				if !errors.Is(err, ErrConflict) {
-					t.Fatalf("third task: %v, want parked (ErrConflict)", err)
+				if !errors.Is(err, errConflict) {
+					t.Fatalf("third task: %v, want parked (errConflict)", err)
 				}
 			case <-time.After(2 * time.Second):
 				if parking {

@@ -25,7 +25,7 @@ var (
 	sweepPages = 10                     // pages of 100, newest first
 )
 
-// parkedText is what a parked task's last error holds after ErrConflict's
+// parkedText is what a parked task's last error holds after errConflict's
 // text (or the outage's): the park's nonce follows (conflictError.Error).
 const parkedText = "task requeued (parked "
 
