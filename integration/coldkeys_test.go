@@ -63,7 +63,7 @@ func TestBareBrokerKeepsWorkersForColdKeys(t *testing.T) {
 	}
 	var def, control time.Duration
 	t.Run("default", func(t *testing.T) { def = coldDone(t) })
-	t.Run("control", func(t *testing.T) { control = coldDone(t, middleware.WithRoom(middleware.NewRoom(0, 0))) })
+	t.Run("control", func(t *testing.T) { control = coldDone(t, middleware.WithRoom(0, 0)) })
 	t.Logf("6 cold tasks done after %v by default, %v when busy tasks may wait in every worker", def, control)
 	if t.Failed() {
 		return

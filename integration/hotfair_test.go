@@ -50,7 +50,7 @@ func TestSeveralHotKeysKeepWorkersForCold(t *testing.T) {
 	}
 }
 
-// runHotFair runs the workload on two workers whose middleware has a Room
+// runHotFair runs the workload on two workers whose middleware has a room
 // of capSize wait places per worker, and returns the most tasks waiting at
 // once in one worker (its open wait spans) and the hot tasks' trips through asynq
 // (parks, requeues) per hot task.
@@ -64,11 +64,11 @@ func runHotFair(t *testing.T, nodes *redistest.Cluster, capSize int) (most int, 
 			"WORKER_CONCURRENCY": strconv.Itoa(hotFairConcurrency), "WORKER_WAIT_ROOM": strconv.Itoa(hotFairRoom),
 			"WORKER_TASK_CHECK_INTERVAL": "20ms",
 		}))
-		room := middleware.NewRoom(hotFairConcurrency, capSize)
+		room := middleware.WithRoom(hotFairConcurrency, capSize)
 		waits := &openWaits{peak: &peak}
 		tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(waits))
 		t.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
-		if err := w.Handle("stock:adjust", inv, middleware.ByField("sku"), middleware.WithRoom(room),
+		if err := w.Handle("stock:adjust", inv, middleware.ByField("sku"), room,
 			middleware.WithObserver(pc.observe), middleware.WithTracerProvider(tp)); err != nil {
 			t.Fatal(err)
 		}

@@ -143,7 +143,7 @@ func TestConflictWithMaxRetryZeroIsNotArchived(t *testing.T) {
 	insp := inspector(t, broker)
 	// Requeue: no task waits (a short wait would otherwise serve them all).
 	h := middleware.Lock(lockClient(t, nodes), middleware.ByField("sku"), middleware.WithObserver(obs),
-		middleware.WithPolicy(middleware.Requeue()),
+		middleware.Requeue(),
 		middleware.WithBroker(brokerClient(t, broker)))(inv)
 	startServer(t, broker, serverConfig(8), h)
 	adj := make([]adjustment, 24)

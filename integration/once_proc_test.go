@@ -263,7 +263,7 @@ func (ow *onceWorker) released(li middleware.LockInfo, d time.Duration) bool {
 
 // observeTask announces the re-deliveries the middleware skipped.
 func (ow *onceWorker) observeTask(e middleware.Event) {
-	if e.Kind == middleware.EventRedeliverySkipped {
+	if e.Kind == "redelivery_skipped" {
 		ow.emit(workerEvent{Event: "skipped", Value: e.TaskID})
 	}
 }

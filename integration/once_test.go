@@ -73,7 +73,7 @@ func (h *counting) tally() (ran, extra int) {
 type skipCount struct{ n atomic.Int32 }
 
 func (s *skipCount) observe(e middleware.Event) {
-	if e.Kind == middleware.EventRedeliverySkipped {
+	if e.Kind == "redelivery_skipped" {
 		s.n.Add(1)
 	}
 }

@@ -134,7 +134,7 @@ func TestParkedMaxRetryZeroTasks(t *testing.T) {
 	insp := inspector(t, broker)
 	for range 2 {
 		h := middleware.Lock(lockClient(t, nodes, redlock.WithNodeTimeout(time.Second)), middleware.ByField("sku"), middleware.WithObserver(pc.observe),
-			middleware.WithBroker(brokerClient(t, broker)), middleware.WithRoom(middleware.NewRoom(0, 3)))(inv)
+			middleware.WithBroker(brokerClient(t, broker)), middleware.WithRoom(0, 3))(inv)
 		startServer(t, broker, serverConfig(8), h)
 	}
 	adj := make([]adjustment, 60)
@@ -168,7 +168,7 @@ func TestStalePromotionDoesNotRerunCompletedTask(t *testing.T) {
 	// Records off: the stale record must keep the task from running by
 	// itself, and the control's RunTask would otherwise find the task's
 	// completion record and be skipped (TestOnceAcrossABrokerOutage).
-	h := middleware.Lock(locks, middleware.ByType(), middleware.WithPolicy(middleware.Requeue()),
+	h := middleware.Lock(locks, middleware.ByType(), middleware.Requeue(),
 		middleware.WithBroker(brokerClient(t, broker)), middleware.WithCompletionWindow(0))(
 		asynq.HandlerFunc(func(ctx context.Context, tk *asynq.Task) error {
 			id, _ := asynq.GetTaskID(ctx)

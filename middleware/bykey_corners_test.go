@@ -104,7 +104,7 @@ var byFieldCases = []struct{ path, payload string }{
 
 // checkByField asserts that ByField answers exactly like decoding the whole
 // payload with encoding/json and walking the path: the same key, or an
-// ErrBadKey error where the reference finds no usable key.
+// errBadKey error where the reference finds no usable key.
 func checkByField(t *testing.T, path, payload string) {
 	t.Helper()
 	parts := strings.Split(path, ".")
@@ -116,8 +116,8 @@ func checkByField(t *testing.T, path, payload string) {
 	switch {
 	case wantOK && (err != nil || got != want):
 		t.Fatalf("ByField(%q) on %q = %q, %v; encoding/json says %q", path, payload, got, err, want)
-	case !wantOK && (!errors.Is(err, ErrBadKey) || got != ""):
-		t.Fatalf("ByField(%q) on %q = %q, %v; want an ErrBadKey error", path, payload, got, err)
+	case !wantOK && (!errors.Is(err, errBadKey) || got != ""):
+		t.Fatalf("ByField(%q) on %q = %q, %v; want an errBadKey error", path, payload, got, err)
 	}
 }
 

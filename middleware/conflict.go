@@ -37,7 +37,7 @@ func (r *taskRun) conflict(ctx context.Context, cause error) (*redlock.Lock, err
 		action = actRequeue // no holder known: an outage drops no task
 	}
 	if action == actSkip || action == actFail {
-		m.observe(r.lockEvent(EventConflict, action, cause))
+		m.observe(r.lockEvent(kindConflict, action, cause))
 	}
 	switch {
 	case action == actSkip:
@@ -57,7 +57,7 @@ func (r *taskRun) conflict(ctx context.Context, cause error) (*redlock.Lock, err
 	}
 	switch {
 	case !r.meta.budgetSpent():
-		m.observe(r.lockEvent(EventConflict, actRequeue, cause))
+		m.observe(r.lockEvent(kindConflict, actRequeue, cause))
 		r.log.Debug("task requeued: resource busy", "cause", cause)
 		return nil, busy
 	case canPark: // asynq archives it: parked at the head of its FIFO there
@@ -71,7 +71,7 @@ func (r *taskRun) conflict(ctx context.Context, cause error) (*redlock.Lock, err
 func (r *taskRun) waitLastRetry(ctx context.Context, cause error) (*redlock.Lock, error) {
 	r.place.drop()
 	lock, err := r.m.waitRounds(ctx, r.res, math.MaxInt64, r.opts) // one round, to the deadline
-	r.m.observe(r.lockEvent(EventConflict, "wait-exhausted-budget", errors.Join(cause, err)))
+	r.m.observe(r.lockEvent(kindConflict, "wait-exhausted-budget", errors.Join(cause, err)))
 	if err != nil {
 		r.log.Warn("busy task on its last retry could not get its lock before its deadline: "+
 			"asynq archives it (WithBroker parks it instead)", "err", err)
@@ -90,7 +90,7 @@ func (r *taskRun) parked(ctx context.Context, cause error, nonce string, fifo in
 	if meta.budgetSpent() {
 		m.reviveLater(meta.queue, r.res, meta.id, nonce, backstop, fifo > 0)
 	}
-	ev := r.lockEvent(EventConflict, "park", cause)
+	ev := r.lockEvent(kindConflict, "park", cause)
 	ev.Parked = fifo
 	m.observe(ev)
 	if trace.SpanFromContext(ctx).IsRecording() { // the attributes cost allocations
@@ -123,7 +123,7 @@ func (r *taskRun) waitParked(ctx context.Context) (*redlock.Lock, error) {
 	if r.meta.budgetSpent() {
 		return nil, r.reparkFirst(ctx, err) // a requeue would archive it
 	}
-	m.observe(r.lockEvent(EventConflict, actRequeue, err))
+	m.observe(r.lockEvent(kindConflict, actRequeue, err))
 	r.log.Debug("task requeued: parked once already and its resource stayed busy", "cause", err)
 	return nil, &conflictError{resource: r.res, cause: err, delay: m.delay(r.res)}
 }
@@ -180,9 +180,10 @@ func (m *mw) reviveLater(queue, res, id, nonce string, d time.Duration, recorded
 	time.AfterFunc(d, try)
 }
 
-// Policy decides what happens to a task whose resource is held by another.
-type Policy struct {
-	action string // actRequeue, actSkip or actFail, as events name it; "" is unset
+// policy decides what happens to a task whose resource is held by another:
+// the options Wait, Requeue, Skip and Fail set it (the last one given wins).
+type policy struct {
+	action string // actRequeue, actSkip or actFail, as events name it
 	wait   time.Duration
 }
 
@@ -197,33 +198,36 @@ const (
 // the resource changed hands meanwhile (a queue of waiters is being served):
 // then the wait is renewed, up to 15 times max; a holder that stays put
 // gets the waiter requeued after 2×max (with WithBroker; 5×max without).
-func Wait(max time.Duration) Policy { return Policy{action: actRequeue, wait: max} }
+func Wait(max time.Duration) Option { return withPolicy(policy{action: actRequeue, wait: max}) }
 
 // Requeue returns the task to asynq at once, to be retried after a short
 // jittered delay without consuming its retry budget (see IsFailure and
 // RetryDelay).
-func Requeue() Policy { return Policy{action: actRequeue} }
+func Requeue() Option { return withPolicy(policy{action: actRequeue}) }
 
 // Skip completes the task without running it (logged and observed).
-func Skip() Policy { return Policy{action: actSkip} }
+func Skip() Option { return withPolicy(policy{action: actSkip}) }
 
 // Fail archives the task with asynq.SkipRetry.
-func Fail() Policy { return Policy{action: actFail} }
+func Fail() Option { return withPolicy(policy{action: actFail}) }
 
-func (p Policy) name() string {
+func withPolicy(p policy) Option { return func(c *config) { c.policy = p } }
+
+// name names the policy in events and logs.
+func (p policy) name() string {
 	if p.wait > 0 {
 		return "wait"
 	}
 	return p.action
 }
 
-func (r *taskRun) event(kind EventKind, err error) Event {
+func (r *taskRun) event(kind string, err error) Event {
 	return Event{Kind: kind, TaskType: r.t.Type(), TaskID: r.meta.id, Resource: r.res, Err: err}
 }
 
 // lockEvent returns an event about getting the lock (acquired, or a conflict
 // and its action), with the policy and the time since the run asked for it.
-func (r *taskRun) lockEvent(kind EventKind, action string, err error) Event {
+func (r *taskRun) lockEvent(kind string, action string, err error) Event {
 	ev := r.event(kind, err)
 	ev.Policy, ev.Action, ev.Wait = r.m.cfg.policy.name(), action, time.Since(r.start)
 	return ev
@@ -235,7 +239,7 @@ func (r *taskRun) observeAcquired(waited bool, released time.Time) {
 	if r.m.cfg.observer == nil {
 		return
 	}
-	ev := r.lockEvent(EventAcquired, "", nil)
+	ev := r.lockEvent(kindAcquired, "", nil)
 	if waited {
 		ev.Handover = "remote"
 		if !released.IsZero() && time.Since(released) < localHandover {

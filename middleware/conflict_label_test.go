@@ -24,7 +24,7 @@ func TestConflictErrorTellsOutageFromBusy(t *testing.T) {
 		}
 	}
 	for _, e := range []error{outage, busy, both} {
-		if !errors.Is(e, ErrConflict) || IsFailure(e) {
+		if !errors.Is(e, errConflict) || IsFailure(e) {
 			t.Errorf("%v: not a conflict", e)
 		}
 	}

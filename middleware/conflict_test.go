@@ -48,7 +48,7 @@ func TestPolicies(t *testing.T) {
 	ctx := context.Background()
 	cases := []struct {
 		name    string
-		policy  Policy
+		policy  Option
 		check   func(t *testing.T, err error, runs int, ev *events)
 		release bool // the competitor releases once the task waits (else never)
 	}{
@@ -56,12 +56,12 @@ func TestPolicies(t *testing.T) {
 			if err != nil || runs != 1 {
 				t.Fatalf("err %v, runs %d; want the task run once after the release", err, runs)
 			}
-			if e, ok := ev.find(EventAcquired, ""); !ok || e.Handover == "" {
+			if e, ok := ev.find(kindAcquired, ""); !ok || e.Handover == "" {
 				t.Fatalf("acquired event %+v: the task did not wait for the holder", e)
 			}
 		}, true},
 		{"wait then requeue", Wait(200 * time.Millisecond), func(t *testing.T, err error, runs int, ev *events) {
-			if !errors.Is(err, ErrConflict) || !errors.Is(err, redlock.ErrLocked) || runs != 0 {
+			if !errors.Is(err, errConflict) || !errors.Is(err, redlock.ErrLocked) || runs != 0 {
 				t.Fatalf("err %v, runs %d; want a requeue", err, runs)
 			}
 			if errors.Is(err, context.DeadlineExceeded) {
@@ -75,10 +75,10 @@ func TestPolicies(t *testing.T) {
 			}
 		}, false},
 		{"requeue", Requeue(), func(t *testing.T, err error, runs int, ev *events) {
-			if !errors.Is(err, ErrConflict) || errors.Is(err, asynq.SkipRetry) || runs != 0 {
+			if !errors.Is(err, errConflict) || errors.Is(err, asynq.SkipRetry) || runs != 0 {
 				t.Fatalf("err %v, runs %d", err, runs)
 			}
-			if e, ok := ev.find(EventConflict, "requeue"); !ok || e.Policy != "requeue" {
+			if e, ok := ev.find(kindConflict, "requeue"); !ok || e.Policy != "requeue" {
 				t.Fatalf("no requeue conflict event: %+v", e)
 			}
 		}, false},
@@ -86,12 +86,12 @@ func TestPolicies(t *testing.T) {
 			if err != nil || runs != 0 {
 				t.Fatalf("err %v, runs %d; want completed without running", err, runs)
 			}
-			if _, ok := ev.find(EventConflict, "skip"); !ok {
+			if _, ok := ev.find(kindConflict, "skip"); !ok {
 				t.Fatal("no skip event")
 			}
 		}, false},
 		{"fail", Fail(), func(t *testing.T, err error, runs int, ev *events) {
-			if !errors.Is(err, asynq.SkipRetry) || !errors.Is(err, ErrConflict) || runs != 0 {
+			if !errors.Is(err, asynq.SkipRetry) || !errors.Is(err, errConflict) || runs != 0 {
 				t.Fatalf("err %v, runs %d; want archived", err, runs)
 			}
 			if !strings.Contains(err.Error(), "stock:adjust") || !strings.Contains(err.Error(), "t1") {
@@ -115,7 +115,7 @@ func TestPolicies(t *testing.T) {
 				}
 				return nil
 			}}
-			m, h := lockMW(t, e.locks, ByField("sku"), rec, WithPolicy(tc.policy), WithObserver(ev.add))
+			m, h := lockMW(t, e.locks, ByField("sku"), rec, tc.policy, WithObserver(ev.add))
 			if tc.release {
 				go func() {
 					for deadline := time.Now().Add(10 * time.Second); m.stateOf(res).waiters == 0 && time.Now().Before(deadline); {
@@ -142,7 +142,7 @@ func TestWaitersPerResourceAreBounded(t *testing.T) {
 	e := newEnv(t)
 	withMeta(t, taskMeta{id: "t1", maxRetry: 3, known: true})
 	rec := &recorder{fn: func(context.Context) error { time.Sleep(400 * time.Millisecond); return nil }}
-	h := Lock(e.locks, ByField("sku"), WithPolicy(Wait(time.Second)))(rec)
+	h := Lock(e.locks, ByField("sku"), Wait(time.Second))(rec)
 	if err := h.ProcessTask(ctx, adjust()); err != nil { // measures a 400ms hold
 		t.Fatal(err)
 	}
@@ -160,7 +160,7 @@ func TestWaitersPerResourceAreBounded(t *testing.T) {
 	}
 	time.Sleep(200 * time.Millisecond) // both tasks are waiting
 	err = h.ProcessTask(ctx, adjust())
-	if !errors.Is(err, ErrConflict) {
+	if !errors.Is(err, errConflict) {
 		t.Fatalf("third task: %v, want an immediate requeue", err)
 	}
 	select {
@@ -169,7 +169,7 @@ func TestWaitersPerResourceAreBounded(t *testing.T) {
 	default:
 	}
 	for range 2 {
-		if err := <-waiting; !errors.Is(err, ErrConflict) {
+		if err := <-waiting; !errors.Is(err, errConflict) {
 			t.Fatalf("waiter: %v", err)
 		}
 	}
@@ -182,7 +182,7 @@ func TestShortWaitPastTheBound(t *testing.T) {
 	ctx := context.Background()
 	e, held := busyEnv(t, taskMeta{id: "t1", maxRetry: 3, known: true})
 	rec := &recorder{}
-	h := Lock(e.locks, ByField("sku"), WithPolicy(Wait(10*time.Second)))(rec)
+	h := Lock(e.locks, ByField("sku"), Wait(10*time.Second))(rec)
 	done := make(chan error, 3)
 	for range 3 {
 		go func() { done <- h.ProcessTask(ctx, adjust()) }()
@@ -213,9 +213,9 @@ func TestConflictOnLastRetryIsNeverArchived(t *testing.T) {
 		e, _ := busyEnv(t, taskMeta{id: "abc", queue: "critical", retried: 2, maxRetry: 2, known: true})
 		insp := &fakeInspector{}
 		rec := &recorder{}
-		h := Lock(e.locks, ByField("sku"), WithPolicy(Requeue()), WithBroker(e.raw), withInspector(insp), withBackstop(200*time.Millisecond))(rec)
+		h := Lock(e.locks, ByField("sku"), Requeue(), WithBroker(e.raw), withInspector(insp), withBackstop(200*time.Millisecond))(rec)
 		err := h.ProcessTask(ctx, adjust())
-		if !errors.Is(err, ErrConflict) || IsFailure(err) || errors.Is(err, asynq.RevokeTask) || errors.Is(err, asynq.SkipRetry) || rec.count() != 0 {
+		if !errors.Is(err, errConflict) || IsFailure(err) || errors.Is(err, asynq.RevokeTask) || errors.Is(err, asynq.SkipRetry) || rec.count() != 0 {
 			t.Fatalf("err %v, runs %d; want a conflict, the task parked", err, rec.count())
 		}
 		// As asynq archives it: its hash (read by the promotion) and what its
@@ -230,7 +230,7 @@ func TestConflictOnLastRetryIsNeverArchived(t *testing.T) {
 		err = h.ProcessTask(ctx, adjust())
 		e.raw.HSet(ctx, queuePrefix("critical")+"t:def", "state", "archived", "msg", "some failure")
 		insp.set("critical", "def", asynq.TaskStateArchived, "some failure")
-		if !errors.Is(err, ErrConflict) {
+		if !errors.Is(err, errConflict) {
 			t.Fatalf("second task: %v", err)
 		}
 		waitFor(t, "the parked task brought back from the archive", func() bool { return len(insp.runs()) > 0 })
@@ -247,10 +247,10 @@ func TestConflictOnLastRetryIsNeverArchived(t *testing.T) {
 		dead := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", MaxRetries: -1})
 		t.Cleanup(func() { _ = dead.Close() })
 		insp := &fakeInspector{}
-		h := Lock(e.locks, ByField("sku"), WithPolicy(Requeue()), WithBroker(dead), withInspector(insp),
+		h := Lock(e.locks, ByField("sku"), Requeue(), WithBroker(dead), withInspector(insp),
 			withBackstop(200*time.Millisecond), WithLogger(slog.New(slog.DiscardHandler)))(&recorder{})
 		err := h.ProcessTask(ctx, adjust())
-		if !errors.Is(err, ErrConflict) || IsFailure(err) {
+		if !errors.Is(err, errConflict) || IsFailure(err) {
 			t.Fatalf("err %v; want a conflict", err)
 		}
 		insp.set("critical", "abc", asynq.TaskStateArchived, err.Error())
@@ -262,11 +262,11 @@ func TestConflictOnLastRetryIsNeverArchived(t *testing.T) {
 	t.Run("a wait ends before the deadline with a conflict", func(t *testing.T) {
 		e, _ := busyEnv(t, taskMeta{id: "abc", retried: 0, maxRetry: 5, known: true})
 		rec := &recorder{}
-		h := Lock(e.locks, ByField("sku"), WithPolicy(Wait(10*time.Second)))(rec)
+		h := Lock(e.locks, ByField("sku"), Wait(10*time.Second))(rec)
 		tctx, cancel := context.WithTimeout(ctx, time.Second)
 		defer cancel()
 		err := h.ProcessTask(tctx, adjust())
-		if !errors.Is(err, ErrConflict) || IsFailure(err) || tctx.Err() != nil || rec.count() != 0 {
+		if !errors.Is(err, errConflict) || IsFailure(err) || tctx.Err() != nil || rec.count() != 0 {
 			t.Fatalf("err %v (deadline passed: %v), runs %d; want a conflict before the deadline", err, tctx.Err(), rec.count())
 		}
 	})
@@ -274,7 +274,7 @@ func TestConflictOnLastRetryIsNeverArchived(t *testing.T) {
 		e, held := busyEnv(t, taskMeta{id: "abc", retried: 3, maxRetry: 3, known: true})
 		time.AfterFunc(300*time.Millisecond, func() { _ = held.Release(ctx) })
 		rec := &recorder{}
-		h := Lock(e.locks, ByField("sku"), WithPolicy(Requeue()))(rec)
+		h := Lock(e.locks, ByField("sku"), Requeue())(rec)
 		if err := h.ProcessTask(ctx, adjust()); err != nil || rec.count() != 1 {
 			t.Fatalf("err %v, runs %d; want the task run once the lock was free", err, rec.count())
 		}
@@ -291,11 +291,11 @@ func TestQuorumLossNeverSkipsOrFails(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer dead.Close()
-	for _, p := range []Policy{Skip(), Fail(), Requeue(), Wait(50 * time.Millisecond)} {
+	for i, p := range []Option{Skip(), Fail(), Requeue(), Wait(50 * time.Millisecond)} {
 		rec := &recorder{}
-		err := Lock(dead, ByField("sku"), WithPolicy(p))(rec).ProcessTask(context.Background(), adjust())
-		if !errors.Is(err, ErrConflict) || !errors.Is(err, redlock.ErrQuorum) || errors.Is(err, asynq.SkipRetry) || IsFailure(err) || rec.count() != 0 {
-			t.Fatalf("%v with the quorum lost: %v (runs %d); want a requeue", p, err, rec.count())
+		err := Lock(dead, ByField("sku"), p)(rec).ProcessTask(context.Background(), adjust())
+		if !errors.Is(err, errConflict) || !errors.Is(err, redlock.ErrQuorum) || errors.Is(err, asynq.SkipRetry) || IsFailure(err) || rec.count() != 0 {
+			t.Fatalf("policy %d with the quorum lost: %v (runs %d); want a requeue", i, err, rec.count())
 		}
 	}
 }
@@ -307,7 +307,7 @@ func TestLockClientErrorsAreFailures(t *testing.T) {
 	withMeta(t, taskMeta{id: "t1", maxRetry: 3, known: true})
 	_ = e.locks.Close()
 	err := Lock(e.locks, ByField("sku"))(&recorder{}).ProcessTask(context.Background(), adjust())
-	if !errors.Is(err, redis.ErrClosed) || errors.Is(err, ErrConflict) || !IsFailure(err) {
+	if !errors.Is(err, redis.ErrClosed) || errors.Is(err, errConflict) || !IsFailure(err) {
 		t.Fatalf("closed client: %v; want a failure, not a conflict", err)
 	}
 }

@@ -19,10 +19,10 @@
 // cancelled with redlock.ErrLockLost if the lock is lost; [LockFromContext]
 // reads it) and releases it once the handler has returned.
 //
-// When another task holds the resource, the [Policy] decides: [Wait] (the
+// When another task holds the resource, an option decides: [Wait] (the
 // default, 2s), [Requeue], [Skip] or [Fail]; a conflict never consumes the
-// task's retry budget. A task whose key cannot be derived is archived with
-// [ErrBadKey]. The behaviour in depth (waiting, parking and promotion of hot
-// resources, last retries, rollback, progress mode) is in
-// docs/guide/MIDDLEWARE.md and docs/guide/HOTKEYS.md.
+// task's retry budget. A task whose key cannot be derived is archived
+// (asynq.SkipRetry) with the reason. The behaviour in depth (waiting,
+// parking and promotion of hot resources, last retries, rollback, progress
+// mode) is in docs/guide/MIDDLEWARE.md and docs/guide/HOTKEYS.md.
 package middleware

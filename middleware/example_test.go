@@ -41,7 +41,7 @@ func ExampleLock() {
 	mux := asynq.NewServeMux()
 	mux.Use(middleware.Lock(locks, middleware.ByField("sku"),
 		middleware.WithTTL(30*time.Second),
-		middleware.WithPolicy(middleware.Wait(2*time.Second)),
+		middleware.Wait(2*time.Second),
 		middleware.WithRollback(func(ctx context.Context, t *asynq.Task, cause error) error {
 			return nil // undo partial work here; runs while the lock is held
 		}),
@@ -129,11 +129,11 @@ func ExampleWithRollback() {
 // busy lock wait in the room's 16 wait places, while at most 8 tasks try for
 // their locks or run at once. Handlers without a lock take run places too:
 // their middleware's key is empty.
-func ExampleNewRoom() {
+func ExampleWithRoom() {
 	locks, stop := lockNodes()
 	defer stop()
 	const running, waiting = 8, 16
-	room := middleware.NewRoom(running, waiting)
+	room := middleware.WithRoom(running, waiting)
 	stock := asynq.HandlerFunc(func(ctx context.Context, t *asynq.Task) error {
 		li, _ := middleware.LockFromContext(ctx)
 		fmt.Println("adjusting under", li.Resource)
@@ -141,8 +141,8 @@ func ExampleNewRoom() {
 	})
 	noLock := func(context.Context, *asynq.Task) (string, error) { return "", nil }
 	mux := asynq.NewServeMux()
-	mux.Handle("stock:adjust", middleware.Lock(locks, middleware.ByField("sku"), middleware.WithRoom(room))(stock))
-	mux.Handle("report:daily", middleware.Lock(locks, noLock, middleware.WithRoom(room))(asynq.HandlerFunc(func(context.Context, *asynq.Task) error {
+	mux.Handle("stock:adjust", middleware.Lock(locks, middleware.ByField("sku"), room)(stock))
+	mux.Handle("report:daily", middleware.Lock(locks, noLock, room)(asynq.HandlerFunc(func(context.Context, *asynq.Task) error {
 		fmt.Println("report, unlocked")
 		return nil
 	})))

@@ -37,9 +37,9 @@ func (g *gauge) observe(e Event) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	switch {
-	case e.Kind == EventConflict && e.Action == "park", e.Kind == EventParked:
+	case e.Kind == kindConflict && e.Action == "park", e.Kind == kindParked:
 		g.last[e.Resource] = e.Parked
-	case e.Kind == EventPromoted:
+	case e.Kind == kindPromoted:
 		g.last[e.Resource] = e.Parked
 		g.promoted = append(g.promoted, e)
 	}
@@ -82,7 +82,7 @@ func TestParkedGaugeReturnsToZero(t *testing.T) {
 	e.raw.HSet(ctx, taskKey+"b", "state", "active")
 	rec := &recorder{}
 	err := h(rec).ProcessTask(context.WithValue(ctx, taskIDKey{}, "b"), adjust())
-	if !errors.Is(err, ErrConflict) {
+	if !errors.Is(err, errConflict) {
 		t.Fatalf("second task: %v, want parked", err)
 	}
 	if n, _ := g.read(); n != 1 {

@@ -259,7 +259,7 @@ func (e *events) add(ev Event) {
 	e.mu.Unlock()
 }
 
-func (e *events) find(kind EventKind, action string) (Event, bool) {
+func (e *events) find(kind string, action string) (Event, bool) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	for _, ev := range e.ev {

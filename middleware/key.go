@@ -20,8 +20,8 @@ import (
 // of your own that returns "" to run such tasks unlocked.
 type KeyFunc func(ctx context.Context, t *asynq.Task) (string, error)
 
-// ErrBadKey marks a task whose lock key cannot be derived.
-var ErrBadKey = errors.New("middleware: cannot derive the task's lock key")
+// errBadKey marks a task whose lock key cannot be derived.
+var errBadKey = errors.New("middleware: cannot derive the task's lock key")
 
 // ByType locks on the task type: one task of each type at a time, or with
 // WithLimit(n) at most n, across every worker and process.
@@ -48,17 +48,17 @@ func ByField(path string) KeyFunc {
 			var obj map[string]json.RawMessage
 			if err := json.Unmarshal(raw, &obj); err != nil || obj == nil {
 				if i == 0 && !json.Valid(raw) {
-					return "", fmt.Errorf("%w: field %q: payload is not valid JSON: %v", ErrBadKey, path, err)
+					return "", fmt.Errorf("%w: field %q: payload is not valid JSON: %v", errBadKey, path, err)
 				}
 				where := strings.Join(parts[:i], ".")
 				if i == 0 {
 					where = "the payload"
 				}
-				return "", fmt.Errorf("%w: field %q: %q is not a JSON object", ErrBadKey, path, where)
+				return "", fmt.Errorf("%w: field %q: %q is not a JSON object", errBadKey, path, where)
 			}
 			v, ok := obj[p]
 			if !ok {
-				return "", fmt.Errorf("%w: field %q is missing from the payload", ErrBadKey, path)
+				return "", fmt.Errorf("%w: field %q is missing from the payload", errBadKey, path)
 			}
 			raw = v
 		}
@@ -74,15 +74,15 @@ func scalarKey(path string, raw json.RawMessage) (string, error) {
 		var s string
 		_ = json.Unmarshal(raw, &s) // a valid string: it cannot fail
 		if s == "" {
-			return "", fmt.Errorf("%w: field %q is an empty string", ErrBadKey, path)
+			return "", fmt.Errorf("%w: field %q is an empty string", errBadKey, path)
 		}
 		return s, nil
 	case string(raw) == "null":
-		return "", fmt.Errorf("%w: field %q is null", ErrBadKey, path)
+		return "", fmt.Errorf("%w: field %q is null", errBadKey, path)
 	case raw[0] == '{':
-		return "", fmt.Errorf("%w: field %q is a JSON object, not a string, number or boolean", ErrBadKey, path)
+		return "", fmt.Errorf("%w: field %q is a JSON object, not a string, number or boolean", errBadKey, path)
 	case raw[0] == '[':
-		return "", fmt.Errorf("%w: field %q is a JSON array, not a string, number or boolean", ErrBadKey, path)
+		return "", fmt.Errorf("%w: field %q is a JSON array, not a string, number or boolean", errBadKey, path)
 	}
 	return string(raw), nil // a number or a boolean, as written
 }

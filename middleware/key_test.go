@@ -40,8 +40,8 @@ func TestByField(t *testing.T) {
 	}
 	for _, b := range bad {
 		_, err := ByField(b.path)(ctx, task("t", b.payload))
-		if !errors.Is(err, ErrBadKey) || !strings.Contains(err.Error(), b.want) {
-			t.Errorf("ByField(%q) on %s: %v, want ErrBadKey mentioning %q", b.path, b.payload, err, b.want)
+		if !errors.Is(err, errBadKey) || !strings.Contains(err.Error(), b.want) {
+			t.Errorf("ByField(%q) on %s: %v, want errBadKey mentioning %q", b.path, b.payload, err, b.want)
 		}
 	}
 }
@@ -68,8 +68,8 @@ func TestBadKeyArchivesWithReason(t *testing.T) {
 	rec := &recorder{}
 	h := Lock(e.locks, ByField("sku"), WithObserver(ev.add))(rec)
 	err := h.ProcessTask(context.Background(), task("stock:adjust", `{"qty":1}`))
-	if !errors.Is(err, asynq.SkipRetry) || !errors.Is(err, ErrBadKey) {
-		t.Fatalf("err %v, want SkipRetry and ErrBadKey", err)
+	if !errors.Is(err, asynq.SkipRetry) || !errors.Is(err, errBadKey) {
+		t.Fatalf("err %v, want SkipRetry and errBadKey", err)
 	}
 	for _, want := range []string{"stock:adjust", "task-77", `"sku"`} {
 		if !strings.Contains(err.Error(), want) {
@@ -79,7 +79,7 @@ func TestBadKeyArchivesWithReason(t *testing.T) {
 	if rec.count() != 0 {
 		t.Fatal("handler ran without a key")
 	}
-	if _, ok := ev.find(EventBadKey, ""); !ok {
+	if _, ok := ev.find(kindBadKey, ""); !ok {
 		t.Fatal("no bad-key event")
 	}
 }

@@ -31,7 +31,7 @@ func TestLimitRunsUpToNTasksOfAKey(t *testing.T) {
 			return ctx.Err()
 		}
 	})
-	_, wrapped := lockMW(t, e.locks, ByType(), h, WithLimit(n), WithTTL(5*time.Second), WithPolicy(Wait(time.Minute)))
+	_, wrapped := lockMW(t, e.locks, ByType(), h, WithLimit(n), WithTTL(5*time.Second), Wait(time.Minute))
 	errs := make(chan error, tasks)
 	var wg sync.WaitGroup
 	for range tasks {

@@ -70,7 +70,7 @@ func newMW(client *redlock.Client, key KeyFunc, cfg config) *mw {
 	m := &mw{client: client, key: key, cfg: cfg, res: make(map[string]*resState), holds: &holdTable{seed: maphash.MakeSeed()},
 		keepAfter: keepAfterOf(cfg.ttl), tracer: cfg.tracer()}
 	if cfg.room == nil { // the default room: a share of two per resource
-		m.cfg.room = &Room{maxWaiters: defaultMaxWaiters}
+		m.cfg.room = &room{maxWaiters: defaultMaxWaiters}
 		if cfg.broker != nil {
 			m.cfg.room.wait = newWaitCap(1)
 			m.atOnce = m.cfg.room.wait
@@ -166,11 +166,11 @@ func (r *taskRun) releaseOnPanic(ctx context.Context) {
 
 // badKey archives a task whose key cannot be derived, saying why.
 func (m *mw) badKey(t *asynq.Task, meta taskMeta, err error) error {
-	if !errors.Is(err, ErrBadKey) {
-		err = fmt.Errorf("%w: %w", ErrBadKey, err)
+	if !errors.Is(err, errBadKey) {
+		err = fmt.Errorf("%w: %w", errBadKey, err)
 	}
 	m.cfg.logger.Warn("task archived: bad lock key", "task_id", meta.id, "task_type", t.Type(), "err", err)
-	m.observe(Event{Kind: EventBadKey, TaskType: t.Type(), TaskID: meta.id, Err: err})
+	m.observe(Event{Kind: kindBadKey, TaskType: t.Type(), TaskID: meta.id, Err: err})
 	return fmt.Errorf("task %s (id %s): %w: %w", t.Type(), meta.id, err, asynq.SkipRetry)
 }
 

@@ -101,7 +101,7 @@ func (r *taskRun) skipCompleted(ctx context.Context) bool {
 			r.log.Debug("skip not written to the task's result", "err", err)
 		}
 	}
-	r.m.observe(r.event(EventRedeliverySkipped, nil))
+	r.m.observe(r.event(kindRedeliverySkipped, nil))
 	taskEvent(ctx, eventSkipped, attrResource.String(r.res))
 	r.release(ctx)
 	return true

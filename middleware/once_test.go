@@ -48,7 +48,7 @@ func TestRedeliveryOfACompletedTaskIsSkipped(t *testing.T) {
 		if rec.count() != want {
 			t.Fatalf("window %v: %d runs of one task delivered twice, want %d", window, rec.count(), want)
 		}
-		_, skipped := evs.find(EventRedeliverySkipped, "")
+		_, skipped := evs.find(kindRedeliverySkipped, "")
 		if skipped != (window > 0) {
 			t.Fatalf("window %v: skip reported %v", window, skipped)
 		}

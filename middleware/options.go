@@ -36,8 +36,8 @@ type taskInspector interface {
 type config struct {
 	ttl             time.Duration
 	shared          bool
-	policy          Policy
-	limit           int // WithLimit's n: holders of one resource at once
+	policy          policy // Wait, Requeue, Skip or Fail; default Wait(2s)
+	limit           int    // WithLimit's n: holders of one resource at once
 	lockOpts        []redlock.LockOption
 	progress        time.Duration
 	rollback        func(ctx context.Context, t *asynq.Task, cause error) error
@@ -47,7 +47,7 @@ type config struct {
 	backstop        time.Duration // a fixed park backstop; 0 (no option sets it): from measured hold times
 	logger          *slog.Logger
 	observer        func(Event)
-	room            *Room // the places to run and to wait (WithRoom); nil: the default (newMW)
+	room            *room // the places to run and to wait (WithRoom); nil: the default (newMW)
 	tracerProvider  trace.TracerProvider
 	window          time.Duration // completion records kept this long; 0: none (once.go)
 	err             error         // a refused option
@@ -56,7 +56,7 @@ type config struct {
 func defaultConfig() config {
 	return config{
 		ttl:             defaultTTL,
-		policy:          Wait(defaultWait),
+		policy:          policy{action: actRequeue, wait: defaultWait},
 		limit:           1,
 		rollbackTimeout: defaultRollbackTimeout,
 		window:          defaultWindow,
@@ -69,8 +69,6 @@ func (c *config) validate() error {
 		return c.err
 	case c.ttl <= 0:
 		return fmt.Errorf("middleware: lock TTL must be positive, got %v", c.ttl)
-	case c.policy.action == "":
-		return errors.New("middleware: conflict policy is not set (use Wait, Requeue, Skip or Fail)")
 	case c.policy.wait < 0:
 		return fmt.Errorf("middleware: wait bound must not be negative, got %v", c.policy.wait)
 	case c.limit < 1 || c.limit > lockutil.MaxLimit:
@@ -105,10 +103,6 @@ func WithLockOptions(opts ...redlock.LockOption) Option {
 // instead of "task:<type>:<key>"), so that tasks of different types with
 // the same key exclude each other. Default: off.
 func WithSharedKeys() Option { return func(c *config) { c.shared = true } }
-
-// WithPolicy sets what happens to a task whose resource is held by another.
-// Default: Wait(2s).
-func WithPolicy(p Policy) Option { return func(c *config) { c.policy = p } }
 
 // WithLimit lets up to n tasks with the same key run at once, across every
 // worker and process (redlock.WithLimit's slots); with ByType, a cluster-wide
@@ -188,19 +182,20 @@ func checkAsynq(v string) error {
 		asynqModule, asynqTested, asynqModule, v, asynqModule, asynqTested[len(asynqTested)-1])
 }
 
-// WithRoom runs each task in r's places (see Room), shared with every
-// middleware given the same room; a busy task that finds no wait place is
-// parked or requeued (docs/guide/HOTKEYS.md). Default: with
-// WithBroker, wait places for two thirds of the most tasks seen at once;
-// without, none (at most two wait for one resource).
-func WithRoom(r *Room) Option {
-	return func(cfg *config) {
-		if r == nil {
-			cfg.err = errors.New("middleware: WithRoom: nil room")
-			return
-		}
-		cfg.room = r
-	}
+// WithRoom gives the tasks a room of places, shared by every middleware
+// given this same Option value: run places for the tasks that try for their
+// locks or run their handlers (run; 0: no bound, asynq's Concurrency then
+// bounds them) and wait places for the tasks that wait for a busy lock
+// (wait; 0: none of their own, tasks wait in run places), shared among the
+// hot resources by their WithLimit slots, half the larger number at most
+// each. Give asynq's server as many workers as both (docs/guide/HOTKEYS.md,
+// "Waiting beside running"); tasks on their last retry may wait past the
+// wait places, a busy task that finds no wait place is parked or requeued.
+// Default: with WithBroker, wait places for two thirds of the most tasks
+// seen at once; without, none (at most two wait for one resource).
+func WithRoom(run, wait int) Option {
+	r := newRoom(run, wait)
+	return func(c *config) { c.room = r }
 }
 
 // WithLogger sets the structured logger. Default: slog.Default().

@@ -2,13 +2,13 @@ package middleware
 
 import "time"
 
-// Options of a Room's parts alone, and of the rollback's bound, for tests
+// Options of a room's parts alone, and of the rollback's bound, for tests
 // that set one of them.
 
 // roomOf returns c's room, made (the default share, no places) if none.
-func (c *config) roomOf() *Room {
+func (c *config) roomOf() *room {
 	if c.room == nil {
-		c.room = &Room{maxWaiters: defaultMaxWaiters}
+		c.room = &room{maxWaiters: defaultMaxWaiters}
 	}
 	return c.room
 }

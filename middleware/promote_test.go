@@ -259,7 +259,7 @@ func TestObserverPanicReleasesTheLock(t *testing.T) {
 	e := newEnv(t)
 	withMeta(t, taskMeta{id: "t1", queue: "default", maxRetry: 3, known: true})
 	observer := func(ev Event) {
-		if ev.Kind == EventAcquired {
+		if ev.Kind == kindAcquired {
 			panic("observer bug")
 		}
 	}

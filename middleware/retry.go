@@ -10,10 +10,11 @@ import (
 	"github.com/hibiken/asynq"
 )
 
-// ErrConflict marks a task returned to the queue because its resource was
-// held by another task (it also matches the lock's cause: redlock.ErrLocked,
-// or redlock.ErrQuorum when too many lock nodes were unreachable).
-var ErrConflict = errors.New("middleware: resource busy, task requeued")
+// errConflict marks a task returned to the queue because its resource was
+// held by another task (IsFailure is false for it; it also matches the
+// lock's cause: redlock.ErrLocked, or redlock.ErrQuorum when too many lock
+// nodes were unreachable).
+var errConflict = errors.New("middleware: resource busy, task requeued")
 
 // conflictError is the requeue error: not a failure of the task.
 type conflictError struct {
@@ -24,7 +25,7 @@ type conflictError struct {
 }
 
 func (e *conflictError) Error() string {
-	what := ErrConflict.Error()
+	what := errConflict.Error()
 	if quorumLost(e.cause) {
 		what = "middleware: lock nodes unreachable, task requeued"
 	}
@@ -34,7 +35,7 @@ func (e *conflictError) Error() string {
 	return fmt.Sprintf("%s: %s: %v", what, e.resource, e.cause)
 }
 
-func (e *conflictError) Unwrap() []error { return []error{ErrConflict, e.cause} }
+func (e *conflictError) Unwrap() []error { return []error{errConflict, e.cause} }
 
 // quorumLost tells a lock not had for want of a quorum.
 func quorumLost(err error) bool {
@@ -46,7 +47,7 @@ func quorumLost(err error) bool {
 // To combine it with a check of your own:
 //
 //	IsFailure: func(err error) bool { return middleware.IsFailure(err) && mine(err) }
-func IsFailure(err error) bool { return !errors.Is(err, ErrConflict) }
+func IsFailure(err error) bool { return !errors.Is(err, errConflict) }
 
 // Requeue delays, jittered: a crashed worker's task (asynq.ErrLeaseExpired)
 // waited a minute in asynq's recoverer already, and many come at once.
@@ -68,11 +69,11 @@ const (
 func RetryDelay(n int, err error, t *asynq.Task) time.Duration {
 	var ce *conflictError
 	switch {
-	case errors.Is(err, ErrConflict) && quorumLost(err):
+	case errors.Is(err, errConflict) && quorumLost(err):
 		return jitter(quorumDelayMin, quorumDelayMax)
 	case errors.As(err, &ce) && ce.delay > 0:
 		return ce.delay
-	case errors.Is(err, ErrConflict):
+	case errors.Is(err, errConflict):
 		return jitter(conflictDelayMin, conflictDelayMax)
 	case errors.Is(err, asynq.ErrLeaseExpired):
 		return jitter(leaseExpiredDelayMin, leaseExpiredDelayMax)

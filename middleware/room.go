@@ -18,7 +18,7 @@ import (
 // shared among the hot resources by their WithLimit slots, half the larger
 // number at most each. Give asynq's server as many workers as both
 // (docs/guide/HOTKEYS.md, "Waiting beside running"). Safe for concurrent use.
-type Room struct {
+type room struct {
 	run        *runGate // nil: no bound on running tasks
 	wait       *waitCap // nil: waiting tasks take run places
 	maxWaiters int
@@ -26,8 +26,8 @@ type Room struct {
 
 // NewRoom returns a room of run places (0: no bound but asynq's Concurrency)
 // and wait places (0: tasks wait in run places).
-func NewRoom(run, wait int) *Room {
-	r := &Room{maxWaiters: max(1, max(run, wait)/2)}
+func newRoom(run, wait int) *room {
+	r := &room{maxWaiters: max(1, max(run, wait)/2)}
 	if run > 0 {
 		r.run = &runGate{size: run}
 	}
@@ -129,7 +129,7 @@ const (
 // admits takes a wait place for a task of res (limit slots), n of whose tasks
 // wait here already: fewer than freshShare wait, or (soft) the tasks ahead
 // should be done soon (short), or past the share (waitPast).
-func (r *Room) admits(res string, limit, n int, how waitHow, short bool) bool {
+func (r *room) admits(res string, limit, n int, how waitHow, short bool) bool {
 	full := how != waitPast && n >= r.freshShare(res, limit, how == waitSoft)
 	if full && (how == waitFresh || r.maxWaiters == 0 || !short) {
 		return false
@@ -140,7 +140,7 @@ func (r *Room) admits(res string, limit, n int, how waitHow, short bool) bool {
 // freshShare is how many tasks of a process may wait for res (limit slots)
 // when a task meets it busy: maxWaiters per slot, with parking (not soft)
 // half of it and of res's share of the wait places.
-func (r *Room) freshShare(res string, limit int, soft bool) int {
+func (r *room) freshShare(res string, limit int, soft bool) int {
 	if soft || r.maxWaiters <= 1 {
 		return r.maxWaiters * limit
 	}
@@ -156,7 +156,7 @@ type depths struct {
 // promoteDepth is as many promoted tasks of res (limit slots) as one process
 // lets wait (at least 2), three times that without a backlog, and (shared)
 // at most res's share (docs/guide/HOTKEYS.md, "Promote ahead").
-func (r *Room) promoteDepth(res string, limit int, shared bool) depths {
+func (r *room) promoteDepth(res string, limit int, shared bool) depths {
 	n, share := max(1, r.maxWaiters)*limit, math.MaxInt
 	if shared {
 		share = r.wait.share(res, limit)

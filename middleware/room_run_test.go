@@ -64,7 +64,7 @@ func TestRunGateLeavesWaitersOutOfItsPlaces(t *testing.T) {
 	withMeta(t, taskMeta{id: "t1", maxRetry: 3, known: true})
 	gate := &runGate{size: 2}
 	hs := newGatedHandlers("X", "Y", "Z")
-	m, _ := lockMW(t, e.locks, ByField("sku"), nil, withRunGate(gate), WithPolicy(Wait(time.Minute)), withMaxWaiters(4))
+	m, _ := lockMW(t, e.locks, ByField("sku"), nil, withRunGate(gate), Wait(time.Minute), withMaxWaiters(4))
 	var wg sync.WaitGroup
 	errs := make(chan error, 4)
 	run := func(sku string) {
@@ -115,7 +115,7 @@ func newGateBed(t *testing.T, bctx context.Context) *gateBed {
 	e := patientEnv(t)
 	withMeta(t, taskMeta{id: "t1", maxRetry: 3, known: true})
 	b := &gateBed{e: e, gate: &runGate{size: 2}, hs: newGatedHandlers("X", "Y", "Z", "W"), done: map[string]chan error{}}
-	m, _ := lockMW(t, e.locks, ByField("sku"), nil, withRunGate(b.gate), WithPolicy(Wait(time.Minute)), withMaxWaiters(4))
+	m, _ := lockMW(t, e.locks, ByField("sku"), nil, withRunGate(b.gate), Wait(time.Minute), withMaxWaiters(4))
 	run := func(ctx context.Context, name, sku string) {
 		b.done[name] = make(chan error, 1)
 		go func() { b.done[name] <- m.process(ctx, task("stock:adjust", `{"sku":"`+sku+`"}`), b.hs.handler(sku)) }()
@@ -223,13 +223,6 @@ func TestRunGateCountsUnlockedTasks(t *testing.T) {
 	}
 }
 
-func TestWithRoomRefusesNil(t *testing.T) {
-	e := newEnv(t)
-	if _, err := New(e.locks, ByField("sku"), WithRoom(nil)); err == nil || !strings.Contains(err.Error(), "WithRoom: nil room") {
-		t.Fatalf("a nil gate gave %v, want it refused", err)
-	}
-}
-
 // TestRunGatePlaceEndsWithTheHandler: a task's place is given back when its
 // handler returns, not after its clean-up: while a failed task's rollback
 // still runs under its lock, a task of another resource runs in its place.
@@ -278,13 +271,13 @@ func (g *runGate) queued() (holders, others int) {
 	return len(g.queues[0]), len(g.queues[1])
 }
 
-// TestNewRoomShares: a room's places make its gate and cap, and each
+// TestRoomShares: a room's places make its gate and cap, and each
 // resource may have half the larger number waiting (at least one).
-func TestNewRoomShares(t *testing.T) {
+func TestRoomShares(t *testing.T) {
 	for _, c := range []struct{ run, wait, maxWaiters int }{{8, 16, 8}, {8, 3, 4}, {8, 0, 4}, {1, 0, 1}, {0, 6, 3}} {
-		r := NewRoom(c.run, c.wait)
+		r := newRoom(c.run, c.wait)
 		if r.maxWaiters != c.maxWaiters || (r.run != nil) != (c.run > 0) || (r.wait != nil) != (c.wait > 0) {
-			t.Errorf("NewRoom(%d, %d): %d waiters per resource, gate %v, cap %v; want %d", c.run, c.wait, r.maxWaiters, r.run != nil, r.wait != nil, c.maxWaiters)
+			t.Errorf("newRoom(%d, %d): %d waiters per resource, gate %v, cap %v; want %d", c.run, c.wait, r.maxWaiters, r.run != nil, r.wait != nil, c.maxWaiters)
 		}
 	}
 }
@@ -300,7 +293,7 @@ func TestHolderWithoutARunPlaceStartsAndEnds(t *testing.T) {
 	withMeta(t, taskMeta{id: "t1", queue: queue, maxRetry: 3, known: true})
 	gate := &runGate{size: 1}
 	m, h := lockMW(t, e.locks, ByType(), &recorder{}, withRunGate(gate), WithBroker(e.raw),
-		WithPolicy(Wait(time.Minute)), withMaxWaiters(4))
+		Wait(time.Minute), withMaxWaiters(4))
 	res := "task:stock:adjust:stock:adjust"
 	held, err := e.other.TryAcquire(ctx, res, 10*time.Second)
 	if err != nil {

@@ -59,7 +59,7 @@ func TestWaitCapHoldsAcrossResources(t *testing.T) {
 	c := newWaitCap(4)
 	var mws []asynq.MiddlewareFunc
 	for range 2 {
-		mws = append(mws, Lock(e.locks, ByField("sku"), WithPolicy(Wait(500*time.Millisecond)), withMaxWaiters(100), withWaitCap(c)))
+		mws = append(mws, Lock(e.locks, ByField("sku"), Wait(500*time.Millisecond), withMaxWaiters(100), withWaitCap(c)))
 	}
 	var (
 		wg        sync.WaitGroup
@@ -87,7 +87,7 @@ func TestWaitCapHoldsAcrossResources(t *testing.T) {
 		h := mws[i%2](&recorder{})
 		wg.Go(func() {
 			err := h.ProcessTask(ctx, task("stock:adjust", `{"sku":"`+sku+`"}`))
-			if errors.Is(err, ErrConflict) {
+			if errors.Is(err, errConflict) {
 				mu.Lock()
 				requeued[sku]++
 				mu.Unlock()
@@ -182,7 +182,7 @@ func TestParkedTaskWithoutRoomKeepsItsTurn(t *testing.T) {
 	withMeta(t, taskMeta{id: "t0", queue: queue, maxRetry: 3, known: true})
 	err = h.ProcessTask(ctx, task("stock:adjust", `{"sku":"HOT"}`))
 	var ce *conflictError
-	if !errors.As(err, &ce) || ce.nonce == "" || !errors.Is(err, ErrConflict) {
+	if !errors.As(err, &ce) || ce.nonce == "" || !errors.Is(err, errConflict) {
 		t.Fatalf("want a parked conflict carrying a nonce, got %v", err)
 	}
 	parked, err := parkedTasks(ctx, e.raw, queue)
@@ -230,9 +230,9 @@ func TestWaitCapRefusedResourceGetsItsShare(t *testing.T) {
 	}
 }
 
-// TestDefaultWaitPlacesFollowTheTasksSeenAtOnce: with a broker and no Room,
+// TestDefaultWaitPlacesFollowTheTasksSeenAtOnce: with a broker and no WithRoom,
 // the wait places are two thirds of the most tasks seen at once (at least
-// one), and do not shrink when fewer run; a Room, even of no places, sets
+// one), and do not shrink when fewer run; a room, even of no places, sets
 // none.
 func TestDefaultWaitPlacesFollowTheTasksSeenAtOnce(t *testing.T) {
 	e := newEnv(t)
@@ -258,9 +258,9 @@ func TestDefaultWaitPlacesFollowTheTasksSeenAtOnce(t *testing.T) {
 	if got := places(); got != 4 {
 		t.Fatalf("after fewer tasks: %d wait places, want 4 still", got)
 	}
-	WithRoom(NewRoom(0, 0))(&cfg)
+	WithRoom(0, 0)(&cfg)
 	if m := newMW(e.locks, nil, cfg); m.atOnce != nil || m.cfg.room.wait != nil {
-		t.Fatal("a Room of no places got default wait places")
+		t.Fatal("a room of no places got default wait places")
 	}
 }
 

@@ -42,7 +42,7 @@ func (r *taskRun) run(ctx context.Context) error {
 	lost := declaredBefore(g.end(), lock, m.cfg.ttl, returned)
 	if lost != nil {
 		r.log.Warn("lock lost while the task ran", "cause", lost)
-		m.observe(r.event(EventLost, lost))
+		m.observe(r.event(kindLost, lost))
 		traceLost(ctx, r.res, lost)
 	}
 	cause := cmp.Or(herr, lost)
@@ -126,7 +126,7 @@ func (r *taskRun) rollback(ctx context.Context, lost bool, cause error) error {
 			err = fmt.Errorf("%s: rollback not run: lock %s lost and not re-acquired: %w: %w",
 				r.name(), r.res, redlock.ErrLockLost, err)
 			r.log.Error("rollback not run", "err", err)
-			m.observe(r.event(EventRollback, err))
+			m.observe(r.event(kindRollback, err))
 			return err
 		}
 	}
@@ -141,7 +141,7 @@ func (r *taskRun) rollback(ctx context.Context, lost bool, cause error) error {
 	} else {
 		r.log.Debug("rolled back", "cause", cause)
 	}
-	m.observe(r.event(EventRollback, err))
+	m.observe(r.event(kindRollback, err))
 	return err
 }
 

@@ -275,10 +275,10 @@ func (m *mw) promoted(res string, e *resState, p *promoState, moved []promotion,
 	}
 	m.mu.Unlock()
 	if changed && len(moved) == 0 {
-		m.observe(Event{Kind: EventParked, Resource: res, Parked: left})
+		m.observe(Event{Kind: kindParked, Resource: res, Parked: left})
 	}
 	for _, pr := range moved {
-		m.observe(Event{Kind: EventPromoted, TaskID: pr.id, Resource: res, Wait: pr.parked, Parked: left})
+		m.observe(Event{Kind: kindPromoted, TaskID: pr.id, Resource: res, Wait: pr.parked, Parked: left})
 		m.cfg.logger.Debug("parked task promoted", "task_id", pr.id, "queue", p.queue, "resource", res,
 			"parked_for", pr.parked, "still_parked", left)
 	}

@@ -47,7 +47,7 @@ func TestArrivalBesideALocalHolderSkipsTryAcquire(t *testing.T) {
 		}
 		return nil
 	}}
-	m, h := lockMW(t, lc, ByField("sku"), rec, WithPolicy(Wait(5*time.Second)))
+	m, h := lockMW(t, lc, ByField("sku"), rec, Wait(5*time.Second))
 	done := make(chan error, 2)
 	go func() { done <- h.ProcessTask(ctx, adjust()) }()
 	waitFor(t, "the first task holding its lock", func() bool {
@@ -106,7 +106,7 @@ func TestParkingLeavesHalfTheShareToPromotedTasks(t *testing.T) {
 		t.Run(map[bool]string{true: "parking", false: "control"}[parking], func(t *testing.T) {
 			ctx := context.Background()
 			e, held := busyEnv(t, taskMeta{id: "t1", queue: "default", maxRetry: 3, known: true})
-			opts := []Option{WithPolicy(Wait(10 * time.Second)), withMaxWaiters(4)}
+			opts := []Option{Wait(10 * time.Second), withMaxWaiters(4)}
 			if parking {
 				opts = append(opts, WithBroker(e.raw))
 			}
@@ -122,8 +122,8 @@ func TestParkingLeavesHalfTheShareToPromotedTasks(t *testing.T) {
 				if !parking {
 					t.Fatalf("without parking a third task returned (%v) while 4 may wait", err)
 				}
-				if !errors.Is(err, ErrConflict) {
-					t.Fatalf("third task: %v, want parked (ErrConflict)", err)
+				if !errors.Is(err, errConflict) {
+					t.Fatalf("third task: %v, want parked (errConflict)", err)
 				}
 			case <-time.After(2 * time.Second):
 				if parking {
@@ -171,7 +171,7 @@ func TestWaiterBehindALocalHolderEndsOnANodeOutage(t *testing.T) {
 		}
 		return nil
 	}}
-	m, h := lockMW(t, e.locks, ByField("sku"), rec, WithPolicy(Wait(3*time.Second)), withMaxWaiters(4))
+	m, h := lockMW(t, e.locks, ByField("sku"), rec, Wait(3*time.Second), withMaxWaiters(4))
 	done := make(chan error, 3)
 	go func() { done <- h.ProcessTask(ctx, adjust()) }()
 	waitRuns := func(n int32) {

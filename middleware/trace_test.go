@@ -149,7 +149,7 @@ func TestTraceWait(t *testing.T) {
 		time.Sleep(hold)
 		_ = held.Release(context.Background())
 	}()
-	h := Lock(tr.locks, ByField("sku"), WithPolicy(Wait(10*time.Second)), WithTracerProvider(tr.tp))(&recorder{})
+	h := Lock(tr.locks, ByField("sku"), Wait(10*time.Second), WithTracerProvider(tr.tp))(&recorder{})
 	task, err := tr.run(h, adjust())
 	if err != nil {
 		t.Fatal(err)
@@ -203,7 +203,7 @@ func TestTraceParked(t *testing.T) {
 		return span.(*spantest.Span), err
 	}
 	task, err := run(parking, "p1")
-	if !errors.Is(err, ErrConflict) {
+	if !errors.Is(err, errConflict) {
 		t.Fatalf("task error %v, want a conflict (parked)", err)
 	}
 	ev, ok := event(t, task, eventParked)
@@ -222,7 +222,7 @@ func TestTraceParked(t *testing.T) {
 
 	requeue := Lock(tr.locks, ByField("sku"), withMaxWaiters(0), WithTracerProvider(tr.tp))(&recorder{})
 	task, err = run(requeue, "r1")
-	if !errors.Is(err, ErrConflict) {
+	if !errors.Is(err, errConflict) {
 		t.Fatalf("task error %v, want a conflict (requeued)", err)
 	}
 	noEvents(t, task, eventParked, eventLost, eventRollback)

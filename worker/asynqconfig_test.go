@@ -34,7 +34,7 @@ func TestAsynqConfigChainsAfterTheMiddleware(t *testing.T) {
 	appErr := errors.New("payment declined")
 	delay := chainRetryDelay(func(int, error, *asynq.Task) time.Duration { return 42 * time.Second })
 	failure := chainIsFailure(func(err error) bool { return !errors.Is(err, appErr) })
-	conflict := fmt.Errorf("busy: %w", middleware.ErrConflict)
+	conflict := fmt.Errorf("busy: %w", conflictErr(t))
 	tk := asynq.NewTask("stock:adjust", nil)
 	if d := delay(1, conflict, tk); d >= 42*time.Second {
 		t.Errorf("a conflict waits %v, the application's delay: want the middleware's", d)

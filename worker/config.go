@@ -52,7 +52,7 @@ type Config struct {
 	Concurrency int `env:"WORKER_CONCURRENCY" envDefault:"10"`
 	// WaitRoom is how many more tasks the worker takes from its queues to
 	// wait for their locks, beside the Concurrency that run: waiting tasks
-	// then never take a running task's place (middleware.Room). -1 (the
+	// then never take a running task's place (middleware.WithRoom). -1 (the
 	// default) is twice Concurrency; 0 lets waiting tasks take the places
 	// of running ones.
 	WaitRoom int `env:"WORKER_WAIT_ROOM" envDefault:"-1"`

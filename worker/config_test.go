@@ -1,6 +1,7 @@
 package worker
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"strings"
@@ -48,7 +49,7 @@ func TestLoadConfigDefaults(t *testing.T) {
 
 // TestWaitRoomSizesAsynq: the waiting room defaults to twice
 // WORKER_CONCURRENCY; asynq takes both at once (each resource's share of it
-// is the middleware's Room's business).
+// is the middleware's room's business).
 func TestWaitRoomSizesAsynq(t *testing.T) {
 	for _, c := range []struct {
 		room              string
@@ -263,6 +264,18 @@ func unusedLocks(t *testing.T) *redlock.Client {
 	}
 	t.Cleanup(func() { _ = locks.Close() })
 	return locks
+}
+
+// conflictErr is the error of a task whose lock nodes are unreachable: a
+// conflict, requeued, no failure.
+func conflictErr(t *testing.T) error {
+	noop := asynq.HandlerFunc(func(context.Context, *asynq.Task) error { return nil })
+	h := middleware.Lock(unusedLocks(t), middleware.ByType(), middleware.Requeue())(noop)
+	err := h.ProcessTask(context.Background(), asynq.NewTask("stock:adjust", nil))
+	if err == nil || middleware.IsFailure(err) {
+		t.Fatalf("a task on unreachable lock nodes: %v, want a conflict", err)
+	}
+	return err
 }
 
 // TestLimitBoundIsTheMiddlewares: LoadConfig's bound on WORKER_LIMITS is

@@ -14,7 +14,7 @@ import (
 // policy, its busy tasks parked in the broker. At most WORKER_CONCURRENCY
 // tasks try for their locks or run at once, across task types; asynq takes
 // up to WORKER_WAIT_ROOM more, and a task waiting for a busy lock waits
-// among those (middleware.Room): never more than WORKER_WAIT_ROOM wait at
+// among those (middleware.WithRoom): never more than WORKER_WAIT_ROOM wait at
 // once, each hot resource an equal share. opts come after those (a
 // middleware.WithObserver among them replaces the one feeding the worker's
 // task metrics). A nil key runs the handler unlocked. Every task runs in a
@@ -29,15 +29,15 @@ func (w *Worker) Handle(taskType string, h asynq.Handler, key middleware.KeyFunc
 	}
 	if key == nil {
 		// Unlocked tasks take the room's run places too.
-		h = middleware.Lock(w.locks, noLock, middleware.WithRoom(w.room), middleware.WithLogger(w.log))(h)
+		h = middleware.Lock(w.locks, noLock, w.room, middleware.WithLogger(w.log))(h)
 	} else {
 		policy, _ := w.cfg.policy()
 		all := append([]middleware.Option{
 			middleware.WithTTL(w.cfg.LockTTL),
 			middleware.WithCompletionWindow(w.cfg.CompletionWindow),
-			middleware.WithPolicy(policy),
+			policy,
 			middleware.WithBroker(w.ping),
-			middleware.WithRoom(w.room),
+			w.room,
 			middleware.WithLogger(w.log),
 			middleware.WithObserver(w.metrics.observeTask),
 		}, w.cfg.limitOf(taskType)...)

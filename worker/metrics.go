@@ -76,17 +76,17 @@ func (m *metrics) observeLock(e redlock.Event) {
 func (m *metrics) observeTask(e middleware.Event) {
 	m.park.observe(e)
 	switch e.Kind {
-	case middleware.EventConflict:
+	case "conflict":
 		m.conflicts.WithLabelValues(e.Policy, e.Action).Inc()
-	case middleware.EventRollback:
+	case "rollback":
 		if e.Err == nil {
 			m.rollbacks.WithLabelValues("ok").Inc()
 		} else {
 			m.rollbacks.WithLabelValues("failed").Inc()
 		}
-	case middleware.EventBadKey:
+	case "bad_key":
 		m.badKeys.Inc()
-	case middleware.EventRedeliverySkipped:
+	case "redelivery_skipped":
 		m.redeliveries.Inc()
 	}
 }

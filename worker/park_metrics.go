@@ -52,13 +52,13 @@ func newParkMetrics(reg prometheus.Registerer) *parkMetrics {
 // observe takes the middleware events about parking and hand-overs.
 func (m *parkMetrics) observe(e middleware.Event) {
 	switch {
-	case e.Kind == middleware.EventPromoted:
+	case e.Kind == "promoted":
 		m.promotions.Inc()
 		m.parkTime.Observe(e.Wait.Seconds())
 		m.seen(e.Resource, e.Parked)
-	case e.Kind == middleware.EventConflict && e.Action == "park", e.Kind == middleware.EventParked:
+	case e.Kind == "conflict" && e.Action == "park", e.Kind == "parked":
 		m.seen(e.Resource, e.Parked)
-	case e.Kind == middleware.EventAcquired && e.Handover != "":
+	case e.Kind == "acquired" && e.Handover != "":
 		m.handovers.WithLabelValues(e.Handover).Inc()
 	}
 }

@@ -8,7 +8,7 @@ import (
 
 // policy turns WORKER_CONFLICT_POLICY into the middleware's conflict
 // policy.
-func (c *Config) policy() (middleware.Policy, error) {
+func (c *Config) policy() (middleware.Option, error) {
 	switch c.ConflictPolicy {
 	case "wait":
 		return middleware.Wait(c.ConflictWait), nil
@@ -19,7 +19,7 @@ func (c *Config) policy() (middleware.Policy, error) {
 	case "fail":
 		return middleware.Fail(), nil
 	}
-	return middleware.Policy{}, fmt.Errorf("must be wait, requeue, skip or fail, got %q", c.ConflictPolicy)
+	return nil, fmt.Errorf("must be wait, requeue, skip or fail, got %q", c.ConflictPolicy)
 }
 
 // limitOf is WORKER_LIMITS's option for taskType's handlers, if any.

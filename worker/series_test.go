@@ -192,12 +192,12 @@ func TestRedeliveriesSkippedCounted(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	m := newMetrics(reg)
 	series := "asynqlock_task_redeliveries_skipped_total"
-	m.observeTask(middleware.Event{Kind: middleware.EventConflict})
+	m.observeTask(middleware.Event{Kind: "conflict"})
 	if got := counterValue(t, m.redeliveries); got != 0 {
 		t.Fatalf("%s %v after a conflict, want 0", series, got)
 	}
 	for range 2 {
-		m.observeTask(middleware.Event{Kind: middleware.EventRedeliverySkipped})
+		m.observeTask(middleware.Event{Kind: "redelivery_skipped"})
 	}
 	if got := counterValue(t, m.redeliveries); got != 2 {
 		t.Fatalf("%s %v after 2 skipped re-deliveries, want 2", series, got)

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"testing"
 
-	"github.com/asynqlock/asynqlock/middleware"
 	"github.com/hibiken/asynq"
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/codes"
@@ -30,7 +29,7 @@ func taskExporter(t *testing.T) (*sdktrace.TracerProvider, *tracetest.InMemoryEx
 // the handler's context carries the span.
 func TestTraceTasksStatus(t *testing.T) {
 	tp, exp := taskExporter(t)
-	conflict := fmt.Errorf("busy: %w", middleware.ErrConflict)
+	conflict := fmt.Errorf("busy: %w", conflictErr(t))
 	for _, tc := range []struct {
 		err     error
 		outcome string

@@ -30,8 +30,8 @@ type Worker struct {
 	inspector *asynq.Inspector
 	ping      redis.UniversalClient // broker readiness probe
 	mux       *asynq.ServeMux
-	app       *asynq.Config    // the application's asynq settings (WithAsynqConfig), or nil
-	room      *middleware.Room // the running and waiting tasks' places, shared by every Handle
+	app       *asynq.Config     // the application's asynq settings (WithAsynqConfig), or nil
+	room      middleware.Option // the running and waiting tasks' places, shared by every Handle
 	reg       *prometheus.Registry
 	metrics   *metrics
 	health    *health
@@ -87,7 +87,7 @@ func New(cfg Config, opts ...Option) (*Worker, error) {
 	}
 	b, _ := parseBroker(cfg.AsynqRedisURL, cfg.asynqTLS())
 	w := &Worker{cfg: cfg, log: o.log, broker: b.opt, mux: o.mux, app: o.asynq, reg: prometheus.NewRegistry(),
-		room: middleware.NewRoom(cfg.Concurrency, cfg.waitRoom())}
+		room: middleware.WithRoom(cfg.Concurrency, cfg.waitRoom())}
 	if w.mux == nil {
 		w.mux = asynq.NewServeMux()
 	}

@@ -44,12 +44,12 @@ func (j *journal) print(out io.Writer) {
 // observe records the middleware's conflicts and rollbacks.
 func (j *journal) observe(e middleware.Event) {
 	switch e.Kind {
-	case middleware.EventConflict:
+	case "conflict":
 		j.add("conflict %s: %s -> %s", e.TaskType, e.Resource, e.Action)
 		if e.TaskType == "email:send" && e.Action == "skip" {
 			j.once.Do(func() { close(j.skipped) })
 		}
-	case middleware.EventRollback:
+	case "rollback":
 		if e.Err != nil {
 			j.add("rollback %s: %s failed: %v", e.TaskType, e.Resource, e.Err)
 			return
@@ -97,7 +97,7 @@ func run(ctx context.Context, out io.Writer) error {
 func handlers(locks *redlock.Client, j *journal) *asynq.ServeMux {
 	mux := asynq.NewServeMux()
 	mux.Handle("stock:adjust", middleware.Lock(locks, middleware.ByField("sku"),
-		middleware.WithPolicy(middleware.Wait(5*time.Second)),
+		middleware.Wait(5*time.Second),
 		middleware.WithObserver(j.observe),
 		middleware.WithRollback(func(ctx context.Context, t *asynq.Task, cause error) error {
 			li, _ := middleware.LockFromContext(ctx)
@@ -106,7 +106,7 @@ func handlers(locks *redlock.Client, j *journal) *asynq.ServeMux {
 		}),
 	)(asynq.HandlerFunc(func(ctx context.Context, t *asynq.Task) error { return adjust(ctx, t, j) })))
 	mux.Handle("email:send", middleware.Lock(locks, middleware.ByPayloadHash(),
-		middleware.WithPolicy(middleware.Skip()), middleware.WithObserver(j.observe),
+		middleware.Skip(), middleware.WithObserver(j.observe),
 	)(asynq.HandlerFunc(func(ctx context.Context, t *asynq.Task) error {
 		// Sending takes until the twin has been turned away (at most 5s),
 		// so that the skip shows however slowly the machine fetches it.
@@ -118,7 +118,7 @@ func handlers(locks *redlock.Client, j *journal) *asynq.ServeMux {
 		return nil
 	})))
 	mux.Handle("report:build", middleware.Lock(locks, middleware.ByType(),
-		middleware.WithPolicy(middleware.Requeue()), middleware.WithObserver(j.observe),
+		middleware.Requeue(), middleware.WithObserver(j.observe),
 	)(asynq.HandlerFunc(func(ctx context.Context, t *asynq.Task) error {
 		time.Sleep(100 * time.Millisecond)
 		j.add("built report %s", t.Payload())

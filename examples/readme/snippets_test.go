@@ -29,10 +29,10 @@ func decorate(redisOpt asynq.RedisClientOpt, rollback func(context.Context, *asy
 	// The one choice to make: a lock per task type and key ("task:<type>:<key>", the default: stock:adjust
 	// and stock:batch on one SKU may run at once), or per key across types (add middleware.WithSharedKeys()).
 	mux.Use(middleware.Lock(locks, middleware.ByField("order.sku"), // or ByType(), ByPayloadHash(), your KeyFunc
-		middleware.WithPolicy(middleware.Wait(2*time.Second)), // Wait(d) | Requeue() | Skip() | Fail()
-		middleware.WithRollback(rollback),                     // runs under the lock on error or loss
-		middleware.WithBroker(brokerRedis),                    // park busy tasks once, promote them in turn
-		middleware.WithLockOptions(redlock.WithFencing()),     // lock, _ := middleware.LockFromContext(ctx); lock.Fence
+		middleware.Wait(2*time.Second),                    // Wait(d) | Requeue() | Skip() | Fail()
+		middleware.WithRollback(rollback),                 // runs under the lock on error or loss
+		middleware.WithBroker(brokerRedis),                // park busy tasks once, promote them in turn
+		middleware.WithLockOptions(redlock.WithFencing()), // lock, _ := middleware.LockFromContext(ctx); lock.Fence
 	))
 	srv := asynq.NewServer(redisOpt, asynq.Config{
 		IsFailure:      middleware.IsFailure,  // a conflict is not a failure...
