@@ -12,8 +12,8 @@ import (
 	"github.com/asynqlock/asynqlock/redlock"
 )
 
-// Room is a process's places for its tasks, shared by every middleware given
-// it (WithRoom): run places for the tasks that try for their locks or run
+// room is a process's places for its tasks, shared by every middleware given
+// the same WithRoom option: run places for the tasks that try for their locks or run
 // their handlers, and wait places for the tasks that wait for a busy lock,
 // shared among the hot resources by their WithLimit slots, half the larger
 // number at most each. Give asynq's server as many workers as both
@@ -24,7 +24,7 @@ type room struct {
 	maxWaiters int
 }
 
-// NewRoom returns a room of run places (0: no bound but asynq's Concurrency)
+// newRoom returns a room of run places (0: no bound but asynq's Concurrency)
 // and wait places (0: tasks wait in run places).
 func newRoom(run, wait int) *room {
 	r := &room{maxWaiters: max(1, max(run, wait)/2)}
